@@ -1,0 +1,285 @@
+//! Validation of untrusted documents: the JSON Schema first, then the semantic rules a schema cannot say.
+//!
+//! Every problem found is reported, each as a [`Violation`] with a stable code and an RFC 6901 path to the value.
+//! Semantic checks run even when the schema fails, on whatever parts have the right shape, so one pass shows the
+//! sender everything to fix.
+
+use std::collections::{HashMap, HashSet};
+
+use jsonschema::error::ValidationErrorKind;
+use serde_json::Value;
+
+use crate::brief::brief_line_count;
+use crate::error::{ErrorCode, Violation};
+use crate::pointer::{self, Pointer, PointerType};
+use crate::schema::{COMPILED, DocKind};
+use crate::ttl::Ttl;
+
+/// The most lines a SharedBriefMicro may render to.
+pub const MAX_BRIEF_LINES: usize = 30;
+
+/// Validates `doc` as a document of `kind`; an empty result means valid.
+pub fn validate(kind: DocKind, doc: &Value) -> Vec<Violation> {
+    let mut out = schema_violations(kind, doc);
+    let mut semantic = Vec::new();
+    match kind {
+        DocKind::Engram => check_engram(doc, "", &mut semantic),
+        DocKind::Pointer => check_pointer(doc, "", &mut semantic),
+        DocKind::Brief => check_brief(doc, "", &mut semantic),
+        DocKind::Grant | DocKind::Budget => {}
+        DocKind::Deref => check_deref(doc, "", &mut semantic),
+        DocKind::Message => check_message(doc, "", &mut semantic),
+        DocKind::Scenario => check_scenario(doc, &mut semantic),
+    }
+    // A schema failure at the same place already tells the sender what to fix.
+    let schema_paths: HashSet<String> = out.iter().map(|v| v.path.clone()).collect();
+    out.extend(semantic.into_iter().filter(|v| !schema_paths.contains(&v.path)));
+    out
+}
+
+/// Validates `doc` against the kind it looks like; [`ErrorCode::KindUnknown`] when it looks like none.
+pub fn validate_inferred(doc: &Value) -> (Option<DocKind>, Vec<Violation>) {
+    match DocKind::infer(doc) {
+        Some(kind) => (Some(kind), validate(kind, doc)),
+        None => (
+            None,
+            vec![Violation::new(
+                ErrorCode::KindUnknown,
+                "",
+                "cannot tell which kind of document this is from its fields",
+            )],
+        ),
+    }
+}
+
+fn schema_violations(kind: DocKind, doc: &Value) -> Vec<Violation> {
+    let validator = COMPILED.get(kind);
+    let mut out: Vec<Violation> = Vec::new();
+    let mut seen = HashSet::new();
+    for error in validator.iter_errors(doc) {
+        let base = error.instance_path().as_str().to_owned();
+        let mut push = |path: String, message: String| {
+            if seen.insert((path.clone(), message.clone())) {
+                out.push(Violation::new(ErrorCode::SchemaInvalid, path, message));
+            }
+        };
+        match error.kind() {
+            ValidationErrorKind::Required { property } => {
+                let name = property.as_str().map(str::to_owned).unwrap_or_else(|| property.to_string());
+                push(join(&base, &name), format!("required property {name:?} is missing"));
+            }
+            ValidationErrorKind::AdditionalProperties { unexpected }
+            | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
+                for name in unexpected {
+                    push(join(&base, name), format!("property {name:?} is not allowed here"));
+                }
+            }
+            ValidationErrorKind::MaxLength { limit } => {
+                let n_chars = lookup(doc, &base).and_then(Value::as_str).map_or(0, |s| s.chars().count());
+                push(base, format!("is {n_chars} characters long; at most {limit} allowed"));
+            }
+            ValidationErrorKind::MaxItems { limit } => {
+                let n_items = lookup(doc, &base).and_then(Value::as_array).map_or(0, Vec::len);
+                push(base, format!("has {n_items} items; at most {limit} allowed"));
+            }
+            ValidationErrorKind::MinItems { limit } => {
+                let n_items = lookup(doc, &base).and_then(Value::as_array).map_or(0, Vec::len);
+                push(base, format!("has {n_items} items; at least {limit} required"));
+            }
+            // The remaining kinds describe themselves well; the instance value is masked so a
+            // 10 kB pasted body does not come back in the error.
+            _ => push(base, error.masked().to_string()),
+        }
+    }
+    out
+}
+
+fn check_pointer(doc: &Value, base: &str, out: &mut Vec<Violation>) {
+    if doc.get("type").and_then(Value::as_str).is_none() || doc.get("ref").and_then(Value::as_str).is_none() {
+        return;
+    }
+    for mut violation in pointer::check_value(doc) {
+        if violation.code == ErrorCode::SchemaInvalid {
+            // Shape problems are the schema's to report.
+            continue;
+        }
+        violation.path = format!("{base}{}", violation.path);
+        out.push(violation);
+    }
+}
+
+fn check_engram(doc: &Value, base: &str, out: &mut Vec<Violation>) {
+    for field in ["/id", "/claim", "/provenance/created_by"] {
+        check_not_blank(doc, base, field, out);
+    }
+    if let Some(ttl) = doc.get("ttl").and_then(Value::as_str)
+        && let Err(mut violation) = Ttl::parse(ttl)
+    {
+        violation.path = format!("{base}/ttl");
+        out.push(violation);
+    }
+    let pointers = doc.get("pointers").and_then(Value::as_array);
+    for (idx, pointer) in pointers.into_iter().flatten().enumerate() {
+        check_pointer(pointer, &format!("{base}/pointers/{idx}"), out);
+    }
+    let kind = doc.get("kind").and_then(Value::as_str);
+    if matches!(kind, Some("decision" | "risk"))
+        && let Some(pointers) = pointers
+    {
+        let cites_source = pointers.iter().any(|p| {
+            p.get("type")
+                .and_then(|t| serde_json::from_value::<PointerType>(t.clone()).ok())
+                .is_some_and(PointerType::is_resolvable)
+        });
+        if !cites_source {
+            out.push(Violation::new(
+                ErrorCode::SourceRequired,
+                format!("{base}/pointers"),
+                format!("a {} engram must cite a repo, artifact, sam, diff or test pointer", kind.unwrap_or_default()),
+            ));
+        }
+    }
+}
+
+fn check_deref(doc: &Value, base: &str, out: &mut Vec<Violation>) {
+    let pointers = doc.get("pointers").and_then(Value::as_array);
+    for (idx, pointer) in pointers.into_iter().flatten().enumerate() {
+        check_pointer(pointer, &format!("{base}/pointers/{idx}"), out);
+    }
+}
+
+fn check_brief(doc: &Value, base: &str, out: &mut Vec<Violation>) {
+    if let Some(packs) = doc.get("pointer_packs").and_then(Value::as_object) {
+        for (role, pack) in packs {
+            for (idx, text) in pack.as_array().into_iter().flatten().enumerate() {
+                if let Some(text) = text.as_str()
+                    && let Err(mut violation) = Pointer::parse(text)
+                {
+                    violation.path = format!("{base}/pointer_packs/{}/{idx}", escape(role));
+                    out.push(violation);
+                }
+            }
+        }
+    }
+    let n_lines = brief_line_count(doc);
+    if n_lines > MAX_BRIEF_LINES {
+        out.push(Violation::new(
+            ErrorCode::BriefTooLong,
+            base.to_owned(),
+            format!("the brief renders to {n_lines} lines; at most {MAX_BRIEF_LINES} allowed"),
+        ));
+    }
+}
+
+fn check_message(doc: &Value, base: &str, out: &mut Vec<Violation>) {
+    for (idx, engram) in doc.get("engrams").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        check_engram(engram, &format!("{base}/engrams/{idx}"), out);
+    }
+    for (idx, request) in doc.get("deref_requests").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        check_deref(request, &format!("{base}/deref_requests/{idx}"), out);
+    }
+    for field in ["refs", "symbols"] {
+        for (idx, text) in doc.get(field).and_then(Value::as_array).into_iter().flatten().enumerate() {
+            check_reference(text, &format!("{base}/{field}/{idx}"), out);
+        }
+    }
+    if let Some(text) = doc.get("report_ref") {
+        check_reference(text, &format!("{base}/report_ref"), out);
+    }
+    for field in ["/reason", "/question", "/body"] {
+        check_not_blank(doc, base, field, out);
+    }
+}
+
+/// A reference in a message is either a short symbol id (`F12`) or a pointer in text form; a string that starts
+/// with a pointer type prefix must parse as a pointer.
+fn check_reference(text: &Value, path: &str, out: &mut Vec<Violation>) {
+    let Some(text) = text.as_str() else { return };
+    let looks_like_pointer =
+        text.split_once(':').is_some_and(|(prefix, _)| PointerType::from_prefix(prefix).is_some());
+    if looks_like_pointer && let Err(mut violation) = Pointer::parse(text) {
+        violation.path = path.to_owned();
+        out.push(violation);
+    }
+}
+
+fn check_scenario(doc: &Value, out: &mut Vec<Violation>) {
+    let Some(agents) = doc.get("agents").and_then(Value::as_array) else { return };
+    let mut index_of: HashMap<&str, usize> = HashMap::new();
+    for (idx, agent) in agents.iter().enumerate() {
+        if let Some(id) = agent.get("id").and_then(Value::as_str)
+            && index_of.insert(id, idx).is_some()
+        {
+            out.push(Violation::new(
+                ErrorCode::ScenarioInvalid,
+                format!("/agents/{idx}/id"),
+                format!("agent id {id:?} is used twice"),
+            ));
+        }
+    }
+    let parent_of = |idx: usize| agents[idx].get("parent").and_then(Value::as_str);
+    let mut roots = Vec::new();
+    for idx in 0..agents.len() {
+        match parent_of(idx) {
+            None => roots.push(idx),
+            Some(parent) if !index_of.contains_key(parent) => out.push(Violation::new(
+                ErrorCode::ScenarioInvalid,
+                format!("/agents/{idx}/parent"),
+                format!("parent {parent:?} is not an agent of this scenario"),
+            )),
+            Some(_) => {
+                // Walk up; more steps than agents means a cycle.
+                let mut cursor = idx;
+                for _ in 0..=agents.len() {
+                    match parent_of(cursor).and_then(|p| index_of.get(p)) {
+                        Some(&next) => cursor = next,
+                        None => break,
+                    }
+                    if cursor == idx {
+                        out.push(Violation::new(
+                            ErrorCode::ScenarioInvalid,
+                            format!("/agents/{idx}/parent"),
+                            "the parent chain of this agent loops back to it",
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    if roots.len() > 1 {
+        for &idx in &roots[1..] {
+            out.push(Violation::new(
+                ErrorCode::ScenarioInvalid,
+                format!("/agents/{idx}"),
+                "only one agent (the lead) may have no parent",
+            ));
+        }
+    } else if roots.is_empty() && !agents.is_empty() {
+        out.push(Violation::new(ErrorCode::ScenarioInvalid, "/agents", "no agent is without a parent: name one lead"));
+    }
+}
+
+fn check_not_blank(doc: &Value, base: &str, field: &str, out: &mut Vec<Violation>) {
+    if let Some(text) = doc.pointer(field).and_then(Value::as_str)
+        && text.trim().is_empty()
+    {
+        out.push(Violation::new(ErrorCode::TextEmpty, format!("{base}{field}"), "must not be blank"));
+    }
+}
+
+fn lookup<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
+    if path.is_empty() { Some(doc) } else { doc.pointer(path) }
+}
+
+fn join(base: &str, key: &str) -> String {
+    format!("{base}/{}", escape(key))
+}
+
+/// RFC 6901 escaping of one reference token.
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests;
