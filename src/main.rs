@@ -1,1 +1,50 @@
-fn main(){}
+//! The `lessrt` command line: argument parsing and wiring only; the work is done by `less-runtime`.
+//!
+//! Exit codes: 0 success, 1 a document broke the contract, 2 bad usage or input that cannot be read or parsed.
+
+mod cmd;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// lessrt: a runtime for hierarchies of cooperating AI agents that exchange budgeted engrams, not pasted context.
+#[derive(Debug, Parser)]
+#[command(name = "lessrt", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate engrams, pointers, briefs, grants, deref requests, typed messages or scenarios against the schemas.
+    Validate(cmd::validate::Args),
+    /// Count the tokens of a text with a real tokenizer.
+    Tokens(cmd::tokens::Args),
+    /// Convert pointers between their text form and their JSON object form.
+    #[command(subcommand)]
+    Pointer(cmd::pointer::Command),
+    /// Print a published JSON Schema, or list them.
+    Schema(cmd::schema::Args),
+    /// List the stable error codes with what to send instead.
+    Errors(cmd::errors::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Validate(args) => cmd::validate::run(&args),
+        Command::Tokens(args) => cmd::tokens::run(&args),
+        Command::Pointer(command) => cmd::pointer::run(&command),
+        Command::Schema(args) => cmd::schema::run(&args),
+        Command::Errors(args) => cmd::errors::run(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("lessrt: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -18,6 +18,9 @@ pub enum ErrorCode {
     /// The input is not parseable JSON (or TOML, for scenarios).
     #[serde(rename = "LESS_JSON_MALFORMED")]
     JsonMalformed,
+    /// The input file or stream could not be read.
+    #[serde(rename = "LESS_INPUT_UNREADABLE")]
+    InputUnreadable,
     /// The document kind could not be inferred from its shape.
     #[serde(rename = "LESS_KIND_UNKNOWN")]
     KindUnknown,
@@ -70,8 +73,9 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 18] = [
         ErrorCode::JsonMalformed,
+        ErrorCode::InputUnreadable,
         ErrorCode::KindUnknown,
         ErrorCode::SchemaInvalid,
         ErrorCode::TtlInvalid,
@@ -94,6 +98,7 @@ impl ErrorCode {
     pub const fn as_str(self) -> &'static str {
         match self {
             ErrorCode::JsonMalformed => "LESS_JSON_MALFORMED",
+            ErrorCode::InputUnreadable => "LESS_INPUT_UNREADABLE",
             ErrorCode::KindUnknown => "LESS_KIND_UNKNOWN",
             ErrorCode::SchemaInvalid => "LESS_SCHEMA_INVALID",
             ErrorCode::TtlInvalid => "LESS_TTL_INVALID",
@@ -119,6 +124,7 @@ impl ErrorCode {
             ErrorCode::JsonMalformed => {
                 "Send one well-formed JSON document (TOML for scenarios); check quoting, commas and brackets."
             }
+            ErrorCode::InputUnreadable => "Check that the file exists and is readable, or pipe the document on standard input with `-`.",
             ErrorCode::KindUnknown => {
                 "Pass --kind (engram, pointer, brief, grant, deref, message or scenario) or send a document of a known shape."
             }
@@ -235,7 +241,7 @@ pub enum Error {
     /// A document could not be parsed at all.
     #[error("{code}: {message}")]
     Malformed {
-        /// Always [`ErrorCode::JsonMalformed`] or [`ErrorCode::KindUnknown`].
+        /// [`ErrorCode::JsonMalformed`], [`ErrorCode::InputUnreadable`] or [`ErrorCode::KindUnknown`].
         code: ErrorCode,
         /// The parser's explanation.
         message: String,

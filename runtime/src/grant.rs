@@ -128,4 +128,14 @@ mod tests {
         forged.terms.uses = 100;
         assert_eq!(forged.verify(&secret).expect_err("uses changed").code, ErrorCode::GrantInvalid);
     }
+
+    /// The shipped example is a real grant, signed with the documented example secret (32 zero bytes).
+    #[test]
+    fn the_example_grant_is_signed_with_the_example_secret() {
+        let text = include_str!("../../schemas/examples/grant.json");
+        let grant = Valid::<Grant>::from_json(text).expect("example is valid");
+        let resigned = Grant::issue(grant.terms.clone(), &[0u8; 32]);
+        assert_eq!(grant.mac, resigned.mac, "expected mac {}", resigned.mac);
+        assert!(grant.verify(&[0u8; 32]).is_ok());
+    }
 }

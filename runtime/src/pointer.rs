@@ -26,6 +26,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::digest::Digest;
 use crate::error::{ErrorCode, Violation};
+use crate::schema::DocKind;
+use crate::valid::Contract;
 
 /// Longest `ref`, in characters (spec §14).
 pub const MAX_REF_CHARS: usize = 300;
@@ -118,6 +120,10 @@ struct PointerWire {
     span: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     digest: Option<String>,
+}
+
+impl Contract for Pointer {
+    const KIND: DocKind = DocKind::Pointer;
 }
 
 impl Pointer {

@@ -86,6 +86,15 @@ fn schema_violations(kind: DocKind, doc: &Value) -> Vec<Violation> {
                 let n_items = lookup(doc, &base).and_then(Value::as_array).map_or(0, Vec::len);
                 push(base, format!("has {n_items} items; at least {limit} required"));
             }
+            ValidationErrorKind::Enum { options } => {
+                let names: Vec<String> = options
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|o| o.as_str().map_or_else(|| o.to_string(), str::to_owned))
+                    .collect();
+                push(base, format!("must be one of: {}", names.join(", ")));
+            }
             // The remaining kinds describe themselves well; the instance value is masked so a
             // 10 kB pasted body does not come back in the error.
             _ => push(base, error.masked().to_string()),

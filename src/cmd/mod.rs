@@ -1,0 +1,28 @@
+//! One module per sub-command; each exposes `Args` (or `Command`) and `run`.
+
+pub(crate) mod errors;
+pub(crate) mod pointer;
+pub(crate) mod schema;
+pub(crate) mod tokens;
+pub(crate) mod validate;
+
+use std::io::Read;
+use std::path::Path;
+
+use anyhow::Context;
+
+/// Reads a file, or standard input for `-`.
+pub(crate) fn read_input(path: &Path) -> anyhow::Result<String> {
+    if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text).context("cannot read standard input")?;
+        Ok(text)
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+    }
+}
+
+/// Prints a JSON value on one line to standard output.
+pub(crate) fn print_json(value: &serde_json::Value) {
+    println!("{value}");
+}

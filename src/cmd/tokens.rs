@@ -1,0 +1,36 @@
+//! `lessrt tokens [FILE|-]`: the token count of a text.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use less_runtime::{Encoding, TokenCounter};
+use serde_json::json;
+
+/// Arguments of `lessrt tokens`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The text's file; standard input when omitted or `-`.
+    file: Option<PathBuf>,
+    /// The tokenizer encoding.
+    #[arg(long, default_value = "o200k_base", value_parser = parse_encoding)]
+    encoding: Encoding,
+    /// Print {"tokens": N, "encoding": "...", "bytes": N}.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_encoding(text: &str) -> Result<Encoding, String> {
+    text.parse()
+}
+
+pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let path = args.file.clone().unwrap_or_else(|| PathBuf::from("-"));
+    let text = super::read_input(&path)?;
+    let n_tokens = TokenCounter::shared(args.encoding).count(&text);
+    if args.json {
+        super::print_json(&json!({"tokens": n_tokens, "encoding": args.encoding, "bytes": text.len()}));
+    } else {
+        println!("{n_tokens}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,106 @@
+//! `lessrt validate FILE...`: schema and semantic validation, one line per violation or one JSON report.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use less_runtime::{DocKind, ErrorCode, Violation, scenario_document, validate, validate_inferred};
+use serde_json::{Value, json};
+
+/// Arguments of `lessrt validate`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Files to validate (`-` for standard input). `.toml` files are scenarios.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// The kind of every file; inferred from each file's fields when omitted.
+    #[arg(long, value_parser = parse_kind)]
+    kind: Option<DocKind>,
+    /// Print one JSON report: {"valid": bool, "errors": [{"code","file","path","message"}]}.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_kind(text: &str) -> Result<DocKind, String> {
+    text.parse()
+}
+
+/// What happened to one file.
+enum Outcome {
+    /// Parsed and checked; empty means valid.
+    Checked(Vec<Violation>),
+    /// Could not be read or parsed; the violation says why.
+    Unusable(Violation),
+    // Invariant: an unusable file's violation is LESS_JSON_MALFORMED or LESS_INPUT_UNREADABLE; both exit 2.
+}
+
+pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let mut report = Vec::new();
+    let (mut n_valid, mut n_invalid, mut n_unusable) = (0usize, 0usize, 0usize);
+    for file in &args.files {
+        let outcome = check_file(file, args.kind);
+        let name = file.display().to_string();
+        match outcome {
+            Outcome::Checked(violations) if violations.is_empty() => n_valid += 1,
+            Outcome::Checked(violations) => {
+                n_invalid += 1;
+                report.extend(violations.into_iter().map(|v| (name.clone(), v)));
+            }
+            Outcome::Unusable(violation) => {
+                n_unusable += 1;
+                if !args.json {
+                    eprintln!("lessrt: {name}: {} ({})", violation.message, violation.code);
+                }
+                report.push((name, violation));
+            }
+        }
+    }
+    if args.json {
+        let errors: Vec<Value> = report
+            .iter()
+            .map(|(file, v)| json!({"code": v.code, "file": file, "path": v.path, "message": v.message}))
+            .collect();
+        super::print_json(&json!({"valid": report.is_empty(), "errors": errors}));
+    } else {
+        for (file, v) in report.iter().filter(|(_, v)| !matches!(v.code, ErrorCode::JsonMalformed | ErrorCode::InputUnreadable)) {
+            println!("{}\t{file}\t{}\t{}", v.code, v.path, v.message.replace(['\t', '\n'], " "));
+        }
+        eprintln!("lessrt: {n_valid} valid, {n_invalid} invalid, {n_unusable} unreadable");
+    }
+    Ok(ExitCode::from(if n_unusable > 0 {
+        2
+    } else if n_invalid > 0 {
+        1
+    } else {
+        0
+    }))
+}
+
+fn check_file(file: &Path, kind: Option<DocKind>) -> Outcome {
+    let text = match super::read_input(file) {
+        Ok(text) => text,
+        Err(err) => return Outcome::Unusable(Violation::new(ErrorCode::InputUnreadable, "", format!("{err:#}"))),
+    };
+    let is_toml = file.extension().is_some_and(|ext| ext == "toml");
+    let doc = if is_toml || kind == Some(DocKind::Scenario) && serde_json::from_str::<Value>(&text).is_err() {
+        match scenario_document(&text) {
+            Ok(doc) => doc,
+            Err(violation) => return Outcome::Unusable(violation),
+        }
+    } else {
+        match serde_json::from_str::<Value>(&text) {
+            Ok(doc) => doc,
+            Err(err) => {
+                return Outcome::Unusable(Violation::new(
+                    ErrorCode::JsonMalformed,
+                    "",
+                    format!("not valid JSON: {err}"),
+                ));
+            }
+        }
+    };
+    let kind = kind.or(is_toml.then_some(DocKind::Scenario));
+    Outcome::Checked(match kind {
+        Some(kind) => validate(kind, &doc),
+        None => validate_inferred(&doc).1,
+    })
+}
