@@ -1,1 +1,6 @@
-//! t
+//! The one integration-test binary of lessrt. Each module tests one surface a user touches.
+
+/// The `lessrt` command line, run as a user runs it: exit codes, output lines, JSON reports.
+mod cli;
+/// Guard tests that keep the repository honest: module docs, schemas with examples, the README's error table.
+mod tidy;

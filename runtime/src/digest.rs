@@ -33,11 +33,7 @@ impl Digest {
     /// Parses `blake3:<64 lowercase hex>`; anything else is [`ErrorCode::DigestInvalid`].
     pub fn parse(text: &str) -> Result<Digest, Violation> {
         let invalid = || {
-            Violation::new(
-                ErrorCode::DigestInvalid,
-                "",
-                format!("digest {text:?} is not blake3:<64 lowercase hex>"),
-            )
+            Violation::new(ErrorCode::DigestInvalid, "", format!("digest {text:?} is not blake3:<64 lowercase hex>"))
         };
         let hex = text.strip_prefix(DIGEST_PREFIX).ok_or_else(invalid)?;
         let well_formed = hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));

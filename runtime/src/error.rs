@@ -124,16 +124,16 @@ impl ErrorCode {
             ErrorCode::JsonMalformed => {
                 "Send one well-formed JSON document (TOML for scenarios); check quoting, commas and brackets."
             }
-            ErrorCode::InputUnreadable => "Check that the file exists and is readable, or pipe the document on standard input with `-`.",
+            ErrorCode::InputUnreadable => {
+                "Check that the file exists and is readable, or pipe the document on standard input with `-`."
+            }
             ErrorCode::KindUnknown => {
-                "Pass --kind (engram, pointer, brief, grant, deref, message or scenario) or send a document of a known shape."
+                "Pass --kind (engram, pointer, brief, grant, deref, message, budget or scenario) or send a document of a known shape."
             }
             ErrorCode::SchemaInvalid => {
                 "Resend the document so it satisfies its schema in schemas/: fix the field at the reported path."
             }
-            ErrorCode::TtlInvalid => {
-                "Send ttl as an ISO-8601 duration such as PT6H, P7D or P1DT12H."
-            }
+            ErrorCode::TtlInvalid => "Send ttl as an ISO-8601 duration such as PT6H, P7D or P1DT12H.",
             ErrorCode::DigestInvalid => {
                 "Send digests as blake3:<64 lowercase hex>, exactly as returned by a dereference."
             }
@@ -162,9 +162,7 @@ impl ErrorCode {
             ErrorCode::ScopeDenied => {
                 "Read and write within your own run or project; ask a parent to promote engrams to org or global."
             }
-            ErrorCode::RateLimited => {
-                "Send fewer engrams: merge related claims, then retry after the current window."
-            }
+            ErrorCode::RateLimited => "Send fewer engrams: merge related claims, then retry after the current window.",
             ErrorCode::PointerUnresolved => {
                 "Point at content that exists inside the workspace: check the path, section, message id, hunk or test name."
             }

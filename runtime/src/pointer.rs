@@ -129,12 +129,7 @@ impl Contract for Pointer {
 impl Pointer {
     /// Builds a pointer from its object-form parts, checking the grammar of `ty`.
     pub fn new(ty: PointerType, reference: &str, span: Option<&str>) -> Result<Pointer, Violation> {
-        let wire = PointerWire {
-            ty,
-            reference: reference.to_owned(),
-            span: span.map(str::to_owned),
-            digest: None,
-        };
+        let wire = PointerWire { ty, reference: reference.to_owned(), span: span.map(str::to_owned), digest: None };
         if let Some(first) = check_wire(&wire).into_iter().next() {
             return Err(first);
         }
@@ -294,12 +289,20 @@ pub(crate) fn check_value(value: &serde_json::Value) -> Vec<Violation> {
 fn check_wire(wire: &PointerWire) -> Vec<Violation> {
     let mut out = Vec::new();
     if wire.reference.chars().count() > MAX_REF_CHARS {
-        out.push(Violation::new(ErrorCode::SchemaInvalid, "/ref", format!("ref is longer than {MAX_REF_CHARS} characters")));
+        out.push(Violation::new(
+            ErrorCode::SchemaInvalid,
+            "/ref",
+            format!("ref is longer than {MAX_REF_CHARS} characters"),
+        ));
     }
     if let Some(span) = &wire.span
         && span.chars().count() > MAX_SPAN_CHARS
     {
-        out.push(Violation::new(ErrorCode::SchemaInvalid, "/span", format!("span is longer than {MAX_SPAN_CHARS} characters")));
+        out.push(Violation::new(
+            ErrorCode::SchemaInvalid,
+            "/span",
+            format!("span is longer than {MAX_SPAN_CHARS} characters"),
+        ));
     }
     if let Err(v) = check_parts(wire.ty, &wire.reference, wire.span.as_deref()) {
         out.push(v);
@@ -337,7 +340,7 @@ fn check_parts(ty: PointerType, reference: &str, span: Option<&str>) -> Result<(
     match ty {
         PointerType::Repo | PointerType::Artifact => {
             let (path, _) = split_rev(reference);
-            check_relative_path(path).or_else(|why| bad_ref(why))?;
+            check_relative_path(path).or_else(bad_ref)?;
         }
         PointerType::Sam => {
             let (key, _) = split_rev(reference);
@@ -348,7 +351,9 @@ fn check_parts(ty: PointerType, reference: &str, span: Option<&str>) -> Result<(
                     && !rest.contains(char::is_whitespace)
             });
             if !well_formed {
-                return bad_ref(format!("sam ref {reference:?} must be <namespace>:<key>, e.g. decision:publish-domain"));
+                return bad_ref(format!(
+                    "sam ref {reference:?} must be <namespace>:<key>, e.g. decision:publish-domain"
+                ));
             }
         }
         PointerType::Diff => {
@@ -361,7 +366,10 @@ fn check_parts(ty: PointerType, reference: &str, span: Option<&str>) -> Result<(
         }
         PointerType::Test => {
             let well_formed = reference.rsplit_once("::").is_some_and(|(suite, name)| {
-                !suite.is_empty() && !name.is_empty() && !reference.contains(char::is_whitespace) && !reference.contains('@')
+                !suite.is_empty()
+                    && !name.is_empty()
+                    && !reference.contains(char::is_whitespace)
+                    && !reference.contains('@')
             });
             if !well_formed {
                 return bad_ref(format!("test ref {reference:?} must be <suite>::<name>"));

@@ -156,10 +156,7 @@ pub(crate) static COMPILED: LazyLock<Compiled> = LazyLock::new(|| compile().expe
 
 /// The parsed schema document of a file in [`SCHEMA_FILES`].
 pub fn schema_document(file: &str) -> Option<Value> {
-    SCHEMA_FILES
-        .iter()
-        .find(|(name, _)| *name == file)
-        .and_then(|(_, text)| serde_json::from_str(text).ok())
+    SCHEMA_FILES.iter().find(|(name, _)| *name == file).and_then(|(_, text)| serde_json::from_str(text).ok())
 }
 
 fn compile() -> Result<Compiled, String> {

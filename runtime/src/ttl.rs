@@ -87,9 +87,12 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     };
     let mut total = Duration::ZERO;
     let mut n_components = 0usize;
-    let date_units = [('Y', 365 * SECS_PER_DAY), ('M', 30 * SECS_PER_DAY), ('W', 7 * SECS_PER_DAY), ('D', SECS_PER_DAY)];
+    let date_units =
+        [('Y', 365 * SECS_PER_DAY), ('M', 30 * SECS_PER_DAY), ('W', 7 * SECS_PER_DAY), ('D', SECS_PER_DAY)];
     let time_units = [('H', SECS_PER_HOUR), ('M', SECS_PER_MINUTE), ('S', 1)];
-    for (part, units, allow_fraction) in [(date_part, &date_units[..], false), (time_part.unwrap_or(""), &time_units[..], true)] {
+    for (part, units, allow_fraction) in
+        [(date_part, &date_units[..], false), (time_part.unwrap_or(""), &time_units[..], true)]
+    {
         let mut unit_idx = 0usize;
         let mut number = String::new();
         for c in part.chars() {
@@ -168,7 +171,10 @@ mod tests {
 
     #[test]
     fn rejects_what_is_not_a_duration() {
-        for bad in ["", "P", "PT", "6H", "pt6h", "PT6", "P1H", "PT1D", "P1DT", "P1.5D", "PT6H30", "P-1D", "P1D1Y", "PT1M1H", "1 day", "P1DD"] {
+        for bad in [
+            "", "P", "PT", "6H", "pt6h", "PT6", "P1H", "PT1D", "P1DT", "P1.5D", "PT6H30", "P-1D", "P1D1Y", "PT1M1H",
+            "1 day", "P1DD",
+        ] {
             let err = Ttl::parse(bad).expect_err(bad);
             assert_eq!(err.code, ErrorCode::TtlInvalid, "{bad}");
         }

@@ -86,6 +86,9 @@ fn check(kind: DocKind, doc: &Value) -> Result<(), Violations> {
     if violations.is_empty() { Ok(()) } else { Err(Violations(violations)) }
 }
 
+#[cfg(test)]
+mod tests;
+
 fn to_document<T: Serialize>(value: &T) -> Value {
     // Contract types have string keys and finite numbers only, so serializing to a Value cannot fail;
     // a NaN confidence would, and becomes null, which the schema then rejects.

@@ -204,8 +204,7 @@ fn check_message(doc: &Value, base: &str, out: &mut Vec<Violation>) {
 /// with a pointer type prefix must parse as a pointer.
 fn check_reference(text: &Value, path: &str, out: &mut Vec<Violation>) {
     let Some(text) = text.as_str() else { return };
-    let looks_like_pointer =
-        text.split_once(':').is_some_and(|(prefix, _)| PointerType::from_prefix(prefix).is_some());
+    let looks_like_pointer = text.split_once(':').is_some_and(|(prefix, _)| PointerType::from_prefix(prefix).is_some());
     if looks_like_pointer && let Err(mut violation) = Pointer::parse(text) {
         violation.path = path.to_owned();
         out.push(violation);
@@ -216,9 +215,9 @@ fn check_scenario(doc: &Value, out: &mut Vec<Violation>) {
     let Some(agents) = doc.get("agents").and_then(Value::as_array) else { return };
     let mut index_of: HashMap<&str, usize> = HashMap::new();
     for (idx, agent) in agents.iter().enumerate() {
-        if let Some(id) = agent.get("id").and_then(Value::as_str)
-            && index_of.insert(id, idx).is_some()
-        {
+        let Some(id) = agent.get("id").and_then(Value::as_str) else { continue };
+        // The first agent with an id owns it; later duplicates are reported and not linked.
+        if *index_of.entry(id).or_insert(idx) != idx {
             out.push(Violation::new(
                 ErrorCode::ScenarioInvalid,
                 format!("/agents/{idx}/id"),

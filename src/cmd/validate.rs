@@ -61,7 +61,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             .collect();
         super::print_json(&json!({"valid": report.is_empty(), "errors": errors}));
     } else {
-        for (file, v) in report.iter().filter(|(_, v)| !matches!(v.code, ErrorCode::JsonMalformed | ErrorCode::InputUnreadable)) {
+        for (file, v) in
+            report.iter().filter(|(_, v)| !matches!(v.code, ErrorCode::JsonMalformed | ErrorCode::InputUnreadable))
+        {
             println!("{}\t{file}\t{}\t{}", v.code, v.path, v.message.replace(['\t', '\n'], " "));
         }
         eprintln!("lessrt: {n_valid} valid, {n_invalid} invalid, {n_unusable} unreadable");

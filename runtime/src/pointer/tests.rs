@@ -18,7 +18,10 @@ fn parses_the_spec_text_forms() {
     assert_eq!((p.location(), p.rev(), p.line_range()), ("src/lib.rs", Some("4f2a9c1"), Some((120, 188))));
 
     let p = parse_ok("artifact:SPEC_Foo.md#sec=BudgetRules@4f2a9c1");
-    assert_eq!((p.ty(), p.reference(), p.span()), (PointerType::Artifact, "SPEC_Foo.md@4f2a9c1", Some("sec=BudgetRules")));
+    assert_eq!(
+        (p.ty(), p.reference(), p.span()),
+        (PointerType::Artifact, "SPEC_Foo.md@4f2a9c1", Some("sec=BudgetRules"))
+    );
 
     let p = parse_ok("sam:decision:publish-domain@2026-01-08");
     assert_eq!((p.ty(), p.reference(), p.span()), (PointerType::Sam, "decision:publish-domain@2026-01-08", None));
@@ -117,7 +120,8 @@ fn serde_refuses_what_parse_refuses() {
 }
 
 fn path_segment() -> impl Strategy<Value = String> {
-    "[A-Za-z0-9_][A-Za-z0-9_.@-]{0,11}".prop_filter("not a dot segment", |s| s != "." && s != "..")
+    // Segments may hold `@` (as in node_modules/@types) but do not end with it: `repo:a@` is refused on purpose.
+    "[A-Za-z0-9_]([A-Za-z0-9_.@-]{0,10}[A-Za-z0-9_])?".prop_filter("not a dot segment", |s| s != "." && s != "..")
 }
 
 fn rel_path() -> impl Strategy<Value = String> {
@@ -136,15 +140,21 @@ fn line_span() -> impl Strategy<Value = String> {
 fn pointer_text() -> impl Strategy<Value = String> {
     prop_oneof![
         (rel_path(), prop::option::of(line_span()), prop::option::of(rev())).prop_map(|(p, s, r)| {
-            format!("repo:{p}{}{}", s.map(|s| format!("#{s}")).unwrap_or_default(), r.map(|r| format!("@{r}")).unwrap_or_default())
-        }),
-        (rel_path(), prop::option::of("[A-Za-z][A-Za-z0-9 _-]{0,20}"), prop::option::of(rev())).prop_map(|(p, s, r)| {
             format!(
-                "artifact:{p}{}{}",
-                s.map(|s| format!("#sec={s}")).unwrap_or_default(),
+                "repo:{p}{}{}",
+                s.map(|s| format!("#{s}")).unwrap_or_default(),
                 r.map(|r| format!("@{r}")).unwrap_or_default()
             )
         }),
+        (rel_path(), prop::option::of("[A-Za-z][A-Za-z0-9 _-]{0,20}"), prop::option::of(rev())).prop_map(
+            |(p, s, r)| {
+                format!(
+                    "artifact:{p}{}{}",
+                    s.map(|s| format!("#sec={s}")).unwrap_or_default(),
+                    r.map(|r| format!("@{r}")).unwrap_or_default()
+                )
+            }
+        ),
         ("[a-z_]{1,10}", "[A-Za-z0-9_/.-]{1,20}", prop::option::of(rev()))
             .prop_map(|(ns, key, r)| format!("sam:{ns}:{key}{}", r.map(|r| format!("@{r}")).unwrap_or_default())),
         ("[A-Za-z0-9]{1,12}", "[A-Za-z0-9]{1,12}", prop::option::of(rel_path()))

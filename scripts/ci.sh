@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The CI job: format, lints, then exactly the test command the README gives.
+# Builds into a shared target directory outside the clone so a second run on the same machine reuses it; a fresh
+# machine simply builds from scratch.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+cache="${LESSRT_CACHE_DIR:-$HOME/.cache/lessrt}"
+mkdir -p "$cache"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/target}"
+export CARGO_TERM_COLOR=never
+export CARGO_INCREMENTAL=0
+
+echo "== toolchain"
+cargo --version
+rustc --version
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+
+# The README's test command, verbatim; tests/tidy.rs checks that the two agree.
+echo "== cargo test --workspace"
+cargo test --workspace
+
+echo "== README quick start"
+cargo run --release -- validate schemas/examples/*.json schemas/examples/scenario.toml

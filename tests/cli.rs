@@ -1,0 +1,287 @@
+//! End-to-end tests of the `lessrt` binary: what a user types, what comes back, and the exit code.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+fn lessrt(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lessrt")).args(args).output().expect("lessrt runs")
+}
+
+fn lessrt_stdin(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lessrt starts");
+    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
+    child.wait_with_output().expect("lessrt runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn repo_path(rel: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel).display().to_string()
+}
+
+fn example_engram() -> Value {
+    serde_json::from_str(include_str!("../schemas/examples/engram.json")).expect("example engram")
+}
+
+/// Writes `doc` to a file in `dir` and returns its path.
+fn write_doc(dir: &Path, name: &str, doc: &Value) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, doc.to_string()).expect("write document");
+    path
+}
+
+#[test]
+fn every_shipped_example_validates() {
+    let dir = repo_path("schemas/examples");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .expect("examples dir")
+        .map(|e| e.expect("entry").path().display().to_string())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 14, "one example per schema: {files:?}");
+    let mut args = vec!["validate"];
+    args.extend(files.iter().map(String::as_str));
+    let output = lessrt(&args);
+    assert_eq!(output.status.code(), Some(0), "stdout: {}\nstderr: {}", stdout(&output), stderr(&output));
+    assert_eq!(stdout(&output), "", "nothing on stdout when all are valid");
+    assert!(stderr(&output).contains(&format!("{} valid, 0 invalid", files.len())), "{}", stderr(&output));
+}
+
+#[test]
+fn the_spec_shapes_are_accepted() {
+    // Heimdall's own example message, piped on standard input.
+    let heimdall = r#"{"type":"task_result","from":"coder","msg_id":"m1","task":"3.2","status":"pass","criteria":[1,2],"commit":"a2ef507"}"#;
+    let output = lessrt_stdin(&["validate", "-"], heimdall);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
+    for text in [
+        "repo:src/lib.rs#L120-L188@4f2a9c1",
+        "artifact:SPEC_Foo.md#sec=BudgetRules@4f2a9c1",
+        "sam:decision:publish-domain@2026-01-08",
+        "diff:4f2a9c1..b7e01d2#src/lib.rs",
+        "test:budget::spend_never_exceeds",
+        "url:https://example.org/spec#budgets",
+    ] {
+        let parsed = lessrt(&["pointer", "parse", text]);
+        assert_eq!(parsed.status.code(), Some(0), "{text}: {}", stderr(&parsed));
+        let object = stdout(&parsed);
+        let formatted = lessrt(&["pointer", "format", object.trim()]);
+        assert_eq!(formatted.status.code(), Some(0), "{text}: {}", stderr(&formatted));
+        assert_eq!(stdout(&formatted).trim_end(), text, "text form round-trips through the CLI");
+    }
+}
+
+/// The violations the issue names, each with the path the user must fix.
+#[test]
+fn contract_violations_exit_1_with_code_and_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    type Mutation = fn(&mut Value);
+    let cases: [(&str, Mutation, &str); 11] = [
+        ("claim501", |d| d["claim"] = json!("x".repeat(501)), "/claim"),
+        ("pointers0", |d| d["pointers"] = json!([]), "/pointers"),
+        ("pointers13", |d| d["pointers"] = json!(vec![json!({"type": "repo", "ref": "a.rs"}); 13]), "/pointers"),
+        ("confidence", |d| d["confidence"] = json!(1.5), "/confidence"),
+        ("kind", |d| d["kind"] = json!("rumor"), "/kind"),
+        ("scope", |d| d["scope"] = json!("team"), "/scope"),
+        ("source", |d| d["provenance"]["source"] = json!("human"), "/provenance/source"),
+        (
+            "provenance",
+            |d| {
+                d["provenance"].as_object_mut().expect("object").remove("created_at");
+            },
+            "/provenance/created_at",
+        ),
+        (
+            "extra",
+            |d| {
+                d.as_object_mut().expect("object").insert("pasted_context".into(), json!("..."));
+            },
+            "/pasted_context",
+        ),
+        ("ref301", |d| d["pointers"][0]["ref"] = json!(format!("{}.rs", "a".repeat(298))), "/pointers/0/ref"),
+        ("span81", |d| d["pointers"][0]["span"] = json!("L".repeat(81)), "/pointers/0/span"),
+    ];
+    for (name, mutate, path) in cases {
+        let mut doc = example_engram();
+        mutate(&mut doc);
+        let file = write_doc(dir.path(), &format!("{name}.json"), &doc);
+        let file = file.display().to_string();
+        let output = lessrt(&["validate", &file]);
+        assert_eq!(output.status.code(), Some(1), "{name}: {}", stderr(&output));
+        let lines: Vec<String> = stdout(&output).lines().map(str::to_owned).collect();
+        assert_eq!(lines.len(), 1, "{name}: one violation, got {lines:?}");
+        let fields: Vec<&str> = lines[0].split('\t').collect();
+        assert_eq!(fields.len(), 4, "{name}: CODE, FILE, PATH, message: {fields:?}");
+        assert_eq!(&fields[..3], &["LESS_SCHEMA_INVALID", file.as_str(), path], "{name}");
+        assert!(!fields[3].is_empty(), "{name}: a message says what is wrong");
+    }
+}
+
+#[test]
+fn json_report_lists_every_error_of_every_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let good = write_doc(dir.path(), "good.json", &example_engram());
+    let mut doc = example_engram();
+    doc["claim"] = json!("x".repeat(501));
+    doc["ttl"] = json!("six hours");
+    let bad = write_doc(dir.path(), "bad.json", &doc);
+    let output = lessrt(&["validate", "--json", &good.display().to_string(), &bad.display().to_string()]);
+    assert_eq!(output.status.code(), Some(1));
+    let report: Value = serde_json::from_str(&stdout(&output)).expect("one JSON document");
+    assert_eq!(report["valid"], json!(false));
+    let errors = report["errors"].as_array().expect("errors array");
+    let got: Vec<(&str, &str)> =
+        errors.iter().map(|e| (e["code"].as_str().expect("code"), e["path"].as_str().expect("path"))).collect();
+    assert_eq!(got, vec![("LESS_SCHEMA_INVALID", "/claim"), ("LESS_TTL_INVALID", "/ttl")]);
+    for error in errors {
+        assert_eq!(error["file"], json!(bad.display().to_string()));
+        assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+
+    let output = lessrt(&["validate", "--json", &good.display().to_string()]);
+    assert_eq!(output.status.code(), Some(0));
+    let report: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    assert_eq!(report, json!({"valid": true, "errors": []}));
+}
+
+#[test]
+fn unreadable_or_non_json_input_exits_2_with_a_clear_message() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, "{\"id\": \"x\",").expect("write");
+    let output = lessrt(&["validate", &broken.display().to_string()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("not valid JSON"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("LESS_JSON_MALFORMED"));
+
+    let missing = dir.path().join("missing.json");
+    let output = lessrt(&["validate", &missing.display().to_string()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("cannot read"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("LESS_INPUT_UNREADABLE"));
+
+    // Unreadable input wins over invalid documents: the run is not trustworthy.
+    let mut doc = example_engram();
+    doc["confidence"] = json!(2);
+    let invalid = write_doc(dir.path(), "invalid.json", &doc);
+    let output = lessrt(&["validate", &invalid.display().to_string(), &missing.display().to_string()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stdout(&output).starts_with("LESS_SCHEMA_INVALID\t"), "the invalid file is still reported");
+
+    let output = lessrt(&["validate", "--json", &broken.display().to_string()]);
+    assert_eq!(output.status.code(), Some(2));
+    let report: Value = serde_json::from_str(&stdout(&output)).expect("JSON even for broken input");
+    assert_eq!(report["errors"][0]["code"], json!("LESS_JSON_MALFORMED"));
+
+    let toml = dir.path().join("broken.toml");
+    std::fs::write(&toml, "name = \"x\"\n[[agents]\n").expect("write");
+    let output = lessrt(&["validate", &toml.display().to_string()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("TOML"), "{}", stderr(&output));
+}
+
+#[test]
+fn kind_is_inferred_or_forced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pointer = write_doc(dir.path(), "p.json", &json!({"type": "repo", "ref": "src/lib.rs", "span": "L1-L2"}));
+    let pointer = pointer.display().to_string();
+    assert_eq!(lessrt(&["validate", &pointer]).status.code(), Some(0));
+    // Forced to the wrong kind, the same file is an engram missing most of its fields.
+    let output = lessrt(&["validate", "--kind", "engram", &pointer]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stdout(&output).contains("LESS_SCHEMA_INVALID\t"));
+    assert!(stdout(&output).contains("\t/claim\t"));
+
+    let unknown = write_doc(dir.path(), "u.json", &json!({"hello": "world"}));
+    let output = lessrt(&["validate", &unknown.display().to_string()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stdout(&output).starts_with("LESS_KIND_UNKNOWN\t"), "{}", stdout(&output));
+
+    let output = lessrt(&["validate", "--kind", "novel", &pointer]);
+    assert_eq!(output.status.code(), Some(2), "a bad flag is a usage error");
+}
+
+#[test]
+fn tokens_agree_with_tiktoken() {
+    for encoding in ["o200k_base", "cl100k_base"] {
+        let output = lessrt_stdin(&["tokens", "--encoding", encoding], "hello world");
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        assert_eq!(stdout(&output).trim(), "2", "{encoding}");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("t.txt");
+    std::fs::write(&file, "hello world").expect("write");
+    let output = lessrt(&["tokens", "--json", &file.display().to_string()]);
+    let report: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    assert_eq!(report, json!({"tokens": 2, "encoding": "o200k_base", "bytes": 11}));
+    let output = lessrt(&["tokens", "--encoding", "p50k_base", &file.display().to_string()]);
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn pointer_commands_refuse_bad_input() {
+    let output = lessrt(&["pointer", "parse", "repo:../../etc/passwd"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).starts_with("LESS_POINTER_INVALID"), "{}", stderr(&output));
+    let output = lessrt(&["pointer", "format", r#"{"type":"url","ref":"https://x.org","span":"L1"}"#]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("LESS_POINTER_INVALID\t/span"), "{}", stderr(&output));
+    let output = lessrt(&["pointer", "format", "{oops"]);
+    assert_eq!(output.status.code(), Some(2));
+    let output =
+        lessrt_stdin(&["pointer", "format", "-"], r#"{"type":"sam","ref":"decision:publish-domain@2026-01-08"}"#);
+    assert_eq!(stdout(&output).trim(), "sam:decision:publish-domain@2026-01-08");
+}
+
+#[test]
+fn every_command_has_help_and_the_binary_has_a_version() {
+    let commands: [&[&str]; 8] = [
+        &[],
+        &["validate"],
+        &["tokens"],
+        &["pointer"],
+        &["pointer", "parse"],
+        &["pointer", "format"],
+        &["schema"],
+        &["errors"],
+    ];
+    for command in commands {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let output = lessrt(&args);
+        assert_eq!(output.status.code(), Some(0), "{command:?}");
+        assert!(stdout(&output).contains("Usage: lessrt"), "{command:?}: {}", stdout(&output));
+    }
+    let output = lessrt(&["--version"]);
+    assert_eq!(stdout(&output).trim(), format!("lessrt {}", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn schemas_and_error_codes_are_printable() {
+    let output = lessrt(&["schema", "engram"]);
+    let schema: Value = serde_json::from_str(&stdout(&output)).expect("schema is JSON");
+    assert_eq!(schema["properties"]["claim"]["maxLength"], json!(500));
+    let listing = stdout(&lessrt(&["schema"]));
+    assert!(listing.lines().any(|l| l == "shared_brief_micro.v0.1.json"));
+    assert_eq!(lessrt(&["schema", "nonsense"]).status.code(), Some(2));
+
+    let output = lessrt(&["errors", "--json"]);
+    let codes: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    let codes = codes.as_array().expect("array");
+    assert!(codes.iter().any(|c| c["code"] == json!("LESS_BUDGET_EXCEEDED")));
+    assert!(codes.iter().all(|c| c["instruction"].as_str().is_some_and(|s| s.len() > 20)));
+}

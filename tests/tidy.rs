@@ -1,0 +1,119 @@
+//! Guard tests: conventions that keep the repository readable and the published contract consistent.
+
+use std::path::{Path, PathBuf};
+
+use less_runtime::{DocKind, ErrorCode, SCHEMA_FILES, scenario_document, validate, validate_inferred};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn files_with_extension(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries {
+        let path = entry.expect("dir entry").path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if path.is_dir() {
+            if name != "target" && !name.starts_with('.') {
+                files_with_extension(&path, ext, out);
+            }
+        } else if path.extension().is_some_and(|e| e == ext) {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_rust_file_starts_with_a_module_doc() {
+    let mut files = Vec::new();
+    for dir in ["src", "runtime", "agents", "tests", "benches"] {
+        files_with_extension(&root().join(dir), "rs", &mut files);
+    }
+    assert!(files.len() > 10);
+    let undocumented: Vec<String> = files
+        .iter()
+        .filter(|path| !std::fs::read_to_string(path).expect("read").starts_with("//!"))
+        .map(|path| path.display().to_string())
+        .collect();
+    assert!(undocumented.is_empty(), "files without a leading //! paragraph: {undocumented:?}");
+}
+
+#[test]
+fn every_schema_file_is_embedded_and_has_a_valid_example() {
+    let mut on_disk: Vec<String> = std::fs::read_dir(root().join("schemas"))
+        .expect("schemas dir")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".json"))
+        .collect();
+    on_disk.sort();
+    let mut embedded: Vec<String> = SCHEMA_FILES.iter().map(|(name, _)| (*name).to_owned()).collect();
+    embedded.sort();
+    assert_eq!(on_disk, embedded, "schemas/ and SCHEMA_FILES list the same files");
+    for (name, text) in SCHEMA_FILES {
+        let on_disk = std::fs::read_to_string(root().join("schemas").join(name)).expect("read schema");
+        assert_eq!(on_disk, text, "{name}: the binary embeds the file as committed");
+        let stem = name.strip_suffix(".v0.1.json").expect("versioned name");
+        let json = root().join("schemas/examples").join(format!("{stem}.json"));
+        let toml = root().join("schemas/examples").join(format!("{stem}.toml"));
+        let doc = if json.exists() {
+            serde_json::from_str(&std::fs::read_to_string(&json).expect("read")).expect("example is JSON")
+        } else {
+            scenario_document(&std::fs::read_to_string(&toml).unwrap_or_else(|_| panic!("{name} has no example")))
+                .expect("example is TOML")
+        };
+        let (_, violations) = validate_inferred(&doc);
+        assert!(violations.is_empty(), "{name}'s example: {violations:?}");
+    }
+}
+
+#[test]
+fn every_scenario_validates() {
+    let mut files = Vec::new();
+    files_with_extension(&root().join("scenarios"), "toml", &mut files);
+    files_with_extension(&root().join("schemas/examples"), "toml", &mut files);
+    assert!(!files.is_empty());
+    for file in files {
+        let doc = scenario_document(&std::fs::read_to_string(&file).expect("read")).expect("scenario is TOML");
+        let violations = validate(DocKind::Scenario, &doc);
+        assert!(violations.is_empty(), "{}: {violations:?}", file.display());
+    }
+}
+
+#[test]
+fn the_readme_documents_every_error_code() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    for code in ErrorCode::ALL {
+        let row = format!("| `{code}` | {} |", code.instruction());
+        assert!(readme.contains(&row), "README.md lacks the row:\n{row}");
+    }
+}
+
+#[test]
+fn the_architecture_codemap_names_every_runtime_module() {
+    let codemap = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let mut files = Vec::new();
+    files_with_extension(&root().join("runtime/src"), "rs", &mut files);
+    for file in files {
+        let name = file.file_name().and_then(|n| n.to_str()).expect("name");
+        if name == "tests.rs" || name == "lib.rs" {
+            continue;
+        }
+        assert!(codemap.contains(name), "ARCHITECTURE.md does not mention {name}");
+    }
+}
+
+#[test]
+fn ci_runs_the_readme_test_command() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    // The second command of the quick start is the test command.
+    let quick_start = readme.split("```sh").nth(1).expect("a sh block").split("```").next().expect("closed block");
+    let commands: Vec<&str> =
+        quick_start.lines().map(|l| l.split('#').next().unwrap_or_default().trim()).filter(|l| !l.is_empty()).collect();
+    assert_eq!(commands.len(), 2, "the README opens with two commands: {commands:?}");
+    let ci = std::fs::read_to_string(root().join("scripts/ci.sh")).expect("scripts/ci.sh");
+    let ci_entry = std::fs::read_to_string(root().join(".ci/run")).expect(".ci/run");
+    assert!(ci_entry.contains("scripts/ci.sh"), ".ci/run calls scripts/ci.sh");
+    for command in commands {
+        assert!(ci.lines().any(|l| l.trim() == command), "scripts/ci.sh does not run `{command}`");
+    }
+}
