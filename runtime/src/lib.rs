@@ -24,6 +24,7 @@ mod error;
 mod grant;
 mod message;
 mod pointer;
+mod resolver;
 mod scenario;
 mod schema;
 mod tokens;
@@ -40,7 +41,11 @@ pub use error::{Error, ErrorCode, Result, Violation, Violations};
 pub use grant::{Grant, GrantTerms};
 pub use message::{GateStatus, Payload, Severity, TaskStatus, TypedMessage, WaveState};
 pub use pointer::{MAX_REF_CHARS, MAX_SPAN_CHARS, Pointer, PointerType};
-pub use scenario::scenario_document;
+pub use resolver::{Resolved, Resolver, SamSource};
+pub use scenario::{
+    AgentKind, AgentSpec, Budgets, Check, EngramSpec, Expect, GrantSpec, Misbehaviour, Plan, ReportKind, ReportStep,
+    Scenario, Step, WireMode, scenario_document,
+};
 pub use schema::{DocKind, SCHEMA_BASE, SCHEMA_FILES, schema_document};
 pub use tokens::{CacheStats, Encoding, TokenCounter};
 pub use ttl::Ttl;

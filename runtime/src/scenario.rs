@@ -1,9 +1,24 @@
-//! Scenario files: the only module that knows TOML. A scenario is parsed into a JSON document and checked against
-//! `schemas/scenario.v0.1.json` like any other document.
+//! Scenario files: the only module that knows TOML. A scenario is parsed into a JSON document, checked against
+//! `schemas/scenario.v0.1.json` like any other document, then converted into the typed [`Scenario`].
+//!
+//! A scenario names the agent hierarchy, the budgets, the workspace, the plan (what the verbatim baseline restates),
+//! an ordered list of scripted [`Step`]s and the [`Expect`]ed outcome.
+//! Steps are logical: the claims, pointers, deref requests and decisions an agent produces; the wire format (LESS or
+//! verbatim) is the runtime's business, so one scenario measures both.
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
 use serde_json::Value;
 
-use crate::error::{ErrorCode, Violation};
+use crate::budget::Budget;
+use crate::engram::{EngramKind, Scope};
+use crate::error::{ErrorCode, Violation, Violations};
+use crate::message::{GateStatus, Severity, TaskStatus};
+use crate::schema::DocKind;
+use crate::tokens::Encoding;
+use crate::validate::validate;
 
 /// Parses a scenario's TOML text into the JSON document the schema describes.
 pub fn scenario_document(toml_text: &str) -> Result<Value, Violation> {
@@ -13,11 +28,516 @@ pub fn scenario_document(toml_text: &str) -> Result<Value, Violation> {
         .map_err(|err| Violation::new(ErrorCode::JsonMalformed, "", format!("TOML value has no JSON form: {err}")))
 }
 
+/// A validated scenario, with its workspace resolved against the scenario file's directory.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// Short name (`uc1-refactor`).
+    pub name: String,
+    /// What it exercises.
+    pub description: String,
+    /// Tokenizer for every count of the run.
+    pub tokenizer: Encoding,
+    /// Workspace root the resolver is confined to.
+    pub workspace: PathBuf,
+    /// What the run is for; the verbatim baseline restates it in every brief.
+    pub plan: Plan,
+    /// Budgets of every role: the scenario's defaults overlaid with per-role overrides.
+    pub budgets: Budgets,
+    /// The hierarchy, lead first.
+    pub agents: Vec<AgentSpec>,
+    /// The script, in order.
+    pub steps: Vec<Step>,
+    /// Checks on the outcome.
+    pub expect: Vec<Expect>,
+}
+
+/// The plan of a run.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// One paragraph.
+    #[serde(default)]
+    pub goal: String,
+    /// Acceptance criteria, numbered from 1.
+    #[serde(default)]
+    pub criteria: Vec<String>,
+    /// Pointers to the plan's documents (pasted whole by the verbatim baseline).
+    #[serde(default)]
+    pub artifacts: Vec<String>,
+}
+
+/// Budgets by role.
+#[derive(Debug, Clone, Default)]
+pub struct Budgets {
+    /// For roles without an override.
+    pub defaults: Budget,
+    /// Per role, complete (defaults filled in).
+    pub roles: BTreeMap<String, Budget>,
+}
+
+impl Budgets {
+    /// The budget of `role`.
+    pub fn of(&self, role: &str) -> Budget {
+        self.roles.get(role).copied().unwrap_or(self.defaults)
+    }
+}
+
+/// A budget in which every cap is optional; the rest come from a base budget.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+struct BudgetPatch {
+    max_inline_tokens: Option<u32>,
+    max_engrams: Option<u32>,
+    max_inline_code: Option<u32>,
+    max_repo_spans: Option<u32>,
+    max_artifact_sections: Option<u32>,
+    max_sam_items: Option<u32>,
+    max_deref_tokens_total: Option<u32>,
+}
+
+impl BudgetPatch {
+    fn over(self, base: Budget) -> Budget {
+        Budget {
+            max_inline_tokens: self.max_inline_tokens.unwrap_or(base.max_inline_tokens),
+            max_engrams: self.max_engrams.unwrap_or(base.max_engrams),
+            max_inline_code: self.max_inline_code.unwrap_or(base.max_inline_code),
+            max_repo_spans: self.max_repo_spans.unwrap_or(base.max_repo_spans),
+            max_artifact_sections: self.max_artifact_sections.unwrap_or(base.max_artifact_sections),
+            max_sam_items: self.max_sam_items.unwrap_or(base.max_sam_items),
+            max_deref_tokens_total: self.max_deref_tokens_total.unwrap_or(base.max_deref_tokens_total),
+        }
+    }
+}
+
+/// How an agent decides what to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentKind {
+    /// Follows the scenario's steps.
+    #[default]
+    Scripted,
+    /// Backed by a language model (the LLM issue); the steps become its tasks.
+    Llm,
+}
+
+/// One agent of the hierarchy.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSpec {
+    /// Unique id.
+    pub id: String,
+    /// Role, for budgets and the per-role report.
+    pub role: String,
+    /// The agent it reports to; none for the lead.
+    #[serde(default)]
+    pub parent: Option<String>,
+    /// Scripted or LLM-backed.
+    #[serde(default)]
+    pub kind: AgentKind,
+}
+
+/// What an engram in a step says; the runtime fills in ids, provenance and digests.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngramSpec {
+    /// Kind of claim.
+    pub kind: EngramKind,
+    /// The claim (≤500 characters).
+    pub claim: String,
+    /// Pointers in text form.
+    pub pointers: Vec<String>,
+    /// Confidence (default 0.8).
+    #[serde(default = "default_confidence")]
+    pub confidence: f64,
+    /// TTL (default P7D).
+    #[serde(default = "default_ttl")]
+    pub ttl: String,
+    /// Scope (default run).
+    #[serde(default = "default_scope")]
+    pub scope: Scope,
+    /// Tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+fn default_confidence() -> f64 {
+    0.8
+}
+
+fn default_ttl() -> String {
+    "P7D".to_owned()
+}
+
+fn default_scope() -> Scope {
+    Scope::Run
+}
+
+/// A grant a parent issues in a brief.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantSpec {
+    /// Grant id, quoted by the grantee's deref steps.
+    pub id: String,
+    /// The grantee: a descendant of the issuer.
+    pub to: String,
+    /// Pointer patterns it covers.
+    pub patterns: Vec<String>,
+    /// Dereferences it covers.
+    pub max_derefs: u32,
+    /// Tokens it covers.
+    pub max_tokens: u32,
+    /// Requests that may present it (default 1).
+    #[serde(default = "one")]
+    pub uses: u32,
+    /// Lifetime (ISO-8601 duration, default PT1H).
+    #[serde(default = "default_grant_ttl")]
+    pub ttl: String,
+    /// Tokens of code the grantee may inline.
+    #[serde(default)]
+    pub inline_code_tokens: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn default_grant_ttl() -> String {
+    "PT1H".to_owned()
+}
+
+/// Scripted misbehaviour of a report step, refused by the receiver's gateway in LESS mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Misbehaviour {
+    /// The first attempt pastes the full content of every cited source into the body.
+    PasteFiles,
+    /// The first attempt carries more engrams than the receiver's budget (the step's engrams repeated).
+    TooManyEngrams,
+    /// Every attempt pastes (no compliant resend): the second refusal escalates to the sender's parent.
+    PasteTwice,
+}
+
+/// One scripted action of one agent.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Step {
+    /// A parent briefs some of its children (SharedBriefMicro in LESS mode).
+    Brief {
+        /// The parent.
+        agent: String,
+        /// Children briefed (default: all).
+        #[serde(default)]
+        to: Vec<String>,
+        /// What matters now.
+        now: Vec<String>,
+        /// Standing constraints.
+        #[serde(default)]
+        constraints: Vec<String>,
+        /// Top risks.
+        #[serde(default)]
+        risks: Vec<String>,
+        /// Pointer packs by child role.
+        #[serde(default)]
+        packs: BTreeMap<String, Vec<String>>,
+        /// Grants issued with the brief.
+        #[serde(default)]
+        grants: Vec<GrantSpec>,
+    },
+    /// An agent dereferences pointers through its gateway.
+    Deref {
+        /// The requester.
+        agent: String,
+        /// Pointers in text form.
+        pointers: Vec<String>,
+        /// Why.
+        reason: String,
+        /// What for.
+        #[serde(rename = "use")]
+        intended_use: String,
+        /// A grant id to present.
+        #[serde(default)]
+        grant: Option<String>,
+    },
+    /// An agent sends a typed message (by default to its parent).
+    Report(Box<ReportStep>),
+    /// An agent asks what the others learned (engram recall instead of prompts).
+    Query {
+        /// Who asks.
+        agent: String,
+        /// The question.
+        text: String,
+        /// Most engrams returned (default 5).
+        #[serde(default = "default_k")]
+        k: usize,
+    },
+    /// The agent panics while acting (once); it is restarted and the step runs again.
+    Panic {
+        /// The agent.
+        agent: String,
+    },
+}
+
+fn default_k() -> usize {
+    5
+}
+
+/// A typed message an agent sends. (Unknown fields are refused by the schema; serde cannot deny them through the
+/// flattened kind.)
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReportStep {
+    /// Sender.
+    pub agent: String,
+    /// Receiver (default: the sender's parent).
+    #[serde(default)]
+    pub to: Option<String>,
+    /// The type and its fields.
+    #[serde(flatten)]
+    pub kind: ReportKind,
+    /// Engrams carried.
+    #[serde(default)]
+    pub engrams: Vec<EngramSpec>,
+    /// The prose summary the verbatim baseline writes (LESS mode sends none).
+    #[serde(default)]
+    pub summary: String,
+    /// Scripted misbehaviour.
+    #[serde(default)]
+    pub misbehave: Option<Misbehaviour>,
+}
+
+/// The typed-message part of a report step.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum ReportKind {
+    TaskResult {
+        task: String,
+        status: TaskStatus,
+        #[serde(default)]
+        criteria: Vec<u32>,
+    },
+    GateReport {
+        gate_id: String,
+        status: GateStatus,
+        #[serde(default)]
+        report_ref: Option<String>,
+    },
+    Escalation {
+        reason: String,
+        severity: Severity,
+        #[serde(default)]
+        refs: Vec<String>,
+    },
+    Question {
+        question: String,
+        #[serde(default)]
+        refs: Vec<String>,
+    },
+}
+
+/// A check on the run's outcome.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Expect {
+    /// What is checked.
+    #[serde(flatten)]
+    pub check: Check,
+    /// Only in this mode (both when absent).
+    #[serde(default)]
+    pub mode: Option<WireMode>,
+}
+
+/// The checks a scenario can ask for.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "check", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Check {
+    /// One delivered engram of `kind` cites every pointer listed.
+    EngramCites {
+        /// The engram kind.
+        kind: EngramKind,
+        /// Pointers in text form (compared without digest).
+        pointers: Vec<String>,
+    },
+    /// Every pointer of a delivered engram that the sender had dereferenced records the digest it got.
+    DigestsRecorded,
+    /// No delivered message exceeded its receiver's MAX_INLINE_TOKENS (LESS mode) and the p95 is at most `p95`.
+    NoTurnOverBudget {
+        /// Ceiling for the p95 inline tokens per turn (default 800).
+        #[serde(default = "default_p95")]
+        p95: u32,
+    },
+    /// The agent had a message refused and then delivered a compliant resend.
+    RejectedThenResent {
+        /// The sender.
+        agent: String,
+    },
+    /// Dereference counts.
+    Derefs {
+        /// Only this requester (all when absent).
+        #[serde(default)]
+        agent: Option<String>,
+        /// Exactly this many granted.
+        #[serde(default)]
+        granted: Option<u32>,
+        /// Exactly this many denied.
+        #[serde(default)]
+        denied: Option<u32>,
+    },
+    /// The agent was restarted exactly `times` times.
+    Restarted {
+        /// The agent.
+        agent: String,
+        /// Restarts.
+        times: u32,
+    },
+    /// Exactly this many escalations were sent.
+    Escalations {
+        /// Count.
+        count: u32,
+    },
+    /// The agent's queries returned at least `min` engrams in all, including one citing `cites` if given.
+    QueryFound {
+        /// The asking agent.
+        agent: String,
+        /// Least engrams returned.
+        min: usize,
+        /// A pointer one returned engram must cite.
+        #[serde(default)]
+        cites: Option<String>,
+    },
+}
+
+fn default_p95() -> u32 {
+    800
+}
+
+/// How messages are written on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WireMode {
+    /// Engrams, pointers, micro-briefs; budgets enforced.
+    Less,
+    /// The baseline: everything restated and pasted; no budgets.
+    Verbatim,
+}
+
+impl WireMode {
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WireMode::Less => "less",
+            WireMode::Verbatim => "verbatim",
+        }
+    }
+}
+
+impl std::str::FromStr for WireMode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<WireMode, String> {
+        match text {
+            "less" => Ok(WireMode::Less),
+            "verbatim" => Ok(WireMode::Verbatim),
+            other => Err(format!("unknown mode {other:?}; expected less or verbatim")),
+        }
+    }
+}
+
+/// The raw document shape, deserialized after the schema passed.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioDoc {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    tokenizer: Encoding,
+    #[serde(default)]
+    workspace: Option<String>,
+    #[serde(default)]
+    plan: Plan,
+    #[serde(default)]
+    budgets: BudgetsDoc,
+    agents: Vec<AgentSpec>,
+    #[serde(default)]
+    steps: Vec<Step>,
+    #[serde(default)]
+    expect: Vec<Expect>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BudgetsDoc {
+    #[serde(default)]
+    defaults: BudgetPatch,
+    #[serde(default)]
+    roles: BTreeMap<String, BudgetPatch>,
+}
+
+impl Scenario {
+    /// Loads and validates a scenario file; the workspace is resolved against the file's directory.
+    pub fn load(path: &Path) -> Result<Scenario, Violations> {
+        let text = std::fs::read_to_string(path).map_err(|err| {
+            Violations(vec![Violation::new(ErrorCode::InputUnreadable, "", format!("{}: {err}", path.display()))])
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Scenario::from_toml(&text, base)
+    }
+
+    /// Parses and validates a scenario from TOML text; `base` is where a relative workspace is resolved.
+    pub fn from_toml(text: &str, base: &Path) -> Result<Scenario, Violations> {
+        let doc = scenario_document(text).map_err(|v| Violations(vec![v]))?;
+        let violations = validate(DocKind::Scenario, &doc);
+        if !violations.is_empty() {
+            return Err(Violations(violations));
+        }
+        let doc: ScenarioDoc = serde_json::from_value(doc)
+            .map_err(|err| Violations(vec![Violation::new(ErrorCode::SchemaInvalid, "", err.to_string())]))?;
+        let defaults = doc.budgets.defaults.over(Budget::default());
+        let roles = doc.budgets.roles.into_iter().map(|(role, patch)| (role, patch.over(defaults))).collect();
+        Ok(Scenario {
+            name: doc.name,
+            description: doc.description,
+            tokenizer: doc.tokenizer,
+            workspace: base.join(doc.workspace.unwrap_or_else(|| ".".to_owned())),
+            plan: doc.plan,
+            budgets: Budgets { defaults, roles },
+            agents: doc.agents,
+            steps: doc.steps,
+            expect: doc.expect,
+        })
+    }
+
+    /// The agent with `id`.
+    pub fn agent(&self, id: &str) -> Option<&AgentSpec> {
+        self.agents.iter().find(|a| a.id == id)
+    }
+
+    /// Whether `ancestor` is above `agent` in the hierarchy.
+    pub fn is_ancestor(&self, ancestor: &str, agent: &str) -> bool {
+        let mut cursor = self.agent(agent).and_then(|a| a.parent.as_deref());
+        let mut n_steps = 0;
+        while let Some(parent) = cursor {
+            if parent == ancestor {
+                return true;
+            }
+            n_steps += 1;
+            if n_steps > self.agents.len() {
+                return false;
+            }
+            cursor = self.agent(parent).and_then(|a| a.parent.as_deref());
+        }
+        false
+    }
+
+    /// The children of `id`.
+    pub fn children(&self, id: &str) -> Vec<&AgentSpec> {
+        self.agents.iter().filter(|a| a.parent.as_deref() == Some(id)).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::DocKind;
-    use crate::validate::validate;
 
     #[test]
     fn a_toml_scenario_becomes_a_checked_document() {
@@ -42,5 +562,33 @@ mod tests {
     fn broken_toml_is_malformed_not_a_panic() {
         let err = scenario_document("name = \"x\"\n[[agents]\n").expect_err("unclosed table header");
         assert_eq!(err.code, ErrorCode::JsonMalformed);
+    }
+
+    #[test]
+    fn role_budgets_overlay_the_scenario_defaults() {
+        let scenario = Scenario::from_toml(
+            r#"
+            name = "budgets"
+            [budgets.defaults]
+            max_inline_tokens = 600
+            [budgets.roles.programmer]
+            max_repo_spans = 1
+            [[agents]]
+            id = "lead"
+            role = "architect"
+            [[agents]]
+            id = "dev"
+            role = "programmer"
+            parent = "lead"
+            "#,
+            Path::new("."),
+        )
+        .expect("valid");
+        let programmer = scenario.budgets.of("programmer");
+        assert_eq!((programmer.max_inline_tokens, programmer.max_repo_spans), (600, 1));
+        assert_eq!(programmer.max_deref_tokens_total, 1200, "spec default where nobody overrides");
+        assert_eq!(scenario.budgets.of("architect").max_inline_tokens, 600);
+        assert!(scenario.is_ancestor("lead", "dev"));
+        assert!(!scenario.is_ancestor("dev", "lead"));
     }
 }
