@@ -459,8 +459,8 @@ fn other_vectors() -> Vec<Vector> {
         v!(
             "scenario step with an unknown action",
             Scenario,
-            |d| set(d, "/agents/2/steps/0/action", json!("paste")),
-            [(SchemaInvalid, "/agents/2/steps/0/action")]
+            |d| set(d, "/steps/0/action", json!("paste")),
+            [(SchemaInvalid, "/steps/0/action")]
         ),
     ]
 }
