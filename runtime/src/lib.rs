@@ -25,6 +25,7 @@ mod grant;
 mod message;
 mod pointer;
 mod resolver;
+pub mod run;
 mod scenario;
 mod schema;
 mod tokens;

@@ -1,0 +1,436 @@
+//! Agents and the actor that hosts one.
+//!
+//! [`Agent`] is the seam between the runtime and whatever decides what an agent does: the scripted agent of
+//! `less-agents` follows the scenario's steps, an LLM-backed agent will treat the same steps as its tasks.
+//! The runtime knows no implementation; an [`AgentFactory`] given to [`crate::run::run_scenario`] builds them.
+//! The hosting [`AgentActor`] turns the agent's logical [`Action`]s into envelopes in the run's wire mode and sends
+//! them through gateways: it never holds another agent's `ActorRef`.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde_json::{Value, json};
+
+use crate::brief::{PointerText, SharedBriefMicro};
+use crate::digest::Digest;
+use crate::engram::{Engram, Provenance, Source};
+use crate::error::{ErrorCode, Violation};
+use crate::message::{Payload, TypedMessage};
+use crate::pointer::Pointer;
+use crate::run::RunContext;
+use crate::run::gateway::GatewayMsg;
+use crate::run::ledger::{Event, LedgerMsg};
+use crate::run::resolver_actor::ResolverMsg;
+use crate::run::wire::{Action, BriefAction, Envelope, EnvelopeKind, ReportAction};
+use crate::scenario::{AgentSpec, ReportKind, Step, WireMode};
+use crate::tokens::TokenCounter;
+use crate::ttl::Ttl;
+
+/// A boxed future, so `Agent` stays object-safe while implementations may await (an LLM call, say).
+pub type AgentFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What an agent sees when asked to take a turn.
+#[derive(Debug, Clone)]
+pub struct TurnInput {
+    /// The scenario step (the task, for an LLM agent).
+    pub step: Step,
+    /// 0 on the first try; more after the agent was restarted mid-step.
+    pub attempt: u32,
+    /// The agent.
+    pub spec: AgentSpec,
+    /// Messages delivered to it so far (LESS documents).
+    pub inbox: Vec<Value>,
+}
+
+/// Decides what an agent does.
+pub trait Agent: Send + Sync + 'static {
+    /// The actions of one turn.
+    fn act<'a>(&'a mut self, input: &'a TurnInput) -> AgentFuture<'a, Vec<Action>>;
+
+    /// `action` was refused for `violation` (the `attempt`-th refusal); the resend, if any.
+    fn on_rejection<'a>(&'a mut self, action: &'a Action, violation: &'a Violation, attempt: u32)
+    -> AgentFuture<'a, Option<Action>>;
+}
+
+/// Builds agents (again, after a restart).
+pub trait AgentFactory: Send + Sync + 'static {
+    /// A fresh agent for `spec`.
+    fn make(&self, spec: &AgentSpec) -> Box<dyn Agent>;
+}
+
+/// A turn request from the driver.
+#[derive(Debug, Clone)]
+pub struct ActRequest {
+    /// Step index (in traces).
+    #[allow(dead_code)]
+    pub index: usize,
+    /// The step.
+    pub step: Step,
+    /// Retry count after restarts.
+    pub attempt: u32,
+}
+
+/// How a turn went.
+#[derive(Debug, Clone, Default)]
+pub struct ActOutcome {
+    /// The agent is down and did not act.
+    pub agent_down: bool,
+    /// Refusals the turn met (codes).
+    pub refusals: Vec<ErrorCode>,
+}
+
+impl ActOutcome {
+    pub(crate) fn down(_agent: &str) -> ActOutcome {
+        ActOutcome { agent_down: true, refusals: Vec::new() }
+    }
+}
+
+/// The actor hosting one agent.
+pub struct AgentActor;
+
+/// Messages to an agent (only its gateway sends them).
+pub enum AgentMsg {
+    /// Take a turn.
+    Act(ActRequest, RpcReplyPort<ActOutcome>),
+    /// A delivered message.
+    Inbox(Box<Envelope>),
+}
+
+/// What an agent actor starts from.
+pub struct AgentArgs {
+    pub(crate) ctx: Arc<RunContext>,
+    pub(crate) agent_id: String,
+    pub(crate) gateway: ActorRef<GatewayMsg>,
+}
+
+/// Mutable state of an agent actor.
+pub struct AgentState {
+    ctx: Arc<RunContext>,
+    spec: AgentSpec,
+    gateway: ActorRef<GatewayMsg>,
+    agent: Box<dyn Agent>,
+    inbox: Vec<Value>,
+    /// Digests of what this agent dereferenced, by pointer text, recorded in the engrams it cites them from.
+    seen: HashMap<String, Digest>,
+    turn: u64,
+}
+
+impl Actor for AgentActor {
+    type Msg = AgentMsg;
+    type State = AgentState;
+    type Arguments = AgentArgs;
+
+    async fn pre_start(&self, _myself: ActorRef<AgentMsg>, args: AgentArgs) -> Result<AgentState, ActorProcessingErr> {
+        let spec = args.ctx.scenario.agent(&args.agent_id).cloned().ok_or("agent not in scenario")?;
+        let agent = args.ctx.factory.make(&spec);
+        Ok(AgentState {
+            ctx: args.ctx,
+            spec,
+            gateway: args.gateway,
+            agent,
+            inbox: Vec::new(),
+            seen: HashMap::new(),
+            turn: 0,
+        })
+    }
+
+    async fn handle(&self, _myself: ActorRef<AgentMsg>, msg: AgentMsg, state: &mut AgentState) -> Result<(), ActorProcessingErr> {
+        match msg {
+            AgentMsg::Inbox(envelope) => state.inbox.push(envelope.doc),
+            AgentMsg::Act(request, reply) => {
+                let input =
+                    TurnInput { step: request.step, attempt: request.attempt, spec: state.spec.clone(), inbox: state.inbox.clone() };
+                // A panicking agent unwinds out of here; the gateway restarts it and the driver retries the step.
+                let actions = state.agent.act(&input).await;
+                let mut outcome = ActOutcome::default();
+                for action in actions {
+                    state.perform(action, &mut outcome).await;
+                }
+                let _ = reply.send(outcome);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl AgentState {
+    async fn perform(&mut self, action: Action, outcome: &mut ActOutcome) {
+        match &action {
+            Action::Deref(deref) => {
+                match ractor::call!(self.gateway, GatewayMsg::Deref, deref.clone(), self.turn) {
+                    Ok(result) => match result.result {
+                        Ok(resolved) => {
+                            for r in resolved {
+                                let key = Pointer::new(r.pointer.ty(), r.pointer.reference(), r.pointer.span())
+                                    .map(|p| p.to_string())
+                                    .unwrap_or_default();
+                                self.seen.insert(key, r.digest);
+                            }
+                        }
+                        Err(violation) => outcome.refusals.push(violation.code),
+                    },
+                    Err(err) => tracing::warn!("deref failed: {err}"),
+                }
+            }
+            Action::Query { text, k } => self.query(text, *k).await,
+            Action::Brief(brief) => self.brief(brief, outcome).await,
+            Action::Report(_) => {
+                self.send_report(action, outcome).await;
+                self.turn += 1;
+            }
+        }
+    }
+
+    async fn query(&mut self, text: &str, k: usize) {
+        let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
+        let (returned, n_tokens) = match self.ctx.mode {
+            WireMode::Less => {
+                let engrams = ractor::call!(self.ctx.ledger, LedgerMsg::Query, text.to_owned(), k).unwrap_or_default();
+                let n_tokens = counter.count(&Value::Array(engrams.clone()).to_string());
+                (engrams, n_tokens)
+            }
+            WireMode::Verbatim => {
+                // The baseline has no memory to query: the agent reads every prior report.
+                let history = ractor::call!(self.ctx.ledger, LedgerMsg::History).unwrap_or_default();
+                let engrams = ractor::call!(self.ctx.ledger, LedgerMsg::Query, text.to_owned(), k).unwrap_or_default();
+                (engrams, counter.count(&history.join("\n")))
+            }
+        };
+        let ids = returned.iter().map(|e| e.get("id").and_then(Value::as_str).unwrap_or_default().to_owned()).collect();
+        for engram in &returned {
+            self.inbox.push(json!({ "recalled": engram }));
+        }
+        self.ctx.record(Event::Query { agent: self.spec.id.clone(), text: text.to_owned(), returned: ids, tokens: n_tokens });
+    }
+
+    async fn brief(&mut self, brief: &BriefAction, outcome: &mut ActOutcome) {
+        for spec in &brief.grants {
+            match ractor::call!(self.gateway, GatewayMsg::IssueGrant, spec.clone()) {
+                Ok(Ok(grant)) => {
+                    let doc = serde_json::to_value(&grant).unwrap_or_default();
+                    let envelope = self.envelope(&spec.to, EnvelopeKind::Grant, doc.clone(), doc.to_string(), None);
+                    // A refused grant is in the ledger and the outcome; the brief still goes out.
+                    let _ = self.deliver(envelope, outcome).await;
+                }
+                Ok(Err(violation)) => outcome.refusals.push(violation.code),
+                Err(err) => tracing::warn!("grant failed: {err}"),
+            }
+        }
+        let children: Vec<String> = if brief.to.is_empty() {
+            self.ctx.scenario.children(&self.spec.id).iter().map(|c| c.id.clone()).collect()
+        } else {
+            brief.to.clone()
+        };
+        for child in children {
+            let role = self.ctx.scenario.agent(&child).map(|a| a.role.clone()).unwrap_or_default();
+            let packs: std::collections::BTreeMap<String, Vec<PointerText>> = brief
+                .packs
+                .iter()
+                .filter(|(r, _)| **r == role)
+                .map(|(r, texts)| (r.clone(), texts.iter().filter_map(|t| Pointer::parse(t).ok().map(PointerText)).collect()))
+                .collect();
+            let doc_brief = SharedBriefMicro {
+                brief_id: self.ctx.next_msg_id(&self.spec.id),
+                from: self.spec.id.clone(),
+                what_matters_now: brief.now.clone(),
+                constraints: brief.constraints.clone(),
+                top_risks: brief.risks.clone(),
+                pointer_packs: packs.clone(),
+                budgets: [(role.clone(), self.ctx.scenario.budgets.of(&role))].into_iter().collect(),
+                grants: Vec::new(),
+            };
+            let doc = serde_json::to_value(&doc_brief).unwrap_or_default();
+            let wire = match self.ctx.mode {
+                WireMode::Less => doc.to_string(),
+                WireMode::Verbatim => self.verbatim_brief(&child, brief, &packs).await,
+            };
+            let envelope = self.envelope(&child, EnvelopeKind::Brief, doc, wire, None);
+            let _ = self.deliver(envelope, outcome).await;
+        }
+        self.turn += 1;
+    }
+
+    async fn verbatim_brief(
+        &self,
+        child: &str,
+        brief: &BriefAction,
+        packs: &std::collections::BTreeMap<String, Vec<PointerText>>,
+    ) -> String {
+        let plan = &self.ctx.scenario.plan;
+        let mut text = format!("Brief from {} to {child}.\n\n# Plan\n{}\n\n# Acceptance criteria\n", self.spec.id, plan.goal);
+        for (idx, criterion) in plan.criteria.iter().enumerate() {
+            text.push_str(&format!("{}. {criterion}\n", idx + 1));
+        }
+        for artifact in &plan.artifacts {
+            if let Ok(pointer) = Pointer::parse(artifact) {
+                text.push_str(&format!("\n# {artifact}\n{}\n", self.read_whole(&pointer).await));
+            }
+        }
+        text.push_str("\n# Prior reports\n");
+        for report in ractor::call!(self.ctx.ledger, LedgerMsg::History).unwrap_or_default() {
+            text.push_str(&report);
+            text.push('\n');
+        }
+        text.push_str("\n# What matters now\n");
+        for line in brief.now.iter().chain(&brief.constraints).chain(&brief.risks) {
+            text.push_str(&format!("- {line}\n"));
+        }
+        for pointer in packs.values().flatten() {
+            text.push_str(&format!("\n# File {}\n{}\n", pointer.0.location(), self.read_whole(&pointer.0).await));
+        }
+        text
+    }
+
+    async fn read_whole(&self, pointer: &Pointer) -> String {
+        match ractor::call!(self.ctx.resolver, ResolverMsg::ReadWhole, pointer.clone()) {
+            Ok(Ok(text)) => text,
+            _ => String::new(),
+        }
+    }
+
+    async fn read_span(&self, pointer: &Pointer) -> String {
+        match ractor::call!(self.ctx.resolver, ResolverMsg::Resolve, vec![pointer.clone()]) {
+            Ok(Ok(mut resolved)) => resolved.pop().map(|r| r.content).unwrap_or_default(),
+            _ => String::new(),
+        }
+    }
+
+    async fn send_report(&mut self, mut action: Action, outcome: &mut ActOutcome) {
+        let mut n_refusals = 0u32;
+        loop {
+            let Action::Report(report) = &action else { return };
+            let envelope = self.render_report(report).await;
+            let msg_id = envelope.msg_id.clone();
+            let to = envelope.to.clone();
+            match self.deliver(envelope, outcome).await {
+                Ok(()) => {
+                    if n_refusals > 0 {
+                        self.ctx.record(Event::Resent { from: self.spec.id.clone(), to, msg_id });
+                    }
+                    return;
+                }
+                Err(violation) => {
+                    n_refusals += 1;
+                    match self.agent.on_rejection(&action, &violation, n_refusals).await {
+                        Some(resend) if n_refusals < 2 => action = resend,
+                        _ => return,
+                    }
+                }
+            }
+        }
+    }
+
+    async fn render_report(&self, report: &ReportAction) -> Envelope {
+        let to = report.to.clone().or_else(|| self.spec.parent.clone()).unwrap_or_else(|| self.spec.id.clone());
+        let mut engrams = Vec::new();
+        for _ in 0..=report.repeat_engrams {
+            for spec in &report.engrams {
+                let pointers: Vec<Pointer> = spec
+                    .pointers
+                    .iter()
+                    .filter_map(|t| Pointer::parse(t).ok())
+                    .map(|p| match self.seen.get(&p.to_string()) {
+                        Some(digest) => p.with_digest(*digest),
+                        None => p,
+                    })
+                    .collect();
+                let ttl = Ttl::parse(&spec.ttl).unwrap_or_else(|_| Ttl::days(7));
+                let mut hasher = blake3::Hasher::new();
+                hasher.update(spec.claim.as_bytes());
+                hasher.update(self.spec.id.as_bytes());
+                engrams.push(Engram {
+                    id: format!("eg_{}", &hasher.finalize().to_hex()[..16]),
+                    kind: spec.kind,
+                    claim: spec.claim.clone(),
+                    pointers,
+                    confidence: spec.confidence,
+                    ttl,
+                    scope: spec.scope,
+                    tags: (!spec.tags.is_empty()).then(|| spec.tags.clone()),
+                    hash_keys: None,
+                    provenance: Provenance {
+                        created_at: crate::now_rfc3339(),
+                        created_by: self.spec.id.clone(),
+                        source: Source::Agent,
+                    },
+                });
+            }
+        }
+        let cited: Vec<Pointer> =
+            report.engrams.iter().flat_map(|e| e.pointers.iter()).filter_map(|t| Pointer::parse(t).ok()).collect();
+        let mut pasted = String::new();
+        let paste = report.paste_sources || self.ctx.mode == WireMode::Verbatim;
+        if paste {
+            for pointer in &cited {
+                pasted.push_str(&format!("=== {pointer} ===\n{}\n", self.read_span(pointer).await));
+            }
+        }
+        let payload = match &report.kind {
+            ReportKind::TaskResult { task, status, criteria } => {
+                Payload::TaskResult { task: task.clone(), status: *status, criteria: criteria.clone(), commit: None, capsule: None }
+            }
+            ReportKind::GateReport { gate_id, status, report_ref } => {
+                Payload::GateReport { gate_id: gate_id.clone(), status: *status, report_ref: report_ref.clone() }
+            }
+            ReportKind::Escalation { reason, severity, refs } => {
+                Payload::Escalation { reason: reason.clone(), severity: *severity, refs: refs.clone() }
+            }
+            ReportKind::Question { question, refs } => Payload::Question { question: question.clone(), refs: refs.clone() },
+        };
+        let msg_id = self.ctx.next_msg_id(&self.spec.id);
+        let message = TypedMessage {
+            from: self.spec.id.clone(),
+            msg_id: msg_id.clone(),
+            to: Some(to.clone()),
+            engrams,
+            deref_requests: Vec::new(),
+            body: (report.paste_sources && !pasted.is_empty()).then(|| pasted.clone()),
+            grant_id: None,
+            payload,
+        };
+        let doc = serde_json::to_value(&message).unwrap_or_default();
+        let wire = match self.ctx.mode {
+            WireMode::Less => doc.to_string(),
+            WireMode::Verbatim => {
+                let mut text = format!("Report from {} to {to} ({}).\n\n{}\n\n", self.spec.id, message.payload.type_name(), report.summary);
+                for engram in &message.engrams {
+                    text.push_str(&format!("- {:?}: {}\n", engram.kind, engram.claim));
+                }
+                text.push_str("\nSources:\n");
+                text.push_str(&pasted);
+                text
+            }
+        };
+        let inline_code = (report.paste_sources && !pasted.is_empty()).then_some(pasted);
+        Envelope { from: self.spec.id.clone(), to, msg_id, kind: EnvelopeKind::Message, doc, wire, inline_code }
+    }
+
+    fn envelope(&self, to: &str, kind: EnvelopeKind, doc: Value, wire: String, inline_code: Option<String>) -> Envelope {
+        Envelope {
+            from: self.spec.id.clone(),
+            to: to.to_owned(),
+            msg_id: self.ctx.next_msg_id(&self.spec.id),
+            kind,
+            doc,
+            wire,
+            inline_code,
+        }
+    }
+
+    async fn deliver(&self, envelope: Envelope, outcome: &mut ActOutcome) -> Result<(), Violation> {
+        let Some(gateway) = self.ctx.directory.get(&envelope.to) else {
+            return Err(Violation::new(ErrorCode::PointerUnresolved, "", format!("no agent {}", envelope.to)));
+        };
+        match ractor::call!(gateway, GatewayMsg::Deliver, Box::new(envelope)) {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(violation)) => {
+                outcome.refusals.push(violation.code);
+                Err(violation)
+            }
+            Err(err) => Err(Violation::new(ErrorCode::PointerUnresolved, "", err.to_string())),
+        }
+    }
+}

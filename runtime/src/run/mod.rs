@@ -1,0 +1,96 @@
+//! The PAS runtime: one run of a scenario as a tree of actors.
+//!
+//! ```text
+//! RunSupervisor
+//! ├── ResolverActor          pointer → content + digest, confined to the workspace
+//! ├── LedgerActor            every delivery, refusal, deref, grant, restart: ledger.jsonl + audit.log
+//! └── Gateway(agent) → Agent  one budget enforcer per agent; the gateway supervises (and restarts) its agent
+//! ```
+//!
+//! The driver ([`run_scenario`]) walks the scenario's steps in order and asks the acting agent's gateway for a turn;
+//! the turn's reply arrives when every message of the turn was delivered, refused and resent, or escalated, so runs
+//! are deterministic.
+
+pub(crate) mod agent;
+pub(crate) mod gateway;
+pub(crate) mod ledger;
+pub(crate) mod report;
+pub(crate) mod resolver_actor;
+pub(crate) mod supervisor;
+pub(crate) mod wire;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use ractor::ActorRef;
+
+use crate::run::gateway::GatewayMsg;
+use crate::run::ledger::{Event, LedgerMsg};
+use crate::run::resolver_actor::ResolverMsg;
+use crate::scenario::{Scenario, WireMode};
+
+pub use agent::{Agent, AgentFactory, AgentFuture, TurnInput};
+pub use report::{CheckResult, RoleReport, RunReport, TokenStats};
+pub use supervisor::{RunOptions, run_scenario};
+pub use wire::{Action, BriefAction, DerefAction, Envelope, EnvelopeKind, ReportAction};
+
+/// Gateways by agent id: the only way to reach an agent.
+#[derive(Default)]
+pub struct Directory(RwLock<HashMap<String, ActorRef<GatewayMsg>>>);
+
+impl Directory {
+    /// The gateway of `agent`.
+    pub(crate) fn get(&self, agent: &str) -> Option<ActorRef<GatewayMsg>> {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(agent).cloned()
+    }
+
+    fn insert(&self, agent: String, gateway: ActorRef<GatewayMsg>) {
+        self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(agent, gateway);
+    }
+}
+
+/// What every actor of a run shares (read-only but for counters).
+pub struct RunContext {
+    /// Identifies the run in actor names and the ledger.
+    pub run_id: String,
+    /// Wire mode.
+    pub mode: WireMode,
+    /// The scenario.
+    pub scenario: Arc<Scenario>,
+    /// The run's grant MAC key; never leaves the process.
+    pub(crate) secret: [u8; 32],
+    pub(crate) directory: Directory,
+    pub(crate) resolver: ActorRef<ResolverMsg>,
+    pub(crate) ledger: ActorRef<LedgerMsg>,
+    pub(crate) factory: Arc<dyn AgentFactory>,
+    n_msgs: AtomicU64,
+}
+
+impl RunContext {
+    /// Records an event in the ledger (fire and forget: the ledger never refuses).
+    pub(crate) fn record(&self, event: Event) {
+        if let Err(err) = self.ledger.send_message(LedgerMsg::Record(Box::new(event))) {
+            tracing::error!("ledger unavailable: {err}");
+        }
+    }
+
+    /// A new message id for `agent`.
+    pub(crate) fn next_msg_id(&self, agent: &str) -> String {
+        let n = self.n_msgs.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("{agent}-m{n}")
+    }
+}
+
+/// 32 bytes from the operating system's random source, for the run's grant secret.
+fn run_secret() -> [u8; 32] {
+    use std::io::Read;
+    let mut secret = [0u8; 32];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut secret));
+    if read.is_err() {
+        // Without an OS source, mix the clock and the process id; still unknown to agents, who never see it.
+        let seed = format!("{:?}{}", std::time::SystemTime::now(), std::process::id());
+        secret = *blake3::hash(seed.as_bytes()).as_bytes();
+    }
+    secret
+}

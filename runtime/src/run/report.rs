@@ -1,0 +1,273 @@
+//! The run report: per-role token statistics, counts, and the scenario's checks, as printed and as `--json`.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::pointer::Pointer;
+use crate::run::ledger::Event;
+use crate::scenario::{Check, Scenario, WireMode};
+
+/// Inline tokens per turn.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TokenStats {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: u32,
+    /// 95th percentile.
+    pub p95: u32,
+    /// Largest.
+    pub max: u32,
+    /// Sum.
+    pub total: u64,
+}
+
+impl TokenStats {
+    fn of(mut samples: Vec<u32>) -> TokenStats {
+        if samples.is_empty() {
+            return TokenStats::default();
+        }
+        samples.sort_unstable();
+        let total: u64 = samples.iter().map(|&n| u64::from(n)).sum();
+        let pick = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
+        TokenStats { mean: total as f64 / samples.len() as f64, p50: pick(0.5), p95: pick(0.95), max: pick(1.0), total }
+    }
+}
+
+/// One role's line of the report.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RoleReport {
+    /// Messages sent (a turn is one delivered message).
+    pub turns: u32,
+    /// Inline tokens of the messages sent.
+    pub inline_tokens: TokenStats,
+    /// Derefs granted.
+    pub derefs: u32,
+    /// Tokens dereferenced.
+    pub deref_tokens: u64,
+    /// Messages of this role refused.
+    pub rejections: u32,
+    /// Compliant resends delivered.
+    pub resends: u32,
+    /// Escalations about this role.
+    pub escalations: u32,
+    /// Restarts of agents of this role.
+    pub restarts: u32,
+}
+
+/// One check's verdict.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckResult {
+    /// Which check.
+    pub name: String,
+    /// Whether it held.
+    pub passed: bool,
+    /// Why.
+    pub detail: String,
+}
+
+/// The whole report (`lessrt run --json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// Scenario name.
+    pub scenario: String,
+    /// Wire mode.
+    pub mode: WireMode,
+    /// Tokenizer.
+    pub tokenizer: String,
+    /// By role.
+    pub roles: BTreeMap<String, RoleReport>,
+    /// The scenario's checks.
+    pub checks: Vec<CheckResult>,
+    /// Sums over roles.
+    pub totals: RoleReport,
+}
+
+impl RunReport {
+    /// Whether every check passed.
+    pub fn passed(&self) -> bool {
+        self.checks.iter().all(|c| c.passed)
+    }
+
+    /// Builds the report from the ledger's events.
+    pub fn build(scenario: &Scenario, mode: WireMode, events: &[Event]) -> RunReport {
+        let role_of = |id: &str| scenario.agent(id).map(|a| a.role.clone());
+        let mut samples: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+        let mut roles: BTreeMap<String, RoleReport> = BTreeMap::new();
+        for agent in &scenario.agents {
+            roles.entry(agent.role.clone()).or_default();
+        }
+        for event in events {
+            match event {
+                Event::Delivered { from, tokens, .. } => {
+                    if let Some(role) = role_of(from) {
+                        roles.entry(role.clone()).or_default().turns += 1;
+                        samples.entry(role).or_default().push(*tokens);
+                    }
+                }
+                Event::Rejected { from, .. } => {
+                    if let Some(role) = role_of(from) {
+                        roles.entry(role).or_default().rejections += 1;
+                    }
+                }
+                Event::Resent { from, .. } => {
+                    if let Some(role) = role_of(from) {
+                        roles.entry(role).or_default().resends += 1;
+                    }
+                }
+                Event::Escalated { about, .. } => {
+                    if let Some(role) = role_of(about) {
+                        roles.entry(role).or_default().escalations += 1;
+                    }
+                }
+                Event::Deref { agent, tokens, granted: true, .. } => {
+                    if let Some(role) = role_of(agent) {
+                        let r = roles.entry(role).or_default();
+                        r.derefs += 1;
+                        r.deref_tokens += u64::from(*tokens);
+                    }
+                }
+                Event::Restart { agent, .. } => {
+                    if let Some(role) = role_of(agent) {
+                        roles.entry(role).or_default().restarts += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut all_samples = Vec::new();
+        for (role, report) in &mut roles {
+            let role_samples = samples.remove(role).unwrap_or_default();
+            all_samples.extend(&role_samples);
+            report.inline_tokens = TokenStats::of(role_samples);
+        }
+        let mut totals = RoleReport { inline_tokens: TokenStats::of(all_samples), ..RoleReport::default() };
+        for r in roles.values() {
+            totals.turns += r.turns;
+            totals.derefs += r.derefs;
+            totals.deref_tokens += r.deref_tokens;
+            totals.rejections += r.rejections;
+            totals.resends += r.resends;
+            totals.escalations += r.escalations;
+            totals.restarts += r.restarts;
+        }
+        let checks = scenario
+            .expect
+            .iter()
+            .filter(|e| e.mode.is_none_or(|m| m == mode))
+            .map(|e| evaluate(&e.check, mode, events, &totals))
+            .collect();
+        RunReport { scenario: scenario.name.clone(), mode, tokenizer: scenario.tokenizer.to_string(), roles, checks, totals }
+    }
+}
+
+fn delivered_engrams(events: &[Event]) -> impl Iterator<Item = (&str, &Value)> {
+    events.iter().filter_map(|e| match e {
+        Event::Delivered { from, doc, .. } => Some((from.as_str(), doc)),
+        _ => None,
+    })
+    .flat_map(|(from, doc)| doc.get("engrams").and_then(Value::as_array).into_iter().flatten().map(move |e| (from, e)))
+}
+
+fn pointer_texts(engram: &Value) -> Vec<String> {
+    engram
+        .get("pointers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| serde_json::from_value::<Pointer>(p.clone()).ok())
+        .map(|p| p.to_string())
+        .collect()
+}
+
+fn evaluate(check: &Check, mode: WireMode, events: &[Event], totals: &RoleReport) -> CheckResult {
+    let (name, passed, detail) = match check {
+        Check::EngramCites { kind, pointers } => {
+            let kind_name = serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+            let found = delivered_engrams(events).find(|(_, e)| {
+                e.get("kind").and_then(Value::as_str) == Some(kind_name.as_str()) && {
+                    let cited = pointer_texts(e);
+                    pointers.iter().all(|p| cited.contains(p))
+                }
+            });
+            (
+                format!("{kind_name} engram cites {}", pointers.join(" + ")),
+                found.is_some(),
+                found.map_or("no such engram was delivered".into(), |(from, e)| {
+                    format!("{} from {from}", e.get("id").and_then(Value::as_str).unwrap_or_default())
+                }),
+            )
+        }
+        Check::DigestsRecorded => {
+            let n_with = delivered_engrams(events)
+                .flat_map(|(_, e)| e.get("pointers").and_then(Value::as_array).into_iter().flatten())
+                .filter(|p| p.get("digest").is_some())
+                .count();
+            ("deref'd sources are cited with their digest".into(), n_with > 0, format!("{n_with} pointers carry a digest"))
+        }
+        Check::NoTurnOverBudget { p95 } => {
+            let over: Vec<String> = events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Delivered { msg_id, tokens, max_tokens, .. } if tokens > max_tokens => {
+                        Some(format!("{msg_id}: {tokens}>{max_tokens}"))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let p95_ok = mode == WireMode::Verbatim || totals.inline_tokens.p95 <= *p95;
+            (
+                format!("no turn over budget, p95 ≤ {p95}"),
+                (over.is_empty() || mode == WireMode::Verbatim) && p95_ok,
+                format!("p95 {} tok; over budget: {}", totals.inline_tokens.p95, if over.is_empty() { "none".into() } else { over.join(", ") }),
+            )
+        }
+        Check::RejectedThenResent { agent } => {
+            let rejected = events.iter().any(|e| matches!(e, Event::Rejected { from, .. } if from == agent));
+            let resent = events.iter().any(|e| matches!(e, Event::Resent { from, .. } if from == agent));
+            (format!("{agent} rejected then resent"), rejected && resent, format!("rejected: {rejected}, resent: {resent}"))
+        }
+        Check::Derefs { agent, granted, denied } => {
+            let mine = |a: &String| agent.as_ref().is_none_or(|x| x == a);
+            let n_granted = events.iter().filter(|e| matches!(e, Event::Deref { agent: a, granted: true, .. } if mine(a))).count();
+            let n_denied = events.iter().filter(|e| matches!(e, Event::Deref { agent: a, granted: false, .. } if mine(a))).count();
+            let ok = granted.is_none_or(|g| g as usize == n_granted) && denied.is_none_or(|d| d as usize == n_denied);
+            (
+                format!("derefs{}", agent.as_ref().map(|a| format!(" of {a}")).unwrap_or_default()),
+                ok,
+                format!("granted {n_granted} (want {granted:?}), denied {n_denied} (want {denied:?})"),
+            )
+        }
+        Check::Restarted { agent, times } => {
+            let n = events.iter().filter(|e| matches!(e, Event::Restart { agent: a, .. } if a == agent)).count();
+            (format!("{agent} restarted {times}×"), n == *times as usize, format!("restarted {n}×"))
+        }
+        Check::Escalations { count } => {
+            let n = events.iter().filter(|e| matches!(e, Event::Escalated { .. })).count();
+            (format!("{count} escalations"), n == *count as usize, format!("{n} escalations"))
+        }
+        Check::QueryFound { agent, min, cites } => {
+            let returned: Vec<&String> = events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Query { agent: a, returned, .. } if a == agent => Some(returned),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            let cites_ok = cites.as_ref().is_none_or(|want| {
+                delivered_engrams(events).any(|(_, e)| {
+                    returned.iter().any(|id| e.get("id").and_then(Value::as_str) == Some(id.as_str())) && pointer_texts(e).contains(want)
+                })
+            });
+            (
+                format!("{agent} recalled ≥{min} engrams"),
+                returned.len() >= *min && cites_ok,
+                format!("{} returned; citation found: {cites_ok}", returned.len()),
+            )
+        }
+    };
+    CheckResult { name, passed, detail }
+}

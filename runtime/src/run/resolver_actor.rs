@@ -1,0 +1,80 @@
+//! The resolver actor: owns the run's [`Resolver`] (workspace + pinned digests) and the episodic index behind
+//! `sam:` pointers (every delivered message and engram of the run).
+
+use std::collections::HashMap;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde_json::Value;
+
+use crate::error::Violation;
+use crate::pointer::Pointer;
+use crate::resolver::{Resolved, Resolver, SamSource};
+
+/// The actor.
+pub struct ResolverActor;
+
+/// Messages to the resolver.
+pub enum ResolverMsg {
+    /// Resolve every pointer (all or nothing).
+    Resolve(Vec<Pointer>, RpcReplyPort<Result<Vec<Resolved>, Violation>>),
+    /// Read a pointer's whole file (verbatim baseline rendering; not metered, digests not pinned).
+    ReadWhole(Pointer, RpcReplyPort<Result<String, Violation>>),
+    /// Remember a delivered document for `sam:` pointers.
+    Remember(String, Value),
+}
+
+/// State: the resolver and the episodic index.
+pub struct ResolverState {
+    resolver: Resolver,
+    sam: SamIndex,
+}
+
+#[derive(Default)]
+struct SamIndex(HashMap<(String, String), String>);
+
+impl SamSource for SamIndex {
+    fn lookup(&self, namespace: &str, key: &str) -> Option<String> {
+        self.0.get(&(namespace.to_owned(), key.to_owned())).cloned()
+    }
+}
+
+impl Actor for ResolverActor {
+    type Msg = ResolverMsg;
+    type State = ResolverState;
+    type Arguments = Resolver;
+
+    async fn pre_start(&self, _myself: ActorRef<ResolverMsg>, resolver: Resolver) -> Result<ResolverState, ActorProcessingErr> {
+        Ok(ResolverState { resolver, sam: SamIndex::default() })
+    }
+
+    async fn handle(&self, _myself: ActorRef<ResolverMsg>, msg: ResolverMsg, state: &mut ResolverState) -> Result<(), ActorProcessingErr> {
+        match msg {
+            ResolverMsg::Resolve(pointers, reply) => {
+                let result = pointers.iter().map(|p| state.resolver.resolve(p, &state.sam)).collect();
+                let _ = reply.send(result);
+            }
+            ResolverMsg::ReadWhole(pointer, reply) => {
+                let whole = Pointer::new(pointer.ty(), pointer.reference(), None)
+                    .and_then(|p| Resolver::new(state.resolver.root()).and_then(|mut r| r.resolve(&p, &state.sam)))
+                    .map(|r| r.content);
+                let _ = reply.send(whole);
+            }
+            ResolverMsg::Remember(msg_id, doc) => {
+                state.sam.0.insert(("msg".into(), msg_id), doc.to_string());
+                for engram in doc.get("engrams").and_then(Value::as_array).into_iter().flatten() {
+                    let text = engram.to_string();
+                    let id = engram.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
+                    let kind = engram.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
+                    state.sam.0.insert(("engram".into(), id.clone()), text.clone());
+                    state.sam.0.insert((kind.clone(), id), text.clone());
+                    for tag in engram.get("tags").and_then(Value::as_array).into_iter().flatten() {
+                        if let Some(tag) = tag.as_str() {
+                            state.sam.0.insert((kind.clone(), tag.to_owned()), text.clone());
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,121 @@
+//! What travels between agents: the logical [`Action`] an agent decides on, and the [`Envelope`] the runtime writes
+//! for it in the run's [`WireMode`].
+//!
+//! LESS mode writes the contract documents (SharedBriefMicro, typed messages with engrams and pointers, grants) as
+//! compact JSON. Verbatim mode writes what a v1 orchestrator sends: every brief restates the plan, the acceptance
+//! criteria, all prior reports and the full content of every file it points to; every report pastes what it cites and
+//! a prose summary. Same logic, only the wire differs, so the two token counts compare honestly.
+
+use serde_json::Value;
+
+use crate::scenario::{EngramSpec, GrantSpec, ReportKind};
+
+/// What an agent decided to do on one turn, before it is written on the wire.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// Brief children.
+    Brief(BriefAction),
+    /// Send a typed message.
+    Report(ReportAction),
+    /// Pull content through the gateway.
+    Deref(DerefAction),
+    /// Ask what the others learned.
+    Query {
+        /// The question.
+        text: String,
+        /// Most engrams wanted.
+        k: usize,
+    },
+}
+
+/// A brief to some children.
+#[derive(Debug, Clone)]
+pub struct BriefAction {
+    /// Children briefed (empty: all).
+    pub to: Vec<String>,
+    /// What matters now.
+    pub now: Vec<String>,
+    /// Constraints.
+    pub constraints: Vec<String>,
+    /// Top risks.
+    pub risks: Vec<String>,
+    /// Pointer packs by role, in text form.
+    pub packs: std::collections::BTreeMap<String, Vec<String>>,
+    /// Grants to issue.
+    pub grants: Vec<GrantSpec>,
+}
+
+/// A typed message.
+#[derive(Debug, Clone)]
+pub struct ReportAction {
+    /// Receiver (default parent).
+    pub to: Option<String>,
+    /// Type and fields.
+    pub kind: ReportKind,
+    /// Engrams.
+    pub engrams: Vec<EngramSpec>,
+    /// Prose summary (verbatim mode).
+    pub summary: String,
+    /// Paste the full content of every cited source into the body (refused in LESS mode).
+    pub paste_sources: bool,
+    /// Repeat the engrams this many extra times (refused over MAX_ENGRAMS).
+    pub repeat_engrams: usize,
+}
+
+/// A dereference.
+#[derive(Debug, Clone)]
+pub struct DerefAction {
+    /// Pointers in text form.
+    pub pointers: Vec<String>,
+    /// Why.
+    pub reason: String,
+    /// What for.
+    pub intended_use: String,
+    /// Grant to present.
+    pub grant: Option<String>,
+}
+
+/// What kind of document an envelope carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EnvelopeKind {
+    /// A SharedBriefMicro (LESS) or its verbatim restatement.
+    Brief,
+    /// A typed message.
+    Message,
+    /// A grant from an ancestor.
+    Grant,
+    /// An escalation written by a gateway after a second refusal.
+    Escalation,
+}
+
+impl EnvelopeKind {
+    /// Lowercase name for traces and the ledger.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EnvelopeKind::Brief => "brief",
+            EnvelopeKind::Message => "message",
+            EnvelopeKind::Grant => "grant",
+            EnvelopeKind::Escalation => "escalation",
+        }
+    }
+}
+
+/// One message on the wire.
+#[derive(Debug, Clone)]
+pub struct Envelope {
+    /// Sender agent id.
+    pub from: String,
+    /// Receiver agent id.
+    pub to: String,
+    /// Unique id within the run.
+    pub msg_id: String,
+    /// What it carries.
+    pub kind: EnvelopeKind,
+    /// The LESS document (brief, typed message or grant) — the logical content the receiver acts on.
+    pub doc: Value,
+    /// The exact text the receiver's prompt would contain; tokens are counted on it.
+    pub wire: String,
+    /// Characters of source code pasted inline.
+    pub inline_code: Option<String>,
+}
