@@ -18,6 +18,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a PAS scenario through the actor tree, in LESS and verbatim modes, and report tokens per role and the checks.
+    Run(cmd::run::Args),
     /// Validate engrams, pointers, briefs, grants, deref requests, typed messages or scenarios against the schemas.
     Validate(cmd::validate::Args),
     /// Count the tokens of a text with a real tokenizer.
@@ -34,6 +36,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run(args) => cmd::run::run(&args),
         Command::Validate(args) => cmd::validate::run(&args),
         Command::Tokens(args) => cmd::tokens::run(&args),
         Command::Pointer(command) => cmd::pointer::run(&command),

@@ -1,7 +1,87 @@
 //! less-agents: implementations of the agents that run inside lessrt's actor tree.
 //!
-//! The runtime (`less-runtime`) defines the contract and knows no concrete agent or LLM provider; this crate depends
-//! on it and provides the agents: scripted agents driven by scenario steps, then OpenAI-compatible LLM agents and a
-//! replaying agent for recorded runs. The root `lessrt` binary wires the two together.
-//!
-//! It is empty until the runtime issue lands the agent trait it implements.
+//! The runtime (`less-runtime`) defines the [`Agent`] seam and knows no concrete agent or LLM provider; this crate
+//! depends on it and provides the agents. [`ScriptedAgent`] follows the scenario's steps, including its scripted
+//! misbehaviour (pasting files, too many engrams, a panic). The root `lessrt` binary wires the two together.
+
+use less_runtime::run::{Action, Agent, AgentFactory, AgentFuture, BriefAction, DerefAction, ReportAction, TurnInput};
+use less_runtime::{AgentSpec, Misbehaviour, Step, Violation};
+
+/// Follows the steps of a scenario.
+#[derive(Debug, Default)]
+pub struct ScriptedAgent;
+
+/// Builds a [`ScriptedAgent`] for every agent of a scenario.
+#[derive(Debug, Default)]
+pub struct ScriptedFactory;
+
+impl AgentFactory for ScriptedFactory {
+    fn make(&self, _spec: &AgentSpec) -> Box<dyn Agent> {
+        Box::new(ScriptedAgent)
+    }
+}
+
+impl Agent for ScriptedAgent {
+    fn act<'a>(&'a mut self, input: &'a TurnInput) -> AgentFuture<'a, Vec<Action>> {
+        Box::pin(async move { actions_for(input) })
+    }
+
+    fn on_rejection<'a>(
+        &'a mut self,
+        action: &'a Action,
+        _violation: &'a Violation,
+        _attempt: u32,
+    ) -> AgentFuture<'a, Option<Action>> {
+        Box::pin(async move {
+            match action {
+                // The compliant resend: the same engrams and pointers, nothing pasted, nothing repeated.
+                Action::Report(report) => {
+                    let compliant = ReportAction { paste_sources: false, repeat_engrams: 0, ..report.clone() };
+                    Some(Action::Report(compliant))
+                }
+                _ => None,
+            }
+        })
+    }
+}
+
+fn actions_for(input: &TurnInput) -> Vec<Action> {
+    match &input.step {
+        Step::Brief { to, now, constraints, risks, packs, grants, .. } => vec![Action::Brief(BriefAction {
+            to: to.clone(),
+            now: now.clone(),
+            constraints: constraints.clone(),
+            risks: risks.clone(),
+            packs: packs.clone(),
+            grants: grants.clone(),
+        })],
+        Step::Deref { pointers, reason, intended_use, grant, .. } => vec![Action::Deref(DerefAction {
+            pointers: pointers.clone(),
+            reason: reason.clone(),
+            intended_use: intended_use.clone(),
+            grant: grant.clone(),
+        })],
+        Step::Report(step) => {
+            let (paste_sources, repeat_engrams) = match step.misbehave {
+                Some(Misbehaviour::PasteFiles | Misbehaviour::PasteTwice) => (true, 0),
+                Some(Misbehaviour::TooManyEngrams) => (false, 12),
+                None => (false, 0),
+            };
+            let report = ReportAction {
+                to: step.to.clone(),
+                kind: step.kind.clone(),
+                engrams: step.engrams.clone(),
+                summary: step.summary.clone(),
+                paste_sources,
+                repeat_engrams,
+            };
+            vec![Action::Report(report)]
+        }
+        Step::Query { text, k, .. } => vec![Action::Query { text: text.clone(), k: *k }],
+        Step::Panic { agent } => {
+            // Scripted crash, once: the restarted agent runs the step again with attempt 1 and carries on.
+            assert!(input.attempt > 0, "scripted panic of {agent} (first attempt)");
+            Vec::new()
+        }
+    }
+}

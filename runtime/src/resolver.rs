@@ -145,9 +145,8 @@ impl Resolver {
 
     /// Reads a workspace-relative file, refusing anything that leads outside the root.
     fn read(&self, rel: &str) -> Result<String, Violation> {
-        let outside = || {
-            Violation::new(ErrorCode::PointerUnresolved, "", format!("{rel}: outside the workspace root; refused"))
-        };
+        let outside =
+            || Violation::new(ErrorCode::PointerUnresolved, "", format!("{rel}: outside the workspace root; refused"));
         let rel_path = Path::new(rel);
         if rel_path.is_absolute() || rel_path.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
             return Err(outside());

@@ -2,6 +2,7 @@
 
 pub(crate) mod errors;
 pub(crate) mod pointer;
+pub(crate) mod run;
 pub(crate) mod schema;
 pub(crate) mod tokens;
 pub(crate) mod validate;

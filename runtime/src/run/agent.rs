@@ -51,8 +51,12 @@ pub trait Agent: Send + Sync + 'static {
     fn act<'a>(&'a mut self, input: &'a TurnInput) -> AgentFuture<'a, Vec<Action>>;
 
     /// `action` was refused for `violation` (the `attempt`-th refusal); the resend, if any.
-    fn on_rejection<'a>(&'a mut self, action: &'a Action, violation: &'a Violation, attempt: u32)
-    -> AgentFuture<'a, Option<Action>>;
+    fn on_rejection<'a>(
+        &'a mut self,
+        action: &'a Action,
+        violation: &'a Violation,
+        attempt: u32,
+    ) -> AgentFuture<'a, Option<Action>>;
 }
 
 /// Builds agents (again, after a restart).
@@ -137,12 +141,21 @@ impl Actor for AgentActor {
         })
     }
 
-    async fn handle(&self, _myself: ActorRef<AgentMsg>, msg: AgentMsg, state: &mut AgentState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: ActorRef<AgentMsg>,
+        msg: AgentMsg,
+        state: &mut AgentState,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             AgentMsg::Inbox(envelope) => state.inbox.push(envelope.doc),
             AgentMsg::Act(request, reply) => {
-                let input =
-                    TurnInput { step: request.step, attempt: request.attempt, spec: state.spec.clone(), inbox: state.inbox.clone() };
+                let input = TurnInput {
+                    step: request.step,
+                    attempt: request.attempt,
+                    spec: state.spec.clone(),
+                    inbox: state.inbox.clone(),
+                };
                 // A panicking agent unwinds out of here; the gateway restarts it and the driver retries the step.
                 let actions = state.agent.act(&input).await;
                 let mut outcome = ActOutcome::default();
@@ -159,22 +172,20 @@ impl Actor for AgentActor {
 impl AgentState {
     async fn perform(&mut self, action: Action, outcome: &mut ActOutcome) {
         match &action {
-            Action::Deref(deref) => {
-                match ractor::call!(self.gateway, GatewayMsg::Deref, deref.clone(), self.turn) {
-                    Ok(result) => match result.result {
-                        Ok(resolved) => {
-                            for r in resolved {
-                                let key = Pointer::new(r.pointer.ty(), r.pointer.reference(), r.pointer.span())
-                                    .map(|p| p.to_string())
-                                    .unwrap_or_default();
-                                self.seen.insert(key, r.digest);
-                            }
+            Action::Deref(deref) => match ractor::call!(self.gateway, GatewayMsg::Deref, deref.clone(), self.turn) {
+                Ok(result) => match result.result {
+                    Ok(resolved) => {
+                        for r in resolved {
+                            let key = Pointer::new(r.pointer.ty(), r.pointer.reference(), r.pointer.span())
+                                .map(|p| p.to_string())
+                                .unwrap_or_default();
+                            self.seen.insert(key, r.digest);
                         }
-                        Err(violation) => outcome.refusals.push(violation.code),
-                    },
-                    Err(err) => tracing::warn!("deref failed: {err}"),
-                }
-            }
+                    }
+                    Err(violation) => outcome.refusals.push(violation.code),
+                },
+                Err(err) => tracing::warn!("deref failed: {err}"),
+            },
             Action::Query { text, k } => self.query(text, *k).await,
             Action::Brief(brief) => self.brief(brief, outcome).await,
             Action::Report(_) => {
@@ -203,7 +214,12 @@ impl AgentState {
         for engram in &returned {
             self.inbox.push(json!({ "recalled": engram }));
         }
-        self.ctx.record(Event::Query { agent: self.spec.id.clone(), text: text.to_owned(), returned: ids, tokens: n_tokens });
+        self.ctx.record(Event::Query {
+            agent: self.spec.id.clone(),
+            text: text.to_owned(),
+            returned: ids,
+            tokens: n_tokens,
+        });
     }
 
     async fn brief(&mut self, brief: &BriefAction, outcome: &mut ActOutcome) {
@@ -230,7 +246,9 @@ impl AgentState {
                 .packs
                 .iter()
                 .filter(|(r, _)| **r == role)
-                .map(|(r, texts)| (r.clone(), texts.iter().filter_map(|t| Pointer::parse(t).ok().map(PointerText)).collect()))
+                .map(|(r, texts)| {
+                    (r.clone(), texts.iter().filter_map(|t| Pointer::parse(t).ok().map(PointerText)).collect())
+                })
                 .collect();
             let doc_brief = SharedBriefMicro {
                 brief_id: self.ctx.next_msg_id(&self.spec.id),
@@ -260,7 +278,8 @@ impl AgentState {
         packs: &std::collections::BTreeMap<String, Vec<PointerText>>,
     ) -> String {
         let plan = &self.ctx.scenario.plan;
-        let mut text = format!("Brief from {} to {child}.\n\n# Plan\n{}\n\n# Acceptance criteria\n", self.spec.id, plan.goal);
+        let mut text =
+            format!("Brief from {} to {child}.\n\n# Plan\n{}\n\n# Acceptance criteria\n", self.spec.id, plan.goal);
         for (idx, criterion) in plan.criteria.iter().enumerate() {
             text.push_str(&format!("{}. {criterion}\n", idx + 1));
         }
@@ -369,16 +388,22 @@ impl AgentState {
             }
         }
         let payload = match &report.kind {
-            ReportKind::TaskResult { task, status, criteria } => {
-                Payload::TaskResult { task: task.clone(), status: *status, criteria: criteria.clone(), commit: None, capsule: None }
-            }
+            ReportKind::TaskResult { task, status, criteria } => Payload::TaskResult {
+                task: task.clone(),
+                status: *status,
+                criteria: criteria.clone(),
+                commit: None,
+                capsule: None,
+            },
             ReportKind::GateReport { gate_id, status, report_ref } => {
                 Payload::GateReport { gate_id: gate_id.clone(), status: *status, report_ref: report_ref.clone() }
             }
             ReportKind::Escalation { reason, severity, refs } => {
                 Payload::Escalation { reason: reason.clone(), severity: *severity, refs: refs.clone() }
             }
-            ReportKind::Question { question, refs } => Payload::Question { question: question.clone(), refs: refs.clone() },
+            ReportKind::Question { question, refs } => {
+                Payload::Question { question: question.clone(), refs: refs.clone() }
+            }
         };
         let msg_id = self.ctx.next_msg_id(&self.spec.id);
         let message = TypedMessage {
@@ -395,7 +420,12 @@ impl AgentState {
         let wire = match self.ctx.mode {
             WireMode::Less => doc.to_string(),
             WireMode::Verbatim => {
-                let mut text = format!("Report from {} to {to} ({}).\n\n{}\n\n", self.spec.id, message.payload.type_name(), report.summary);
+                let mut text = format!(
+                    "Report from {} to {to} ({}).\n\n{}\n\n",
+                    self.spec.id,
+                    message.payload.type_name(),
+                    report.summary
+                );
                 for engram in &message.engrams {
                     text.push_str(&format!("- {:?}: {}\n", engram.kind, engram.claim));
                 }
@@ -408,7 +438,14 @@ impl AgentState {
         Envelope { from: self.spec.id.clone(), to, msg_id, kind: EnvelopeKind::Message, doc, wire, inline_code }
     }
 
-    fn envelope(&self, to: &str, kind: EnvelopeKind, doc: Value, wire: String, inline_code: Option<String>) -> Envelope {
+    fn envelope(
+        &self,
+        to: &str,
+        kind: EnvelopeKind,
+        doc: Value,
+        wire: String,
+        inline_code: Option<String>,
+    ) -> Envelope {
         Envelope {
             from: self.spec.id.clone(),
             to: to.to_owned(),

@@ -140,7 +140,13 @@ pub struct GrantBook {
 
 impl GrantBook {
     /// Accepts a grant delivered to `owner`: the MAC must verify, the grantee must be `owner`, the issuer an ancestor.
-    pub fn accept(&mut self, grant: Grant, owner: &str, secret: &[u8; 32], issuer_is_ancestor: bool) -> Result<(), Violation> {
+    pub fn accept(
+        &mut self,
+        grant: Grant,
+        owner: &str,
+        secret: &[u8; 32],
+        issuer_is_ancestor: bool,
+    ) -> Result<(), Violation> {
         grant.verify(secret)?;
         let terms = &grant.terms;
         if terms.grantee != owner {
@@ -197,7 +203,11 @@ impl GrantBook {
             let text = pointer.to_string();
             let covered = held.grant.terms.patterns.iter().any(|pattern| glob_matches(pattern, &text));
             if !covered {
-                return Err(Violation::new(ErrorCode::DerefDenied, "", format!("grant {grant_id} does not cover {text}")));
+                return Err(Violation::new(
+                    ErrorCode::DerefDenied,
+                    "",
+                    format!("grant {grant_id} does not cover {text}"),
+                ));
             }
         }
         held.uses_left -= 1;
@@ -278,7 +288,11 @@ impl Actor for GatewayActor {
     type State = GatewayState;
     type Arguments = GatewayArgs;
 
-    async fn pre_start(&self, myself: ActorRef<GatewayMsg>, args: GatewayArgs) -> Result<GatewayState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        myself: ActorRef<GatewayMsg>,
+        args: GatewayArgs,
+    ) -> Result<GatewayState, ActorProcessingErr> {
         let role = args.ctx.scenario.agent(&args.agent_id).map(|a| a.role.clone()).unwrap_or_default();
         let budget = args.ctx.scenario.budgets.of(&role);
         let mut state = GatewayState {
@@ -296,7 +310,12 @@ impl Actor for GatewayActor {
         Ok(state)
     }
 
-    async fn handle(&self, myself: ActorRef<GatewayMsg>, msg: GatewayMsg, state: &mut GatewayState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        myself: ActorRef<GatewayMsg>,
+        msg: GatewayMsg,
+        state: &mut GatewayState,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             GatewayMsg::Deliver(envelope, reply) => {
                 let verdict = state.deliver(*envelope);
@@ -338,7 +357,12 @@ impl Actor for GatewayActor {
             state.restarts.retain(|t| now.duration_since(*t) < RESTART_WINDOW);
             if state.restarts.len() >= MAX_RESTARTS {
                 state.ctx.record(Event::AgentDown { agent: state.agent_id.clone(), reason: err.to_string() });
-                state.escalate_to_parent(&format!("{} failed {} times within {:?}; left down: {err}", state.agent_id, MAX_RESTARTS + 1, RESTART_WINDOW));
+                state.escalate_to_parent(&format!(
+                    "{} failed {} times within {:?}; left down: {err}",
+                    state.agent_id,
+                    MAX_RESTARTS + 1,
+                    RESTART_WINDOW
+                ));
                 return Ok(());
             }
             state.restarts.push(now);
@@ -396,7 +420,10 @@ impl GatewayState {
                     max_tokens: self.budget.max_inline_tokens,
                     doc: envelope.doc.clone(),
                 });
-                self.ctx.resolver.send_message(ResolverMsg::Remember(envelope.msg_id.clone(), envelope.doc.clone())).ok();
+                self.ctx
+                    .resolver
+                    .send_message(ResolverMsg::Remember(envelope.msg_id.clone(), envelope.doc.clone()))
+                    .ok();
                 if let Some(agent) = &self.agent {
                     agent.send_message(AgentMsg::Inbox(Box::new(envelope))).ok();
                 }
@@ -500,10 +527,13 @@ impl GatewayState {
         let resolved = match ractor::call!(self.ctx.resolver, ResolverMsg::Resolve, pointers.clone()) {
             Ok(Ok(resolved)) => resolved,
             Ok(Err(violation)) => return self.deref_refused(&action, violation),
-            Err(err) => return self.deref_refused(&action, Violation::new(ErrorCode::PointerUnresolved, "", err.to_string())),
+            Err(err) => {
+                return self.deref_refused(&action, Violation::new(ErrorCode::PointerUnresolved, "", err.to_string()));
+            }
         };
         let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
-        let items: Vec<(Pointer, u32)> = resolved.iter().map(|r| (r.pointer.clone(), counter.count(&r.content))).collect();
+        let items: Vec<(Pointer, u32)> =
+            resolved.iter().map(|r| (r.pointer.clone(), counter.count(&r.content))).collect();
         let n_tokens: u32 = items.iter().map(|(_, n)| n).sum();
         let mut via_grant = None;
         if self.ctx.mode == WireMode::Less {
@@ -563,7 +593,10 @@ impl GatewayState {
 
     fn issue_grant(&self, spec: &GrantSpec) -> Result<Grant, Violation> {
         if !self.ctx.scenario.is_ancestor(&self.agent_id, &spec.to) {
-            return Err(grant_invalid(&spec.id, &format!("{} may only grant to its descendants, not {}", self.agent_id, spec.to)));
+            return Err(grant_invalid(
+                &spec.id,
+                &format!("{} may only grant to its descendants, not {}", self.agent_id, spec.to),
+            ));
         }
         let ttl = Ttl::parse(&spec.ttl)?;
         let expires = time::OffsetDateTime::now_utc() + ttl.duration();
@@ -584,7 +617,11 @@ impl GatewayState {
             uses: spec.uses,
         };
         let grant = Grant::issue(terms, &self.ctx.secret);
-        self.ctx.record(Event::GrantIssued { issuer: self.agent_id.clone(), grantee: spec.to.clone(), grant_id: spec.id.clone() });
+        self.ctx.record(Event::GrantIssued {
+            issuer: self.agent_id.clone(),
+            grantee: spec.to.clone(),
+            grant_id: spec.id.clone(),
+        });
         Ok(grant)
     }
 }

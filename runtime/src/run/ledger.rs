@@ -18,16 +18,66 @@ use crate::run::wire::EnvelopeKind;
 #[serde(tag = "event", rename_all = "snake_case")]
 #[allow(missing_docs)]
 pub enum Event {
-    Delivered { from: String, to: String, msg_id: String, kind: EnvelopeKind, tokens: u32, max_tokens: u32, doc: Value },
-    Rejected { from: String, to: String, msg_id: String, code: ErrorCode, message: String, tokens: u32, attempt: u32 },
-    Resent { from: String, to: String, msg_id: String },
-    Escalated { about: String, to: String, reason: String },
-    Deref { agent: String, pointers: Vec<String>, tokens: u32, granted: bool, via_grant: Option<String>, code: Option<ErrorCode> },
-    GrantIssued { issuer: String, grantee: String, grant_id: String },
-    Query { agent: String, text: String, returned: Vec<String>, tokens: u32 },
-    Restart { agent: String, reason: String },
-    AgentDown { agent: String, reason: String },
-    Step { index: usize, agent: String, action: String },
+    Delivered {
+        from: String,
+        to: String,
+        msg_id: String,
+        kind: EnvelopeKind,
+        tokens: u32,
+        max_tokens: u32,
+        doc: Value,
+    },
+    Rejected {
+        from: String,
+        to: String,
+        msg_id: String,
+        code: ErrorCode,
+        message: String,
+        tokens: u32,
+        attempt: u32,
+    },
+    Resent {
+        from: String,
+        to: String,
+        msg_id: String,
+    },
+    Escalated {
+        about: String,
+        to: String,
+        reason: String,
+    },
+    Deref {
+        agent: String,
+        pointers: Vec<String>,
+        tokens: u32,
+        granted: bool,
+        via_grant: Option<String>,
+        code: Option<ErrorCode>,
+    },
+    GrantIssued {
+        issuer: String,
+        grantee: String,
+        grant_id: String,
+    },
+    Query {
+        agent: String,
+        text: String,
+        returned: Vec<String>,
+        tokens: u32,
+    },
+    Restart {
+        agent: String,
+        reason: String,
+    },
+    AgentDown {
+        agent: String,
+        reason: String,
+    },
+    Step {
+        index: usize,
+        agent: String,
+        action: String,
+    },
 }
 
 impl Event {
@@ -135,7 +185,11 @@ impl Actor for LedgerActor {
     type State = LedgerState;
     type Arguments = LedgerArgs;
 
-    async fn pre_start(&self, _myself: ActorRef<LedgerMsg>, args: LedgerArgs) -> Result<LedgerState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<LedgerMsg>,
+        args: LedgerArgs,
+    ) -> Result<LedgerState, ActorProcessingErr> {
         let (jsonl, audit) = match &args.out_dir {
             Some(dir) => {
                 std::fs::create_dir_all(dir)?;
@@ -149,7 +203,12 @@ impl Actor for LedgerActor {
         Ok(LedgerState { events: Vec::new(), histories: Vec::new(), jsonl, audit, trace: args.trace })
     }
 
-    async fn handle(&self, _myself: ActorRef<LedgerMsg>, msg: LedgerMsg, state: &mut LedgerState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: ActorRef<LedgerMsg>,
+        msg: LedgerMsg,
+        state: &mut LedgerState,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             LedgerMsg::Record(event) => state.record(*event)?,
             LedgerMsg::Query(text, k, reply) => {

@@ -159,16 +159,27 @@ impl RunReport {
             .filter(|e| e.mode.is_none_or(|m| m == mode))
             .map(|e| evaluate(&e.check, mode, events, &totals))
             .collect();
-        RunReport { scenario: scenario.name.clone(), mode, tokenizer: scenario.tokenizer.to_string(), roles, checks, totals }
+        RunReport {
+            scenario: scenario.name.clone(),
+            mode,
+            tokenizer: scenario.tokenizer.to_string(),
+            roles,
+            checks,
+            totals,
+        }
     }
 }
 
 fn delivered_engrams(events: &[Event]) -> impl Iterator<Item = (&str, &Value)> {
-    events.iter().filter_map(|e| match e {
-        Event::Delivered { from, doc, .. } => Some((from.as_str(), doc)),
-        _ => None,
-    })
-    .flat_map(|(from, doc)| doc.get("engrams").and_then(Value::as_array).into_iter().flatten().map(move |e| (from, e)))
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Delivered { from, doc, .. } => Some((from.as_str(), doc)),
+            _ => None,
+        })
+        .flat_map(|(from, doc)| {
+            doc.get("engrams").and_then(Value::as_array).into_iter().flatten().map(move |e| (from, e))
+        })
 }
 
 fn pointer_texts(engram: &Value) -> Vec<String> {
@@ -185,7 +196,8 @@ fn pointer_texts(engram: &Value) -> Vec<String> {
 fn evaluate(check: &Check, mode: WireMode, events: &[Event], totals: &RoleReport) -> CheckResult {
     let (name, passed, detail) = match check {
         Check::EngramCites { kind, pointers } => {
-            let kind_name = serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+            let kind_name =
+                serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
             let found = delivered_engrams(events).find(|(_, e)| {
                 e.get("kind").and_then(Value::as_str) == Some(kind_name.as_str()) && {
                     let cited = pointer_texts(e);
@@ -205,7 +217,11 @@ fn evaluate(check: &Check, mode: WireMode, events: &[Event], totals: &RoleReport
                 .flat_map(|(_, e)| e.get("pointers").and_then(Value::as_array).into_iter().flatten())
                 .filter(|p| p.get("digest").is_some())
                 .count();
-            ("deref'd sources are cited with their digest".into(), n_with > 0, format!("{n_with} pointers carry a digest"))
+            (
+                "deref'd sources are cited with their digest".into(),
+                n_with > 0,
+                format!("{n_with} pointers carry a digest"),
+            )
         }
         Check::NoTurnOverBudget { p95 } => {
             let over: Vec<String> = events
@@ -221,18 +237,28 @@ fn evaluate(check: &Check, mode: WireMode, events: &[Event], totals: &RoleReport
             (
                 format!("no turn over budget, p95 ≤ {p95}"),
                 (over.is_empty() || mode == WireMode::Verbatim) && p95_ok,
-                format!("p95 {} tok; over budget: {}", totals.inline_tokens.p95, if over.is_empty() { "none".into() } else { over.join(", ") }),
+                format!(
+                    "p95 {} tok; over budget: {}",
+                    totals.inline_tokens.p95,
+                    if over.is_empty() { "none".into() } else { over.join(", ") }
+                ),
             )
         }
         Check::RejectedThenResent { agent } => {
             let rejected = events.iter().any(|e| matches!(e, Event::Rejected { from, .. } if from == agent));
             let resent = events.iter().any(|e| matches!(e, Event::Resent { from, .. } if from == agent));
-            (format!("{agent} rejected then resent"), rejected && resent, format!("rejected: {rejected}, resent: {resent}"))
+            (
+                format!("{agent} rejected then resent"),
+                rejected && resent,
+                format!("rejected: {rejected}, resent: {resent}"),
+            )
         }
         Check::Derefs { agent, granted, denied } => {
             let mine = |a: &String| agent.as_ref().is_none_or(|x| x == a);
-            let n_granted = events.iter().filter(|e| matches!(e, Event::Deref { agent: a, granted: true, .. } if mine(a))).count();
-            let n_denied = events.iter().filter(|e| matches!(e, Event::Deref { agent: a, granted: false, .. } if mine(a))).count();
+            let n_granted =
+                events.iter().filter(|e| matches!(e, Event::Deref { agent: a, granted: true, .. } if mine(a))).count();
+            let n_denied =
+                events.iter().filter(|e| matches!(e, Event::Deref { agent: a, granted: false, .. } if mine(a))).count();
             let ok = granted.is_none_or(|g| g as usize == n_granted) && denied.is_none_or(|d| d as usize == n_denied);
             (
                 format!("derefs{}", agent.as_ref().map(|a| format!(" of {a}")).unwrap_or_default()),
@@ -259,7 +285,8 @@ fn evaluate(check: &Check, mode: WireMode, events: &[Event], totals: &RoleReport
                 .collect();
             let cites_ok = cites.as_ref().is_none_or(|want| {
                 delivered_engrams(events).any(|(_, e)| {
-                    returned.iter().any(|id| e.get("id").and_then(Value::as_str) == Some(id.as_str())) && pointer_texts(e).contains(want)
+                    returned.iter().any(|id| e.get("id").and_then(Value::as_str) == Some(id.as_str()))
+                        && pointer_texts(e).contains(want)
                 })
             });
             (

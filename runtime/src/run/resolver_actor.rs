@@ -43,11 +43,20 @@ impl Actor for ResolverActor {
     type State = ResolverState;
     type Arguments = Resolver;
 
-    async fn pre_start(&self, _myself: ActorRef<ResolverMsg>, resolver: Resolver) -> Result<ResolverState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<ResolverMsg>,
+        resolver: Resolver,
+    ) -> Result<ResolverState, ActorProcessingErr> {
         Ok(ResolverState { resolver, sam: SamIndex::default() })
     }
 
-    async fn handle(&self, _myself: ActorRef<ResolverMsg>, msg: ResolverMsg, state: &mut ResolverState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _myself: ActorRef<ResolverMsg>,
+        msg: ResolverMsg,
+        state: &mut ResolverState,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             ResolverMsg::Resolve(pointers, reply) => {
                 let result = pointers.iter().map(|p| state.resolver.resolve(p, &state.sam)).collect();

@@ -44,7 +44,12 @@ impl Actor for RunSupervisor {
         Ok(())
     }
 
-    async fn handle_supervisor_evt(&self, _myself: ActorRef<()>, event: SupervisionEvent, _state: &mut ()) -> Result<(), ActorProcessingErr> {
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<()>,
+        event: SupervisionEvent,
+        _state: &mut (),
+    ) -> Result<(), ActorProcessingErr> {
         if let SupervisionEvent::ActorFailed(cell, err) = event {
             tracing::error!("run actor {:?} failed: {err}", cell.get_name());
         }
@@ -58,17 +63,25 @@ pub async fn run_scenario(
     factory: Arc<dyn AgentFactory>,
     options: RunOptions,
 ) -> Result<RunReport, Violation> {
-    let fail = |what: &str, err: &dyn std::fmt::Display| Violation::new(ErrorCode::PointerUnresolved, "", format!("{what}: {err}"));
+    let fail = |what: &str, err: &dyn std::fmt::Display| {
+        Violation::new(ErrorCode::PointerUnresolved, "", format!("{what}: {err}"))
+    };
     let run_id = format!("{}-{}", scenario.name, std::process::id());
     let mode = options.mode;
-    let (supervisor, supervisor_handle) = Actor::spawn(None, RunSupervisor, ()).await.map_err(|e| fail("supervisor", &e))?;
+    let (supervisor, supervisor_handle) =
+        Actor::spawn(None, RunSupervisor, ()).await.map_err(|e| fail("supervisor", &e))?;
     let resolver = Resolver::new(&scenario.workspace)?;
     let (resolver, _) = Actor::spawn_linked(None, ResolverActor, resolver, supervisor.get_cell())
         .await
         .map_err(|e| fail("resolver", &e))?;
-    let (ledger, _) = Actor::spawn_linked(None, LedgerActor, LedgerArgs { out_dir: options.out_dir.clone(), trace: options.trace }, supervisor.get_cell())
-        .await
-        .map_err(|e| fail("ledger", &e))?;
+    let (ledger, _) = Actor::spawn_linked(
+        None,
+        LedgerActor,
+        LedgerArgs { out_dir: options.out_dir.clone(), trace: options.trace },
+        supervisor.get_cell(),
+    )
+    .await
+    .map_err(|e| fail("ledger", &e))?;
     let ctx = Arc::new(RunContext {
         run_id: run_id.clone(),
         mode,
@@ -126,7 +139,9 @@ pub async fn run_scenario(
 
 fn step_agent(step: &Step) -> &str {
     match step {
-        Step::Brief { agent, .. } | Step::Deref { agent, .. } | Step::Query { agent, .. } | Step::Panic { agent } => agent,
+        Step::Brief { agent, .. } | Step::Deref { agent, .. } | Step::Query { agent, .. } | Step::Panic { agent } => {
+            agent
+        }
         Step::Report(report) => &report.agent,
     }
 }

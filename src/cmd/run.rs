@@ -1,0 +1,112 @@
+//! `lessrt run SCENARIO`: run a scenario through the actor tree, print the live trace, the per-role table and the
+//! checks; exit 0 iff every check passes.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use less_agents::ScriptedFactory;
+use less_runtime::run::{RunOptions, RunReport, run_scenario};
+use less_runtime::{Scenario, WireMode};
+
+/// Arguments of `lessrt run`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The scenario file (TOML).
+    scenario: PathBuf,
+    /// Wire mode: less (engrams, pointers, budgets) or verbatim (the baseline). Both when omitted.
+    #[arg(long, value_parser = parse_mode)]
+    mode: Option<WireMode>,
+    /// Write the report as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// No live trace.
+    #[arg(long)]
+    quiet: bool,
+    /// Where ledger.jsonl and audit.log go (default: runs/<scenario>/<mode>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+fn parse_mode(text: &str) -> Result<WireMode, String> {
+    text.parse()
+}
+
+pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let scenario = match Scenario::load(&args.scenario) {
+        Ok(s) => Arc::new(s),
+        Err(violations) => {
+            for v in &violations.0 {
+                println!("{}\t{}\t{}\t{}", v.code, args.scenario.display(), v.path, v.message);
+            }
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let modes = match args.mode {
+        Some(mode) => vec![mode],
+        None => vec![WireMode::Less, WireMode::Verbatim],
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut reports = Vec::new();
+    for mode in modes {
+        if !args.quiet {
+            println!("== {} ({} mode, {})", scenario.name, mode.as_str(), scenario.tokenizer);
+        }
+        let out = args.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(&scenario.name)).join(mode.as_str());
+        let options = RunOptions { mode, out_dir: Some(out), trace: !args.quiet };
+        let report = runtime
+            .block_on(run_scenario(scenario.clone(), Arc::new(ScriptedFactory), options))
+            .map_err(|v| anyhow::anyhow!("{v}"))?;
+        print_report(&report);
+        reports.push(report);
+    }
+    if reports.len() == 2 {
+        print_comparison(&reports[0], &reports[1]);
+    }
+    if let Some(path) = &args.json {
+        let doc = if reports.len() == 1 { serde_json::to_value(&reports[0])? } else { serde_json::to_value(&reports)? };
+        std::fs::write(path, serde_json::to_string_pretty(&doc)?)?;
+    }
+    Ok(if reports.iter().all(RunReport::passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn print_report(report: &RunReport) {
+    println!(
+        "\n{:<12} {:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>6} {:>8} {:>5} {:>5} {:>5} {:>5}",
+        "role", "turns", "mean", "p50", "p95", "max", "total", "derefs", "deref_tok", "rej", "resnd", "esc", "rst"
+    );
+    for (role, r) in report.roles.iter().chain(std::iter::once((&"TOTAL".to_owned(), &report.totals))) {
+        let t = &r.inline_tokens;
+        println!(
+            "{role:<12} {:>5} {:>8.1} {:>6} {:>6} {:>6} {:>9} {:>6} {:>8} {:>5} {:>5} {:>5} {:>5}",
+            r.turns,
+            t.mean,
+            t.p50,
+            t.p95,
+            t.max,
+            t.total,
+            r.derefs,
+            r.deref_tokens,
+            r.rejections,
+            r.resends,
+            r.escalations,
+            r.restarts
+        );
+    }
+    println!();
+    for check in &report.checks {
+        println!("{} {} — {}", if check.passed { "PASS" } else { "FAIL" }, check.name, check.detail);
+    }
+    println!();
+}
+
+fn print_comparison(less: &RunReport, verbatim: &RunReport) {
+    println!("inline tokens, LESS vs verbatim:");
+    for (role, r) in &less.roles {
+        let base = verbatim.roles.get(role).map_or(0, |v| v.inline_tokens.total);
+        let ratio = if base == 0 { 0.0 } else { 100.0 * r.inline_tokens.total as f64 / base as f64 };
+        println!("  {role:<12} {:>8} / {:>8}  = {ratio:5.1}%", r.inline_tokens.total, base);
+    }
+    let (l, v) = (less.totals.inline_tokens.total, verbatim.totals.inline_tokens.total);
+    println!("  {:<12} {l:>8} / {v:>8}  = {:5.1}%", "TOTAL", if v == 0 { 0.0 } else { 100.0 * l as f64 / v as f64 });
+}
