@@ -285,3 +285,35 @@ fn schemas_and_error_codes_are_printable() {
     assert!(codes.iter().any(|c| c["code"] == json!("LESS_BUDGET_EXCEEDED")));
     assert!(codes.iter().all(|c| c["instruction"].as_str().is_some_and(|s| s.len() > 20)));
 }
+
+/// UC1 through the whole actor tree, both modes: every check passes, LESS is a small fraction of verbatim, and the
+/// ledger and audit log are written.
+#[test]
+fn uc1_runs_in_both_modes_and_less_is_a_small_fraction() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("report.json");
+    let out = dir.path().join("runs");
+    let scenario = repo_path("scenarios/uc1-refactor.toml");
+    let output = lessrt(&[
+        "run",
+        &scenario,
+        "--quiet",
+        "--json",
+        &json.display().to_string(),
+        "--out",
+        &out.display().to_string(),
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
+    let reports: Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("report")).expect("JSON");
+    let (less, verbatim) = (&reports[0], &reports[1]);
+    assert_eq!((less["mode"].as_str(), verbatim["mode"].as_str()), (Some("less"), Some("verbatim")));
+    let total = |r: &Value| r["totals"]["inline_tokens"]["total"].as_u64().expect("total");
+    assert!(total(less) * 10 < total(verbatim), "LESS {} vs verbatim {}", total(less), total(verbatim));
+    assert!(less["totals"]["inline_tokens"]["p95"].as_u64().expect("p95") <= 800);
+    assert_eq!(less["roles"]["reviewer"]["restarts"], json!(1));
+    assert!(less["checks"].as_array().expect("checks").iter().all(|c| c["passed"] == json!(true)));
+    let audit = std::fs::read_to_string(out.join("less/audit.log")).expect("audit.log");
+    assert!(audit.lines().any(|l| l.contains("\treject\t") && l.contains("LESS_BUDGET_EXCEEDED")), "{audit}");
+    assert!(audit.lines().any(|l| l.contains("\tderef-denied\t") && l.contains("LESS_DEREF_DENIED")));
+    assert!(out.join("verbatim/ledger.jsonl").exists());
+}
