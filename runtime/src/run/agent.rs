@@ -380,9 +380,19 @@ impl AgentState {
         }
         let cited: Vec<Pointer> =
             report.engrams.iter().flat_map(|e| e.pointers.iter()).filter_map(|t| Pointer::parse(t).ok()).collect();
+        // Misbehaviour pastes every cited file whole; the verbatim baseline pastes what it cites (the spans).
         let mut pasted = String::new();
-        let paste = report.paste_sources || self.ctx.mode == WireMode::Verbatim;
-        if paste {
+        if report.paste_sources {
+            let mut files: Vec<Pointer> = Vec::new();
+            for pointer in &cited {
+                if !files.iter().any(|f| f.ty() == pointer.ty() && f.location() == pointer.location()) {
+                    files.push(pointer.clone());
+                }
+            }
+            for pointer in &files {
+                pasted.push_str(&format!("=== {} ===\n{}\n", pointer.location(), self.read_whole(pointer).await));
+            }
+        } else if self.ctx.mode == WireMode::Verbatim {
             for pointer in &cited {
                 pasted.push_str(&format!("=== {pointer} ===\n{}\n", self.read_span(pointer).await));
             }
