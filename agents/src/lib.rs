@@ -34,9 +34,11 @@ impl Agent for ScriptedAgent {
     ) -> AgentFuture<'a, Option<Action>> {
         Box::pin(async move {
             match action {
-                // The compliant resend: the same engrams and pointers, nothing pasted, nothing repeated.
+                // `paste_twice` resends the same over-budget message, so the receiver's gateway escalates.
+                Action::Report(report) if report.repeat_offender => Some(action.clone()),
+                // The compliant resend: the same engrams and pointers, nothing pasted, nothing padded.
                 Action::Report(report) => {
-                    let compliant = ReportAction { paste_sources: false, repeat_engrams: 0, ..report.clone() };
+                    let compliant = ReportAction { paste_sources: false, pad_engrams: false, ..report.clone() };
                     Some(Action::Report(compliant))
                 }
                 _ => None,
@@ -62,10 +64,10 @@ fn actions_for(input: &TurnInput) -> Vec<Action> {
             grant: grant.clone(),
         })],
         Step::Report(step) => {
-            let (paste_sources, repeat_engrams) = match step.misbehave {
-                Some(Misbehaviour::PasteFiles | Misbehaviour::PasteTwice) => (true, 0),
-                Some(Misbehaviour::TooManyEngrams) => (false, 12),
-                None => (false, 0),
+            let (paste_sources, pad_engrams) = match step.misbehave {
+                Some(Misbehaviour::PasteFiles | Misbehaviour::PasteTwice) => (true, false),
+                Some(Misbehaviour::TooManyEngrams) => (false, true),
+                None => (false, false),
             };
             let report = ReportAction {
                 to: step.to.clone(),
@@ -73,7 +75,9 @@ fn actions_for(input: &TurnInput) -> Vec<Action> {
                 engrams: step.engrams.clone(),
                 summary: step.summary.clone(),
                 paste_sources,
-                repeat_engrams,
+                pad_engrams,
+                grant: step.grant.clone(),
+                repeat_offender: step.misbehave == Some(Misbehaviour::PasteTwice),
             };
             vec![Action::Report(report)]
         }

@@ -236,6 +236,13 @@ pub enum Error {
     /// A document broke the contract.
     #[error("{0}")]
     Invalid(#[from] Violations),
+    /// A run could not be carried out (an actor failed to start or stopped answering): a bug or a broken
+    /// environment, never an agent's misbehaviour, which is always a [`Violation`] in the ledger.
+    #[error("run failed: {message}")]
+    Runtime {
+        /// What failed.
+        message: String,
+    },
     /// A document could not be parsed at all.
     #[error("{code}: {message}")]
     Malformed {

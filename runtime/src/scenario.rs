@@ -196,6 +196,10 @@ pub struct GrantSpec {
     /// Tokens of code the grantee may inline.
     #[serde(default)]
     pub inline_code_tokens: u32,
+    /// Scripted misbehaviour: the grant is altered after signing (its uses raised), so the grantee's gateway must
+    /// refuse it as forged.
+    #[serde(default)]
+    pub tamper: bool,
 }
 
 fn one() -> u32 {
@@ -212,7 +216,7 @@ fn default_grant_ttl() -> String {
 pub enum Misbehaviour {
     /// The first attempt pastes the full content of every cited source into the body.
     PasteFiles,
-    /// The first attempt carries more engrams than the receiver's budget (the step's engrams repeated).
+    /// The first attempt carries 12 engrams (the step's, cycled), more than a receiver budget below 12 allows.
     TooManyEngrams,
     /// Every attempt pastes (no compliant resend): the second refusal escalates to the sender's parent.
     PasteTwice,
@@ -303,6 +307,9 @@ pub struct ReportStep {
     /// Scripted misbehaviour.
     #[serde(default)]
     pub misbehave: Option<Misbehaviour>,
+    /// A grant (issued to the sender) that allows inline code in this message.
+    #[serde(default)]
+    pub grant: Option<String>,
 }
 
 /// The typed-message part of a report step.

@@ -212,6 +212,7 @@ fn check_reference(text: &Value, path: &str, out: &mut Vec<Violation>) {
 }
 
 fn check_scenario(doc: &Value, out: &mut Vec<Violation>) {
+    check_scenario_pointers(doc, out);
     let Some(agents) = doc.get("agents").and_then(Value::as_array) else { return };
     let mut index_of: HashMap<&str, usize> = HashMap::new();
     for (idx, agent) in agents.iter().enumerate() {
@@ -265,6 +266,45 @@ fn check_scenario(doc: &Value, out: &mut Vec<Violation>) {
         }
     } else if roots.is_empty() && !agents.is_empty() {
         out.push(Violation::new(ErrorCode::ScenarioInvalid, "/agents", "no agent is without a parent: name one lead"));
+    }
+}
+
+/// Every pointer text a scenario names must parse, so a typo fails at load time, not in the middle of a run.
+fn check_scenario_pointers(doc: &Value, out: &mut Vec<Violation>) {
+    let mut check = |text: &Value, path: String| {
+        if let Some(text) = text.as_str()
+            && let Err(mut violation) = Pointer::parse(text)
+        {
+            violation.path = path;
+            out.push(violation);
+        }
+    };
+    let list = |v: Option<&Value>| v.and_then(Value::as_array).cloned().unwrap_or_default();
+    for (idx, text) in list(doc.pointer("/plan/artifacts")).iter().enumerate() {
+        check(text, format!("/plan/artifacts/{idx}"));
+    }
+    for (s_idx, step) in list(doc.get("steps")).iter().enumerate() {
+        for (idx, text) in list(step.get("pointers")).iter().enumerate() {
+            check(text, format!("/steps/{s_idx}/pointers/{idx}"));
+        }
+        for (role, pack) in step.get("packs").and_then(Value::as_object).into_iter().flatten() {
+            for (idx, text) in list(Some(pack)).iter().enumerate() {
+                check(text, format!("/steps/{s_idx}/packs/{}/{idx}", escape(role)));
+            }
+        }
+        for (e_idx, engram) in list(step.get("engrams")).iter().enumerate() {
+            for (idx, text) in list(engram.get("pointers")).iter().enumerate() {
+                check(text, format!("/steps/{s_idx}/engrams/{e_idx}/pointers/{idx}"));
+            }
+        }
+    }
+    for (x_idx, expect) in list(doc.get("expect")).iter().enumerate() {
+        for (idx, text) in list(expect.get("pointers")).iter().enumerate() {
+            check(text, format!("/expect/{x_idx}/pointers/{idx}"));
+        }
+        if let Some(text) = expect.get("cites") {
+            check(text, format!("/expect/{x_idx}/cites"));
+        }
     }
 }
 

@@ -29,6 +29,9 @@ use crate::scenario::{AgentSpec, ReportKind, Step, WireMode};
 use crate::tokens::TokenCounter;
 use crate::ttl::Ttl;
 
+/// The most engrams a typed message may carry (`message.v0.1.json`).
+const SCHEMA_MAX_ENGRAMS: usize = 12;
+
 /// A boxed future, so `Agent` stays object-safe while implementations may await (an LLM call, say).
 pub type AgentFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -225,7 +228,10 @@ impl AgentState {
     async fn brief(&mut self, brief: &BriefAction, outcome: &mut ActOutcome) {
         for spec in &brief.grants {
             match ractor::call!(self.gateway, GatewayMsg::IssueGrant, spec.clone()) {
-                Ok(Ok(grant)) => {
+                Ok(Ok(mut grant)) => {
+                    if spec.tamper {
+                        grant.terms.uses += 10;
+                    }
                     let doc = serde_json::to_value(&grant).unwrap_or_default();
                     let envelope = self.envelope(&spec.to, EnvelopeKind::Grant, doc.clone(), doc.to_string(), None);
                     // A refused grant is in the ledger and the outcome; the brief still goes out.
@@ -345,8 +351,13 @@ impl AgentState {
     async fn render_report(&self, report: &ReportAction) -> Envelope {
         let to = report.to.clone().or_else(|| self.spec.parent.clone()).unwrap_or_else(|| self.spec.id.clone());
         let mut engrams = Vec::new();
-        for _ in 0..=report.repeat_engrams {
-            for spec in &report.engrams {
+        let specs: Vec<&crate::scenario::EngramSpec> = if report.pad_engrams && !report.engrams.is_empty() {
+            report.engrams.iter().cycle().take(SCHEMA_MAX_ENGRAMS).collect()
+        } else {
+            report.engrams.iter().collect()
+        };
+        {
+            for (idx, spec) in specs.into_iter().enumerate() {
                 let pointers: Vec<Pointer> = spec
                     .pointers
                     .iter()
@@ -360,6 +371,7 @@ impl AgentState {
                 let mut hasher = blake3::Hasher::new();
                 hasher.update(spec.claim.as_bytes());
                 hasher.update(self.spec.id.as_bytes());
+                hasher.update(&idx.to_le_bytes());
                 engrams.push(Engram {
                     id: format!("eg_{}", &hasher.finalize().to_hex()[..16]),
                     kind: spec.kind,
@@ -423,7 +435,7 @@ impl AgentState {
             engrams,
             deref_requests: Vec::new(),
             body: (report.paste_sources && !pasted.is_empty()).then(|| pasted.clone()),
-            grant_id: None,
+            grant_id: report.grant.clone(),
             payload,
         };
         let doc = serde_json::to_value(&message).unwrap_or_default();

@@ -42,6 +42,9 @@ pub const MAX_RESTARTS: usize = 3;
 pub const RESTART_WINDOW: Duration = Duration::from_secs(60);
 
 /// Checks an inbound envelope against the receiver's budget; returns its token count.
+///
+/// Order: the schema, then the engram count, inline code, and the token budget, so the refusal names the most
+/// specific rule broken.
 pub fn check_inbound(
     envelope: &Envelope,
     budget: &Budget,
@@ -55,14 +58,6 @@ pub fn check_inbound(
     };
     if let Some(first) = validate(kind, &envelope.doc).into_iter().next() {
         return Err(first);
-    }
-    let n_tokens = counter.count(&envelope.wire);
-    if n_tokens > budget.max_inline_tokens {
-        return Err(Violation::new(
-            ErrorCode::BudgetExceeded,
-            "",
-            format!("{n_tokens} inline tokens; the receiver accepts at most {}", budget.max_inline_tokens),
-        ));
     }
     let n_engrams = envelope.doc.get("engrams").and_then(Value::as_array).map_or(0, Vec::len);
     if n_engrams > budget.max_engrams as usize {
@@ -82,6 +77,14 @@ pub fn check_inbound(
                 format!("{n_code} tokens of inline code; {allowed} allowed without a grant covering them"),
             ));
         }
+    }
+    let n_tokens = counter.count(&envelope.wire);
+    if n_tokens > budget.max_inline_tokens {
+        return Err(Violation::new(
+            ErrorCode::BudgetExceeded,
+            "",
+            format!("{n_tokens} inline tokens; the receiver accepts at most {}", budget.max_inline_tokens),
+        ));
     }
     Ok(n_tokens)
 }
@@ -214,11 +217,6 @@ impl GrantBook {
         held.derefs_left -= n_items;
         held.tokens_left -= n_tokens;
         Ok(())
-    }
-
-    /// Extra inline-code tokens `grant_id` allows, if held.
-    pub fn code_allowance(&self, grant_id: Option<&str>) -> u32 {
-        grant_id.and_then(|id| self.held.get(id)).map_or(0, |h| h.grant.terms.inline_code_tokens)
     }
 }
 
@@ -400,7 +398,8 @@ impl GatewayState {
         let verdict = match self.ctx.mode {
             WireMode::Verbatim => Ok(counter.count(&envelope.wire)),
             WireMode::Less => {
-                let allowance = self.grants.code_allowance(envelope.doc.get("grant_id").and_then(Value::as_str));
+                let allowance =
+                    self.ctx.code_allowance(envelope.doc.get("grant_id").and_then(Value::as_str), &envelope.from);
                 let checked = check_inbound(&envelope, &self.budget, counter, allowance);
                 match (checked, envelope.kind) {
                     (Ok(n), EnvelopeKind::Grant) => self.accept_grant(&envelope).map(|()| n),
@@ -411,6 +410,11 @@ impl GatewayState {
         match &verdict {
             Ok(n_tokens) => {
                 self.refusals_by_sender.remove(&envelope.from);
+                for engram in envelope.doc.get("engrams").and_then(Value::as_array).into_iter().flatten() {
+                    let id = engram.get("id").and_then(Value::as_str).unwrap_or_default();
+                    let kind = engram.get("kind").and_then(Value::as_str).unwrap_or_default();
+                    tracing::info!(target: "less.engram.put", id, kind, from = %envelope.from);
+                }
                 self.ctx.record(Event::Delivered {
                     from: envelope.from.clone(),
                     to: envelope.to.clone(),
@@ -617,6 +621,11 @@ impl GatewayState {
             uses: spec.uses,
         };
         let grant = Grant::issue(terms, &self.ctx.secret);
+        self.ctx
+            .issued_grants
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(grant.terms.grant_id.clone(), grant.clone());
         self.ctx.record(Event::GrantIssued {
             issuer: self.agent_id.clone(),
             grantee: spec.to.clone(),

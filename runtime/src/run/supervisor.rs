@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
-use crate::error::{ErrorCode, Violation};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::Error;
 use crate::resolver::Resolver;
 use crate::run::agent::{ActRequest, AgentFactory};
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg};
@@ -62,15 +64,15 @@ pub async fn run_scenario(
     scenario: Arc<Scenario>,
     factory: Arc<dyn AgentFactory>,
     options: RunOptions,
-) -> Result<RunReport, Violation> {
-    let fail = |what: &str, err: &dyn std::fmt::Display| {
-        Violation::new(ErrorCode::PointerUnresolved, "", format!("{what}: {err}"))
-    };
-    let run_id = format!("{}-{}", scenario.name, std::process::id());
+) -> crate::Result<RunReport> {
+    let fail = |what: &str, err: &dyn std::fmt::Display| Error::Runtime { message: format!("{what}: {err}") };
+    // Actor names are process-wide, so every run gets its own id.
+    static N_RUNS: AtomicU64 = AtomicU64::new(0);
+    let run_id = format!("{}-{}-{}", scenario.name, std::process::id(), N_RUNS.fetch_add(1, Ordering::Relaxed));
     let mode = options.mode;
     let (supervisor, supervisor_handle) =
         Actor::spawn(None, RunSupervisor, ()).await.map_err(|e| fail("supervisor", &e))?;
-    let resolver = Resolver::new(&scenario.workspace)?;
+    let resolver = Resolver::new(&scenario.workspace).map_err(|v| fail("workspace", &v))?;
     let (resolver, _) = Actor::spawn_linked(None, ResolverActor, resolver, supervisor.get_cell())
         .await
         .map_err(|e| fail("resolver", &e))?;
@@ -91,6 +93,7 @@ pub async fn run_scenario(
         resolver: resolver.clone(),
         ledger: ledger.clone(),
         factory,
+        issued_grants: Default::default(),
         n_msgs: Default::default(),
     });
     for agent in &scenario.agents {

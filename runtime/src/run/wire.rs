@@ -58,8 +58,12 @@ pub struct ReportAction {
     pub summary: String,
     /// Paste the full content of every cited source into the body (refused in LESS mode).
     pub paste_sources: bool,
-    /// Repeat the engrams this many extra times (refused over MAX_ENGRAMS).
-    pub repeat_engrams: usize,
+    /// Cycle the engrams until the message carries 12, the schema's limit (refused over a smaller MAX_ENGRAMS).
+    pub pad_engrams: bool,
+    /// A grant allowing inline code in this message.
+    pub grant: Option<String>,
+    /// Resend the same message after a refusal instead of a compliant one (scripted `paste_twice`).
+    pub repeat_offender: bool,
 }
 
 /// A dereference.

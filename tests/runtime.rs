@@ -1,0 +1,300 @@
+//! The runtime through its actors: small scenarios over a workspace made for each test, run with the scripted agents
+//! exactly as `lessrt run` runs them, asserting on the ledger's events and the report.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use less_agents::ScriptedFactory;
+use less_runtime::run::{RunOptions, RunReport, run_scenario};
+use less_runtime::{Scenario, WireMode};
+use serde_json::Value;
+
+/// A workspace: 120-line source files, a spec, a test file, and a symlink leading out of the workspace.
+fn workspace() -> (tempfile::TempDir, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    for sub in ["src", "docs", "tests"] {
+        std::fs::create_dir_all(root.join(sub)).expect("mkdir");
+    }
+    for name in ["a", "b", "c", "d"] {
+        let body: String = (1..=120)
+            .map(|i| format!("pub fn {name}_{i}(x: u64) -> u64 {{ x.wrapping_mul({i}).rotate_left({}) }}\n", i % 7))
+            .collect();
+        std::fs::write(root.join(format!("src/{name}.rs")), body).expect("write");
+    }
+    std::fs::write(root.join("docs/SPEC.md"), "# Spec\n## Budget Rules\nAt most 800 tokens.\n## Other\nx\n")
+        .expect("write");
+    std::fs::write(root.join("tests/budget.rs"), "#[test]\nfn spend_never_exceeds() {\n    assert!(true);\n}\n")
+        .expect("write");
+    let outside = tempfile::tempdir().expect("outside");
+    std::fs::write(outside.path().join("secret.rs"), "const SECRET: &str = \"x\";\n").expect("write");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(outside.path().join("secret.rs"), root.join("src/link.rs")).expect("symlink");
+    (dir, outside)
+}
+
+const HIERARCHY: &str = r#"
+[[agents]]
+id = "lead"
+role = "architect"
+[[agents]]
+id = "manager"
+role = "manager"
+parent = "lead"
+[[agents]]
+id = "dev"
+role = "programmer"
+parent = "manager"
+[[agents]]
+id = "peer"
+role = "programmer"
+parent = "manager"
+"#;
+
+/// Runs `body` (budgets, steps, expects) over a fresh workspace in `mode`; returns the report and the ledger events.
+fn run(body: &str, mode: WireMode) -> (RunReport, Vec<Value>) {
+    let (dir, _outside) = workspace();
+    let out = tempfile::tempdir().expect("out");
+    let toml = format!("name = \"t\"\nworkspace = {:?}\n{body}\n{HIERARCHY}", dir.path().display().to_string());
+    let scenario = Arc::new(Scenario::from_toml(&toml, Path::new(".")).unwrap_or_else(|v| panic!("scenario: {v}")));
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let options = RunOptions { mode, out_dir: Some(out.path().to_owned()), trace: false };
+    let report = runtime.block_on(run_scenario(scenario, Arc::new(ScriptedFactory), options)).expect("run completes");
+    let ledger = std::fs::read_to_string(out.path().join("ledger.jsonl")).expect("ledger.jsonl");
+    let events = ledger.lines().map(|l| serde_json::from_str(l).expect("event is JSON")).collect();
+    (report, events)
+}
+
+fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["event"] == kind).collect()
+}
+
+fn codes(events: &[Value], kind: &str) -> Vec<String> {
+    of_kind(events, kind).iter().filter_map(|e| e["code"].as_str().map(str::to_owned)).collect()
+}
+
+const REPORT_PASTE: &str = r#"
+[[steps]]
+action = "report"
+agent = "dev"
+type = "task_result"
+task = "1"
+status = "pass"
+misbehave = "MISBEHAVE"
+engrams = [{ kind = "fact", claim = "a_1 multiplies by one.", pointers = ["repo:src/a.rs#L1-L2"] }]
+"#;
+
+#[test]
+fn a_pasted_file_is_refused_and_only_the_compliant_resend_reaches_the_agent() {
+    let (report, events) = run(&REPORT_PASTE.replace("MISBEHAVE", "paste_files"), WireMode::Less);
+    assert_eq!(codes(&events, "rejected"), ["LESS_BUDGET_EXCEEDED"]);
+    assert_eq!(of_kind(&events, "resent").len(), 1);
+    let delivered = of_kind(&events, "delivered");
+    assert_eq!(delivered.len(), 1, "only the resend is delivered");
+    assert!(delivered[0]["doc"].get("body").is_none(), "the resend pastes nothing");
+    assert!(delivered[0]["tokens"].as_u64() <= delivered[0]["max_tokens"].as_u64());
+    assert_eq!(report.roles["programmer"].rejections, 1);
+    assert_eq!(report.roles["programmer"].resends, 1);
+    assert_eq!(report.totals.escalations, 0);
+}
+
+#[test]
+fn inline_code_needs_a_grant_even_under_the_token_budget() {
+    // A small pasted span fits 800 tokens, but it is code and MAX_INLINE_CODE is 0.
+    let body = REPORT_PASTE
+        .replace("MISBEHAVE", "paste_files")
+        .replace("repo:src/a.rs#L1-L2", "test:budget::spend_never_exceeds");
+    let (_, events) = run(&body, WireMode::Less);
+    let rejected = of_kind(&events, "rejected");
+    assert_eq!(rejected.len(), 1);
+    assert!(rejected[0]["message"].as_str().expect("message").contains("inline code"), "{}", rejected[0]);
+
+    // With a grant for inline code from the manager, the same paste is delivered.
+    let granted = format!(
+        "{}\n{}",
+        r#"
+[[steps]]
+action = "brief"
+agent = "manager"
+to = ["dev"]
+now = ["Paste the test if you must."]
+grants = [{ id = "code", to = "dev", patterns = ["test:budget::*"], max_derefs = 1, max_tokens = 100, inline_code_tokens = 200 }]
+"#,
+        body.replace("misbehave = \"paste_files\"", "misbehave = \"paste_files\"\ngrant = \"code\"")
+    );
+    let (_, events) = run(&granted, WireMode::Less);
+    assert!(of_kind(&events, "rejected").is_empty(), "{:?}", of_kind(&events, "rejected"));
+    assert!(of_kind(&events, "delivered").iter().any(|e| e["doc"]["body"].is_string()));
+}
+
+#[test]
+fn a_second_refusal_escalates_to_the_senders_parent() {
+    let (report, events) = run(&REPORT_PASTE.replace("MISBEHAVE", "paste_twice"), WireMode::Less);
+    assert_eq!(codes(&events, "rejected"), ["LESS_BUDGET_EXCEEDED", "LESS_BUDGET_EXCEEDED"]);
+    let escalated = of_kind(&events, "escalated");
+    assert_eq!(escalated.len(), 1);
+    assert_eq!((escalated[0]["about"].as_str(), escalated[0]["to"].as_str()), (Some("dev"), Some("manager")));
+    let to_manager: Vec<_> = of_kind(&events, "delivered")
+        .into_iter()
+        .filter(|e| e["to"] == "manager" && e["kind"] == "escalation")
+        .collect();
+    assert_eq!(to_manager.len(), 1, "the escalation is delivered to the sender's parent");
+    assert_eq!(to_manager[0]["doc"]["type"], "escalation");
+    assert_eq!(report.roles["programmer"].escalations, 1);
+
+    // The same script in verbatim mode is never refused: the baseline has no budgets.
+    let (report, events) = run(&REPORT_PASTE.replace("MISBEHAVE", "paste_twice"), WireMode::Verbatim);
+    assert!(of_kind(&events, "rejected").is_empty());
+    assert_eq!(report.totals.escalations, 0);
+}
+
+#[test]
+fn schema_and_semantic_violations_are_refused_with_their_code() {
+    let body = r#"
+[[steps]]
+action = "report"
+agent = "dev"
+type = "task_result"
+task = "1"
+status = "pass"
+engrams = [{ kind = "decision", claim = "Adopt the vendor's scheme.", pointers = ["url:https://example.org/scheme"] }]
+"#;
+    let (_, events) = run(body, WireMode::Less);
+    // The scripted resend is identical, so it is refused again and escalated.
+    assert_eq!(codes(&events, "rejected"), ["LESS_SOURCE_REQUIRED", "LESS_SOURCE_REQUIRED"]);
+    assert_eq!(of_kind(&events, "escalated").len(), 1);
+}
+
+#[test]
+fn too_many_engrams_are_refused_then_resent() {
+    let body =
+        format!("[budgets.roles.manager]\nmax_engrams = 4\n{}", REPORT_PASTE.replace("MISBEHAVE", "too_many_engrams"));
+    let (_, events) = run(&body, WireMode::Less);
+    let rejected = of_kind(&events, "rejected");
+    assert_eq!(codes(&events, "rejected"), ["LESS_BUDGET_EXCEEDED"]);
+    assert!(rejected[0]["message"].as_str().expect("message").contains("12 engrams"));
+    assert_eq!(of_kind(&events, "resent").len(), 1);
+}
+
+const GRANT_BRIEF: &str = r#"
+[budgets.roles.programmer]
+max_repo_spans = 2
+
+[[steps]]
+action = "brief"
+agent = "manager"
+to = ["dev"]
+now = ["Read what you need."]
+grants = [GRANTS]
+"#;
+
+fn deref(agent: &str, n_files: usize, grant: Option<&str>) -> String {
+    let pointers: Vec<String> =
+        ["a", "b", "c", "d"].iter().take(n_files).map(|f| format!("\"repo:src/{f}.rs#L1-L20\"")).collect();
+    format!(
+        "\n[[steps]]\naction = \"deref\"\nagent = \"{agent}\"\npointers = [{}]\nreason = \"r\"\nuse = \"u\"\n{}",
+        pointers.join(", "),
+        grant.map(|g| format!("grant = \"{g}\"\n")).unwrap_or_default()
+    )
+}
+
+fn turn_end(agent: &str) -> String {
+    format!("\n[[steps]]\naction = \"report\"\nagent = \"{agent}\"\ntype = \"question\"\nquestion = \"next?\"\n")
+}
+
+#[test]
+fn derefs_beyond_the_budget_need_a_valid_grant() {
+    let grant = r#"{ id = "g", to = "dev", patterns = ["repo:src/**"], max_derefs = 3, max_tokens = 3000, uses = 1 }"#;
+    let body = format!(
+        "{}{}{}{}{}{}{}",
+        GRANT_BRIEF.replace("GRANTS", grant),
+        deref("dev", 2, None),      // within budget: granted
+        deref("dev", 1, None),      // a third span this turn: denied
+        deref("dev", 3, Some("g")), // beyond budget, under the grant: granted
+        turn_end("dev"),
+        deref("dev", 3, Some("g")),  // the grant's one use is spent: replay refused
+        deref("peer", 3, Some("g")), // another agent presenting it: refused
+    );
+    let (report, events) = run(&body, WireMode::Less);
+    let derefs = of_kind(&events, "deref");
+    let verdicts: Vec<(bool, Option<&str>)> =
+        derefs.iter().map(|e| (e["granted"].as_bool().expect("granted"), e["code"].as_str())).collect();
+    assert_eq!(
+        verdicts,
+        vec![
+            (true, None),
+            (false, Some("LESS_DEREF_DENIED")),
+            (true, None),
+            (false, Some("LESS_GRANT_INVALID")),
+            (false, Some("LESS_GRANT_INVALID")),
+        ]
+    );
+    assert_eq!(derefs[2]["via_grant"], "g");
+    assert_eq!(report.roles["programmer"].derefs, 2);
+    // Verbatim mode has no deref budget: everything is granted.
+    let (_, events) = run(&body, WireMode::Verbatim);
+    assert!(of_kind(&events, "deref").iter().all(|e| e["granted"] == true));
+}
+
+#[test]
+fn forged_expired_and_misdirected_grants_are_refused() {
+    let grants = [
+        r#"{ id = "forged", to = "dev", patterns = ["repo:src/**"], max_derefs = 3, max_tokens = 3000, tamper = true }"#,
+        r#"{ id = "expired", to = "dev", patterns = ["repo:src/**"], max_derefs = 3, max_tokens = 3000, ttl = "PT0S" }"#,
+        r#"{ id = "narrow", to = "dev", patterns = ["repo:docs/**"], max_derefs = 3, max_tokens = 3000 }"#,
+    ]
+    .join(", ");
+    let body = format!(
+        "{}{}{}{}{}{}{}",
+        GRANT_BRIEF.replace("GRANTS", &grants),
+        deref("dev", 3, Some("forged")),
+        turn_end("dev"),
+        deref("dev", 3, Some("expired")),
+        turn_end("dev"),
+        deref("dev", 3, Some("narrow")),
+        "\n[[steps]]\naction = \"brief\"\nagent = \"dev\"\nnow = [\"x\"]\ngrants = [{ id = \"up\", to = \"manager\", patterns = [\"repo:**\"], max_derefs = 1, max_tokens = 10 }]\n",
+    );
+    let (_, events) = run(&body, WireMode::Less);
+    // The tampered grant is refused on delivery, so the dev never holds it.
+    let refused_grants: Vec<_> =
+        of_kind(&events, "rejected").into_iter().filter(|e| e["code"] == "LESS_GRANT_INVALID").collect();
+    assert_eq!(refused_grants.len(), 1, "{refused_grants:?}");
+    let verdicts: Vec<Option<&str>> = of_kind(&events, "deref").iter().map(|e| e["code"].as_str()).collect();
+    assert_eq!(verdicts, vec![Some("LESS_GRANT_INVALID"), Some("LESS_GRANT_INVALID"), Some("LESS_DEREF_DENIED")]);
+    // A child cannot grant to its parent: no grant is issued.
+    assert!(!of_kind(&events, "grant_issued").iter().any(|e| e["grant_id"] == "up"));
+}
+
+#[test]
+fn the_resolver_refuses_a_symlink_out_of_the_workspace_through_the_gateway() {
+    let body = "\n[[steps]]\naction = \"deref\"\nagent = \"dev\"\npointers = [\"repo:src/link.rs\"]\nreason = \"r\"\nuse = \"u\"\n";
+    let (_, events) = run(body, WireMode::Less);
+    let derefs = of_kind(&events, "deref");
+    assert_eq!(derefs.len(), 1);
+    assert_eq!(derefs[0]["code"], "LESS_POINTER_UNRESOLVED");
+}
+
+#[test]
+fn a_panicking_agent_is_restarted_and_the_run_goes_on() {
+    let body = format!(
+        "\n[[steps]]\naction = \"panic\"\nagent = \"dev\"\n{}",
+        REPORT_PASTE.replace("misbehave = \"MISBEHAVE\"\n", "")
+    );
+    let (report, events) = run(&body, WireMode::Less);
+    assert_eq!(of_kind(&events, "restart").len(), 1);
+    assert_eq!(report.roles["programmer"].restarts, 1);
+    assert_eq!(of_kind(&events, "delivered").len(), 1, "the step after the panic still runs");
+}
+
+#[test]
+fn digests_of_dereferenced_content_are_recorded_in_the_citing_engram() {
+    let body = format!(
+        "{}{}",
+        deref("dev", 1, None),
+        REPORT_PASTE.replace("misbehave = \"MISBEHAVE\"\n", "").replace("#L1-L2", "#L1-L20")
+    );
+    let (_, events) = run(&body, WireMode::Less);
+    let delivered = of_kind(&events, "delivered");
+    let pointer = &delivered[0]["doc"]["engrams"][0]["pointers"][0];
+    assert!(pointer["digest"].as_str().is_some_and(|d| d.starts_with("blake3:")), "{pointer}");
+}
