@@ -98,6 +98,9 @@ impl RunContext {
     }
 }
 
+#[cfg(test)]
+mod tests;
+
 /// 32 bytes from the operating system's random source, for the run's grant secret.
 fn run_secret() -> [u8; 32] {
     use std::io::Read;

@@ -1,0 +1,214 @@
+//! Actor-level tests: a gateway in a real run context (resolver, ledger, directory), driven message by message.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use proptest::prelude::*;
+use ractor::Actor;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::run::agent::{ActRequest, Agent, AgentFactory, AgentFuture, TurnInput};
+use crate::run::gateway::{GatewayActor, GatewayArgs};
+use crate::run::ledger::{LedgerActor, LedgerArgs};
+use crate::run::resolver_actor::ResolverActor;
+use crate::run::wire::{Action, Envelope, EnvelopeKind};
+use crate::{Pointer, Resolver, Violation};
+
+/// Records what the agent saw in its inbox at each turn (a test double for the logic around the gateway).
+struct Recorder(Arc<Mutex<Vec<Vec<Value>>>>);
+
+impl Agent for Recorder {
+    fn act<'a>(&'a mut self, input: &'a TurnInput) -> AgentFuture<'a, Vec<Action>> {
+        self.0.lock().expect("lock").push(input.inbox.clone());
+        Box::pin(async { Vec::new() })
+    }
+
+    fn on_rejection<'a>(&'a mut self, _: &'a Action, _: &'a Violation, _: u32) -> AgentFuture<'a, Option<Action>> {
+        Box::pin(async { None })
+    }
+}
+
+struct RecorderFactory(Arc<Mutex<Vec<Vec<Value>>>>);
+
+impl AgentFactory for RecorderFactory {
+    fn make(&self, _spec: &crate::AgentSpec) -> Box<dyn Agent> {
+        Box::new(Recorder(self.0.clone()))
+    }
+}
+
+struct Harness {
+    ctx: Arc<RunContext>,
+    seen: Arc<Mutex<Vec<Vec<Value>>>>,
+    _workspace: tempfile::TempDir,
+}
+
+async fn harness(budget_toml: &str) -> Harness {
+    let workspace = tempfile::tempdir().expect("tempdir");
+    std::fs::write(workspace.path().join("a.rs"), "fn a() {}\n").expect("write");
+    let toml = format!(
+        "name = \"h\"\n{budget_toml}\n[[agents]]\nid = \"lead\"\nrole = \"lead\"\n[[agents]]\nid = \"dev\"\nrole = \"dev\"\nparent = \"lead\"\n"
+    );
+    let scenario = Arc::new(crate::Scenario::from_toml(&toml, workspace.path()).expect("scenario"));
+    let (resolver, _) = Actor::spawn(None, ResolverActor, Resolver::new(workspace.path()).expect("resolver"))
+        .await
+        .expect("resolver actor");
+    let (ledger, _) = Actor::spawn(None, LedgerActor, LedgerArgs { out_dir: None, trace: false }).await.expect("ledger");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let ctx = Arc::new(RunContext {
+        run_id: format!("h{}", rand_suffix()),
+        mode: crate::WireMode::Less,
+        scenario,
+        secret: [9u8; 32],
+        directory: Directory::default(),
+        resolver,
+        ledger,
+        factory: Arc::new(RecorderFactory(seen.clone())),
+        issued_grants: Default::default(),
+        n_msgs: Default::default(),
+    });
+    for id in ["lead", "dev"] {
+        let args = GatewayArgs { ctx: ctx.clone(), agent_id: id.to_owned() };
+        let (gateway, _) = Actor::spawn(None, GatewayActor, args).await.expect("gateway");
+        ctx.directory.insert(id.to_owned(), gateway);
+    }
+    Harness { ctx, seen, _workspace: workspace }
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+fn message(idx: usize, body: &str, n_engrams: usize, code: bool) -> Envelope {
+    let engram = |i: usize| {
+        json!({
+            "id": format!("eg_{i}"), "kind": "fact", "claim": format!("claim {i}"),
+            "pointers": [{"type": "repo", "ref": "a.rs"}], "confidence": 0.5, "ttl": "P1D", "scope": "run",
+            "provenance": {"created_at": "2026-01-01T00:00:00Z", "created_by": "dev", "source": "agent"}
+        })
+    };
+    let mut doc = json!({"type": "question", "from": "dev", "msg_id": format!("q{idx}"), "question": "why?"});
+    if n_engrams > 0 {
+        doc["engrams"] = Value::Array((0..n_engrams).map(engram).collect());
+    }
+    if !body.is_empty() {
+        doc["body"] = Value::String(body.to_owned());
+    }
+    let wire = doc.to_string();
+    Envelope {
+        from: "dev".into(),
+        to: "lead".into(),
+        msg_id: format!("q{idx}"),
+        kind: EnvelopeKind::Message,
+        doc,
+        wire,
+        inline_code: code.then(|| body.to_owned()),
+    }
+}
+
+async fn inbox_of_lead(h: &Harness) -> Vec<Value> {
+    let gateway = h.ctx.directory.get("lead").expect("lead");
+    let step = crate::Step::Query { agent: "lead".into(), text: "x".into(), k: 1 };
+    let request = ActRequest { index: 0, step, attempt: 0 };
+    ractor::call!(gateway, gateway::GatewayMsg::Act, request).expect("act");
+    h.seen.lock().expect("lock").last().cloned().unwrap_or_default()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Whatever is sent, nothing over the receiver's budget reaches the receiving agent.
+    #[test]
+    fn no_over_budget_message_ever_reaches_an_agent(
+        max_tokens in 40u32..600,
+        max_engrams in 0u32..6,
+        messages in prop::collection::vec((0usize..3000, 0usize..9, any::<bool>()), 1..6),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        runtime.block_on(async {
+            let h = harness(&format!(
+                "[budgets.roles.lead]\nmax_inline_tokens = {max_tokens}\nmax_engrams = {max_engrams}\n"
+            ))
+            .await;
+            let gateway = h.ctx.directory.get("lead").expect("lead");
+            let mut n_accepted = 0;
+            for (idx, (n_chars, n_engrams, code)) in messages.iter().enumerate() {
+                let body: String = "let x = y; ".chars().cycle().take(*n_chars).collect();
+                let envelope = message(idx, &body, *n_engrams, *code);
+                let verdict = ractor::call!(gateway, gateway::GatewayMsg::Deliver, Box::new(envelope)).expect("deliver");
+                if let Ok(n_tokens) = verdict {
+                    prop_assert!(n_tokens <= max_tokens);
+                    n_accepted += 1;
+                }
+            }
+            // Escalations written by the gateway itself (after a second refusal) are system messages, outside agent
+            // budgets; the property is about what other agents send.
+            let inbox: Vec<Value> =
+                inbox_of_lead(&h).await.into_iter().filter(|doc| doc["from"] == "dev").collect();
+            prop_assert_eq!(inbox.len(), n_accepted, "the agent got exactly the accepted messages");
+            let counter = crate::TokenCounter::shared(crate::Encoding::O200kBase);
+            for doc in &inbox {
+                prop_assert!(counter.count(&doc.to_string()) <= max_tokens);
+                let n_engrams = doc.get("engrams").and_then(Value::as_array).map_or(0, Vec::len);
+                prop_assert!(n_engrams <= max_engrams as usize);
+                // Code needs a grant (MAX_INLINE_CODE is 0): no message flagged as carrying code got through.
+                let idx: usize = doc["msg_id"].as_str().and_then(|m| m.strip_prefix('q')).and_then(|n| n.parse().ok()).expect("msg id");
+                let (n_chars, _, code) = messages[idx];
+                prop_assert!(!code || n_chars == 0, "message {} carried code", idx);
+            }
+            Ok(())
+        })?;
+    }
+}
+
+#[tokio::test]
+async fn a_changed_source_is_a_digest_mismatch_through_the_resolver_actor() {
+    let h = harness("").await;
+    let pointer = Pointer::parse("repo:a.rs").expect("pointer");
+    let first = ractor::call!(h.ctx.resolver, ResolverMsg::Resolve, vec![pointer.clone()]).expect("call");
+    assert!(first.is_ok());
+    std::fs::write(h._workspace.path().join("a.rs"), "fn a() { changed() }\n").expect("rewrite");
+    let second = ractor::call!(h.ctx.resolver, ResolverMsg::Resolve, vec![pointer]).expect("call");
+    assert_eq!(second.expect_err("changed").code, crate::ErrorCode::DigestMismatch);
+    // Path traversal cannot even be written as a pointer; the resolver refuses it too if handed a raw path.
+    assert!(Pointer::parse("repo:../etc/passwd").is_err());
+    let _ = Path::new("..");
+}
+
+#[tokio::test]
+async fn a_forged_grant_delivered_to_a_gateway_is_refused() {
+    let h = harness("").await;
+    let terms = crate::GrantTerms {
+        grant_id: "g".into(),
+        issuer: "lead".into(),
+        grantee: "dev".into(),
+        patterns: vec!["repo:**".into()],
+        max_derefs: 1,
+        max_tokens: 100,
+        inline_code_tokens: 0,
+        expires_at: "2999-01-01T00:00:00Z".into(),
+        uses: 1,
+    };
+    let forged = crate::Grant::issue(terms.clone(), &[1u8; 32]);
+    let genuine = crate::Grant::issue(terms, &h.ctx.secret);
+    let gateway = h.ctx.directory.get("dev").expect("dev");
+    for (grant, ok) in [(forged, false), (genuine, true)] {
+        let doc = serde_json::to_value(&grant).expect("grant JSON");
+        let envelope = Envelope {
+            from: "lead".into(),
+            to: "dev".into(),
+            msg_id: "g".into(),
+            kind: EnvelopeKind::Grant,
+            wire: doc.to_string(),
+            doc,
+            inline_code: None,
+        };
+        let verdict = ractor::call!(gateway, gateway::GatewayMsg::Deliver, Box::new(envelope)).expect("deliver");
+        assert_eq!(verdict.is_ok(), ok, "{verdict:?}");
+        if let Err(v) = verdict {
+            assert_eq!(v.code, crate::ErrorCode::GrantInvalid);
+        }
+    }
+}
