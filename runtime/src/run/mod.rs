@@ -32,7 +32,7 @@ use crate::scenario::{Scenario, WireMode};
 
 pub use agent::{Agent, AgentFactory, AgentFuture, TurnInput};
 pub use report::{CheckResult, RoleReport, RunReport, TokenStats};
-pub use supervisor::{RunOptions, run_scenario};
+pub use supervisor::{LocalRun, RunOptions, run_scenario};
 pub use wire::{Action, BriefAction, DerefAction, Envelope, EnvelopeKind, ReportAction};
 
 /// Gateways by agent id: the only way to reach an agent.

@@ -14,13 +14,14 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::error::Error;
+use crate::error::{Error, Violation};
 use crate::resolver::Resolver;
 use crate::run::agent::{ActRequest, AgentFactory};
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg};
 use crate::run::ledger::{Event, LedgerActor, LedgerArgs, LedgerMsg};
 use crate::run::report::RunReport;
-use crate::run::resolver_actor::{ResolverActor, ResolverMsg};
+use crate::run::resolver_actor::ResolverActor;
+use crate::run::wire::Envelope;
 use crate::run::{Directory, RunContext, run_secret};
 use crate::scenario::{Scenario, Step, WireMode};
 
@@ -59,85 +60,131 @@ impl Actor for RunSupervisor {
     }
 }
 
+/// A started run: the supervisor, resolver, ledger and one gateway per agent, with no step driven yet.
+///
+/// [`run_scenario`] drives one to the end; benches and embedders deliver envelopes to it directly.
+pub struct LocalRun {
+    ctx: Arc<RunContext>,
+    supervisor: ActorRef<()>,
+    supervisor_handle: tokio::task::JoinHandle<()>,
+}
+
+fn fail(what: &str, err: &dyn std::fmt::Display) -> Error {
+    Error::Runtime { message: format!("{what}: {err}") }
+}
+
+impl LocalRun {
+    /// Spawns the actor tree of `scenario`.
+    pub async fn start(
+        scenario: Arc<Scenario>,
+        factory: Arc<dyn AgentFactory>,
+        options: &RunOptions,
+    ) -> crate::Result<LocalRun> {
+        // Actor names are process-wide, so every run gets its own id.
+        static N_RUNS: AtomicU64 = AtomicU64::new(0);
+        let run_id = format!("{}-{}-{}", scenario.name, std::process::id(), N_RUNS.fetch_add(1, Ordering::Relaxed));
+        let mode = options.mode;
+        let (supervisor, supervisor_handle) =
+            Actor::spawn(None, RunSupervisor, ()).await.map_err(|e| fail("supervisor", &e))?;
+        let resolver = Resolver::new(&scenario.workspace).map_err(|v| fail("workspace", &v))?;
+        let (resolver, _) = Actor::spawn_linked(None, ResolverActor, resolver, supervisor.get_cell())
+            .await
+            .map_err(|e| fail("resolver", &e))?;
+        let ledger_args = LedgerArgs { out_dir: options.out_dir.clone(), trace: options.trace };
+        let (ledger, _) = Actor::spawn_linked(None, LedgerActor, ledger_args, supervisor.get_cell())
+            .await
+            .map_err(|e| fail("ledger", &e))?;
+        let ctx = Arc::new(RunContext {
+            run_id: run_id.clone(),
+            mode,
+            scenario: scenario.clone(),
+            secret: run_secret(),
+            directory: Directory::default(),
+            resolver,
+            ledger,
+            factory,
+            issued_grants: Default::default(),
+            n_msgs: Default::default(),
+        });
+        for agent in &scenario.agents {
+            let args = GatewayArgs { ctx: ctx.clone(), agent_id: agent.id.clone() };
+            let (gateway, _) = Actor::spawn_linked(
+                Some(format!("{run_id}:{}:gateway:{}", mode.as_str(), agent.id)),
+                GatewayActor,
+                args,
+                supervisor.get_cell(),
+            )
+            .await
+            .map_err(|e| fail("gateway", &e))?;
+            ctx.directory.insert(agent.id.clone(), gateway);
+        }
+        Ok(LocalRun { ctx, supervisor, supervisor_handle })
+    }
+
+    /// Delivers `envelope` to its receiver's gateway: the token count, or the refusal.
+    pub async fn deliver(&self, envelope: Envelope) -> crate::Result<Result<u32, Violation>> {
+        let gateway = self
+            .ctx
+            .directory
+            .get(&envelope.to)
+            .ok_or_else(|| fail("deliver", &format!("no agent {}", envelope.to)))?;
+        ractor::call!(gateway, GatewayMsg::Deliver, Box::new(envelope)).map_err(|e| fail("deliver", &e))
+    }
+
+    /// Drives the scenario's steps in order, one turn at a time.
+    pub async fn drive(&self) -> crate::Result<()> {
+        let ctx = &self.ctx;
+        for (index, step) in ctx.scenario.steps.iter().enumerate() {
+            let agent = step_agent(step).to_owned();
+            ctx.record(Event::Step { index, agent: agent.clone(), action: step_name(step).to_owned() });
+            let gateway = ctx.directory.get(&agent).ok_or_else(|| fail("step", &format!("no agent {agent}")))?;
+            // An agent that panics mid-turn drops the reply; its gateway restarts it and the step is retried.
+            let mut attempt = 0u32;
+            loop {
+                let request = ActRequest { index, step: step.clone(), attempt };
+                match gateway.call(|reply| GatewayMsg::Act(request, reply), Some(Duration::from_secs(120))).await {
+                    Ok(ractor::rpc::CallResult::Success(outcome)) => {
+                        if outcome.agent_down {
+                            tracing::warn!("{agent} is down; step {index} skipped");
+                        }
+                        break;
+                    }
+                    Ok(_) | Err(_) if attempt < 3 => {
+                        attempt += 1;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    _ => return Err(fail("step", &format!("{agent} did not finish step {index}"))),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The report of what happened so far.
+    pub async fn report(&self) -> crate::Result<RunReport> {
+        let events = ractor::call!(self.ctx.ledger, LedgerMsg::Snapshot).map_err(|e| fail("ledger", &e))?;
+        Ok(RunReport::build(&self.ctx.scenario, self.ctx.mode, &events))
+    }
+
+    /// Stops the tree: the supervisor stops its linked children, and each gateway its agent.
+    pub async fn stop(self) {
+        self.supervisor.stop(None);
+        let _ = self.supervisor_handle.await;
+    }
+}
+
 /// Runs `scenario` to the end and reports.
 pub async fn run_scenario(
     scenario: Arc<Scenario>,
     factory: Arc<dyn AgentFactory>,
     options: RunOptions,
 ) -> crate::Result<RunReport> {
-    let fail = |what: &str, err: &dyn std::fmt::Display| Error::Runtime { message: format!("{what}: {err}") };
-    // Actor names are process-wide, so every run gets its own id.
-    static N_RUNS: AtomicU64 = AtomicU64::new(0);
-    let run_id = format!("{}-{}-{}", scenario.name, std::process::id(), N_RUNS.fetch_add(1, Ordering::Relaxed));
-    let mode = options.mode;
-    let (supervisor, supervisor_handle) =
-        Actor::spawn(None, RunSupervisor, ()).await.map_err(|e| fail("supervisor", &e))?;
-    let resolver = Resolver::new(&scenario.workspace).map_err(|v| fail("workspace", &v))?;
-    let (resolver, _) = Actor::spawn_linked(None, ResolverActor, resolver, supervisor.get_cell())
-        .await
-        .map_err(|e| fail("resolver", &e))?;
-    let (ledger, _) = Actor::spawn_linked(
-        None,
-        LedgerActor,
-        LedgerArgs { out_dir: options.out_dir.clone(), trace: options.trace },
-        supervisor.get_cell(),
-    )
-    .await
-    .map_err(|e| fail("ledger", &e))?;
-    let ctx = Arc::new(RunContext {
-        run_id: run_id.clone(),
-        mode,
-        scenario: scenario.clone(),
-        secret: run_secret(),
-        directory: Directory::default(),
-        resolver: resolver.clone(),
-        ledger: ledger.clone(),
-        factory,
-        issued_grants: Default::default(),
-        n_msgs: Default::default(),
-    });
-    for agent in &scenario.agents {
-        let args = GatewayArgs { ctx: ctx.clone(), agent_id: agent.id.clone() };
-        let (gateway, _) = Actor::spawn_linked(
-            Some(format!("{run_id}:{}:gateway:{}", mode.as_str(), agent.id)),
-            GatewayActor,
-            args,
-            supervisor.get_cell(),
-        )
-        .await
-        .map_err(|e| fail("gateway", &e))?;
-        ctx.directory.insert(agent.id.clone(), gateway);
-    }
-    for (index, step) in scenario.steps.iter().enumerate() {
-        let agent = step_agent(step).to_owned();
-        ctx.record(Event::Step { index, agent: agent.clone(), action: step_name(step).to_owned() });
-        let gateway = ctx.directory.get(&agent).ok_or_else(|| fail("step", &format!("no agent {agent}")))?;
-        // An agent that panics mid-turn drops the reply; its gateway restarts it and the step is retried.
-        let mut attempt = 0u32;
-        loop {
-            let request = ActRequest { index, step: step.clone(), attempt };
-            match gateway.call(|reply| GatewayMsg::Act(request, reply), Some(Duration::from_secs(120))).await {
-                Ok(ractor::rpc::CallResult::Success(outcome)) => {
-                    if outcome.agent_down {
-                        tracing::warn!("{agent} is down; step {index} skipped");
-                    }
-                    break;
-                }
-                Ok(_) | Err(_) if attempt < 3 => {
-                    attempt += 1;
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                _ => return Err(fail("step", &format!("{agent} did not finish step {index}"))),
-            }
-        }
-    }
-    let events = ractor::call!(ledger, LedgerMsg::Snapshot).map_err(|e| fail("ledger", &e))?;
-    let report = RunReport::build(&scenario, mode, &events);
-    // Stopping the supervisor stops its linked children, and each gateway its agent.
-    supervisor.stop(None);
-    let _ = supervisor_handle.await;
-    let _ = resolver;
-    Ok(report)
+    let run = LocalRun::start(scenario, factory, &options).await?;
+    let driven = run.drive().await;
+    let report = run.report().await;
+    run.stop().await;
+    driven?;
+    report
 }
 
 fn step_agent(step: &Step) -> &str {
@@ -158,6 +205,3 @@ fn step_name(step: &Step) -> &'static str {
         Step::Panic { .. } => "panic",
     }
 }
-
-#[allow(dead_code)]
-fn _assert_send(_: ResolverMsg) {}

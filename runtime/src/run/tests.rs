@@ -53,7 +53,8 @@ async fn harness(budget_toml: &str) -> Harness {
     let (resolver, _) = Actor::spawn(None, ResolverActor, Resolver::new(workspace.path()).expect("resolver"))
         .await
         .expect("resolver actor");
-    let (ledger, _) = Actor::spawn(None, LedgerActor, LedgerArgs { out_dir: None, trace: false }).await.expect("ledger");
+    let (ledger, _) =
+        Actor::spawn(None, LedgerActor, LedgerArgs { out_dir: None, trace: false }).await.expect("ledger");
     let seen = Arc::new(Mutex::new(Vec::new()));
     let ctx = Arc::new(RunContext {
         run_id: format!("h{}", rand_suffix()),

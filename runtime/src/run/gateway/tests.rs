@@ -27,7 +27,8 @@ const FUTURE: &str = "2999-01-01T00:00:00Z";
 
 #[test]
 fn the_meter_admits_up_to_each_cap_and_no_further() {
-    let budget = Budget { max_repo_spans: 2, max_artifact_sections: 1, max_deref_tokens_total: 100, ..Budget::default() };
+    let budget =
+        Budget { max_repo_spans: 2, max_artifact_sections: 1, max_deref_tokens_total: 100, ..Budget::default() };
     let meter = DerefMeter::default();
     let after = meter.admit(&budget, &[(PointerType::Repo, 40), (PointerType::Test, 40)]).expect("two spans fit");
     assert_eq!((after.repo_spans, after.tokens), (2, 80));
@@ -53,7 +54,10 @@ fn the_grant_book_checks_every_term() {
     let misdirected = grant(&secret, "peer", &["repo:src/**"], 1, FUTURE);
     assert_eq!(book.accept(misdirected, "dev", &secret, true).expect_err("not mine").code, ErrorCode::GrantInvalid);
     let from_a_stranger = grant(&secret, "dev", &["repo:src/**"], 1, FUTURE);
-    assert_eq!(book.accept(from_a_stranger, "dev", &secret, false).expect_err("not an ancestor").code, ErrorCode::GrantInvalid);
+    assert_eq!(
+        book.accept(from_a_stranger, "dev", &secret, false).expect_err("not an ancestor").code,
+        ErrorCode::GrantInvalid
+    );
 
     book.accept(grant(&secret, "dev", &["repo:src/**"], 1, FUTURE), "dev", &secret, true).expect("valid grant");
     let items = [(pointer("repo:src/a.rs#L1-L9"), 100), (pointer("repo:src/deep/b.rs"), 100)];
@@ -67,7 +71,8 @@ fn the_grant_book_checks_every_term() {
     assert_eq!(book.authorize("nope", "dev", &items, now).expect_err("unknown").code, ErrorCode::GrantInvalid);
 
     let mut book = GrantBook::default();
-    book.accept(grant(&secret, "dev", &["repo:src/*.rs"], 5, "2000-01-01T00:00:00Z"), "dev", &secret, true).expect("accepted");
+    book.accept(grant(&secret, "dev", &["repo:src/*.rs"], 5, "2000-01-01T00:00:00Z"), "dev", &secret, true)
+        .expect("accepted");
     assert_eq!(book.authorize("g", "dev", &items[..1], now).expect_err("expired").code, ErrorCode::GrantInvalid);
 }
 
