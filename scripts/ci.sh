@@ -26,5 +26,5 @@ cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test --workspace"
 cargo test --workspace
 
-echo "== README quick start"
-cargo run --release -- validate schemas/examples/*.json schemas/examples/scenario.toml
+echo "== README quick start: the main job on its embedded default"
+cargo run --release -- run scenarios/uc1-refactor.toml

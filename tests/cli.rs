@@ -312,8 +312,8 @@ fn uc1_runs_in_both_modes_and_less_is_a_small_fraction() {
     assert!(less["totals"]["inline_tokens"]["p95"].as_u64().expect("p95") <= 800);
     assert_eq!(less["roles"]["reviewer"]["restarts"], json!(1));
     assert!(less["checks"].as_array().expect("checks").iter().all(|c| c["passed"] == json!(true)));
-    let audit = std::fs::read_to_string(out.join("less/audit.log")).expect("audit.log");
+    let audit = std::fs::read_to_string(out.join("uc1-refactor/less/audit.log")).expect("audit.log");
     assert!(audit.lines().any(|l| l.contains("\treject\t") && l.contains("LESS_BUDGET_EXCEEDED")), "{audit}");
     assert!(audit.lines().any(|l| l.contains("\tderef-denied\t") && l.contains("LESS_DEREF_DENIED")));
-    assert!(out.join("verbatim/ledger.jsonl").exists());
+    assert!(out.join("uc1-refactor/verbatim/ledger.jsonl").exists());
 }

@@ -23,7 +23,7 @@ pub(crate) struct Args {
     /// No live trace.
     #[arg(long)]
     quiet: bool,
-    /// Where ledger.jsonl and audit.log go (default: runs/<scenario>/<mode>).
+    /// Where ledger.jsonl and audit.log go: DIR/<scenario>/<mode>/ (default DIR: runs).
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -52,7 +52,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         if !args.quiet {
             println!("== {} ({} mode, {})", scenario.name, mode.as_str(), scenario.tokenizer);
         }
-        let out = args.out.clone().unwrap_or_else(|| PathBuf::from("runs").join(&scenario.name)).join(mode.as_str());
+        let out = args.out.clone().unwrap_or_else(|| PathBuf::from("runs")).join(&scenario.name).join(mode.as_str());
         let options = RunOptions { mode, out_dir: Some(out), trace: !args.quiet };
         let report = runtime
             .block_on(run_scenario(scenario.clone(), Arc::new(ScriptedFactory), options))

@@ -289,9 +289,13 @@ impl AgentState {
         for (idx, criterion) in plan.criteria.iter().enumerate() {
             text.push_str(&format!("{}. {criterion}\n", idx + 1));
         }
+        // Each file is pasted whole, once per brief, however many of its sections or spans are cited.
+        let mut pasted: Vec<(crate::pointer::PointerType, String)> = Vec::new();
         for artifact in &plan.artifacts {
-            if let Ok(pointer) = Pointer::parse(artifact) {
-                text.push_str(&format!("\n# {artifact}\n{}\n", self.read_whole(&pointer).await));
+            if let Ok(pointer) = Pointer::parse(artifact)
+                && !already_pasted(&mut pasted, &pointer)
+            {
+                text.push_str(&format!("\n# {}\n{}\n", pointer.location(), self.read_whole(&pointer).await));
             }
         }
         text.push_str("\n# Prior reports\n");
@@ -304,7 +308,9 @@ impl AgentState {
             text.push_str(&format!("- {line}\n"));
         }
         for pointer in packs.values().flatten() {
-            text.push_str(&format!("\n# File {}\n{}\n", pointer.0.location(), self.read_whole(&pointer.0).await));
+            if !already_pasted(&mut pasted, &pointer.0) {
+                text.push_str(&format!("\n# File {}\n{}\n", pointer.0.location(), self.read_whole(&pointer.0).await));
+            }
         }
         text
     }
@@ -395,14 +401,11 @@ impl AgentState {
         // Misbehaviour pastes every cited file whole; the verbatim baseline pastes what it cites (the spans).
         let mut pasted = String::new();
         if report.paste_sources {
-            let mut files: Vec<Pointer> = Vec::new();
+            let mut files = Vec::new();
             for pointer in &cited {
-                if !files.iter().any(|f| f.ty() == pointer.ty() && f.location() == pointer.location()) {
-                    files.push(pointer.clone());
+                if !already_pasted(&mut files, pointer) {
+                    pasted.push_str(&format!("=== {} ===\n{}\n", pointer.location(), self.read_whole(pointer).await));
                 }
-            }
-            for pointer in &files {
-                pasted.push_str(&format!("=== {} ===\n{}\n", pointer.location(), self.read_whole(pointer).await));
             }
         } else if self.ctx.mode == WireMode::Verbatim {
             for pointer in &cited {
@@ -491,5 +494,16 @@ impl AgentState {
             }
             Err(err) => Err(Violation::new(ErrorCode::PointerUnresolved, "", err.to_string())),
         }
+    }
+}
+
+/// Whether the file behind `pointer` was pasted already; records it when not.
+fn already_pasted(pasted: &mut Vec<(crate::pointer::PointerType, String)>, pointer: &Pointer) -> bool {
+    let key = (pointer.ty(), pointer.location().to_owned());
+    if pasted.contains(&key) {
+        true
+    } else {
+        pasted.push(key);
+        false
     }
 }

@@ -220,12 +220,25 @@ impl GrantBook {
     }
 }
 
+/// Grant patterns over pointer text forms: `**` matches anything, `*` anything but `/`, `?` one character but `/`;
+/// everything else matches itself. So `repo:src/*.rs` covers the files of `src/` only, `repo:src/**` the whole tree,
+/// and `diff:a..b#**` every path of a diff.
 fn glob_matches(pattern: &str, text: &str) -> bool {
-    globset::GlobBuilder::new(pattern)
-        .literal_separator(true)
-        .build()
-        .map(|glob| glob.compile_matcher().is_match(text))
-        .unwrap_or(false)
+    fn matches(p: &[char], t: &[char]) -> bool {
+        match p {
+            [] => t.is_empty(),
+            ['*', '*', rest @ ..] => (0..=t.len()).any(|skip| matches(rest, &t[skip..])),
+            ['*', rest @ ..] => {
+                let segment = t.iter().position(|&c| c == '/').unwrap_or(t.len());
+                (0..=segment).any(|skip| matches(rest, &t[skip..]))
+            }
+            ['?', rest @ ..] => t.first().is_some_and(|&c| c != '/') && matches(rest, &t[1..]),
+            [c, rest @ ..] => t.first() == Some(c) && matches(rest, &t[1..]),
+        }
+    }
+    let pattern: Vec<char> = pattern.chars().collect();
+    let text: Vec<char> = text.chars().collect();
+    matches(&pattern, &text)
 }
 
 fn grant_invalid(grant_id: &str, why: &str) -> Violation {

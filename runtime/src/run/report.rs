@@ -39,7 +39,7 @@ impl TokenStats {
 /// One role's line of the report.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct RoleReport {
-    /// Messages sent (a turn is one delivered message).
+    /// Turns: messages delivered from this role, plus recall answers it received.
     pub turns: u32,
     /// Inline tokens of the messages sent.
     pub inline_tokens: TokenStats,
@@ -102,7 +102,14 @@ impl RunReport {
         for event in events {
             match event {
                 Event::Delivered { from, tokens, .. } => {
-                    if let Some(role) = role_of(from) {
+                    // Escalations written by a gateway are counted under the pseudo-role "gateway".
+                    let role = role_of(from).unwrap_or_else(|| "gateway".to_owned());
+                    roles.entry(role.clone()).or_default().turns += 1;
+                    samples.entry(role).or_default().push(*tokens);
+                }
+                // A recall answer is inline context for the asking agent: one turn of its role.
+                Event::Query { agent, tokens, .. } => {
+                    if let Some(role) = role_of(agent) {
                         roles.entry(role.clone()).or_default().turns += 1;
                         samples.entry(role).or_default().push(*tokens);
                     }

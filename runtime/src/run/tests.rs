@@ -9,10 +9,11 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::run::agent::{ActRequest, Agent, AgentFactory, AgentFuture, TurnInput};
-use crate::run::gateway::{GatewayActor, GatewayArgs};
+use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg};
 use crate::run::ledger::{LedgerActor, LedgerArgs};
 use crate::run::resolver_actor::ResolverActor;
 use crate::run::wire::{Action, Envelope, EnvelopeKind};
+use crate::scenario::{Scenario, WireMode};
 use crate::{Pointer, Resolver, Violation};
 
 /// Records what the agent saw in its inbox at each turn (a test double for the logic around the gateway).
@@ -49,7 +50,7 @@ async fn harness(budget_toml: &str) -> Harness {
     let toml = format!(
         "name = \"h\"\n{budget_toml}\n[[agents]]\nid = \"lead\"\nrole = \"lead\"\n[[agents]]\nid = \"dev\"\nrole = \"dev\"\nparent = \"lead\"\n"
     );
-    let scenario = Arc::new(crate::Scenario::from_toml(&toml, workspace.path()).expect("scenario"));
+    let scenario = Arc::new(Scenario::from_toml(&toml, workspace.path()).expect("scenario"));
     let (resolver, _) = Actor::spawn(None, ResolverActor, Resolver::new(workspace.path()).expect("resolver"))
         .await
         .expect("resolver actor");
@@ -58,7 +59,7 @@ async fn harness(budget_toml: &str) -> Harness {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let ctx = Arc::new(RunContext {
         run_id: format!("h{}", rand_suffix()),
-        mode: crate::WireMode::Less,
+        mode: WireMode::Less,
         scenario,
         secret: [9u8; 32],
         directory: Directory::default(),
@@ -113,7 +114,7 @@ async fn inbox_of_lead(h: &Harness) -> Vec<Value> {
     let gateway = h.ctx.directory.get("lead").expect("lead");
     let step = crate::Step::Query { agent: "lead".into(), text: "x".into(), k: 1 };
     let request = ActRequest { index: 0, step, attempt: 0 };
-    ractor::call!(gateway, gateway::GatewayMsg::Act, request).expect("act");
+    ractor::call!(gateway, GatewayMsg::Act, request).expect("act");
     h.seen.lock().expect("lock").last().cloned().unwrap_or_default()
 }
 
@@ -138,7 +139,7 @@ proptest! {
             for (idx, (n_chars, n_engrams, code)) in messages.iter().enumerate() {
                 let body: String = "let x = y; ".chars().cycle().take(*n_chars).collect();
                 let envelope = message(idx, &body, *n_engrams, *code);
-                let verdict = ractor::call!(gateway, gateway::GatewayMsg::Deliver, Box::new(envelope)).expect("deliver");
+                let verdict = ractor::call!(gateway, GatewayMsg::Deliver, Box::new(envelope)).expect("deliver");
                 if let Ok(n_tokens) = verdict {
                     prop_assert!(n_tokens <= max_tokens);
                     n_accepted += 1;
@@ -206,7 +207,7 @@ async fn a_forged_grant_delivered_to_a_gateway_is_refused() {
             doc,
             inline_code: None,
         };
-        let verdict = ractor::call!(gateway, gateway::GatewayMsg::Deliver, Box::new(envelope)).expect("deliver");
+        let verdict = ractor::call!(gateway, GatewayMsg::Deliver, Box::new(envelope)).expect("deliver");
         assert_eq!(verdict.is_ok(), ok, "{verdict:?}");
         if let Err(v) = verdict {
             assert_eq!(v.code, crate::ErrorCode::GrantInvalid);

@@ -82,4 +82,9 @@ fn single_star_stays_within_a_path_segment() {
     assert!(!glob_matches("repo:src/*.rs", "repo:src/deep/a.rs"));
     assert!(glob_matches("repo:src/**", "repo:src/deep/a.rs#L1@abc"));
     assert!(glob_matches("test:billing::*", "test:billing::capture_is_idempotent"));
+    assert!(glob_matches("diff:main..pr-142#**", "diff:main..pr-142#src/bucket.rs"));
+    assert!(!glob_matches("diff:main..pr-142#*", "diff:main..pr-142#src/bucket.rs"));
+    assert!(glob_matches("repo:src/?.rs", "repo:src/a.rs"));
+    assert!(!glob_matches("repo:src/a.rs", "repo:src/a.rsx"));
+    assert!(!glob_matches("repo:docs/**", "repo:src/a.rs"));
 }
