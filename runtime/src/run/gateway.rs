@@ -323,7 +323,7 @@ impl Actor for GatewayActor {
 
     async fn handle(
         &self,
-        myself: ActorRef<GatewayMsg>,
+        _myself: ActorRef<GatewayMsg>,
         msg: GatewayMsg,
         state: &mut GatewayState,
     ) -> Result<(), ActorProcessingErr> {
@@ -352,7 +352,6 @@ impl Actor for GatewayActor {
                 let _ = reply.send(state.issue_grant(&spec));
             }
         }
-        let _ = myself;
         Ok(())
     }
 

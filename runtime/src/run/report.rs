@@ -220,14 +220,36 @@ fn evaluate(check: &Check, mode: WireMode, events: &[Event], totals: &RoleReport
             )
         }
         Check::DigestsRecorded => {
-            let n_with = delivered_engrams(events)
-                .flat_map(|(_, e)| e.get("pointers").and_then(Value::as_array).into_iter().flatten())
-                .filter(|p| p.get("digest").is_some())
-                .count();
+            // Every pointer an agent dereferenced (granted) and then cites must carry the digest it got.
+            let dereferenced: std::collections::HashSet<(&str, &str)> = events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Deref { agent, pointers, granted: true, .. } => Some((agent, pointers)),
+                    _ => None,
+                })
+                .flat_map(|(agent, pointers)| pointers.iter().map(move |p| (agent.as_str(), p.as_str())))
+                .collect();
+            let (mut n_with, mut missing) = (0usize, Vec::new());
+            for (from, engram) in delivered_engrams(events) {
+                for pointer in engram.get("pointers").and_then(Value::as_array).into_iter().flatten() {
+                    let Ok(parsed) = serde_json::from_value::<Pointer>(pointer.clone()) else { continue };
+                    let text = parsed.to_string();
+                    if dereferenced.contains(&(from, text.as_str())) {
+                        if parsed.digest().is_some() {
+                            n_with += 1;
+                        } else {
+                            missing.push(format!("{from}: {text}"));
+                        }
+                    }
+                }
+            }
             (
-                "deref'd sources are cited with their digest".into(),
-                n_with > 0,
-                format!("{n_with} pointers carry a digest"),
+                "dereferenced sources are cited with their digest".into(),
+                n_with > 0 && missing.is_empty(),
+                format!(
+                    "{n_with} citations carry a digest; missing: {}",
+                    if missing.is_empty() { "none".into() } else { missing.join(", ") }
+                ),
             )
         }
         Check::NoTurnOverBudget { p95 } => {
