@@ -35,6 +35,11 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Telemetry (less.engram.put, less.deref.request, less.deref.grant, less.budget.reject, …) goes to stderr when
+    // LESSRT_LOG asks for it, e.g. LESSRT_LOG=info or LESSRT_LOG=less.budget.reject=info; quiet otherwise.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LESSRT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(true).init();
     let result = match cli.command {
         Command::Run(args) => cmd::run::run(&args),
         Command::Validate(args) => cmd::validate::run(&args),

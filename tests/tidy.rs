@@ -80,6 +80,9 @@ fn every_scenario_validates() {
         let doc = scenario_document(&std::fs::read_to_string(&file).expect("read")).expect("scenario is TOML");
         let violations = validate(DocKind::Scenario, &doc);
         assert!(violations.is_empty(), "{}: {violations:?}", file.display());
+        // The schema and the typed model agree: what validates also loads, with a workspace that exists.
+        let scenario = less_runtime::Scenario::load(&file).unwrap_or_else(|v| panic!("{}: {v}", file.display()));
+        assert!(scenario.workspace.is_dir(), "{}: workspace {}", file.display(), scenario.workspace.display());
     }
 }
 

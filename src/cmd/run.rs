@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use less_agents::ScriptedFactory;
 use less_runtime::run::{RunOptions, RunReport, run_scenario};
-use less_runtime::{Scenario, WireMode};
+use less_runtime::{AgentKind, Scenario, WireMode};
 
 /// Arguments of `lessrt run`.
 #[derive(Debug, clap::Args)]
@@ -42,10 +42,21 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(1));
         }
     };
+    // The seam is in place (`Agent`, `AgentFactory`), but no LLM-backed agent ships yet: refuse rather than run an
+    // `llm` agent as a scripted one.
+    if let Some(agent) = scenario.agents.iter().find(|a| a.kind == AgentKind::Llm) {
+        anyhow::bail!(
+            "agent {:?} has kind = \"llm\", and this build runs scripted agents only; set kind = \"scripted\" (LLM agents arrive with the LLM-agents issue)",
+            agent.id
+        );
+    }
     let modes = match args.mode {
         Some(mode) => vec![mode],
         None => vec![WireMode::Less, WireMode::Verbatim],
     };
+    // An agent that panics is caught by its actor and restarted by its gateway, and the restart is in the trace and the
+    // ledger; one line on stderr says where, instead of a backtrace in the middle of the trace.
+    std::panic::set_hook(Box::new(|info| eprintln!("lessrt: an agent panicked (it will be restarted): {info}")));
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let mut reports = Vec::new();
     for mode in modes {

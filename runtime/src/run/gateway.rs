@@ -455,6 +455,7 @@ impl GatewayState {
                     msg_id: envelope.msg_id.clone(),
                     code: violation.code,
                     message: violation.message.clone(),
+                    instruction: violation.code.instruction().to_owned(),
                     tokens: counter.count(&envelope.wire),
                     attempt: n_refusals,
                 });

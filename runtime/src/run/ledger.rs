@@ -33,6 +33,8 @@ pub enum Event {
         msg_id: String,
         code: ErrorCode,
         message: String,
+        /// What the sender was told to send instead.
+        instruction: String,
         tokens: u32,
         attempt: u32,
     },
