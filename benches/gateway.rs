@@ -65,6 +65,7 @@ fn envelope(doc: Value, inline_code: Option<String>) -> Envelope {
         wire: doc.to_string(),
         doc,
         inline_code,
+        code_sources: vec!["repo:src/orders/pricing.rs".to_owned()],
     }
 }
 

@@ -125,6 +125,16 @@ grants = [{ id = "code", to = "dev", patterns = ["test:budget::*"], max_derefs =
     let (_, events) = run(&granted, WireMode::Less);
     assert!(of_kind(&events, "rejected").is_empty(), "{:?}", of_kind(&events, "rejected"));
     assert!(of_kind(&events, "delivered").iter().any(|e| e["doc"]["body"].is_string()));
+
+    // The grant has one use: a second pasted message under it is refused, and the resend pastes nothing.
+    let twice = format!(
+        "{granted}{}",
+        body.replace("misbehave = \"paste_files\"", "misbehave = \"paste_files\"\ngrant = \"code\"")
+    );
+    let (_, events) = run(&twice, WireMode::Less);
+    assert_eq!(codes(&events, "rejected"), ["LESS_GRANT_INVALID"]);
+    let pasted: Vec<_> = of_kind(&events, "delivered").into_iter().filter(|e| e["doc"]["body"].is_string()).collect();
+    assert_eq!(pasted.len(), 1, "only the first paste was covered");
 }
 
 #[test]

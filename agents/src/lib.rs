@@ -5,7 +5,7 @@
 //! misbehaviour (pasting files, too many engrams, a panic). The root `lessrt` binary wires the two together.
 
 use less_runtime::run::{Action, Agent, AgentFactory, AgentFuture, BriefAction, DerefAction, ReportAction, TurnInput};
-use less_runtime::{AgentSpec, Misbehaviour, Step, Violation};
+use less_runtime::{AgentSpec, Misbehaviour, Step, Violation, WireMode};
 
 /// Follows the steps of a scenario.
 #[derive(Debug, Default)]
@@ -64,7 +64,10 @@ fn actions_for(input: &TurnInput) -> Vec<Action> {
             grant: grant.clone(),
         })],
         Step::Report(step) => {
-            let (paste_sources, pad_engrams) = match step.misbehave {
+            // Misbehaviour exercises the gateways; the verbatim baseline has none, and its reports paste what they
+            // cite anyway, so there the agent sends its ordinary report and the comparison stays like for like.
+            let misbehave = if input.mode == WireMode::Less { step.misbehave } else { None };
+            let (paste_sources, pad_engrams) = match misbehave {
                 Some(Misbehaviour::PasteFiles | Misbehaviour::PasteTwice) => (true, false),
                 Some(Misbehaviour::TooManyEngrams) => (false, true),
                 None => (false, false),
@@ -77,7 +80,7 @@ fn actions_for(input: &TurnInput) -> Vec<Action> {
                 paste_sources,
                 pad_engrams,
                 grant: step.grant.clone(),
-                repeat_offender: step.misbehave == Some(Misbehaviour::PasteTwice),
+                repeat_offender: misbehave == Some(Misbehaviour::PasteTwice),
             };
             vec![Action::Report(report)]
         }

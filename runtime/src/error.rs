@@ -69,11 +69,14 @@ pub enum ErrorCode {
     /// Content behind a pointer no longer matches the digest recorded for it.
     #[serde(rename = "LESS_DIGEST_MISMATCH")]
     DigestMismatch,
+    /// The receiving agent failed repeatedly and is left down; nothing was delivered.
+    #[serde(rename = "LESS_AGENT_DOWN")]
+    AgentDown,
 }
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 19] = [
         ErrorCode::JsonMalformed,
         ErrorCode::InputUnreadable,
         ErrorCode::KindUnknown,
@@ -92,6 +95,7 @@ impl ErrorCode {
         ErrorCode::RateLimited,
         ErrorCode::PointerUnresolved,
         ErrorCode::DigestMismatch,
+        ErrorCode::AgentDown,
     ];
 
     /// The stable wire string of this code.
@@ -115,6 +119,7 @@ impl ErrorCode {
             ErrorCode::RateLimited => "LESS_RATE_LIMITED",
             ErrorCode::PointerUnresolved => "LESS_POINTER_UNRESOLVED",
             ErrorCode::DigestMismatch => "LESS_DIGEST_MISMATCH",
+            ErrorCode::AgentDown => "LESS_AGENT_DOWN",
         }
     }
 
@@ -168,6 +173,9 @@ impl ErrorCode {
             }
             ErrorCode::DigestMismatch => {
                 "The source changed since it was cited: dereference it again and cite the new digest."
+            }
+            ErrorCode::AgentDown => {
+                "The receiver is down after repeated failures: send to its parent, who was told by an escalation."
             }
         }
     }

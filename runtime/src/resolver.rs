@@ -22,6 +22,9 @@ use crate::digest::Digest;
 use crate::error::{ErrorCode, Violation};
 use crate::pointer::{Pointer, PointerType};
 
+/// The largest file the resolver reads.
+pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
+
 /// Content behind a pointer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
@@ -70,21 +73,38 @@ impl Resolver {
 
     /// Resolves `pointer`, pinning its digest; a pointer carrying a digest must match the content.
     pub fn resolve(&mut self, pointer: &Pointer, sam: &dyn SamSource) -> Result<Resolved, Violation> {
-        let content = self.content_of(pointer, sam)?;
-        let digest = Digest::of(content.as_bytes());
-        let key = pointer.to_string();
-        if let Some(claimed) = pointer.digest()
-            && claimed != digest
-        {
-            return Err(mismatch(&key, claimed, digest));
+        let mut resolved = self.resolve_all(std::slice::from_ref(pointer), sam)?;
+        Ok(resolved.remove(0))
+    }
+
+    /// Resolves every pointer or none: digests are pinned only when all resolved and matched.
+    pub fn resolve_all(&mut self, pointers: &[Pointer], sam: &dyn SamSource) -> Result<Vec<Resolved>, Violation> {
+        let mut out = Vec::with_capacity(pointers.len());
+        for pointer in pointers {
+            let content = self.content_of(pointer, sam)?;
+            let digest = Digest::of(content.as_bytes());
+            let key = plain_key(pointer);
+            if let Some(claimed) = pointer.digest()
+                && claimed != digest
+            {
+                return Err(mismatch(&key, claimed, digest));
+            }
+            if let Some(&pinned) = self.pinned.get(&key)
+                && pinned != digest
+            {
+                return Err(mismatch(&key, pinned, digest));
+            }
+            out.push(Resolved { pointer: pointer.clone().with_digest(digest), content, digest });
         }
-        if let Some(&pinned) = self.pinned.get(&key)
-            && pinned != digest
-        {
-            return Err(mismatch(&key, pinned, digest));
+        for resolved in &out {
+            self.pinned.insert(plain_key(&resolved.pointer), resolved.digest);
         }
-        self.pinned.insert(key, digest);
-        Ok(Resolved { pointer: pointer.clone().with_digest(digest), content, digest })
+        Ok(out)
+    }
+
+    /// The content behind `pointer` without pinning or checking digests (the verbatim baseline reads this way).
+    pub fn read_unpinned(&self, pointer: &Pointer, sam: &dyn SamSource) -> Result<String, Violation> {
+        self.content_of(pointer, sam)
     }
 
     fn content_of(&self, pointer: &Pointer, sam: &dyn SamSource) -> Result<String, Violation> {
@@ -143,24 +163,48 @@ impl Resolver {
         }
     }
 
-    /// Reads a workspace-relative file, refusing anything that leads outside the root.
+    /// Reads a workspace-relative regular file of at most [`MAX_FILE_BYTES`], refusing anything that leads outside
+    /// the root: `..` and absolute paths up front, symlinks after resolving them, and (on Linux) a path swapped for a
+    /// symlink between the check and the open, by checking where the opened descriptor really points.
     fn read(&self, rel: &str) -> Result<String, Violation> {
-        let outside =
-            || Violation::new(ErrorCode::PointerUnresolved, "", format!("{rel}: outside the workspace root; refused"));
+        use std::io::Read;
+        let unresolved = |why: String| Violation::new(ErrorCode::PointerUnresolved, "", format!("{rel}: {why}"));
+        let outside = || unresolved("outside the workspace root; refused".to_owned());
         let rel_path = Path::new(rel);
         if rel_path.is_absolute() || rel_path.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
             return Err(outside());
         }
-        let joined = self.root.join(rel_path);
-        let real = joined
-            .canonicalize()
-            .map_err(|err| Violation::new(ErrorCode::PointerUnresolved, "", format!("{rel}: {err}")))?;
+        let real = self.root.join(rel_path).canonicalize().map_err(|err| unresolved(err.to_string()))?;
         if !real.starts_with(&self.root) {
             return Err(outside());
         }
-        std::fs::read_to_string(&real)
-            .map_err(|err| Violation::new(ErrorCode::PointerUnresolved, "", format!("{rel}: {err}")))
+        let meta = std::fs::metadata(&real).map_err(|err| unresolved(err.to_string()))?;
+        if !meta.is_file() {
+            // Directories, FIFOs and devices would fail or block the resolver.
+            return Err(unresolved("not a regular file".to_owned()));
+        }
+        if meta.len() > MAX_FILE_BYTES {
+            return Err(unresolved(format!("{} bytes; the resolver reads files up to {MAX_FILE_BYTES}", meta.len())));
+        }
+        let file = std::fs::File::open(&real).map_err(|err| unresolved(err.to_string()))?;
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            if let Ok(opened) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+                && !opened.starts_with(&self.root)
+            {
+                return Err(outside());
+            }
+        }
+        let mut text = String::new();
+        file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text).map_err(|err| unresolved(err.to_string()))?;
+        Ok(text)
     }
+}
+
+/// The text form without a digest: the identity under which a pointer's digest is pinned.
+fn plain_key(pointer: &Pointer) -> String {
+    pointer.to_string()
 }
 
 fn mismatch(key: &str, expected: Digest, actual: Digest) -> Violation {

@@ -21,6 +21,7 @@ use crate::error::{ErrorCode, Violation};
 use crate::message::{Payload, TypedMessage};
 use crate::pointer::Pointer;
 use crate::run::RunContext;
+use crate::run::gateway::AgentMemory;
 use crate::run::gateway::GatewayMsg;
 use crate::run::ledger::{Event, LedgerMsg};
 use crate::run::resolver_actor::ResolverMsg;
@@ -44,8 +45,10 @@ pub struct TurnInput {
     pub attempt: u32,
     /// The agent.
     pub spec: AgentSpec,
-    /// Messages delivered to it so far (LESS documents).
-    pub inbox: Vec<Value>,
+    /// Documents delivered to it so far (LESS documents; recall answers as `{"recalled": engram}`).
+    pub inbox: Vec<Arc<Value>>,
+    /// The run's wire mode (scripted misbehaviour only matters where a gateway can refuse it).
+    pub mode: WireMode,
 }
 
 /// Decides what an agent does.
@@ -102,8 +105,8 @@ pub struct AgentActor;
 pub enum AgentMsg {
     /// Take a turn.
     Act(ActRequest, RpcReplyPort<ActOutcome>),
-    /// A delivered message.
-    Inbox(Box<Envelope>),
+    /// A delivered document.
+    Inbox(Arc<Value>),
 }
 
 /// What an agent actor starts from.
@@ -111,6 +114,8 @@ pub struct AgentArgs {
     pub(crate) ctx: Arc<RunContext>,
     pub(crate) agent_id: String,
     pub(crate) gateway: ActorRef<GatewayMsg>,
+    /// What the agent knew before a restart (empty on first start).
+    pub(crate) memory: AgentMemory,
 }
 
 /// Mutable state of an agent actor.
@@ -119,10 +124,9 @@ pub struct AgentState {
     spec: AgentSpec,
     gateway: ActorRef<GatewayMsg>,
     agent: Box<dyn Agent>,
-    inbox: Vec<Value>,
+    inbox: Vec<Arc<Value>>,
     /// Digests of what this agent dereferenced, by pointer text, recorded in the engrams it cites them from.
     seen: HashMap<String, Digest>,
-    turn: u64,
 }
 
 impl Actor for AgentActor {
@@ -138,9 +142,8 @@ impl Actor for AgentActor {
             spec,
             gateway: args.gateway,
             agent,
-            inbox: Vec::new(),
-            seen: HashMap::new(),
-            turn: 0,
+            inbox: args.memory.inbox,
+            seen: args.memory.seen,
         })
     }
 
@@ -151,13 +154,14 @@ impl Actor for AgentActor {
         state: &mut AgentState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            AgentMsg::Inbox(envelope) => state.inbox.push(envelope.doc),
+            AgentMsg::Inbox(doc) => state.inbox.push(doc),
             AgentMsg::Act(request, reply) => {
                 let input = TurnInput {
                     step: request.step,
                     attempt: request.attempt,
                     spec: state.spec.clone(),
                     inbox: state.inbox.clone(),
+                    mode: state.ctx.mode,
                 };
                 // A panicking agent unwinds out of here; the gateway restarts it and the driver retries the step.
                 let actions = state.agent.act(&input).await;
@@ -175,7 +179,7 @@ impl Actor for AgentActor {
 impl AgentState {
     async fn perform(&mut self, action: Action, outcome: &mut ActOutcome) {
         match &action {
-            Action::Deref(deref) => match ractor::call!(self.gateway, GatewayMsg::Deref, deref.clone(), self.turn) {
+            Action::Deref(deref) => match ractor::call!(self.gateway, GatewayMsg::Deref, deref.clone()) {
                 Ok(result) => match result.result {
                     Ok(resolved) => {
                         for r in resolved {
@@ -193,9 +197,14 @@ impl AgentState {
             Action::Brief(brief) => self.brief(brief, outcome).await,
             Action::Report(_) => {
                 self.send_report(action, outcome).await;
-                self.turn += 1;
+                self.end_turn();
             }
         }
+    }
+
+    /// The agent sent a message: its gateway starts a new deref budget.
+    fn end_turn(&self) {
+        self.gateway.send_message(GatewayMsg::EndTurn).ok();
     }
 
     async fn query(&mut self, text: &str, k: usize) {
@@ -215,7 +224,7 @@ impl AgentState {
         };
         let ids = returned.iter().map(|e| e.get("id").and_then(Value::as_str).unwrap_or_default().to_owned()).collect();
         for engram in &returned {
-            self.inbox.push(json!({ "recalled": engram }));
+            self.inbox.push(Arc::new(json!({ "recalled": engram })));
         }
         self.ctx.record(Event::Query {
             agent: self.spec.id.clone(),
@@ -233,7 +242,7 @@ impl AgentState {
                         grant.terms.uses += 10;
                     }
                     let doc = serde_json::to_value(&grant).unwrap_or_default();
-                    let envelope = self.envelope(&spec.to, EnvelopeKind::Grant, doc.clone(), doc.to_string(), None);
+                    let envelope = self.envelope(&spec.to, EnvelopeKind::Grant, doc.clone(), doc.to_string());
                     // A refused grant is in the ledger and the outcome; the brief still goes out.
                     let _ = self.deliver(envelope, outcome).await;
                 }
@@ -271,10 +280,10 @@ impl AgentState {
                 WireMode::Less => doc.to_string(),
                 WireMode::Verbatim => self.verbatim_brief(&child, brief, &packs).await,
             };
-            let envelope = self.envelope(&child, EnvelopeKind::Brief, doc, wire, None);
+            let envelope = self.envelope(&child, EnvelopeKind::Brief, doc, wire);
             let _ = self.deliver(envelope, outcome).await;
         }
-        self.turn += 1;
+        self.end_turn();
     }
 
     async fn verbatim_brief(
@@ -459,18 +468,24 @@ impl AgentState {
                 text
             }
         };
-        let inline_code = (report.paste_sources && !pasted.is_empty()).then_some(pasted);
-        Envelope { from: self.spec.id.clone(), to, msg_id, kind: EnvelopeKind::Message, doc, wire, inline_code }
+        let (inline_code, code_sources) = if report.paste_sources && !pasted.is_empty() {
+            (Some(pasted), cited.iter().map(ToString::to_string).collect())
+        } else {
+            (None, Vec::new())
+        };
+        Envelope {
+            from: self.spec.id.clone(),
+            to,
+            msg_id,
+            kind: EnvelopeKind::Message,
+            doc,
+            wire,
+            inline_code,
+            code_sources,
+        }
     }
 
-    fn envelope(
-        &self,
-        to: &str,
-        kind: EnvelopeKind,
-        doc: Value,
-        wire: String,
-        inline_code: Option<String>,
-    ) -> Envelope {
+    fn envelope(&self, to: &str, kind: EnvelopeKind, doc: Value, wire: String) -> Envelope {
         Envelope {
             from: self.spec.id.clone(),
             to: to.to_owned(),
@@ -478,7 +493,8 @@ impl AgentState {
             kind,
             doc,
             wire,
-            inline_code,
+            inline_code: None,
+            code_sources: Vec::new(),
         }
     }
 

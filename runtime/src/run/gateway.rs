@@ -25,11 +25,11 @@ use crate::error::{ErrorCode, Violation};
 use crate::grant::{Grant, GrantTerms};
 use crate::pointer::{Pointer, PointerType};
 use crate::resolver::Resolved;
+use crate::run::RunContext;
 use crate::run::agent::{ActOutcome, ActRequest, AgentActor, AgentArgs, AgentMsg};
 use crate::run::ledger::Event;
 use crate::run::resolver_actor::ResolverMsg;
 use crate::run::wire::{DerefAction, Envelope, EnvelopeKind};
-use crate::run::{Directory, RunContext};
 use crate::scenario::{GrantSpec, WireMode};
 use crate::schema::DocKind;
 use crate::tokens::TokenCounter;
@@ -41,16 +41,10 @@ pub const MAX_RESTARTS: usize = 3;
 /// The restart window.
 pub const RESTART_WINDOW: Duration = Duration::from_secs(60);
 
-/// Checks an inbound envelope against the receiver's budget; returns its token count.
-///
-/// Order: the schema, then the engram count, inline code, and the token budget, so the refusal names the most
-/// specific rule broken.
-pub fn check_inbound(
-    envelope: &Envelope,
-    budget: &Budget,
-    counter: &TokenCounter,
-    code_allowance: u32,
-) -> Result<u32, Violation> {
+/// Checks an inbound envelope of `n_tokens` tokens against the receiver's budget: the schema and semantic rules,
+/// then the engram count, then MAX_INLINE_TOKENS. Inline code is checked after these by [`check_code`], so a grant's
+/// use is spent only on a message that is otherwise acceptable.
+pub fn check_inbound(envelope: &Envelope, n_tokens: u32, budget: &Budget) -> Result<(), Violation> {
     let kind = match envelope.kind {
         EnvelopeKind::Brief => DocKind::Brief,
         EnvelopeKind::Message | EnvelopeKind::Escalation => DocKind::Message,
@@ -67,18 +61,6 @@ pub fn check_inbound(
             format!("{n_engrams} engrams; the receiver accepts at most {}", budget.max_engrams),
         ));
     }
-    if let Some(code) = &envelope.inline_code {
-        let n_code = counter.count(code);
-        let allowed = budget.max_inline_code + code_allowance;
-        if n_code > allowed {
-            return Err(Violation::new(
-                ErrorCode::BudgetExceeded,
-                "/body",
-                format!("{n_code} tokens of inline code; {allowed} allowed without a grant covering them"),
-            ));
-        }
-    }
-    let n_tokens = counter.count(&envelope.wire);
     if n_tokens > budget.max_inline_tokens {
         return Err(Violation::new(
             ErrorCode::BudgetExceeded,
@@ -86,7 +68,20 @@ pub fn check_inbound(
             format!("{n_tokens} inline tokens; the receiver accepts at most {}", budget.max_inline_tokens),
         ));
     }
-    Ok(n_tokens)
+    Ok(())
+}
+
+/// Checks `n_code` tokens of inline code against MAX_INLINE_CODE plus what a grant allows.
+pub fn check_code(n_code: u32, budget: &Budget, allowance: u32) -> Result<(), Violation> {
+    let allowed = budget.max_inline_code.saturating_add(allowance);
+    if n_code > allowed {
+        return Err(Violation::new(
+            ErrorCode::BudgetExceeded,
+            "/body",
+            format!("{n_code} tokens of inline code; {allowed} allowed without a grant covering them"),
+        ));
+    }
+    Ok(())
 }
 
 /// Per-turn deref usage of one agent.
@@ -158,6 +153,10 @@ impl GrantBook {
         if !issuer_is_ancestor {
             return Err(grant_invalid(&terms.grant_id, &format!("{} is not an ancestor of {owner}", terms.issuer)));
         }
+        if self.held.contains_key(&terms.grant_id) {
+            // Delivering a grant again must not refill its uses.
+            return Err(grant_invalid(&terms.grant_id, "already held; a grant is delivered once"));
+        }
         let expires = parse_time(&terms.expires_at).ok_or_else(|| grant_invalid(&terms.grant_id, "bad expiry"))?;
         let held = HeldGrant {
             uses_left: terms.uses,
@@ -178,18 +177,7 @@ impl GrantBook {
         items: &[(Pointer, u32)],
         now: time::OffsetDateTime,
     ) -> Result<(), Violation> {
-        let held = self.held.get_mut(grant_id).ok_or_else(|| {
-            grant_invalid(grant_id, &format!("{requester} holds no such grant (grants cannot be shared or forged)"))
-        })?;
-        if held.grant.terms.grantee != requester {
-            return Err(grant_invalid(grant_id, "presented by an agent it was not issued to"));
-        }
-        if now > held.expires {
-            return Err(grant_invalid(grant_id, &format!("expired at {}", held.grant.terms.expires_at)));
-        }
-        if held.uses_left == 0 {
-            return Err(grant_invalid(grant_id, "no uses left"));
-        }
+        let held = self.live(grant_id, requester, now)?;
         let n_tokens: u32 = items.iter().map(|(_, n)| n).sum();
         let n_items = u32::try_from(items.len()).unwrap_or(u32::MAX);
         if n_items > held.derefs_left || n_tokens > held.tokens_left {
@@ -202,27 +190,81 @@ impl GrantBook {
                 ),
             ));
         }
-        for (pointer, _) in items {
-            let text = pointer.to_string();
-            let covered = held.grant.terms.patterns.iter().any(|pattern| glob_matches(pattern, &text));
-            if !covered {
-                return Err(Violation::new(
-                    ErrorCode::DerefDenied,
-                    "",
-                    format!("grant {grant_id} does not cover {text}"),
-                ));
-            }
-        }
+        covers(held, grant_id, items.iter().map(|(p, _)| p))?;
         held.uses_left -= 1;
         held.derefs_left -= n_items;
         held.tokens_left -= n_tokens;
         Ok(())
     }
+
+    /// Spends one use of `grant_id` on a message of `n_code` tokens of inline code taken from `sources`; returns
+    /// the inline-code tokens the grant allows.
+    pub fn authorize_code(
+        &mut self,
+        grant_id: &str,
+        sender: &str,
+        sources: &[Pointer],
+        n_code: u32,
+        now: time::OffsetDateTime,
+    ) -> Result<u32, Violation> {
+        let held = self.live(grant_id, sender, now)?;
+        let allowed = held.grant.terms.inline_code_tokens;
+        if n_code > allowed {
+            return Err(Violation::new(
+                ErrorCode::BudgetExceeded,
+                "/body",
+                format!("{n_code} tokens of inline code; grant {grant_id} allows {allowed}"),
+            ));
+        }
+        covers(held, grant_id, sources.iter())?;
+        held.uses_left -= 1;
+        Ok(allowed)
+    }
+
+    /// The held grant, if `holder` may use it now.
+    fn live(&mut self, grant_id: &str, holder: &str, now: time::OffsetDateTime) -> Result<&mut HeldGrant, Violation> {
+        let held = self.held.get_mut(grant_id).ok_or_else(|| {
+            grant_invalid(grant_id, &format!("{holder} holds no such grant (grants cannot be shared or forged)"))
+        })?;
+        if held.grant.terms.grantee != holder {
+            return Err(grant_invalid(grant_id, "presented by an agent it was not issued to"));
+        }
+        if now > held.expires {
+            return Err(grant_invalid(grant_id, &format!("expired at {}", held.grant.terms.expires_at)));
+        }
+        if held.uses_left == 0 {
+            return Err(grant_invalid(grant_id, "no uses left"));
+        }
+        Ok(held)
+    }
 }
 
-/// Grant patterns over pointer text forms: `**` matches anything, `*` anything but `/`, `?` one character but `/`;
-/// everything else matches itself. So `repo:src/*.rs` covers the files of `src/` only, `repo:src/**` the whole tree,
-/// and `diff:a..b#**` every path of a diff.
+/// Every pointer must match one of the grant's patterns.
+fn covers<'a>(held: &HeldGrant, grant_id: &str, pointers: impl Iterator<Item = &'a Pointer>) -> Result<(), Violation> {
+    for pointer in pointers {
+        if !held.grant.terms.patterns.iter().any(|pattern| pattern_covers(pattern, pointer)) {
+            return Err(Violation::new(
+                ErrorCode::DerefDenied,
+                "",
+                format!("grant {grant_id} does not cover {pointer}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A pattern without `#` names files (`repo:src/**`) and covers any span and revision of them; a pattern with `#`
+/// is matched against the whole text form (`diff:a..b#**`, `artifact:SPEC.md#sec=*`).
+fn pattern_covers(pattern: &str, pointer: &Pointer) -> bool {
+    if pattern.contains('#') {
+        glob_matches(pattern, &pointer.to_string())
+    } else {
+        glob_matches(pattern, &format!("{}:{}", pointer.ty(), pointer.location()))
+    }
+}
+
+/// Glob matching for grant patterns: `**` matches anything, `*` anything but `/`, `?` one character but `/`;
+/// everything else matches itself.
 fn glob_matches(pattern: &str, text: &str) -> bool {
     fn matches(p: &[char], t: &[char]) -> bool {
         match p {
@@ -256,14 +298,28 @@ pub struct GatewayActor;
 pub enum GatewayMsg {
     /// A message for the agent, from another agent; the reply is the token count or the refusal.
     Deliver(Box<Envelope>, RpcReplyPort<Result<u32, Violation>>),
-    /// An escalation written by another gateway: counted and forwarded, never refused.
-    DeliverSystem(Box<Envelope>),
+    /// A system message (an escalation) already checked and recorded by the gateway that wrote it: only forwarded.
+    Forward(Box<Envelope>),
     /// The supervisor asks the agent to take a turn.
     Act(ActRequest, RpcReplyPort<ActOutcome>),
     /// The agent's own deref request.
-    Deref(DerefAction, u64, RpcReplyPort<DerefOutcome>),
+    Deref(DerefAction, RpcReplyPort<DerefOutcome>),
+    /// The agent sent a message: its turn is over (the deref budget starts again).
+    EndTurn,
     /// The agent issues a grant to a descendant.
     IssueGrant(GrantSpec, RpcReplyPort<Result<Grant, Violation>>),
+    /// A receiver's gateway asks to spend one use of this agent's inline-code grant on a message it sent.
+    SpendCodeGrant(CodeGrantRequest, RpcReplyPort<Result<u32, Violation>>),
+}
+
+/// A request to spend an inline-code grant.
+pub struct CodeGrantRequest {
+    /// The grant named by the message.
+    pub grant_id: String,
+    /// Where the pasted code comes from.
+    pub sources: Vec<Pointer>,
+    /// Tokens of pasted code.
+    pub n_code: u32,
 }
 
 /// The answer to a deref.
@@ -281,14 +337,29 @@ pub struct GatewayArgs {
     pub agent_id: String,
 }
 
+/// What an agent knows, kept by its gateway so a restarted agent starts from it: the documents delivered to it and
+/// the digests of what it dereferenced.
+#[derive(Debug, Clone, Default)]
+pub struct AgentMemory {
+    /// Delivered documents, oldest first.
+    pub inbox: Vec<Arc<Value>>,
+    /// Digest of every pointer the agent dereferenced, by pointer text.
+    pub seen: HashMap<String, crate::digest::Digest>,
+}
+
 /// A gateway's mutable state.
 pub struct GatewayState {
     ctx: Arc<RunContext>,
     agent_id: String,
     budget: Budget,
+    /// The agent; `None` while it is down for good.
     agent: Option<ActorRef<AgentMsg>>,
+    memory: AgentMemory,
+    /// The agent's turn number; a turn ends when the agent sends a message.
+    turn: u64,
     meter: DerefMeter,
     grants: GrantBook,
+    /// Consecutive refused messages per sender (briefs and grants have no resend and do not count).
     refusals_by_sender: HashMap<String, u32>,
     restarts: Vec<Instant>,
     n_restarts_total: u32,
@@ -311,13 +382,15 @@ impl Actor for GatewayActor {
             agent_id: args.agent_id,
             budget,
             agent: None,
+            memory: AgentMemory::default(),
+            turn: 0,
             meter: DerefMeter::default(),
             grants: GrantBook::default(),
             refusals_by_sender: HashMap::new(),
             restarts: Vec::new(),
             n_restarts_total: 0,
         };
-        state.agent = Some(spawn_agent(&myself, &state, 0).await?);
+        state.agent = Some(spawn_agent(&myself, &state).await?);
         Ok(state)
     }
 
@@ -329,10 +402,10 @@ impl Actor for GatewayActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             GatewayMsg::Deliver(envelope, reply) => {
-                let verdict = state.deliver(*envelope);
+                let verdict = state.deliver(*envelope).await;
                 let _ = reply.send(verdict);
             }
-            GatewayMsg::DeliverSystem(envelope) => state.deliver_system(*envelope),
+            GatewayMsg::Forward(envelope) => state.forward(*envelope),
             GatewayMsg::Act(request, reply) => match &state.agent {
                 Some(agent) => {
                     // The reply port travels with the request, so this gateway stays free to serve the agent's derefs.
@@ -344,12 +417,24 @@ impl Actor for GatewayActor {
                     let _ = reply.send(ActOutcome::down(&state.agent_id));
                 }
             },
-            GatewayMsg::Deref(action, turn, reply) => {
-                let outcome = state.deref(action, turn).await;
+            GatewayMsg::Deref(action, reply) => {
+                let outcome = state.deref(action).await;
                 let _ = reply.send(outcome);
             }
+            GatewayMsg::EndTurn => state.turn += 1,
             GatewayMsg::IssueGrant(spec, reply) => {
                 let _ = reply.send(state.issue_grant(&spec));
+            }
+            GatewayMsg::SpendCodeGrant(request, reply) => {
+                let now = time::OffsetDateTime::now_utc();
+                let verdict = state.grants.authorize_code(
+                    &request.grant_id,
+                    &state.agent_id,
+                    &request.sources,
+                    request.n_code,
+                    now,
+                );
+                let _ = reply.send(verdict);
             }
         }
         Ok(())
@@ -367,120 +452,116 @@ impl Actor for GatewayActor {
             state.restarts.retain(|t| now.duration_since(*t) < RESTART_WINDOW);
             if state.restarts.len() >= MAX_RESTARTS {
                 state.ctx.record(Event::AgentDown { agent: state.agent_id.clone(), reason: err.to_string() });
-                state.escalate_to_parent(&format!(
-                    "{} failed {} times within {:?}; left down: {err}",
+                let reason = format!(
+                    "{} failed {} times within {:?} and is left down: {err}",
                     state.agent_id,
                     MAX_RESTARTS + 1,
                     RESTART_WINDOW
-                ));
+                );
+                state.send_escalation(&state.agent_id.clone(), &reason, None);
                 return Ok(());
             }
             state.restarts.push(now);
             state.n_restarts_total += 1;
             state.ctx.record(Event::Restart { agent: state.agent_id.clone(), reason: err.to_string() });
-            state.agent = Some(spawn_agent(&myself, state, state.n_restarts_total).await?);
+            state.agent = Some(spawn_agent(&myself, state).await?);
         }
         Ok(())
     }
 }
 
+/// Spawns the agent, linked to (supervised by) this gateway, from what the gateway remembers for it.
 async fn spawn_agent(
     myself: &ActorRef<GatewayMsg>,
     state: &GatewayState,
-    generation: u32,
 ) -> Result<ActorRef<AgentMsg>, ActorProcessingErr> {
-    let args = AgentArgs { ctx: state.ctx.clone(), agent_id: state.agent_id.clone(), gateway: myself.clone() };
-    let (agent, _) = Actor::spawn_linked(
-        Some(format!("{}:{}:agent:{}:{generation}", state.ctx.run_id, state.ctx.mode.as_str(), state.agent_id)),
-        AgentActor,
-        args,
-        myself.get_cell(),
-    )
-    .await?;
+    let args = AgentArgs {
+        ctx: state.ctx.clone(),
+        agent_id: state.agent_id.clone(),
+        gateway: myself.clone(),
+        memory: state.memory.clone(),
+    };
+    // Unnamed: a named actor could be looked up in the registry, and only this gateway may hold the agent.
+    let (agent, _) = Actor::spawn_linked(None, AgentActor, args, myself.get_cell()).await?;
     Ok(agent)
 }
 
 impl GatewayState {
-    fn directory(&self) -> &Directory {
-        &self.ctx.directory
-    }
-
-    fn deliver(&mut self, envelope: Envelope) -> Result<u32, Violation> {
+    async fn deliver(&mut self, envelope: Envelope) -> Result<u32, Violation> {
         let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
+        // The wire is counted once; the cache makes any later count of the same text free.
+        let n_tokens = counter.count(&envelope.wire);
         let verdict = match self.ctx.mode {
-            WireMode::Verbatim => Ok(counter.count(&envelope.wire)),
-            WireMode::Less => {
-                let allowance =
-                    self.ctx.code_allowance(envelope.doc.get("grant_id").and_then(Value::as_str), &envelope.from);
-                let checked = check_inbound(&envelope, &self.budget, counter, allowance);
-                match (checked, envelope.kind) {
-                    (Ok(n), EnvelopeKind::Grant) => self.accept_grant(&envelope).map(|()| n),
-                    (other, _) => other,
-                }
-            }
+            WireMode::Verbatim => Ok(()),
+            WireMode::Less => self.check_less(&envelope, n_tokens, counter).await,
         };
-        match &verdict {
-            Ok(n_tokens) => {
-                self.refusals_by_sender.remove(&envelope.from);
-                for engram in envelope.doc.get("engrams").and_then(Value::as_array).into_iter().flatten() {
-                    let id = engram.get("id").and_then(Value::as_str).unwrap_or_default();
-                    let kind = engram.get("kind").and_then(Value::as_str).unwrap_or_default();
-                    tracing::info!(target: "less.engram.put", id, kind, from = %envelope.from);
-                }
-                self.ctx.record(Event::Delivered {
-                    from: envelope.from.clone(),
-                    to: envelope.to.clone(),
-                    msg_id: envelope.msg_id.clone(),
-                    kind: envelope.kind,
-                    tokens: *n_tokens,
-                    max_tokens: self.budget.max_inline_tokens,
-                    doc: envelope.doc.clone(),
-                });
-                self.ctx
-                    .resolver
-                    .send_message(ResolverMsg::Remember(envelope.msg_id.clone(), envelope.doc.clone()))
-                    .ok();
-                if let Some(agent) = &self.agent {
-                    agent.send_message(AgentMsg::Inbox(Box::new(envelope))).ok();
-                }
-            }
-            Err(violation) => {
-                let n_refusals = self.refusals_by_sender.entry(envelope.from.clone()).or_insert(0);
-                *n_refusals += 1;
-                let n_refusals = *n_refusals;
-                tracing::info!(target: "less.budget.reject", from = %envelope.from, to = %envelope.to, code = %violation.code);
-                self.ctx.record(Event::Rejected {
-                    from: envelope.from.clone(),
-                    to: envelope.to.clone(),
-                    msg_id: envelope.msg_id.clone(),
-                    code: violation.code,
-                    message: violation.message.clone(),
-                    instruction: violation.code.instruction().to_owned(),
-                    tokens: counter.count(&envelope.wire),
-                    attempt: n_refusals,
-                });
-                if n_refusals >= 2 {
-                    self.refusals_by_sender.remove(&envelope.from);
-                    self.escalate_sender(&envelope.from, violation);
-                }
-            }
+        if let Err(violation) = verdict {
+            self.refuse(&envelope, n_tokens, &violation);
+            return Err(violation);
         }
-        verdict
+        if self.agent.is_none() {
+            let violation = Violation::new(
+                ErrorCode::AgentDown,
+                "",
+                format!("{} is down after repeated failures; the message was not delivered", self.agent_id),
+            );
+            self.ctx.record(Event::Dropped {
+                from: envelope.from.clone(),
+                to: self.agent_id.clone(),
+                msg_id: envelope.msg_id.clone(),
+            });
+            return Err(violation);
+        }
+        self.refusals_by_sender.remove(&envelope.from);
+        for engram in envelope.doc.get("engrams").and_then(Value::as_array).into_iter().flatten() {
+            let id = engram.get("id").and_then(Value::as_str).unwrap_or_default();
+            let kind = engram.get("kind").and_then(Value::as_str).unwrap_or_default();
+            tracing::info!(target: "less.engram.put", id, kind, from = %envelope.from);
+        }
+        self.record_delivery(&envelope, n_tokens);
+        self.forward(envelope);
+        Ok(n_tokens)
     }
 
-    fn accept_grant(&mut self, envelope: &Envelope) -> Result<(), Violation> {
-        let grant: Grant = serde_json::from_value(envelope.doc.clone())
-            .map_err(|err| Violation::new(ErrorCode::GrantInvalid, "", err.to_string()))?;
-        let is_ancestor = self.ctx.scenario.is_ancestor(&grant.terms.issuer, &self.agent_id);
-        let result = self.grants.accept(grant, &self.agent_id, &self.ctx.secret, is_ancestor);
-        if result.is_ok() {
-            tracing::info!(target: "less.deref.grant", grantee = %self.agent_id, from = %envelope.from);
+    /// The LESS rules, most specific first; an inline-code grant is spent only on an otherwise acceptable message.
+    async fn check_less(
+        &mut self,
+        envelope: &Envelope,
+        n_tokens: u32,
+        counter: &TokenCounter,
+    ) -> Result<(), Violation> {
+        check_inbound(envelope, n_tokens, &self.budget)?;
+        if let Some(code) = &envelope.inline_code {
+            let n_code = counter.count(code);
+            let mut allowance = 0;
+            if n_code > self.budget.max_inline_code
+                && let Some(grant_id) = envelope.doc.get("grant_id").and_then(Value::as_str)
+            {
+                allowance = self.spend_code_grant(envelope, grant_id, n_code).await?;
+            }
+            check_code(n_code, &self.budget, allowance)?;
         }
-        result
+        if envelope.kind == EnvelopeKind::Grant {
+            self.accept_grant(envelope)?;
+        }
+        Ok(())
     }
 
-    fn deliver_system(&mut self, envelope: Envelope) {
-        let n_tokens = TokenCounter::shared(self.ctx.scenario.tokenizer).count(&envelope.wire);
+    /// Asks the sender's gateway, which holds the sender's grants, to spend one use of `grant_id`.
+    async fn spend_code_grant(&self, envelope: &Envelope, grant_id: &str, n_code: u32) -> Result<u32, Violation> {
+        let denied = |why: String| Violation::new(ErrorCode::GrantInvalid, "", format!("grant {grant_id}: {why}"));
+        let sender =
+            self.ctx.directory.get(&envelope.from).ok_or_else(|| denied(format!("no agent {}", envelope.from)))?;
+        let sources = envelope.code_sources.iter().filter_map(|t| Pointer::parse(t).ok()).collect();
+        let request = CodeGrantRequest { grant_id: grant_id.to_owned(), sources, n_code };
+        match ractor::call!(sender, GatewayMsg::SpendCodeGrant, request) {
+            Ok(verdict) => verdict,
+            Err(err) => Err(denied(err.to_string())),
+        }
+    }
+
+    fn record_delivery(&self, envelope: &Envelope, n_tokens: u32) {
+        let doc = Arc::new(envelope.doc.clone());
         self.ctx.record(Event::Delivered {
             from: envelope.from.clone(),
             to: envelope.to.clone(),
@@ -488,52 +569,99 @@ impl GatewayState {
             kind: envelope.kind,
             tokens: n_tokens,
             max_tokens: self.budget.max_inline_tokens,
-            doc: envelope.doc.clone(),
+            doc: doc.clone(),
+            report_wire: (envelope.kind == EnvelopeKind::Message).then(|| envelope.wire.clone()),
         });
+        self.ctx.resolver.send_message(ResolverMsg::Remember(envelope.msg_id.clone(), doc)).ok();
+    }
+
+    /// Hands a delivered document to the agent and remembers it for a restart.
+    fn forward(&mut self, envelope: Envelope) {
+        let doc = Arc::new(envelope.doc);
+        self.memory.inbox.push(doc.clone());
         if let Some(agent) = &self.agent {
-            agent.send_message(AgentMsg::Inbox(Box::new(envelope))).ok();
+            agent.send_message(AgentMsg::Inbox(doc)).ok();
         }
     }
 
-    /// The second refusal of `sender` in a row: tell the sender's parent.
-    fn escalate_sender(&self, sender: &str, violation: &Violation) {
-        let reason = format!(
-            "{sender} was refused twice by {}'s gateway ({}): {}",
-            self.agent_id, violation.code, violation.message
-        );
-        self.send_escalation(sender, &reason);
+    fn refuse(&mut self, envelope: &Envelope, n_tokens: u32, violation: &Violation) {
+        tracing::info!(target: "less.budget.reject", from = %envelope.from, to = %envelope.to, code = %violation.code);
+        // The refused document stays reachable (sam:msg:<id>) for whoever handles the escalation.
+        let doc = Arc::new(envelope.doc.clone());
+        self.ctx.resolver.send_message(ResolverMsg::Remember(envelope.msg_id.clone(), doc)).ok();
+        let counts = envelope.kind == EnvelopeKind::Message;
+        let n_refusals = if counts {
+            let n = self.refusals_by_sender.entry(envelope.from.clone()).or_insert(0);
+            *n += 1;
+            *n
+        } else {
+            1
+        };
+        self.ctx.record(Event::Rejected {
+            from: envelope.from.clone(),
+            to: envelope.to.clone(),
+            msg_id: envelope.msg_id.clone(),
+            code: violation.code,
+            message: violation.message.clone(),
+            instruction: violation.code.instruction().to_owned(),
+            tokens: n_tokens,
+            attempt: n_refusals,
+        });
+        if counts && n_refusals >= 2 {
+            self.refusals_by_sender.remove(&envelope.from);
+            let reason = format!(
+                "{} was refused twice by {}'s gateway ({}): {}",
+                envelope.from, self.agent_id, violation.code, violation.message
+            );
+            self.send_escalation(&envelope.from, &reason, Some(&envelope.msg_id));
+        }
     }
 
-    fn escalate_to_parent(&self, reason: &str) {
-        self.send_escalation(&self.agent_id.clone(), reason);
+    fn accept_grant(&mut self, envelope: &Envelope) -> Result<(), Violation> {
+        let grant: Grant = serde_json::from_value(envelope.doc.clone())
+            .map_err(|err| Violation::new(ErrorCode::GrantInvalid, "", err.to_string()))?;
+        let is_ancestor = self.ctx.scenario.is_ancestor(&grant.terms.issuer, &self.agent_id);
+        self.grants.accept(grant, &self.agent_id, &self.ctx.secret, is_ancestor)?;
+        tracing::info!(target: "less.deref.grant", grantee = %self.agent_id, from = %envelope.from);
+        Ok(())
     }
 
-    fn send_escalation(&self, about: &str, reason: &str) {
+    /// Writes an escalation about `about` to its parent. It is recorded here, before this gateway answers, so the
+    /// ledger order does not depend on delivery timing; the parent's gateway only forwards it.
+    fn send_escalation(&mut self, about: &str, reason: &str, refused_msg: Option<&str>) {
         let Some(parent) = self.ctx.scenario.agent(about).and_then(|a| a.parent.clone()) else { return };
-        let Some(gateway) = self.directory().get(&parent) else { return };
-        let msg_id = self.ctx.next_msg_id(&format!("{}-gw", self.agent_id));
+        let from = format!("{}-gw", self.agent_id);
+        let msg_id = self.ctx.next_msg_id(&from);
         let reason: String = reason.chars().take(480).collect();
+        let refs: Vec<String> = refused_msg.map(|id| format!("sam:msg:{id}")).into_iter().collect();
         let doc = serde_json::json!({
-            "type": "escalation", "from": format!("{}-gw", self.agent_id), "msg_id": msg_id, "to": parent,
-            "reason": reason, "severity": "warning", "refs": [format!("sam:agent:{about}")],
+            "type": "escalation", "from": from, "msg_id": msg_id, "to": parent,
+            "reason": reason, "severity": "warning", "refs": refs,
         });
         let wire = doc.to_string();
-        self.ctx.record(Event::Escalated { about: about.to_owned(), to: parent.clone(), reason: reason.clone() });
+        let n_tokens = TokenCounter::shared(self.ctx.scenario.tokenizer).count(&wire);
         let envelope = Envelope {
-            from: format!("{}-gw", self.agent_id),
-            to: parent,
+            from: from.clone(),
+            to: parent.clone(),
             msg_id,
             kind: EnvelopeKind::Escalation,
             doc,
             wire,
             inline_code: None,
+            code_sources: Vec::new(),
         };
-        gateway.send_message(GatewayMsg::DeliverSystem(Box::new(envelope))).ok();
+        self.ctx.record(Event::Escalated { about: about.to_owned(), to: parent.clone(), reason });
+        self.record_delivery(&envelope, n_tokens);
+        if parent == self.agent_id {
+            self.forward(envelope);
+        } else if let Some(gateway) = self.ctx.directory.get(&parent) {
+            gateway.send_message(GatewayMsg::Forward(Box::new(envelope))).ok();
+        }
     }
 
-    async fn deref(&mut self, action: DerefAction, turn: u64) -> DerefOutcome {
-        if turn != self.meter.turn {
-            self.meter = DerefMeter { turn, ..DerefMeter::default() };
+    async fn deref(&mut self, action: DerefAction) -> DerefOutcome {
+        if self.turn != self.meter.turn {
+            self.meter = DerefMeter { turn: self.turn, ..DerefMeter::default() };
         }
         let pointers: Result<Vec<Pointer>, Violation> = action.pointers.iter().map(|t| Pointer::parse(t)).collect();
         let pointers = match pointers {
@@ -541,6 +669,12 @@ impl GatewayState {
             Err(v) => return self.deref_refused(&action, v),
         };
         tracing::info!(target: "less.deref.request", agent = %self.agent_id, n = pointers.len());
+        let less = self.ctx.mode == WireMode::Less;
+        // Counts are known before reading: refuse what no budget and no grant could cover without touching a file.
+        let untokened: Vec<(PointerType, u32)> = pointers.iter().map(|p| (p.ty(), 0)).collect();
+        if less && action.grant.is_none() && self.meter.admit(&self.budget, &untokened).is_none() {
+            return self.deref_refused(&action, self.over_budget(pointers.len(), None));
+        }
         let resolved = match ractor::call!(self.ctx.resolver, ResolverMsg::Resolve, pointers.clone()) {
             Ok(Ok(resolved)) => resolved,
             Ok(Err(violation)) => return self.deref_refused(&action, violation),
@@ -553,29 +687,13 @@ impl GatewayState {
             resolved.iter().map(|r| (r.pointer.clone(), counter.count(&r.content))).collect();
         let n_tokens: u32 = items.iter().map(|(_, n)| n).sum();
         let mut via_grant = None;
-        if self.ctx.mode == WireMode::Less {
+        if less {
             let typed: Vec<(PointerType, u32)> = items.iter().map(|(p, n)| (p.ty(), *n)).collect();
             match self.meter.admit(&self.budget, &typed) {
                 Some(next) => self.meter = next,
                 None => {
                     let Some(grant_id) = &action.grant else {
-                        let violation = Violation::new(
-                            ErrorCode::DerefDenied,
-                            "",
-                            format!(
-                                "{} pointers / {n_tokens} tokens exceed this turn's deref budget (repo {}/{}, artifact {}/{}, sam {}/{}, tokens {}/{}) and no grant was presented",
-                                items.len(),
-                                self.meter.repo_spans,
-                                self.budget.max_repo_spans,
-                                self.meter.artifact_sections,
-                                self.budget.max_artifact_sections,
-                                self.meter.sam_items,
-                                self.budget.max_sam_items,
-                                self.meter.tokens,
-                                self.budget.max_deref_tokens_total
-                            ),
-                        );
-                        return self.deref_refused(&action, violation);
+                        return self.deref_refused(&action, self.over_budget(items.len(), Some(n_tokens)));
                     };
                     let now = time::OffsetDateTime::now_utc();
                     if let Err(violation) = self.grants.authorize(grant_id, &self.agent_id, &items, now) {
@@ -583,6 +701,11 @@ impl GatewayState {
                     }
                     via_grant = Some(grant_id.clone());
                 }
+            }
+        }
+        for r in &resolved {
+            if let Ok(plain) = Pointer::new(r.pointer.ty(), r.pointer.reference(), r.pointer.span()) {
+                self.memory.seen.insert(plain.to_string(), r.digest);
             }
         }
         self.ctx.record(Event::Deref {
@@ -594,6 +717,25 @@ impl GatewayState {
             code: None,
         });
         DerefOutcome { result: Ok(resolved) }
+    }
+
+    fn over_budget(&self, n_pointers: usize, n_tokens: Option<u32>) -> Violation {
+        Violation::new(
+            ErrorCode::DerefDenied,
+            "",
+            format!(
+                "{n_pointers} pointers{} exceed this turn's deref budget (used: repo {}/{}, artifact {}/{}, sam {}/{}, tokens {}/{}) and no grant was presented",
+                n_tokens.map(|n| format!(" / {n} tokens")).unwrap_or_default(),
+                self.meter.repo_spans,
+                self.budget.max_repo_spans,
+                self.meter.artifact_sections,
+                self.budget.max_artifact_sections,
+                self.meter.sam_items,
+                self.budget.max_sam_items,
+                self.meter.tokens,
+                self.budget.max_deref_tokens_total
+            ),
+        )
     }
 
     fn deref_refused(&self, action: &DerefAction, violation: Violation) -> DerefOutcome {
@@ -634,11 +776,6 @@ impl GatewayState {
             uses: spec.uses,
         };
         let grant = Grant::issue(terms, &self.ctx.secret);
-        self.ctx
-            .issued_grants
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(grant.terms.grant_id.clone(), grant.clone());
         self.ctx.record(Event::GrantIssued {
             issuer: self.agent_id.clone(),
             grantee: spec.to.clone(),

@@ -5,6 +5,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::Serialize;
@@ -25,8 +26,18 @@ pub enum Event {
         kind: EnvelopeKind,
         tokens: u32,
         max_tokens: u32,
-        doc: Value,
+        doc: Arc<Value>,
+        /// The wire text of a typed message: what a verbatim orchestrator restates as "prior reports".
+        #[serde(skip)]
+        report_wire: Option<String>,
     },
+    /// A message for an agent that is down; not delivered.
+    Dropped {
+        from: String,
+        to: String,
+        msg_id: String,
+    },
+
     Rejected {
         from: String,
         to: String,
@@ -94,6 +105,7 @@ impl Event {
                 vec![from.clone(), "reject".into(), format!("{msg_id}->{to}={tokens}\t{code}\tattempt={attempt}")]
             }
             Event::Resent { from, to, msg_id } => vec![from.clone(), "resend".into(), format!("{msg_id}->{to}")],
+            Event::Dropped { from, to, msg_id } => vec![from.clone(), "drop".into(), format!("{msg_id}->{to}")],
             Event::Escalated { about, to, .. } => vec![about.clone(), "escalate".into(), format!("->{to}")],
             Event::Deref { agent, pointers, tokens, granted, via_grant, code } => vec![
                 agent.clone(),
@@ -128,6 +140,7 @@ impl Event {
                 format!("  {from} → {to}  REJECTED   {tokens:>6} tok  {code} (refusal {attempt})")
             }
             Event::Resent { from, to, .. } => format!("  {from} → {to}  resend"),
+            Event::Dropped { from, to, .. } => format!("  {from} → {to}  DROPPED (receiver down)"),
             Event::Escalated { about, to, .. } => format!("  ESCALATION about {about} → {to}"),
             Event::Deref { agent, pointers, tokens, granted, via_grant, code } => format!(
                 "  {agent} deref {} {}  {tokens} tok{}",
@@ -159,7 +172,7 @@ pub enum LedgerMsg {
     Record(Box<Event>),
     /// Engrams delivered so far that share the most words with `text` (top `k`).
     Query(String, usize, RpcReplyPort<Vec<Value>>),
-    /// Every delivered wire text so far (what a verbatim orchestrator restates).
+    /// The wire text of every typed message delivered so far: the prior reports a verbatim orchestrator restates.
     History(RpcReplyPort<Vec<String>>),
     /// All events so far; flushes the files.
     Snapshot(RpcReplyPort<Vec<Event>>),
@@ -212,7 +225,7 @@ impl Actor for LedgerActor {
         state: &mut LedgerState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            LedgerMsg::Record(event) => state.record(*event)?,
+            LedgerMsg::Record(event) => state.record(*event),
             LedgerMsg::Query(text, k, reply) => {
                 let _ = reply.send(state.query(&text, k));
             }
@@ -220,11 +233,9 @@ impl Actor for LedgerActor {
                 let _ = reply.send(state.histories.clone());
             }
             LedgerMsg::Snapshot(reply) => {
-                if let Some(f) = &mut state.jsonl {
-                    f.flush()?;
-                }
-                if let Some(f) = &mut state.audit {
-                    f.flush()?;
+                let flushed = [state.jsonl.as_mut().map(Write::flush), state.audit.as_mut().map(Write::flush)];
+                for result in flushed.into_iter().flatten() {
+                    state.file_failed(result);
                 }
                 let _ = reply.send(state.events.clone());
             }
@@ -234,24 +245,36 @@ impl Actor for LedgerActor {
 }
 
 impl LedgerState {
-    fn record(&mut self, event: Event) -> std::io::Result<()> {
-        if let Event::Delivered { doc, from, .. } = &event {
-            self.histories.push(format!("[{from}] {doc}"));
+    /// Appends an event. A failing file (disk full, say) is reported once and then left alone: the events stay in
+    /// memory and the run goes on, rather than a dead ledger taking the run down.
+    fn record(&mut self, event: Event) {
+        if let Event::Delivered { report_wire: Some(wire), .. } = &event {
+            self.histories.push(wire.clone());
         }
         if self.trace
             && let Some(line) = event.trace_line()
         {
             println!("{line}");
         }
-        if let Some(f) = &mut self.jsonl {
-            serde_json::to_writer(&mut *f, &event)?;
-            f.write_all(b"\n")?;
+        let written = self.jsonl.as_mut().map(|f| {
+            serde_json::to_writer(&mut *f, &event).map_err(std::io::Error::from).and_then(|()| f.write_all(b"\n"))
+        });
+        if let Some(result) = written {
+            self.file_failed(result);
         }
-        if let Some(f) = &mut self.audit {
-            writeln!(f, "{}", event.audit_line())?;
+        let line = event.audit_line();
+        if let Some(result) = self.audit.as_mut().map(|f| writeln!(f, "{line}")) {
+            self.file_failed(result);
         }
         self.events.push(event);
-        Ok(())
+    }
+
+    fn file_failed(&mut self, result: std::io::Result<()>) {
+        if let Err(err) = result {
+            tracing::error!("ledger files abandoned: {err}");
+            self.jsonl = None;
+            self.audit = None;
+        }
     }
 
     fn query(&self, text: &str, k: usize) -> Vec<Value> {
@@ -262,6 +285,7 @@ impl LedgerState {
         let mut scored: Vec<(usize, usize, Value)> = Vec::new();
         for (idx, event) in self.events.iter().enumerate() {
             let Event::Delivered { doc, .. } = event else { continue };
+            let doc: &Value = doc;
             for engram in doc.get("engrams").and_then(Value::as_array).into_iter().flatten() {
                 let mut text = engram.get("claim").and_then(Value::as_str).unwrap_or_default().to_owned();
                 for tag in engram.get("tags").and_then(Value::as_array).into_iter().flatten() {

@@ -64,8 +64,6 @@ pub struct RunContext {
     pub(crate) resolver: ActorRef<ResolverMsg>,
     pub(crate) ledger: ActorRef<LedgerMsg>,
     pub(crate) factory: Arc<dyn AgentFactory>,
-    /// Every grant issued in the run, by id, so a receiver can check a sender's inline-code grant.
-    pub(crate) issued_grants: std::sync::Mutex<HashMap<String, crate::grant::Grant>>,
     n_msgs: AtomicU64,
 }
 
@@ -74,20 +72,6 @@ impl RunContext {
     pub(crate) fn record(&self, event: Event) {
         if let Err(err) = self.ledger.send_message(LedgerMsg::Record(Box::new(event))) {
             tracing::error!("ledger unavailable: {err}");
-        }
-    }
-
-    /// Inline-code tokens `sender` may put in a message naming `grant_id`: the grant must verify, be the sender's and
-    /// not be expired.
-    pub(crate) fn code_allowance(&self, grant_id: Option<&str>, sender: &str) -> u32 {
-        let Some(grant_id) = grant_id else { return 0 };
-        let grants = self.issued_grants.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some(grant) = grants.get(grant_id) else { return 0 };
-        let live = gateway::parse_time(&grant.terms.expires_at).is_some_and(|t| t > time::OffsetDateTime::now_utc());
-        if grant.verify(&self.secret).is_ok() && grant.terms.grantee == sender && live {
-            grant.terms.inline_code_tokens
-        } else {
-            0
         }
     }
 

@@ -49,6 +49,8 @@ pub struct RoleReport {
     pub deref_tokens: u64,
     /// Messages of this role refused.
     pub rejections: u32,
+    /// Tokens of the refused messages (read by a gateway, never by an agent).
+    pub rejected_tokens: u64,
     /// Compliant resends delivered.
     pub resends: u32,
     /// Escalations about this role.
@@ -114,9 +116,11 @@ impl RunReport {
                         samples.entry(role).or_default().push(*tokens);
                     }
                 }
-                Event::Rejected { from, .. } => {
+                Event::Rejected { from, tokens, .. } => {
                     if let Some(role) = role_of(from) {
-                        roles.entry(role).or_default().rejections += 1;
+                        let r = roles.entry(role).or_default();
+                        r.rejections += 1;
+                        r.rejected_tokens += u64::from(*tokens);
                     }
                 }
                 Event::Resent { from, .. } => {
@@ -156,6 +160,7 @@ impl RunReport {
             totals.derefs += r.derefs;
             totals.deref_tokens += r.deref_tokens;
             totals.rejections += r.rejections;
+            totals.rejected_tokens += r.rejected_tokens;
             totals.resends += r.resends;
             totals.escalations += r.escalations;
             totals.restarts += r.restarts;

@@ -15,12 +15,12 @@ pub struct ResolverActor;
 
 /// Messages to the resolver.
 pub enum ResolverMsg {
-    /// Resolve every pointer (all or nothing).
+    /// Resolve every pointer (all or nothing: digests are pinned only when every pointer resolved).
     Resolve(Vec<Pointer>, RpcReplyPort<Result<Vec<Resolved>, Violation>>),
     /// Read a pointer's whole file (verbatim baseline rendering; not metered, digests not pinned).
     ReadWhole(Pointer, RpcReplyPort<Result<String, Violation>>),
-    /// Remember a delivered document for `sam:` pointers.
-    Remember(String, Value),
+    /// Remember a delivered (or refused) document for `sam:` pointers.
+    Remember(String, std::sync::Arc<Value>),
 }
 
 /// State: the resolver and the episodic index.
@@ -59,13 +59,11 @@ impl Actor for ResolverActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             ResolverMsg::Resolve(pointers, reply) => {
-                let result = pointers.iter().map(|p| state.resolver.resolve(p, &state.sam)).collect();
-                let _ = reply.send(result);
+                let _ = reply.send(state.resolver.resolve_all(&pointers, &state.sam));
             }
             ResolverMsg::ReadWhole(pointer, reply) => {
                 let whole = Pointer::new(pointer.ty(), pointer.reference(), None)
-                    .and_then(|p| Resolver::new(state.resolver.root()).and_then(|mut r| r.resolve(&p, &state.sam)))
-                    .map(|r| r.content);
+                    .and_then(|p| state.resolver.read_unpinned(&p, &state.sam));
                 let _ = reply.send(whole);
             }
             ResolverMsg::Remember(msg_id, doc) => {

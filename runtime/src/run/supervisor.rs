@@ -2,7 +2,7 @@
 //!
 //! `RunSupervisor` spawns the resolver, the ledger and one gateway per agent, linked to itself; each gateway spawns
 //! and supervises its agent (see the restart policy in `gateway.rs`). A resolver, ledger or gateway failure is a bug:
-//! the supervisor records it and the driver ends the run with an error.
+//! the supervisor keeps it and the driver ends the run with an error after the current step.
 //! [`run_scenario`] drives the steps in order, one turn at a time, then collects the ledger into a [`RunReport`].
 //! Shutdown: the driver stops the supervisor, which stops its children (and they theirs).
 
@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ractor::rpc::CallResult;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,13 +18,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::error::{Error, Violation};
 use crate::resolver::Resolver;
 use crate::run::agent::{ActRequest, AgentFactory};
-use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg};
+use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg, MAX_RESTARTS};
 use crate::run::ledger::{Event, LedgerActor, LedgerArgs, LedgerMsg};
 use crate::run::report::RunReport;
 use crate::run::resolver_actor::ResolverActor;
 use crate::run::wire::Envelope;
 use crate::run::{Directory, RunContext, run_secret};
 use crate::scenario::{Scenario, Step, WireMode};
+
+/// Longest a single turn may take.
+const STEP_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How to run.
 pub struct RunOptions {
@@ -35,26 +39,34 @@ pub struct RunOptions {
     pub trace: bool,
 }
 
-/// The per-run supervisor.
+/// The per-run supervisor. Its children (resolver, ledger, gateways) failing is a bug or a broken environment, never
+/// an agent's misbehaviour (agents are supervised by their gateways): the failure is kept in `failed` and the driver
+/// ends the run with [`Error::Runtime`] after the current step.
 struct RunSupervisor;
 
 impl Actor for RunSupervisor {
     type Msg = ();
-    type State = ();
-    type Arguments = ();
+    type State = Arc<std::sync::Mutex<Option<String>>>;
+    type Arguments = Arc<std::sync::Mutex<Option<String>>>;
 
-    async fn pre_start(&self, _myself: ActorRef<()>, _args: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<()>,
+        failed: Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(failed)
     }
 
     async fn handle_supervisor_evt(
         &self,
         _myself: ActorRef<()>,
         event: SupervisionEvent,
-        _state: &mut (),
+        failed: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         if let SupervisionEvent::ActorFailed(cell, err) = event {
-            tracing::error!("run actor {:?} failed: {err}", cell.get_name());
+            let what = format!("{} failed: {err}", cell.get_name().unwrap_or_else(|| "a run actor".to_owned()));
+            tracing::error!("{what}");
+            failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get_or_insert(what);
         }
         Ok(())
     }
@@ -65,6 +77,7 @@ impl Actor for RunSupervisor {
 /// [`run_scenario`] drives one to the end; benches and embedders deliver envelopes to it directly.
 pub struct LocalRun {
     ctx: Arc<RunContext>,
+    failed: Arc<std::sync::Mutex<Option<String>>>,
     supervisor: ActorRef<()>,
     supervisor_handle: tokio::task::JoinHandle<()>,
 }
@@ -84,8 +97,9 @@ impl LocalRun {
         static N_RUNS: AtomicU64 = AtomicU64::new(0);
         let run_id = format!("{}-{}-{}", scenario.name, std::process::id(), N_RUNS.fetch_add(1, Ordering::Relaxed));
         let mode = options.mode;
+        let failed = Arc::new(std::sync::Mutex::new(None));
         let (supervisor, supervisor_handle) =
-            Actor::spawn(None, RunSupervisor, ()).await.map_err(|e| fail("supervisor", &e))?;
+            Actor::spawn(None, RunSupervisor, failed.clone()).await.map_err(|e| fail("supervisor", &e))?;
         let resolver = Resolver::new(&scenario.workspace).map_err(|v| fail("workspace", &v))?;
         let (resolver, _) = Actor::spawn_linked(None, ResolverActor, resolver, supervisor.get_cell())
             .await
@@ -103,7 +117,6 @@ impl LocalRun {
             resolver,
             ledger,
             factory,
-            issued_grants: Default::default(),
             n_msgs: Default::default(),
         });
         for agent in &scenario.agents {
@@ -118,7 +131,7 @@ impl LocalRun {
             .map_err(|e| fail("gateway", &e))?;
             ctx.directory.insert(agent.id.clone(), gateway);
         }
-        Ok(LocalRun { ctx, supervisor, supervisor_handle })
+        Ok(LocalRun { ctx, failed, supervisor, supervisor_handle })
     }
 
     /// Delivers `envelope` to its receiver's gateway: the token count, or the refusal.
@@ -132,29 +145,45 @@ impl LocalRun {
     }
 
     /// Drives the scenario's steps in order, one turn at a time.
+    ///
+    /// A turn whose agent panicked (its reply was dropped) is retried once the gateway restarted the agent; actions
+    /// the agent completed before panicking are repeated (at-least-once). After [`MAX_RESTARTS`] restarts the
+    /// gateway leaves the agent down and answers the turn as skipped; the run goes on.
     pub async fn drive(&self) -> crate::Result<()> {
         let ctx = &self.ctx;
         for (index, step) in ctx.scenario.steps.iter().enumerate() {
             let agent = step_agent(step).to_owned();
             ctx.record(Event::Step { index, agent: agent.clone(), action: step_name(step).to_owned() });
             let gateway = ctx.directory.get(&agent).ok_or_else(|| fail("step", &format!("no agent {agent}")))?;
-            // An agent that panics mid-turn drops the reply; its gateway restarts it and the step is retried.
             let mut attempt = 0u32;
             loop {
                 let request = ActRequest { index, step: step.clone(), attempt };
-                match gateway.call(|reply| GatewayMsg::Act(request, reply), Some(Duration::from_secs(120))).await {
-                    Ok(ractor::rpc::CallResult::Success(outcome)) => {
+                match gateway.call(|reply| GatewayMsg::Act(request, reply), Some(STEP_TIMEOUT)).await {
+                    Ok(CallResult::Success(outcome)) => {
                         if outcome.agent_down {
                             tracing::warn!("{agent} is down; step {index} skipped");
                         }
                         break;
                     }
-                    Ok(_) | Err(_) if attempt < 3 => {
+                    // The agent panicked mid-turn: give its gateway a moment to restart it, then retry.
+                    Ok(CallResult::SenderError) if attempt <= MAX_RESTARTS as u32 => {
                         attempt += 1;
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
-                    _ => return Err(fail("step", &format!("{agent} did not finish step {index}"))),
+                    // A timeout is not retried: the first turn may still be running, and a second one would repeat it.
+                    Ok(CallResult::Timeout) => {
+                        return Err(fail(
+                            "step",
+                            &format!("{agent} did not finish step {index} within {STEP_TIMEOUT:?}"),
+                        ));
+                    }
+                    Ok(CallResult::SenderError) | Err(_) => {
+                        return Err(fail("step", &format!("{agent}'s gateway did not answer step {index}")));
+                    }
                 }
+            }
+            if let Some(what) = self.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone() {
+                return Err(fail("run", &what));
             }
         }
         Ok(())

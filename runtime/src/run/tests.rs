@@ -21,7 +21,7 @@ struct Recorder(Arc<Mutex<Vec<Vec<Value>>>>);
 
 impl Agent for Recorder {
     fn act<'a>(&'a mut self, input: &'a TurnInput) -> AgentFuture<'a, Vec<Action>> {
-        self.0.lock().expect("lock").push(input.inbox.clone());
+        self.0.lock().expect("lock").push(input.inbox.iter().map(|doc| (**doc).clone()).collect());
         Box::pin(async { Vec::new() })
     }
 
@@ -66,7 +66,6 @@ async fn harness(budget_toml: &str) -> Harness {
         resolver,
         ledger,
         factory: Arc::new(RecorderFactory(seen.clone())),
-        issued_grants: Default::default(),
         n_msgs: Default::default(),
     });
     for id in ["lead", "dev"] {
@@ -107,6 +106,7 @@ fn message(idx: usize, body: &str, n_engrams: usize, code: bool) -> Envelope {
         doc,
         wire,
         inline_code: code.then(|| body.to_owned()),
+        code_sources: vec!["repo:a.rs".to_owned()],
     }
 }
 
@@ -206,6 +206,7 @@ async fn a_forged_grant_delivered_to_a_gateway_is_refused() {
             wire: doc.to_string(),
             doc,
             inline_code: None,
+            code_sources: Vec::new(),
         };
         let verdict = ractor::call!(gateway, GatewayMsg::Deliver, Box::new(envelope)).expect("deliver");
         assert_eq!(verdict.is_ok(), ok, "{verdict:?}");

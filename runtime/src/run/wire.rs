@@ -120,6 +120,8 @@ pub struct Envelope {
     pub doc: Value,
     /// The exact text the receiver's prompt would contain; tokens are counted on it.
     pub wire: String,
-    /// Characters of source code pasted inline.
+    /// Source code pasted inline (needs a grant for inline code).
     pub inline_code: Option<String>,
+    /// The pointers (text form) the pasted code was read from; a code grant must cover them.
+    pub code_sources: Vec<String>,
 }
