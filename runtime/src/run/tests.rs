@@ -215,3 +215,25 @@ async fn a_forged_grant_delivered_to_a_gateway_is_refused() {
         }
     }
 }
+
+#[tokio::test]
+async fn path_traversal_and_absolute_paths_are_refused_through_the_gateway() {
+    let h = harness("").await;
+    let outside = h._workspace.path().parent().expect("parent").join("lessrt-outside.rs");
+    std::fs::write(&outside, "secret\n").expect("write outside");
+    let gateway = h.ctx.directory.get("dev").expect("dev");
+    for text in
+        ["repo:../lessrt-outside.rs", &format!("repo:{}", outside.display()), "repo:a.rs/../../lessrt-outside.rs"]
+    {
+        let action = crate::run::wire::DerefAction {
+            pointers: vec![text.to_owned()],
+            reason: "r".into(),
+            intended_use: "u".into(),
+            grant: None,
+        };
+        let outcome = ractor::call!(gateway, GatewayMsg::Deref, action).expect("deref answered");
+        let violation = outcome.result.expect_err(text);
+        assert_eq!(violation.code, crate::ErrorCode::PointerInvalid, "{text}: {violation}");
+    }
+    std::fs::remove_file(outside).ok();
+}
