@@ -12,7 +12,7 @@ use crate::run::agent::{ActRequest, Agent, AgentFactory, AgentFuture, TurnInput}
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg};
 use crate::run::ledger::{LedgerActor, LedgerArgs};
 use crate::run::resolver_actor::ResolverActor;
-use crate::run::wire::{Action, Envelope, EnvelopeKind};
+use crate::run::wire::{Action, DerefAction, Envelope, EnvelopeKind};
 use crate::scenario::{Scenario, WireMode};
 use crate::{Pointer, Resolver, Violation};
 
@@ -225,12 +225,8 @@ async fn path_traversal_and_absolute_paths_are_refused_through_the_gateway() {
     for text in
         ["repo:../lessrt-outside.rs", &format!("repo:{}", outside.display()), "repo:a.rs/../../lessrt-outside.rs"]
     {
-        let action = crate::run::wire::DerefAction {
-            pointers: vec![text.to_owned()],
-            reason: "r".into(),
-            intended_use: "u".into(),
-            grant: None,
-        };
+        let action =
+            DerefAction { pointers: vec![text.to_owned()], reason: "r".into(), intended_use: "u".into(), grant: None };
         let outcome = ractor::call!(gateway, GatewayMsg::Deref, action).expect("deref answered");
         let violation = outcome.result.expect_err(text);
         assert_eq!(violation.code, crate::ErrorCode::PointerInvalid, "{text}: {violation}");
