@@ -317,3 +317,20 @@ fn uc1_runs_in_both_modes_and_less_is_a_small_fraction() {
     assert!(audit.lines().any(|l| l.contains("\tderef-denied\t") && l.contains("LESS_DEREF_DENIED")));
     assert!(out.join("uc1-refactor/verbatim/ledger.jsonl").exists());
 }
+
+#[test]
+fn run_refuses_bad_scenarios_with_the_documented_exit_codes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("missing.toml");
+    assert_eq!(lessrt(&["run", &missing.display().to_string()]).status.code(), Some(2));
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "name = \"x\"\n[[agents]]\nid = \"a\"\nrole = \"a\"\n[[steps]]\naction = \"deref\"\nagent = \"a\"\npointers = [\"repo:../x\"]\nreason = \"r\"\nuse = \"u\"\n").expect("write");
+    let output = lessrt(&["run", &bad.display().to_string()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stdout(&output).starts_with("LESS_POINTER_INVALID\t"), "{}", stdout(&output));
+    let llm = dir.path().join("llm.toml");
+    std::fs::write(&llm, "name = \"x\"\n[[agents]]\nid = \"a\"\nrole = \"a\"\nkind = \"llm\"\n").expect("write");
+    let output = lessrt(&["run", &llm.display().to_string()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("kind = \"scripted\""), "{}", stderr(&output));
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use less_agents::ScriptedFactory;
 use less_runtime::run::{RunOptions, RunReport, run_scenario};
-use less_runtime::{AgentKind, Scenario, WireMode};
+use less_runtime::{AgentKind, ErrorCode, Scenario, WireMode};
 
 /// Arguments of `lessrt run`.
 #[derive(Debug, clap::Args)]
@@ -39,7 +39,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             for v in &violations.0 {
                 println!("{}\t{}\t{}\t{}", v.code, args.scenario.display(), v.path, v.message);
             }
-            return Ok(ExitCode::from(1));
+            // Input that cannot be read or parsed is a usage problem (2); a scenario that breaks its schema is 1.
+            let unusable =
+                violations.0.iter().any(|v| matches!(v.code, ErrorCode::InputUnreadable | ErrorCode::JsonMalformed));
+            return Ok(ExitCode::from(if unusable { 2 } else { 1 }));
         }
     };
     // The seam is in place (`Agent`, `AgentFactory`), but no LLM-backed agent ships yet: refuse rather than run an
