@@ -27,6 +27,9 @@ enum Command {
     /// Convert pointers between their text form and their JSON object form.
     #[command(subcommand)]
     Pointer(cmd::pointer::Command),
+    /// The durable engram store: put, get, stats.
+    #[command(subcommand)]
+    Memory(cmd::memory::Command),
     /// Print a published JSON Schema, or list them.
     Schema(cmd::schema::Args),
     /// List the stable error codes with what to send instead.
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => cmd::validate::run(&args),
         Command::Tokens(args) => cmd::tokens::run(&args),
         Command::Pointer(command) => cmd::pointer::run(&command),
+        Command::Memory(command) => cmd::memory::run(&command),
         Command::Schema(args) => cmd::schema::run(&args),
         Command::Errors(args) => cmd::errors::run(&args),
     };

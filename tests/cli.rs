@@ -334,3 +334,47 @@ fn run_refuses_bad_scenarios_with_the_documented_exit_codes() {
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("kind = \"scripted\""), "{}", stderr(&output));
 }
+
+/// A put acknowledged on stdout survives the process being killed right after the acknowledgement.
+#[test]
+fn an_acknowledged_put_survives_a_kill() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["memory", "put", "-", "--store", &store.display().to_string(), "--project", "p"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("lessrt starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut acks = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    writeln!(stdin, "{}", example_engram()).expect("write engram");
+    stdin.flush().expect("flush");
+    let mut ack = String::new();
+    acks.read_line(&mut ack).expect("acknowledgement");
+    assert_eq!(ack.trim_end(), "stored\teg_budget_split");
+    // SIGKILL while the process still waits for more input: no clean shutdown, no checkpoint.
+    child.kill().expect("kill");
+    child.wait().expect("reaped");
+    let output = lessrt(&[
+        "memory",
+        "get",
+        "eg_budget_split",
+        "--store",
+        &store.display().to_string(),
+        "--project",
+        "p",
+        "--json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let got: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    assert_eq!(got["engram"]["claim"], example_engram()["claim"]);
+    assert_eq!(got["tier"], json!("hot"));
+    assert!(got["engram"]["hash_keys"].as_array().is_some_and(|k| !k.is_empty()));
+    // Another project does not see it.
+    let output =
+        lessrt(&["memory", "get", "eg_budget_split", "--store", &store.display().to_string(), "--project", "q"]);
+    assert_eq!(output.status.code(), Some(1));
+}

@@ -22,6 +22,7 @@ mod digest;
 mod engram;
 mod error;
 mod grant;
+pub mod memory;
 mod message;
 mod pointer;
 mod resolver;

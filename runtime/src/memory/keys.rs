@@ -1,0 +1,196 @@
+//! Hash keys: the deterministic recall keys of an engram (LESS spec §9.1).
+//!
+//! Features are taken from the claim (normalized words and adjacent word pairs), from code identifiers in it (split at
+//! `camelCase`, `snake_case`, `::`, `/` and `.`), from tags, and from pointer refs (the type and location, and each
+//! path segment). Each feature is hashed with blake3 to a 16-hex-digit key, so keys are short, uniform and carry no
+//! text; a query's text goes through the same extraction, so recall is a set intersection of keys.
+
+use std::collections::BTreeSet;
+
+use crate::engram::Engram;
+use crate::pointer::Pointer;
+
+/// Most keys stored in an engram's `hash_keys` (the schema's limit).
+pub const MAX_STORED_KEYS: usize = 32;
+
+/// Words too common to say anything on their own (they still take part in pairs).
+const STOPWORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "did", "do", "does", "for", "from", "had",
+    "has", "have", "he", "her", "his", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not",
+    "of", "on", "or", "our", "she", "so", "that", "the", "their", "them", "then", "there", "they", "this", "to", "was",
+    "we", "were", "what", "when", "where", "which", "who", "why", "will", "with", "would", "you", "your",
+];
+
+/// The features of a free text: words, adjacent pairs and identifier parts, normalized.
+pub fn text_features(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut words = Vec::new();
+    for raw in
+        text.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '"' | '\'' | '`' | '?' | '!'))
+    {
+        let token = raw.trim_matches(|c: char| !c.is_alphanumeric() && c != '_');
+        if token.is_empty() {
+            continue;
+        }
+        let parts = identifier_parts(token);
+        if parts.len() > 1 {
+            out.insert(format!("id:{}", token.to_lowercase()));
+            for part in &parts {
+                if !STOPWORDS.contains(&part.as_str()) {
+                    out.insert(format!("w:{part}"));
+                }
+            }
+        }
+        let word = token.to_lowercase();
+        if !STOPWORDS.contains(&word.as_str()) {
+            out.insert(format!("w:{word}"));
+        }
+        words.push(word);
+    }
+    for pair in words.windows(2) {
+        if !(STOPWORDS.contains(&pair[0].as_str()) && STOPWORDS.contains(&pair[1].as_str())) {
+            out.insert(format!("p:{} {}", pair[0], pair[1]));
+        }
+    }
+    out
+}
+
+/// The features of a pointer: its type and location, and each segment of the location.
+pub fn pointer_features(pointer: &Pointer) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    out.insert(format!("ref:{}:{}", pointer.ty(), pointer.location()));
+    for part in identifier_parts(pointer.location()) {
+        out.insert(format!("w:{part}"));
+    }
+    out
+}
+
+/// Every feature of an engram: claim, tags and pointers.
+pub fn engram_features(engram: &Engram) -> BTreeSet<String> {
+    let mut out = text_features(&engram.claim);
+    for tag in engram.tags.iter().flatten() {
+        out.insert(format!("tag:{}", tag.to_lowercase()));
+        out.extend(text_features(tag));
+    }
+    for pointer in &engram.pointers {
+        out.extend(pointer_features(pointer));
+    }
+    out
+}
+
+/// The key of one feature.
+pub fn key(feature: &str) -> String {
+    blake3::hash(feature.as_bytes()).to_hex()[..16].to_owned()
+}
+
+/// All keys of an engram, for the index (sorted, unique).
+pub fn engram_keys(engram: &Engram) -> Vec<String> {
+    let keys: BTreeSet<String> = engram_features(engram).iter().map(|f| key(f)).collect();
+    keys.into_iter().collect()
+}
+
+/// The keys of a query text, for recall (sorted, unique). A query can also name pointers (`repo:src/a.rs`), which
+/// match the engrams that cite them.
+pub fn query_keys(text: &str) -> Vec<String> {
+    let mut features = text_features(text);
+    for token in text.split_whitespace() {
+        if let Ok(pointer) = Pointer::parse(token) {
+            features.extend(pointer_features(&pointer));
+        }
+    }
+    let keys: BTreeSet<String> = features.iter().map(|f| key(f)).collect();
+    keys.into_iter().collect()
+}
+
+/// The keys stored in the engram itself: at most [`MAX_STORED_KEYS`], the most specific features first (tags,
+/// pointer refs, identifiers, then pairs, then the longest words), so the stored subset is the most useful one.
+pub fn stored_keys(engram: &Engram) -> Vec<String> {
+    let mut features: Vec<String> = engram_features(engram).into_iter().collect();
+    let rank = |f: &str| match f.split_once(':').map(|(kind, _)| kind) {
+        Some("tag") => 0,
+        Some("ref") => 1,
+        Some("id") => 2,
+        Some("p") => 3,
+        _ => 4,
+    };
+    features.sort_by(|a, b| rank(a).cmp(&rank(b)).then(b.len().cmp(&a.len())).then(a.cmp(b)));
+    features.iter().take(MAX_STORED_KEYS).map(|f| key(f)).collect()
+}
+
+/// Splits an identifier or path at `/`, `.`, `::`, `_`, `-` and camelCase boundaries, lowercased; parts of one
+/// character are dropped.
+fn identifier_parts(token: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    for chunk in token.split(['/', '.', ':', '_', '-', '#', '@']) {
+        let mut current = String::new();
+        let chars: Vec<char> = chunk.chars().collect();
+        for (idx, &c) in chars.iter().enumerate() {
+            let boundary = idx > 0
+                && c.is_uppercase()
+                && (chars[idx - 1].is_lowercase()
+                    || chars.get(idx + 1).is_some_and(|next| next.is_lowercase()) && chars[idx - 1].is_uppercase());
+            if boundary && !current.is_empty() {
+                parts.push(std::mem::take(&mut current));
+            }
+            current.extend(c.to_lowercase());
+        }
+        if !current.is_empty() {
+            parts.push(current);
+        }
+    }
+    parts.retain(|p| p.chars().count() > 1);
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engram::EngramKind;
+
+    fn engram(claim: &str, pointers: &[&str], tags: &[&str]) -> Engram {
+        let mut builder = Engram::builder(EngramKind::Fact, claim, "agent").created_at("2026-01-01T00:00:00Z");
+        for p in pointers {
+            builder = builder.pointer(Pointer::parse(p).expect("pointer"));
+        }
+        for t in tags {
+            builder = builder.tag(*t);
+        }
+        builder.build().expect("engram").into_inner()
+    }
+
+    #[test]
+    fn identifiers_split_at_every_convention() {
+        assert_eq!(identifier_parts("capturePaymentNow"), ["capture", "payment", "now"]);
+        assert_eq!(identifier_parts("HTTPServer"), ["http", "server"]);
+        assert_eq!(identifier_parts("src/orders/pricing.rs"), ["src", "orders", "pricing", "rs"]);
+        assert_eq!(identifier_parts("billing::capture_is_idempotent"), ["billing", "capture", "is", "idempotent"]);
+    }
+
+    #[test]
+    fn a_query_shares_keys_with_the_engram_it_describes() {
+        let e = engram("The dev server listens on port 5173.", &["repo:src/config.rs#L13-L14"], &["port"]);
+        let keys: BTreeSet<String> = engram_keys(&e).into_iter().collect();
+        let hits = |q: &str| query_keys(q).iter().filter(|k| keys.contains(*k)).count();
+        assert!(hits("which port does the dev server use") >= 3);
+        assert!(hits("repo:src/config.rs") >= 1, "a pointer in the query finds engrams citing it");
+        assert_eq!(hits("cache ttl default"), 0);
+    }
+
+    #[test]
+    fn keys_are_deterministic_and_stored_keys_fit_the_schema() {
+        let claim = "capture_payment writes order.status and records PaymentCaptured; confirm_order reads it before and after. ".repeat(4);
+        let e = engram(
+            &claim,
+            &["repo:src/orders/pricing.rs#L175-L245", "test:billing::capture_is_idempotent"],
+            &["billing"],
+        );
+        assert_eq!(engram_keys(&e), engram_keys(&e.clone()));
+        let stored = stored_keys(&e);
+        assert_eq!(stored.len(), MAX_STORED_KEYS);
+        assert!(stored.iter().all(|k| k.len() == 16));
+        assert_eq!(stored[0], key("tag:billing"), "tags come first");
+        let mut with_keys = e.clone();
+        with_keys.hash_keys = Some(stored);
+        assert!(crate::Valid::new(with_keys).is_ok());
+    }
+}

@@ -1,0 +1,442 @@
+//! The engram store: SQLite (bundled, WAL, `synchronous = FULL`) as the source of truth.
+//!
+//! A put is acknowledged only after its transaction committed, so an acknowledged engram survives a crash. Nothing
+//! is deleted: expired, evicted and superseded engrams move to the cold tier, out of normal recall but still readable
+//! by id. Indexes for recall (tantivy, usearch) are derived from this store and can always be rebuilt from it.
+//!
+//! Useful for: durable, transactional state and lookups by id, project, tier and expiry.
+//! Not for: ranking by relevance (the derived indexes do that).
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::engram::Engram;
+use crate::pointer::Pointer;
+use crate::valid::Valid;
+
+/// Version of the table layout; a store written by another version is refused, never silently rewritten.
+const SCHEMA_VERSION: i64 = 1;
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// SQLite failed (disk full, locked, corrupt file…).
+    #[error("store: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The store directory could not be created.
+    #[error("store directory {path}: {source}")]
+    Io {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A row does not hold a valid engram (the file was edited by hand, or is damaged).
+    #[error("store: engram {id} is damaged: {message}")]
+    Corrupt {
+        /// The row's id.
+        id: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The store was written with another layout version.
+    #[error("store: layout version {found}, this build reads version {SCHEMA_VERSION}; use a matching lessrt")]
+    Version {
+        /// The version found.
+        found: i64,
+    },
+}
+
+/// Where an engram is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// In normal recall.
+    Hot,
+    /// Out of normal recall (expired, evicted or superseded); readable by id and by an explicit cold query.
+    Cold,
+}
+
+impl Tier {
+    fn as_str(self) -> &'static str {
+        match self {
+            Tier::Hot => "hot",
+            Tier::Cold => "cold",
+        }
+    }
+}
+
+/// An engram as stored, with its place in the store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored {
+    /// The engram.
+    pub engram: Engram,
+    /// The project it belongs to (empty: none).
+    pub project: String,
+    /// Hot or cold.
+    pub tier: Tier,
+    /// Why it is cold: `expired`, `evicted` or `superseded`.
+    pub cold_reason: Option<String>,
+    /// When it was stored (unix seconds).
+    pub stored_at: i64,
+    /// When its TTL runs out (unix seconds).
+    pub expires_at: i64,
+    /// The engram that replaced it.
+    pub superseded_by: Option<String>,
+    /// The engram it replaced.
+    pub supersedes: Option<String>,
+}
+
+/// What a put did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutOutcome {
+    /// A new engram was stored.
+    Stored {
+        /// Its id.
+        id: String,
+    },
+    /// The same content was already stored in this project (hot): nothing changed.
+    Duplicate {
+        /// The id already stored.
+        id: String,
+    },
+    /// The same content was cold (expired or evicted): it is hot again with a fresh TTL.
+    Revived {
+        /// Its id.
+        id: String,
+    },
+}
+
+impl PutOutcome {
+    /// The id the engram has in the store.
+    pub fn id(&self) -> &str {
+        match self {
+            PutOutcome::Stored { id } | PutOutcome::Duplicate { id } | PutOutcome::Revived { id } => id,
+        }
+    }
+}
+
+/// Counts for `lessrt memory stats`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StoreStats {
+    /// Engrams in normal recall.
+    pub hot: u64,
+    /// Engrams in the cold tier.
+    pub cold: u64,
+    /// Hot engrams by kind.
+    pub hot_by_kind: std::collections::BTreeMap<String, u64>,
+}
+
+/// The store.
+pub struct Store {
+    conn: Connection,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.conn.path()).finish()
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the store in `dir` (`dir/memory.sqlite3`).
+    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::Io { path: dir.to_owned(), source })?;
+        let conn = Connection::open(dir.join("memory.sqlite3"))?;
+        // WAL lets readers run beside the writer; FULL syncs the WAL at every commit, so an acknowledged put is on
+        // disk before the acknowledgement.
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS engrams (
+                 id TEXT NOT NULL,
+                 content_hash TEXT NOT NULL,
+                 project TEXT NOT NULL,
+                 scope TEXT NOT NULL,
+                 kind TEXT NOT NULL,
+                 created_by TEXT NOT NULL,
+                 stored_at INTEGER NOT NULL,
+                 expires_at INTEGER NOT NULL,
+                 confidence REAL NOT NULL,
+                 tier TEXT NOT NULL CHECK (tier IN ('hot', 'cold')),
+                 cold_reason TEXT,
+                 superseded_by TEXT,
+                 supersedes TEXT,
+                 doc TEXT NOT NULL,
+                 PRIMARY KEY (project, id)
+             );
+             CREATE UNIQUE INDEX IF NOT EXISTS engrams_content ON engrams (project, content_hash);
+             CREATE INDEX IF NOT EXISTS engrams_tier ON engrams (tier, expires_at);",
+        )?;
+        let found: Option<String> =
+            conn.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).optional()?;
+        match found.map(|v| v.parse::<i64>().unwrap_or(-1)) {
+            None => {
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)",
+                    [SCHEMA_VERSION.to_string()],
+                )?;
+            }
+            Some(SCHEMA_VERSION) => {}
+            Some(found) => return Err(StoreError::Version { found }),
+        }
+        Ok(Store { conn })
+    }
+
+    /// Stores `engram` in `project` at `now` (unix seconds). Same content in the same project is stored once.
+    pub fn put(&mut self, engram: &Valid<Engram>, project: &str, now: i64) -> Result<PutOutcome, StoreError> {
+        let hash = content_hash(engram);
+        let ttl = i64::try_from(engram.ttl.duration().as_secs()).unwrap_or(i64::MAX);
+        let expires_at = now.saturating_add(ttl);
+        let tx = self.conn.transaction()?;
+        let existing: Option<(String, String)> = tx
+            .query_row(
+                "SELECT id, tier FROM engrams WHERE project = ?1 AND content_hash = ?2",
+                params![project, hash],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        let outcome = match existing {
+            Some((id, tier)) if tier == "hot" => PutOutcome::Duplicate { id },
+            Some((id, _)) => {
+                tx.execute(
+                    "UPDATE engrams SET tier = 'hot', cold_reason = NULL, stored_at = ?3, expires_at = ?4
+                     WHERE project = ?1 AND id = ?2 AND superseded_by IS NULL",
+                    params![project, id, now, expires_at],
+                )?;
+                PutOutcome::Revived { id }
+            }
+            None => {
+                let doc = serde_json::to_string(&**engram)
+                    .map_err(|err| StoreError::Corrupt { id: engram.id.clone(), message: err.to_string() })?;
+                tx.execute(
+                    "INSERT INTO engrams (id, content_hash, project, scope, kind, created_by, stored_at, expires_at,
+                                          confidence, tier, doc)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'hot', ?10)",
+                    params![
+                        engram.id,
+                        hash,
+                        project,
+                        enum_name(&engram.scope),
+                        enum_name(&engram.kind),
+                        engram.provenance.created_by,
+                        now,
+                        expires_at,
+                        engram.confidence,
+                        doc
+                    ],
+                )?;
+                PutOutcome::Stored { id: engram.id.clone() }
+            }
+        };
+        tx.commit()?;
+        Ok(outcome)
+    }
+
+    /// The engram with `id` in `project`, hot or cold. Projects never see each other's engrams.
+    pub fn get(&self, project: &str, id: &str) -> Result<Option<Stored>, StoreError> {
+        let mut stmt = self.conn.prepare(&format!("{SELECT_STORED} WHERE project = ?1 AND id = ?2"))?;
+        let row = stmt.query_row([project, id], raw_row).optional()?;
+        row.map(into_stored).transpose()
+    }
+
+    /// Every engram of `tier`, oldest first (the derived indexes are rebuilt from the hot tier).
+    pub fn all(&self, tier: Tier) -> Result<Vec<Stored>, StoreError> {
+        let mut stmt = self.conn.prepare(&format!("{SELECT_STORED} WHERE tier = ?1 ORDER BY stored_at, id"))?;
+        let rows = stmt.query_map([tier.as_str()], raw_row)?;
+        rows.map(|row| into_stored(row?)).collect()
+    }
+
+    /// Moves every hot engram whose TTL ran out by `now` to the cold tier; returns how many moved.
+    pub fn evict_expired(&mut self, now: i64) -> Result<usize, StoreError> {
+        Ok(self.conn.execute(
+            "UPDATE engrams SET tier = 'cold', cold_reason = 'expired' WHERE tier = 'hot' AND expires_at <= ?1",
+            [now],
+        )?)
+    }
+
+    /// Moves one engram to the cold tier; false when it was not hot.
+    pub fn evict(&mut self, project: &str, id: &str) -> Result<bool, StoreError> {
+        let n = self.conn.execute(
+            "UPDATE engrams SET tier = 'cold', cold_reason = 'evicted' WHERE project = ?1 AND id = ?2 AND tier = 'hot'",
+            [project, id],
+        )?;
+        Ok(n == 1)
+    }
+
+    /// Records that `new` supersedes `old`: linked both ways, `old` leaves normal recall. False if either is missing.
+    pub fn supersede(&mut self, project: &str, old: &str, new: &str) -> Result<bool, StoreError> {
+        let tx = self.conn.transaction()?;
+        let n_old = tx.execute(
+            "UPDATE engrams SET tier = 'cold', cold_reason = 'superseded', superseded_by = ?3
+             WHERE project = ?1 AND id = ?2",
+            params![project, old, new],
+        )?;
+        let n_new = tx
+            .execute("UPDATE engrams SET supersedes = ?3 WHERE project = ?1 AND id = ?2", params![project, new, old])?;
+        if n_old == 1 && n_new == 1 {
+            tx.commit()?;
+            Ok(true)
+        } else {
+            // Dropping the transaction rolls both updates back.
+            Ok(false)
+        }
+    }
+
+    /// Counts by tier and kind.
+    pub fn stats(&self) -> Result<StoreStats, StoreError> {
+        let mut stats = StoreStats::default();
+        let mut stmt = self.conn.prepare("SELECT tier, kind, COUNT(*) FROM engrams GROUP BY tier, kind")?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)))?;
+        for row in rows {
+            let (tier, kind, n) = row?;
+            let n = u64::try_from(n).unwrap_or(0);
+            if tier == "hot" {
+                stats.hot += n;
+                *stats.hot_by_kind.entry(kind).or_default() += n;
+            } else {
+                stats.cold += n;
+            }
+        }
+        Ok(stats)
+    }
+}
+
+const SELECT_STORED: &str =
+    "SELECT id, doc, project, tier, cold_reason, stored_at, expires_at, superseded_by, supersedes FROM engrams";
+
+type RawRow = (String, String, String, String, Option<String>, i64, i64, Option<String>, Option<String>);
+
+fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?))
+}
+
+/// Rows are re-validated on the way out: a hand-edited or damaged row is an error, never an invalid engram.
+fn into_stored(row: RawRow) -> Result<Stored, StoreError> {
+    let (id, doc, project, tier, cold_reason, stored_at, expires_at, superseded_by, supersedes) = row;
+    let engram = Valid::<Engram>::from_json(&doc)
+        .map_err(|err| StoreError::Corrupt { id: id.clone(), message: err.to_string() })?
+        .into_inner();
+    let tier = if tier == "hot" { Tier::Hot } else { Tier::Cold };
+    Ok(Stored { engram, project, tier, cold_reason, stored_at, expires_at, superseded_by, supersedes })
+}
+
+/// Identity of an engram's content for dedup: kind, scope, claim and the sources it cites (without digests, in any
+/// order).
+pub fn content_hash(engram: &Engram) -> String {
+    let mut pointers: Vec<String> = engram
+        .pointers
+        .iter()
+        .map(|p| Pointer::new(p.ty(), p.reference(), p.span()).map_or_else(|_| p.to_string(), |p| p.to_string()))
+        .collect();
+    pointers.sort();
+    let mut hasher = blake3::Hasher::new();
+    for part in [enum_name(&engram.kind).as_str(), enum_name(&engram.scope).as_str(), engram.claim.trim()] {
+        hasher.update(part.as_bytes());
+        hasher.update(b"\n");
+    }
+    for pointer in pointers {
+        hasher.update(pointer.as_bytes());
+        hasher.update(b"\n");
+    }
+    hasher.finalize().to_hex().to_string()
+}
+
+/// The serde name of a unit enum value (`"decision"`, `"project"`).
+fn enum_name<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engram::{EngramKind, Scope};
+    use crate::ttl::Ttl;
+
+    fn engram(claim: &str, ttl: Ttl) -> Valid<Engram> {
+        Engram::builder(EngramKind::Fact, claim, "agent")
+            .pointer(Pointer::parse("repo:src/config.rs#L13-L14").expect("pointer"))
+            .scope(Scope::Project)
+            .ttl(ttl)
+            .created_at("2026-01-01T00:00:00Z")
+            .build()
+            .expect("engram")
+    }
+
+    #[test]
+    fn a_put_is_readable_after_reopening() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = engram("The dev server listens on 5173.", Ttl::days(7));
+        {
+            let mut store = Store::open(dir.path()).expect("open");
+            assert_eq!(store.put(&e, "kelp", 1000).expect("put"), PutOutcome::Stored { id: e.id.clone() });
+        }
+        let store = Store::open(dir.path()).expect("reopen");
+        let stored = store.get("kelp", &e.id).expect("get").expect("present");
+        assert!(store.get("other", &e.id).expect("get").is_none(), "another project does not see it");
+        assert_eq!(stored.engram, *e);
+        assert_eq!((stored.project.as_str(), stored.tier, stored.expires_at), ("kelp", Tier::Hot, 1000 + 7 * 86400));
+    }
+
+    #[test]
+    fn same_content_is_stored_once_per_project() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = Store::open(dir.path()).expect("open");
+        let e = engram("Migrations run before seeding.", Ttl::days(1));
+        store.put(&e, "kelp", 0).expect("put");
+        assert_eq!(store.put(&e, "kelp", 5).expect("again"), PutOutcome::Duplicate { id: e.id.clone() });
+        assert!(matches!(store.put(&e, "other", 5).expect("other project"), PutOutcome::Stored { .. }));
+        assert_eq!(store.stats().expect("stats").hot, 2);
+    }
+
+    #[test]
+    fn expired_engrams_go_cold_stay_readable_and_revive_on_a_new_put() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = Store::open(dir.path()).expect("open");
+        let short = engram("Cache TTL is 300 s.", Ttl::hours(1));
+        let long = engram("Port is 5173.", Ttl::days(7));
+        store.put(&short, "", 0).expect("put");
+        store.put(&long, "", 0).expect("put");
+        assert_eq!(store.evict_expired(3600).expect("evict"), 1);
+        let cold = store.get("", &short.id).expect("get").expect("still there");
+        assert_eq!((cold.tier, cold.cold_reason.as_deref()), (Tier::Cold, Some("expired")));
+        assert_eq!(store.all(Tier::Hot).expect("hot").len(), 1);
+        assert_eq!(store.put(&short, "", 4000).expect("revive"), PutOutcome::Revived { id: short.id.clone() });
+        assert_eq!(store.get("", &short.id).expect("get").expect("there").tier, Tier::Hot);
+        assert!(store.evict("", &long.id).expect("evict"));
+        assert!(!store.evict("", &long.id).expect("already cold"));
+    }
+
+    #[test]
+    fn supersession_links_both_ways_and_leaves_recall() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = Store::open(dir.path()).expect("open");
+        let old = engram("The deploy target is alpha-01.", Ttl::days(7));
+        let new = engram("The deploy target is now beta-02.", Ttl::days(7));
+        store.put(&old, "", 0).expect("put");
+        store.put(&new, "", 1).expect("put");
+        assert!(store.supersede("", &old.id, &new.id).expect("supersede"));
+        let old_row = store.get("", &old.id).expect("get").expect("old");
+        let new_row = store.get("", &new.id).expect("get").expect("new");
+        assert_eq!((old_row.tier, old_row.superseded_by.as_deref()), (Tier::Cold, Some(new.id.as_str())));
+        assert_eq!(new_row.supersedes.as_deref(), Some(old.id.as_str()));
+        assert!(
+            !store.supersede("", &old.id, "eg_missing").expect("missing"),
+            "nothing changes when one side is missing"
+        );
+        assert_eq!(store.get("", &old.id).expect("get").expect("old").superseded_by.as_deref(), Some(new.id.as_str()));
+    }
+
+    #[test]
+    fn a_damaged_row_is_an_error_not_an_engram() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = Store::open(dir.path()).expect("open");
+        let e = engram("Port is 5173.", Ttl::days(7));
+        store.put(&e, "", 0).expect("put");
+        store.conn.execute("UPDATE engrams SET doc = '{\"claim\": 1}'", []).expect("damage");
+        assert!(matches!(store.get("", &e.id), Err(StoreError::Corrupt { .. })));
+    }
+}
