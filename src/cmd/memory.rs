@@ -1,10 +1,10 @@
-//! `lessrt memory put|get|stats`: the durable engram store from the command line.
+//! `lessrt memory put|query|get|stats|reindex`: the durable engram store and its recall from the command line.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use less_runtime::memory::{PutOutcome, Store, keys};
+use less_runtime::memory::{Memory, PutOutcome, keys};
 use less_runtime::{Engram, Valid};
 use serde_json::{Value, json};
 
@@ -15,6 +15,24 @@ pub(crate) enum Command {
     Put {
         /// The file, or `-`.
         file: PathBuf,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Recall the engrams that best match a question (stage 1: shared hash keys, BM25).
+    Query {
+        /// The question (pointers in text form match the engrams citing them).
+        text: String,
+        /// How many engrams.
+        #[arg(long, default_value_t = 5)]
+        k: usize,
+        /// Only engrams of this kind.
+        #[arg(long)]
+        kind: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Rebuild the recall index from the store.
+    Reindex {
         #[command(flatten)]
         common: Common,
     },
@@ -49,6 +67,34 @@ pub(crate) struct Common {
 pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Put { file, common } => put(file, common),
+        Command::Query { text, k, kind, common } => {
+            let recall = open(common)?.query(text, &common.project, kind.as_deref(), *k)?;
+            if common.json {
+                let hits: Vec<Value> = recall
+                    .hits
+                    .iter()
+                    .map(|h| json!({"id": h.stored.engram.id, "score": h.score, "engram": h.stored.engram}))
+                    .collect();
+                println!("{}", json!({"stages": recall.stages, "hits": hits}));
+            } else {
+                // Say which stages ran: a recall without the rerank is never passed off as a full one.
+                eprintln!(
+                    "lessrt: stages: {} (the embedding rerank is not available in this build)",
+                    recall.stages.join("+")
+                );
+                for hit in &recall.hits {
+                    let e = &hit.stored.engram;
+                    let kind = serde_json::to_value(e.kind)?.as_str().unwrap_or_default().to_owned();
+                    println!("{}\t{:.3}\t{kind}\t{}", e.id, hit.score, e.claim.replace(['\t', '\n'], " "));
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Reindex { common } => {
+            let n = open(common)?.reindex()?;
+            println!("reindexed {n} hot engrams");
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Get { id, common } => {
             let store = open(common)?;
             let Some(stored) = store.get(&common.project, id)? else {
@@ -83,8 +129,8 @@ pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn open(common: &Common) -> anyhow::Result<Store> {
-    Store::open(&common.store).with_context(|| format!("cannot open the store in {}", common.store.display()))
+fn open(common: &Common) -> anyhow::Result<Memory> {
+    Memory::open(&common.store).with_context(|| format!("cannot open the store in {}", common.store.display()))
 }
 
 /// Stores every valid engram of the input; reports each one as soon as it is durable. Exit 1 if any was invalid (the
@@ -129,7 +175,7 @@ fn put(file: &std::path::Path, common: &Common) -> anyhow::Result<ExitCode> {
 }
 
 struct Putter<'a> {
-    store: &'a mut Store,
+    store: &'a mut Memory,
     common: &'a Common,
     file: &'a std::path::Path,
     n_invalid: usize,

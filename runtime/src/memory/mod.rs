@@ -1,10 +1,133 @@
-//! Memory: the durable engram store and the keys that recall works on (LESS spec §8, §9, §13).
+//! Memory: the durable engram store, the keys recall works on, and stage-1 recall (LESS spec §8, §9, §13).
 //!
-//! This is the first layer of the memory actor: SQLite as the source of truth (`store.rs`) and deterministic hash
-//! keys (`keys.rs`). The recall indexes (tantivy for stage 1, fastembed + usearch for the rerank), scopes and
-//! permissions, rate limits and the `MemoryActor` build on these.
+//! [`Memory`] puts the pieces together: SQLite as the source of truth (`store.rs`), deterministic hash keys
+//! (`keys.rs`) and the derived tantivy index (`index.rs`), rebuilt from the store whenever it is missing, unreadable
+//! or behind. The embedding rerank, scopes and promotion, rate limits and the `MemoryActor` build on this.
 
+pub mod index;
 pub mod keys;
 pub mod store;
 
+use std::path::Path;
+
+pub use index::{Candidate, IndexError, RecallIndex};
 pub use store::{PutOutcome, Store, StoreError, StoreStats, Stored, Tier, content_hash};
+
+use crate::engram::Engram;
+use crate::valid::Valid;
+
+/// Errors of the memory.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemoryError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The derived index failed (`lessrt memory reindex` rebuilds it).
+    #[error(transparent)]
+    Index(#[from] IndexError),
+}
+
+/// One recalled engram.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    /// The engram and its place in the store.
+    pub stored: Stored,
+    /// Stage-1 score (BM25 over shared keys).
+    pub score: f32,
+}
+
+/// The answer to a query, saying which stages produced it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recall {
+    /// Stages that ran, in order (`hash`; `rerank` once the embedding model is wired in).
+    pub stages: Vec<&'static str>,
+    /// Best first.
+    pub hits: Vec<Hit>,
+}
+
+/// The store and its recall index, kept in step.
+pub struct Memory {
+    store: Store,
+    index: RecallIndex,
+}
+
+impl Memory {
+    /// Opens the memory in `dir` (`memory.sqlite3` and `recall/`), rebuilding the index if it is behind the store.
+    pub fn open(dir: &Path) -> Result<Memory, MemoryError> {
+        let store = Store::open(dir)?;
+        let index = RecallIndex::open(&dir.join("recall"))?;
+        let mut memory = Memory { store, index };
+        if memory.index.generation() != memory.store.generation()? {
+            memory.reindex()?;
+        }
+        Ok(memory)
+    }
+
+    /// Rebuilds the recall index from the store.
+    pub fn reindex(&mut self) -> Result<usize, MemoryError> {
+        let hot = self.store.all(Tier::Hot)?;
+        self.index.rebuild(&hot, self.store.generation()?)?;
+        Ok(hot.len())
+    }
+
+    /// Stores an engram and makes it recallable; acknowledged after the store's commit.
+    pub fn put(&mut self, engram: &Valid<Engram>, project: &str, now: i64) -> Result<PutOutcome, MemoryError> {
+        let outcome = self.store.put(engram, project, now)?;
+        if !matches!(outcome, PutOutcome::Duplicate { .. })
+            && let Some(stored) = self.store.get(project, outcome.id())?
+        {
+            self.index.add(&stored)?;
+            self.index.commit(self.store.generation()?)?;
+        }
+        Ok(outcome)
+    }
+
+    /// The `k` best hot engrams of `project` for `text` (optionally of one `kind`).
+    pub fn query(&self, text: &str, project: &str, kind: Option<&str>, k: usize) -> Result<Recall, MemoryError> {
+        let candidates = self.index.recall(&keys::query_keys(text), project, kind, k)?;
+        let mut hits = Vec::with_capacity(candidates.len());
+        for candidate in candidates {
+            // The index is derived: an id it still holds but the store moved to cold is skipped, not returned.
+            if let Some(stored) = self.store.get(project, &candidate.id)?
+                && stored.tier == Tier::Hot
+            {
+                hits.push(Hit { stored, score: candidate.score });
+            }
+        }
+        Ok(Recall { stages: vec!["hash"], hits })
+    }
+
+    /// The engram `id` of `project`, hot or cold.
+    pub fn get(&self, project: &str, id: &str) -> Result<Option<Stored>, MemoryError> {
+        Ok(self.store.get(project, id)?)
+    }
+
+    /// Moves expired engrams to the cold tier and out of recall; returns how many moved.
+    pub fn evict_expired(&mut self, now: i64) -> Result<usize, MemoryError> {
+        let moved = self.store.evict_expired(now)?;
+        for (project, id) in &moved {
+            self.index.remove(project, id);
+        }
+        self.index.commit(self.store.generation()?)?;
+        Ok(moved.len())
+    }
+
+    /// `new` supersedes `old` in `project`: both linked, `old` out of recall.
+    pub fn supersede(&mut self, project: &str, old: &str, new: &str) -> Result<bool, MemoryError> {
+        let done = self.store.supersede(project, old, new)?;
+        if done {
+            self.index.remove(project, old);
+            self.index.commit(self.store.generation()?)?;
+        }
+        Ok(done)
+    }
+
+    /// Counts by tier and kind.
+    pub fn stats(&self) -> Result<StoreStats, MemoryError> {
+        Ok(self.store.stats()?)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -173,6 +173,7 @@ impl Store {
         )?;
         let found: Option<String> =
             conn.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).optional()?;
+        conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', '0')", [])?;
         match found.map(|v| v.parse::<i64>().unwrap_or(-1)) {
             None => {
                 conn.execute(
@@ -232,8 +233,18 @@ impl Store {
                 PutOutcome::Stored { id: engram.id.clone() }
             }
         };
+        if !matches!(outcome, PutOutcome::Duplicate { .. }) {
+            bump_generation(&tx)?;
+        }
         tx.commit()?;
         Ok(outcome)
+    }
+
+    /// Counts every change of the hot tier; derived indexes record the generation they reflect, so a stale index
+    /// is noticed and rebuilt.
+    pub fn generation(&self) -> Result<u64, StoreError> {
+        let value: String = self.conn.query_row("SELECT value FROM meta WHERE key = 'generation'", [], |r| r.get(0))?;
+        Ok(value.parse().unwrap_or(0))
     }
 
     /// The engram with `id` in `project`, hot or cold. Projects never see each other's engrams.
@@ -250,20 +261,36 @@ impl Store {
         rows.map(|row| into_stored(row?)).collect()
     }
 
-    /// Moves every hot engram whose TTL ran out by `now` to the cold tier; returns how many moved.
-    pub fn evict_expired(&mut self, now: i64) -> Result<usize, StoreError> {
-        Ok(self.conn.execute(
+    /// Moves every hot engram whose TTL ran out by `now` to the cold tier; returns the (project, id) of each.
+    pub fn evict_expired(&mut self, now: i64) -> Result<Vec<(String, String)>, StoreError> {
+        let tx = self.conn.transaction()?;
+        let moved: Vec<(String, String)> = {
+            let mut stmt = tx.prepare("SELECT project, id FROM engrams WHERE tier = 'hot' AND expires_at <= ?1")?;
+            let rows = stmt.query_map([now], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect::<Result<_, _>>()?
+        };
+        tx.execute(
             "UPDATE engrams SET tier = 'cold', cold_reason = 'expired' WHERE tier = 'hot' AND expires_at <= ?1",
             [now],
-        )?)
+        )?;
+        if !moved.is_empty() {
+            bump_generation(&tx)?;
+        }
+        tx.commit()?;
+        Ok(moved)
     }
 
     /// Moves one engram to the cold tier; false when it was not hot.
     pub fn evict(&mut self, project: &str, id: &str) -> Result<bool, StoreError> {
-        let n = self.conn.execute(
+        let tx = self.conn.transaction()?;
+        let n = tx.execute(
             "UPDATE engrams SET tier = 'cold', cold_reason = 'evicted' WHERE project = ?1 AND id = ?2 AND tier = 'hot'",
             [project, id],
         )?;
+        if n == 1 {
+            bump_generation(&tx)?;
+        }
+        tx.commit()?;
         Ok(n == 1)
     }
 
@@ -278,6 +305,7 @@ impl Store {
         let n_new = tx
             .execute("UPDATE engrams SET supersedes = ?3 WHERE project = ?1 AND id = ?2", params![project, new, old])?;
         if n_old == 1 && n_new == 1 {
+            bump_generation(&tx)?;
             tx.commit()?;
             Ok(true)
         } else {
@@ -303,6 +331,10 @@ impl Store {
         }
         Ok(stats)
     }
+}
+
+fn bump_generation(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<usize> {
+    tx.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'", [])
 }
 
 const SELECT_STORED: &str =
@@ -400,7 +432,9 @@ mod tests {
         let long = engram("Port is 5173.", Ttl::days(7));
         store.put(&short, "", 0).expect("put");
         store.put(&long, "", 0).expect("put");
-        assert_eq!(store.evict_expired(3600).expect("evict"), 1);
+        let generation = store.generation().expect("generation");
+        assert_eq!(store.evict_expired(3600).expect("evict"), vec![(String::new(), short.id.clone())]);
+        assert_eq!(store.generation().expect("generation"), generation + 1, "changes of the hot tier are counted");
         let cold = store.get("", &short.id).expect("get").expect("still there");
         assert_eq!((cold.tier, cold.cold_reason.as_deref()), (Tier::Cold, Some("expired")));
         assert_eq!(store.all(Tier::Hot).expect("hot").len(), 1);
