@@ -27,7 +27,10 @@ enum Command {
     /// Convert pointers between their text form and their JSON object form.
     #[command(subcommand)]
     Pointer(cmd::pointer::Command),
-    /// The durable engram store: put, get, stats.
+    /// Evaluate recall on real data (LoCoMo).
+    #[command(subcommand)]
+    Eval(cmd::eval::Command),
+    /// The durable engram store: put, query, get, stats, reindex.
     #[command(subcommand)]
     Memory(cmd::memory::Command),
     /// Print a published JSON Schema, or list them.
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => cmd::validate::run(&args),
         Command::Tokens(args) => cmd::tokens::run(&args),
         Command::Pointer(command) => cmd::pointer::run(&command),
+        Command::Eval(command) => cmd::eval::run(&command),
         Command::Memory(command) => cmd::memory::run(&command),
         Command::Schema(args) => cmd::schema::run(&args),
         Command::Errors(args) => cmd::errors::run(&args),

@@ -378,3 +378,21 @@ fn an_acknowledged_put_survives_a_kill() {
         lessrt(&["memory", "get", "eg_budget_split", "--store", &store.display().to_string(), "--project", "q"]);
     assert_eq!(output.status.code(), Some(1));
 }
+
+/// Stage-1 recall on the LoCoMo development split (the workplace's data beside the checkout): a regression floor
+/// under the measured figure (62.3 at recall@10), computed as LoCoMo's evaluation does.
+#[test]
+fn locomo_dev_stage_one_recall_holds_its_floor() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/locomo/locomo-dev.json");
+    let output = lessrt(&["eval", "locomo", &data.display().to_string(), "--k", "5,10", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(&stdout(&output)).expect("JSON report");
+    assert_eq!(report["questions"], json!(999));
+    assert_eq!(report["stages"], json!("hash"));
+    let at10 = report["overall"]["recall@10"].as_f64().expect("recall@10");
+    assert!(at10 >= 60.0, "recall@10 fell to {at10}");
+    assert!(report["strict"]["recall@10"].as_f64().expect("strict") <= at10);
+    assert_eq!(report["by_category"].as_object().map(|c| c.len()), Some(5));
+    let output = lessrt(&["eval", "locomo", &data.display().to_string(), "--stages", "hash+rerank"]);
+    assert_eq!(output.status.code(), Some(2), "a stage that is not built is refused, never silently skipped");
+}

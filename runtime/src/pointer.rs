@@ -346,7 +346,7 @@ fn check_parts(ty: PointerType, reference: &str, span: Option<&str>) -> Result<(
             let (key, _) = split_rev(reference);
             let well_formed = key.split_once(':').is_some_and(|(ns, rest)| {
                 !ns.is_empty()
-                    && ns.bytes().all(|b| b.is_ascii_lowercase() || b == b'_' || b == b'-')
+                    && ns.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
                     && !rest.is_empty()
                     && !rest.contains(char::is_whitespace)
             });

@@ -1,6 +1,7 @@
 //! One module per sub-command; each exposes `Args` (or `Command`) and `run`.
 
 pub(crate) mod errors;
+pub(crate) mod eval;
 pub(crate) mod memory;
 pub(crate) mod pointer;
 pub(crate) mod run;

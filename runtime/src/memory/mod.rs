@@ -83,6 +83,23 @@ impl Memory {
         Ok(outcome)
     }
 
+    /// Stores many engrams in one transaction and indexes them with one commit (bulk loads, evaluations).
+    pub fn put_many(
+        &mut self,
+        engrams: &[Valid<Engram>],
+        project: &str,
+        now: i64,
+    ) -> Result<Vec<PutOutcome>, MemoryError> {
+        let outcomes = self.store.put_many(engrams, project, now)?;
+        for outcome in outcomes.iter().filter(|o| !matches!(o, PutOutcome::Duplicate { .. })) {
+            if let Some(stored) = self.store.get(project, outcome.id())? {
+                self.index.add(&stored)?;
+            }
+        }
+        self.index.commit(self.store.generation()?)?;
+        Ok(outcomes)
+    }
+
     /// The `k` best hot engrams of `project` for `text` (optionally of one `kind`).
     pub fn query(&self, text: &str, project: &str, kind: Option<&str>, k: usize) -> Result<Recall, MemoryError> {
         let candidates = self.index.recall(&keys::query_keys(text), project, kind, k)?;

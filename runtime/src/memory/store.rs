@@ -189,55 +189,27 @@ impl Store {
 
     /// Stores `engram` in `project` at `now` (unix seconds). Same content in the same project is stored once.
     pub fn put(&mut self, engram: &Valid<Engram>, project: &str, now: i64) -> Result<PutOutcome, StoreError> {
-        let hash = content_hash(engram);
-        let ttl = i64::try_from(engram.ttl.duration().as_secs()).unwrap_or(i64::MAX);
-        let expires_at = now.saturating_add(ttl);
+        let mut outcomes = self.put_many(std::slice::from_ref(engram), project, now)?;
+        Ok(outcomes.remove(0))
+    }
+
+    /// Stores many engrams in one transaction (one sync for all): a bulk load acknowledged as a whole.
+    pub fn put_many(
+        &mut self,
+        engrams: &[Valid<Engram>],
+        project: &str,
+        now: i64,
+    ) -> Result<Vec<PutOutcome>, StoreError> {
         let tx = self.conn.transaction()?;
-        let existing: Option<(String, String)> = tx
-            .query_row(
-                "SELECT id, tier FROM engrams WHERE project = ?1 AND content_hash = ?2",
-                params![project, hash],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?;
-        let outcome = match existing {
-            Some((id, tier)) if tier == "hot" => PutOutcome::Duplicate { id },
-            Some((id, _)) => {
-                tx.execute(
-                    "UPDATE engrams SET tier = 'hot', cold_reason = NULL, stored_at = ?3, expires_at = ?4
-                     WHERE project = ?1 AND id = ?2 AND superseded_by IS NULL",
-                    params![project, id, now, expires_at],
-                )?;
-                PutOutcome::Revived { id }
-            }
-            None => {
-                let doc = serde_json::to_string(&**engram)
-                    .map_err(|err| StoreError::Corrupt { id: engram.id.clone(), message: err.to_string() })?;
-                tx.execute(
-                    "INSERT INTO engrams (id, content_hash, project, scope, kind, created_by, stored_at, expires_at,
-                                          confidence, tier, doc)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'hot', ?10)",
-                    params![
-                        engram.id,
-                        hash,
-                        project,
-                        enum_name(&engram.scope),
-                        enum_name(&engram.kind),
-                        engram.provenance.created_by,
-                        now,
-                        expires_at,
-                        engram.confidence,
-                        doc
-                    ],
-                )?;
-                PutOutcome::Stored { id: engram.id.clone() }
-            }
-        };
-        if !matches!(outcome, PutOutcome::Duplicate { .. }) {
+        let mut outcomes = Vec::with_capacity(engrams.len());
+        for engram in engrams {
+            outcomes.push(put_in(&tx, engram, project, now)?);
+        }
+        if outcomes.iter().any(|o| !matches!(o, PutOutcome::Duplicate { .. })) {
             bump_generation(&tx)?;
         }
         tx.commit()?;
-        Ok(outcome)
+        Ok(outcomes)
     }
 
     /// Counts every change of the hot tier; derived indexes record the generation they reflect, so a stale index
@@ -331,6 +303,57 @@ impl Store {
         }
         Ok(stats)
     }
+}
+
+fn put_in(
+    tx: &rusqlite::Transaction<'_>,
+    engram: &Valid<Engram>,
+    project: &str,
+    now: i64,
+) -> Result<PutOutcome, StoreError> {
+    let hash = content_hash(engram);
+    let ttl = i64::try_from(engram.ttl.duration().as_secs()).unwrap_or(i64::MAX);
+    let expires_at = now.saturating_add(ttl);
+    let existing: Option<(String, String)> = tx
+        .query_row(
+            "SELECT id, tier FROM engrams WHERE project = ?1 AND content_hash = ?2",
+            params![project, hash],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    Ok(match existing {
+        Some((id, tier)) if tier == "hot" => PutOutcome::Duplicate { id },
+        Some((id, _)) => {
+            tx.execute(
+                "UPDATE engrams SET tier = 'hot', cold_reason = NULL, stored_at = ?3, expires_at = ?4
+                 WHERE project = ?1 AND id = ?2 AND superseded_by IS NULL",
+                params![project, id, now, expires_at],
+            )?;
+            PutOutcome::Revived { id }
+        }
+        None => {
+            let doc = serde_json::to_string(&**engram)
+                .map_err(|err| StoreError::Corrupt { id: engram.id.clone(), message: err.to_string() })?;
+            tx.execute(
+                "INSERT INTO engrams (id, content_hash, project, scope, kind, created_by, stored_at, expires_at,
+                                      confidence, tier, doc)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'hot', ?10)",
+                params![
+                    engram.id,
+                    hash,
+                    project,
+                    enum_name(&engram.scope),
+                    enum_name(&engram.kind),
+                    engram.provenance.created_by,
+                    now,
+                    expires_at,
+                    engram.confidence,
+                    doc
+                ],
+            )?;
+            PutOutcome::Stored { id: engram.id.clone() }
+        }
+    })
 }
 
 fn bump_generation(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<usize> {

@@ -1,0 +1,245 @@
+//! `lessrt eval locomo FILE`: evidence recall of the memory's recall on LoCoMo conversations.
+//!
+//! Every dialog turn of a conversation becomes an engram of that conversation's project, citing
+//! `sam:<sample_id>:<dia_id>`; every QA question is asked against its own conversation. A question's recall@k is
+//! the fraction of its evidence dia_ids among the top k retrieved turns (exact string match; a question without
+//! evidence counts 1), averaged over all questions, overall and per category; the strict variant counts a question
+//! only when all its evidence is in the top k.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context;
+use less_runtime::memory::Memory;
+use less_runtime::{Engram, EngramKind, Pointer, Scope, Source, Ttl, Valid};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// Sub-commands of `lessrt eval`.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum Command {
+    /// Evidence recall@k on LoCoMo conversations (JSON array of samples).
+    Locomo(LocomoArgs),
+}
+
+/// Arguments of `lessrt eval locomo`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct LocomoArgs {
+    /// The LoCoMo file.
+    file: PathBuf,
+    /// The k values to report.
+    #[arg(long, value_delimiter = ',', default_value = "1,5,10,25,50")]
+    k: Vec<usize>,
+    /// Stages: `hash` (stage 1) is what this build has.
+    #[arg(long, default_value = "hash")]
+    stages: String,
+    /// Print the JSON report.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One question's category and its recall and strict recall at each k.
+type QuestionScore = (u32, Vec<f64>, Vec<f64>);
+
+#[derive(Deserialize)]
+struct Sample {
+    sample_id: String,
+    conversation: serde_json::Map<String, Value>,
+    qa: Vec<Qa>,
+}
+
+#[derive(Deserialize)]
+struct Qa {
+    question: String,
+    #[serde(default)]
+    evidence: Vec<String>,
+    category: u32,
+}
+
+#[derive(Deserialize)]
+struct Turn {
+    speaker: String,
+    dia_id: String,
+    text: String,
+    #[serde(default)]
+    blip_caption: Option<String>,
+}
+
+pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Locomo(args) => locomo(args),
+    }
+}
+
+fn locomo(args: &LocomoArgs) -> anyhow::Result<ExitCode> {
+    if args.stages != "hash" {
+        anyhow::bail!(
+            "stages {:?} are not available in this build: the embedding rerank is not built yet; use --stages hash",
+            args.stages
+        );
+    }
+    let text = super::read_input(&args.file)?;
+    let samples: Vec<Sample> = serde_json::from_str(&text).context("not a LoCoMo file (a JSON array of samples)")?;
+    let k_max = args.k.iter().copied().max().unwrap_or(10);
+    let dir = tempfile_dir()?;
+    let mut memory = Memory::open(&dir).context("cannot open a scratch memory")?;
+    let mut per_question: Vec<QuestionScore> = Vec::new();
+    let mut latencies_ms: Vec<f64> = Vec::new();
+    for sample in &samples {
+        let engrams = turns_as_engrams(sample)?;
+        memory.put_many(&engrams, &sample.sample_id, 0)?;
+        for qa in &sample.qa {
+            let started = Instant::now();
+            let recall = memory.query(&qa.question, &sample.sample_id, None, k_max)?;
+            latencies_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+            let retrieved: Vec<String> = recall
+                .hits
+                .iter()
+                .filter_map(|h| h.stored.engram.pointers.first().map(|p| dia_id_of(p, &sample.sample_id)))
+                .collect();
+            let (recalls, stricts) =
+                args.k.iter().map(|&k| score(&qa.evidence, &retrieved[..k.min(retrieved.len())])).unzip();
+            per_question.push((qa.category, recalls, stricts));
+        }
+    }
+    let report = build_report(&args.k, &per_question, &mut latencies_ms, &args.stages);
+    if args.json {
+        println!("{report}");
+    } else {
+        print_report(&args.k, &report);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Recall and strict recall of one question against the retrieved dia_ids.
+fn score(evidence: &[String], retrieved: &[String]) -> (f64, f64) {
+    if evidence.is_empty() {
+        return (1.0, 1.0);
+    }
+    let found = evidence.iter().filter(|e| retrieved.contains(e)).count();
+    (found as f64 / evidence.len() as f64, if found == evidence.len() { 1.0 } else { 0.0 })
+}
+
+fn build_report(
+    ks: &[usize],
+    per_question: &[(u32, Vec<f64>, Vec<f64>)],
+    latencies: &mut [f64],
+    stages: &str,
+) -> Value {
+    let mean = |values: Vec<f64>| {
+        if values.is_empty() { 0.0 } else { 100.0 * values.iter().sum::<f64>() / values.len() as f64 }
+    };
+    let round = |x: f64| (x * 10.0).round() / 10.0;
+    let table = |select: &dyn Fn(&QuestionScore) -> bool, strict: bool| {
+        let mut out = serde_json::Map::new();
+        for (idx, k) in ks.iter().enumerate() {
+            let values: Vec<f64> =
+                per_question.iter().filter(|q| select(q)).map(|q| if strict { q.2[idx] } else { q.1[idx] }).collect();
+            out.insert(format!("recall@{k}"), json!(round(mean(values))));
+        }
+        Value::Object(out)
+    };
+    let mut by_category = BTreeMap::new();
+    for category in 1..=5u32 {
+        let n = per_question.iter().filter(|q| q.0 == category).count();
+        if n > 0 {
+            let mut t = table(&|q| q.0 == category, false);
+            t["questions"] = json!(n);
+            by_category.insert(category.to_string(), t);
+        }
+    }
+    latencies.sort_by(f64::total_cmp);
+    let pick = |q: f64| latencies.get(((latencies.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0.0);
+    json!({
+        "questions": per_question.len(),
+        "stages": stages,
+        "overall": table(&|_| true, false),
+        "by_category": by_category,
+        "strict": table(&|_| true, true),
+        "latency_ms": {"p50": (pick(0.5) * 1000.0).round() / 1000.0, "p95": (pick(0.95) * 1000.0).round() / 1000.0},
+    })
+}
+
+fn print_report(ks: &[usize], report: &Value) {
+    println!(
+        "LoCoMo evidence recall ({} questions, stages: {})",
+        report["questions"],
+        report["stages"].as_str().unwrap_or("")
+    );
+    let header: Vec<String> = ks.iter().map(|k| format!("{:>9}", format!("@{k}"))).collect();
+    println!("{:<12}{}", "", header.join(""));
+    let row = |name: &str, t: &Value| {
+        let cells: Vec<String> =
+            ks.iter().map(|k| format!("{:>9.1}", t[format!("recall@{k}")].as_f64().unwrap_or(0.0))).collect();
+        println!("{name:<12}{}", cells.join(""));
+    };
+    row("overall", &report["overall"]);
+    row("strict", &report["strict"]);
+    for (category, t) in report["by_category"].as_object().into_iter().flatten() {
+        row(&format!("category {category}"), t);
+    }
+    println!("query latency p50 {} ms, p95 {} ms", report["latency_ms"]["p50"], report["latency_ms"]["p95"]);
+}
+
+/// Every turn of every session, as an engram citing `sam:<sample_id>:<dia_id>`.
+fn turns_as_engrams(sample: &Sample) -> anyhow::Result<Vec<Valid<Engram>>> {
+    let mut engrams = Vec::new();
+    for n_session in 1.. {
+        let Some(turns) = sample.conversation.get(&format!("session_{n_session}")) else { break };
+        let date =
+            sample.conversation.get(&format!("session_{n_session}_date_time")).and_then(Value::as_str).unwrap_or("");
+        let turns: Vec<Turn> = serde_json::from_value(turns.clone()).context("a session is not a list of turns")?;
+        for turn in turns {
+            let mut claim = format!("{}: {}", turn.speaker, turn.text);
+            if let Some(caption) = &turn.blip_caption {
+                claim.push_str(&format!(" [shares a photo: {caption}]"));
+            }
+            let claim: String = claim.chars().take(500).collect();
+            let pointer = Pointer::parse(&format!("sam:{}:{}", sample.sample_id, turn.dia_id))
+                .map_err(|v| anyhow::anyhow!("turn {}: {v}", turn.dia_id))?;
+            let mut builder = Engram::builder(EngramKind::Fact, claim, turn.speaker.clone())
+                .pointer(pointer)
+                .confidence(1.0)
+                .ttl(Ttl::days(3650))
+                .scope(Scope::Project)
+                .source(Source::Sam)
+                .created_at("2026-01-01T00:00:00Z");
+            if !date.is_empty() {
+                builder = builder.tag(date.chars().take(40).collect::<String>());
+            }
+            engrams.push(builder.build().map_err(|v| anyhow::anyhow!("turn {}: {v}", turn.dia_id))?);
+        }
+    }
+    Ok(engrams)
+}
+
+fn dia_id_of(pointer: &Pointer, sample_id: &str) -> String {
+    pointer.location().strip_prefix(&format!("{sample_id}:")).unwrap_or(pointer.location()).to_owned()
+}
+
+fn tempfile_dir() -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("lessrt-eval-{}-{}", std::process::id(), rand_suffix()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recall_counts_the_fraction_of_evidence_found_and_strict_needs_all() {
+        let ev = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<String>>();
+        assert_eq!(score(&ev(&["D1:3", "D2:4"]), &ev(&["D2:4", "D9:9"])), (0.5, 0.0));
+        assert_eq!(score(&ev(&["D1:3"]), &ev(&["D1:3"])), (1.0, 1.0));
+        assert_eq!(score(&[], &ev(&["D1:3"])), (1.0, 1.0), "no evidence counts 1");
+        assert_eq!(score(&ev(&["D8:6; D9:17"]), &ev(&["D8:6", "D9:17"])), (0.0, 0.0), "evidence strings match exactly");
+    }
+}
