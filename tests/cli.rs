@@ -384,6 +384,11 @@ fn an_acknowledged_put_survives_a_kill() {
 #[test]
 fn locomo_dev_stage_one_recall_holds_its_floor() {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/locomo/locomo-dev.json");
+    assert!(
+        data.exists(),
+        "the LoCoMo dev split is expected beside the checkout, at {} (as CI has it)",
+        data.display()
+    );
     let output = lessrt(&["eval", "locomo", &data.display().to_string(), "--k", "5,10", "--json"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let report: Value = serde_json::from_str(&stdout(&output)).expect("JSON report");
