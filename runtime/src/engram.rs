@@ -30,6 +30,23 @@ pub enum EngramKind {
     Policy,
 }
 
+impl EngramKind {
+    /// The wire name (`"decision"`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EngramKind::Fact => "fact",
+            EngramKind::Decision => "decision",
+            EngramKind::Risk => "risk",
+            EngramKind::Todo => "todo",
+            EngramKind::Constraint => "constraint",
+            EngramKind::Diff => "diff",
+            EngramKind::Test => "test",
+            EngramKind::Perf => "perf",
+            EngramKind::Policy => "policy",
+        }
+    }
+}
+
 /// Who may read an engram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -42,6 +59,18 @@ pub enum Scope {
     Org,
     /// Everyone (promotion by a parent only).
     Global,
+}
+
+impl Scope {
+    /// The wire name (`"project"`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Scope::Run => "run",
+            Scope::Project => "project",
+            Scope::Org => "org",
+            Scope::Global => "global",
+        }
+    }
 }
 
 /// Where the knowledge came from.

@@ -84,8 +84,7 @@ pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
                 );
                 for hit in &recall.hits {
                     let e = &hit.stored.engram;
-                    let kind = serde_json::to_value(e.kind)?.as_str().unwrap_or_default().to_owned();
-                    println!("{}\t{:.3}\t{kind}\t{}", e.id, hit.score, e.claim.replace(['\t', '\n'], " "));
+                    println!("{}\t{:.3}\t{}\t{}", e.id, hit.score, e.kind.as_str(), e.claim.replace(['\t', '\n'], " "));
                 }
             }
             Ok(ExitCode::SUCCESS)

@@ -111,7 +111,7 @@ impl RecallIndex {
         doc.add_text(f.uid, uid(&stored.project, &stored.engram.id));
         doc.add_text(f.id, &stored.engram.id);
         doc.add_text(f.project, &stored.project);
-        doc.add_text(f.kind, kind_name(&stored.engram.kind));
+        doc.add_text(f.kind, stored.engram.kind.as_str());
         doc.add_text(f.keys, keys::engram_keys(&stored.engram).join(" "));
         self.writer.add_document(doc)?;
         Ok(())
@@ -200,10 +200,6 @@ fn schema() -> (Schema, Fields) {
 
 fn uid(project: &str, id: &str) -> String {
     format!("{project}\u{1f}{id}")
-}
-
-fn kind_name(kind: &crate::engram::EngramKind) -> String {
-    serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
 fn clear_dir(dir: &Path) -> Result<(), IndexError> {

@@ -342,8 +342,8 @@ fn put_in(
                     engram.id,
                     hash,
                     project,
-                    enum_name(&engram.scope),
-                    enum_name(&engram.kind),
+                    engram.scope.as_str(),
+                    engram.kind.as_str(),
                     engram.provenance.created_by,
                     now,
                     expires_at,
@@ -389,7 +389,7 @@ pub fn content_hash(engram: &Engram) -> String {
         .collect();
     pointers.sort();
     let mut hasher = blake3::Hasher::new();
-    for part in [enum_name(&engram.kind).as_str(), enum_name(&engram.scope).as_str(), engram.claim.trim()] {
+    for part in [engram.kind.as_str(), engram.scope.as_str(), engram.claim.trim()] {
         hasher.update(part.as_bytes());
         hasher.update(b"\n");
     }
@@ -398,11 +398,6 @@ pub fn content_hash(engram: &Engram) -> String {
         hasher.update(b"\n");
     }
     hasher.finalize().to_hex().to_string()
-}
-
-/// The serde name of a unit enum value (`"decision"`, `"project"`).
-fn enum_name<T: serde::Serialize>(value: &T) -> String {
-    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
 #[cfg(test)]

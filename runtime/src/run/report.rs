@@ -208,10 +208,9 @@ fn pointer_texts(engram: &Value) -> Vec<String> {
 fn evaluate(check: &Check, mode: WireMode, events: &[Event], totals: &RoleReport) -> CheckResult {
     let (name, passed, detail) = match check {
         Check::EngramCites { kind, pointers } => {
-            let kind_name =
-                serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+            let kind_name = kind.as_str();
             let found = delivered_engrams(events).find(|(_, e)| {
-                e.get("kind").and_then(Value::as_str) == Some(kind_name.as_str()) && {
+                e.get("kind").and_then(Value::as_str) == Some(kind_name) && {
                     let cited = pointer_texts(e);
                     pointers.iter().all(|p| cited.contains(p))
                 }

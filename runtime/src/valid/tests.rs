@@ -297,3 +297,14 @@ proptest! {
         assert_round_trip(value)?;
     }
 }
+
+#[test]
+fn wire_names_match_serde() {
+    use crate::engram::{EngramKind::*, Scope::*};
+    for kind in [Fact, Decision, Risk, Todo, Constraint, Diff, Test, Perf, Policy] {
+        assert_eq!(serde_json::to_value(kind).expect("kind"), Value::String(kind.as_str().to_owned()));
+    }
+    for scope in [Run, Project, Org, Global] {
+        assert_eq!(serde_json::to_value(scope).expect("scope"), Value::String(scope.as_str().to_owned()));
+    }
+}
