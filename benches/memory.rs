@@ -80,7 +80,7 @@ fn loaded(n: usize) -> (tempfile::TempDir, Memory) {
 fn bench_recall(c: &mut Criterion) {
     let mut group = c.benchmark_group("memory");
     for n in [10_000usize, 100_000] {
-        let (_dir, memory) = loaded(n);
+        let (_dir, mut memory) = loaded(n);
         let questions =
             ["which module refuses oversize messages", "where are payment events recorded", "dev server port"];
         let mut idx = 0;

@@ -373,6 +373,12 @@ fn an_acknowledged_put_survives_a_kill() {
     assert_eq!(got["engram"]["claim"], example_engram()["claim"]);
     assert_eq!(got["tier"], json!("hot"));
     assert!(got["engram"]["hash_keys"].as_array().is_some_and(|k| !k.is_empty()));
+    // Killed before its index commit: the next open sees the index behind the store and rebuilds it.
+    let store_dir = store.display().to_string();
+    let output =
+        lessrt(&["memory", "query", "budget enforcer gateway", "--store", &store_dir, "--project", "p", "--json"]);
+    let recall: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    assert_eq!(recall["hits"][0]["id"], json!("eg_budget_split"), "{recall}");
     // Another project does not see it.
     let output =
         lessrt(&["memory", "get", "eg_budget_split", "--store", &store.display().to_string(), "--project", "q"]);

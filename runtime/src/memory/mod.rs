@@ -47,9 +47,15 @@ pub struct Recall {
 }
 
 /// The store and its recall index, kept in step.
+///
+/// A put is acknowledged after the store's commit; the index takes the engram at once but commits lazily, before the
+/// next query (an index commit costs about ten times a store commit). A crash in between leaves the index behind the
+/// store's generation, and the next open rebuilds it, so nothing acknowledged is ever missing from recall.
 pub struct Memory {
     store: Store,
     index: RecallIndex,
+    /// The index holds changes not yet committed.
+    index_dirty: bool,
 }
 
 impl Memory {
@@ -57,7 +63,7 @@ impl Memory {
     pub fn open(dir: &Path) -> Result<Memory, MemoryError> {
         let store = Store::open(dir)?;
         let index = RecallIndex::open(&dir.join("recall"))?;
-        let mut memory = Memory { store, index };
+        let mut memory = Memory { store, index, index_dirty: false };
         if memory.index.generation() != memory.store.generation()? {
             memory.reindex()?;
         }
@@ -68,6 +74,7 @@ impl Memory {
     pub fn reindex(&mut self) -> Result<usize, MemoryError> {
         let hot = self.store.all(Tier::Hot)?;
         self.index.rebuild(&hot, self.store.generation()?)?;
+        self.index_dirty = false;
         Ok(hot.len())
     }
 
@@ -78,7 +85,7 @@ impl Memory {
             && let Some(stored) = self.store.get(project, outcome.id())?
         {
             self.index.add(&stored)?;
-            self.index.commit(self.store.generation()?)?;
+            self.index_dirty = true;
         }
         Ok(outcome)
     }
@@ -94,14 +101,15 @@ impl Memory {
         for outcome in outcomes.iter().filter(|o| !matches!(o, PutOutcome::Duplicate { .. })) {
             if let Some(stored) = self.store.get(project, outcome.id())? {
                 self.index.add(&stored)?;
+                self.index_dirty = true;
             }
         }
-        self.index.commit(self.store.generation()?)?;
         Ok(outcomes)
     }
 
     /// The `k` best hot engrams of `project` for `text` (optionally of one `kind`).
-    pub fn query(&self, text: &str, project: &str, kind: Option<&str>, k: usize) -> Result<Recall, MemoryError> {
+    pub fn query(&mut self, text: &str, project: &str, kind: Option<&str>, k: usize) -> Result<Recall, MemoryError> {
+        self.flush()?;
         let candidates = self.index.recall(&keys::query_keys(text), project, kind, k)?;
         let mut hits = Vec::with_capacity(candidates.len());
         for candidate in candidates {
@@ -115,6 +123,15 @@ impl Memory {
         Ok(Recall { stages: vec!["hash"], hits })
     }
 
+    /// Commits pending index changes (queries do this first; call it before handing the index to another process).
+    pub fn flush(&mut self) -> Result<(), MemoryError> {
+        if self.index_dirty {
+            self.index.commit(self.store.generation()?)?;
+            self.index_dirty = false;
+        }
+        Ok(())
+    }
+
     /// The engram `id` of `project`, hot or cold.
     pub fn get(&self, project: &str, id: &str) -> Result<Option<Stored>, MemoryError> {
         Ok(self.store.get(project, id)?)
@@ -126,7 +143,7 @@ impl Memory {
         for (project, id) in &moved {
             self.index.remove(project, id);
         }
-        self.index.commit(self.store.generation()?)?;
+        self.index_dirty |= !moved.is_empty();
         Ok(moved.len())
     }
 
@@ -135,7 +152,7 @@ impl Memory {
         let done = self.store.supersede(project, old, new)?;
         if done {
             self.index.remove(project, old);
-            self.index.commit(self.store.generation()?)?;
+            self.index_dirty = true;
         }
         Ok(done)
     }
@@ -143,6 +160,15 @@ impl Memory {
     /// Counts by tier and kind.
     pub fn stats(&self) -> Result<StoreStats, MemoryError> {
         Ok(self.store.stats()?)
+    }
+}
+
+impl Drop for Memory {
+    fn drop(&mut self) {
+        // Best effort: a failed commit here only means the next open rebuilds the index from the store.
+        if let Err(err) = self.flush() {
+            tracing::warn!("recall index left behind the store, rebuilt on next open: {err}");
+        }
     }
 }
 

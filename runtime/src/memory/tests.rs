@@ -95,13 +95,13 @@ fn a_missing_or_stale_index_is_rebuilt_with_identical_results() {
     };
     // Lose the index entirely.
     std::fs::remove_dir_all(dir.path().join("recall")).expect("remove index");
-    let memory = Memory::open(dir.path()).expect("reopen rebuilds");
+    let mut memory = Memory::open(dir.path()).expect("reopen rebuilds");
     let after = memory.query("migrations seeding dev port", "kelp", None, 4).expect("query");
     assert_eq!(ids(&after), ids(&before));
     // Damage it: garbage in the index directory is detected and rebuilt too.
     drop(memory);
     std::fs::write(dir.path().join("recall/meta.json"), "not json").expect("damage");
-    let memory = Memory::open(dir.path()).expect("reopen after damage");
+    let mut memory = Memory::open(dir.path()).expect("reopen after damage");
     assert_eq!(ids(&memory.query("migrations seeding dev port", "kelp", None, 4).expect("query")), ids(&before));
     // A store changed behind the index's back (by a process that did not update it) is noticed by generation.
     drop(memory);
