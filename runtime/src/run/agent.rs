@@ -324,16 +324,18 @@ impl AgentState {
         text
     }
 
+    /// The whole file (or section owner) behind `pointer`, for pasting; nothing is metered or pinned.
     async fn read_whole(&self, pointer: &Pointer) -> String {
-        match ractor::call!(self.ctx.resolver, ResolverMsg::ReadWhole, pointer.clone()) {
-            Ok(Ok(text)) => text,
-            _ => String::new(),
+        match Pointer::new(pointer.ty(), pointer.reference(), None) {
+            Ok(whole) => self.read_span(&whole).await,
+            Err(_) => String::new(),
         }
     }
 
+    /// What `pointer` addresses, for pasting; nothing is metered or pinned.
     async fn read_span(&self, pointer: &Pointer) -> String {
-        match ractor::call!(self.ctx.resolver, ResolverMsg::Resolve, vec![pointer.clone()]) {
-            Ok(Ok(mut resolved)) => resolved.pop().map(|r| r.content).unwrap_or_default(),
+        match ractor::call!(self.ctx.resolver, ResolverMsg::ReadUnpinned, pointer.clone()) {
+            Ok(Ok(text)) => text,
             _ => String::new(),
         }
     }

@@ -17,8 +17,9 @@ pub struct ResolverActor;
 pub enum ResolverMsg {
     /// Resolve every pointer (all or nothing: digests are pinned only when every pointer resolved).
     Resolve(Vec<Pointer>, RpcReplyPort<Result<Vec<Resolved>, Violation>>),
-    /// Read a pointer's whole file (verbatim baseline rendering; not metered, digests not pinned).
-    ReadWhole(Pointer, RpcReplyPort<Result<String, Violation>>),
+    /// Read what a pointer addresses without pinning its digest (the verbatim baseline pastes this way; not
+    /// metered).
+    ReadUnpinned(Pointer, RpcReplyPort<Result<String, Violation>>),
     /// Remember a delivered (or refused) document for `sam:` pointers.
     Remember(String, std::sync::Arc<Value>),
 }
@@ -61,10 +62,8 @@ impl Actor for ResolverActor {
             ResolverMsg::Resolve(pointers, reply) => {
                 let _ = reply.send(state.resolver.resolve_all(&pointers, &state.sam));
             }
-            ResolverMsg::ReadWhole(pointer, reply) => {
-                let whole = Pointer::new(pointer.ty(), pointer.reference(), None)
-                    .and_then(|p| state.resolver.read_unpinned(&p, &state.sam));
-                let _ = reply.send(whole);
+            ResolverMsg::ReadUnpinned(pointer, reply) => {
+                let _ = reply.send(state.resolver.read_unpinned(&pointer, &state.sam));
             }
             ResolverMsg::Remember(msg_id, doc) => {
                 state.sam.0.insert(("msg".into(), msg_id), doc.to_string());
