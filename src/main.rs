@@ -33,6 +33,8 @@ enum Command {
     /// The durable engram store: put, query, get, stats, reindex.
     #[command(subcommand)]
     Memory(cmd::memory::Command),
+    /// Check what this machine has for lessrt (embedding model, ONNX Runtime) and say how to fix what is missing.
+    Doctor(cmd::doctor::Args),
     /// Print a published JSON Schema, or list them.
     Schema(cmd::schema::Args),
     /// List the stable error codes with what to send instead.
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
         Command::Pointer(command) => cmd::pointer::run(&command),
         Command::Eval(command) => cmd::eval::run(&command),
         Command::Memory(command) => cmd::memory::run(&command),
+        Command::Doctor(args) => cmd::doctor::run(&args),
         Command::Schema(args) => cmd::schema::run(&args),
         Command::Errors(args) => cmd::errors::run(&args),
     };

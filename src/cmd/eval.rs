@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
-use less_runtime::memory::Memory;
+use less_runtime::memory::{Fusion, Memory, RecallRequest, Stages};
 use less_runtime::{Engram, EngramKind, Pointer, Scope, Source, Ttl, Valid};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -32,9 +32,13 @@ pub(crate) struct LocomoArgs {
     /// The k values to report.
     #[arg(long, value_delimiter = ',', default_value = "1,5,10,25,50")]
     k: Vec<usize>,
-    /// Stages: `hash` (stage 1) is what this build has.
-    #[arg(long, default_value = "hash")]
+    /// Stages: `hash` (hash-key recall alone), `hash+rerank` (fused with the embedding model) or `rerank` (the
+    /// embedding model alone).
+    #[arg(long, default_value = "hash+rerank")]
     stages: String,
+    /// Fusion weights `HASH,COSINE,NEIGHBOUR` (for tuning experiments; the defaults are the tuned ones).
+    #[arg(long, value_delimiter = ',')]
+    fusion: Option<Vec<f32>>,
     /// Print the JSON report.
     #[arg(long)]
     json: bool,
@@ -74,25 +78,34 @@ pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
 }
 
 fn locomo(args: &LocomoArgs) -> anyhow::Result<ExitCode> {
-    if args.stages != "hash" {
-        anyhow::bail!(
-            "stages {:?} are not available in this build: the embedding rerank is not built yet; use --stages hash",
-            args.stages
-        );
-    }
+    let Some(stages) = Stages::parse(&args.stages) else {
+        anyhow::bail!("unknown --stages {:?}; use hash, hash+rerank or rerank", args.stages);
+    };
     let text = super::read_input(&args.file)?;
     let samples: Vec<Sample> = serde_json::from_str(&text).context("not a LoCoMo file (a JSON array of samples)")?;
     let k_max = args.k.iter().copied().max().unwrap_or(10);
     let dir = tempfile_dir()?;
-    let mut memory = Memory::open(&dir).context("cannot open a scratch memory")?;
+    let mut memory = if stages == Stages::Hash { Memory::open_without_model(&dir) } else { Memory::open(&dir) }
+        .context("cannot open a scratch memory")?;
+    if let Some(reason) = memory.rerank_unavailable()
+        && stages != Stages::Hash
+    {
+        anyhow::bail!("--stages {} needs the embedding model: {reason}", stages.as_str());
+    }
+    if let Some(w) = &args.fusion {
+        anyhow::ensure!(w.len() == 3, "--fusion takes three weights, HASH,COSINE,NEIGHBOUR (e.g. 1,1,0.2)");
+        memory.set_fusion(Fusion { hash: w[0], cosine: w[1], neighbour: w[2] });
+    }
     let mut per_question: Vec<QuestionScore> = Vec::new();
     let mut latencies_ms: Vec<f64> = Vec::new();
     for sample in &samples {
         let engrams = turns_as_engrams(sample)?;
         memory.put_many(&engrams, &sample.sample_id, 0)?;
+        memory.flush()?;
         for qa in &sample.qa {
             let started = Instant::now();
-            let recall = memory.query(&qa.question, &sample.sample_id, None, k_max)?;
+            let recall = memory
+                .recall(&RecallRequest { stages, ..RecallRequest::new(&qa.question, &sample.sample_id, k_max) })?;
             latencies_ms.push(started.elapsed().as_secs_f64() * 1000.0);
             let retrieved: Vec<String> = recall
                 .hits
@@ -104,7 +117,7 @@ fn locomo(args: &LocomoArgs) -> anyhow::Result<ExitCode> {
             per_question.push((qa.category, recalls, stricts));
         }
     }
-    let report = build_report(&args.k, &per_question, &mut latencies_ms, &args.stages);
+    let report = build_report(&args.k, &per_question, &mut latencies_ms, stages.as_str());
     if args.json {
         println!("{report}");
     } else {

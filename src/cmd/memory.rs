@@ -18,7 +18,8 @@ pub(crate) enum Command {
         #[command(flatten)]
         common: Common,
     },
-    /// Recall the engrams that best match a question (stage 1: shared hash keys, BM25).
+    /// Recall the engrams that best match a question (stage 1: shared hash keys, BM25; stage 2: the embedding
+    /// model's cosine, fused; `lessrt doctor` says whether the model is installed).
     Query {
         /// The question (pointers in text form match the engrams citing them).
         text: String,
@@ -73,15 +74,18 @@ pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
                 let hits: Vec<Value> = recall
                     .hits
                     .iter()
-                    .map(|h| json!({"id": h.stored.engram.id, "score": h.score, "engram": h.stored.engram}))
+                    .map(|h| {
+                        json!({"id": h.stored.engram.id, "score": h.score, "hash_score": h.hash_score,
+                            "cosine": h.cosine, "engram": h.stored.engram})
+                    })
                     .collect();
-                println!("{}", json!({"stages": recall.stages, "hits": hits}));
+                println!("{}", json!({"stages": recall.stages, "degraded": recall.degraded, "hits": hits}));
             } else {
                 // Say which stages ran: a recall without the rerank is never passed off as a full one.
-                eprintln!(
-                    "lessrt: stages: {} (the embedding rerank is not available in this build)",
-                    recall.stages.join("+")
-                );
+                match &recall.degraded {
+                    Some(why) => eprintln!("lessrt: stages: {} ({why})", recall.stages.join("+")),
+                    None => eprintln!("lessrt: stages: {}", recall.stages.join("+")),
+                }
                 for hit in &recall.hits {
                     let e = &hit.stored.engram;
                     println!("{}\t{:.3}\t{}\t{}", e.id, hit.score, e.kind.as_str(), e.claim.replace(['\t', '\n'], " "));

@@ -92,14 +92,19 @@ pub fn engram_keys(engram: &Engram) -> Vec<String> {
 /// The keys of a query text, for recall (sorted, unique). A query can also name pointers (`repo:src/a.rs`), which
 /// match the engrams that cite them.
 pub fn query_keys(text: &str) -> Vec<String> {
+    let keys: BTreeSet<String> = query_features(text).iter().map(|f| key(f)).collect();
+    keys.into_iter().collect()
+}
+
+/// The features of a query text: its words and the pointers it names.
+pub fn query_features(text: &str) -> BTreeSet<String> {
     let mut features = text_features(text);
     for token in text.split_whitespace() {
         if let Ok(pointer) = Pointer::parse(token) {
             features.extend(pointer_features(&pointer));
         }
     }
-    let keys: BTreeSet<String> = features.iter().map(|f| key(f)).collect();
-    keys.into_iter().collect()
+    features
 }
 
 /// The keys stored in the engram itself: at most [`MAX_STORED_KEYS`], the most specific features first (tags,

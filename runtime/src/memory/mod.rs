@@ -1,19 +1,28 @@
-//! Memory: the durable engram store, the keys recall works on, and stage-1 recall (LESS spec §8, §9, §13).
+//! Memory: the durable engram store and two-stage recall (LESS spec §8, §9, §13).
 //!
 //! [`Memory`] puts the pieces together: SQLite as the source of truth (`store.rs`), deterministic hash keys
-//! (`keys.rs`) and the derived tantivy index (`index.rs`), rebuilt from the store whenever it is missing, unreadable
-//! or behind. The embedding rerank, scopes and promotion, rate limits and the `MemoryActor` build on this.
+//! (`keys.rs`) and the derived tantivy index for stage 1 (`index.rs`), the local embedding model (`embed.rs`) and
+//! the derived usearch index of claim vectors for stage 2 (`vectors.rs`), and the ranking rules (`rank.rs`). Derived
+//! indexes are rebuilt from the store whenever they are missing, unreadable or behind.
 
+pub mod embed;
 pub mod index;
 pub mod keys;
+pub mod rank;
 pub mod store;
+pub mod vectors;
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
+pub use embed::{EmbedError, Embedder, ModelPaths};
 pub use index::{Candidate, IndexError, RecallIndex};
+pub use rank::{Fusion, Ranked, TieContext};
 pub use store::{PutOutcome, Store, StoreError, StoreStats, Stored, Tier, content_hash};
+pub use vectors::{VectorError, VectorIndex};
 
-use crate::engram::Engram;
+use crate::engram::{Engram, Scope};
 use crate::valid::Valid;
 
 /// Errors of the memory.
@@ -26,6 +35,12 @@ pub enum MemoryError {
     /// The derived index failed (`lessrt memory reindex` rebuilds it).
     #[error(transparent)]
     Index(#[from] IndexError),
+    /// The derived vector index failed (`lessrt memory reindex` rebuilds it).
+    #[error(transparent)]
+    Vectors(#[from] VectorError),
+    /// The query asked for the rerank stage alone and the model is not available.
+    #[error("{0}")]
+    StageUnavailable(String),
 }
 
 /// One recalled engram.
@@ -33,45 +48,193 @@ pub enum MemoryError {
 pub struct Hit {
     /// The engram and its place in the store.
     pub stored: Stored,
-    /// Stage-1 score (BM25 over shared keys).
+    /// The score the order is by (fused when both stages ran; the stage-1 score otherwise).
     pub score: f32,
+    /// Stage-1 score (BM25 over shared keys), when stage 1 found it.
+    pub hash_score: Option<f32>,
+    /// Cosine with the query, when stage 2 ran.
+    pub cosine: Option<f32>,
+}
+
+/// The stages a query asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Stages {
+    /// Stage 1 alone: hash-key recall (BM25), deterministic, no model.
+    Hash,
+    /// Stage 1 candidates and nearest claim vectors, fused (the default; stage 1 alone when the model is missing).
+    #[default]
+    HashRerank,
+    /// Nearest claim vectors alone (needs the model).
+    Rerank,
+}
+
+impl Stages {
+    /// Parses `hash`, `hash+rerank` or `rerank`.
+    pub fn parse(text: &str) -> Option<Stages> {
+        match text {
+            "hash" => Some(Stages::Hash),
+            "hash+rerank" => Some(Stages::HashRerank),
+            "rerank" => Some(Stages::Rerank),
+            _ => None,
+        }
+    }
+
+    /// The name `parse` reads.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stages::Hash => "hash",
+            Stages::HashRerank => "hash+rerank",
+            Stages::Rerank => "rerank",
+        }
+    }
+}
+
+/// A query.
+#[derive(Debug, Clone)]
+pub struct RecallRequest<'a> {
+    /// The question, in words (may name pointers).
+    pub text: &'a str,
+    /// The project asked.
+    pub project: &'a str,
+    /// Only engrams of this kind.
+    pub kind: Option<&'a str>,
+    /// The scope asked for: an engram of this scope wins ties.
+    pub scope: Option<Scope>,
+    /// How many hits at most.
+    pub k: usize,
+    /// The stages wanted.
+    pub stages: Stages,
+}
+
+impl<'a> RecallRequest<'a> {
+    /// The `k` best of `project` for `text`, by both stages when the model is there.
+    pub fn new(text: &'a str, project: &'a str, k: usize) -> RecallRequest<'a> {
+        RecallRequest { text, project, kind: None, scope: None, k, stages: Stages::default() }
+    }
 }
 
 /// The answer to a query, saying which stages produced it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recall {
-    /// Stages that ran, in order (`hash`; `rerank` once the embedding model is wired in).
+    /// Stages that ran, in order: `hash`, `rerank`.
     pub stages: Vec<&'static str>,
+    /// Why a stage that was asked for did not run (the model is missing, with the fix).
+    pub degraded: Option<String>,
     /// Best first.
     pub hits: Vec<Hit>,
 }
 
-/// The store and its recall index, kept in step.
+/// Candidates each stage contributes before fusion, per hit asked for (at least [`MIN_POOL`]).
+const POOL_PER_HIT: usize = 5;
+/// The smallest candidate pool.
+const MIN_POOL: usize = 50;
+
+/// The embedding model of this process, loaded once from [`ModelPaths::from_env`]; the error says what is missing.
+pub fn shared_embedder() -> Result<Arc<Embedder>, String> {
+    static SHARED: OnceLock<Result<Arc<Embedder>, String>> = OnceLock::new();
+    SHARED.get_or_init(|| Embedder::load(&ModelPaths::from_env()).map(Arc::new).map_err(|e| e.to_string())).clone()
+}
+
+/// Stage 2's parts, present when the model loaded.
+struct Semantic {
+    embedder: Arc<Embedder>,
+    vectors: VectorIndex,
+    /// Engrams put since the last flush, to embed in one batch.
+    pending: Vec<vectors::Wanted>,
+}
+
+/// The store and its recall indexes, kept in step.
 ///
-/// A put is acknowledged after the store's commit; the index takes the engram at once but commits lazily, before the
-/// next query (an index commit costs about ten times a store commit). A crash in between leaves the index behind the
-/// store's generation, and the next open rebuilds it, so nothing acknowledged is ever missing from recall.
+/// A put is acknowledged after the store's commit; the indexes take the engram lazily, before the next query (an
+/// index commit costs about ten times a store commit, and embedding in batches is several times faster). A crash in
+/// between leaves an index behind the store's generation, and the next open rebuilds it, so nothing acknowledged is
+/// ever missing from recall.
 pub struct Memory {
     store: Store,
     index: RecallIndex,
     /// The index holds changes not yet committed.
     index_dirty: bool,
+    semantic: Result<Semantic, String>,
+    fusion: Fusion,
+}
+
+impl std::fmt::Debug for Memory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Memory").field("store", &self.store).field("semantic", &self.semantic.is_ok()).finish()
+    }
 }
 
 impl Memory {
-    /// Opens the memory in `dir` (`memory.sqlite3` and `recall/`), rebuilding the index if it is behind the store.
+    /// Opens the memory in `dir` (`memory.sqlite3`, `recall/`, `vectors/`) with the process's embedding model when it
+    /// is installed (see [`shared_embedder`]), rebuilding derived indexes that are behind the store.
     pub fn open(dir: &Path) -> Result<Memory, MemoryError> {
+        Memory::open_with(dir, shared_embedder())
+    }
+
+    /// Opens the memory with stage 1 only; every query result says so.
+    pub fn open_without_model(dir: &Path) -> Result<Memory, MemoryError> {
+        Memory::open_with(dir, Err("the memory was opened without the embedding model".into()))
+    }
+
+    /// Opens the memory with the given model (or the reason there is none).
+    pub fn open_with(dir: &Path, embedder: Result<Arc<Embedder>, String>) -> Result<Memory, MemoryError> {
         let store = Store::open(dir)?;
+        store.ensure_embeddings()?;
         let index = RecallIndex::open(&dir.join("recall"))?;
-        let mut memory = Memory { store, index, index_dirty: false };
-        if memory.index.generation() != memory.store.generation()? {
-            memory.reindex()?;
+        let semantic = match embedder {
+            Ok(embedder) => {
+                Ok(Semantic { embedder, vectors: VectorIndex::open(&dir.join("vectors"))?, pending: Vec::new() })
+            }
+            Err(reason) => Err(reason),
+        };
+        let mut memory = Memory { store, index, index_dirty: false, semantic, fusion: Fusion::default() };
+        let generation = memory.store.generation()?;
+        if memory.index.generation() != generation {
+            memory.reindex_hash()?;
         }
+        memory.sync_vectors(generation)?;
         Ok(memory)
     }
 
-    /// Rebuilds the recall index from the store.
+    /// Replaces the fusion weights (evaluations tune them; the defaults are the tuned ones).
+    pub fn set_fusion(&mut self, fusion: Fusion) {
+        self.fusion = fusion;
+    }
+
+    /// Why stage 2 is not available, if it is not.
+    pub fn rerank_unavailable(&self) -> Option<&str> {
+        self.semantic.as_ref().err().map(String::as_str)
+    }
+
+    /// Brings the vector index in line with the store: adopts the saved file when it reflects `generation`,
+    /// rebuilds it from stored vectors otherwise, and embeds hot engrams that have no vector yet.
+    fn sync_vectors(&mut self, generation: u64) -> Result<(), MemoryError> {
+        let Ok(semantic) = &mut self.semantic else { return Ok(()) };
+        let stored = self.store.hot_vectors(embed::MODEL_ID)?;
+        let current = semantic.vectors.generation() == Some(generation) && {
+            let keys: Vec<(String, String)> = stored.iter().map(|(p, i, _)| (p.clone(), i.clone())).collect();
+            semantic.vectors.adopt(&keys)
+        };
+        if !current {
+            semantic.vectors.rebuild(&stored)?;
+        }
+        semantic.pending = self.store.unembedded(embed::MODEL_ID)?;
+        self.flush()
+    }
+
+    /// Rebuilds every derived index from the store; returns how many hot engrams they hold.
     pub fn reindex(&mut self) -> Result<usize, MemoryError> {
+        let n = self.reindex_hash()?;
+        if let Ok(semantic) = &mut self.semantic {
+            let stored = self.store.hot_vectors(embed::MODEL_ID)?;
+            semantic.vectors.rebuild(&stored)?;
+            semantic.pending = self.store.unembedded(embed::MODEL_ID)?;
+        }
+        self.flush()?;
+        Ok(n)
+    }
+
+    fn reindex_hash(&mut self) -> Result<usize, MemoryError> {
         let hot = self.store.all(Tier::Hot)?;
         self.index.rebuild(&hot, self.store.generation()?)?;
         self.index_dirty = false;
@@ -80,14 +243,7 @@ impl Memory {
 
     /// Stores an engram and makes it recallable; acknowledged after the store's commit.
     pub fn put(&mut self, engram: &Valid<Engram>, project: &str, now: i64) -> Result<PutOutcome, MemoryError> {
-        let outcome = self.store.put(engram, project, now)?;
-        if !matches!(outcome, PutOutcome::Duplicate { .. })
-            && let Some(stored) = self.store.get(project, outcome.id())?
-        {
-            self.index.add(&stored)?;
-            self.index_dirty = true;
-        }
-        Ok(outcome)
+        Ok(self.put_many(std::slice::from_ref(engram), project, now)?.remove(0))
     }
 
     /// Stores many engrams in one transaction and indexes them with one commit (bulk loads, evaluations).
@@ -102,32 +258,125 @@ impl Memory {
             if let Some(stored) = self.store.get(project, outcome.id())? {
                 self.index.add(&stored)?;
                 self.index_dirty = true;
+                if let Ok(semantic) = &mut self.semantic {
+                    semantic.pending.push(vectors::Wanted {
+                        project: project.to_owned(),
+                        id: stored.engram.id.clone(),
+                        text: stored.engram.claim.clone(),
+                    });
+                }
             }
         }
         Ok(outcomes)
     }
 
-    /// The `k` best hot engrams of `project` for `text` (optionally of one `kind`).
+    /// The `k` best hot engrams of `project` for `text` (optionally of one `kind`), by both stages when available.
     pub fn query(&mut self, text: &str, project: &str, kind: Option<&str>, k: usize) -> Result<Recall, MemoryError> {
-        self.flush()?;
-        let candidates = self.index.recall(&keys::query_keys(text), project, kind, k)?;
-        let mut hits = Vec::with_capacity(candidates.len());
-        for candidate in candidates {
-            // The index is derived: an id it still holds but the store moved to cold is skipped, not returned.
-            if let Some(stored) = self.store.get(project, &candidate.id)?
-                && stored.tier == Tier::Hot
-            {
-                hits.push(Hit { stored, score: candidate.score });
-            }
-        }
-        Ok(Recall { stages: vec!["hash"], hits })
+        self.recall(&RecallRequest { kind, ..RecallRequest::new(text, project, k) })
     }
 
-    /// Commits pending index changes (queries do this first; call it before handing the index to another process).
+    /// Answers a query: stage-1 candidates and nearest vectors, fused and ordered by [`rank::rank`].
+    pub fn recall(&mut self, request: &RecallRequest<'_>) -> Result<Recall, MemoryError> {
+        self.flush()?;
+        let pool = (request.k * POOL_PER_HIT).max(MIN_POOL);
+        let mut stages = Vec::new();
+        let mut degraded = None;
+        let mut found: HashMap<String, (Option<f32>, Option<f32>)> = HashMap::new();
+        let mut order: Vec<String> = Vec::new();
+        let query_keys = keys::query_keys(request.text);
+        let semantic = match (&self.semantic, request.stages) {
+            (_, Stages::Hash) => None,
+            (Ok(semantic), _) => Some(semantic),
+            (Err(reason), Stages::Rerank) => return Err(MemoryError::StageUnavailable(reason.clone())),
+            (Err(reason), Stages::HashRerank) => {
+                degraded = Some(format!("rerank skipped: {reason}"));
+                None
+            }
+        };
+        if request.stages != Stages::Rerank {
+            stages.push("hash");
+            for candidate in self.index.recall(&query_keys, request.project, request.kind, pool)? {
+                order.push(candidate.id.clone());
+                found.insert(candidate.id, (Some(candidate.score), None));
+            }
+        }
+        if let Some(semantic) = semantic {
+            stages.push("rerank");
+            let query =
+                semantic.embedder.embed_one(request.text).map_err(|e| MemoryError::StageUnavailable(e.to_string()))?;
+            for (entry, cosine) in semantic.vectors.search(&query, pool, |e| &*e.project == request.project)? {
+                let slot = found.entry(entry.id.to_string()).or_insert_with(|| {
+                    order.push(entry.id.to_string());
+                    (None, None)
+                });
+                slot.1 = Some(cosine);
+            }
+            for id in &order {
+                if let Some(slot) = found.get_mut(id)
+                    && slot.1.is_none()
+                {
+                    slot.1 = semantic.vectors.vector(request.project, id).map(|v| embed::cosine(&query, &v));
+                }
+            }
+        }
+        let mut candidates = Vec::with_capacity(order.len());
+        for id in &order {
+            // The indexes are derived: an id they still hold but the store moved to cold is skipped, not returned.
+            let Some(stored) = self.store.get(request.project, id)? else { continue };
+            if stored.tier != Tier::Hot || request.kind.is_some_and(|kind| kind != stored.engram.kind.as_str()) {
+                continue;
+            }
+            let (hash, cosine) = found.get(id).copied().unwrap_or_default();
+            candidates.push(rank::Candidate { stored, hash, cosine });
+        }
+        let ties = TieContext { scope: request.scope, query_features: keys::query_features(request.text) };
+        let fusion = if stages == ["hash"] { Fusion { cosine: 0.0, ..self.fusion } } else { self.fusion };
+        let hits = rank::rank(candidates, &fusion, &ties)
+            .into_iter()
+            .take(request.k)
+            .map(|r| Hit {
+                score: r.score,
+                hash_score: r.candidate.hash,
+                cosine: r.candidate.cosine,
+                stored: r.candidate.stored,
+            })
+            .collect();
+        Ok(Recall { stages, degraded, hits })
+    }
+
+    /// Commits pending index changes and embeds pending engrams (queries do this first).
     pub fn flush(&mut self) -> Result<(), MemoryError> {
         if self.index_dirty {
             self.index.commit(self.store.generation()?)?;
             self.index_dirty = false;
+        }
+        if let Ok(semantic) = &mut self.semantic
+            && !semantic.pending.is_empty()
+        {
+            let pending = std::mem::take(&mut semantic.pending);
+            // A revived engram kept its vector: only the ones without one are embedded.
+            let mut missing = Vec::new();
+            for wanted in &pending {
+                match self.store.vector(embed::MODEL_ID, &wanted.project, &wanted.id)? {
+                    Some(vector) => semantic.vectors.add(&wanted.project, &wanted.id, &vector)?,
+                    None => missing.push(wanted),
+                }
+            }
+            if !missing.is_empty() {
+                let texts: Vec<&str> = missing.iter().map(|w| w.text.as_str()).collect();
+                match semantic.embedder.embed(&texts) {
+                    Ok(computed) => {
+                        let items: Vec<(&vectors::Wanted, &[f32])> =
+                            missing.iter().copied().zip(computed.iter().map(Vec::as_slice)).collect();
+                        self.store.put_vectors(embed::MODEL_ID, &items)?;
+                        for (wanted, vector) in items {
+                            semantic.vectors.add(&wanted.project, &wanted.id, vector)?;
+                        }
+                    }
+                    // The engrams are stored and recallable by stage 1; they are embedded on the next open.
+                    Err(err) => tracing::warn!("embedding {} engrams failed: {err}", missing.len()),
+                }
+            }
         }
         Ok(())
     }
@@ -137,13 +386,21 @@ impl Memory {
         Ok(self.store.get(project, id)?)
     }
 
+    fn forget(&mut self, project: &str, id: &str) {
+        self.index.remove(project, id);
+        self.index_dirty = true;
+        if let Ok(semantic) = &mut self.semantic {
+            semantic.vectors.remove(project, id);
+            semantic.pending.retain(|w| !(w.project == project && w.id == id));
+        }
+    }
+
     /// Moves expired engrams to the cold tier and out of recall; returns how many moved.
     pub fn evict_expired(&mut self, now: i64) -> Result<usize, MemoryError> {
         let moved = self.store.evict_expired(now)?;
         for (project, id) in &moved {
-            self.index.remove(project, id);
+            self.forget(project, id);
         }
-        self.index_dirty |= !moved.is_empty();
         Ok(moved.len())
     }
 
@@ -151,8 +408,7 @@ impl Memory {
     pub fn supersede(&mut self, project: &str, old: &str, new: &str) -> Result<bool, MemoryError> {
         let done = self.store.supersede(project, old, new)?;
         if done {
-            self.index.remove(project, old);
-            self.index_dirty = true;
+            self.forget(project, old);
         }
         Ok(done)
     }
@@ -161,13 +417,23 @@ impl Memory {
     pub fn stats(&self) -> Result<StoreStats, MemoryError> {
         Ok(self.store.stats()?)
     }
+
+    /// Saves the vector index (done on drop; call it to hand the directory to another process).
+    pub fn save(&mut self) -> Result<(), MemoryError> {
+        self.flush()?;
+        let generation = self.store.generation()?;
+        if let Ok(semantic) = &mut self.semantic {
+            semantic.vectors.save(generation)?;
+        }
+        Ok(())
+    }
 }
 
 impl Drop for Memory {
     fn drop(&mut self) {
         // Best effort: a failed commit here only means the next open rebuilds the index from the store.
-        if let Err(err) = self.flush() {
-            tracing::warn!("recall index left behind the store, rebuilt on next open: {err}");
+        if let Err(err) = self.save() {
+            tracing::warn!("recall indexes left behind the store, rebuilt on next open: {err}");
         }
     }
 }

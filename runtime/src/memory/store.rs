@@ -130,7 +130,7 @@ pub struct StoreStats {
 
 /// The store.
 pub struct Store {
-    conn: Connection,
+    pub(super) conn: Connection,
 }
 
 impl std::fmt::Debug for Store {

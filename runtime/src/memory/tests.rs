@@ -1,4 +1,8 @@
-//! Memory tests: recall through the real tantivy index over the real SQLite store.
+//! Memory tests: recall through the real tantivy index and the real embedding model over the real SQLite store.
+//!
+//! Stage-1 behaviour is tested with the model left out (`open_without_model`), so those orders do not depend on it;
+//! the two-stage tests need the model provisioned (`scripts/provision-model.sh`, as CI does) and fail, saying so,
+//! when it is missing.
 
 use super::*;
 use crate::engram::EngramKind;
@@ -43,6 +47,15 @@ fn facts() -> Vec<Valid<Engram>> {
     ]
 }
 
+/// A memory with the real embedding model; fails with the fix when it is not provisioned.
+fn model_memory(dir: &Path) -> Memory {
+    let memory = Memory::open(dir).expect("open");
+    if let Some(reason) = memory.rerank_unavailable() {
+        panic!("these tests need the embedding model; run scripts/provision-model.sh ({reason})");
+    }
+    memory
+}
+
 fn ids(recall: &Recall) -> Vec<&str> {
     recall.hits.iter().map(|h| h.stored.engram.id.as_str()).collect()
 }
@@ -50,13 +63,14 @@ fn ids(recall: &Recall) -> Vec<&str> {
 #[test]
 fn recall_finds_the_engram_a_question_is_about() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut memory = Memory::open(dir.path()).expect("open");
+    let mut memory = Memory::open_without_model(dir.path()).expect("open");
     let facts = facts();
     for fact in &facts {
         memory.put(fact, "kelp", 0).expect("put");
     }
     let recall = memory.query("which port does the dev server use", "kelp", None, 3).expect("query");
     assert_eq!(recall.stages, ["hash"]);
+    assert!(recall.degraded.as_deref().is_some_and(|d| d.contains("without the embedding model")), "never silent");
     assert_eq!(ids(&recall)[0], facts[0].id);
     let recall = memory.query("order of migrations and seeding", "kelp", None, 5).expect("query");
     assert!(ids(&recall)[..2].contains(&facts[1].id.as_str()));
@@ -69,7 +83,7 @@ fn recall_finds_the_engram_a_question_is_about() {
 #[test]
 fn projects_are_isolated_and_cold_engrams_leave_recall() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut memory = Memory::open(dir.path()).expect("open");
+    let mut memory = model_memory(dir.path());
     let facts = facts();
     memory.put(&facts[0], "kelp", 0).expect("put");
     assert!(memory.query("dev server port", "other", None, 5).expect("query").hits.is_empty());
@@ -87,28 +101,33 @@ fn a_missing_or_stale_index_is_rebuilt_with_identical_results() {
     let dir = tempfile::tempdir().expect("tempdir");
     let facts = facts();
     let before = {
-        let mut memory = Memory::open(dir.path()).expect("open");
+        let mut memory = model_memory(dir.path());
         for fact in &facts {
             memory.put(fact, "kelp", 0).expect("put");
         }
         memory.query("migrations seeding dev port", "kelp", None, 4).expect("query")
     };
-    // Lose the index entirely.
+    assert_eq!(before.stages, ["hash", "rerank"]);
+    // Lose both indexes entirely.
     std::fs::remove_dir_all(dir.path().join("recall")).expect("remove index");
-    let mut memory = Memory::open(dir.path()).expect("reopen rebuilds");
+    std::fs::remove_dir_all(dir.path().join("vectors")).expect("remove vectors");
+    let mut memory = model_memory(dir.path());
     let after = memory.query("migrations seeding dev port", "kelp", None, 4).expect("query");
-    assert_eq!(ids(&after), ids(&before));
+    assert_eq!(after, before, "same hits, same scores after the rebuild");
+    assert_eq!(memory.reindex().expect("reindex"), 4);
+    assert_eq!(memory.query("migrations seeding dev port", "kelp", None, 4).expect("query"), before);
     // Damage it: garbage in the index directory is detected and rebuilt too.
     drop(memory);
     std::fs::write(dir.path().join("recall/meta.json"), "not json").expect("damage");
-    let mut memory = Memory::open(dir.path()).expect("reopen after damage");
-    assert_eq!(ids(&memory.query("migrations seeding dev port", "kelp", None, 4).expect("query")), ids(&before));
+    std::fs::write(dir.path().join("vectors/vectors.usearch"), "not an index").expect("damage");
+    let mut memory = model_memory(dir.path());
+    assert_eq!(memory.query("migrations seeding dev port", "kelp", None, 4).expect("query"), before);
     // A store changed behind the index's back (by a process that did not update it) is noticed by generation.
     drop(memory);
     let mut store = Store::open(dir.path()).expect("store");
     store.evict("kelp", &facts[0].id).expect("evict");
     drop(store);
-    let mut memory = Memory::open(dir.path()).expect("reopen");
+    let mut memory = model_memory(dir.path());
     assert!(!ids(&memory.query("dev server port", "kelp", None, 4).expect("query")).contains(&facts[0].id.as_str()));
     assert_eq!(memory.reindex().expect("reindex"), 3);
 }
@@ -116,11 +135,96 @@ fn a_missing_or_stale_index_is_rebuilt_with_identical_results() {
 #[test]
 fn supersession_takes_the_old_engram_out_of_recall() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut memory = Memory::open(dir.path()).expect("open");
+    let mut memory = model_memory(dir.path());
     let old = engram(EngramKind::Fact, "The deploy target is alpha-01.", "sam:decision:deploy-target", &["deploy"]);
     let new = engram(EngramKind::Fact, "The deploy target is now beta-02.", "sam:decision:deploy-target", &["deploy"]);
     memory.put(&old, "", 0).expect("put");
     memory.put(&new, "", 1).expect("put");
     assert!(memory.supersede("", &old.id, &new.id).expect("supersede"));
     assert_eq!(ids(&memory.query("deploy target", "", None, 5).expect("query")), [new.id.as_str()]);
+}
+
+#[test]
+fn the_model_embeds_paraphrases_closer_than_unrelated_text() {
+    let embedder = shared_embedder().expect("the embedding model (run scripts/provision-model.sh)");
+    let v = embedder
+        .embed(&["The dog chased the ball.", "A puppy ran after a ball.", "Quarterly revenue fell by ten percent."])
+        .expect("embed");
+    assert_eq!(v.len(), 3);
+    for vector in &v {
+        assert_eq!(vector.len(), embed::DIMENSIONS);
+        let norm: f32 = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-3, "unit vectors, got norm {norm}");
+    }
+    let (close, far) = (embed::cosine(&v[0], &v[1]), embed::cosine(&v[0], &v[2]));
+    assert!(close > 0.5 && far < 0.2 && close > far + 0.4, "paraphrase {close}, unrelated {far}");
+    assert_eq!(embedder.embed_one("The dog chased the ball.").expect("one"), v[0], "batching changes nothing");
+}
+
+#[test]
+fn rerank_puts_the_semantically_right_engram_first_where_hash_keys_tie() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut memory = model_memory(dir.path());
+    let right = engram(EngramKind::Fact, "Kelp note: the puppy chased a ball around the yard.", "sam:notes:1", &[]);
+    let wrong = engram(EngramKind::Fact, "Kelp note: the broker bought a bond across the street.", "sam:notes:2", &[]);
+    memory.put(&right, "p", 0).expect("put");
+    memory.put(&wrong, "p", 10).expect("put (more recent: stage 1 alone prefers it)");
+    let question = "kelp note about a dog playing fetch";
+    let hash =
+        memory.recall(&RecallRequest { stages: Stages::Hash, ..RecallRequest::new(question, "p", 2) }).expect("q");
+    assert_eq!(hash.hits.len(), 2);
+    assert_eq!(hash.hits[0].hash_score, hash.hits[1].hash_score, "the two engrams tie on hash keys");
+    assert_eq!(ids(&hash), [wrong.id.as_str(), right.id.as_str()], "stage 1 breaks the tie by recency");
+    let both = memory.recall(&RecallRequest::new(question, "p", 2)).expect("q");
+    assert_eq!(both.stages, ["hash", "rerank"]);
+    assert_eq!(both.degraded, None);
+    assert_eq!(ids(&both), [right.id.as_str(), wrong.id.as_str()], "the rerank puts the dog first");
+    assert!(both.hits[0].cosine > both.hits[1].cosine);
+    let semantic = memory.recall(&RecallRequest { stages: Stages::Rerank, ..RecallRequest::new("a dog", "p", 1) });
+    assert_eq!(ids(&semantic.expect("q")), [right.id.as_str()], "the rerank alone finds it without shared keys");
+}
+
+#[test]
+fn a_missing_model_is_said_never_silent() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut memory = Memory::open_with(dir.path(), Err("no model here".into())).expect("open");
+    memory.put(&facts()[0], "kelp", 0).expect("put");
+    let recall = memory.query("dev server port", "kelp", None, 3).expect("query");
+    assert_eq!(recall.stages, ["hash"]);
+    assert_eq!(recall.degraded.as_deref(), Some("rerank skipped: no model here"));
+    assert_eq!(recall.hits.len(), 1);
+    let rerank_only = memory.recall(&RecallRequest { stages: Stages::Rerank, ..RecallRequest::new("port", "kelp", 3) });
+    assert!(matches!(rerank_only, Err(MemoryError::StageUnavailable(reason)) if reason == "no model here"));
+}
+
+#[test]
+fn engrams_put_without_the_model_are_embedded_when_it_comes_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let facts = facts();
+    {
+        let mut memory = Memory::open_without_model(dir.path()).expect("open");
+        for fact in &facts {
+            memory.put(fact, "kelp", 0).expect("put");
+        }
+    }
+    let mut memory = model_memory(dir.path());
+    let recall = memory.recall(&RecallRequest { stages: Stages::Rerank, ..RecallRequest::new("web port", "kelp", 1) });
+    assert_eq!(ids(&recall.expect("query")), [facts[0].id.as_str()], "backfilled on open");
+}
+
+#[test]
+fn a_revived_engram_is_searchable_again_by_its_kept_vector() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut memory = model_memory(dir.path());
+    let fact = &facts()[2];
+    memory.put(fact, "kelp", 0).expect("put");
+    assert!(memory.store.evict("kelp", &fact.id).expect("evict"));
+    memory.forget("kelp", &fact.id);
+    let rerank = |memory: &mut Memory| {
+        let request = RecallRequest { stages: Stages::Rerank, ..RecallRequest::new("cache expiry", "kelp", 3) };
+        ids(&memory.recall(&request).expect("query")).iter().map(|s| (*s).to_owned()).collect::<Vec<String>>()
+    };
+    assert!(rerank(&mut memory).is_empty(), "cold engrams leave stage 2 too");
+    assert_eq!(memory.put(fact, "kelp", 5).expect("revive"), PutOutcome::Revived { id: fact.id.clone() });
+    assert_eq!(rerank(&mut memory), std::slice::from_ref(&fact.id));
 }

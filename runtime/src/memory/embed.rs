@@ -1,0 +1,180 @@
+//! The local embedding model for stage-2 recall: all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions, mean pooling,
+//! unit-normalised), run by ONNX Runtime loaded dynamically from a path.
+//!
+//! Nothing is downloaded here: `scripts/provision-model.sh` puts the files in the user cache, and [`ModelPaths`]
+//! finds them (`LESSRT_MODEL_DIR`, `LESSRT_ORT_LIB` override). When something is missing, [`Embedder::load`] says
+//! exactly what and how to fix it, and memory falls back to stage-1 recall, saying so in every result.
+//!
+//! Useful for: turning claims and queries into vectors, in batches, on a blocking thread.
+//! Not for: ranking (see `Memory::query`) or storing vectors (see `vectors.rs`).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel};
+
+/// Dimensions of the model's vectors.
+pub const DIMENSIONS: usize = 384;
+
+/// Identity of the model; stored beside every vector so that a different model re-embeds instead of mixing spaces.
+pub const MODEL_ID: &str = "all-MiniLM-L6-v2-int8/mean/256";
+
+/// The ONNX Runtime library file the provisioning script installs.
+pub const ORT_LIB_NAME: &str = "libonnxruntime.so.1.31.1";
+
+/// Tokens per text; longer texts are truncated (sentence-transformers' setting for this model).
+const MAX_LENGTH: usize = 256;
+
+/// Texts per model call.
+const BATCH: usize = 64;
+
+/// The files the model needs, by name in the model directory.
+pub const MODEL_FILES: [&str; 5] =
+    ["model.onnx", "tokenizer.json", "config.json", "tokenizer_config.json", "special_tokens_map.json"];
+
+/// Why the model could not be loaded or run; each says what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmbedError {
+    /// A model file is missing or unreadable.
+    #[error(
+        "embedding model file {path} is missing ({source}); run scripts/provision-model.sh or set LESSRT_MODEL_DIR"
+    )]
+    ModelFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The ONNX Runtime library could not be loaded.
+    #[error(
+        "ONNX Runtime {path} could not be loaded ({message}); run scripts/provision-model.sh or set LESSRT_ORT_LIB"
+    )]
+    Runtime {
+        /// The library.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// The model loaded but failed to run.
+    #[error("embedding failed: {0}")]
+    Model(String),
+}
+
+/// Where the model and the runtime are looked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelPaths {
+    /// The directory holding [`MODEL_FILES`].
+    pub model_dir: PathBuf,
+    /// The ONNX Runtime shared library.
+    pub ort_lib: PathBuf,
+}
+
+impl ModelPaths {
+    /// The paths from the environment: `LESSRT_MODEL_DIR` and `LESSRT_ORT_LIB`, else the user cache
+    /// (`$LESSRT_CACHE_DIR`, else `$XDG_CACHE_HOME/lessrt`, else `~/.cache/lessrt`) where the provisioning script
+    /// puts them.
+    pub fn from_env() -> ModelPaths {
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let cache = var("LESSRT_CACHE_DIR")
+            .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("lessrt")))
+            .or_else(|| var("HOME").map(|h| h.join(".cache").join("lessrt")))
+            .unwrap_or_else(|| PathBuf::from(".lessrt-cache"));
+        ModelPaths {
+            model_dir: var("LESSRT_MODEL_DIR").unwrap_or_else(|| cache.join("models").join("all-MiniLM-L6-v2")),
+            ort_lib: var("LESSRT_ORT_LIB").unwrap_or_else(|| cache.join("onnxruntime").join(ORT_LIB_NAME)),
+        }
+    }
+
+    /// What is missing, one line each (empty: everything is in place). Used by `lessrt doctor`.
+    pub fn missing(&self) -> Vec<PathBuf> {
+        let mut missing: Vec<PathBuf> =
+            MODEL_FILES.iter().map(|f| self.model_dir.join(f)).filter(|p| !p.is_file()).collect();
+        if !self.ort_lib.is_file() {
+            missing.push(self.ort_lib.clone());
+        }
+        missing
+    }
+}
+
+/// The loaded model. Calls are serialised (one ONNX session); run them off the async executor.
+pub struct Embedder {
+    model: Mutex<TextEmbedding>,
+}
+
+impl std::fmt::Debug for Embedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedder").field("model", &MODEL_ID).finish()
+    }
+}
+
+/// ONNX Runtime allows one environment per process: the first load fixes the library, later loads reuse it.
+static ENVIRONMENT: OnceLock<Result<(PathBuf, ort::environment::Environment), String>> = OnceLock::new();
+
+fn environment(lib: &Path) -> Result<ort::environment::Environment, EmbedError> {
+    let runtime_error = |message: String| EmbedError::Runtime { path: lib.to_owned(), message };
+    if !lib.is_file() {
+        return Err(runtime_error("no such file".into()));
+    }
+    let loaded = ENVIRONMENT.get_or_init(|| {
+        let builder = ort::init_from(lib).map_err(|e| e.to_string())?;
+        let env = builder.with_name("lessrt").with_telemetry(false).build().map_err(|e| e.to_string())?;
+        Ok((lib.to_owned(), env))
+    });
+    match loaded {
+        Ok((path, env)) if path == lib => Ok(env.clone()),
+        Ok((path, _)) => Err(runtime_error(format!("this process already loaded {}", path.display()))),
+        Err(message) => Err(runtime_error(message.clone())),
+    }
+}
+
+impl Embedder {
+    /// Loads the model from `paths`; every missing piece is reported with its fix.
+    pub fn load(paths: &ModelPaths) -> Result<Embedder, EmbedError> {
+        let read = |name: &str| {
+            let path = paths.model_dir.join(name);
+            std::fs::read(&path).map_err(|source| EmbedError::ModelFile { path, source })
+        };
+        let tokenizer_files = TokenizerFiles {
+            tokenizer_file: read("tokenizer.json")?,
+            config_file: read("config.json")?,
+            special_tokens_map_file: read("special_tokens_map.json")?,
+            tokenizer_config_file: read("tokenizer_config.json")?,
+        };
+        let onnx = read("model.onnx")?;
+        let env = environment(&paths.ort_lib)?;
+        let model = UserDefinedEmbeddingModel::new(onnx, tokenizer_files).with_pooling(Pooling::Mean);
+        let options = InitOptionsUserDefined::new().with_environment(env).with_max_length(MAX_LENGTH);
+        let model = TextEmbedding::try_new_from_user_defined(model, options)
+            .map_err(|e| EmbedError::Model(format!("loading {}: {e}", paths.model_dir.display())))?;
+        Ok(Embedder { model: Mutex::new(model) })
+    }
+
+    /// Unit vectors for `texts`, in order, computed in batches.
+    pub fn embed<S: AsRef<str> + Send + Sync>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut model = self.model.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let vectors = model.embed(texts, Some(BATCH)).map_err(|e| EmbedError::Model(e.to_string()))?;
+        if vectors.len() != texts.len() || vectors.iter().any(|v| v.len() != DIMENSIONS) {
+            return Err(EmbedError::Model(format!(
+                "the model returned {} vectors of {} dimensions for {} texts; expected {DIMENSIONS} dimensions",
+                vectors.len(),
+                vectors.first().map_or(0, Vec::len),
+                texts.len()
+            )));
+        }
+        Ok(vectors)
+    }
+
+    /// The unit vector of one text (a query).
+    pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        Ok(self.embed(&[text])?.remove(0))
+    }
+}
+
+/// Cosine of two unit vectors.
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}

@@ -1,0 +1,219 @@
+//! Ranking the candidates of a query: the fusion of stage-1 (BM25 over hash keys) and stage-2 (cosine of claim
+//! vectors) evidence, the turn-context boost, and the stable tie-breakers.
+//!
+//! Pure functions over candidates, so the ranking rules are tested without a store or a model.
+//!
+//! Useful for: deciding the order of hits. Not for: finding candidates (`index.rs`, `vectors.rs`).
+
+use std::cmp::Ordering;
+use std::collections::{BTreeSet, HashMap};
+
+use super::keys;
+use super::store::Stored;
+use crate::engram::Scope;
+
+/// One candidate with the evidence each stage found for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// The engram.
+    pub stored: Stored,
+    /// Stage-1 score (BM25 over shared keys), when stage 1 found it.
+    pub hash: Option<f32>,
+    /// Cosine of its claim vector with the query's, when stage 2 ran.
+    pub cosine: Option<f32>,
+}
+
+/// How the evidence of the two stages is weighed. Tuned on the LoCoMo development split only
+/// (`lessrt eval locomo`); the figures it reaches are in the README.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fusion {
+    /// Weight of the stage-1 score, normalised by the best stage-1 score of the query.
+    pub hash: f32,
+    /// Weight of the cosine.
+    pub cosine: f32,
+    /// Share of the best adjacent item's score an engram receives (turn context: the turn after a question is its
+    /// answer). Adjacent: cited sources of the same kind whose locations differ only in a final number by one.
+    pub neighbour: f32,
+}
+
+impl Default for Fusion {
+    fn default() -> Fusion {
+        Fusion { hash: 1.0, cosine: 1.0, neighbour: 0.0 }
+    }
+}
+
+/// What the tie-breakers compare against.
+#[derive(Debug, Clone, Default)]
+pub struct TieContext {
+    /// The scope the query asked for, if any (an engram of exactly that scope wins a tie).
+    pub scope: Option<Scope>,
+    /// The query's features, to count pointer overlap.
+    pub query_features: BTreeSet<String>,
+}
+
+/// A ranked candidate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ranked {
+    /// The candidate.
+    pub candidate: Candidate,
+    /// The fused score the order is by (before tie-breakers).
+    pub score: f32,
+}
+
+/// Orders candidates: by fused score, then the tie-breakers in order — scope match, recency, confidence, pointer
+/// overlap — and finally by id, so equal inputs always give the same order.
+pub fn rank(candidates: Vec<Candidate>, fusion: &Fusion, ties: &TieContext) -> Vec<Ranked> {
+    let best_hash = candidates.iter().filter_map(|c| c.hash).fold(0f32, f32::max);
+    let base: Vec<f32> = candidates
+        .iter()
+        .map(|c| {
+            let hash = match (c.hash, best_hash > 0.0) {
+                (Some(h), true) => h / best_hash,
+                _ => 0.0,
+            };
+            fusion.hash * hash + fusion.cosine * c.cosine.unwrap_or(0.0)
+        })
+        .collect();
+    let boosted = if fusion.neighbour > 0.0 { with_neighbours(&candidates, &base, fusion.neighbour) } else { base };
+    let mut ranked: Vec<Ranked> = candidates
+        .into_iter()
+        .zip(boosted)
+        // Scores are compared at a fixed precision so that float noise never decides what a tie-breaker should.
+        .map(|(candidate, score)| Ranked { candidate, score: (score * 1e5).round() / 1e5 })
+        .collect();
+    let overlaps: HashMap<String, usize> =
+        ranked.iter().map(|r| (r.candidate.stored.engram.id.clone(), pointer_overlap(&r.candidate, ties))).collect();
+    ranked.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| tie_break(&a.candidate, &b.candidate, ties, &overlaps))
+            .then_with(|| a.candidate.stored.engram.id.cmp(&b.candidate.stored.engram.id))
+    });
+    ranked
+}
+
+fn tie_break(a: &Candidate, b: &Candidate, ties: &TieContext, overlaps: &HashMap<String, usize>) -> Ordering {
+    let scope_match = |c: &Candidate| ties.scope.is_some_and(|s| s == c.stored.engram.scope);
+    let overlap = |c: &Candidate| overlaps.get(&c.stored.engram.id).copied().unwrap_or(0);
+    scope_match(b)
+        .cmp(&scope_match(a))
+        .then_with(|| b.stored.stored_at.cmp(&a.stored.stored_at))
+        .then_with(|| b.stored.engram.confidence.total_cmp(&a.stored.engram.confidence))
+        .then_with(|| overlap(b).cmp(&overlap(a)))
+}
+
+/// How many of the engram's pointer features the query names.
+fn pointer_overlap(c: &Candidate, ties: &TieContext) -> usize {
+    c.stored.engram.pointers.iter().flat_map(keys::pointer_features).filter(|f| ties.query_features.contains(f)).count()
+}
+
+/// The location of a cited source split at its final number: `sam:conv-26:D3:7` → (`sam:conv-26:D3`, 7).
+fn adjacency_key(c: &Candidate) -> Option<(String, i64)> {
+    let pointer = c.stored.engram.pointers.first()?;
+    let text = format!("{}:{}", pointer.ty().as_str(), pointer.location());
+    let (head, tail) = text.rsplit_once([':', '-', '_'])?;
+    Some((head.to_owned(), tail.parse().ok()?))
+}
+
+fn with_neighbours(candidates: &[Candidate], base: &[f32], share: f32) -> Vec<f32> {
+    let keys: Vec<Option<(String, i64)>> = candidates.iter().map(adjacency_key).collect();
+    let mut by_key: HashMap<(&str, i64), f32> = HashMap::new();
+    for (key, score) in keys.iter().zip(base) {
+        if let Some((head, n)) = key {
+            let slot = by_key.entry((head.as_str(), *n)).or_insert(0.0);
+            *slot = slot.max(*score);
+        }
+    }
+    keys.iter()
+        .zip(base)
+        .map(|(key, score)| match key {
+            Some((head, n)) => {
+                let before = by_key.get(&(head.as_str(), n - 1)).copied().unwrap_or(0.0);
+                let after = by_key.get(&(head.as_str(), n + 1)).copied().unwrap_or(0.0);
+                score + share * before.max(after)
+            }
+            None => *score,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engram::{Engram, EngramKind};
+    use crate::memory::store::Tier;
+    use crate::pointer::Pointer;
+
+    fn candidate(id: &str, scope: Scope, stored_at: i64, confidence: f64, pointer: &str) -> Candidate {
+        let engram = Engram::builder(EngramKind::Fact, format!("claim {id}"), "agent")
+            .pointer(Pointer::parse(pointer).expect("pointer"))
+            .scope(scope)
+            .confidence(confidence)
+            .created_at("2026-01-01T00:00:00Z")
+            .build()
+            .expect("engram")
+            .into_inner();
+        let engram = Engram { id: id.to_owned(), ..engram };
+        let stored = Stored {
+            engram,
+            project: "p".into(),
+            tier: Tier::Hot,
+            cold_reason: None,
+            stored_at,
+            expires_at: i64::MAX,
+            superseded_by: None,
+            supersedes: None,
+        };
+        Candidate { stored, hash: Some(2.0), cosine: Some(0.5) }
+    }
+
+    fn order(candidates: Vec<Candidate>, fusion: &Fusion, ties: &TieContext) -> Vec<String> {
+        rank(candidates, fusion, ties).into_iter().map(|r| r.candidate.stored.engram.id).collect()
+    }
+
+    #[test]
+    fn ties_break_by_scope_match_then_recency_then_confidence_then_pointer_overlap_then_id() {
+        let ties = TieContext {
+            scope: Some(Scope::Project),
+            query_features: keys::query_features("what does repo:src/cache.rs say"),
+        };
+        let candidates = vec![
+            candidate("e_id_b", Scope::Run, 100, 0.5, "repo:src/a.rs"),
+            candidate("e_id_a", Scope::Run, 100, 0.5, "repo:src/a.rs"),
+            candidate("e_overlap", Scope::Run, 100, 0.5, "repo:src/cache.rs"),
+            candidate("e_confident", Scope::Run, 100, 0.9, "repo:src/a.rs"),
+            candidate("e_recent", Scope::Run, 200, 0.1, "repo:src/a.rs"),
+            candidate("e_scope", Scope::Project, 1, 0.1, "repo:src/a.rs"),
+        ];
+        let expected = ["e_scope", "e_recent", "e_confident", "e_overlap", "e_id_a", "e_id_b"];
+        assert_eq!(order(candidates.clone(), &Fusion::default(), &ties), expected);
+        let mut reversed = candidates;
+        reversed.reverse();
+        assert_eq!(order(reversed, &Fusion::default(), &ties), expected, "input order never matters");
+    }
+
+    #[test]
+    fn the_fused_score_comes_before_every_tie_breaker() {
+        let ties = TieContext { scope: Some(Scope::Project), ..TieContext::default() };
+        let mut weak = candidate("e_weak", Scope::Project, 500, 1.0, "repo:src/a.rs");
+        weak.cosine = Some(0.1);
+        let strong = candidate("e_strong", Scope::Run, 1, 0.1, "repo:src/b.rs");
+        assert_eq!(order(vec![weak.clone(), strong.clone()], &Fusion::default(), &ties), ["e_strong", "e_weak"]);
+        // Stage 1 alone (no cosine weight): they tie again and the tie-breakers decide.
+        let hash_only = Fusion { cosine: 0.0, ..Fusion::default() };
+        assert_eq!(order(vec![strong, weak], &hash_only, &ties), ["e_weak", "e_strong"]);
+    }
+
+    #[test]
+    fn an_adjacent_turn_lends_part_of_its_score() {
+        let mut question = candidate("e_question", Scope::Project, 1, 1.0, "sam:conv-1:D2:7");
+        question.hash = Some(4.0);
+        let answer = candidate("e_answer", Scope::Project, 1, 1.0, "sam:conv-1:D2:8");
+        let other = candidate("e_other", Scope::Project, 1, 1.0, "sam:conv-1:D5:1");
+        let fusion = Fusion { neighbour: 0.5, ..Fusion::default() };
+        let ranked = rank(vec![other, answer, question], &fusion, &TieContext::default());
+        let ids: Vec<&str> = ranked.iter().map(|r| r.candidate.stored.engram.id.as_str()).collect();
+        assert_eq!(ids, ["e_question", "e_answer", "e_other"], "the turn after the best one moves up");
+        assert!(ranked[1].score > ranked[2].score);
+    }
+}
