@@ -379,10 +379,12 @@ fn an_acknowledged_put_survives_a_kill() {
         lessrt(&["memory", "query", "budget enforcer gateway", "--store", &store_dir, "--project", "p", "--json"]);
     let recall: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
     assert_eq!(recall["hits"][0]["id"], json!("eg_budget_split"), "{recall}");
-    // Another project does not see it.
+    // Another project may not read it: refused with the stable code and what to do instead, exit 2.
     let output =
         lessrt(&["memory", "get", "eg_budget_split", "--store", &store.display().to_string(), "--project", "q"]);
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("LESS_SCOPE_DENIED"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("instead:"), "{}", stderr(&output));
 }
 
 /// Stage-1 recall on the LoCoMo development split (the workplace's data beside the checkout): a regression floor

@@ -2,18 +2,31 @@
 //!
 //! [`Memory`] puts the pieces together: SQLite as the source of truth (`store.rs`), deterministic hash keys
 //! (`keys.rs`) and the derived tantivy index (`index.rs`), rebuilt from the store whenever it is missing, unreadable
-//! or behind. The embedding rerank, scopes and promotion, rate limits and the `MemoryActor` build on this.
+//! or behind. Access control and hygiene (`policy.rs`: scopes, roles, promotion, rate limits, supersession by
+//! subject key, contradictions) wrap these operations for callers acting as a [`Principal`]; `actor.rs` serves them
+//! to a run as the `MemoryActor`. The embedding rerank builds on this.
 
+pub mod actor;
 pub mod index;
 pub mod keys;
+pub mod policy;
 pub mod store;
 
 use std::path::Path;
 
-pub use index::{Candidate, IndexError, RecallIndex};
-pub use store::{PutOutcome, Store, StoreError, StoreStats, Stored, Tier, content_hash};
+pub use actor::{
+    Clock, EngramRef, MemoryActor, MemoryArgs, MemoryMsg, PromoteRequest, PutRequest, QueryRequest, SupersedeRequest,
+    system_clock,
+};
+pub use index::{Candidate, IndexError, RecallFilter, RecallIndex, vis_key};
+pub use policy::{
+    CORRECTION_TAG, DEFAULT_PUTS_PER_WINDOW, DEFAULT_RATE_WINDOW_SECS, MemoryPolicy, PROMOTION_CONFIDENCE_FLOOR,
+    Principal, PutReport, QueryOptions, ROLE_TAG_PREFIX, SUBJECT_TAG_PREFIX, role_tags, subject_key,
+};
+pub use store::{Placement, PutOutcome, Store, StoreError, StoreStats, Stored, Tier, content_hash};
 
 use crate::engram::Engram;
+use crate::error::{ErrorCode, Violation};
 use crate::valid::Valid;
 
 /// Errors of the memory.
@@ -26,6 +39,22 @@ pub enum MemoryError {
     /// The derived index failed (`lessrt memory reindex` rebuilds it).
     #[error(transparent)]
     Index(#[from] IndexError),
+    /// The caller may not do this (`LESS_SCOPE_DENIED`) or not now (`LESS_RATE_LIMITED`); nothing changed.
+    #[error("{}: {}", .0.code, .0.message)]
+    Refused(Violation),
+    /// The memory actor did not answer (it failed; the run reports why).
+    #[error("memory unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl MemoryError {
+    /// The stable code of a refusal (none for a failure of the store or the index).
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            MemoryError::Refused(violation) => Some(violation.code),
+            _ => None,
+        }
+    }
 }
 
 /// One recalled engram.
@@ -56,6 +85,8 @@ pub struct Memory {
     index: RecallIndex,
     /// The index holds changes not yet committed.
     index_dirty: bool,
+    /// Limits of the access rules and hygiene (`policy.rs`).
+    policy: MemoryPolicy,
 }
 
 impl Memory {
@@ -63,7 +94,7 @@ impl Memory {
     pub fn open(dir: &Path) -> Result<Memory, MemoryError> {
         let store = Store::open(dir)?;
         let index = RecallIndex::open(&dir.join("recall"))?;
-        let mut memory = Memory { store, index, index_dirty: false };
+        let mut memory = Memory { store, index, index_dirty: false, policy: MemoryPolicy::default() };
         if memory.index.generation() != memory.store.generation()? {
             memory.reindex()?;
         }
@@ -71,9 +102,11 @@ impl Memory {
     }
 
     /// Rebuilds the recall index from the store.
+    /// Returns how many hot engrams it holds (cold ones are indexed too, for explicit cold queries).
     pub fn reindex(&mut self) -> Result<usize, MemoryError> {
         let hot = self.store.all(Tier::Hot)?;
-        self.index.rebuild(&hot, self.store.generation()?)?;
+        let cold = self.store.all(Tier::Cold)?;
+        self.index.rebuild(hot.iter().chain(&cold), self.store.generation()?)?;
         self.index_dirty = false;
         Ok(hot.len())
     }
@@ -107,15 +140,22 @@ impl Memory {
         Ok(outcomes)
     }
 
-    /// The `k` best hot engrams of `project` for `text` (optionally of one `kind`).
+    /// The `k` best hot engrams of `project` for `text` (optionally of one `kind`): the project's trusted view
+    /// (its run-less, project, org and global engrams, every role). Callers acting for an agent use
+    /// [`Memory::query_as`].
     pub fn query(&mut self, text: &str, project: &str, kind: Option<&str>, k: usize) -> Result<Recall, MemoryError> {
+        self.query_filtered(text, &RecallFilter::project(project, kind), k)
+    }
+
+    /// The `k` best engrams for `text` among those `filter` lets through.
+    pub fn query_filtered(&mut self, text: &str, filter: &RecallFilter, k: usize) -> Result<Recall, MemoryError> {
         self.flush()?;
-        let candidates = self.index.recall(&keys::query_keys(text), project, kind, k)?;
+        let candidates = self.index.recall_filtered(&keys::query_keys(text), filter, k)?;
         let mut hits = Vec::with_capacity(candidates.len());
         for candidate in candidates {
             // The index is derived: an id it still holds but the store moved to cold is skipped, not returned.
-            if let Some(stored) = self.store.get(project, &candidate.id)?
-                && stored.tier == Tier::Hot
+            if let Some(stored) = self.store.get(&candidate.project, &candidate.id)?
+                && (stored.tier == Tier::Hot || filter.include_cold)
             {
                 hits.push(Hit { stored, score: candidate.score });
             }
@@ -141,18 +181,35 @@ impl Memory {
     pub fn evict_expired(&mut self, now: i64) -> Result<usize, MemoryError> {
         let moved = self.store.evict_expired(now)?;
         for (project, id) in &moved {
-            self.index.remove(project, id);
+            self.reindex_one(project, id)?;
         }
-        self.index_dirty |= !moved.is_empty();
         Ok(moved.len())
+    }
+
+    /// Moves engram `id` of `project` to the cold tier; false when it was not hot.
+    pub fn evict(&mut self, project: &str, id: &str) -> Result<bool, MemoryError> {
+        let done = self.store.evict(project, id)?;
+        if done {
+            self.reindex_one(project, id)?;
+        }
+        Ok(done)
+    }
+
+    /// Brings the index entry of one engram in line with the store (it changed tier, scope or links).
+    fn reindex_one(&mut self, project: &str, id: &str) -> Result<(), MemoryError> {
+        match self.store.get(project, id)? {
+            Some(stored) => self.index.add(&stored)?,
+            None => self.index.remove(project, id),
+        }
+        self.index_dirty = true;
+        Ok(())
     }
 
     /// `new` supersedes `old` in `project`: both linked, `old` out of recall.
     pub fn supersede(&mut self, project: &str, old: &str, new: &str) -> Result<bool, MemoryError> {
         let done = self.store.supersede(project, old, new)?;
         if done {
-            self.index.remove(project, old);
-            self.index_dirty = true;
+            self.reindex_one(project, old)?;
         }
         Ok(done)
     }
