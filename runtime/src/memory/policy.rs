@@ -566,3 +566,6 @@ fn rfc3339(unix: i64) -> String {
         .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
         .unwrap_or_else(crate::now_rfc3339)
 }
+
+#[cfg(test)]
+mod tests;
