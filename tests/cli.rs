@@ -409,3 +409,99 @@ fn locomo_dev_stage_one_recall_holds_its_floor() {
     let output = lessrt(&["eval", "locomo", &data.display().to_string(), "--stages", "hash+rerank"]);
     assert_eq!(output.status.code(), Some(2), "a stage that is not built is refused, never silently skipped");
 }
+
+/// UC4 through the run's MemoryActor, twice into the same output directory (the project memory outlives a run):
+/// report engrams are put as their senders, queries answered as the asker, the lead's promotion is visible from
+/// another project, a child's promotion and a cross-project query are refused with LESS_SCOPE_DENIED.
+#[test]
+fn uc4_goes_through_the_memory_actor_in_both_modes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("runs");
+    let scenario = repo_path("scenarios/uc4-shared-knowledge.toml");
+    for attempt in 0..2 {
+        let output = lessrt(&["run", &scenario, "--quiet", "--out", &out.display().to_string()]);
+        assert_eq!(output.status.code(), Some(0), "run {attempt}: {}", stdout(&output));
+    }
+    for mode in ["less", "verbatim"] {
+        let run_dir = out.join("uc4-shared-knowledge").join(mode);
+        let ledger = std::fs::read_to_string(run_dir.join("ledger.jsonl")).expect("ledger.jsonl");
+        let events: Vec<Value> = ledger.lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
+        let of = |name: &'static str| events.iter().filter(move |e| e["event"] == json!(name));
+        assert!(of("memory_put").count() >= 7, "{mode}: report engrams are put into memory");
+        assert!(of("memory_put").all(|e| e["code"].is_null()));
+        let recalled: Vec<&Value> = of("query").filter(|e| e["code"].is_null()).collect();
+        assert_eq!(recalled.len(), 3, "{mode}");
+        assert!(recalled.iter().all(|e| e["returned"].as_array().is_some_and(|r| !r.is_empty())), "{mode}");
+        let refused: Vec<&Value> = of("query").filter(|e| e["code"] == json!("LESS_SCOPE_DENIED")).collect();
+        assert_eq!(refused.len(), 1, "{mode}: the query naming project billing");
+        let promotions: Vec<&Value> = of("promote").collect();
+        assert_eq!(promotions[0]["code"], json!("LESS_SCOPE_DENIED"), "{mode}: a child may not promote");
+        let promoted = promotions[1]["id"].as_str().expect("the lead's promotion").to_owned();
+        let audit = std::fs::read_to_string(run_dir.join("audit.log")).expect("audit.log");
+        assert!(audit.lines().any(|l| l.contains("\tpromote-denied\t") && l.contains("LESS_SCOPE_DENIED")));
+        // The run's memory is a store the CLI reads: the org engram from any project, the rest only from kelp.
+        let store = run_dir.join("memory").display().to_string();
+        let output = lessrt(&["memory", "get", &promoted, "--store", &store, "--project", "billing", "--json"]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        let got: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+        assert_eq!((got["engram"]["scope"].as_str(), got["promoted_by"].as_str()), (Some("org"), Some("team-lead")));
+        let project_only = of("memory_put")
+            .map(|e| e["id"].as_str().expect("id").to_owned())
+            .find(|id| *id != promoted)
+            .expect("another engram");
+        let output = lessrt(&["memory", "get", &project_only, "--store", &store, "--project", "billing"]);
+        assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+    }
+}
+
+/// The memory CLI: promotion above the floor, refusals with their code and what to do instead (exit 2), eviction to
+/// cold, and cold engrams read by id and by `query --cold`.
+#[test]
+fn memory_cli_promotes_refuses_and_reads_cold_engrams() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store").display().to_string();
+    let mut unsure = example_engram();
+    unsure["id"] = json!("eg_unsure");
+    unsure["claim"] = json!("The gateway might also enforce deref budgets.");
+    unsure["confidence"] = json!(0.5);
+    let docs = format!("{}\n{}\n", example_engram(), unsure);
+    let output = lessrt_stdin(&["memory", "put", "-", "--store", &store, "--project", "p"], &docs);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let as_lead = ["--store", store.as_str(), "--project", "p", "--as", "lead"];
+    let promote = |id: &str| lessrt(&[&["memory", "promote", id, "--to", "org"][..], &as_lead[..]].concat());
+    let output = promote("eg_unsure");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("LESS_SCOPE_DENIED") && stderr(&output).contains("floor"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("instead:"), "{}", stderr(&output));
+    let output = promote("eg_budget_split");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output).trim(), "eg_budget_split\torg");
+    // Org engrams are read from another project; project ones are not.
+    let get =
+        |id: &str, project: &str| lessrt(&["memory", "get", id, "--store", &store, "--project", project, "--json"]);
+    assert_eq!(get("eg_budget_split", "q").status.code(), Some(0));
+    assert_eq!(get("eg_unsure", "q").status.code(), Some(2));
+    // Evicted: out of normal recall, in a cold query, readable by id.
+    let output = lessrt(&["memory", "evict", "eg_unsure", "--store", &store, "--project", "p"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let query = |extra: &[&str]| {
+        let args =
+            [&["memory", "query", "gateway deref budgets", "--store", &store, "--project", "p", "--json"][..], extra];
+        let output = lessrt(&args.concat());
+        let recall: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+        recall["hits"]
+            .as_array()
+            .expect("hits")
+            .iter()
+            .map(|h| (h["id"].clone(), h["tier"].clone()))
+            .collect::<Vec<_>>()
+    };
+    assert!(!query(&[]).contains(&(json!("eg_unsure"), json!("hot"))));
+    assert!(query(&["--cold"]).contains(&(json!("eg_unsure"), json!("cold"))), "{:?}", query(&["--cold"]));
+    let cold: Value = serde_json::from_str(&stdout(&get("eg_unsure", "p"))).expect("JSON");
+    assert_eq!((cold["tier"].as_str(), cold["cold_reason"].as_str()), (Some("cold"), Some("evicted")));
+    // Bad input is exit 2 with the accepted values.
+    let output = lessrt(&["memory", "promote", "eg_unsure", "--to", "galaxy", "--store", &store]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("run, project, org or global"), "{}", stderr(&output));
+}

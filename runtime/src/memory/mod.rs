@@ -55,6 +55,14 @@ impl MemoryError {
             _ => None,
         }
     }
+
+    /// What went wrong, without the code (a refusal's message; the whole error otherwise).
+    pub fn message(&self) -> String {
+        match self {
+            MemoryError::Refused(violation) => violation.message.clone(),
+            other => other.to_string(),
+        }
+    }
 }
 
 /// One recalled engram.

@@ -379,9 +379,7 @@ impl Memory {
                 current.as_str()
             ))));
         }
-        if to == current {
-            return Ok(Some(stored));
-        }
+        // Rights first: asking for the scope an engram already has is still a request only a parent may make.
         let creator = stored.engram.provenance.created_by.clone();
         match to {
             Scope::Org | Scope::Global => self.check_promotion(who, &creator, stored.engram.confidence, to)?,
@@ -393,6 +391,9 @@ impl Memory {
                     ))));
                 }
             }
+        }
+        if to == current {
+            return Ok(Some(stored));
         }
         self.store.promote(&stored.project, id, to, &who.agent)?;
         self.reindex_one(&stored.project, id)?;
@@ -430,10 +431,14 @@ impl Memory {
 
     fn check_promotion(&self, who: &Principal, creator: &str, confidence: f64, to: Scope) -> Result<(), MemoryError> {
         if !who.may_promote(creator) {
+            let who_is = if creator == who.agent {
+                format!("{} leads no agent", who.agent)
+            } else {
+                format!("{} is not a parent of {creator}", who.agent)
+            };
             return Err(refused(denied(format!(
-                "{} is not a parent of {creator}: only a parent promotes to {}; keep the engram at run or project \
-                 scope and ask {creator}'s parent to promote it",
-                who.agent,
+                "{who_is}: only a parent promotes to {}; keep the engram at run or project scope and ask {creator}'s \
+                 parent to promote it",
                 to.as_str()
             ))));
         }

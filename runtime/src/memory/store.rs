@@ -109,7 +109,8 @@ pub enum PutOutcome {
         /// The id already stored.
         id: String,
     },
-    /// The same content was cold (expired or evicted): it is hot again with a fresh TTL.
+    /// The same content was cold (expired or evicted), or run-scoped in another run: it is hot again (in this run)
+    /// with a fresh TTL.
     Revived {
         /// Its id.
         id: String,
@@ -452,29 +453,38 @@ fn put_in(
     let hash = content_hash(engram);
     let ttl = i64::try_from(engram.ttl.duration().as_secs()).unwrap_or(i64::MAX);
     let expires_at = now.saturating_add(ttl);
+    let row = |r: &rusqlite::Row<'_>| -> rusqlite::Result<(String, String, String, String)> {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+    };
     let same_content = || {
         tx.query_row(
-            "SELECT id, tier FROM engrams WHERE project = ?1 AND content_hash = ?2",
+            "SELECT id, tier, scope, run FROM engrams WHERE project = ?1 AND content_hash = ?2",
             params![project, hash],
-            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+            row,
         )
         .optional()
     };
     // Ids are derived from kind, claim and sources: the same id with another scope, TTL or tags (a promoted copy,
     // say) is the same claim, and is not stored twice.
     let same_id = || {
-        tx.query_row("SELECT id, tier FROM engrams WHERE project = ?1 AND id = ?2", params![project, engram.id], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })
+        tx.query_row(
+            "SELECT id, tier, scope, run FROM engrams WHERE project = ?1 AND id = ?2",
+            params![project, engram.id],
+            row,
+        )
         .optional()
     };
     let existing = match same_content()? {
         Some(found) => Some(found),
         None => same_id()?,
     };
+    // A hot run-scoped copy written in another run is invisible to this one: it moves to this run, as a revival.
+    let elsewhere = |tier: &str, scope: &str, run: &str| tier == "hot" && scope == "run" && run != placement.run;
     Ok(match existing {
-        Some((id, tier)) if tier == "hot" => PutOutcome::Duplicate { id },
-        Some((id, _)) => {
+        Some((id, tier, scope, run)) if tier == "hot" && !elsewhere(&tier, &scope, &run) => {
+            PutOutcome::Duplicate { id }
+        }
+        Some((id, _, _, _)) => {
             let n = tx.execute(
                 "UPDATE engrams SET tier = 'hot', cold_reason = NULL, stored_at = ?3, expires_at = ?4, run = ?5,
                                     written_by = ?6

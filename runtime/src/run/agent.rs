@@ -231,10 +231,12 @@ impl AgentState {
             }
             Err(err) => {
                 outcome.refusals.extend(err.code());
-                (Vec::new(), err.code(), err.to_string())
+                (Vec::new(), err.code(), err.message())
             }
         };
         let n_tokens = match self.ctx.mode {
+            // A refused query reads nothing.
+            _ if code.is_some() => 0,
             WireMode::Less => counter.count(&Value::Array(engrams.clone()).to_string()),
             WireMode::Verbatim => {
                 let history = ractor::call!(self.ctx.ledger, LedgerMsg::History).unwrap_or_default();
@@ -270,7 +272,7 @@ impl AgentState {
             Ok(stored) => (stored.map(|s| s.engram.id), None, String::new()),
             Err(err) => {
                 outcome.refusals.extend(err.code());
-                (None, err.code(), err.to_string())
+                (None, err.code(), err.message())
             }
         };
         self.ctx.record(Event::Promote {
@@ -323,7 +325,7 @@ impl AgentState {
                     superseded: Vec::new(),
                     contradictions: Vec::new(),
                     code: err.code(),
-                    message: err.to_string(),
+                    message: err.message(),
                 },
             };
             self.ctx.record(event);

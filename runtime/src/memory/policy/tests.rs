@@ -260,6 +260,19 @@ fn a_newer_engram_for_the_same_subject_supersedes_the_older_one() {
 }
 
 #[test]
+fn a_run_scoped_engram_put_again_in_a_later_run_moves_to_that_run() {
+    let (_dir, mut memory) = open();
+    let in_r1 = Principal::agent("dev", "programmer", "a", "r1");
+    let in_r2 = Principal::agent("dev", "programmer", "a", "r2");
+    let e = engram(Spec { claim: "Seeding needs migration 3.", scope: Scope::Run, ..Spec::default() });
+    memory.put_as(&in_r1, &e, "a", 0).expect("put");
+    assert!(memory.query_as(&in_r2, "seeding migration", &q(5)).expect("query").hits.is_empty());
+    assert_eq!(memory.put_as(&in_r2, &e, "a", 1).expect("put").outcome, PutOutcome::Revived { id: e.id.clone() });
+    assert_eq!(ids(&memory.query_as(&in_r2, "seeding migration", &q(5)).expect("query")), [e.id.as_str()]);
+    assert_eq!(memory.put_as(&in_r2, &e, "a", 2).expect("again").outcome, PutOutcome::Duplicate { id: e.id.clone() });
+}
+
+#[test]
 fn same_content_is_stored_once() {
     let (_dir, mut memory) = open();
     let dev = Principal::agent("dev", "programmer", "a", "r1");
