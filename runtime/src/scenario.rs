@@ -35,6 +35,8 @@ pub struct Scenario {
     pub name: String,
     /// What it exercises.
     pub description: String,
+    /// The project its memory belongs to (default: the name); every agent of the scenario is a member.
+    pub project: String,
     /// Tokenizer for every count of the run.
     pub tokenizer: Encoding,
     /// Workspace root the resolver is confined to.
@@ -274,6 +276,22 @@ pub enum Step {
         /// Most engrams returned (default 5).
         #[serde(default = "default_k")]
         k: usize,
+        /// Only this project (default: the scenario's); another project is refused with `LESS_SCOPE_DENIED`.
+        #[serde(default)]
+        project: Option<String>,
+        /// Only this scope.
+        #[serde(default)]
+        scope: Option<Scope>,
+    },
+    /// An agent promotes the newest engram of a subject key (`subject:<key>` tag) to a wider scope; only a parent of
+    /// its creator may promote to org or global, above the confidence floor.
+    Promote {
+        /// Who promotes.
+        agent: String,
+        /// The subject key.
+        subject: String,
+        /// The scope it widens to.
+        to: Scope,
     },
     /// The agent panics while acting (once); it is restarted and the step runs again.
     Panic {
@@ -411,6 +429,31 @@ pub enum Check {
         #[serde(default)]
         cites: Option<String>,
     },
+    /// The memory refused exactly `count` puts, queries or promotions with `code` (of `agent`, if given).
+    MemoryRefused {
+        /// Only this agent's.
+        #[serde(default)]
+        agent: Option<String>,
+        /// `LESS_SCOPE_DENIED` or `LESS_RATE_LIMITED`.
+        code: ErrorCode,
+        /// Exactly this many.
+        count: u32,
+    },
+    /// An engram of `subject` was promoted to `to`.
+    Promoted {
+        /// The subject key.
+        subject: String,
+        /// The scope.
+        to: Scope,
+    },
+    /// Reports put at least `min` engrams into the memory (stored, or found already there), of `agent` if given.
+    MemoryPuts {
+        /// Only this agent's.
+        #[serde(default)]
+        agent: Option<String>,
+        /// Least engrams.
+        min: usize,
+    },
 }
 
 fn default_p95() -> u32 {
@@ -457,6 +500,8 @@ struct ScenarioDoc {
     #[serde(default)]
     description: String,
     #[serde(default)]
+    project: Option<String>,
+    #[serde(default)]
     tokenizer: Encoding,
     #[serde(default)]
     workspace: Option<String>,
@@ -502,6 +547,7 @@ impl Scenario {
         let defaults = doc.budgets.defaults.over(Budget::default());
         let roles = doc.budgets.roles.into_iter().map(|(role, patch)| (role, patch.over(defaults))).collect();
         Ok(Scenario {
+            project: doc.project.unwrap_or_else(|| doc.name.clone()),
             name: doc.name,
             description: doc.description,
             tokenizer: doc.tokenizer,
@@ -534,6 +580,11 @@ impl Scenario {
             cursor = self.agent(parent).and_then(|a| a.parent.as_deref());
         }
         false
+    }
+
+    /// Every agent below `id` in the hierarchy (children, grandchildren…).
+    pub fn descendants(&self, id: &str) -> Vec<String> {
+        self.agents.iter().filter(|a| self.is_ancestor(id, &a.id)).map(|a| a.id.clone()).collect()
     }
 
     /// The children of `id`.

@@ -36,7 +36,7 @@ pub(crate) struct LocomoArgs {
     /// embedding model alone).
     #[arg(long, default_value = "hash+rerank")]
     stages: String,
-    /// Fusion weights `HASH,COSINE,NEIGHBOUR` (for tuning experiments; the defaults are the tuned ones).
+    /// Fusion weights `HASH,COSINE,NEIGHBOUR,FLOOR` (for tuning experiments; the defaults are the tuned ones).
     #[arg(long, value_delimiter = ',')]
     fusion: Option<Vec<f32>>,
     /// Print the JSON report.
@@ -93,8 +93,8 @@ fn locomo(args: &LocomoArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--stages {} needs the embedding model: {reason}", stages.as_str());
     }
     if let Some(w) = &args.fusion {
-        anyhow::ensure!(w.len() == 3, "--fusion takes three weights, HASH,COSINE,NEIGHBOUR (e.g. 1,1,0.2)");
-        memory.set_fusion(Fusion { hash: w[0], cosine: w[1], neighbour: w[2] });
+        anyhow::ensure!(w.len() == 4, "--fusion takes four numbers, HASH,COSINE,NEIGHBOUR,FLOOR (e.g. 1,1.5,0.5,0.3)");
+        memory.set_fusion(Fusion { hash: w[0], cosine: w[1], neighbour: w[2], floor: w[3] });
     }
     let mut per_question: Vec<QuestionScore> = Vec::new();
     let mut latencies_ms: Vec<f64> = Vec::new();
@@ -104,8 +104,8 @@ fn locomo(args: &LocomoArgs) -> anyhow::Result<ExitCode> {
         memory.flush()?;
         for qa in &sample.qa {
             let started = Instant::now();
-            let recall = memory
-                .recall(&RecallRequest { stages, ..RecallRequest::new(&qa.question, &sample.sample_id, k_max) })?;
+            let recall =
+                memory.recall(&RecallRequest::in_project(&qa.question, &sample.sample_id, k_max).stages(stages))?;
             latencies_ms.push(started.elapsed().as_secs_f64() * 1000.0);
             let retrieved: Vec<String> = recall
                 .hits

@@ -1,11 +1,17 @@
-//! `lessrt memory put|query|get|stats|reindex`: the durable engram store and its recall from the command line.
+//! `lessrt memory put|query|get|stats|reindex|promote|evict`: the durable engram store and its recall from the
+//! command line.
+//!
+//! The command line is an operator of the store: it stands above every agent (it may promote anyone's engram, above
+//! the confidence floor, and is not rate-limited), acts in one project (`--project`) and run (`--run`, default none),
+//! and is recorded as `--as` (default `operator`). `--role` reads as that role would (engrams tagged for other roles
+//! are left out). Refusals print their stable code and what to do instead, and exit 2.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use less_runtime::memory::{Memory, PutOutcome, keys};
-use less_runtime::{Engram, Valid};
+use less_runtime::memory::{Memory, MemoryError, Principal, PutOutcome, QueryOptions, Stored, Tier, keys};
+use less_runtime::{Engram, Scope, Valid};
 use serde_json::{Value, json};
 
 /// Sub-commands of `lessrt memory`.
@@ -29,6 +35,15 @@ pub(crate) enum Command {
         /// Only engrams of this kind.
         #[arg(long)]
         kind: Option<String>,
+        /// Only engrams of this scope (run, project, org, global).
+        #[arg(long, value_parser = parse_scope)]
+        scope: Option<Scope>,
+        /// Read as this role: engrams tagged for other roles (`role:<r>`) are left out.
+        #[arg(long)]
+        role: Option<String>,
+        /// Cold engrams (expired, evicted, superseded) too.
+        #[arg(long)]
+        cold: bool,
         #[command(flatten)]
         common: Common,
     },
@@ -49,6 +64,23 @@ pub(crate) enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Widen an engram's scope (to org or global only at or above the confidence floor).
+    Promote {
+        /// The engram id.
+        id: String,
+        /// The scope it widens to: project, org or global.
+        #[arg(long, value_parser = parse_scope)]
+        to: Scope,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Move an engram to the cold tier (out of normal recall; still readable by id and by `query --cold`).
+    Evict {
+        /// The engram id.
+        id: String,
+        #[command(flatten)]
+        common: Common,
+    },
 }
 
 /// Options every memory command takes.
@@ -60,23 +92,89 @@ pub(crate) struct Common {
     /// The project the engrams belong to (projects never see each other's engrams).
     #[arg(long, default_value = "")]
     project: String,
+    /// The run (run-scoped engrams are seen only in their run; default: outside any run).
+    #[arg(long, default_value = "")]
+    run: String,
+    /// Who is recorded as writing or promoting.
+    #[arg(long = "as", default_value = "operator")]
+    agent: String,
     /// Print JSON.
     #[arg(long)]
     json: bool,
 }
 
+impl Common {
+    fn principal(&self, role: Option<&str>) -> Principal {
+        let mut who = Principal::operator(&self.agent, &[&self.project]);
+        who.run.clone_from(&self.run);
+        who.role = role.map(str::to_owned);
+        who
+    }
+}
+
+fn parse_scope(text: &str) -> Result<Scope, String> {
+    match text {
+        "run" => Ok(Scope::Run),
+        "project" => Ok(Scope::Project),
+        "org" => Ok(Scope::Org),
+        "global" => Ok(Scope::Global),
+        other => Err(format!("unknown scope {other:?}; expected run, project, org or global")),
+    }
+}
+
+/// Prints a refusal (stable code, message, what to do instead) and exits 2; other failures go up as errors.
+fn refusal(err: MemoryError, json_out: bool) -> anyhow::Result<ExitCode> {
+    let MemoryError::Refused(violation) = err else { return Err(err.into()) };
+    eprintln!("lessrt: {}: {}", violation.code, violation.message);
+    eprintln!("lessrt: instead: {}", violation.code.instruction());
+    if json_out {
+        println!(
+            "{}",
+            json!({"error": {"code": violation.code, "message": violation.message, "instruction": violation.code.instruction()}})
+        );
+    }
+    Ok(ExitCode::from(2))
+}
+
+fn stored_json(stored: &Stored) -> Value {
+    json!({
+        "engram": stored.engram,
+        "project": stored.project,
+        "run": stored.run,
+        "tier": if stored.tier == Tier::Hot { "hot" } else { "cold" },
+        "cold_reason": stored.cold_reason,
+        "stored_at": stored.stored_at,
+        "expires_at": stored.expires_at,
+        "superseded_by": stored.superseded_by,
+        "supersedes": stored.supersedes,
+        "written_by": stored.written_by,
+        "promoted_by": stored.promoted_by,
+    })
+}
+
 pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Put { file, common } => put(file, common),
-        Command::Query { text, k, kind, common } => {
-            let recall = open(common)?.query(text, &common.project, kind.as_deref(), *k)?;
+        Command::Query { text, k, kind, scope, role, cold, common } => {
+            let options = QueryOptions { k: *k, kind: kind.clone(), scope: *scope, project: None, include_cold: *cold };
+            let recall = match open(common)?.query_as(&common.principal(role.as_deref()), text, &options) {
+                Ok(recall) => recall,
+                Err(err) => return refusal(err, common.json),
+            };
             if common.json {
                 let hits: Vec<Value> = recall
                     .hits
                     .iter()
                     .map(|h| {
-                        json!({"id": h.stored.engram.id, "score": h.score, "hash_score": h.hash_score,
-                            "cosine": h.cosine, "engram": h.stored.engram})
+                        json!({
+                            "id": h.stored.engram.id,
+                            "score": h.score,
+                            "hash_score": h.hash_score,
+                            "cosine": h.cosine,
+                            "tier": if h.stored.tier == Tier::Hot { "hot" } else { "cold" },
+                            "project": h.stored.project,
+                            "engram": h.stored.engram,
+                        })
                     })
                     .collect();
                 println!("{}", json!({"stages": recall.stages, "degraded": recall.degraded, "hits": hits}));
@@ -88,7 +186,14 @@ pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
                 }
                 for hit in &recall.hits {
                     let e = &hit.stored.engram;
-                    println!("{}\t{:.3}\t{}\t{}", e.id, hit.score, e.kind.as_str(), e.claim.replace(['\t', '\n'], " "));
+                    let cold = if hit.stored.tier == Tier::Cold { "\tcold" } else { "" };
+                    println!(
+                        "{}\t{:.3}\t{}\t{}{cold}",
+                        e.id,
+                        hit.score,
+                        e.kind.as_str(),
+                        e.claim.replace(['\t', '\n'], " ")
+                    );
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -100,20 +205,15 @@ pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
         }
         Command::Get { id, common } => {
             let store = open(common)?;
-            let Some(stored) = store.get(&common.project, id)? else {
-                eprintln!("lessrt: no engram {id:?} in project {:?}", common.project);
-                return Ok(ExitCode::from(1));
+            let stored = match store.get_as(&common.principal(None), id) {
+                Ok(Some(stored)) => stored,
+                Ok(None) => {
+                    eprintln!("lessrt: no engram {id:?} in this store; `lessrt memory query` finds engrams by content");
+                    return Ok(ExitCode::from(1));
+                }
+                Err(err) => return refusal(err, common.json),
             };
-            let report = json!({
-                "engram": stored.engram,
-                "project": stored.project,
-                "tier": format!("{:?}", stored.tier).to_lowercase(),
-                "cold_reason": stored.cold_reason,
-                "stored_at": stored.stored_at,
-                "expires_at": stored.expires_at,
-                "superseded_by": stored.superseded_by,
-                "supersedes": stored.supersedes,
-            });
+            let report = stored_json(&stored);
             println!("{}", if common.json { report.to_string() } else { serde_json::to_string_pretty(&report)? });
             Ok(ExitCode::SUCCESS)
         }
@@ -129,6 +229,39 @@ pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Promote { id, to, common } => {
+            let mut memory = open(common)?;
+            match memory.promote(&common.principal(None), id, *to) {
+                Ok(Some(stored)) => {
+                    if common.json {
+                        println!("{}", stored_json(&stored));
+                    } else {
+                        println!("{id}\t{}", stored.engram.scope.as_str());
+                    }
+                    Ok(ExitCode::SUCCESS)
+                }
+                Ok(None) => {
+                    eprintln!("lessrt: no engram {id:?} in this store; `lessrt memory query` finds engrams by content");
+                    Ok(ExitCode::from(1))
+                }
+                Err(err) => refusal(err, common.json),
+            }
+        }
+        Command::Evict { id, common } => {
+            let mut memory = open(common)?;
+            match memory.evict_as(&common.principal(None), id) {
+                Ok(moved) => {
+                    let status = if moved { "evicted" } else { "not hot" };
+                    if common.json {
+                        println!("{}", json!({"id": id, "evicted": moved}));
+                    } else {
+                        println!("{id}\t{status}");
+                    }
+                    Ok(if moved { ExitCode::SUCCESS } else { ExitCode::from(1) })
+                }
+                Err(err) => refusal(err, common.json),
+            }
+        }
     }
 }
 
@@ -137,13 +270,14 @@ fn open(common: &Common) -> anyhow::Result<Memory> {
 }
 
 /// Stores every valid engram of the input; reports each one as soon as it is durable. Exit 1 if any was invalid (the
-/// valid ones are stored), 2 if the input is not JSON.
+/// valid ones are stored), 2 if the input is not JSON or an engram was refused (scope).
 ///
 /// Standard input is read as a stream: each line that is a whole JSON engram is stored and acknowledged before the
 /// next line is read, so a writer can rely on every acknowledged line even if the process is killed right after.
 fn put(file: &std::path::Path, common: &Common) -> anyhow::Result<ExitCode> {
     let mut store = open(common)?;
-    let mut put = Putter { store: &mut store, common, file, n_invalid: 0, n_seen: 0, results: Vec::new() };
+    let mut put =
+        Putter { store: &mut store, common, file, n_invalid: 0, n_refused: 0, n_seen: 0, results: Vec::new() };
     if file == std::path::Path::new("-") {
         use std::io::BufRead;
         let mut pending = String::new();
@@ -172,9 +306,15 @@ fn put(file: &std::path::Path, common: &Common) -> anyhow::Result<ExitCode> {
         }
     }
     if common.json {
-        println!("{}", json!({"results": put.results, "invalid": put.n_invalid}));
+        println!("{}", json!({"results": put.results, "invalid": put.n_invalid, "refused": put.n_refused}));
     }
-    Ok(if put.n_invalid > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if put.n_refused > 0 {
+        ExitCode::from(2)
+    } else if put.n_invalid > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 struct Putter<'a> {
@@ -182,6 +322,8 @@ struct Putter<'a> {
     common: &'a Common,
     file: &'a std::path::Path,
     n_invalid: usize,
+    /// Engrams refused by the access rules (exit 2, like any denial).
+    n_refused: usize,
     n_seen: usize,
     results: Vec<Value>,
 }
@@ -231,17 +373,39 @@ impl Putter<'_> {
             }
         };
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        let outcome = self.store.put(&engram, &self.common.project, now)?;
+        let report = match self.store.put_as(&self.common.principal(None), &engram, &self.common.project, now) {
+            Ok(report) => report,
+            Err(MemoryError::Refused(v)) => {
+                // A refused engram is reported like an invalid one: the others are still stored.
+                self.n_refused += 1;
+                println!("{}\t{}\t/{idx}{}\t{}", v.code, self.file.display(), v.path, v.message);
+                eprintln!("lessrt: instead: {}", v.code.instruction());
+                return Ok(());
+            }
+            Err(err) => return Err(err.into()),
+        };
+        let outcome = report.outcome;
         let status = match &outcome {
             PutOutcome::Stored { .. } => "stored",
             PutOutcome::Duplicate { .. } => "duplicate",
             PutOutcome::Revived { .. } => "revived",
         };
         if self.common.json {
-            self.results.push(json!({"status": status, "id": outcome.id()}));
+            self.results.push(json!({
+                "status": status,
+                "id": outcome.id(),
+                "superseded": report.superseded,
+                "contradictions": report.contradictions,
+            }));
         } else {
             // The acknowledgement: printed and flushed only after the commit.
             println!("{status}\t{}", outcome.id());
+            for old in &report.superseded {
+                println!("superseded\t{old}");
+            }
+            for risk in &report.contradictions {
+                println!("contradiction\t{risk}");
+            }
             std::io::stdout().flush().context("cannot write the acknowledgement")?;
         }
         Ok(())

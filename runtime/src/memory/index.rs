@@ -1,7 +1,9 @@
 //! Stage 1 of recall: a tantivy index of every hot engram's hash keys (LESS spec §9.1).
 //!
 //! Each engram is one document whose `keys` field holds its hash keys as words; a query's keys become an OR of term
-//! queries, filtered by project (and optionally kind), scored by BM25 so rare keys weigh more than common ones.
+//! queries, filtered by visibility (one `vis` term per engram: its scope with its project and run, see [`vis_key`]),
+//! readers' roles, tier and optionally kind, all as term queries under MUST, scored by BM25 so rare keys weigh more
+//! than common ones. Cold engrams stay in the index, marked by tier, so an explicit cold query finds them too.
 //! The index is derived: it is rebuilt from the SQLite store when it is missing, unreadable or behind the store's
 //! generation, and a rebuilt index gives the same results.
 //!
@@ -17,8 +19,10 @@ use tantivy::schema::{
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term};
 
+use crate::engram::Scope;
 use crate::memory::keys;
-use crate::memory::store::Stored;
+use crate::memory::policy::role_tags;
+use crate::memory::store::{Stored, Tier};
 
 /// Errors of the index (always recoverable by a rebuild from the store).
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +46,8 @@ pub enum IndexError {
 pub struct Candidate {
     /// The engram id.
     pub id: String,
+    /// The project it is stored in (org and global engrams are recalled from other projects too).
+    pub project: String,
     /// BM25 over shared keys.
     pub score: f32,
 }
@@ -54,6 +60,70 @@ pub struct RecallIndex {
     fields: Fields,
 }
 
+/// What a recall may return, as index terms (built by the access rules of `policy.rs`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecallFilter {
+    /// Visibility terms the reader holds ([`vis_key`]); an engram is returned only if its term is among them.
+    pub visible: Vec<String>,
+    /// The reader's role and agent id: engrams restricted to roles (`role:<r>` tags) are returned only to those
+    /// roles or to their creator. None: every role (the project's trusted view and operators).
+    pub reader: Option<(String, String)>,
+    /// Only engrams of this kind.
+    pub kind: Option<String>,
+    /// Cold engrams too.
+    pub include_cold: bool,
+}
+
+impl RecallFilter {
+    /// Everything a member of `project` sees outside any run, in every role, hot only, optionally of one kind: the
+    /// view of [`crate::memory::Memory::query`].
+    pub fn project(project: &str, kind: Option<&str>) -> RecallFilter {
+        RecallFilter {
+            visible: vec![
+                vis_key(Scope::Run, project, ""),
+                vis_key(Scope::Project, project, ""),
+                vis_key(Scope::Org, project, ""),
+                vis_key(Scope::Global, project, ""),
+            ],
+            reader: None,
+            kind: kind.map(str::to_owned),
+            include_cold: false,
+        }
+    }
+}
+
+impl RecallFilter {
+    /// Whether the filter lets `stored` through: the same rules as the index query, applied to the store's row.
+    pub fn admits(&self, stored: &Stored) -> bool {
+        let vis = vis_key(stored.engram.scope, &stored.project, &stored.run);
+        let role_ok = match &self.reader {
+            None => true,
+            Some((role, agent)) => {
+                let roles = role_tags(&stored.engram);
+                roles.is_empty() || roles.contains(role) || stored.engram.provenance.created_by == *agent
+            }
+        };
+        self.visible.contains(&vis)
+            && role_ok
+            && (self.include_cold || stored.tier == Tier::Hot)
+            && self.kind.as_deref().is_none_or(|kind| kind == stored.engram.kind.as_str())
+    }
+}
+
+/// The visibility term of an engram of `scope` stored in `project` during `run`: run-scoped engrams are seen in
+/// their project and run, project-scoped ones in their project, org and global ones from every project.
+pub fn vis_key(scope: Scope, project: &str, run: &str) -> String {
+    match scope {
+        Scope::Run => format!("r:{project}\u{1f}{run}"),
+        Scope::Project => format!("p:{project}"),
+        Scope::Org => "org".to_owned(),
+        Scope::Global => "global".to_owned(),
+    }
+}
+
+/// The `roles` term of an engram readable by every role.
+const ALL_ROLES: &str = "*";
+
 #[derive(Clone, Copy)]
 struct Fields {
     /// `project \u{1f} id`: the unique term, for deletes.
@@ -62,6 +132,14 @@ struct Fields {
     project: Field,
     kind: Field,
     keys: Field,
+    /// [`vis_key`] of the engram.
+    vis: Field,
+    /// The roles that may read it (`role:<r>` tags), or [`ALL_ROLES`].
+    roles: Field,
+    /// Its creator (who always reads it).
+    creator: Field,
+    /// `hot` or `cold`.
+    tier: Field,
 }
 
 const GENERATION_FILE: &str = "generation";
@@ -90,14 +168,14 @@ impl RecallIndex {
         std::fs::read_to_string(self.dir.join(GENERATION_FILE)).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
     }
 
-    /// Replaces the whole index with `hot` (every hot engram of the store) at `generation`.
+    /// Replaces the whole index with `engrams` (every engram of the store, hot and cold) at `generation`.
     pub fn rebuild<'a>(
         &mut self,
-        hot: impl IntoIterator<Item = &'a Stored>,
+        engrams: impl IntoIterator<Item = &'a Stored>,
         generation: u64,
     ) -> Result<(), IndexError> {
         self.writer.delete_all_documents()?;
-        for stored in hot {
+        for stored in engrams {
             self.add(stored)?;
         }
         self.commit(generation)
@@ -113,11 +191,21 @@ impl RecallIndex {
         doc.add_text(f.project, &stored.project);
         doc.add_text(f.kind, stored.engram.kind.as_str());
         doc.add_text(f.keys, keys::engram_keys(&stored.engram).join(" "));
+        doc.add_text(f.vis, vis_key(stored.engram.scope, &stored.project, &stored.run));
+        let roles = role_tags(&stored.engram);
+        if roles.is_empty() {
+            doc.add_text(f.roles, ALL_ROLES);
+        }
+        for role in roles {
+            doc.add_text(f.roles, role);
+        }
+        doc.add_text(f.creator, &stored.engram.provenance.created_by);
+        doc.add_text(f.tier, if stored.tier == Tier::Hot { "hot" } else { "cold" });
         self.writer.add_document(doc)?;
         Ok(())
     }
 
-    /// Removes one engram (it went cold).
+    /// Removes one engram.
     pub fn remove(&mut self, project: &str, id: &str) {
         self.writer.delete_term(Term::from_field_text(self.fields.uid, &uid(project, id)));
     }
@@ -131,7 +219,8 @@ impl RecallIndex {
         Ok(())
     }
 
-    /// The best `limit` engrams of `project` sharing keys with `query_keys`, best first; ties keep index order.
+    /// The best `limit` hot engrams a member of `project` sees (outside any run, every role) sharing keys with
+    /// `query_keys`, best first; ties keep index order.
     pub fn recall(
         &self,
         query_keys: &[String],
@@ -139,8 +228,19 @@ impl RecallIndex {
         kind: Option<&str>,
         limit: usize,
     ) -> Result<Vec<Candidate>, IndexError> {
+        self.recall_filtered(query_keys, &RecallFilter::project(project, kind), limit)
+    }
+
+    /// The best `limit` engrams that `filter` lets through sharing keys with `query_keys`, best first; ties keep
+    /// index order.
+    pub fn recall_filtered(
+        &self,
+        query_keys: &[String],
+        filter: &RecallFilter,
+        limit: usize,
+    ) -> Result<Vec<Candidate>, IndexError> {
         let f = self.fields;
-        if query_keys.is_empty() || limit == 0 {
+        if query_keys.is_empty() || limit == 0 || filter.visible.is_empty() {
             return Ok(Vec::new());
         }
         let any_key: Vec<(Occur, Box<dyn Query>)> = query_keys
@@ -150,24 +250,37 @@ impl RecallIndex {
                 (Occur::Should, Box::new(term) as Box<dyn Query>)
             })
             .collect();
+        // Filters are term queries: they match or not and add nothing to the BM25 score of the keys.
+        let term = |field: Field, text: &str| -> Box<dyn Query> {
+            Box::new(TermQuery::new(Term::from_field_text(field, text), IndexRecordOption::Basic))
+        };
+        let any_of = |terms: Vec<Box<dyn Query>>| -> Box<dyn Query> {
+            Box::new(BooleanQuery::new(terms.into_iter().map(|t| (Occur::Should, t)).collect()))
+        };
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![
             (Occur::Must, Box::new(BooleanQuery::new(any_key))),
-            (
-                Occur::Must,
-                Box::new(TermQuery::new(Term::from_field_text(f.project, project), IndexRecordOption::Basic)),
-            ),
+            (Occur::Must, any_of(filter.visible.iter().map(|v| term(f.vis, v)).collect())),
         ];
-        if let Some(kind) = kind {
-            let term = TermQuery::new(Term::from_field_text(f.kind, kind), IndexRecordOption::Basic);
-            clauses.push((Occur::Must, Box::new(term)));
+        if let Some((role, agent)) = &filter.reader {
+            clauses.push((
+                Occur::Must,
+                any_of(vec![term(f.roles, ALL_ROLES), term(f.roles, role), term(f.creator, agent)]),
+            ));
+        }
+        if !filter.include_cold {
+            clauses.push((Occur::Must, term(f.tier, "hot")));
+        }
+        if let Some(kind) = &filter.kind {
+            clauses.push((Occur::Must, term(f.kind, kind)));
         }
         let searcher = self.reader.searcher();
         let hits = searcher.search(&BooleanQuery::new(clauses), &TopDocs::with_limit(limit).order_by_score())?;
         let mut out = Vec::with_capacity(hits.len());
         for (score, address) in hits {
             let doc: TantivyDocument = searcher.doc(address)?;
-            if let Some(id) = doc.get_first(f.id).and_then(|v| v.as_str()) {
-                out.push(Candidate { id: id.to_owned(), score });
+            let project = doc.get_first(f.project).and_then(|v| v.as_str());
+            if let (Some(id), Some(project)) = (doc.get_first(f.id).and_then(|v| v.as_str()), project) {
+                out.push(Candidate { id: id.to_owned(), project: project.to_owned(), score });
             }
         }
         Ok(out)
@@ -188,14 +301,18 @@ fn schema() -> (Schema, Fields) {
     let mut builder = Schema::builder();
     let uid = builder.add_text_field("uid", STRING);
     let id = builder.add_text_field("id", STRING | STORED);
-    let project = builder.add_text_field("project", STRING);
+    let project = builder.add_text_field("project", STRING | STORED);
     let kind = builder.add_text_field("kind", STRING);
     // Keys are lowercase hex words: the default tokenizer keeps them whole; frequencies and norms feed BM25.
     let keys_options = TextOptions::default().set_indexing_options(
         TextFieldIndexing::default().set_tokenizer("default").set_index_option(IndexRecordOption::WithFreqs),
     );
     let keys = builder.add_text_field("keys", keys_options);
-    (builder.build(), Fields { uid, id, project, kind, keys })
+    let vis = builder.add_text_field("vis", STRING);
+    let roles = builder.add_text_field("roles", STRING);
+    let creator = builder.add_text_field("creator", STRING);
+    let tier = builder.add_text_field("tier", STRING);
+    (builder.build(), Fields { uid, id, project, kind, keys, vis, roles, creator, tier })
 }
 
 fn uid(project: &str, id: &str) -> String {

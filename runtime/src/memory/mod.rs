@@ -3,11 +3,15 @@
 //! [`Memory`] puts the pieces together: SQLite as the source of truth (`store.rs`), deterministic hash keys
 //! (`keys.rs`) and the derived tantivy index for stage 1 (`index.rs`), the local embedding model (`embed.rs`) and
 //! the derived usearch index of claim vectors for stage 2 (`vectors.rs`), and the ranking rules (`rank.rs`). Derived
-//! indexes are rebuilt from the store whenever they are missing, unreadable or behind.
+//! indexes are rebuilt from the store whenever they are missing, unreadable or behind. Access control and hygiene
+//! (`policy.rs`: scopes, roles, promotion, rate limits, supersession by subject key, contradictions) wrap these
+//! operations for callers acting as a [`Principal`]; `actor.rs` serves them to a run as the `MemoryActor`.
 
+pub mod actor;
 pub mod embed;
 pub mod index;
 pub mod keys;
+pub mod policy;
 pub mod rank;
 pub mod store;
 pub mod vectors;
@@ -16,13 +20,22 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+pub use actor::{
+    Clock, EngramRef, MemoryActor, MemoryArgs, MemoryMsg, PromoteRequest, PutRequest, QueryRequest, SupersedeRequest,
+    system_clock,
+};
 pub use embed::{EmbedError, Embedder, ModelPaths};
-pub use index::{Candidate, IndexError, RecallIndex};
+pub use index::{Candidate, IndexError, RecallFilter, RecallIndex, vis_key};
+pub use policy::{
+    CORRECTION_TAG, DEFAULT_PUTS_PER_WINDOW, DEFAULT_RATE_WINDOW_SECS, MemoryPolicy, PROMOTION_CONFIDENCE_FLOOR,
+    Principal, PutReport, QueryOptions, ROLE_TAG_PREFIX, SUBJECT_TAG_PREFIX, role_tags, subject_key,
+};
 pub use rank::{Fusion, Ranked, TieContext};
-pub use store::{PutOutcome, Store, StoreError, StoreStats, Stored, Tier, content_hash};
+pub use store::{Placement, PutOutcome, Store, StoreError, StoreStats, Stored, Tier, content_hash};
 pub use vectors::{VectorError, VectorIndex};
 
 use crate::engram::{Engram, Scope};
+use crate::error::{ErrorCode, Violation};
 use crate::valid::Valid;
 
 /// Errors of the memory.
@@ -41,6 +54,30 @@ pub enum MemoryError {
     /// The query asked for the rerank stage alone and the model is not available.
     #[error("{0}")]
     StageUnavailable(String),
+    /// The caller may not do this (`LESS_SCOPE_DENIED`) or not now (`LESS_RATE_LIMITED`); nothing changed.
+    #[error("{}: {}", .0.code, .0.message)]
+    Refused(Violation),
+    /// The memory actor did not answer (it failed; the run reports why).
+    #[error("memory unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl MemoryError {
+    /// The stable code of a refusal (none for a failure of the store or the index).
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            MemoryError::Refused(violation) => Some(violation.code),
+            _ => None,
+        }
+    }
+
+    /// What went wrong, without the code (a refusal's message; the whole error otherwise).
+    pub fn message(&self) -> String {
+        match self {
+            MemoryError::Refused(violation) => violation.message.clone(),
+            other => other.to_string(),
+        }
+    }
 }
 
 /// One recalled engram.
@@ -94,10 +131,8 @@ impl Stages {
 pub struct RecallRequest<'a> {
     /// The question, in words (may name pointers).
     pub text: &'a str,
-    /// The project asked.
-    pub project: &'a str,
-    /// Only engrams of this kind.
-    pub kind: Option<&'a str>,
+    /// What may be returned (projects, runs, roles, kind, tier).
+    pub filter: RecallFilter,
     /// The scope asked for: an engram of this scope wins ties.
     pub scope: Option<Scope>,
     /// How many hits at most.
@@ -107,9 +142,19 @@ pub struct RecallRequest<'a> {
 }
 
 impl<'a> RecallRequest<'a> {
-    /// The `k` best of `project` for `text`, by both stages when the model is there.
-    pub fn new(text: &'a str, project: &'a str, k: usize) -> RecallRequest<'a> {
-        RecallRequest { text, project, kind: None, scope: None, k, stages: Stages::default() }
+    /// The `k` best for `text` among what `filter` lets through, by both stages when the model is there.
+    pub fn new(text: &'a str, filter: RecallFilter, k: usize) -> RecallRequest<'a> {
+        RecallRequest { text, filter, scope: None, k, stages: Stages::default() }
+    }
+
+    /// The `k` best of `project` (its trusted view, see [`RecallFilter::project`]) for `text`.
+    pub fn in_project(text: &'a str, project: &str, k: usize) -> RecallRequest<'a> {
+        RecallRequest::new(text, RecallFilter::project(project, None), k)
+    }
+
+    /// The same request with other stages.
+    pub fn stages(self, stages: Stages) -> RecallRequest<'a> {
+        RecallRequest { stages, ..self }
     }
 }
 
@@ -156,6 +201,8 @@ pub struct Memory {
     index_dirty: bool,
     semantic: Result<Semantic, String>,
     fusion: Fusion,
+    /// Limits of the access rules and hygiene (`policy.rs`).
+    policy: MemoryPolicy,
 }
 
 impl std::fmt::Debug for Memory {
@@ -187,7 +234,14 @@ impl Memory {
             }
             Err(reason) => Err(reason),
         };
-        let mut memory = Memory { store, index, index_dirty: false, semantic, fusion: Fusion::default() };
+        let mut memory = Memory {
+            store,
+            index,
+            index_dirty: false,
+            semantic,
+            fusion: Fusion::default(),
+            policy: MemoryPolicy::default(),
+        };
         let generation = memory.store.generation()?;
         if memory.index.generation() != generation {
             memory.reindex_hash()?;
@@ -211,10 +265,7 @@ impl Memory {
     fn sync_vectors(&mut self, generation: u64) -> Result<(), MemoryError> {
         let Ok(semantic) = &mut self.semantic else { return Ok(()) };
         let stored = self.store.hot_vectors(embed::MODEL_ID)?;
-        let current = semantic.vectors.generation() == Some(generation) && {
-            let keys: Vec<(String, String)> = stored.iter().map(|(p, i, _)| (p.clone(), i.clone())).collect();
-            semantic.vectors.adopt(&keys)
-        };
+        let current = semantic.vectors.generation() == Some(generation) && semantic.vectors.adopt(&stored);
         if !current {
             semantic.vectors.rebuild(&stored)?;
         }
@@ -222,7 +273,8 @@ impl Memory {
         self.flush()
     }
 
-    /// Rebuilds every derived index from the store; returns how many hot engrams they hold.
+    /// Rebuilds every derived index from the store; returns how many hot engrams they hold (cold ones are in the
+    /// hash index too, for explicit cold queries).
     pub fn reindex(&mut self) -> Result<usize, MemoryError> {
         let n = self.reindex_hash()?;
         if let Ok(semantic) = &mut self.semantic {
@@ -236,7 +288,8 @@ impl Memory {
 
     fn reindex_hash(&mut self) -> Result<usize, MemoryError> {
         let hot = self.store.all(Tier::Hot)?;
-        self.index.rebuild(&hot, self.store.generation()?)?;
+        let cold = self.store.all(Tier::Cold)?;
+        self.index.rebuild(hot.iter().chain(&cold), self.store.generation()?)?;
         self.index_dirty = false;
         Ok(hot.len())
     }
@@ -255,35 +308,33 @@ impl Memory {
     ) -> Result<Vec<PutOutcome>, MemoryError> {
         let outcomes = self.store.put_many(engrams, project, now)?;
         for outcome in outcomes.iter().filter(|o| !matches!(o, PutOutcome::Duplicate { .. })) {
-            if let Some(stored) = self.store.get(project, outcome.id())? {
-                self.index.add(&stored)?;
-                self.index_dirty = true;
-                if let Ok(semantic) = &mut self.semantic {
-                    semantic.pending.push(vectors::Wanted {
-                        project: project.to_owned(),
-                        id: stored.engram.id.clone(),
-                        text: stored.engram.claim.clone(),
-                    });
-                }
-            }
+            self.reindex_one(project, outcome.id())?;
         }
         Ok(outcomes)
     }
 
-    /// The `k` best hot engrams of `project` for `text` (optionally of one `kind`), by both stages when available.
+    /// The `k` best hot engrams of `project` for `text` (optionally of one `kind`), by both stages when available:
+    /// the project's trusted view (its run-less, project, org and global engrams, every role). Callers acting for an
+    /// agent use [`Memory::query_as`].
     pub fn query(&mut self, text: &str, project: &str, kind: Option<&str>, k: usize) -> Result<Recall, MemoryError> {
-        self.recall(&RecallRequest { kind, ..RecallRequest::new(text, project, k) })
+        self.recall(&RecallRequest::new(text, RecallFilter::project(project, kind), k))
+    }
+
+    /// The `k` best engrams for `text` among those `filter` lets through, by both stages when available.
+    pub fn query_filtered(&mut self, text: &str, filter: &RecallFilter, k: usize) -> Result<Recall, MemoryError> {
+        self.recall(&RecallRequest::new(text, filter.clone(), k))
     }
 
     /// Answers a query: stage-1 candidates and nearest vectors, fused and ordered by [`rank::rank`].
     pub fn recall(&mut self, request: &RecallRequest<'_>) -> Result<Recall, MemoryError> {
         self.flush()?;
+        let filter = &request.filter;
         let pool = (request.k * POOL_PER_HIT).max(MIN_POOL);
         let mut stages = Vec::new();
         let mut degraded = None;
-        let mut found: HashMap<String, (Option<f32>, Option<f32>)> = HashMap::new();
-        let mut order: Vec<String> = Vec::new();
-        let query_keys = keys::query_keys(request.text);
+        // (project, id) → (stage-1 score, cosine), in the order first found.
+        let mut found: HashMap<(String, String), (Option<f32>, Option<f32>)> = HashMap::new();
+        let mut order: Vec<(String, String)> = Vec::new();
         let semantic = match (&self.semantic, request.stages) {
             (_, Stages::Hash) => None,
             (Ok(semantic), _) => Some(semantic),
@@ -295,38 +346,41 @@ impl Memory {
         };
         if request.stages != Stages::Rerank {
             stages.push("hash");
-            for candidate in self.index.recall(&query_keys, request.project, request.kind, pool)? {
-                order.push(candidate.id.clone());
-                found.insert(candidate.id, (Some(candidate.score), None));
+            for candidate in self.index.recall_filtered(&keys::query_keys(request.text), filter, pool)? {
+                let at = (candidate.project, candidate.id);
+                order.push(at.clone());
+                found.insert(at, (Some(candidate.score), None));
             }
         }
         if let Some(semantic) = semantic {
             stages.push("rerank");
             let query =
                 semantic.embedder.embed_one(request.text).map_err(|e| MemoryError::StageUnavailable(e.to_string()))?;
-            for (entry, cosine) in semantic.vectors.search(&query, pool, |e| &*e.project == request.project)? {
-                let slot = found.entry(entry.id.to_string()).or_insert_with(|| {
-                    order.push(entry.id.to_string());
+            let visible = |e: &vectors::Entry| filter.visible.iter().any(|v| **v == *e.vis);
+            for (entry, cosine) in semantic.vectors.search(&query, pool, visible)? {
+                let at = (entry.project.to_string(), entry.id.to_string());
+                let slot = found.entry(at.clone()).or_insert_with(|| {
+                    order.push(at);
                     (None, None)
                 });
                 slot.1 = Some(cosine);
             }
-            for id in &order {
-                if let Some(slot) = found.get_mut(id)
+            for at in &order {
+                if let Some(slot) = found.get_mut(at)
                     && slot.1.is_none()
                 {
-                    slot.1 = semantic.vectors.vector(request.project, id).map(|v| embed::cosine(&query, &v));
+                    slot.1 = semantic.vectors.vector(&at.0, &at.1).map(|v| embed::cosine(&query, &v));
                 }
             }
         }
         let mut candidates = Vec::with_capacity(order.len());
-        for id in &order {
-            // The indexes are derived: an id they still hold but the store moved to cold is skipped, not returned.
-            let Some(stored) = self.store.get(request.project, id)? else { continue };
-            if stored.tier != Tier::Hot || request.kind.is_some_and(|kind| kind != stored.engram.kind.as_str()) {
+        for at in &order {
+            // The indexes are derived: the store's row decides (tier, scope, roles may have changed since).
+            let Some(stored) = self.store.get(&at.0, &at.1)? else { continue };
+            if !filter.admits(&stored) {
                 continue;
             }
-            let (hash, cosine) = found.get(id).copied().unwrap_or_default();
+            let (hash, cosine) = found.get(at).copied().unwrap_or_default();
             candidates.push(rank::Candidate { stored, hash, cosine });
         }
         let ties = TieContext { scope: request.scope, query_features: keys::query_features(request.text) };
@@ -358,7 +412,7 @@ impl Memory {
             let mut missing = Vec::new();
             for wanted in &pending {
                 match self.store.vector(embed::MODEL_ID, &wanted.project, &wanted.id)? {
-                    Some(vector) => semantic.vectors.add(&wanted.project, &wanted.id, &vector)?,
+                    Some(vector) => semantic.vectors.add(&wanted.project, &wanted.id, &wanted.vis, &vector)?,
                     None => missing.push(wanted),
                 }
             }
@@ -370,7 +424,7 @@ impl Memory {
                             missing.iter().copied().zip(computed.iter().map(Vec::as_slice)).collect();
                         self.store.put_vectors(embed::MODEL_ID, &items)?;
                         for (wanted, vector) in items {
-                            semantic.vectors.add(&wanted.project, &wanted.id, vector)?;
+                            semantic.vectors.add(&wanted.project, &wanted.id, &wanted.vis, vector)?;
                         }
                     }
                     // The engrams are stored and recallable by stage 1; they are embedded on the next open.
@@ -386,29 +440,54 @@ impl Memory {
         Ok(self.store.get(project, id)?)
     }
 
-    fn forget(&mut self, project: &str, id: &str) {
-        self.index.remove(project, id);
-        self.index_dirty = true;
-        if let Ok(semantic) = &mut self.semantic {
-            semantic.vectors.remove(project, id);
-            semantic.pending.retain(|w| !(w.project == project && w.id == id));
-        }
-    }
-
     /// Moves expired engrams to the cold tier and out of recall; returns how many moved.
     pub fn evict_expired(&mut self, now: i64) -> Result<usize, MemoryError> {
         let moved = self.store.evict_expired(now)?;
         for (project, id) in &moved {
-            self.forget(project, id);
+            self.reindex_one(project, id)?;
         }
         Ok(moved.len())
+    }
+
+    /// Moves engram `id` of `project` to the cold tier; false when it was not hot.
+    pub fn evict(&mut self, project: &str, id: &str) -> Result<bool, MemoryError> {
+        let done = self.store.evict(project, id)?;
+        if done {
+            self.reindex_one(project, id)?;
+        }
+        Ok(done)
+    }
+
+    /// Brings the index entry of one engram in line with the store (it changed tier, scope or links).
+    fn reindex_one(&mut self, project: &str, id: &str) -> Result<(), MemoryError> {
+        let stored = self.store.get(project, id)?;
+        match &stored {
+            Some(stored) => self.index.add(stored)?,
+            None => self.index.remove(project, id),
+        }
+        self.index_dirty = true;
+        if let Ok(semantic) = &mut self.semantic {
+            // Stage 2 holds hot engrams only; a hot one is (re)entered at the next flush, with its kept vector when
+            // it has one, so a changed scope or a revival is seen by the vector search too.
+            semantic.pending.retain(|w| !(w.project == project && w.id == id));
+            match stored {
+                Some(stored) if stored.tier == Tier::Hot => semantic.pending.push(vectors::Wanted {
+                    vis: vis_key(stored.engram.scope, project, &stored.run),
+                    project: project.to_owned(),
+                    id: id.to_owned(),
+                    text: stored.engram.claim,
+                }),
+                _ => semantic.vectors.remove(project, id),
+            }
+        }
+        Ok(())
     }
 
     /// `new` supersedes `old` in `project`: both linked, `old` out of recall.
     pub fn supersede(&mut self, project: &str, old: &str, new: &str) -> Result<bool, MemoryError> {
         let done = self.store.supersede(project, old, new)?;
         if done {
-            self.forget(project, old);
+            self.reindex_one(project, old)?;
         }
         Ok(done)
     }

@@ -34,11 +34,15 @@ pub struct Fusion {
     /// Share of the best adjacent item's score an engram receives (turn context: the turn after a question is its
     /// answer). Adjacent: cited sources of the same kind whose locations differ only in a final number by one.
     pub neighbour: f32,
+    /// The least cosine a candidate found by stage 2 alone (no shared key) needs to be kept: nearest neighbours
+    /// exist for any query, relevant or not.
+    pub floor: f32,
 }
 
 impl Default for Fusion {
+    /// The weights tuned on the LoCoMo development split (README, "What each stage adds").
     fn default() -> Fusion {
-        Fusion { hash: 1.0, cosine: 1.0, neighbour: 0.0 }
+        Fusion { hash: 1.0, cosine: 1.5, neighbour: 0.5, floor: 0.3 }
     }
 }
 
@@ -62,7 +66,8 @@ pub struct Ranked {
 
 /// Orders candidates: by fused score, then the tie-breakers in order — scope match, recency, confidence, pointer
 /// overlap — and finally by id, so equal inputs always give the same order.
-pub fn rank(candidates: Vec<Candidate>, fusion: &Fusion, ties: &TieContext) -> Vec<Ranked> {
+pub fn rank(mut candidates: Vec<Candidate>, fusion: &Fusion, ties: &TieContext) -> Vec<Ranked> {
+    candidates.retain(|c| c.hash.is_some() || c.cosine.is_some_and(|cosine| cosine >= fusion.floor));
     let best_hash = candidates.iter().filter_map(|c| c.hash).fold(0f32, f32::max);
     let base: Vec<f32> = candidates
         .iter()
@@ -163,6 +168,9 @@ mod tests {
             expires_at: i64::MAX,
             superseded_by: None,
             supersedes: None,
+            run: String::new(),
+            written_by: "agent".into(),
+            promoted_by: None,
         };
         Candidate { stored, hash: Some(2.0), cosine: Some(0.5) }
     }
@@ -199,6 +207,13 @@ mod tests {
         weak.cosine = Some(0.1);
         let strong = candidate("e_strong", Scope::Run, 1, 0.1, "repo:src/b.rs");
         assert_eq!(order(vec![weak.clone(), strong.clone()], &Fusion::default(), &ties), ["e_strong", "e_weak"]);
+        let mut unrelated = candidate("e_unrelated", Scope::Project, 1, 1.0, "repo:src/c.rs");
+        unrelated.hash = None;
+        unrelated.cosine = Some(0.1);
+        let kept = order(vec![unrelated.clone(), weak.clone()], &Fusion::default(), &ties);
+        assert_eq!(kept, ["e_weak"], "a stage-2-only candidate below the floor is dropped");
+        unrelated.cosine = Some(0.6);
+        assert_eq!(order(vec![unrelated, weak.clone()], &Fusion::default(), &ties), ["e_weak", "e_unrelated"], "kept");
         // Stage 1 alone (no cosine weight): they tie again and the tie-breakers decide.
         let hash_only = Fusion { cosine: 0.0, ..Fusion::default() };
         assert_eq!(order(vec![strong, weak], &hash_only, &ties), ["e_weak", "e_strong"]);
@@ -210,7 +225,7 @@ mod tests {
         question.hash = Some(4.0);
         let answer = candidate("e_answer", Scope::Project, 1, 1.0, "sam:conv-1:D2:8");
         let other = candidate("e_other", Scope::Project, 1, 1.0, "sam:conv-1:D5:1");
-        let fusion = Fusion { neighbour: 0.5, ..Fusion::default() };
+        let fusion = Fusion { hash: 1.0, cosine: 1.0, neighbour: 0.5, floor: 0.0 };
         let ranked = rank(vec![other, answer, question], &fusion, &TieContext::default());
         let ids: Vec<&str> = ranked.iter().map(|r| r.candidate.stored.engram.id.as_str()).collect();
         assert_eq!(ids, ["e_question", "e_answer", "e_other"], "the turn after the best one moves up");

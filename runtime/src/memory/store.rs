@@ -11,12 +11,14 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::engram::Engram;
+use crate::engram::{Engram, Scope};
+use crate::memory::policy::subject_key;
 use crate::pointer::Pointer;
 use crate::valid::Valid;
 
-/// Version of the table layout; a store written by another version is refused, never silently rewritten.
-const SCHEMA_VERSION: i64 = 1;
+/// Version of the table layout. A store of version 1 is migrated in place on open (columns added, subject keys
+/// filled in from the stored documents); a store written by any other version is refused, never silently rewritten.
+const SCHEMA_VERSION: i64 = 2;
 
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]
@@ -74,6 +76,12 @@ pub struct Stored {
     pub engram: Engram,
     /// The project it belongs to (empty: none).
     pub project: String,
+    /// The run it was written in (empty: outside any run); run-scoped engrams are visible only there.
+    pub run: String,
+    /// The principal that wrote it (rate limits count per writer).
+    pub written_by: String,
+    /// Who promoted it to its current scope, if it was promoted.
+    pub promoted_by: Option<String>,
     /// Hot or cold.
     pub tier: Tier,
     /// Why it is cold: `expired`, `evicted` or `superseded`.
@@ -101,7 +109,8 @@ pub enum PutOutcome {
         /// The id already stored.
         id: String,
     },
-    /// The same content was cold (expired or evicted): it is hot again with a fresh TTL.
+    /// The same content was cold (expired or evicted), or run-scoped in another run: it is hot again (in this run)
+    /// with a fresh TTL.
     Revived {
         /// Its id.
         id: String,
@@ -126,6 +135,24 @@ pub struct StoreStats {
     pub cold: u64,
     /// Hot engrams by kind.
     pub hot_by_kind: std::collections::BTreeMap<String, u64>,
+}
+
+/// Where a put goes: the project, the run and the writer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// The project the engram belongs to.
+    pub project: String,
+    /// The run it is written in (empty: outside any run).
+    pub run: String,
+    /// The writer (empty: the engram's `created_by`).
+    pub written_by: String,
+}
+
+impl Placement {
+    /// In `project`, outside any run, written by each engram's creator.
+    pub fn project(project: &str) -> Placement {
+        Placement { project: project.to_owned(), run: String::new(), written_by: String::new() }
+    }
 }
 
 /// The store.
@@ -174,22 +201,71 @@ impl Store {
         let found: Option<String> =
             conn.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).optional()?;
         conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', '0')", [])?;
+        let mut store = Store { conn };
         match found.map(|v| v.parse::<i64>().unwrap_or(-1)) {
             None => {
-                conn.execute(
+                store.migrate_from_1()?;
+                store.conn.execute(
                     "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)",
                     [SCHEMA_VERSION.to_string()],
                 )?;
             }
+            Some(1) => {
+                store.migrate_from_1()?;
+                store
+                    .conn
+                    .execute("UPDATE meta SET value = ?1 WHERE key = 'schema_version'", [SCHEMA_VERSION.to_string()])?;
+            }
             Some(SCHEMA_VERSION) => {}
             Some(found) => return Err(StoreError::Version { found }),
         }
-        Ok(Store { conn })
+        Ok(store)
+    }
+
+    /// Version 2 adds the run, the writer, the subject key and the promoter; rows of version 1 were written outside
+    /// any run by their creators, and their subject keys are read from their tags.
+    fn migrate_from_1(&mut self) -> Result<(), StoreError> {
+        let tx = self.conn.transaction()?;
+        tx.execute_batch(
+            "ALTER TABLE engrams ADD COLUMN run TEXT NOT NULL DEFAULT '';
+             ALTER TABLE engrams ADD COLUMN written_by TEXT NOT NULL DEFAULT '';
+             ALTER TABLE engrams ADD COLUMN subject TEXT;
+             ALTER TABLE engrams ADD COLUMN promoted_by TEXT;
+             UPDATE engrams SET written_by = created_by;
+             CREATE INDEX IF NOT EXISTS engrams_writes ON engrams (written_by, stored_at);
+             CREATE INDEX IF NOT EXISTS engrams_subject ON engrams (project, subject, tier);",
+        )?;
+        let rows: Vec<(String, String, String)> = {
+            let mut stmt = tx.prepare("SELECT project, id, doc FROM engrams")?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+            rows.collect::<Result<_, _>>()?
+        };
+        for (project, id, doc) in rows {
+            let subject = serde_json::from_str::<Engram>(&doc).ok().and_then(|e| subject_key(&e));
+            if subject.is_some() {
+                tx.execute(
+                    "UPDATE engrams SET subject = ?3 WHERE project = ?1 AND id = ?2",
+                    params![project, id, subject],
+                )?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
     }
 
     /// Stores `engram` in `project` at `now` (unix seconds). Same content in the same project is stored once.
     pub fn put(&mut self, engram: &Valid<Engram>, project: &str, now: i64) -> Result<PutOutcome, StoreError> {
-        let mut outcomes = self.put_many(std::slice::from_ref(engram), project, now)?;
+        self.put_placed(engram, &Placement::project(project), now)
+    }
+
+    /// Stores `engram` where `placement` says (project, run, writer).
+    pub fn put_placed(
+        &mut self,
+        engram: &Valid<Engram>,
+        placement: &Placement,
+        now: i64,
+    ) -> Result<PutOutcome, StoreError> {
+        let mut outcomes = self.put_many_placed(std::slice::from_ref(engram), placement, now)?;
         Ok(outcomes.remove(0))
     }
 
@@ -200,10 +276,20 @@ impl Store {
         project: &str,
         now: i64,
     ) -> Result<Vec<PutOutcome>, StoreError> {
+        self.put_many_placed(engrams, &Placement::project(project), now)
+    }
+
+    /// [`Store::put_many`] with a placement.
+    pub fn put_many_placed(
+        &mut self,
+        engrams: &[Valid<Engram>],
+        placement: &Placement,
+        now: i64,
+    ) -> Result<Vec<PutOutcome>, StoreError> {
         let tx = self.conn.transaction()?;
         let mut outcomes = Vec::with_capacity(engrams.len());
         for engram in engrams {
-            outcomes.push(put_in(&tx, engram, project, now)?);
+            outcomes.push(put_in(&tx, engram, placement, now)?);
         }
         if outcomes.iter().any(|o| !matches!(o, PutOutcome::Duplicate { .. })) {
             bump_generation(&tx)?;
@@ -224,6 +310,56 @@ impl Store {
         let mut stmt = self.conn.prepare(&format!("{SELECT_STORED} WHERE project = ?1 AND id = ?2"))?;
         let row = stmt.query_row([project, id], raw_row).optional()?;
         row.map(into_stored).transpose()
+    }
+
+    /// Every copy of engram `id`, in any project and tier (a caller's rights decide which it may read).
+    pub fn get_any(&self, id: &str) -> Result<Vec<Stored>, StoreError> {
+        let mut stmt = self.conn.prepare(&format!("{SELECT_STORED} WHERE id = ?1 ORDER BY project"))?;
+        let rows = stmt.query_map([id], raw_row)?;
+        rows.map(|row| into_stored(row?)).collect()
+    }
+
+    /// The hot engrams of `project` with subject key `subject`, newest first.
+    pub fn hot_by_subject(&self, project: &str, subject: &str) -> Result<Vec<Stored>, StoreError> {
+        let mut stmt = self.conn.prepare(&format!(
+            "{SELECT_STORED} WHERE project = ?1 AND subject = ?2 AND tier = 'hot' ORDER BY stored_at DESC, id"
+        ))?;
+        let rows = stmt.query_map([project, subject], raw_row)?;
+        rows.map(|row| into_stored(row?)).collect()
+    }
+
+    /// How many engrams `writer` stored after `since` (unix seconds), and when the oldest of them was stored.
+    pub fn writes_since(&self, writer: &str, since: i64) -> Result<(u64, Option<i64>), StoreError> {
+        let (n, oldest): (i64, Option<i64>) = self.conn.query_row(
+            "SELECT COUNT(*), MIN(stored_at) FROM engrams WHERE written_by = ?1 AND stored_at > ?2",
+            params![writer, since],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        Ok((u64::try_from(n).unwrap_or(0), oldest))
+    }
+
+    /// Widens the scope of engram `id` of `project` to `to`, recording `by`; false when it is missing.
+    ///
+    /// The row keeps its content hash, so putting the engram again as first written is a duplicate of the promoted
+    /// one rather than a second copy.
+    pub fn promote(&mut self, project: &str, id: &str, to: Scope, by: &str) -> Result<bool, StoreError> {
+        let tx = self.conn.transaction()?;
+        let doc: Option<String> = tx
+            .query_row("SELECT doc FROM engrams WHERE project = ?1 AND id = ?2", [project, id], |r| r.get(0))
+            .optional()?;
+        let Some(doc) = doc else { return Ok(false) };
+        let mut engram: Engram = serde_json::from_str(&doc)
+            .map_err(|err| StoreError::Corrupt { id: id.to_owned(), message: err.to_string() })?;
+        engram.scope = to;
+        let doc = serde_json::to_string(&engram)
+            .map_err(|err| StoreError::Corrupt { id: id.to_owned(), message: err.to_string() })?;
+        tx.execute(
+            "UPDATE engrams SET scope = ?3, doc = ?4, promoted_by = ?5 WHERE project = ?1 AND id = ?2",
+            params![project, id, to.as_str(), doc, by],
+        )?;
+        bump_generation(&tx)?;
+        tx.commit()?;
+        Ok(true)
     }
 
     /// Every engram of `tier`, oldest first (the derived indexes are rebuilt from the hot tier).
@@ -308,36 +444,67 @@ impl Store {
 fn put_in(
     tx: &rusqlite::Transaction<'_>,
     engram: &Valid<Engram>,
-    project: &str,
+    placement: &Placement,
     now: i64,
 ) -> Result<PutOutcome, StoreError> {
+    let project = placement.project.as_str();
+    let written_by =
+        if placement.written_by.is_empty() { &engram.provenance.created_by } else { &placement.written_by };
     let hash = content_hash(engram);
     let ttl = i64::try_from(engram.ttl.duration().as_secs()).unwrap_or(i64::MAX);
     let expires_at = now.saturating_add(ttl);
-    let existing: Option<(String, String)> = tx
-        .query_row(
-            "SELECT id, tier FROM engrams WHERE project = ?1 AND content_hash = ?2",
+    let row = |r: &rusqlite::Row<'_>| -> rusqlite::Result<(String, String, String, String)> {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+    };
+    let same_content = || {
+        tx.query_row(
+            "SELECT id, tier, scope, run FROM engrams WHERE project = ?1 AND content_hash = ?2",
             params![project, hash],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            row,
         )
-        .optional()?;
+        .optional()
+    };
+    // Ids are derived from kind, claim and sources: the same id with another scope, TTL or tags (a promoted copy,
+    // say) is the same claim, and is not stored twice.
+    let same_id = || {
+        tx.query_row(
+            "SELECT id, tier, scope, run FROM engrams WHERE project = ?1 AND id = ?2",
+            params![project, engram.id],
+            row,
+        )
+        .optional()
+    };
+    let existing = match same_content()? {
+        Some(found) => Some(found),
+        None => same_id()?,
+    };
+    // A hot run-scoped copy written in another run is invisible to this one: it moves to this run, as a revival.
+    let elsewhere = |tier: &str, scope: &str, run: &str| tier == "hot" && scope == "run" && run != placement.run;
     Ok(match existing {
-        Some((id, tier)) if tier == "hot" => PutOutcome::Duplicate { id },
-        Some((id, _)) => {
-            tx.execute(
-                "UPDATE engrams SET tier = 'hot', cold_reason = NULL, stored_at = ?3, expires_at = ?4
+        Some((id, tier, scope, run)) if tier == "hot" && !elsewhere(&tier, &scope, &run) => {
+            PutOutcome::Duplicate { id }
+        }
+        Some((id, _, _, _)) => {
+            let n = tx.execute(
+                "UPDATE engrams SET tier = 'hot', cold_reason = NULL, stored_at = ?3, expires_at = ?4, run = ?5,
+                                    written_by = ?6
                  WHERE project = ?1 AND id = ?2 AND superseded_by IS NULL",
-                params![project, id, now, expires_at],
+                params![project, id, now, expires_at, placement.run, written_by],
             )?;
-            PutOutcome::Revived { id }
+            if n == 1 {
+                PutOutcome::Revived { id }
+            } else {
+                // Superseded engrams stay cold: their replacement is what recall should find.
+                PutOutcome::Duplicate { id }
+            }
         }
         None => {
             let doc = serde_json::to_string(&**engram)
                 .map_err(|err| StoreError::Corrupt { id: engram.id.clone(), message: err.to_string() })?;
             tx.execute(
                 "INSERT INTO engrams (id, content_hash, project, scope, kind, created_by, stored_at, expires_at,
-                                      confidence, tier, doc)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'hot', ?10)",
+                                      confidence, tier, doc, run, written_by, subject)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'hot', ?10, ?11, ?12, ?13)",
                 params![
                     engram.id,
                     hash,
@@ -348,7 +515,10 @@ fn put_in(
                     now,
                     expires_at,
                     engram.confidence,
-                    doc
+                    doc,
+                    placement.run,
+                    written_by,
+                    subject_key(engram),
                 ],
             )?;
             PutOutcome::Stored { id: engram.id.clone() }
@@ -360,23 +530,59 @@ fn bump_generation(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<usize> {
     tx.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'", [])
 }
 
-const SELECT_STORED: &str =
-    "SELECT id, doc, project, tier, cold_reason, stored_at, expires_at, superseded_by, supersedes FROM engrams";
+const SELECT_STORED: &str = "SELECT id, doc, project, tier, cold_reason, stored_at, expires_at, superseded_by, \
+     supersedes, run, written_by, promoted_by FROM engrams";
 
-type RawRow = (String, String, String, String, Option<String>, i64, i64, Option<String>, Option<String>);
+struct RawRow {
+    id: String,
+    doc: String,
+    project: String,
+    tier: String,
+    cold_reason: Option<String>,
+    stored_at: i64,
+    expires_at: i64,
+    superseded_by: Option<String>,
+    supersedes: Option<String>,
+    run: String,
+    written_by: String,
+    promoted_by: Option<String>,
+}
 
 fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?))
+    Ok(RawRow {
+        id: r.get(0)?,
+        doc: r.get(1)?,
+        project: r.get(2)?,
+        tier: r.get(3)?,
+        cold_reason: r.get(4)?,
+        stored_at: r.get(5)?,
+        expires_at: r.get(6)?,
+        superseded_by: r.get(7)?,
+        supersedes: r.get(8)?,
+        run: r.get(9)?,
+        written_by: r.get(10)?,
+        promoted_by: r.get(11)?,
+    })
 }
 
 /// Rows are re-validated on the way out: a hand-edited or damaged row is an error, never an invalid engram.
 fn into_stored(row: RawRow) -> Result<Stored, StoreError> {
-    let (id, doc, project, tier, cold_reason, stored_at, expires_at, superseded_by, supersedes) = row;
-    let engram = Valid::<Engram>::from_json(&doc)
-        .map_err(|err| StoreError::Corrupt { id: id.clone(), message: err.to_string() })?
+    let engram = Valid::<Engram>::from_json(&row.doc)
+        .map_err(|err| StoreError::Corrupt { id: row.id.clone(), message: err.to_string() })?
         .into_inner();
-    let tier = if tier == "hot" { Tier::Hot } else { Tier::Cold };
-    Ok(Stored { engram, project, tier, cold_reason, stored_at, expires_at, superseded_by, supersedes })
+    Ok(Stored {
+        engram,
+        project: row.project,
+        run: row.run,
+        written_by: row.written_by,
+        promoted_by: row.promoted_by,
+        tier: if row.tier == "hot" { Tier::Hot } else { Tier::Cold },
+        cold_reason: row.cold_reason,
+        stored_at: row.stored_at,
+        expires_at: row.expires_at,
+        superseded_by: row.superseded_by,
+        supersedes: row.supersedes,
+    })
 }
 
 /// Identity of an engram's content for dedup: kind, scope, claim and the sources it cites (without digests, in any

@@ -170,17 +170,16 @@ fn rerank_puts_the_semantically_right_engram_first_where_hash_keys_tie() {
     memory.put(&right, "p", 0).expect("put");
     memory.put(&wrong, "p", 10).expect("put (more recent: stage 1 alone prefers it)");
     let question = "kelp note about a dog playing fetch";
-    let hash =
-        memory.recall(&RecallRequest { stages: Stages::Hash, ..RecallRequest::new(question, "p", 2) }).expect("q");
+    let hash = memory.recall(&RecallRequest::in_project(question, "p", 2).stages(Stages::Hash)).expect("q");
     assert_eq!(hash.hits.len(), 2);
     assert_eq!(hash.hits[0].hash_score, hash.hits[1].hash_score, "the two engrams tie on hash keys");
     assert_eq!(ids(&hash), [wrong.id.as_str(), right.id.as_str()], "stage 1 breaks the tie by recency");
-    let both = memory.recall(&RecallRequest::new(question, "p", 2)).expect("q");
+    let both = memory.recall(&RecallRequest::in_project(question, "p", 2)).expect("q");
     assert_eq!(both.stages, ["hash", "rerank"]);
     assert_eq!(both.degraded, None);
     assert_eq!(ids(&both), [right.id.as_str(), wrong.id.as_str()], "the rerank puts the dog first");
     assert!(both.hits[0].cosine > both.hits[1].cosine);
-    let semantic = memory.recall(&RecallRequest { stages: Stages::Rerank, ..RecallRequest::new("a dog", "p", 1) });
+    let semantic = memory.recall(&RecallRequest::in_project("a dog", "p", 1).stages(Stages::Rerank));
     assert_eq!(ids(&semantic.expect("q")), [right.id.as_str()], "the rerank alone finds it without shared keys");
 }
 
@@ -193,7 +192,7 @@ fn a_missing_model_is_said_never_silent() {
     assert_eq!(recall.stages, ["hash"]);
     assert_eq!(recall.degraded.as_deref(), Some("rerank skipped: no model here"));
     assert_eq!(recall.hits.len(), 1);
-    let rerank_only = memory.recall(&RecallRequest { stages: Stages::Rerank, ..RecallRequest::new("port", "kelp", 3) });
+    let rerank_only = memory.recall(&RecallRequest::in_project("port", "kelp", 3).stages(Stages::Rerank));
     assert!(matches!(rerank_only, Err(MemoryError::StageUnavailable(reason)) if reason == "no model here"));
 }
 
@@ -208,7 +207,7 @@ fn engrams_put_without_the_model_are_embedded_when_it_comes_back() {
         }
     }
     let mut memory = model_memory(dir.path());
-    let recall = memory.recall(&RecallRequest { stages: Stages::Rerank, ..RecallRequest::new("web port", "kelp", 1) });
+    let recall = memory.recall(&RecallRequest::in_project("web port", "kelp", 1).stages(Stages::Rerank));
     assert_eq!(ids(&recall.expect("query")), [facts[0].id.as_str()], "backfilled on open");
 }
 
@@ -218,10 +217,9 @@ fn a_revived_engram_is_searchable_again_by_its_kept_vector() {
     let mut memory = model_memory(dir.path());
     let fact = &facts()[2];
     memory.put(fact, "kelp", 0).expect("put");
-    assert!(memory.store.evict("kelp", &fact.id).expect("evict"));
-    memory.forget("kelp", &fact.id);
+    assert!(memory.evict("kelp", &fact.id).expect("evict"));
     let rerank = |memory: &mut Memory| {
-        let request = RecallRequest { stages: Stages::Rerank, ..RecallRequest::new("cache expiry", "kelp", 3) };
+        let request = RecallRequest::in_project("cache expiry", "kelp", 3).stages(Stages::Rerank);
         ids(&memory.recall(&request).expect("query")).iter().map(|s| (*s).to_owned()).collect::<Vec<String>>()
     };
     assert!(rerank(&mut memory).is_empty(), "cold engrams leave stage 2 too");

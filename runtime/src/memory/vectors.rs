@@ -16,7 +16,9 @@ use rusqlite::params;
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
 use super::embed::DIMENSIONS;
+use super::index::vis_key;
 use super::store::{Store, StoreError};
+use crate::engram::Scope;
 
 /// Errors of the vector index (the table's errors are [`StoreError`]s).
 #[derive(Debug, thiserror::Error)]
@@ -47,15 +49,41 @@ fn from_blob(blob: &[u8]) -> Option<Vec<f32>> {
         .then(|| blob.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect::<Vec<f32>>())
 }
 
-/// One engram whose vector is wanted: where it is and the text to embed.
+/// One engram whose vector is wanted: where it is, who sees it, and the text to embed.
 #[derive(Debug, Clone)]
 pub struct Wanted {
     /// Its project.
     pub project: String,
     /// Its id.
     pub id: String,
+    /// Its visibility term ([`vis_key`]).
+    pub vis: String,
     /// The text the vector is computed from.
     pub text: String,
+}
+
+/// A hot engram's stored vector.
+#[derive(Debug, Clone)]
+pub struct StoredVector {
+    /// Its project.
+    pub project: String,
+    /// Its id.
+    pub id: String,
+    /// Its visibility term ([`vis_key`]).
+    pub vis: String,
+    /// The vector.
+    pub vector: Vec<f32>,
+}
+
+/// The visibility term of a row's scope, project and run.
+fn row_vis(scope: &str, project: &str, run: &str) -> String {
+    let scope = match scope {
+        "run" => Scope::Run,
+        "org" => Scope::Org,
+        "global" => Scope::Global,
+        _ => Scope::Project,
+    };
+    vis_key(scope, project, run)
 }
 
 impl Store {
@@ -76,12 +104,18 @@ impl Store {
     /// Hot engrams without a vector of `model` (engrams put while the model was absent, or under another model).
     pub(super) fn unembedded(&self, model: &str) -> Result<Vec<Wanted>, StoreError> {
         let mut stmt = self.conn.prepare(
-            "SELECT e.project, e.id, json_extract(e.doc, '$.claim') FROM engrams e
+            "SELECT e.project, e.id, json_extract(e.doc, '$.claim'), e.scope, e.run FROM engrams e
              LEFT JOIN embeddings v ON v.project = e.project AND v.id = e.id AND v.model = ?1
              WHERE e.tier = 'hot' AND v.id IS NULL ORDER BY e.stored_at, e.id",
         )?;
         let rows = stmt.query_map([model], |r| {
-            Ok(Wanted { project: r.get(0)?, id: r.get(1)?, text: r.get::<_, Option<String>>(2)?.unwrap_or_default() })
+            let (project, scope, run): (String, String, String) = (r.get(0)?, r.get(3)?, r.get(4)?);
+            Ok(Wanted {
+                vis: row_vis(&scope, &project, &run),
+                project,
+                id: r.get(1)?,
+                text: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+            })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
@@ -114,18 +148,26 @@ impl Store {
     }
 
     /// Every hot engram's vector under `model`, as (project, id, vector).
-    pub(super) fn hot_vectors(&self, model: &str) -> Result<Vec<(String, String, Vec<f32>)>, StoreError> {
+    pub(super) fn hot_vectors(&self, model: &str) -> Result<Vec<StoredVector>, StoreError> {
         let mut stmt = self.conn.prepare(
-            "SELECT v.project, v.id, v.vector FROM embeddings v
+            "SELECT v.project, v.id, v.vector, e.scope, e.run FROM embeddings v
              JOIN engrams e ON e.project = v.project AND e.id = v.id
              WHERE e.tier = 'hot' AND v.model = ?1 ORDER BY e.stored_at, e.id",
         )?;
-        let rows = stmt.query_map([model], |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, Vec<u8>>(2)?)))?;
+        let rows = stmt.query_map([model], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get(1)?,
+                r.get::<_, Vec<u8>>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+            ))
+        })?;
         let mut out = Vec::new();
         for row in rows {
-            let (project, id, blob) = row?;
+            let (project, id, blob, scope, run) = row?;
             if let Some(vector) = from_blob(&blob) {
-                out.push((project, id, vector));
+                out.push(StoredVector { vis: row_vis(&scope, &project, &run), project, id, vector });
             }
         }
         Ok(out)
@@ -139,6 +181,8 @@ pub struct Entry {
     pub project: Arc<str>,
     /// Its id.
     pub id: Arc<str>,
+    /// Its visibility term ([`vis_key`]).
+    pub vis: Arc<str>,
 }
 
 /// The HNSW index over hot engrams' vectors.
@@ -201,35 +245,38 @@ impl VectorIndex {
         self.generation
     }
 
-    /// Takes the (project, id) of every indexed key, read from the store, when the file on disk was current. Returns
-    /// false when the file and the store disagree (the caller rebuilds).
-    pub fn adopt(&mut self, hot: &[(String, String)]) -> bool {
+    /// Takes where every indexed key belongs, read from the store, when the file on disk was current. Returns false
+    /// when the file and the store disagree (the caller rebuilds).
+    pub fn adopt(&mut self, hot: &[StoredVector]) -> bool {
         if hot.len() != self.index.size() {
             return false;
         }
         self.entries = hot
             .iter()
-            .map(|(project, id)| {
-                (key_of(project, id), Entry { project: project.as_str().into(), id: id.as_str().into() })
+            .map(|v| {
+                let entry =
+                    Entry { project: v.project.as_str().into(), id: v.id.as_str().into(), vis: v.vis.as_str().into() };
+                (key_of(&v.project, &v.id), entry)
             })
             .collect();
         self.entries.keys().all(|key| self.index.contains(*key))
     }
 
     /// Replaces everything with `vectors`.
-    pub fn rebuild(&mut self, vectors: &[(String, String, Vec<f32>)]) -> Result<(), VectorError> {
+    pub fn rebuild(&mut self, vectors: &[StoredVector]) -> Result<(), VectorError> {
         self.index = new_index(&self.dir.join(Self::FILE))?;
         self.entries.clear();
         self.generation = None;
-        for (project, id, vector) in vectors {
-            self.add(project, id, vector)?;
+        self.index.reserve(vectors.len().max(1024)).map_err(|e| self.fail(e))?;
+        for v in vectors {
+            self.add(&v.project, &v.id, &v.vis, &v.vector)?;
         }
         self.dirty = true;
         Ok(())
     }
 
     /// Adds (or replaces) one engram's vector.
-    pub fn add(&mut self, project: &str, id: &str, vector: &[f32]) -> Result<(), VectorError> {
+    pub fn add(&mut self, project: &str, id: &str, vis: &str, vector: &[f32]) -> Result<(), VectorError> {
         let key = key_of(project, id);
         if self.index.contains(key) {
             self.index.remove(key).map_err(|e| self.fail(e))?;
@@ -239,7 +286,7 @@ impl VectorIndex {
             self.index.reserve(grown).map_err(|e| self.fail(e))?;
         }
         self.index.add(key, vector).map_err(|e| self.fail(e))?;
-        self.entries.insert(key, Entry { project: project.into(), id: id.into() });
+        self.entries.insert(key, Entry { project: project.into(), id: id.into(), vis: vis.into() });
         self.dirty = true;
         Ok(())
     }

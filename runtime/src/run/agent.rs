@@ -18,6 +18,7 @@ use crate::brief::{PointerText, SharedBriefMicro};
 use crate::digest::Digest;
 use crate::engram::{Engram, Provenance, Source};
 use crate::error::{ErrorCode, Violation};
+use crate::memory::{EngramRef, MemoryError, MemoryMsg, PromoteRequest, PutRequest, QueryOptions, QueryRequest};
 use crate::message::{Payload, TypedMessage};
 use crate::pointer::Pointer;
 use crate::run::RunContext;
@@ -29,6 +30,7 @@ use crate::run::wire::{Action, BriefAction, Envelope, EnvelopeKind, ReportAction
 use crate::scenario::{AgentSpec, ReportKind, Step, WireMode};
 use crate::tokens::TokenCounter;
 use crate::ttl::Ttl;
+use crate::valid::Valid;
 
 /// The most engrams a typed message may carry (`message.v0.1.json`).
 const SCHEMA_MAX_ENGRAMS: usize = 12;
@@ -193,7 +195,12 @@ impl AgentState {
                 },
                 Err(err) => tracing::warn!("deref failed: {err}"),
             },
-            Action::Query { text, k } => self.query(text, *k).await,
+            Action::Query { text, k, project, scope } => {
+                let options =
+                    QueryOptions { k: *k, project: project.clone(), scope: *scope, ..QueryOptions::default() };
+                self.query(text, options, outcome).await;
+            }
+            Action::Promote { subject, to } => self.promote(subject, *to, outcome).await,
             Action::Brief(brief) => self.brief(brief, outcome).await,
             Action::Report(_) => {
                 self.send_report(action, outcome).await;
@@ -207,23 +214,37 @@ impl AgentState {
         self.gateway.send_message(GatewayMsg::EndTurn).ok();
     }
 
-    async fn query(&mut self, text: &str, k: usize) {
+    /// Recall through the run's memory as this agent. The verbatim baseline gets the same engrams (the same logic)
+    /// but is charged for reading every prior report, as an orchestrator without memory does.
+    async fn query(&mut self, text: &str, options: QueryOptions, outcome: &mut ActOutcome) {
         let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
-        let (returned, n_tokens) = match self.ctx.mode {
-            WireMode::Less => {
-                let engrams = ractor::call!(self.ctx.ledger, LedgerMsg::Query, text.to_owned(), k).unwrap_or_default();
-                let n_tokens = counter.count(&Value::Array(engrams.clone()).to_string());
-                (engrams, n_tokens)
+        let request = QueryRequest { who: self.ctx.principal(&self.spec.id), text: text.to_owned(), options };
+        let recalled = match ractor::call!(self.ctx.memory, MemoryMsg::Query, Box::new(request)) {
+            Ok(result) => result,
+            Err(err) => Err(MemoryError::Unavailable(err.to_string())),
+        };
+        let (engrams, code, message) = match recalled {
+            Ok(recall) => {
+                let engrams: Vec<Value> =
+                    recall.hits.iter().map(|h| serde_json::to_value(&h.stored.engram).unwrap_or_default()).collect();
+                (engrams, None, String::new())
             }
-            WireMode::Verbatim => {
-                // The baseline has no memory to query: the agent reads every prior report.
-                let history = ractor::call!(self.ctx.ledger, LedgerMsg::History).unwrap_or_default();
-                let engrams = ractor::call!(self.ctx.ledger, LedgerMsg::Query, text.to_owned(), k).unwrap_or_default();
-                (engrams, counter.count(&history.join("\n")))
+            Err(err) => {
+                outcome.refusals.extend(err.code());
+                (Vec::new(), err.code(), err.message())
             }
         };
-        let ids = returned.iter().map(|e| e.get("id").and_then(Value::as_str).unwrap_or_default().to_owned()).collect();
-        for engram in &returned {
+        let n_tokens = match self.ctx.mode {
+            // A refused query reads nothing.
+            _ if code.is_some() => 0,
+            WireMode::Less => counter.count(&Value::Array(engrams.clone()).to_string()),
+            WireMode::Verbatim => {
+                let history = ractor::call!(self.ctx.ledger, LedgerMsg::History).unwrap_or_default();
+                counter.count(&history.join("\n"))
+            }
+        };
+        let ids = engrams.iter().map(|e| e.get("id").and_then(Value::as_str).unwrap_or_default().to_owned()).collect();
+        for engram in &engrams {
             self.inbox.push(Arc::new(json!({ "recalled": engram })));
         }
         self.ctx.record(Event::Query {
@@ -231,7 +252,84 @@ impl AgentState {
             text: text.to_owned(),
             returned: ids,
             tokens: n_tokens,
+            code,
+            message,
         });
+    }
+
+    /// Widens the newest engram of `subject` to `to`, as this agent; a refusal is in the ledger and the outcome.
+    async fn promote(&mut self, subject: &str, to: crate::engram::Scope, outcome: &mut ActOutcome) {
+        let request = PromoteRequest {
+            who: self.ctx.principal(&self.spec.id),
+            target: EngramRef::Subject(subject.to_owned()),
+            to,
+        };
+        let result = match ractor::call!(self.ctx.memory, MemoryMsg::Promote, Box::new(request)) {
+            Ok(result) => result,
+            Err(err) => Err(MemoryError::Unavailable(err.to_string())),
+        };
+        let (id, code, message) = match result {
+            Ok(stored) => (stored.map(|s| s.engram.id), None, String::new()),
+            Err(err) => {
+                outcome.refusals.extend(err.code());
+                (None, err.code(), err.message())
+            }
+        };
+        self.ctx.record(Event::Promote {
+            agent: self.spec.id.clone(),
+            subject: subject.to_owned(),
+            to,
+            id,
+            code,
+            message,
+        });
+    }
+
+    /// Puts the engrams of a delivered report into the run's memory as this agent, in the scenario's project.
+    /// Refusals (rate limit, scope) are recorded; the report itself was delivered either way.
+    async fn remember(&self, engrams: &[Value]) {
+        for doc in engrams {
+            let id = doc.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let Ok(engram) = Valid::<Engram>::from_value(doc) else {
+                // The receiver's gateway validated the message, engrams included; nothing invalid gets here.
+                continue;
+            };
+            let request = PutRequest {
+                who: self.ctx.principal(&self.spec.id),
+                engram,
+                project: self.ctx.scenario.project.clone(),
+            };
+            let result = match ractor::call!(self.ctx.memory, MemoryMsg::Put, Box::new(request)) {
+                Ok(result) => result,
+                Err(err) => Err(MemoryError::Unavailable(err.to_string())),
+            };
+            let event = match result {
+                Ok(report) => Event::MemoryPut {
+                    agent: self.spec.id.clone(),
+                    id: report.outcome.id().to_owned(),
+                    status: match report.outcome {
+                        crate::memory::PutOutcome::Stored { .. } => "stored",
+                        crate::memory::PutOutcome::Duplicate { .. } => "duplicate",
+                        crate::memory::PutOutcome::Revived { .. } => "revived",
+                    }
+                    .to_owned(),
+                    superseded: report.superseded,
+                    contradictions: report.contradictions,
+                    code: None,
+                    message: String::new(),
+                },
+                Err(err) => Event::MemoryPut {
+                    agent: self.spec.id.clone(),
+                    id,
+                    status: "refused".to_owned(),
+                    superseded: Vec::new(),
+                    contradictions: Vec::new(),
+                    code: err.code(),
+                    message: err.message(),
+                },
+            };
+            self.ctx.record(event);
+        }
     }
 
     async fn brief(&mut self, brief: &BriefAction, outcome: &mut ActOutcome) {
@@ -347,11 +445,14 @@ impl AgentState {
             let envelope = self.render_report(report).await;
             let msg_id = envelope.msg_id.clone();
             let to = envelope.to.clone();
+            let engrams = envelope.doc.get("engrams").and_then(Value::as_array).cloned().unwrap_or_default();
             match self.deliver(envelope, outcome).await {
                 Ok(()) => {
                     if n_refusals > 0 {
                         self.ctx.record(Event::Resent { from: self.spec.id.clone(), to, msg_id });
                     }
+                    // Only what was delivered is remembered: a refused message's engrams never reach the memory.
+                    self.remember(&engrams).await;
                     return;
                 }
                 Err(violation) => {

@@ -1,6 +1,6 @@
 //! The ledger actor: the token ledger (every delivery, refusal and deref with its token cost), the append-only audit
 //! log (`audit.log`, one tab-separated line per action) and the live trace, all from one ordered event stream.
-//! It also answers "what did the others learn?" queries over the engrams delivered so far.
+//! It also keeps the wire text of delivered reports, which the verbatim baseline restates.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -72,11 +72,42 @@ pub enum Event {
         grantee: String,
         grant_id: String,
     },
+    /// A memory query (refused: `code`, nothing returned).
     Query {
         agent: String,
         text: String,
         returned: Vec<String>,
         tokens: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<ErrorCode>,
+        #[serde(skip_serializing_if = "String::is_empty")]
+        message: String,
+    },
+    /// An engram of a delivered report put into the memory as its sender: `status` is stored, duplicate, revived or
+    /// refused (then `code` and `message` say why).
+    MemoryPut {
+        agent: String,
+        id: String,
+        status: String,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        superseded: Vec<String>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        contradictions: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<ErrorCode>,
+        #[serde(skip_serializing_if = "String::is_empty")]
+        message: String,
+    },
+    /// A promotion: `id` of the engram promoted (none: no engram of that subject), or refused with `code`.
+    Promote {
+        agent: String,
+        subject: String,
+        to: crate::engram::Scope,
+        id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<ErrorCode>,
+        #[serde(skip_serializing_if = "String::is_empty")]
+        message: String,
     },
     Restart {
         agent: String,
@@ -120,9 +151,26 @@ impl Event {
             Event::GrantIssued { issuer, grantee, grant_id } => {
                 vec![issuer.clone(), "grant".into(), format!("{grant_id}->{grantee}")]
             }
-            Event::Query { agent, returned, tokens, .. } => {
-                vec![agent.clone(), "query".into(), format!("{}={tokens}", returned.len())]
-            }
+            Event::Query { agent, returned, tokens, code, .. } => vec![
+                agent.clone(),
+                "query".into(),
+                format!("{}={tokens}{}", returned.len(), code.map(|c| format!("\t{c}")).unwrap_or_default()),
+            ],
+            Event::MemoryPut { agent, id, status, code, .. } => vec![
+                agent.clone(),
+                "memory-put".into(),
+                format!("{id}={status}{}", code.map(|c| format!("\t{c}")).unwrap_or_default()),
+            ],
+            Event::Promote { agent, subject, to, id, code, .. } => vec![
+                agent.clone(),
+                if code.is_some() { "promote-denied".into() } else { "promote".into() },
+                format!(
+                    "subject:{subject}->{}\t{}{}",
+                    to.as_str(),
+                    id.as_deref().unwrap_or("-"),
+                    code.map(|c| format!("\t{c}")).unwrap_or_default()
+                ),
+            ],
             Event::Restart { agent, .. } => vec![agent.clone(), "restart".into(), String::new()],
             Event::AgentDown { agent, .. } => vec![agent.clone(), "down".into(), String::new()],
             Event::Step { index, agent, action } => vec![agent.clone(), "step".into(), format!("{index}:{action}")],
@@ -153,9 +201,38 @@ impl Event {
                 }
             ),
             Event::GrantIssued { issuer, grantee, grant_id } => format!("  {issuer} grants {grant_id} to {grantee}"),
-            Event::Query { agent, returned, tokens, .. } => {
+            Event::Query { agent, returned, tokens, code: None, .. } => {
                 format!("  {agent} queries memory: {} engrams, {tokens} tok", returned.len())
             }
+            Event::Query { agent, code: Some(code), message, .. } => {
+                format!("  {agent} queries memory: REFUSED {code}: {message}")
+            }
+            Event::MemoryPut { agent, id, status, code, message, superseded, contradictions } => match code {
+                Some(code) => format!("  {agent} memory put {id}: REFUSED {code}: {message}"),
+                None => format!(
+                    "  {agent} memory put {id}: {status}{}{}",
+                    if superseded.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", supersedes {}", superseded.join(" "))
+                    },
+                    if contradictions.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", contradiction {}", contradictions.join(" "))
+                    }
+                ),
+            },
+            Event::Promote { agent, subject, to, id, code, message } => match code {
+                Some(code) => {
+                    format!("  {agent} promotes subject:{subject} to {}: DENIED {code}: {message}", to.as_str())
+                }
+                None => format!(
+                    "  {agent} promotes subject:{subject} to {}: {}",
+                    to.as_str(),
+                    id.as_deref().unwrap_or("no such engram")
+                ),
+            },
             Event::Restart { agent, reason } => format!("  RESTART {agent}: {reason}"),
             Event::AgentDown { agent, reason } => format!("  DOWN {agent}: {reason}"),
             Event::Step { index, agent, action } => format!("step {index}: {agent} {action}"),
@@ -170,8 +247,6 @@ pub struct LedgerActor;
 pub enum LedgerMsg {
     /// Append an event.
     Record(Box<Event>),
-    /// Engrams delivered so far that share the most words with `text` (top `k`).
-    Query(String, usize, RpcReplyPort<Vec<Value>>),
     /// The wire text of every typed message delivered so far: the prior reports a verbatim orchestrator restates.
     History(RpcReplyPort<Vec<String>>),
     /// All events so far; flushes the files.
@@ -226,9 +301,6 @@ impl Actor for LedgerActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             LedgerMsg::Record(event) => state.record(*event),
-            LedgerMsg::Query(text, k, reply) => {
-                let _ = reply.send(state.query(&text, k));
-            }
             LedgerMsg::History(reply) => {
                 let _ = reply.send(state.histories.clone());
             }
@@ -275,31 +347,5 @@ impl LedgerState {
             self.jsonl = None;
             self.audit = None;
         }
-    }
-
-    fn query(&self, text: &str, k: usize) -> Vec<Value> {
-        let words = |s: &str| -> std::collections::HashSet<String> {
-            s.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 2).map(str::to_lowercase).collect()
-        };
-        let wanted = words(text);
-        let mut scored: Vec<(usize, usize, Value)> = Vec::new();
-        for (idx, event) in self.events.iter().enumerate() {
-            let Event::Delivered { doc, .. } = event else { continue };
-            let doc: &Value = doc;
-            for engram in doc.get("engrams").and_then(Value::as_array).into_iter().flatten() {
-                let mut text = engram.get("claim").and_then(Value::as_str).unwrap_or_default().to_owned();
-                for tag in engram.get("tags").and_then(Value::as_array).into_iter().flatten() {
-                    text.push(' ');
-                    text.push_str(tag.as_str().unwrap_or_default());
-                }
-                let overlap = words(&text).intersection(&wanted).count();
-                if overlap > 0 && !scored.iter().any(|(_, _, e)| e.get("id") == engram.get("id")) {
-                    scored.push((overlap, idx, engram.clone()));
-                }
-            }
-        }
-        // Most overlap first; among equals the most recent.
-        scored.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
-        scored.into_iter().take(k).map(|(_, _, e)| e).collect()
     }
 }

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! RunSupervisor
+//! ├── MemoryActor            the run's engram memory: agents' reports are put, their queries answered, as them
 //! ├── ResolverActor          pointer → content + digest, confined to the workspace
 //! ├── LedgerActor            every delivery, refusal, deref, grant, restart: ledger.jsonl + audit.log
 //! └── Gateway(agent) → Agent  one budget enforcer per agent; the gateway supervises (and restarts) its agent
@@ -25,6 +26,7 @@ use std::sync::{Arc, RwLock};
 
 use ractor::ActorRef;
 
+use crate::memory::{MemoryMsg, Principal};
 use crate::run::gateway::GatewayMsg;
 use crate::run::ledger::{Event, LedgerMsg};
 use crate::run::resolver_actor::ResolverMsg;
@@ -63,6 +65,7 @@ pub struct RunContext {
     pub(crate) directory: Directory,
     pub(crate) resolver: ActorRef<ResolverMsg>,
     pub(crate) ledger: ActorRef<LedgerMsg>,
+    pub(crate) memory: ActorRef<MemoryMsg>,
     pub(crate) factory: Arc<dyn AgentFactory>,
     n_msgs: AtomicU64,
 }
@@ -73,6 +76,12 @@ impl RunContext {
         if let Err(err) = self.ledger.send_message(LedgerMsg::Record(Box::new(event))) {
             tracing::error!("ledger unavailable: {err}");
         }
+    }
+
+    /// Who `agent` is to the memory: its role, the scenario's project, this run, and the agents below it.
+    pub(crate) fn principal(&self, agent: &str) -> Principal {
+        let role = self.scenario.agent(agent).map(|a| a.role.clone()).unwrap_or_default();
+        Principal::agent(agent, &role, &self.scenario.project, &self.run_id).parent_of(self.scenario.descendants(agent))
     }
 
     /// A new message id for `agent`.

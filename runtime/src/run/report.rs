@@ -328,6 +328,45 @@ fn evaluate(check: &Check, mode: WireMode, events: &[Event], totals: &RoleReport
                 format!("{} returned; citation found: {cites_ok}", returned.len()),
             )
         }
+        Check::MemoryRefused { agent, code, count } => {
+            let n = events
+                .iter()
+                .filter(|e| match e {
+                    Event::Query { agent: a, code: Some(c), .. }
+                    | Event::MemoryPut { agent: a, code: Some(c), .. }
+                    | Event::Promote { agent: a, code: Some(c), .. } => {
+                        c == code && agent.as_ref().is_none_or(|want| want == a)
+                    }
+                    _ => false,
+                })
+                .count();
+            let whose = agent.as_ref().map(|a| format!(" of {a}")).unwrap_or_default();
+            (format!("{count} memory refusals {code}{whose}"), n == *count as usize, format!("{n} refused"))
+        }
+        Check::Promoted { subject, to } => {
+            let promoted = events.iter().find_map(|e| match e {
+                Event::Promote { subject: s, to: t, id: Some(id), code: None, .. } if s == subject && t == to => {
+                    Some(id.clone())
+                }
+                _ => None,
+            });
+            (
+                format!("subject:{subject} promoted to {}", to.as_str()),
+                promoted.is_some(),
+                promoted.map_or_else(|| "no promotion".to_owned(), |id| format!("{id} promoted")),
+            )
+        }
+        Check::MemoryPuts { agent, min } => {
+            let n = events
+                .iter()
+                .filter(|e| match e {
+                    Event::MemoryPut { agent: a, code: None, .. } => agent.as_ref().is_none_or(|want| want == a),
+                    _ => false,
+                })
+                .count();
+            let whose = agent.as_ref().map(|a| format!(" of {a}")).unwrap_or_default();
+            (format!("≥{min} engrams{whose} put into memory"), n >= *min, format!("{n} put"))
+        }
     };
     CheckResult { name, passed, detail }
 }

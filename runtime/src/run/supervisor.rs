@@ -1,10 +1,15 @@
 //! The run supervisor and the driver of a run.
 //!
-//! `RunSupervisor` spawns the resolver, the ledger and one gateway per agent, linked to itself; each gateway spawns
+//! `RunSupervisor` spawns the memory, the resolver, the ledger and one gateway per agent, linked to itself; each gateway spawns
 //! and supervises its agent (see the restart policy in `gateway.rs`). A resolver, ledger or gateway failure is a bug:
 //! the supervisor keeps it and the driver ends the run with an error after the current step.
 //! [`run_scenario`] drives the steps in order, one turn at a time, then collects the ledger into a [`RunReport`].
-//! Shutdown: the driver stops the supervisor, which stops its children (and they theirs).
+//! Shutdown: the driver stops the supervisor, which stops its children (and they theirs); the memory commits its index
+//! as it stops.
+//!
+//! The run's memory lives in `<out_dir>/memory/` when the run writes files (so project-scoped engrams outlive the
+//! run, as project scope means; run-scoped ones are never seen by another run), and otherwise in a scratch directory
+//! under the system's temporary directory, removed when the run stops.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,6 +21,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Violation};
+use crate::memory::{MemoryActor, MemoryArgs, MemoryPolicy, system_clock};
 use crate::resolver::Resolver;
 use crate::run::agent::{ActRequest, AgentFactory};
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg, MAX_RESTARTS};
@@ -33,13 +39,14 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct RunOptions {
     /// Wire mode.
     pub mode: WireMode,
-    /// Where `ledger.jsonl` and `audit.log` go (none: not written).
+    /// Where `ledger.jsonl`, `audit.log` and the run's memory (`memory/`) go (none: not written; the memory is a
+    /// scratch store removed at the end).
     pub out_dir: Option<PathBuf>,
     /// Print the live trace.
     pub trace: bool,
 }
 
-/// The per-run supervisor. Its children (resolver, ledger, gateways) failing is a bug or a broken environment, never
+/// The per-run supervisor. Its children (memory, resolver, ledger, gateways) failing is a bug or a broken environment, never
 /// an agent's misbehaviour (agents are supervised by their gateways): the failure is kept in `failed` and the driver
 /// ends the run with [`Error::Runtime`] after the current step.
 struct RunSupervisor;
@@ -108,6 +115,19 @@ impl LocalRun {
         let (ledger, _) = Actor::spawn_linked(None, LedgerActor, ledger_args, supervisor.get_cell())
             .await
             .map_err(|e| fail("ledger", &e))?;
+        let (memory_dir, remove_on_stop) = match &options.out_dir {
+            Some(dir) => (dir.join("memory"), false),
+            None => (std::env::temp_dir().join(format!("lessrt-memory-{run_id}-{}", mode.as_str())), true),
+        };
+        if remove_on_stop {
+            // A scratch directory of a process that died with the same id: nothing in it was ours to keep.
+            let _ = std::fs::remove_dir_all(&memory_dir);
+        }
+        let memory_args =
+            MemoryArgs { dir: memory_dir, policy: MemoryPolicy::default(), clock: system_clock(), remove_on_stop };
+        let (memory, _) = Actor::spawn_linked(None, MemoryActor, memory_args, supervisor.get_cell())
+            .await
+            .map_err(|e| fail("memory", &e))?;
         let ctx = Arc::new(RunContext {
             run_id: run_id.clone(),
             mode,
@@ -116,6 +136,7 @@ impl LocalRun {
             directory: Directory::default(),
             resolver,
             ledger,
+            memory,
             factory,
             n_msgs: Default::default(),
         });
@@ -218,9 +239,11 @@ pub async fn run_scenario(
 
 fn step_agent(step: &Step) -> &str {
     match step {
-        Step::Brief { agent, .. } | Step::Deref { agent, .. } | Step::Query { agent, .. } | Step::Panic { agent } => {
-            agent
-        }
+        Step::Brief { agent, .. }
+        | Step::Deref { agent, .. }
+        | Step::Query { agent, .. }
+        | Step::Promote { agent, .. }
+        | Step::Panic { agent } => agent,
         Step::Report(report) => &report.agent,
     }
 }
@@ -231,6 +254,7 @@ fn step_name(step: &Step) -> &'static str {
         Step::Deref { .. } => "deref",
         Step::Report(_) => "report",
         Step::Query { .. } => "query",
+        Step::Promote { .. } => "promote",
         Step::Panic { .. } => "panic",
     }
 }

@@ -56,6 +56,13 @@ async fn harness(budget_toml: &str) -> Harness {
         .expect("resolver actor");
     let (ledger, _) =
         Actor::spawn(None, LedgerActor, LedgerArgs { out_dir: None, trace: false }).await.expect("ledger");
+    let memory_args = crate::memory::MemoryArgs {
+        dir: workspace.path().join(".memory"),
+        policy: crate::memory::MemoryPolicy::default(),
+        clock: crate::memory::system_clock(),
+        remove_on_stop: false,
+    };
+    let (memory, _) = Actor::spawn(None, crate::memory::MemoryActor, memory_args).await.expect("memory");
     let seen = Arc::new(Mutex::new(Vec::new()));
     let ctx = Arc::new(RunContext {
         run_id: format!("h{}", rand_suffix()),
@@ -65,6 +72,7 @@ async fn harness(budget_toml: &str) -> Harness {
         directory: Directory::default(),
         resolver,
         ledger,
+        memory,
         factory: Arc::new(RecorderFactory(seen.clone())),
         n_msgs: Default::default(),
     });
@@ -112,7 +120,7 @@ fn message(idx: usize, body: &str, n_engrams: usize, code: bool) -> Envelope {
 
 async fn inbox_of_lead(h: &Harness) -> Vec<Value> {
     let gateway = h.ctx.directory.get("lead").expect("lead");
-    let step = crate::Step::Query { agent: "lead".into(), text: "x".into(), k: 1 };
+    let step = crate::Step::Query { agent: "lead".into(), text: "x".into(), k: 1, project: None, scope: None };
     let request = ActRequest { index: 0, step, attempt: 0 };
     ractor::call!(gateway, GatewayMsg::Act, request).expect("act");
     h.seen.lock().expect("lock").last().cloned().unwrap_or_default()

@@ -8,6 +8,7 @@
 
 use serde_json::Value;
 
+use crate::engram::Scope;
 use crate::scenario::{EngramSpec, GrantSpec, ReportKind};
 
 /// What an agent decided to do on one turn, before it is written on the wire.
@@ -19,12 +20,23 @@ pub enum Action {
     Report(ReportAction),
     /// Pull content through the gateway.
     Deref(DerefAction),
-    /// Ask what the others learned.
+    /// Ask what the others learned (the run's memory, as this agent).
     Query {
         /// The question.
         text: String,
         /// Most engrams wanted.
         k: usize,
+        /// Only this project (default: the scenario's).
+        project: Option<String>,
+        /// Only this scope.
+        scope: Option<Scope>,
+    },
+    /// Widen the scope of the newest engram of a subject key.
+    Promote {
+        /// The subject key.
+        subject: String,
+        /// The scope it widens to.
+        to: Scope,
     },
 }
 

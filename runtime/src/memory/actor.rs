@@ -1,0 +1,244 @@
+//! The `MemoryActor`: one [`Memory`] served to a run as messages (put, query, get, promote, supersede, evict, stats)
+//! with RPC replies.
+//!
+//! SQLite and tantivy block, so the actor never touches the memory on the async executor: each message moves the
+//! memory into `tokio::task::spawn_blocking` and back. This works on a multi-threaded and a current-thread runtime
+//! alike, and the actor still handles one message at a time, so every reply reflects every earlier message.
+//! Expected failures (`LESS_SCOPE_DENIED`, `LESS_RATE_LIMITED`) and failures of the store are values in the reply;
+//! the actor fails only when a blocking task panicked and took the memory with it.
+//!
+//! The clock is injected ([`Clock`]): tests drive rate limits and TTLs without sleeping.
+//! Shutdown: `post_stop` drops the memory on a blocking thread (committing the index), then removes the directory
+//! when the run asked for a scratch store.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+
+use crate::engram::{Engram, Scope};
+use crate::memory::policy::{MemoryPolicy, Principal, PutReport, QueryOptions};
+use crate::memory::store::{StoreStats, Stored};
+use crate::memory::{Memory, MemoryError, Recall};
+use crate::valid::Valid;
+
+/// The time in unix seconds.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// The system clock.
+pub fn system_clock() -> Clock {
+    Arc::new(|| time::OffsetDateTime::now_utc().unix_timestamp())
+}
+
+/// An engram named by id or by subject key (the newest hot engram of that subject the caller reads).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngramRef {
+    /// By id.
+    Id(String),
+    /// By subject key (`subject:<key>` tag).
+    Subject(String),
+}
+
+/// The actor.
+pub struct MemoryActor;
+
+/// What the actor starts from.
+pub struct MemoryArgs {
+    /// The store directory (created if needed).
+    pub dir: PathBuf,
+    /// Limits (promotion floor, rate limit).
+    pub policy: MemoryPolicy,
+    /// The clock.
+    pub clock: Clock,
+    /// Remove `dir` when the actor stops (a scratch store).
+    pub remove_on_stop: bool,
+}
+
+/// A put.
+#[derive(Debug, Clone)]
+pub struct PutRequest {
+    /// Who writes.
+    pub who: Principal,
+    /// The engram.
+    pub engram: Valid<Engram>,
+    /// Into which of the writer's projects.
+    pub project: String,
+}
+
+/// A query.
+#[derive(Debug, Clone)]
+pub struct QueryRequest {
+    /// Who asks.
+    pub who: Principal,
+    /// The question.
+    pub text: String,
+    /// How.
+    pub options: QueryOptions,
+}
+
+/// A promotion.
+#[derive(Debug, Clone)]
+pub struct PromoteRequest {
+    /// Who promotes.
+    pub who: Principal,
+    /// Which engram.
+    pub target: EngramRef,
+    /// To which scope.
+    pub to: Scope,
+}
+
+/// An explicit supersession.
+#[derive(Debug, Clone)]
+pub struct SupersedeRequest {
+    /// Who supersedes.
+    pub who: Principal,
+    /// The engram replaced.
+    pub old: String,
+    /// Its replacement.
+    pub new: String,
+}
+
+/// Messages to the memory actor.
+pub enum MemoryMsg {
+    /// Store an engram (access rules, rate limit, dedup, supersession, contradiction).
+    Put(Box<PutRequest>, RpcReplyPort<Result<PutReport, MemoryError>>),
+    /// Recall what the caller may read.
+    Query(Box<QueryRequest>, RpcReplyPort<Result<Recall, MemoryError>>),
+    /// One engram by id, hot or cold.
+    Get(Principal, String, RpcReplyPort<Result<Option<Stored>, MemoryError>>),
+    /// Widen an engram's scope (none in the reply: no such engram).
+    Promote(Box<PromoteRequest>, RpcReplyPort<Result<Option<Stored>, MemoryError>>),
+    /// Replace one engram by another (false: one is missing).
+    Supersede(Box<SupersedeRequest>, RpcReplyPort<Result<bool, MemoryError>>),
+    /// Move one engram to the cold tier (false: missing or already cold).
+    Evict(Principal, String, RpcReplyPort<Result<bool, MemoryError>>),
+    /// Move every engram whose TTL ran out to the cold tier; how many moved.
+    EvictExpired(RpcReplyPort<Result<usize, MemoryError>>),
+    /// Counts by tier and kind.
+    Stats(RpcReplyPort<Result<StoreStats, MemoryError>>),
+}
+
+/// Mutable state: the memory (absent only while a blocking task holds it).
+pub struct MemoryState {
+    memory: Option<Memory>,
+    clock: Clock,
+    dir: PathBuf,
+    remove_on_stop: bool,
+}
+
+impl Actor for MemoryActor {
+    type Msg = MemoryMsg;
+    type State = MemoryState;
+    type Arguments = MemoryArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<MemoryMsg>,
+        args: MemoryArgs,
+    ) -> Result<MemoryState, ActorProcessingErr> {
+        let dir = args.dir.clone();
+        let policy = args.policy;
+        let memory = tokio::task::spawn_blocking(move || {
+            Memory::open(&dir).map(|mut memory| {
+                memory.set_policy(policy);
+                memory
+            })
+        })
+        .await??;
+        Ok(MemoryState { memory: Some(memory), clock: args.clock, dir: args.dir, remove_on_stop: args.remove_on_stop })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<MemoryMsg>,
+        msg: MemoryMsg,
+        state: &mut MemoryState,
+    ) -> Result<(), ActorProcessingErr> {
+        // A reply port whose caller gave up is not an error of the memory: the work is done either way.
+        match msg {
+            MemoryMsg::Put(request, reply) => {
+                let result = state
+                    .blocking(move |memory, now| memory.put_as(&request.who, &request.engram, &request.project, now))
+                    .await?;
+                let _ = reply.send(result);
+            }
+            MemoryMsg::Query(request, reply) => {
+                let result = state
+                    .blocking(move |memory, _| memory.query_as(&request.who, &request.text, &request.options))
+                    .await?;
+                let _ = reply.send(result);
+            }
+            MemoryMsg::Get(who, id, reply) => {
+                let result = state.blocking(move |memory, _| memory.get_as(&who, &id)).await?;
+                let _ = reply.send(result);
+            }
+            MemoryMsg::Promote(request, reply) => {
+                let result = state
+                    .blocking(move |memory, _| {
+                        let id = match &request.target {
+                            EngramRef::Id(id) => Some(id.clone()),
+                            EngramRef::Subject(subject) => {
+                                memory.find_subject(&request.who, subject)?.map(|s| s.engram.id)
+                            }
+                        };
+                        match id {
+                            Some(id) => memory.promote(&request.who, &id, request.to),
+                            None => Ok(None),
+                        }
+                    })
+                    .await?;
+                let _ = reply.send(result);
+            }
+            MemoryMsg::Supersede(request, reply) => {
+                let result = state
+                    .blocking(move |memory, _| memory.supersede_as(&request.who, &request.old, &request.new))
+                    .await?;
+                let _ = reply.send(result);
+            }
+            MemoryMsg::Evict(who, id, reply) => {
+                let result = state.blocking(move |memory, _| memory.evict_as(&who, &id)).await?;
+                let _ = reply.send(result);
+            }
+            MemoryMsg::EvictExpired(reply) => {
+                let result = state.blocking(|memory, now| memory.evict_expired(now)).await?;
+                let _ = reply.send(result);
+            }
+            MemoryMsg::Stats(reply) => {
+                let result = state.blocking(|memory, _| memory.stats()).await?;
+                let _ = reply.send(result);
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(&self, _myself: ActorRef<MemoryMsg>, state: &mut MemoryState) -> Result<(), ActorProcessingErr> {
+        // Dropping the memory commits the index: blocking work, so off the executor.
+        if let Some(memory) = state.memory.take() {
+            tokio::task::spawn_blocking(move || drop(memory)).await?;
+        }
+        if state.remove_on_stop
+            && let Err(err) = std::fs::remove_dir_all(&state.dir)
+        {
+            tracing::warn!("scratch memory {} left behind: {err}", state.dir.display());
+        }
+        Ok(())
+    }
+}
+
+impl MemoryState {
+    /// Runs `work` on the memory on a blocking thread, with the clock's `now`.
+    async fn blocking<T: Send + 'static>(
+        &mut self,
+        work: impl FnOnce(&mut Memory, i64) -> T + Send + 'static,
+    ) -> Result<T, ActorProcessingErr> {
+        let mut memory = self.memory.take().ok_or("the memory was lost by an earlier failed task")?;
+        let now = (self.clock)();
+        let (memory, result) = tokio::task::spawn_blocking(move || {
+            let result = work(&mut memory, now);
+            (memory, result)
+        })
+        .await?;
+        self.memory = Some(memory);
+        Ok(result)
+    }
+}

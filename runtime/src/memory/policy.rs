@@ -1,0 +1,577 @@
+//! Access rules and hygiene of the memory (LESS spec §4.3, §8, §13): who may read, write and promote which
+//! engrams, how fast an agent may write, and what happens when two engrams speak of the same subject.
+//!
+//! # Scopes
+//!
+//! An engram is stored in one project (and, when written during a run, with that run's id). Its scope says who reads
+//! it: `run` — members of its project in the same run; `project` — members of its project; `org` and `global` —
+//! every project of the store (a store serves one organisation; `global` marks what may later leave it).
+//! A project's engrams are never readable from another project: a get is refused with `LESS_SCOPE_DENIED`, a query
+//! naming a project the caller is not a member of is refused likewise, and a query never returns them.
+//!
+//! # Roles
+//!
+//! An engram tagged `role:<r>` (one or more) is read only by those roles, and by its creator; an engram without a
+//! role tag is read by every role of the projects that see it. A [`Principal`] without a role (an operator) reads
+//! every role.
+//!
+//! # Writes and promotion
+//!
+//! Members write `run` and `project` engrams in their own projects. Only a parent promotes to `org` or `global`: a
+//! principal whose `parent_of` lists the engram's creator (its descendants in the hierarchy), a parent promoting its
+//! own engram, or an operator; and only when the engram's confidence is at least the promotion floor
+//! ([`PROMOTION_CONFIDENCE_FLOOR`], configurable in [`MemoryPolicy`]). Putting an engram at `org`/`global` scope
+//! directly is a promotion at write time and follows the same rule. Scopes only widen.
+//!
+//! # Hygiene
+//!
+//! * Rate limit: at most [`MemoryPolicy::puts_per_window`] engrams stored per writer in any window of
+//!   [`MemoryPolicy::window_secs`] (a sliding window counted in the store, so it holds across restarts and
+//!   processes); over it a put is refused with `LESS_RATE_LIMITED`, saying when to retry, and nothing is stored.
+//!   Duplicates cost nothing; operators (bulk loads from the command line) are not limited.
+//! * Dedup: the same content in the same project is stored once (`store.rs`).
+//! * Subject key: the tag `subject:<key>` (first one wins; the key is lowercased). When a new engram has the subject
+//!   key of a hot engram of the same project (and, for run-scoped ones, of the same run):
+//!   - same creator, or the new one is tagged `correction`: the new one supersedes the old one (linked both ways, the
+//!     old one goes cold), unless the new one is narrower in scope, which would hide the old one from readers who
+//!     cannot see its replacement: then both stay hot;
+//!   - another creator, both facts, different claims: both stay hot and one `risk` engram records the contradiction
+//!     (tag `contradiction`, its pointers the union of both engrams' pointers, deduplicated, at most 12). It is
+//!     derived from the pair alone, so the same pair never yields a second one (dedup by content).
+//! * TTL: expired engrams move to the cold tier; cold engrams are readable by id and by a query with
+//!   [`QueryOptions::include_cold`].
+
+use std::collections::BTreeSet;
+
+use crate::engram::{Engram, EngramKind, MAX_CLAIM_CHARS, MAX_POINTERS, Scope, Source};
+use crate::error::{ErrorCode, Violation};
+use crate::memory::index::{RecallFilter, vis_key};
+use crate::memory::store::{Placement, PutOutcome, Stored};
+use crate::memory::{Memory, MemoryError, Recall, RecallRequest};
+use crate::pointer::{Pointer, PointerType};
+use crate::valid::Valid;
+
+/// Least confidence an engram needs to be promoted to org or global scope (LESS spec §13.2).
+pub const PROMOTION_CONFIDENCE_FLOOR: f64 = 0.8;
+/// Engrams one writer may store per window, by default.
+pub const DEFAULT_PUTS_PER_WINDOW: u32 = 60;
+/// The rate-limit window, by default (seconds).
+pub const DEFAULT_RATE_WINDOW_SECS: i64 = 60;
+/// Tag prefix of the subject key (`subject:deploy-target`).
+pub const SUBJECT_TAG_PREFIX: &str = "subject:";
+/// Tag prefix restricting reads to a role (`role:programmer`).
+pub const ROLE_TAG_PREFIX: &str = "role:";
+/// Tag marking an engram as a correction of what it supersedes, whoever wrote the earlier one.
+pub const CORRECTION_TAG: &str = "correction";
+/// Tag of the risk engrams that record contradictions.
+pub const CONTRADICTION_TAG: &str = "contradiction";
+/// The creator (and writer) of engrams the memory writes itself.
+pub const MEMORY_AGENT: &str = "memory";
+
+/// Limits of the access rules and hygiene.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MemoryPolicy {
+    /// Least confidence for a promotion to org or global.
+    pub promotion_floor: f64,
+    /// Engrams one writer may store per window.
+    pub puts_per_window: u32,
+    /// The window, in seconds.
+    pub window_secs: i64,
+}
+
+impl Default for MemoryPolicy {
+    fn default() -> MemoryPolicy {
+        MemoryPolicy {
+            promotion_floor: PROMOTION_CONFIDENCE_FLOOR,
+            puts_per_window: DEFAULT_PUTS_PER_WINDOW,
+            window_secs: DEFAULT_RATE_WINDOW_SECS,
+        }
+    }
+}
+
+/// Who is calling the memory: given by the runtime from the scenario tree (or by the command line), never by the
+/// agent itself.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Principal {
+    /// The agent id.
+    pub agent: String,
+    /// Its role; none reads every role (operators).
+    pub role: Option<String>,
+    /// The projects it is a member of (reads and writes happen there).
+    pub projects: Vec<String>,
+    /// The run it acts in (empty: outside any run).
+    pub run: String,
+    /// The agents below it in the hierarchy (children, grandchildren…), whose engrams it may promote.
+    pub parent_of: Vec<String>,
+    /// An operator (the command line): stands above every agent, promotes anyone's engrams (above the floor), and
+    /// is not rate-limited.
+    pub operator: bool,
+}
+
+impl Principal {
+    /// An agent of `role`, member of `project`, acting in `run`.
+    pub fn agent(agent: &str, role: &str, project: &str, run: &str) -> Principal {
+        Principal {
+            agent: agent.to_owned(),
+            role: Some(role.to_owned()),
+            projects: vec![project.to_owned()],
+            run: run.to_owned(),
+            parent_of: Vec::new(),
+            operator: false,
+        }
+    }
+
+    /// An operator acting as `agent` in `projects`, outside any run, reading every role.
+    pub fn operator(agent: &str, projects: &[&str]) -> Principal {
+        Principal {
+            agent: agent.to_owned(),
+            role: None,
+            projects: projects.iter().map(|p| (*p).to_owned()).collect(),
+            run: String::new(),
+            parent_of: Vec::new(),
+            operator: true,
+        }
+    }
+
+    /// The same principal, parent of `agents`.
+    pub fn parent_of(mut self, agents: impl IntoIterator<Item = impl Into<String>>) -> Principal {
+        self.parent_of = agents.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Whether it may read `stored` (scope, project, run and role).
+    pub fn sees(&self, stored: &Stored) -> bool {
+        let member = self.is_member(&stored.project);
+        let scope_ok = match stored.engram.scope {
+            Scope::Run => member && stored.run == self.run,
+            Scope::Project => member,
+            Scope::Org | Scope::Global => true,
+        };
+        scope_ok && self.reads_role(&stored.engram)
+    }
+
+    /// Whether it is a member of `project`.
+    pub fn is_member(&self, project: &str) -> bool {
+        self.projects.iter().any(|p| p == project)
+    }
+
+    /// Whether it may promote engrams created by `creator` to org or global.
+    pub fn may_promote(&self, creator: &str) -> bool {
+        self.operator
+            || self.parent_of.iter().any(|a| a == creator)
+            || (creator == self.agent && !self.parent_of.is_empty())
+    }
+
+    /// Whether it may supersede or evict `stored`: its creator, a parent of its creator, or an operator, in the
+    /// engram's own project.
+    pub fn may_modify(&self, stored: &Stored) -> bool {
+        let creator = stored.engram.provenance.created_by.as_str();
+        self.is_member(&stored.project)
+            && (self.operator || creator == self.agent || self.parent_of.iter().any(|a| a == creator))
+    }
+
+    fn reads_role(&self, engram: &Engram) -> bool {
+        let roles = role_tags(engram);
+        roles.is_empty()
+            || engram.provenance.created_by == self.agent
+            || self.role.as_ref().is_none_or(|role| roles.iter().any(|r| r == role))
+    }
+
+    /// The index filter of what it may recall under `options`.
+    fn recall_filter(&self, options: &QueryOptions) -> Result<RecallFilter, Violation> {
+        let projects: Vec<&str> = match &options.project {
+            Some(project) if self.is_member(project) => vec![project.as_str()],
+            Some(project) => {
+                return Err(denied(format!(
+                    "{} is not a member of project {project:?}, whose engrams are never readable from another \
+                     project; query your own projects ({}) or ask a parent to promote what should be shared to org",
+                    self.agent,
+                    self.projects.join(", ")
+                )));
+            }
+            None => self.projects.iter().map(String::as_str).collect(),
+        };
+        let scopes: Vec<Scope> = match options.scope {
+            Some(scope) => vec![scope],
+            None => vec![Scope::Run, Scope::Project, Scope::Org, Scope::Global],
+        };
+        let mut visible = Vec::new();
+        for scope in scopes {
+            match scope {
+                Scope::Run | Scope::Project => {
+                    visible.extend(projects.iter().map(|p| vis_key(scope, p, &self.run)));
+                }
+                Scope::Org | Scope::Global => visible.push(vis_key(scope, "", "")),
+            }
+        }
+        Ok(RecallFilter {
+            visible,
+            reader: self.role.clone().map(|role| (role, self.agent.clone())),
+            kind: options.kind.clone(),
+            include_cold: options.include_cold,
+        })
+    }
+}
+
+/// How to query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryOptions {
+    /// Most engrams returned.
+    pub k: usize,
+    /// Only engrams of this kind.
+    pub kind: Option<String>,
+    /// Only engrams of this scope.
+    pub scope: Option<Scope>,
+    /// Only this project (the caller must be a member); all of the caller's projects when none.
+    pub project: Option<String>,
+    /// Cold engrams (expired, evicted, superseded) too.
+    pub include_cold: bool,
+}
+
+impl Default for QueryOptions {
+    fn default() -> QueryOptions {
+        QueryOptions { k: 5, kind: None, scope: None, project: None, include_cold: false }
+    }
+}
+
+/// What a put did, hygiene included.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutReport {
+    /// Stored, duplicate or revived.
+    pub outcome: PutOutcome,
+    /// Engrams it superseded (same subject key).
+    pub superseded: Vec<String>,
+    /// Risk engrams recording a contradiction with it (new or already recorded).
+    pub contradictions: Vec<String>,
+}
+
+/// The subject key of an engram: its first `subject:<key>` tag, lowercased and trimmed.
+pub fn subject_key(engram: &Engram) -> Option<String> {
+    engram
+        .tags
+        .iter()
+        .flatten()
+        .find_map(|tag| tag.strip_prefix(SUBJECT_TAG_PREFIX))
+        .map(|key| key.trim().to_lowercase())
+        .filter(|key| !key.is_empty())
+}
+
+/// The roles an engram is restricted to (its `role:<r>` tags); empty: every role.
+pub fn role_tags(engram: &Engram) -> Vec<String> {
+    engram
+        .tags
+        .iter()
+        .flatten()
+        .filter_map(|tag| tag.strip_prefix(ROLE_TAG_PREFIX))
+        .map(|role| role.trim().to_owned())
+        .filter(|role| !role.is_empty())
+        .collect()
+}
+
+fn denied(message: String) -> Violation {
+    Violation::new(ErrorCode::ScopeDenied, "/scope", message)
+}
+
+fn refused(violation: Violation) -> MemoryError {
+    MemoryError::Refused(violation)
+}
+
+impl Memory {
+    /// The limits in force.
+    pub fn policy(&self) -> MemoryPolicy {
+        self.policy
+    }
+
+    /// Changes the limits (promotion floor, rate limit).
+    pub fn set_policy(&mut self, policy: MemoryPolicy) {
+        self.policy = policy;
+    }
+
+    /// Stores `engram` in `project` as `who`, after the access rules and the rate limit, then applies supersession
+    /// and contradiction by subject key. Acknowledged after the store's commit; refused puts store nothing.
+    pub fn put_as(
+        &mut self,
+        who: &Principal,
+        engram: &Valid<Engram>,
+        project: &str,
+        now: i64,
+    ) -> Result<PutReport, MemoryError> {
+        if !who.is_member(project) {
+            return Err(refused(denied(format!(
+                "{} is not a member of project {project:?}; write to your own projects ({})",
+                who.agent,
+                who.projects.join(", ")
+            ))));
+        }
+        if matches!(engram.scope, Scope::Org | Scope::Global) {
+            self.check_promotion(who, &engram.provenance.created_by, engram.confidence, engram.scope)?;
+        }
+        if !who.operator {
+            self.check_rate(who, now)?;
+        }
+        let placement = Placement { project: project.to_owned(), run: who.run.clone(), written_by: who.agent.clone() };
+        let outcome = self.store.put_placed(engram, &placement, now)?;
+        let mut report = PutReport { outcome, superseded: Vec::new(), contradictions: Vec::new() };
+        if matches!(report.outcome, PutOutcome::Duplicate { .. }) {
+            return Ok(report);
+        }
+        self.reindex_one(project, report.outcome.id())?;
+        if let Some(new) = self.store.get(project, report.outcome.id())? {
+            self.settle_subject(&new, now, &mut report)?;
+        }
+        Ok(report)
+    }
+
+    /// The `options.k` best engrams for `text` that `who` may read.
+    pub fn query_as(&mut self, who: &Principal, text: &str, options: &QueryOptions) -> Result<Recall, MemoryError> {
+        let filter = who.recall_filter(options).map_err(refused)?;
+        let request = RecallRequest { scope: options.scope, ..RecallRequest::new(text, filter, options.k) };
+        let mut recall = self.recall(&request)?;
+        // The index is derived; the store's rows decide (a scope changed by another process, say).
+        recall.hits.retain(|hit| who.sees(&hit.stored));
+        Ok(recall)
+    }
+
+    /// Engram `id`, hot or cold, as `who` may read it: none when no project holds it, `LESS_SCOPE_DENIED` when it
+    /// exists only where `who` may not read.
+    pub fn get_as(&self, who: &Principal, id: &str) -> Result<Option<Stored>, MemoryError> {
+        let mut copies = self.store.get_any(id)?;
+        if copies.is_empty() {
+            return Ok(None);
+        }
+        // A copy in the caller's own projects first.
+        copies.sort_by_key(|s| !who.is_member(&s.project));
+        match copies.into_iter().find(|s| who.sees(s)) {
+            Some(stored) => Ok(Some(stored)),
+            None => Err(refused(denied(format!(
+                "engram {id} is not readable by {}: it belongs to another project, run or role; read within your \
+                 own project and run, or ask a parent to promote it to org",
+                who.agent
+            )))),
+        }
+    }
+
+    /// The newest hot engram with subject key `subject` that `who` reads in its own projects.
+    pub fn find_subject(&self, who: &Principal, subject: &str) -> Result<Option<Stored>, MemoryError> {
+        let subject = subject.trim().to_lowercase();
+        for project in &who.projects {
+            if let Some(stored) = self.store.hot_by_subject(project, &subject)?.into_iter().find(|s| who.sees(s)) {
+                return Ok(Some(stored));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Widens the scope of engram `id` to `to` as `who`; none when no project holds it. To org or global: only a
+    /// parent of its creator (or an operator), and only at or above the promotion floor. Promoting to the scope it
+    /// has changes nothing.
+    pub fn promote(&mut self, who: &Principal, id: &str, to: Scope) -> Result<Option<Stored>, MemoryError> {
+        let Some(stored) = self.get_as(who, id)? else { return Ok(None) };
+        let current = stored.engram.scope;
+        if !who.is_member(&stored.project) {
+            return Err(refused(denied(format!(
+                "engram {id} belongs to project {:?}: only its members promote it",
+                stored.project
+            ))));
+        }
+        if to < current {
+            return Err(refused(denied(format!(
+                "engram {id} is already {}; scopes only widen: supersede it with a narrower engram instead",
+                current.as_str()
+            ))));
+        }
+        // Rights first: asking for the scope an engram already has is still a request only a parent may make.
+        let creator = stored.engram.provenance.created_by.clone();
+        match to {
+            Scope::Org | Scope::Global => self.check_promotion(who, &creator, stored.engram.confidence, to)?,
+            Scope::Run | Scope::Project => {
+                if creator != who.agent && !who.may_promote(&creator) {
+                    return Err(refused(denied(format!(
+                        "{} may not widen {creator}'s engram {id}: its creator or a parent of its creator does",
+                        who.agent
+                    ))));
+                }
+            }
+        }
+        if to == current {
+            return Ok(Some(stored));
+        }
+        self.store.promote(&stored.project, id, to, &who.agent)?;
+        self.reindex_one(&stored.project, id)?;
+        Ok(self.store.get(&stored.project, id)?)
+    }
+
+    /// `new` supersedes `old` as `who` (both readable by `who`, in the same project; `who` may modify `old`).
+    /// False when either is missing.
+    pub fn supersede_as(&mut self, who: &Principal, old: &str, new: &str) -> Result<bool, MemoryError> {
+        let (Some(old_row), Some(new_row)) = (self.get_as(who, old)?, self.get_as(who, new)?) else {
+            return Ok(false);
+        };
+        if old_row.project != new_row.project || !who.may_modify(&old_row) {
+            return Err(refused(denied(format!(
+                "{} may not supersede {old}: only its creator, a parent of its creator or an operator does, with an \
+                 engram of the same project",
+                who.agent
+            ))));
+        }
+        self.supersede(&old_row.project, old, new)
+    }
+
+    /// Moves engram `id` to the cold tier as `who` (its creator, a parent of its creator, or an operator); false
+    /// when it is missing or already cold.
+    pub fn evict_as(&mut self, who: &Principal, id: &str) -> Result<bool, MemoryError> {
+        let Some(stored) = self.get_as(who, id)? else { return Ok(false) };
+        if !who.may_modify(&stored) {
+            return Err(refused(denied(format!(
+                "{} may not evict {id}: only its creator, a parent of its creator or an operator does",
+                who.agent
+            ))));
+        }
+        self.evict(&stored.project, id)
+    }
+
+    fn check_promotion(&self, who: &Principal, creator: &str, confidence: f64, to: Scope) -> Result<(), MemoryError> {
+        if !who.may_promote(creator) {
+            let who_is = if creator == who.agent {
+                format!("{} leads no agent", who.agent)
+            } else {
+                format!("{} is not a parent of {creator}", who.agent)
+            };
+            return Err(refused(denied(format!(
+                "{who_is}: only a parent promotes to {}; keep the engram at run or project scope and ask {creator}'s \
+                 parent to promote it",
+                to.as_str()
+            ))));
+        }
+        let floor = self.policy.promotion_floor;
+        if confidence < floor {
+            return Err(refused(denied(format!(
+                "confidence {confidence} is below the promotion floor {floor} for {}: back the claim with more \
+                 evidence in a new engram of higher confidence, then promote that one",
+                to.as_str()
+            ))));
+        }
+        Ok(())
+    }
+
+    fn check_rate(&self, who: &Principal, now: i64) -> Result<(), MemoryError> {
+        let MemoryPolicy { puts_per_window, window_secs, .. } = self.policy;
+        let (n, oldest) = self.store.writes_since(&who.agent, now - window_secs)?;
+        if n < u64::from(puts_per_window) {
+            return Ok(());
+        }
+        let retry_in = oldest.map_or(window_secs, |oldest| oldest + window_secs - now).max(1);
+        Err(refused(Violation::new(
+            ErrorCode::RateLimited,
+            "",
+            format!(
+                "{} stored {n} engrams in the last {window_secs} s (limit {puts_per_window}); nothing was stored: \
+                 merge related claims and retry in {retry_in} s",
+                who.agent
+            ),
+        )))
+    }
+
+    /// Supersession and contradiction by subject key (module docs).
+    fn settle_subject(&mut self, new: &Stored, now: i64, report: &mut PutReport) -> Result<(), MemoryError> {
+        let Some(subject) = subject_key(&new.engram) else { return Ok(()) };
+        let correction = new.engram.tags.iter().flatten().any(|t| t == CORRECTION_TAG);
+        for old in self.store.hot_by_subject(&new.project, &subject)? {
+            if old.engram.id == new.engram.id || (old.engram.scope == Scope::Run && old.run != new.run) {
+                continue;
+            }
+            let same_source = old.engram.provenance.created_by == new.engram.provenance.created_by;
+            if same_source || correction {
+                // A narrower engram must not hide a wider one from readers who cannot see its replacement.
+                if new.engram.scope >= old.engram.scope
+                    && self.supersede(&new.project, &old.engram.id, &new.engram.id)?
+                {
+                    report.superseded.push(old.engram.id.clone());
+                }
+            } else if old.engram.kind == EngramKind::Fact
+                && new.engram.kind == EngramKind::Fact
+                && normalized(&old.engram.claim) != normalized(&new.engram.claim)
+            {
+                report.contradictions.push(self.record_contradiction(&old, new, &subject, now)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// One risk engram for the pair: derived from the pair alone (ids in order), so it is stored once.
+    fn record_contradiction(&mut self, a: &Stored, b: &Stored, subject: &str, now: i64) -> Result<String, MemoryError> {
+        let (first, second) = if a.engram.id <= b.engram.id { (a, b) } else { (b, a) };
+        let mut claim = format!(
+            "Contradiction on subject {subject}: {} (by {}) and {} (by {}) make different claims; check both sources \
+             before relying on either.",
+            first.engram.id, first.engram.provenance.created_by, second.engram.id, second.engram.provenance.created_by
+        );
+        if let Some((cut, _)) = claim.char_indices().nth(MAX_CLAIM_CHARS) {
+            claim.truncate(cut);
+        }
+        let mut seen = BTreeSet::new();
+        let mut pointers: Vec<Pointer> = first
+            .engram
+            .pointers
+            .iter()
+            .chain(&second.engram.pointers)
+            .filter(|p| seen.insert((p.ty(), p.reference().to_owned(), p.span().map(str::to_owned))))
+            .take(MAX_POINTERS)
+            .cloned()
+            .collect();
+        // A risk must cite a source (LESS_SOURCE_REQUIRED); when both sides cite only URLs, cite the engrams.
+        if pointers.iter().all(|p| p.ty() == PointerType::Url) {
+            pointers.truncate(MAX_POINTERS - 2);
+            for side in [first, second] {
+                if let Ok(pointer) = Pointer::new(PointerType::Sam, &format!("engram:{}", side.engram.id), None) {
+                    pointers.push(pointer);
+                }
+            }
+        }
+        let roles: BTreeSet<String> = role_tags(&first.engram).into_iter().chain(role_tags(&second.engram)).collect();
+        let scope = first.engram.scope.min(second.engram.scope).min(Scope::Project);
+        let ttl = if first.engram.ttl.duration() >= second.engram.ttl.duration() {
+            first.engram.ttl.clone()
+        } else {
+            second.engram.ttl.clone()
+        };
+        let mut builder = Engram::builder(EngramKind::Risk, claim, MEMORY_AGENT)
+            .source(Source::Tool)
+            .confidence(1.0)
+            .scope(scope)
+            .ttl(ttl)
+            .created_at(rfc3339(now))
+            .tag(CONTRADICTION_TAG);
+        for role in roles.into_iter().take(11) {
+            builder = builder.tag(format!("{ROLE_TAG_PREFIX}{role}"));
+        }
+        for pointer in pointers {
+            builder = builder.pointer(pointer);
+        }
+        let risk = builder.build().map_err(|violations| {
+            refused(violations.0.into_iter().next().unwrap_or_else(|| denied("invalid risk engram".to_owned())))
+        })?;
+        let placement =
+            Placement { project: b.project.clone(), run: b.run.clone(), written_by: MEMORY_AGENT.to_owned() };
+        let outcome = self.store.put_placed(&risk, &placement, now)?;
+        if !matches!(outcome, PutOutcome::Duplicate { .. }) {
+            self.reindex_one(&b.project, outcome.id())?;
+        }
+        Ok(outcome.id().to_owned())
+    }
+}
+
+/// A claim compared for contradiction: lowercase, single spaces, no trailing punctuation.
+fn normalized(claim: &str) -> String {
+    claim.split_whitespace().collect::<Vec<_>>().join(" ").trim_end_matches(['.', '!', ';']).to_lowercase()
+}
+
+fn rfc3339(unix: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(unix)
+        .ok()
+        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .unwrap_or_else(crate::now_rfc3339)
+}
+
+#[cfg(test)]
+mod tests;
