@@ -144,7 +144,10 @@ impl Embedder {
         let onnx = read("model.onnx")?;
         let env = environment(&paths.ort_lib)?;
         let model = UserDefinedEmbeddingModel::new(onnx, tokenizer_files).with_pooling(Pooling::Mean);
-        let options = InitOptionsUserDefined::new().with_environment(env).with_max_length(MAX_LENGTH);
+        let mut options = InitOptionsUserDefined::new().with_environment(env).with_max_length(MAX_LENGTH);
+        if let Some(threads) = std::env::var("LESSRT_EMBED_THREADS").ok().and_then(|t| t.parse().ok()) {
+            options = options.with_intra_threads(threads);
+        }
         let model = TextEmbedding::try_new_from_user_defined(model, options)
             .map_err(|e| EmbedError::Model(format!("loading {}: {e}", paths.model_dir.display())))?;
         Ok(Embedder { model: Mutex::new(model) })

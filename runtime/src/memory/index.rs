@@ -13,9 +13,9 @@
 use std::path::{Path, PathBuf};
 
 use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
+use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
-    Field, IndexRecordOption, STORED, STRING, Schema, TantivyDocument, TextFieldIndexing, TextOptions, Value,
+    FAST, Field, IndexRecordOption, STORED, STRING, Schema, TantivyDocument, TextFieldIndexing, TextOptions,
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term};
 
@@ -243,43 +243,58 @@ impl RecallIndex {
         if query_keys.is_empty() || limit == 0 || filter.visible.is_empty() {
             return Ok(Vec::new());
         }
-        let any_key: Vec<(Occur, Box<dyn Query>)> = query_keys
-            .iter()
-            .map(|k| {
-                let term = TermQuery::new(Term::from_field_text(f.keys, k), IndexRecordOption::WithFreqs);
-                (Occur::Should, Box::new(term) as Box<dyn Query>)
-            })
+        let searcher = self.reader.searcher();
+        let any_key: Vec<(Occur, Box<dyn Query>)> = selective_keys(&searcher, f.keys, query_keys)?
+            .into_iter()
+            .map(|term| (Occur::Should, Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)) as Box<dyn Query>))
             .collect();
-        // Filters are term queries: they match or not and add nothing to the BM25 score of the keys.
-        let term = |field: Field, text: &str| -> Box<dyn Query> {
-            Box::new(TermQuery::new(Term::from_field_text(field, text), IndexRecordOption::Basic))
-        };
-        let any_of = |terms: Vec<Box<dyn Query>>| -> Box<dyn Query> {
-            Box::new(BooleanQuery::new(terms.into_iter().map(|t| (Occur::Should, t)).collect()))
+        if any_key.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Filters match or not: a constant score of zero, so they add nothing to the BM25 score of the keys.
+        let any_of = |terms: Vec<Term>| -> Box<dyn Query> {
+            let each: Vec<(Occur, Box<dyn Query>)> = terms
+                .into_iter()
+                .map(|t| (Occur::Should, Box::new(TermQuery::new(t, IndexRecordOption::Basic)) as Box<dyn Query>))
+                .collect();
+            Box::new(ConstScoreQuery::new(Box::new(BooleanQuery::new(each)), 0.0))
         };
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![
             (Occur::Must, Box::new(BooleanQuery::new(any_key))),
-            (Occur::Must, any_of(filter.visible.iter().map(|v| term(f.vis, v)).collect())),
+            (Occur::Must, any_of(filter.visible.iter().map(|v| Term::from_field_text(f.vis, v)).collect())),
         ];
         if let Some((role, agent)) = &filter.reader {
             clauses.push((
                 Occur::Must,
-                any_of(vec![term(f.roles, ALL_ROLES), term(f.roles, role), term(f.creator, agent)]),
+                Box::new(BooleanQuery::new(vec![
+                    (Occur::Should, any_of(vec![Term::from_field_text(f.roles, ALL_ROLES)])),
+                    (Occur::Should, any_of(vec![Term::from_field_text(f.roles, role)])),
+                    (Occur::Should, any_of(vec![Term::from_field_text(f.creator, agent)])),
+                ])),
             ));
         }
         if !filter.include_cold {
-            clauses.push((Occur::Must, term(f.tier, "hot")));
+            clauses.push((Occur::Must, any_of(vec![Term::from_field_text(f.tier, "hot")])));
         }
         if let Some(kind) = &filter.kind {
-            clauses.push((Occur::Must, term(f.kind, kind)));
+            clauses.push((Occur::Must, any_of(vec![Term::from_field_text(f.kind, kind)])));
         }
-        let searcher = self.reader.searcher();
         let hits = searcher.search(&BooleanQuery::new(clauses), &TopDocs::with_limit(limit).order_by_score())?;
+        let mut columns = std::collections::HashMap::new();
         let mut out = Vec::with_capacity(hits.len());
+        let mut text = String::new();
         for (score, address) in hits {
-            let doc: TantivyDocument = searcher.doc(address)?;
-            let project = doc.get_first(f.project).and_then(|v| v.as_str());
-            if let (Some(id), Some(project)) = (doc.get_first(f.id).and_then(|v| v.as_str()), project) {
+            let column = match columns.entry(address.segment_ord) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(searcher.segment_reader(address.segment_ord).fast_fields().str("uid")?)
+                }
+            };
+            let Some(column) = column else { continue };
+            let Some(ord) = column.term_ords(address.doc_id).next() else { continue };
+            if column.ord_to_str(ord, &mut text).map_err(|source| IndexError::Io { path: self.dir.clone(), source })?
+                && let Some((project, id)) = text.split_once('\u{1f}')
+            {
                 out.push(Candidate { id: id.to_owned(), project: project.to_owned(), score });
             }
         }
@@ -297,9 +312,45 @@ impl RecallIndex {
     }
 }
 
+/// Keys rarer than this share of the documents are always kept; commoner ones only when too few rare ones remain.
+const COMMON_SHARE: u64 = 5;
+/// The rarest keys always kept.
+const MIN_KEYS: usize = 4;
+/// Most keys a query searches.
+const MAX_KEYS: usize = 24;
+/// Below this many documents every key is kept (trimming only pays off on large indexes).
+const TRIM_FROM_DOCS: u64 = 1_000;
+
+/// The query's keys worth searching, rarest first: keys no document has are dropped, and in a large index so are
+/// keys in more than a fifth of the documents beyond the [`MIN_KEYS`] rarest. Such keys add almost nothing to BM25
+/// (their idf is near zero) yet cost the most, since every document holding them must be visited.
+fn selective_keys(searcher: &tantivy::Searcher, field: Field, query_keys: &[String]) -> Result<Vec<Term>, IndexError> {
+    let n_docs = searcher.num_docs();
+    let mut keyed = Vec::with_capacity(query_keys.len());
+    for key in query_keys {
+        let term = Term::from_field_text(field, key);
+        let df = searcher.doc_freq(&term)?;
+        if df > 0 {
+            keyed.push((df, term));
+        }
+    }
+    keyed.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+    if n_docs >= TRIM_FROM_DOCS {
+        let common = n_docs / COMMON_SHARE;
+        let mut kept = 0;
+        keyed.retain(|(df, _)| {
+            kept += 1;
+            kept <= MIN_KEYS || *df <= common
+        });
+        keyed.truncate(MAX_KEYS);
+    }
+    Ok(keyed.into_iter().map(|(_, term)| term).collect())
+}
+
 fn schema() -> (Schema, Fields) {
     let mut builder = Schema::builder();
-    let uid = builder.add_text_field("uid", STRING);
+    // A fast column too: hits are resolved to (project, id) from it, without reading stored documents.
+    let uid = builder.add_text_field("uid", STRING | FAST);
     let id = builder.add_text_field("id", STRING | STORED);
     let project = builder.add_text_field("project", STRING | STORED);
     let kind = builder.add_text_field("kind", STRING);

@@ -328,6 +328,8 @@ impl Memory {
     /// Answers a query: stage-1 candidates and nearest vectors, fused and ordered by [`rank::rank`].
     pub fn recall(&mut self, request: &RecallRequest<'_>) -> Result<Recall, MemoryError> {
         self.flush()?;
+        let started = std::time::Instant::now();
+        let mut phases = [std::time::Duration::ZERO; 4];
         let filter = &request.filter;
         let pool = (request.k * POOL_PER_HIT).max(MIN_POOL);
         let mut stages = Vec::new();
@@ -352,10 +354,12 @@ impl Memory {
                 found.insert(at, (Some(candidate.score), None));
             }
         }
+        phases[0] = started.elapsed();
         if let Some(semantic) = semantic {
             stages.push("rerank");
             let query =
                 semantic.embedder.embed_one(request.text).map_err(|e| MemoryError::StageUnavailable(e.to_string()))?;
+            phases[1] = started.elapsed();
             let visible = |e: &vectors::Entry| filter.visible.iter().any(|v| **v == *e.vis);
             for (entry, cosine) in semantic.vectors.search(&query, pool, visible)? {
                 let at = (entry.project.to_string(), entry.id.to_string());
@@ -373,16 +377,22 @@ impl Memory {
                 }
             }
         }
+        phases[2] = started.elapsed();
         let mut candidates = Vec::with_capacity(order.len());
         for at in &order {
+            let (hash, cosine) = found.get(at).copied().unwrap_or_default();
+            if hash.is_none() && cosine.is_none_or(|c| c < self.fusion.floor) {
+                // Found by stage 2 alone and below the floor: ranking would drop it; do not read its row.
+                continue;
+            }
             // The indexes are derived: the store's row decides (tier, scope, roles may have changed since).
             let Some(stored) = self.store.get(&at.0, &at.1)? else { continue };
             if !filter.admits(&stored) {
                 continue;
             }
-            let (hash, cosine) = found.get(at).copied().unwrap_or_default();
             candidates.push(rank::Candidate { stored, hash, cosine });
         }
+        phases[3] = started.elapsed();
         let ties = TieContext { scope: request.scope, query_features: keys::query_features(request.text) };
         let fusion = if stages == ["hash"] { Fusion { cosine: 0.0, ..self.fusion } } else { self.fusion };
         let hits = rank::rank(candidates, &fusion, &ties)
@@ -395,6 +405,16 @@ impl Memory {
                 stored: r.candidate.stored,
             })
             .collect();
+        tracing::debug!(
+            target: "less.memory.recall",
+            candidates = order.len(),
+            stage1_us = phases[0].as_micros() as u64,
+            embed_us = phases[1].saturating_sub(phases[0]).as_micros() as u64,
+            vectors_us = phases[2].saturating_sub(phases[1].max(phases[0])).as_micros() as u64,
+            rows_us = phases[3].saturating_sub(phases[2]).as_micros() as u64,
+            total_us = started.elapsed().as_micros() as u64,
+            "recall"
+        );
         Ok(Recall { stages, degraded, hits })
     }
 

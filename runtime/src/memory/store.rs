@@ -158,7 +158,14 @@ impl Placement {
 /// The store.
 pub struct Store {
     pub(super) conn: Connection,
+    /// Engrams already decoded and validated, by their exact stored text: validation depends on the text alone, so
+    /// a row read again with the same text is not validated again (recall reads the same rows over and over). A
+    /// changed or damaged row has another text and is validated afresh.
+    decoded: std::cell::RefCell<std::collections::HashMap<Box<str>, Engram>>,
 }
+
+/// Most decoded engrams kept (about 1 KB each); the cache starts over when full.
+const DECODED_CAPACITY: usize = 50_000;
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -201,7 +208,7 @@ impl Store {
         let found: Option<String> =
             conn.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).optional()?;
         conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', '0')", [])?;
-        let mut store = Store { conn };
+        let mut store = Store { conn, decoded: Default::default() };
         match found.map(|v| v.parse::<i64>().unwrap_or(-1)) {
             None => {
                 store.migrate_from_1()?;
@@ -307,16 +314,16 @@ impl Store {
 
     /// The engram with `id` in `project`, hot or cold. Projects never see each other's engrams.
     pub fn get(&self, project: &str, id: &str) -> Result<Option<Stored>, StoreError> {
-        let mut stmt = self.conn.prepare(&format!("{SELECT_STORED} WHERE project = ?1 AND id = ?2"))?;
+        let mut stmt = self.conn.prepare_cached(&format!("{SELECT_STORED} WHERE project = ?1 AND id = ?2"))?;
         let row = stmt.query_row([project, id], raw_row).optional()?;
-        row.map(into_stored).transpose()
+        row.map(|row| self.decode_row(row)).transpose()
     }
 
     /// Every copy of engram `id`, in any project and tier (a caller's rights decide which it may read).
     pub fn get_any(&self, id: &str) -> Result<Vec<Stored>, StoreError> {
         let mut stmt = self.conn.prepare(&format!("{SELECT_STORED} WHERE id = ?1 ORDER BY project"))?;
         let rows = stmt.query_map([id], raw_row)?;
-        rows.map(|row| into_stored(row?)).collect()
+        rows.map(|row| self.decode_row(row?)).collect()
     }
 
     /// The hot engrams of `project` with subject key `subject`, newest first.
@@ -325,7 +332,7 @@ impl Store {
             "{SELECT_STORED} WHERE project = ?1 AND subject = ?2 AND tier = 'hot' ORDER BY stored_at DESC, id"
         ))?;
         let rows = stmt.query_map([project, subject], raw_row)?;
-        rows.map(|row| into_stored(row?)).collect()
+        rows.map(|row| self.decode_row(row?)).collect()
     }
 
     /// How many engrams `writer` stored after `since` (unix seconds), and when the oldest of them was stored.
@@ -366,7 +373,7 @@ impl Store {
     pub fn all(&self, tier: Tier) -> Result<Vec<Stored>, StoreError> {
         let mut stmt = self.conn.prepare(&format!("{SELECT_STORED} WHERE tier = ?1 ORDER BY stored_at, id"))?;
         let rows = stmt.query_map([tier.as_str()], raw_row)?;
-        rows.map(|row| into_stored(row?)).collect()
+        rows.map(|row| self.decode_row(row?)).collect()
     }
 
     /// Moves every hot engram whose TTL ran out by `now` to the cold tier; returns the (project, id) of each.
@@ -456,23 +463,18 @@ fn put_in(
     let row = |r: &rusqlite::Row<'_>| -> rusqlite::Result<(String, String, String, String)> {
         Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
     };
+    // Statements are prepared once per connection: a bulk load runs them thousands of times.
     let same_content = || {
-        tx.query_row(
-            "SELECT id, tier, scope, run FROM engrams WHERE project = ?1 AND content_hash = ?2",
-            params![project, hash],
-            row,
-        )
-        .optional()
+        tx.prepare_cached("SELECT id, tier, scope, run FROM engrams WHERE project = ?1 AND content_hash = ?2")?
+            .query_row(params![project, hash], row)
+            .optional()
     };
     // Ids are derived from kind, claim and sources: the same id with another scope, TTL or tags (a promoted copy,
     // say) is the same claim, and is not stored twice.
     let same_id = || {
-        tx.query_row(
-            "SELECT id, tier, scope, run FROM engrams WHERE project = ?1 AND id = ?2",
-            params![project, engram.id],
-            row,
-        )
-        .optional()
+        tx.prepare_cached("SELECT id, tier, scope, run FROM engrams WHERE project = ?1 AND id = ?2")?
+            .query_row(params![project, engram.id], row)
+            .optional()
     };
     let existing = match same_content()? {
         Some(found) => Some(found),
@@ -501,26 +503,26 @@ fn put_in(
         None => {
             let doc = serde_json::to_string(&**engram)
                 .map_err(|err| StoreError::Corrupt { id: engram.id.clone(), message: err.to_string() })?;
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO engrams (id, content_hash, project, scope, kind, created_by, stored_at, expires_at,
                                       confidence, tier, doc, run, written_by, subject)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'hot', ?10, ?11, ?12, ?13)",
-                params![
-                    engram.id,
-                    hash,
-                    project,
-                    engram.scope.as_str(),
-                    engram.kind.as_str(),
-                    engram.provenance.created_by,
-                    now,
-                    expires_at,
-                    engram.confidence,
-                    doc,
-                    placement.run,
-                    written_by,
-                    subject_key(engram),
-                ],
-            )?;
+            )?
+            .execute(params![
+                engram.id,
+                hash,
+                project,
+                engram.scope.as_str(),
+                engram.kind.as_str(),
+                engram.provenance.created_by,
+                now,
+                expires_at,
+                engram.confidence,
+                doc,
+                placement.run,
+                written_by,
+                subject_key(engram),
+            ])?;
             PutOutcome::Stored { id: engram.id.clone() }
         }
     })
@@ -565,24 +567,39 @@ fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
     })
 }
 
-/// Rows are re-validated on the way out: a hand-edited or damaged row is an error, never an invalid engram.
-fn into_stored(row: RawRow) -> Result<Stored, StoreError> {
-    let engram = Valid::<Engram>::from_json(&row.doc)
-        .map_err(|err| StoreError::Corrupt { id: row.id.clone(), message: err.to_string() })?
-        .into_inner();
-    Ok(Stored {
-        engram,
-        project: row.project,
-        run: row.run,
-        written_by: row.written_by,
-        promoted_by: row.promoted_by,
-        tier: if row.tier == "hot" { Tier::Hot } else { Tier::Cold },
-        cold_reason: row.cold_reason,
-        stored_at: row.stored_at,
-        expires_at: row.expires_at,
-        superseded_by: row.superseded_by,
-        supersedes: row.supersedes,
-    })
+impl Store {
+    /// Rows are re-validated on the way out (once per distinct text): a hand-edited or damaged row is an error, never
+    /// an invalid engram.
+    fn decode_row(&self, row: RawRow) -> Result<Stored, StoreError> {
+        let cached = self.decoded.borrow().get(row.doc.as_str()).cloned();
+        let engram = match cached {
+            Some(engram) => engram,
+            None => {
+                let engram = Valid::<Engram>::from_json(&row.doc)
+                    .map_err(|err| StoreError::Corrupt { id: row.id.clone(), message: err.to_string() })?
+                    .into_inner();
+                let mut decoded = self.decoded.borrow_mut();
+                if decoded.len() >= DECODED_CAPACITY {
+                    decoded.clear();
+                }
+                decoded.insert(row.doc.as_str().into(), engram.clone());
+                engram
+            }
+        };
+        Ok(Stored {
+            engram,
+            project: row.project,
+            run: row.run,
+            written_by: row.written_by,
+            promoted_by: row.promoted_by,
+            tier: if row.tier == "hot" { Tier::Hot } else { Tier::Cold },
+            cold_reason: row.cold_reason,
+            stored_at: row.stored_at,
+            expires_at: row.expires_at,
+            superseded_by: row.superseded_by,
+            supersedes: row.supersedes,
+        })
+    }
 }
 
 /// Identity of an engram's content for dedup: kind, scope, claim and the sources it cites (without digests, in any
@@ -694,7 +711,12 @@ mod tests {
         let mut store = Store::open(dir.path()).expect("open");
         let e = engram("Port is 5173.", Ttl::days(7));
         store.put(&e, "", 0).expect("put");
+        assert_eq!(store.get("", &e.id).expect("get").expect("there").engram, *e, "read once: decoded and cached");
         store.conn.execute("UPDATE engrams SET doc = '{\"claim\": 1}'", []).expect("damage");
+        assert!(matches!(store.get("", &e.id), Err(StoreError::Corrupt { .. })), "a changed text is validated again");
+        // A hand edit that still parses but breaks a rule (a claim over 500 characters) is refused too.
+        let long = serde_json::to_string(&Engram { claim: "x".repeat(501), ..(*e).clone() }).expect("json");
+        store.conn.execute("UPDATE engrams SET doc = ?1", [long]).expect("edit");
         assert!(matches!(store.get("", &e.id), Err(StoreError::Corrupt { .. })));
     }
 }

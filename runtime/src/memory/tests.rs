@@ -226,3 +226,22 @@ fn a_revived_engram_is_searchable_again_by_its_kept_vector() {
     assert_eq!(memory.put(fact, "kelp", 5).expect("revive"), PutOutcome::Revived { id: fact.id.clone() });
     assert_eq!(rerank(&mut memory), std::slice::from_ref(&fact.id));
 }
+
+#[test]
+fn a_large_index_searches_the_selective_keys_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut memory = Memory::open_without_model(dir.path()).expect("open");
+    let filler: Vec<Valid<Engram>> = (0..1_200)
+        .map(|n| engram(EngramKind::Fact, &format!("Harbor ledger entry number {n}."), &format!("sam:l:{n}"), &[]))
+        .collect();
+    memory.put_many(&filler, "p", 0).expect("bulk");
+    let rare = engram(EngramKind::Fact, "Harbor zebra crossing moved north.", "sam:z:1", &[]);
+    memory.put(&rare, "p", 0).expect("put");
+    memory.flush().expect("flush");
+    // `harbor` is in every engram: in an index this large it is left out of the search once enough selective keys
+    // remain, so only engrams sharing a selective key are candidates.
+    let recall = memory.query("harbor zebra crossing moved north", "p", None, 5).expect("query");
+    assert_eq!(ids(&recall), [rare.id.as_str()]);
+    // A query of common keys only still searches its rarest ones.
+    assert_eq!(memory.query("harbor ledger entry", "p", None, 3).expect("query").hits.len(), 3);
+}

@@ -223,15 +223,18 @@ impl AgentState {
             Ok(result) => result,
             Err(err) => Err(MemoryError::Unavailable(err.to_string())),
         };
-        let (engrams, code, message) = match recalled {
+        let (engrams, stages, code, message) = match recalled {
             Ok(recall) => {
                 let engrams: Vec<Value> =
                     recall.hits.iter().map(|h| serde_json::to_value(&h.stored.engram).unwrap_or_default()).collect();
-                (engrams, None, String::new())
+                if let Some(why) = &recall.degraded {
+                    tracing::warn!(target: "less.memory.query", "{}: {why}", self.spec.id);
+                }
+                (engrams, recall.stages.iter().map(|s| (*s).to_owned()).collect(), None, String::new())
             }
             Err(err) => {
                 outcome.refusals.extend(err.code());
-                (Vec::new(), err.code(), err.message())
+                (Vec::new(), Vec::new(), err.code(), err.message())
             }
         };
         let n_tokens = match self.ctx.mode {
@@ -252,6 +255,7 @@ impl AgentState {
             text: text.to_owned(),
             returned: ids,
             tokens: n_tokens,
+            stages,
             code,
             message,
         });

@@ -78,6 +78,9 @@ pub enum Event {
         text: String,
         returned: Vec<String>,
         tokens: u32,
+        /// The recall stages that answered (`hash`, `rerank`); empty when refused.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        stages: Vec<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         code: Option<ErrorCode>,
         #[serde(skip_serializing_if = "String::is_empty")]
@@ -201,8 +204,8 @@ impl Event {
                 }
             ),
             Event::GrantIssued { issuer, grantee, grant_id } => format!("  {issuer} grants {grant_id} to {grantee}"),
-            Event::Query { agent, returned, tokens, code: None, .. } => {
-                format!("  {agent} queries memory: {} engrams, {tokens} tok", returned.len())
+            Event::Query { agent, returned, tokens, stages, code: None, .. } => {
+                format!("  {agent} queries memory ({}): {} engrams, {tokens} tok", stages.join("+"), returned.len())
             }
             Event::Query { agent, code: Some(code), message, .. } => {
                 format!("  {agent} queries memory: REFUSED {code}: {message}")
