@@ -180,12 +180,17 @@ pub fn shared_embedder() -> Result<Arc<Embedder>, String> {
     SHARED.get_or_init(|| Embedder::load(&ModelPaths::from_env()).map(Arc::new).map_err(|e| e.to_string())).clone()
 }
 
+/// Pending engrams by (project, id): one entry each however often they change before the next flush.
+fn by_place(wanted: Vec<vectors::Wanted>) -> std::collections::BTreeMap<(String, String), vectors::Wanted> {
+    wanted.into_iter().map(|w| ((w.project.clone(), w.id.clone()), w)).collect()
+}
+
 /// Stage 2's parts, present when the model loaded.
 struct Semantic {
     embedder: Arc<Embedder>,
     vectors: VectorIndex,
     /// Engrams put since the last flush, to embed in one batch.
-    pending: Vec<vectors::Wanted>,
+    pending: std::collections::BTreeMap<(String, String), vectors::Wanted>,
 }
 
 /// The store and its recall indexes, kept in step.
@@ -229,9 +234,11 @@ impl Memory {
         store.ensure_embeddings()?;
         let index = RecallIndex::open(&dir.join("recall"))?;
         let semantic = match embedder {
-            Ok(embedder) => {
-                Ok(Semantic { embedder, vectors: VectorIndex::open(&dir.join("vectors"))?, pending: Vec::new() })
-            }
+            Ok(embedder) => Ok(Semantic {
+                embedder,
+                vectors: VectorIndex::open(&dir.join("vectors"))?,
+                pending: Default::default(),
+            }),
             Err(reason) => Err(reason),
         };
         let mut memory = Memory {
@@ -269,7 +276,7 @@ impl Memory {
         if !current {
             semantic.vectors.rebuild(&stored)?;
         }
-        semantic.pending = self.store.unembedded(embed::MODEL_ID)?;
+        semantic.pending = by_place(self.store.unembedded(embed::MODEL_ID)?);
         self.flush()
     }
 
@@ -280,7 +287,7 @@ impl Memory {
         if let Ok(semantic) = &mut self.semantic {
             let stored = self.store.hot_vectors(embed::MODEL_ID)?;
             semantic.vectors.rebuild(&stored)?;
-            semantic.pending = self.store.unembedded(embed::MODEL_ID)?;
+            semantic.pending = by_place(self.store.unembedded(embed::MODEL_ID)?);
         }
         self.flush()?;
         Ok(n)
@@ -378,18 +385,23 @@ impl Memory {
             }
         }
         phases[2] = started.elapsed();
-        let mut candidates = Vec::with_capacity(order.len());
-        for at in &order {
-            let (hash, cosine) = found.get(at).copied().unwrap_or_default();
-            if hash.is_none() && cosine.is_none_or(|c| c < self.fusion.floor) {
-                // Found by stage 2 alone and below the floor: ranking would drop it; do not read its row.
-                continue;
-            }
-            // The indexes are derived: the store's row decides (tier, scope, roles may have changed since).
-            let Some(stored) = self.store.get(&at.0, &at.1)? else { continue };
+        // Found by stage 2 alone and below the floor: ranking would drop it, so its row is not read.
+        let wanted: Vec<(String, String)> = order
+            .iter()
+            .filter(|at| {
+                let (hash, cosine) = found.get(*at).copied().unwrap_or_default();
+                hash.is_some() || cosine.is_some_and(|c| c >= self.fusion.floor)
+            })
+            .cloned()
+            .collect();
+        let mut candidates = Vec::with_capacity(wanted.len());
+        // The indexes are derived: the store's row decides (tier, scope, roles may have changed since).
+        for stored in self.store.get_many(&wanted)? {
             if !filter.admits(&stored) {
                 continue;
             }
+            let at = (stored.project.clone(), stored.engram.id.clone());
+            let (hash, cosine) = found.get(&at).copied().unwrap_or_default();
             candidates.push(rank::Candidate { stored, hash, cosine });
         }
         phases[3] = started.elapsed();
@@ -427,7 +439,7 @@ impl Memory {
         if let Ok(semantic) = &mut self.semantic
             && !semantic.pending.is_empty()
         {
-            let pending = std::mem::take(&mut semantic.pending);
+            let pending: Vec<vectors::Wanted> = std::mem::take(&mut semantic.pending).into_values().collect();
             // A revived engram kept its vector: only the ones without one are embedded.
             let mut missing = Vec::new();
             for wanted in &pending {
@@ -489,15 +501,21 @@ impl Memory {
         if let Ok(semantic) = &mut self.semantic {
             // Stage 2 holds hot engrams only; a hot one is (re)entered at the next flush, with its kept vector when
             // it has one, so a changed scope or a revival is seen by the vector search too.
-            semantic.pending.retain(|w| !(w.project == project && w.id == id));
+            let place = (project.to_owned(), id.to_owned());
             match stored {
-                Some(stored) if stored.tier == Tier::Hot => semantic.pending.push(vectors::Wanted {
-                    vis: vis_key(stored.engram.scope, project, &stored.run),
-                    project: project.to_owned(),
-                    id: id.to_owned(),
-                    text: stored.engram.claim,
-                }),
-                _ => semantic.vectors.remove(project, id),
+                Some(stored) if stored.tier == Tier::Hot => {
+                    let wanted = vectors::Wanted {
+                        vis: vis_key(stored.engram.scope, project, &stored.run),
+                        project: project.to_owned(),
+                        id: id.to_owned(),
+                        text: stored.engram.claim,
+                    };
+                    semantic.pending.insert(place, wanted);
+                }
+                _ => {
+                    semantic.pending.remove(&place);
+                    semantic.vectors.remove(project, id);
+                }
             }
         }
         Ok(())

@@ -319,6 +319,21 @@ impl Store {
         row.map(|row| self.decode_row(row)).transpose()
     }
 
+    /// Many engrams by (project, id) in one statement, hot or cold; missing ones are absent from the answer.
+    pub fn get_many(&self, keys: &[(String, String)]) -> Result<Vec<Stored>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let wanted = serde_json::to_string(keys)
+            .map_err(|err| StoreError::Corrupt { id: String::new(), message: err.to_string() })?;
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "{SELECT_STORED} WHERE (project, id) IN
+                 (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1))"
+        ))?;
+        let rows = stmt.query_map([wanted], raw_row)?;
+        rows.map(|row| self.decode_row(row?)).collect()
+    }
+
     /// Every copy of engram `id`, in any project and tier (a caller's rights decide which it may read).
     pub fn get_any(&self, id: &str) -> Result<Vec<Stored>, StoreError> {
         let mut stmt = self.conn.prepare(&format!("{SELECT_STORED} WHERE id = ?1 ORDER BY project"))?;
