@@ -73,7 +73,7 @@ fn corpus_engram(n: usize) -> Valid<Engram> {
 }
 
 fn with_model(dir: &std::path::Path) -> Memory {
-    let memory = Memory::open(dir).expect("memory");
+    let mut memory = Memory::open(dir).expect("memory");
     if let Some(reason) = memory.rerank_unavailable() {
         panic!("the memory benches need the embedding model; run scripts/provision-model.sh ({reason})");
     }

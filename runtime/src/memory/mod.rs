@@ -185,9 +185,10 @@ fn by_place(wanted: Vec<vectors::Wanted>) -> std::collections::BTreeMap<(String,
     wanted.into_iter().map(|w| ((w.project.clone(), w.id.clone()), w)).collect()
 }
 
-/// Stage 2's parts, present when the model loaded.
+/// Stage 2's parts, present when the model is installed. The model itself is loaded on first need (a query, or an
+/// engram without a vector), so commands that only read or move rows never pay for it.
 struct Semantic {
-    embedder: Arc<Embedder>,
+    embedder: Option<Arc<Embedder>>,
     vectors: VectorIndex,
     /// Engrams put since the last flush, to embed in one batch.
     pending: std::collections::BTreeMap<(String, String), vectors::Wanted>,
@@ -210,6 +211,18 @@ pub struct Memory {
     policy: MemoryPolicy,
 }
 
+impl Semantic {
+    /// The model, loading it now if needed.
+    fn embedder(&mut self) -> Result<Arc<Embedder>, String> {
+        if let Some(embedder) = &self.embedder {
+            return Ok(embedder.clone());
+        }
+        let embedder = shared_embedder()?;
+        self.embedder = Some(embedder.clone());
+        Ok(embedder)
+    }
+}
+
 impl std::fmt::Debug for Memory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Memory").field("store", &self.store).field("semantic", &self.semantic.is_ok()).finish()
@@ -217,10 +230,25 @@ impl std::fmt::Debug for Memory {
 }
 
 impl Memory {
-    /// Opens the memory in `dir` (`memory.sqlite3`, `recall/`, `vectors/`) with the process's embedding model when it
-    /// is installed (see [`shared_embedder`]), rebuilding derived indexes that are behind the store.
+    /// Opens the memory in `dir` (`memory.sqlite3`, `recall/`, `vectors/`) with the process's embedding model when its
+    /// files are installed (see [`ModelPaths::from_env`]; loaded on first need), rebuilding derived indexes that are
+    /// behind the store.
     pub fn open(dir: &Path) -> Result<Memory, MemoryError> {
-        Memory::open_with(dir, shared_embedder())
+        let paths = ModelPaths::from_env();
+        let missing = paths.missing();
+        if missing.is_empty() {
+            Memory::open_semantic(dir, Ok(None))
+        } else {
+            let missing: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();
+            Memory::open_semantic(
+                dir,
+                Err(format!(
+                    "the embedding model is not installed (missing {}); run scripts/provision-model.sh or set \
+                     LESSRT_MODEL_DIR and LESSRT_ORT_LIB",
+                    missing.join(", ")
+                )),
+            )
+        }
     }
 
     /// Opens the memory with stage 1 only; every query result says so.
@@ -230,6 +258,10 @@ impl Memory {
 
     /// Opens the memory with the given model (or the reason there is none).
     pub fn open_with(dir: &Path, embedder: Result<Arc<Embedder>, String>) -> Result<Memory, MemoryError> {
+        Memory::open_semantic(dir, embedder.map(Some))
+    }
+
+    fn open_semantic(dir: &Path, embedder: Result<Option<Arc<Embedder>>, String>) -> Result<Memory, MemoryError> {
         let store = Store::open(dir)?;
         store.ensure_embeddings()?;
         let index = RecallIndex::open(&dir.join("recall"))?;
@@ -262,9 +294,12 @@ impl Memory {
         self.fusion = fusion;
     }
 
-    /// Why stage 2 is not available, if it is not.
-    pub fn rerank_unavailable(&self) -> Option<&str> {
-        self.semantic.as_ref().err().map(String::as_str)
+    /// Why stage 2 is not available, if it is not (loads the model to find out).
+    pub fn rerank_unavailable(&mut self) -> Option<String> {
+        match &mut self.semantic {
+            Ok(semantic) => semantic.embedder().err(),
+            Err(reason) => Some(reason.clone()),
+        }
     }
 
     /// Brings the vector index in line with the store: adopts the saved file when it reflects `generation`,
@@ -344,14 +379,23 @@ impl Memory {
         // (project, id) → (stage-1 score, cosine), in the order first found.
         let mut found: HashMap<(String, String), (Option<f32>, Option<f32>)> = HashMap::new();
         let mut order: Vec<(String, String)> = Vec::new();
-        let semantic = match (&self.semantic, request.stages) {
+        let model = match (&mut self.semantic, request.stages) {
             (_, Stages::Hash) => None,
-            (Ok(semantic), _) => Some(semantic),
-            (Err(reason), Stages::Rerank) => return Err(MemoryError::StageUnavailable(reason.clone())),
-            (Err(reason), Stages::HashRerank) => {
+            (Ok(semantic), _) => Some(semantic.embedder()),
+            (Err(reason), _) => Some(Err(reason.clone())),
+        };
+        let embedder = match (model, request.stages) {
+            (None, _) => None,
+            (Some(Ok(embedder)), _) => Some(embedder),
+            (Some(Err(reason)), Stages::Rerank) => return Err(MemoryError::StageUnavailable(reason)),
+            (Some(Err(reason)), _) => {
                 degraded = Some(format!("rerank skipped: {reason}"));
                 None
             }
+        };
+        let semantic = match (&self.semantic, embedder) {
+            (Ok(semantic), Some(embedder)) => Some((semantic, embedder)),
+            _ => None,
         };
         if request.stages != Stages::Rerank {
             stages.push("hash");
@@ -362,10 +406,9 @@ impl Memory {
             }
         }
         phases[0] = started.elapsed();
-        if let Some(semantic) = semantic {
+        if let Some((semantic, embedder)) = semantic {
             stages.push("rerank");
-            let query =
-                semantic.embedder.embed_one(request.text).map_err(|e| MemoryError::StageUnavailable(e.to_string()))?;
+            let query = embedder.embed_one(request.text).map_err(|e| MemoryError::StageUnavailable(e.to_string()))?;
             phases[1] = started.elapsed();
             let visible = |e: &vectors::Entry| filter.visible.iter().any(|v| **v == *e.vis);
             for (entry, cosine) in semantic.vectors.search(&query, pool, visible)? {
@@ -450,7 +493,7 @@ impl Memory {
             }
             if !missing.is_empty() {
                 let texts: Vec<&str> = missing.iter().map(|w| w.text.as_str()).collect();
-                match semantic.embedder.embed(&texts) {
+                match semantic.embedder().map_err(EmbedError::Model).and_then(|embedder| embedder.embed(&texts)) {
                     Ok(computed) => {
                         let items: Vec<(&vectors::Wanted, &[f32])> =
                             missing.iter().copied().zip(computed.iter().map(Vec::as_slice)).collect();

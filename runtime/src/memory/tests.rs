@@ -49,7 +49,7 @@ fn facts() -> Vec<Valid<Engram>> {
 
 /// A memory with the real embedding model; fails with the fix when it is not provisioned.
 fn model_memory(dir: &Path) -> Memory {
-    let memory = Memory::open(dir).expect("open");
+    let mut memory = Memory::open(dir).expect("open");
     if let Some(reason) = memory.rerank_unavailable() {
         panic!("these tests need the embedding model; run scripts/provision-model.sh ({reason})");
     }
