@@ -219,18 +219,6 @@ impl RecallIndex {
         Ok(())
     }
 
-    /// The best `limit` hot engrams a member of `project` sees (outside any run, every role) sharing keys with
-    /// `query_keys`, best first; ties keep index order.
-    pub fn recall(
-        &self,
-        query_keys: &[String],
-        project: &str,
-        kind: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<Candidate>, IndexError> {
-        self.recall_filtered(query_keys, &RecallFilter::project(project, kind), limit)
-    }
-
     /// The best `limit` engrams that `filter` lets through sharing keys with `query_keys`, best first; ties keep
     /// index order.
     pub fn recall_filtered(

@@ -92,7 +92,12 @@ pub fn engram_keys(engram: &Engram) -> Vec<String> {
 /// The keys of a query text, for recall (sorted, unique). A query can also name pointers (`repo:src/a.rs`), which
 /// match the engrams that cite them.
 pub fn query_keys(text: &str) -> Vec<String> {
-    let keys: BTreeSet<String> = query_features(text).iter().map(|f| key(f)).collect();
+    keys_of(&query_features(text))
+}
+
+/// The keys of some features (sorted, unique).
+pub fn keys_of(features: &BTreeSet<String>) -> Vec<String> {
+    let keys: BTreeSet<String> = features.iter().map(|f| key(f)).collect();
     keys.into_iter().collect()
 }
 

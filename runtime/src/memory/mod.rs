@@ -379,27 +379,22 @@ impl Memory {
         // (project, id) → (stage-1 score, cosine), in the order first found.
         let mut found: HashMap<(String, String), (Option<f32>, Option<f32>)> = HashMap::new();
         let mut order: Vec<(String, String)> = Vec::new();
-        let model = match (&mut self.semantic, request.stages) {
-            (_, Stages::Hash) => None,
-            (Ok(semantic), _) => Some(semantic.embedder()),
-            (Err(reason), _) => Some(Err(reason.clone())),
+        let embedder = match request.stages {
+            Stages::Hash => None,
+            _ => match self.semantic.as_mut().map_err(|reason| reason.clone()).and_then(Semantic::embedder) {
+                Ok(embedder) => Some(embedder),
+                Err(reason) if request.stages == Stages::Rerank => return Err(MemoryError::StageUnavailable(reason)),
+                Err(reason) => {
+                    degraded = Some(format!("rerank skipped: {reason}"));
+                    None
+                }
+            },
         };
-        let embedder = match (model, request.stages) {
-            (None, _) => None,
-            (Some(Ok(embedder)), _) => Some(embedder),
-            (Some(Err(reason)), Stages::Rerank) => return Err(MemoryError::StageUnavailable(reason)),
-            (Some(Err(reason)), _) => {
-                degraded = Some(format!("rerank skipped: {reason}"));
-                None
-            }
-        };
-        let semantic = match (&self.semantic, embedder) {
-            (Ok(semantic), Some(embedder)) => Some((semantic, embedder)),
-            _ => None,
-        };
+        let semantic = embedder.and_then(|embedder| self.semantic.as_ref().ok().map(|semantic| (semantic, embedder)));
+        let features = keys::query_features(request.text);
         if request.stages != Stages::Rerank {
             stages.push("hash");
-            for candidate in self.index.recall_filtered(&keys::query_keys(request.text), filter, pool)? {
+            for candidate in self.index.recall_filtered(&keys::keys_of(&features), filter, pool)? {
                 let at = (candidate.project, candidate.id);
                 order.push(at.clone());
                 found.insert(at, (Some(candidate.score), None));
@@ -448,7 +443,7 @@ impl Memory {
             candidates.push(rank::Candidate { stored, hash, cosine });
         }
         phases[3] = started.elapsed();
-        let ties = TieContext { scope: request.scope, query_features: keys::query_features(request.text) };
+        let ties = TieContext { scope: request.scope, query_features: features };
         let fusion = if stages == ["hash"] { Fusion { cosine: 0.0, ..self.fusion } } else { self.fusion };
         let hits = rank::rank(candidates, &fusion, &ties)
             .into_iter()
