@@ -30,9 +30,12 @@ enum Command {
     /// Evaluate recall on real data (LoCoMo).
     #[command(subcommand)]
     Eval(cmd::eval::Command),
-    /// The durable engram store: put, query, get, stats, reindex.
+    /// The durable engram store: put, query, get, stats, reindex, promote, evict; ingest archives a transcript.
     #[command(subcommand)]
     Memory(cmd::memory::Command),
+    /// The lossless memory: raw messages and the session → arc → epoch summary DAG over them.
+    #[command(subcommand)]
+    Dag(cmd::dag::Command),
     /// Check what this machine has for lessrt (embedding model, ONNX Runtime) and say how to fix what is missing.
     Doctor(cmd::doctor::Args),
     /// Print a published JSON Schema, or list them.
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Command::Pointer(command) => cmd::pointer::run(&command),
         Command::Eval(command) => cmd::eval::run(&command),
         Command::Memory(command) => cmd::memory::run(&command),
+        Command::Dag(command) => cmd::dag::run(&command),
         Command::Doctor(args) => cmd::doctor::run(&args),
         Command::Schema(args) => cmd::schema::run(&args),
         Command::Errors(args) => cmd::errors::run(&args),

@@ -17,6 +17,7 @@
 
 mod brief;
 mod budget;
+pub mod dag;
 mod deref;
 mod digest;
 mod engram;

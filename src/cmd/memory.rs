@@ -74,6 +74,9 @@ pub(crate) enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Archive a chat transcript (a JSON array or JSONL of `{role, content, name?, at?}`) as one session of the
+    /// lossless memory; `lessrt dag build` summarizes it.
+    Ingest(super::dag::IngestArgs),
     /// Move an engram to the cold tier (out of normal recall; still readable by id and by `query --cold`).
     Evict {
         /// The engram id.
@@ -198,6 +201,7 @@ pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Ingest(args) => super::dag::ingest(args),
         Command::Reindex { common } => {
             let n = open(common)?.reindex()?;
             println!("reindexed {n} hot engrams");

@@ -573,6 +573,8 @@ impl GatewayState {
             report_wire: (envelope.kind == EnvelopeKind::Message).then(|| envelope.wire.clone()),
         });
         self.ctx.resolver.send_message(ResolverMsg::Remember(envelope.msg_id.clone(), doc)).ok();
+        let content = if envelope.wire.is_empty() { envelope.doc.to_string() } else { envelope.wire.clone() };
+        self.ctx.archive(&envelope.from, content);
     }
 
     /// Hands a delivered document to the agent and remembers it for a restart.

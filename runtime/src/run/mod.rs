@@ -26,6 +26,7 @@ use std::sync::{Arc, RwLock};
 
 use ractor::ActorRef;
 
+use crate::dag::actor::SummarizerMsg;
 use crate::memory::{MemoryMsg, Principal};
 use crate::run::gateway::GatewayMsg;
 use crate::run::ledger::{Event, LedgerMsg};
@@ -66,6 +67,8 @@ pub struct RunContext {
     pub(crate) resolver: ActorRef<ResolverMsg>,
     pub(crate) ledger: ActorRef<LedgerMsg>,
     pub(crate) memory: ActorRef<MemoryMsg>,
+    /// The summarizers: every delivered message is archived, and the run is one session.
+    pub(crate) summarizers: ActorRef<SummarizerMsg>,
     pub(crate) factory: Arc<dyn AgentFactory>,
     n_msgs: AtomicU64,
 }
@@ -75,6 +78,25 @@ impl RunContext {
     pub(crate) fn record(&self, event: Event) {
         if let Err(err) = self.ledger.send_message(LedgerMsg::Record(Box::new(event))) {
             tracing::error!("ledger unavailable: {err}");
+        }
+    }
+
+    /// The run's session in the archive: the run id and the mode.
+    pub(crate) fn session(&self) -> String {
+        format!("{}:{}", self.run_id, self.mode.as_str())
+    }
+
+    /// Archives a delivered message (fire and forget: agents never wait on the summarizers).
+    pub(crate) fn archive(&self, from: &str, content: String) {
+        let role = self.scenario.agent(from).map(|a| a.role.clone()).unwrap_or_else(|| from.to_owned());
+        let message = crate::dag::NewMessage { role, content, name: Some(from.to_owned()), at: None };
+        let record = SummarizerMsg::Record {
+            project: self.scenario.project.clone(),
+            session: self.session(),
+            messages: vec![message],
+        };
+        if let Err(err) = self.summarizers.send_message(record) {
+            tracing::error!("summarizers unavailable: {err}");
         }
     }
 

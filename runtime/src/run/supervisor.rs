@@ -20,6 +20,8 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::dag::actor::{SummarizerArgs, SummarizerMsg, SummarizerSupervisor};
+use crate::dag::{BuildReport, Builder, DagConfig, Extractive};
 use crate::error::{Error, Violation};
 use crate::memory::{MemoryActor, MemoryArgs, MemoryPolicy, system_clock};
 use crate::resolver::Resolver;
@@ -31,6 +33,9 @@ use crate::run::resolver_actor::ResolverActor;
 use crate::run::wire::Envelope;
 use crate::run::{Directory, RunContext, run_secret};
 use crate::scenario::{Scenario, Step, WireMode};
+
+/// Longest the summarizers may take to finish a run's session.
+const SUMMARY_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Longest a single turn may take.
 const STEP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -123,6 +128,15 @@ impl LocalRun {
             // A scratch directory of a process that died with the same id: nothing in it was ours to keep.
             let _ = std::fs::remove_dir_all(&memory_dir);
         }
+        let summarizer_args = SummarizerArgs {
+            dir: memory_dir.clone(),
+            builder: Builder::new(DagConfig::default(), Arc::new(Extractive)),
+            clock: system_clock(),
+            index: true,
+        };
+        let (summarizers, _) = Actor::spawn_linked(None, SummarizerSupervisor, summarizer_args, supervisor.get_cell())
+            .await
+            .map_err(|e| fail("summarizers", &e))?;
         let memory_args =
             MemoryArgs { dir: memory_dir, policy: MemoryPolicy::default(), clock: system_clock(), remove_on_stop };
         let (memory, _) = Actor::spawn_linked(None, MemoryActor, memory_args, supervisor.get_cell())
@@ -137,6 +151,7 @@ impl LocalRun {
             resolver,
             ledger,
             memory,
+            summarizers,
             factory,
             n_msgs: Default::default(),
         });
@@ -216,6 +231,19 @@ impl LocalRun {
         Ok(RunReport::build(&self.ctx.scenario, self.ctx.mode, &events))
     }
 
+    /// Ends the run's session in the archive and waits (at most `SUMMARY_TIMEOUT`) until the summarizers have done
+    /// everything pending: the run's messages are archived and, past the significance gate, summarized.
+    pub async fn end_session(&self) -> crate::Result<BuildReport> {
+        let ctx = &self.ctx;
+        let end = SummarizerMsg::EndSession { project: ctx.scenario.project.clone(), session: ctx.session() };
+        ctx.summarizers.send_message(end).map_err(|e| fail("summarizers", &e))?;
+        match ctx.summarizers.call(SummarizerMsg::Drain, Some(SUMMARY_TIMEOUT)).await {
+            Ok(CallResult::Success(report)) => Ok(report),
+            Ok(_) => Err(fail("summarizers", &"did not drain in time")),
+            Err(err) => Err(fail("summarizers", &err)),
+        }
+    }
+
     /// Stops the tree: the supervisor stops its linked children, and each gateway its agent.
     pub async fn stop(self) {
         self.supervisor.stop(None);
@@ -231,6 +259,10 @@ pub async fn run_scenario(
 ) -> crate::Result<RunReport> {
     let run = LocalRun::start(scenario, factory, &options).await?;
     let driven = run.drive().await;
+    if let Err(err) = run.end_session().await {
+        // The run's messages stay archived; `lessrt dag build` summarizes them later.
+        tracing::warn!("run session not summarized: {err}");
+    }
     let report = run.report().await;
     run.stop().await;
     driven?;

@@ -1,0 +1,352 @@
+//! The summarizer actors: a `SummarizerSupervisor` with one summarizer per level (session, arc, epoch).
+//!
+//! The runtime feeds the supervisor as messages are delivered (`Record`, a cast: agents never wait on it) and as
+//! sessions end (`EndSession`). The supervisor archives and indexes messages; the session summarizer summarizes
+//! ended sessions (through the significance gate) and tells the supervisor, which wakes the arc summarizer, which in
+//! turn wakes the epoch summarizer. All archive work runs on blocking threads (`spawn_blocking`), never on the async
+//! executor. A failed piece of work is retried with backoff (three attempts); what still fails stays pending in the
+//! archive and is picked up by the next wake-up or `Drain`. A level actor that dies is restarted by the supervisor
+//! (at most [`MAX_LEVEL_RESTARTS`] times). `Drain` (a call) returns once every level has done all pending work.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+
+use crate::dag::archive::{Archive, NewMessage, NodeKind};
+use crate::dag::{BuildReport, Builder, index_dir, index_messages};
+use crate::memory::{Clock, Memory, StoreError};
+use crate::tokens::{Encoding, TokenCounter};
+
+/// Attempts of one piece of work before it is left pending.
+pub const ATTEMPTS: u32 = 3;
+/// Restarts of a level actor before it is left down.
+pub const MAX_LEVEL_RESTARTS: u32 = 3;
+
+/// Messages to the supervisor.
+pub enum SummarizerMsg {
+    /// Archive (and index) messages of a session.
+    Record {
+        /// The project.
+        project: String,
+        /// The session.
+        session: String,
+        /// The messages, in order.
+        messages: Vec<NewMessage>,
+    },
+    /// A session ended: summarize it.
+    EndSession {
+        /// The project.
+        project: String,
+        /// The session.
+        session: String,
+    },
+    /// A level made nodes: wake the level above.
+    LevelDone(NodeKind),
+    /// Do all pending work at every level; reply with what was done since the last drain.
+    Drain(RpcReplyPort<BuildReport>),
+}
+
+/// Messages to a level summarizer.
+pub enum LevelMsg {
+    /// Do the pending work of this level.
+    Work,
+    /// Do the pending work, then reply with what was done since the last drain.
+    Drain(RpcReplyPort<BuildReport>),
+}
+
+/// How to start the supervisor.
+pub struct SummarizerArgs {
+    /// The archive's directory (the memory store's).
+    pub dir: PathBuf,
+    /// The building rules and summarizer.
+    pub builder: Builder,
+    /// The clock (unix seconds).
+    pub clock: Clock,
+    /// Index messages for `expand_query` (the index loads the embedding model when provisioned).
+    pub index: bool,
+}
+
+/// The supervisor.
+pub struct SummarizerSupervisor;
+
+/// Its state.
+pub struct SupervisorState {
+    archive: Option<Archive>,
+    index: Option<Memory>,
+    levels: Vec<(NodeKind, ActorRef<LevelMsg>, u32)>,
+    args: SummarizerArgs,
+}
+
+async fn spawn_level(
+    kind: NodeKind,
+    args: &SummarizerArgs,
+    supervisor: &ActorRef<SummarizerMsg>,
+) -> Result<ActorRef<LevelMsg>, ActorProcessingErr> {
+    let level_args = LevelArgs {
+        kind,
+        dir: args.dir.clone(),
+        builder: args.builder.clone(),
+        clock: args.clock.clone(),
+        supervisor: supervisor.clone(),
+    };
+    let (actor, _) = Actor::spawn_linked(None, LevelSummarizer, level_args, supervisor.get_cell()).await?;
+    Ok(actor)
+}
+
+impl Actor for SummarizerSupervisor {
+    type Msg = SummarizerMsg;
+    type State = SupervisorState;
+    type Arguments = SummarizerArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<SummarizerMsg>,
+        args: SummarizerArgs,
+    ) -> Result<SupervisorState, ActorProcessingErr> {
+        let (dir, with_index) = (args.dir.clone(), args.index);
+        let (archive, index) = tokio::task::spawn_blocking(move || -> Result<_, ActorProcessingErr> {
+            let archive = Archive::open(&dir)?;
+            let index = if with_index { Some(Memory::open(&index_dir(&dir))?) } else { None };
+            Ok((archive, index))
+        })
+        .await??;
+        let mut levels = Vec::new();
+        for kind in [NodeKind::Session, NodeKind::Arc, NodeKind::Epoch] {
+            levels.push((kind, spawn_level(kind, &args, &myself).await?, 0));
+        }
+        Ok(SupervisorState { archive: Some(archive), index, levels, args })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<SummarizerMsg>,
+        msg: SummarizerMsg,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SummarizerMsg::Record { project, session, messages } => {
+                let now = (state.args.clock)();
+                let result = state
+                    .blocking(move |archive, index| {
+                        let counter = TokenCounter::shared(Encoding::default());
+                        let stored = archive.append(&project, &session, &messages, now, &|t| counter.count(t))?;
+                        if let Some(index) = index
+                            && let Err(err) = index_messages(index, &stored, now)
+                        {
+                            // The archive holds the messages; the index catches up when next opened.
+                            tracing::warn!(target: "less.dag", "message index behind: {err}");
+                        }
+                        Ok(())
+                    })
+                    .await?;
+                if let Err(err) = result {
+                    tracing::error!(target: "less.dag", "messages not archived: {err}");
+                }
+            }
+            SummarizerMsg::EndSession { project, session } => {
+                let result =
+                    state.blocking(move |archive, _| archive.end_session(&project, &session).map(|()| ())).await?;
+                match result {
+                    Ok(()) => state.cast(NodeKind::Session),
+                    Err(err) => tracing::error!(target: "less.dag", "session end not recorded: {err}"),
+                }
+            }
+            SummarizerMsg::LevelDone(kind) => match kind {
+                NodeKind::Session => state.cast(NodeKind::Arc),
+                NodeKind::Arc => state.cast(NodeKind::Epoch),
+                NodeKind::Epoch => {}
+            },
+            SummarizerMsg::Drain(reply) => {
+                let mut report = BuildReport::default();
+                for (kind, level, _) in &state.levels {
+                    match ractor::call!(level, LevelMsg::Drain) {
+                        Ok(done) => report.add(&done),
+                        Err(err) => tracing::error!(target: "less.dag", "{} summarizer: {err}", kind.as_str()),
+                    }
+                }
+                if let Some(index) = state.index.take() {
+                    let (index, flushed) = tokio::task::spawn_blocking(move || {
+                        let mut index = index;
+                        let flushed = index.flush();
+                        (index, flushed)
+                    })
+                    .await?;
+                    state.index = Some(index);
+                    if let Err(err) = flushed {
+                        tracing::warn!(target: "less.dag", "message index not committed: {err}");
+                    }
+                }
+                let _ = reply.send(report);
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<SummarizerMsg>,
+        event: SupervisionEvent,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        if let SupervisionEvent::ActorFailed(cell, err) = event {
+            let Some(i) = state.level_of(&cell) else { return Ok(()) };
+            let (kind, _, restarts) = state.levels[i];
+            tracing::error!(target: "less.dag", "{} summarizer failed: {err}", kind.as_str());
+            if restarts < MAX_LEVEL_RESTARTS {
+                let actor = spawn_level(kind, &state.args, &myself).await?;
+                state.levels[i] = (kind, actor, restarts + 1);
+                state.cast(kind);
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<SummarizerMsg>,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        // Dropping the index commits it: blocking work.
+        if let Some(index) = state.index.take() {
+            tokio::task::spawn_blocking(move || drop(index)).await?;
+        }
+        Ok(())
+    }
+}
+
+impl SupervisorState {
+    fn level_of(&self, cell: &ActorCell) -> Option<usize> {
+        self.levels.iter().position(|(_, actor, _)| actor.get_id() == cell.get_id())
+    }
+
+    fn cast(&self, kind: NodeKind) {
+        if let Some((_, actor, _)) = self.levels.iter().find(|(k, _, _)| *k == kind)
+            && let Err(err) = actor.send_message(LevelMsg::Work)
+        {
+            tracing::error!(target: "less.dag", "{} summarizer unreachable: {err}", kind.as_str());
+        }
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &mut self,
+        work: impl FnOnce(&mut Archive, Option<&mut Memory>) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<Result<T, StoreError>, ActorProcessingErr> {
+        let mut archive = self.archive.take().ok_or("the archive was lost by an earlier failed task")?;
+        let mut index = self.index.take();
+        let (archive, index, result) = tokio::task::spawn_blocking(move || {
+            let result = work(&mut archive, index.as_mut());
+            (archive, index, result)
+        })
+        .await?;
+        self.archive = Some(archive);
+        self.index = index;
+        Ok(result)
+    }
+}
+
+/// How to start a level summarizer.
+pub struct LevelArgs {
+    kind: NodeKind,
+    dir: PathBuf,
+    builder: Builder,
+    clock: Clock,
+    supervisor: ActorRef<SummarizerMsg>,
+}
+
+/// A summarizer of one level.
+pub struct LevelSummarizer;
+
+/// Its state.
+pub struct LevelState {
+    archive: Option<Archive>,
+    args: LevelArgs,
+    done: BuildReport,
+}
+
+impl Actor for LevelSummarizer {
+    type Msg = LevelMsg;
+    type State = LevelState;
+    type Arguments = LevelArgs;
+
+    async fn pre_start(&self, _myself: ActorRef<LevelMsg>, args: LevelArgs) -> Result<LevelState, ActorProcessingErr> {
+        let dir = args.dir.clone();
+        let archive = tokio::task::spawn_blocking(move || Archive::open(&dir)).await??;
+        Ok(LevelState { archive: Some(archive), args, done: BuildReport::default() })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<LevelMsg>,
+        msg: LevelMsg,
+        state: &mut LevelState,
+    ) -> Result<(), ActorProcessingErr> {
+        let made = state.work().await?;
+        if made {
+            let _ = state.args.supervisor.send_message(SummarizerMsg::LevelDone(state.args.kind));
+        }
+        if let LevelMsg::Drain(reply) = msg {
+            let _ = reply.send(std::mem::take(&mut state.done));
+        }
+        Ok(())
+    }
+}
+
+impl LevelState {
+    /// Does this level's pending work, retrying with backoff; true when it made nodes.
+    async fn work(&mut self) -> Result<bool, ActorProcessingErr> {
+        let kind = self.args.kind;
+        for attempt in 1..=ATTEMPTS {
+            let mut archive = self.archive.take().ok_or("the archive was lost by an earlier failed task")?;
+            let builder = self.args.builder.clone();
+            let now = (self.args.clock)();
+            let (archive, result) = tokio::task::spawn_blocking(move || {
+                let result = match kind {
+                    NodeKind::Session => builder.summarize_pending(&mut archive, now),
+                    level => {
+                        let mut report = BuildReport::default();
+                        let projects = archive.projects();
+                        match projects {
+                            Ok(projects) => {
+                                let mut failed = None;
+                                for project in projects {
+                                    match builder.condense_level(&mut archive, &project, level, now) {
+                                        Ok(r) => report.add(&r),
+                                        Err(err) => {
+                                            failed = Some(err);
+                                            break;
+                                        }
+                                    }
+                                }
+                                failed.map_or(Ok(report), Err)
+                            }
+                            Err(err) => Err(err),
+                        }
+                    }
+                };
+                (archive, result)
+            })
+            .await?;
+            self.archive = Some(archive);
+            match result {
+                Ok(report) => {
+                    let made = report != BuildReport::default();
+                    self.done.add(&report);
+                    return Ok(made);
+                }
+                Err(err) => {
+                    tracing::warn!(target: "less.dag", "{} summarizer, attempt {attempt}: {err}", kind.as_str());
+                    if attempt == ATTEMPTS {
+                        let detail = serde_json::json!({"level": kind, "error": err.to_string()});
+                        if let Some(archive) = &self.archive {
+                            let _ = archive.log((self.args.clock)(), "summarize_failed", &detail);
+                        }
+                        return Ok(false);
+                    }
+                    tokio::time::sleep(Duration::from_millis(50 * 4u64.pow(attempt - 1))).await;
+                }
+            }
+        }
+        Ok(false)
+    }
+}

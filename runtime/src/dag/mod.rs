@@ -1,0 +1,589 @@
+//! Lossless memory: every message is kept verbatim, and summaries form a DAG over them (session → arc → epoch).
+//!
+//! - `archive.rs` — the tables: immutable raw messages, summary nodes and their edges, segments, events.
+//! - `summarize.rs` — the [`Summarizer`] seam, the default [`Extractive`] summarizer, and [`escalate`] (normal →
+//!   aggressive → deterministic truncation).
+//! - `gate.rs` — the significance gate.
+//! - `expand.rs` — `expand`, `expand_query` and `impact`.
+//! - `transcript.rs` — chat transcripts (JSON array or JSONL) to messages.
+//! - `actor.rs` — the `SummarizerSupervisor` and its session, arc and epoch summarizer actors.
+//!
+//! [`Builder`] holds the rules of building (what is pending, when an arc or an epoch forms) over an [`Archive`];
+//! [`Dag`] adds the message index that `expand_query` recalls from: each message is also an engram (its text in
+//! chunks of at most 500 characters, `sam:msg:<id>` as its pointer) in a [`Memory`] of its own, under
+//! `<dir>/archive-index/`, in project `dag:<project>`. That index is derived: it records the last message it holds
+//! and catches up on open.
+
+pub mod actor;
+pub mod archive;
+pub mod expand;
+pub mod gate;
+pub mod summarize;
+pub mod transcript;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+pub use archive::{
+    Archive, ArchiveStats, DagEvent, MESSAGE_FRAMING_TOKENS, NewMessage, Node, NodeKind, RawMessage, Segment,
+};
+pub use expand::{Answer, Child, Citation, Expansion, Impact, ImpactItem};
+pub use gate::{GateConfig, GateReport};
+pub use summarize::{
+    Attempt, Class, Extractive, Level, MARKERS, SummarizeError, Summarizer, Summary, SummaryInput, SummaryItem,
+    escalate, level_confidence,
+};
+pub use transcript::parse_transcript;
+
+use crate::engram::{Engram, EngramKind, MAX_CLAIM_CHARS, Scope, Source};
+use crate::memory::{Memory, MemoryError, StoreError};
+use crate::pointer::{Pointer, PointerType};
+use crate::tokens::{Encoding, TokenCounter};
+use crate::ttl::Ttl;
+use crate::valid::Valid;
+use archive::{NewNode, node_id};
+
+/// Errors of the DAG.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DagError {
+    /// The archive failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The message index failed.
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
+    /// No node or message has this id.
+    #[error("no node or message {0}; `lessrt dag show` lists the top nodes")]
+    NotFound(String),
+}
+
+/// How the DAG grows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct DagConfig {
+    /// An arc condenses this many session nodes of a project (default 8).
+    pub arc_every: usize,
+    /// An epoch condenses this many arcs of a project (default 4).
+    pub epoch_every: usize,
+    /// Target tokens of a session summary.
+    pub session_target: u32,
+    /// Target tokens of an arc summary.
+    pub arc_target: u32,
+    /// Target tokens of an epoch summary.
+    pub epoch_target: u32,
+    /// The significance gate.
+    pub gate: GateConfig,
+}
+
+impl Default for DagConfig {
+    fn default() -> DagConfig {
+        DagConfig {
+            arc_every: 8,
+            epoch_every: 4,
+            session_target: 320,
+            arc_target: 400,
+            epoch_target: 480,
+            gate: GateConfig::default(),
+        }
+    }
+}
+
+impl DagConfig {
+    fn target(&self, kind: NodeKind) -> u32 {
+        match kind {
+            NodeKind::Session => self.session_target,
+            NodeKind::Arc => self.arc_target,
+            NodeKind::Epoch => self.epoch_target,
+        }
+    }
+}
+
+/// What a build did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BuildReport {
+    /// Session nodes made.
+    pub sessions: usize,
+    /// Session parts the gate skipped.
+    pub skipped: usize,
+    /// Skipped parts summarized by a backfill.
+    pub backfilled: usize,
+    /// Arcs made.
+    pub arcs: usize,
+    /// Epochs made.
+    pub epochs: usize,
+    /// Summaries that needed level 2 or 3.
+    pub escalated: usize,
+}
+
+impl BuildReport {
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &BuildReport) {
+        self.sessions += other.sessions;
+        self.skipped += other.skipped;
+        self.backfilled += other.backfilled;
+        self.arcs += other.arcs;
+        self.epochs += other.epochs;
+        self.escalated += other.escalated;
+    }
+}
+
+/// The building rules over an archive: summarize pending session parts (through the gate), then condense orphan
+/// sessions into arcs and orphan arcs into epochs.
+#[derive(Clone)]
+pub struct Builder {
+    config: DagConfig,
+    summarizer: Arc<dyn Summarizer>,
+    counter: &'static TokenCounter,
+}
+
+impl std::fmt::Debug for Builder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder").field("config", &self.config).field("summarizer", &self.summarizer.name()).finish()
+    }
+}
+
+impl Builder {
+    /// A builder with `config` and `summarizer`.
+    pub fn new(config: DagConfig, summarizer: Arc<dyn Summarizer>) -> Builder {
+        Builder { config, summarizer, counter: TokenCounter::shared(Encoding::default()) }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &DagConfig {
+        &self.config
+    }
+
+    /// Everything pending: ended session parts, then arcs and epochs of every project.
+    pub fn build(&self, archive: &mut Archive, now: i64) -> Result<BuildReport, StoreError> {
+        let mut report = self.summarize_pending(archive, now)?;
+        for project in archive.projects()? {
+            report.add(&self.condense(archive, &project, now)?);
+        }
+        Ok(report)
+    }
+
+    /// Summarizes (or skips, by the gate) the unprocessed messages of every ended session.
+    pub fn summarize_pending(&self, archive: &mut Archive, now: i64) -> Result<BuildReport, StoreError> {
+        let mut report = BuildReport::default();
+        for (project, session, from) in archive.pending_sessions()? {
+            report.add(&self.summarize_session(archive, &project, &session, from, now)?);
+        }
+        Ok(report)
+    }
+
+    /// Summarizes the messages of `session` from turn `from` on (one part), unless the gate skips them.
+    pub fn summarize_session(
+        &self,
+        archive: &mut Archive,
+        project: &str,
+        session: &str,
+        from: i64,
+        now: i64,
+    ) -> Result<BuildReport, StoreError> {
+        let mut report = BuildReport::default();
+        let messages = archive.session_messages(project, session, from)?;
+        let (Some(first), Some(last)) = (messages.first(), messages.last()) else { return Ok(report) };
+        let known = archive.known_claims(project, 500)?;
+        let recent = archive.recent_messages(project, first.seq, self.config.gate.recent_messages)?;
+        let gate = gate::assess(
+            &self.config.gate,
+            messages.iter().map(|m| m.content.as_str()),
+            &known,
+            recent.iter().map(|m| m.content.as_str()),
+        );
+        let gate_json = serde_json::to_value(&gate).unwrap_or_default();
+        let mut segment = Segment {
+            project: project.to_owned(),
+            session: session.to_owned(),
+            first_turn: first.turn,
+            last_turn: last.turn,
+            outcome: "skipped".to_owned(),
+            node: None,
+            gate: gate_json.clone(),
+        };
+        if gate.skip {
+            archive.insert_segment(&segment, None)?;
+            let detail = serde_json::json!({
+                "project": project, "session": session, "first_turn": first.turn, "last_turn": last.turn,
+                "messages": messages.len(), "gate": gate_json,
+            });
+            archive.log(now, "session_skipped", &detail)?;
+            tracing::info!(target: "less.dag", project, session, messages = messages.len(), ?gate, "session_skipped");
+            report.skipped += 1;
+            return Ok(report);
+        }
+        let (node, summary) = self.session_node(project, session, &messages);
+        segment.outcome = "summarized".to_owned();
+        segment.node = Some(node.node.id.clone());
+        archive.insert_segment(&segment, Some(&node))?;
+        self.log_made(archive, &node, &summary, now, "session_summarized")?;
+        report.sessions += 1;
+        report.escalated += usize::from(summary.level > 1);
+        Ok(report)
+    }
+
+    /// Summarizes skipped parts (of `session` only, when given) past the gate, then condenses what they complete.
+    pub fn backfill(&self, archive: &mut Archive, session: Option<&str>, now: i64) -> Result<BuildReport, StoreError> {
+        let mut report = BuildReport::default();
+        let mut projects = std::collections::BTreeSet::new();
+        for mut segment in archive.skipped_segments(session)? {
+            let messages =
+                archive.session_range(&segment.project, &segment.session, segment.first_turn, segment.last_turn)?;
+            if messages.is_empty() {
+                continue;
+            }
+            let (node, summary) = self.session_node(&segment.project, &segment.session, &messages);
+            segment.outcome = "backfilled".to_owned();
+            segment.node = Some(node.node.id.clone());
+            archive.insert_segment(&segment, Some(&node))?;
+            self.log_made(archive, &node, &summary, now, "backfilled")?;
+            report.backfilled += 1;
+            report.escalated += usize::from(summary.level > 1);
+            projects.insert(segment.project);
+        }
+        for project in projects {
+            report.add(&self.condense(archive, &project, now)?);
+        }
+        Ok(report)
+    }
+
+    /// Arcs from every `arc_every` orphan session nodes of `project`, then epochs from every `epoch_every` orphan
+    /// arcs.
+    pub fn condense(&self, archive: &mut Archive, project: &str, now: i64) -> Result<BuildReport, StoreError> {
+        let mut report = self.condense_level(archive, project, NodeKind::Arc, now)?;
+        report.add(&self.condense_level(archive, project, NodeKind::Epoch, now)?);
+        Ok(report)
+    }
+
+    /// Makes nodes of `kind` (arc or epoch) while enough orphans of the level below wait.
+    pub fn condense_level(
+        &self,
+        archive: &mut Archive,
+        project: &str,
+        kind: NodeKind,
+        now: i64,
+    ) -> Result<BuildReport, StoreError> {
+        let (below, every) = match kind {
+            NodeKind::Arc => (NodeKind::Session, self.config.arc_every.max(1)),
+            NodeKind::Epoch => (NodeKind::Arc, self.config.epoch_every.max(1)),
+            NodeKind::Session => return Ok(BuildReport::default()),
+        };
+        let mut report = BuildReport::default();
+        loop {
+            let orphans = archive.orphans(project, below)?;
+            if orphans.len() < every {
+                return Ok(report);
+            }
+            let children = &orphans[..every];
+            let items: Vec<SummaryItem> = children
+                .iter()
+                .map(|c| SummaryItem {
+                    id: c.id.clone(),
+                    role: c.kind.as_str().to_owned(),
+                    content: c.content.clone(),
+                    tokens: c.token_count,
+                    at: c.earliest_at,
+                })
+                .collect();
+            let input = SummaryInput { kind, project, session: None, items: &items };
+            let summary = escalate(&*self.summarizer, &input, self.config.target(kind), self.counter);
+            let ids: Vec<String> = children.iter().map(|c| c.id.clone()).collect();
+            let node = NewNode {
+                node: Node {
+                    id: node_id(kind, project, &ids),
+                    project: project.to_owned(),
+                    kind,
+                    depth: kind.depth(),
+                    session: None,
+                    content: summary.content.clone(),
+                    token_count: summary.tokens,
+                    input_tokens: summary.input_tokens,
+                    earliest_at: children.iter().map(|c| c.earliest_at).min().unwrap_or(0),
+                    latest_at: children.iter().map(|c| c.latest_at).max().unwrap_or(0),
+                    level: summary.level,
+                    confidence: summary.confidence,
+                    summarizer: self.summarizer_name(summary.level),
+                    first_seq: children.iter().map(|c| c.first_seq).min().unwrap_or(0),
+                },
+                children: ids,
+                messages: Vec::new(),
+            };
+            archive.insert_node(&node)?;
+            let event = if kind == NodeKind::Arc { "arc_built" } else { "epoch_built" };
+            self.log_made(archive, &node, &summary, now, event)?;
+            match kind {
+                NodeKind::Arc => report.arcs += 1,
+                _ => report.epochs += 1,
+            }
+            report.escalated += usize::from(summary.level > 1);
+        }
+    }
+
+    fn summarizer_name(&self, level: u8) -> String {
+        if level == 3 { "truncation".to_owned() } else { self.summarizer.name().to_owned() }
+    }
+
+    fn session_node(&self, project: &str, session: &str, messages: &[RawMessage]) -> (NewNode, Summary) {
+        let items: Vec<SummaryItem> = messages
+            .iter()
+            .map(|m| SummaryItem {
+                id: m.id.clone(),
+                role: m.name.clone().unwrap_or_else(|| m.role.clone()),
+                content: m.content.clone(),
+                tokens: m.tokens,
+                at: m.at,
+            })
+            .collect();
+        let input = SummaryInput { kind: NodeKind::Session, project, session: Some(session), items: &items };
+        let summary = escalate(&*self.summarizer, &input, self.config.session_target, self.counter);
+        let ids: Vec<String> = messages.iter().map(|m| m.id.clone()).collect();
+        let node = NewNode {
+            node: Node {
+                id: node_id(NodeKind::Session, project, &ids),
+                project: project.to_owned(),
+                kind: NodeKind::Session,
+                depth: 0,
+                session: Some(session.to_owned()),
+                content: summary.content.clone(),
+                token_count: summary.tokens,
+                input_tokens: summary.input_tokens,
+                earliest_at: messages.iter().map(|m| m.at).min().unwrap_or(0),
+                latest_at: messages.iter().map(|m| m.at).max().unwrap_or(0),
+                level: summary.level,
+                confidence: summary.confidence,
+                summarizer: self.summarizer_name(summary.level),
+                first_seq: messages.iter().map(|m| m.seq).min().unwrap_or(0),
+            },
+            children: Vec::new(),
+            messages: messages.iter().map(|m| m.seq).collect(),
+        };
+        (node, summary)
+    }
+
+    fn log_made(
+        &self,
+        archive: &Archive,
+        node: &NewNode,
+        summary: &Summary,
+        now: i64,
+        event: &str,
+    ) -> Result<(), StoreError> {
+        let n = &node.node;
+        let detail = serde_json::json!({
+            "node": n.id, "project": n.project, "kind": n.kind, "session": n.session,
+            "tokens": n.token_count, "input_tokens": n.input_tokens, "level": n.level,
+            "confidence": n.confidence, "attempts": summary.attempts,
+        });
+        archive.log(now, event, &detail)?;
+        if summary.level > 1 {
+            archive.log(now, "escalated", &detail)?;
+            tracing::warn!(target: "less.dag", node = %n.id, level = n.level, "summary escalated");
+        }
+        tracing::info!(target: "less.dag", node = %n.id, kind = n.kind.as_str(), tokens = n.token_count,
+            input_tokens = n.input_tokens, level = n.level, "{event}");
+        Ok(())
+    }
+}
+
+/// The archive, the builder and the message index, for the CLI and tests (the actors hold the same parts apart).
+pub struct Dag {
+    archive: Archive,
+    builder: Builder,
+    index: Memory,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for Dag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dag").field("dir", &self.dir).finish()
+    }
+}
+
+/// Where the message index of the archive in `dir` lives.
+pub fn index_dir(dir: &Path) -> PathBuf {
+    dir.join("archive-index")
+}
+
+impl Dag {
+    /// Opens the archive in `dir` (the memory store's directory) with the default summarizer; the message index
+    /// loads the embedding model on first need, when it is provisioned.
+    pub fn open(dir: &Path, config: DagConfig) -> Result<Dag, DagError> {
+        let index = Memory::open(&index_dir(dir))?;
+        Dag::open_with(dir, Builder::new(config, Arc::new(Extractive)), index)
+    }
+
+    /// Opens with a given builder and message index (a model-less index: hash recall only).
+    pub fn open_with(dir: &Path, builder: Builder, index: Memory) -> Result<Dag, DagError> {
+        let archive = Archive::open(dir)?;
+        let mut dag = Dag { archive, builder, index, dir: dir.to_owned() };
+        dag.catch_up_index()?;
+        Ok(dag)
+    }
+
+    /// The archive.
+    pub fn archive(&self) -> &Archive {
+        &self.archive
+    }
+
+    /// The archive, mutably (tests).
+    pub fn archive_mut(&mut self) -> &mut Archive {
+        &mut self.archive
+    }
+
+    /// The builder.
+    pub fn builder(&self) -> &Builder {
+        &self.builder
+    }
+
+    /// The message index.
+    pub fn index_mut(&mut self) -> &mut Memory {
+        &mut self.index
+    }
+
+    /// Archives `messages` in `session` of `project` and indexes them; returns those stored now (the rest were
+    /// already archived).
+    pub fn ingest(
+        &mut self,
+        project: &str,
+        session: &str,
+        messages: &[NewMessage],
+        now: i64,
+    ) -> Result<Vec<RawMessage>, DagError> {
+        let counter = self.builder.counter;
+        let stored = self.archive.append(project, session, messages, now, &|text| counter.count(text))?;
+        index_messages(&mut self.index, &stored, now)?;
+        if let Some(last) = stored.last() {
+            self.write_indexed(last.seq);
+        }
+        Ok(stored)
+    }
+
+    /// Marks `session` ended.
+    pub fn end_session(&mut self, project: &str, session: &str) -> Result<(), DagError> {
+        Ok(self.archive.end_session(project, session)?)
+    }
+
+    /// Builds everything pending.
+    pub fn build(&mut self, now: i64) -> Result<BuildReport, DagError> {
+        Ok(self.builder.build(&mut self.archive, now)?)
+    }
+
+    /// Summarizes skipped parts past the gate.
+    pub fn backfill(&mut self, session: Option<&str>, now: i64) -> Result<BuildReport, DagError> {
+        Ok(self.builder.backfill(&mut self.archive, session, now)?)
+    }
+
+    /// Commits the message index.
+    pub fn flush(&mut self) -> Result<(), DagError> {
+        Ok(self.index.flush()?)
+    }
+
+    fn indexed_path(&self) -> PathBuf {
+        index_dir(&self.dir).join("indexed-seq")
+    }
+
+    fn write_indexed(&self, seq: i64) {
+        // Losing this file only costs a re-index of messages already indexed (their engrams are deduplicated).
+        if let Err(err) = std::fs::write(self.indexed_path(), seq.to_string()) {
+            tracing::warn!(target: "less.dag", "message index position not saved: {err}");
+        }
+    }
+
+    /// Indexes archived messages the index does not hold yet (a crash between the archive's commit and the index's,
+    /// or messages archived by another process).
+    fn catch_up_index(&mut self) -> Result<(), DagError> {
+        let done: i64 =
+            std::fs::read_to_string(self.indexed_path()).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
+        let missing = self.archive.messages_after(done)?;
+        if let Some(last) = missing.last() {
+            index_messages(&mut self.index, &missing, last.at)?;
+            self.write_indexed(last.seq);
+        }
+        Ok(())
+    }
+}
+
+/// The project a message's engrams are filed under in the message index.
+pub fn index_project(project: &str) -> String {
+    format!("dag:{project}")
+}
+
+/// Files `messages` in the message index: each message's text in chunks of at most 500 characters (prefixed with
+/// the speaker), pointing at the message.
+pub fn index_messages(index: &mut Memory, messages: &[RawMessage], now: i64) -> Result<(), MemoryError> {
+    let mut by_project: std::collections::BTreeMap<&str, Vec<Valid<Engram>>> = Default::default();
+    for message in messages {
+        by_project.entry(&message.project).or_default().extend(message_engrams(message));
+    }
+    for (project, engrams) in by_project {
+        index.put_many(&engrams, &index_project(project), now)?;
+    }
+    Ok(())
+}
+
+fn message_engrams(message: &RawMessage) -> Vec<Valid<Engram>> {
+    let speaker = message.name.as_deref().unwrap_or(&message.role);
+    let speaker = if speaker.trim().is_empty() { "unknown" } else { speaker };
+    let Ok(pointer) = Pointer::new(PointerType::Sam, &format!("msg:{}", message.id), None) else { return Vec::new() };
+    let room = MAX_CLAIM_CHARS.saturating_sub(speaker.chars().count() + 2).max(100);
+    let created_at = rfc3339(message.at);
+    chunks(&message.content, room)
+        .into_iter()
+        .filter_map(|chunk| {
+            Engram::builder(EngramKind::Fact, format!("{speaker}: {chunk}"), speaker)
+                .pointer(pointer.clone())
+                .scope(Scope::Project)
+                .source(Source::Sam)
+                .confidence(1.0)
+                .ttl(Ttl::days(36_500))
+                .tag("dag:message")
+                .created_at(created_at.clone())
+                .build()
+                .ok()
+        })
+        .collect()
+}
+
+/// `text` in pieces of at most `max` characters, cut at whitespace when possible.
+fn chunks(text: &str, max: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut len = 0usize;
+    for word in text.split_whitespace() {
+        let wlen = word.chars().count();
+        if len > 0 && len + 1 + wlen > max {
+            out.push(std::mem::take(&mut current));
+            len = 0;
+        }
+        if wlen > max {
+            // One word longer than a chunk: split it by characters.
+            let chars: Vec<char> = word.chars().collect();
+            for piece in chars.chunks(max) {
+                out.push(piece.iter().collect());
+            }
+            continue;
+        }
+        if len > 0 {
+            current.push(' ');
+            len += 1;
+        }
+        current.push_str(word);
+        len += wlen;
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+fn rfc3339(at: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(at)
+        .ok()
+        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .unwrap_or_else(crate::now_rfc3339)
+}

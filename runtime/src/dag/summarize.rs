@@ -1,0 +1,734 @@
+//! Summarizers and the three-level escalation around them.
+//!
+//! A [`Summarizer`] turns the items a node covers (raw messages for a session, child summaries for an arc or an
+//! epoch) into text at a target size, at two levels: normal and aggressive. [`escalate`] wraps any summarizer with
+//! the convergence guarantee: normal at the target T, then aggressive at T/2, then a deterministic truncation that
+//! involves no summarizer at all. A level's output is accepted only if it is smaller than its input (and within its
+//! target), so a summary never costs more than what it replaces, and the third level always succeeds.
+//!
+//! [`Extractive`] is the default summarizer: deterministic, no LLM. It keeps the engrams and sentences that carry
+//! decisions, constraints, obligations, outcomes, errors, commands and facts, as labelled lines citing their
+//! messages (`sam:msg:<id>`), chosen by depth: sessions keep operational detail, arcs decisions and outcomes, epochs
+//! architecture, pivots and standing constraints. Its markers (English and Russian) live in one table,
+//! [`MARKERS`].
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::dag::archive::NodeKind;
+use crate::tokens::TokenCounter;
+
+/// One thing a node summarizes: a raw message (session) or a child summary (arc, epoch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummaryItem {
+    /// The message id (`m-…`) or the child node's id.
+    pub id: String,
+    /// The message's role (or the child's kind).
+    pub role: String,
+    /// The text.
+    pub content: String,
+    /// Its token count (a message's includes the framing).
+    pub tokens: u32,
+    /// When (unix seconds).
+    pub at: i64,
+}
+
+/// What a summarizer is asked to summarize.
+#[derive(Debug, Clone, Copy)]
+pub struct SummaryInput<'a> {
+    /// The node being made.
+    pub kind: NodeKind,
+    /// Its project.
+    pub project: &'a str,
+    /// Its session (session nodes).
+    pub session: Option<&'a str>,
+    /// What it covers, in order.
+    pub items: &'a [SummaryItem],
+}
+
+impl SummaryInput<'_> {
+    /// The input's size: the sum of its items' tokens.
+    pub fn tokens(&self) -> u32 {
+        self.items.iter().map(|i| i.tokens).sum()
+    }
+}
+
+/// How hard a summarizer should compress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// Full detail for the depth, at the target.
+    Normal,
+    /// Only the essentials, as terse bullets, at half the target.
+    Aggressive,
+}
+
+/// A summarizer failed (an LLM timed out, answered garbage…): the escalation moves on to the next level.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SummarizeError(pub String);
+
+/// Turns a node's items into a summary. Implementations: [`Extractive`] (default, deterministic); an LLM-backed one
+/// lives with the LLM agents. Called off the async executor; may block.
+pub trait Summarizer: Send + Sync {
+    /// A short name, recorded on every node it writes.
+    fn name(&self) -> &str;
+    /// A summary of `input` of at most about `target_tokens` tokens.
+    fn summarize(&self, input: &SummaryInput<'_>, level: Level, target_tokens: u32) -> Result<String, SummarizeError>;
+}
+
+/// One level tried by [`escalate`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Attempt {
+    /// 1, 2 or 3.
+    pub level: u8,
+    /// The level's target.
+    pub target: u32,
+    /// The output's tokens, when there was an output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u32>,
+    /// Why it was not accepted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<String>,
+}
+
+/// An accepted summary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// The text.
+    pub content: String,
+    /// Its tokens.
+    pub tokens: u32,
+    /// Tokens of the input.
+    pub input_tokens: u32,
+    /// The level accepted: 1 normal, 2 aggressive, 3 deterministic truncation.
+    pub level: u8,
+    /// 0.7, 0.5, 0.3 by level.
+    pub confidence: f64,
+    /// Every level tried, in order.
+    pub attempts: Vec<Attempt>,
+}
+
+/// Confidence of a summary by escalation level.
+pub fn level_confidence(level: u8) -> f64 {
+    match level {
+        1 => 0.7,
+        2 => 0.5,
+        _ => 0.3,
+    }
+}
+
+/// Summarizes `input` with `summarizer`, escalating: normal at `target`, aggressive at `target / 2`, then a
+/// deterministic truncation of the input to `min(target / 2, input − 1)` tokens. Always terminates; the result is
+/// always smaller than a non-empty input. A summarizer that panics counts as a failed level.
+pub fn escalate(summarizer: &dyn Summarizer, input: &SummaryInput<'_>, target: u32, counter: &TokenCounter) -> Summary {
+    let input_tokens = input.tokens();
+    let mut attempts = Vec::new();
+    for (level, number, level_target) in
+        [(Level::Normal, 1u8, target.max(1)), (Level::Aggressive, 2, (target / 2).max(1))]
+    {
+        let outcome =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| summarizer.summarize(input, level, level_target)));
+        let (tokens, rejected) = match outcome {
+            Ok(Ok(content)) => {
+                let tokens = counter.count(&content);
+                if content.trim().is_empty() {
+                    (Some(tokens), Some("empty output".to_owned()))
+                } else if tokens >= input_tokens {
+                    (Some(tokens), Some(format!("{tokens} tokens is not smaller than the input's {input_tokens}")))
+                } else if tokens > level_target {
+                    (Some(tokens), Some(format!("{tokens} tokens is over the level's target {level_target}")))
+                } else {
+                    attempts.push(Attempt {
+                        level: number,
+                        target: level_target,
+                        tokens: Some(tokens),
+                        rejected: None,
+                    });
+                    return Summary {
+                        content,
+                        tokens,
+                        input_tokens,
+                        level: number,
+                        confidence: level_confidence(number),
+                        attempts,
+                    };
+                }
+            }
+            Ok(Err(err)) => (None, Some(format!("failed: {err}"))),
+            Err(_) => (None, Some("panicked".to_owned())),
+        };
+        attempts.push(Attempt { level: number, target: level_target, tokens, rejected });
+    }
+    let budget = (target / 2).max(1).min(input_tokens.saturating_sub(1));
+    let content = truncate_tokens(&render_plain(input), budget, counter);
+    let tokens = counter.count(&content);
+    attempts.push(Attempt { level: 3, target: budget, tokens: Some(tokens), rejected: None });
+    Summary { content, tokens, input_tokens, level: 3, confidence: level_confidence(3), attempts }
+}
+
+/// The items as plain lines (`role: content`), what level 3 truncates.
+fn render_plain(input: &SummaryInput<'_>) -> String {
+    let mut out = String::new();
+    for item in input.items {
+        out.push_str(&item.role);
+        out.push_str(": ");
+        out.push_str(item.content.trim());
+        out.push('\n');
+    }
+    out
+}
+
+/// The longest prefix of `text` (cut at a character boundary, preferring a word boundary) of at most `max` tokens.
+pub fn truncate_tokens(text: &str, max: u32, counter: &TokenCounter) -> String {
+    if max == 0 {
+        return String::new();
+    }
+    if counter.count_uncached(text) <= max {
+        return text.to_owned();
+    }
+    // Token counts of prefixes grow with their length (almost always by at most one per character), so a binary
+    // search over character boundaries finds the longest fitting prefix in O(log n) counts.
+    let bounds: Vec<usize> = text.char_indices().map(|(i, _)| i).chain([text.len()]).collect();
+    let (mut lo, mut hi) = (0usize, bounds.len() - 1);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if counter.count_uncached(&text[..bounds[mid]]) <= max {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    let mut cut = &text[..bounds[lo]];
+    if let Some(space) = cut.rfind(char::is_whitespace).filter(|&i| i > cut.len() / 2) {
+        cut = &cut[..space];
+    }
+    // A prefix's count can exceed a longer one's by a token at a merge boundary: shrink until it fits.
+    while !cut.is_empty() && counter.count_uncached(cut) > max {
+        let mut end = cut.len() - 1;
+        while !cut.is_char_boundary(end) {
+            end -= 1;
+        }
+        cut = &cut[..end];
+    }
+    cut.trim_end().to_owned()
+}
+
+/// What a kept line says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// A choice made.
+    Decision,
+    /// A rule that must hold.
+    Constraint,
+    /// Something someone has to do.
+    Obligation,
+    /// A change of direction.
+    Pivot,
+    /// How the system is built.
+    Architecture,
+    /// Something that went wrong.
+    Error,
+    /// Something that was achieved.
+    Outcome,
+    /// A risk named.
+    Risk,
+    /// A command run.
+    Command,
+    /// A plain statement of fact.
+    Fact,
+}
+
+impl Class {
+    /// The label of a summary line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Decision => "decision",
+            Class::Constraint => "constraint",
+            Class::Obligation => "obligation",
+            Class::Pivot => "pivot",
+            Class::Architecture => "architecture",
+            Class::Error => "error",
+            Class::Outcome => "outcome",
+            Class::Risk => "risk",
+            Class::Command => "command",
+            Class::Fact => "fact",
+        }
+    }
+
+    fn parse(label: &str) -> Option<Class> {
+        ALL_CLASSES.iter().copied().find(|c| c.as_str() == label)
+    }
+
+    fn of_engram_kind(kind: &str) -> Class {
+        match kind {
+            "decision" => Class::Decision,
+            "constraint" | "policy" => Class::Constraint,
+            "todo" => Class::Obligation,
+            "risk" => Class::Risk,
+            "test" | "perf" | "diff" => Class::Outcome,
+            _ => Class::Fact,
+        }
+    }
+}
+
+const ALL_CLASSES: [Class; 10] = [
+    Class::Decision,
+    Class::Constraint,
+    Class::Obligation,
+    Class::Pivot,
+    Class::Architecture,
+    Class::Error,
+    Class::Outcome,
+    Class::Risk,
+    Class::Command,
+    Class::Fact,
+];
+
+/// The marker table: a sentence belongs to the first class (in this order) one of whose markers it contains as whole
+/// words (matched on lowercased text with punctuation turned into spaces). English and Russian.
+pub const MARKERS: &[(Class, &[&str])] = &[
+    (
+        Class::Pivot,
+        &[
+            "instead",
+            "switch to",
+            "switched to",
+            "no longer",
+            "migrate to",
+            "migrated to",
+            "replaced",
+            "pivot",
+            "changed our mind",
+            "decision changed",
+            "вместо",
+            "больше не",
+            "перешли на",
+        ],
+    ),
+    (
+        Class::Decision,
+        &[
+            "decided",
+            "decide",
+            "decision",
+            "we will",
+            "we'll",
+            "let's go with",
+            "going with",
+            "chose",
+            "choose",
+            "agreed",
+            "settled on",
+            "we picked",
+            "решили",
+            "решение",
+            "договорились",
+            "выбрали",
+        ],
+    ),
+    (
+        Class::Constraint,
+        &[
+            "must",
+            "must not",
+            "never",
+            "always",
+            "do not",
+            "don't",
+            "cannot",
+            "can't",
+            "required",
+            "requirement",
+            "constraint",
+            "at most",
+            "at least",
+            "forbidden",
+            "only if",
+            "нельзя",
+            "должен",
+            "должна",
+            "должно",
+            "обязательно",
+            "запрещено",
+        ],
+    ),
+    (
+        Class::Obligation,
+        &[
+            "todo",
+            "need to",
+            "needs to",
+            "remind me",
+            "follow up",
+            "action item",
+            "don't forget",
+            "will do",
+            "надо",
+            "нужно",
+            "не забыть",
+            "напомни",
+        ],
+    ),
+    (
+        Class::Risk,
+        &["risk", "risky", "might break", "could break", "danger", "vulnerable", "security", "риск", "опасно"],
+    ),
+    (
+        Class::Error,
+        &[
+            "error",
+            "errors",
+            "failed",
+            "fails",
+            "failure",
+            "panic",
+            "panicked",
+            "exception",
+            "traceback",
+            "crash",
+            "crashed",
+            "timeout",
+            "timed out",
+            "ошибка",
+            "упал",
+            "сломалось",
+        ],
+    ),
+    (
+        Class::Outcome,
+        &[
+            "fixed",
+            "resolved",
+            "shipped",
+            "merged",
+            "released",
+            "deployed",
+            "passes",
+            "passed",
+            "done",
+            "works now",
+            "completed",
+            "finished",
+            "landed",
+            "готово",
+            "сделано",
+            "исправлено",
+            "выкатили",
+        ],
+    ),
+    (
+        Class::Architecture,
+        &[
+            "architecture",
+            "design",
+            "module",
+            "service",
+            "database",
+            "schema",
+            "api",
+            "protocol",
+            "layer",
+            "component",
+            "interface",
+            "crate",
+            "pipeline",
+            "storage",
+            "архитектура",
+            "сервис",
+            "база данных",
+        ],
+    ),
+];
+
+/// Lowercase words separated by single spaces, padded with a space each side (for whole-word marker matching).
+fn normalized(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push(' ');
+    let mut space = true;
+    for ch in text.chars().flat_map(char::to_lowercase) {
+        if ch.is_alphanumeric() || ch == '\'' || ch == '’' {
+            out.push(if ch == '’' { '\'' } else { ch });
+            space = false;
+        } else if !space {
+            out.push(' ');
+            space = true;
+        }
+    }
+    if !space {
+        out.push(' ');
+    }
+    out
+}
+
+/// The class of a sentence by [`MARKERS`], else command (`$ …` or a code span), else fact (a number or a copula),
+/// else none.
+pub fn classify(sentence: &str) -> Option<Class> {
+    let norm = normalized(sentence);
+    for (class, markers) in MARKERS {
+        if markers.iter().any(|m| norm.contains(&format!(" {m} "))) {
+            return Some(*class);
+        }
+    }
+    let trimmed = sentence.trim_start();
+    if trimmed.starts_with("$ ") || trimmed.contains('`') {
+        return Some(Class::Command);
+    }
+    let words = norm.split_whitespace().count();
+    let copula = [" is ", " are ", " was ", " were ", " uses ", " runs ", " has ", " это ", " равно "];
+    if words >= 4 && (norm.bytes().any(|b| b.is_ascii_digit()) || copula.iter().any(|c| norm.contains(c))) {
+        return Some(Class::Fact);
+    }
+    None
+}
+
+/// The classes a depth keeps, most important first, at each level.
+fn kept(kind: NodeKind, level: Level) -> &'static [Class] {
+    use Class::*;
+    match (kind, level) {
+        (NodeKind::Session, Level::Normal) => {
+            &[Decision, Constraint, Pivot, Obligation, Error, Risk, Outcome, Command, Architecture, Fact]
+        }
+        (NodeKind::Session, Level::Aggressive) => &[Decision, Constraint, Pivot, Obligation, Error],
+        (NodeKind::Arc, Level::Normal) => &[Decision, Pivot, Constraint, Outcome, Obligation, Risk, Architecture],
+        (NodeKind::Arc, Level::Aggressive) => &[Decision, Pivot, Constraint],
+        (NodeKind::Epoch, Level::Normal) => &[Architecture, Pivot, Constraint, Decision],
+        (NodeKind::Epoch, Level::Aggressive) => &[Pivot, Constraint, Architecture],
+    }
+}
+
+/// A candidate line: its class, text and citations, and where it came from (for output order).
+#[derive(Debug, Clone)]
+struct Line {
+    class: Class,
+    text: String,
+    cites: Vec<String>,
+    order: usize,
+}
+
+/// The default summarizer: deterministic and extractive.
+#[derive(Debug, Clone, Default)]
+pub struct Extractive;
+
+/// Longest sentence kept, in characters, at each level.
+const MAX_SENTENCE_CHARS: [usize; 2] = [220, 120];
+/// Citations kept on one line.
+const MAX_CITES: [usize; 2] = [3, 1];
+
+impl Summarizer for Extractive {
+    fn name(&self) -> &str {
+        "extractive"
+    }
+
+    fn summarize(&self, input: &SummaryInput<'_>, level: Level, target: u32) -> Result<String, SummarizeError> {
+        let counter = TokenCounter::shared(crate::tokens::Encoding::default());
+        let lvl = usize::from(level == Level::Aggressive);
+        let classes = kept(input.kind, level);
+        let lines = candidate_lines(input, MAX_SENTENCE_CHARS[lvl]);
+        // Rank: class importance for the depth, then earlier first; keep what fits the target.
+        let mut ranked: Vec<&Line> = lines.iter().filter(|l| classes.contains(&l.class)).collect();
+        ranked.sort_by_key(|l| (classes.iter().position(|c| *c == l.class), l.order));
+        let header = header(input);
+        let mut used = counter.count(&header) + 1;
+        let mut chosen: Vec<(&Line, String)> = Vec::new();
+        for line in ranked {
+            let text = render_line(line, MAX_CITES[lvl]);
+            let cost = counter.count(&text) + 1;
+            if used + cost <= target {
+                used += cost;
+                chosen.push((line, text));
+            }
+        }
+        chosen.sort_by_key(|(l, _)| l.order);
+        let mut out = header_and(&header, &chosen);
+        // Lines were counted one by one; the whole can differ by a token at joins. Drop the last-ranked lines until
+        // the whole fits.
+        while counter.count(&out) > target && !chosen.is_empty() {
+            let worst = (0..chosen.len())
+                .max_by_key(|&i| (classes.iter().position(|c| *c == chosen[i].0.class), chosen[i].0.order))
+                .unwrap_or(0);
+            chosen.remove(worst);
+            out = header_and(&header, &chosen);
+        }
+        Ok(out)
+    }
+}
+
+fn header_and(header: &str, chosen: &[(&Line, String)]) -> String {
+    let mut out = header.to_owned();
+    for (_, text) in chosen {
+        out.push('\n');
+        out.push_str(text);
+    }
+    out
+}
+
+fn header(input: &SummaryInput<'_>) -> String {
+    let (first, last) =
+        (input.items.iter().map(|i| i.at).min().unwrap_or(0), input.items.iter().map(|i| i.at).max().unwrap_or(0));
+    let span = if day(first) == day(last) { day(first) } else { format!("{}..{}", day(first), day(last)) };
+    match input.kind {
+        NodeKind::Session => format!(
+            "session {} ({}): {} messages, {span}",
+            input.session.unwrap_or("?"),
+            input.project,
+            input.items.len()
+        ),
+        NodeKind::Arc => format!("arc ({}): {} sessions, {span}", input.project, input.items.len()),
+        NodeKind::Epoch => format!("epoch ({}): {} arcs, {span}", input.project, input.items.len()),
+    }
+}
+
+/// `YYYY-MM-DD` of a unix time.
+pub(crate) fn day(at: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(at)
+        .map(|t| format!("{:04}-{:02}-{:02}", t.year(), u8::from(t.month()), t.day()))
+        .unwrap_or_else(|_| at.to_string())
+}
+
+fn render_line(line: &Line, max_cites: usize) -> String {
+    let cites: Vec<&str> = line.cites.iter().take(max_cites).map(String::as_str).collect();
+    if cites.is_empty() {
+        format!("- {}: {}", line.class.as_str(), line.text)
+    } else {
+        format!("- {}: {} ({})", line.class.as_str(), line.text, cites.join(" "))
+    }
+}
+
+/// Every classifiable line of the input, deduplicated (the same text from several items is one line citing them
+/// all).
+fn candidate_lines(input: &SummaryInput<'_>, max_chars: usize) -> Vec<Line> {
+    let mut lines: Vec<Line> = Vec::new();
+    let mut by_text: HashMap<String, usize> = HashMap::new();
+    let mut push = |class: Class, text: String, cites: Vec<String>, lines: &mut Vec<Line>| {
+        let key = normalized(&text);
+        if key.trim().is_empty() {
+            return;
+        }
+        match by_text.get(&key) {
+            Some(&i) => {
+                for cite in cites {
+                    if !lines[i].cites.contains(&cite) {
+                        lines[i].cites.push(cite);
+                    }
+                }
+            }
+            None => {
+                by_text.insert(key, lines.len());
+                let order = lines.len();
+                lines.push(Line { class, text, cites, order });
+            }
+        }
+    };
+    for item in input.items {
+        if input.kind == NodeKind::Session {
+            let cite = format!("sam:msg:{}", item.id);
+            if let Some(engrams) = engrams_in(&item.content) {
+                for (kind, claim, pointers) in engrams {
+                    let mut text = clip(&claim, max_chars);
+                    if !pointers.is_empty() {
+                        text = format!("{text} [{}]", pointers.join(" "));
+                    }
+                    push(Class::of_engram_kind(&kind), text, vec![cite.clone()], &mut lines);
+                }
+                continue;
+            }
+            for sentence in sentences(&item.content) {
+                if let Some(class) = classify(sentence) {
+                    push(class, clip(sentence, max_chars), vec![cite.clone()], &mut lines);
+                }
+            }
+        } else {
+            // A child summary: its labelled lines keep their label and citations; other lines are classified.
+            for raw in item.content.lines().skip(1) {
+                let Some(body) = raw.trim().strip_prefix("- ") else { continue };
+                let (class, rest) = match body.split_once(": ").and_then(|(l, r)| Class::parse(l).map(|c| (c, r))) {
+                    Some(labelled) => labelled,
+                    None => match classify(body) {
+                        Some(class) => (class, body),
+                        None => continue,
+                    },
+                };
+                let (text, cites) = split_cites(rest);
+                push(class, clip(text, max_chars), cites, &mut lines);
+            }
+        }
+    }
+    lines
+}
+
+/// A line's text and its trailing `(cite cite …)` citations.
+fn split_cites(line: &str) -> (&str, Vec<String>) {
+    if let Some(open) = line.rfind(" (")
+        && line.ends_with(')')
+    {
+        let inner = &line[open + 2..line.len() - 1];
+        let cites: Vec<String> = inner.split_whitespace().map(str::to_owned).collect();
+        if !cites.is_empty() && cites.iter().all(|c| c.starts_with("sam:")) {
+            return (&line[..open], cites);
+        }
+    }
+    (line, Vec::new())
+}
+
+/// Sentences of a message: split at line breaks and at `.`, `!`, `?` followed by a space.
+fn sentences(text: &str) -> impl Iterator<Item = &str> {
+    text.lines().flat_map(|line| {
+        let mut out = Vec::new();
+        let mut start = 0;
+        let bytes = line.as_bytes();
+        for i in 0..bytes.len() {
+            if matches!(bytes[i], b'.' | b'!' | b'?') && bytes.get(i + 1) == Some(&b' ') {
+                out.push(&line[start..=i]);
+                start = i + 2;
+            }
+        }
+        out.push(&line[start..]);
+        out.into_iter().map(str::trim).filter(|s| !s.is_empty())
+    })
+}
+
+/// At most `max` characters, cut at a character boundary, with `…` when cut.
+fn clip(text: &str, max: usize) -> String {
+    let text = text.trim();
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    format!("{}…", cut.trim_end())
+}
+
+/// The engrams a message carries, when its content is a typed document (an engram, or a message with `engrams`):
+/// (kind, claim, pointers).
+fn engrams_in(content: &str) -> Option<Vec<(String, String, Vec<String>)>> {
+    let trimmed = content.trim_start();
+    if !trimmed.starts_with('{') {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_str(trimmed).ok()?;
+    let list: Vec<&serde_json::Value> = if value.get("claim").is_some() {
+        vec![&value]
+    } else {
+        value
+            .get("engrams")
+            .or_else(|| value.pointer("/payload/engrams"))
+            .and_then(|e| e.as_array())
+            .map(|a| a.iter().collect())?
+    };
+    let engrams: Vec<_> = list
+        .into_iter()
+        .filter_map(|e| {
+            let claim = e.get("claim")?.as_str()?.to_owned();
+            let kind = e.get("kind").and_then(|k| k.as_str()).unwrap_or("fact").to_owned();
+            let pointers = e
+                .get("pointers")
+                .and_then(|p| p.as_array())
+                .map(|a| a.iter().filter_map(|p| p.as_str().map(str::to_owned)).collect())
+                .unwrap_or_default();
+            Some((kind, claim, pointers))
+        })
+        .collect();
+    (!engrams.is_empty()).then_some(engrams)
+}
