@@ -124,6 +124,9 @@ pub struct Impact {
 /// Labels of impact layers 1, 2, 3.
 pub const IMPACT_LABELS: [&str; 3] = ["will_break", "likely_affected", "may_need_testing"];
 
+/// Fewest tokens of a message worth citing.
+const MIN_BODY_TOKENS: u32 = 8;
+
 /// Candidates recalled per question.
 const RECALL_K: usize = 24;
 
@@ -221,9 +224,15 @@ impl Dag {
                 route
             );
             let used = counter.count(&text);
-            let head_tokens = counter.count(&head);
-            let room = max_tokens.saturating_sub(used + head_tokens + 1);
-            if room < 8 {
+            // The full head names the message's day, speaker, session and path; under a tight budget the message
+            // id alone cites it (the path is in the citations).
+            let mut head = head;
+            let mut room = max_tokens.saturating_sub(used + counter.count(&head) + 1);
+            if room < MIN_BODY_TOKENS {
+                head = format!("[sam:msg:{}]\n", message.id);
+                room = max_tokens.saturating_sub(used + counter.count(&head) + 1);
+            }
+            if room < MIN_BODY_TOKENS {
                 break;
             }
             let body = truncate_tokens(message.content.trim(), room, counter);

@@ -6,6 +6,7 @@
 //! - `gate.rs` — the significance gate.
 //! - `expand.rs` — `expand`, `expand_query` and `impact`.
 //! - `transcript.rs` — chat transcripts (JSON array or JSONL) to messages.
+//! - `corpus.rs` — a synthetic, deterministic multi-session corpus (tests, benches, demos).
 //! - `actor.rs` — the `SummarizerSupervisor` and its session, arc and epoch summarizer actors.
 //!
 //! [`Builder`] holds the rules of building (what is pending, when an arc or an epoch forms) over an [`Archive`];
@@ -16,6 +17,7 @@
 
 pub mod actor;
 pub mod archive;
+pub mod corpus;
 pub mod expand;
 pub mod gate;
 pub mod summarize;

@@ -119,15 +119,16 @@ pub fn level_confidence(level: u8) -> f64 {
     }
 }
 
-/// Summarizes `input` with `summarizer`, escalating: normal at `target`, aggressive at `target / 2`, then a
-/// deterministic truncation of the input to `min(target / 2, input − 1)` tokens. Always terminates; the result is
+/// Summarizes `input` with `summarizer`, escalating: normal at T, aggressive at T / 2, then a deterministic
+/// truncation of the input to T / 2 tokens, where T is `target`, or one token less than the input when that is
+/// smaller. Always terminates; the result is
 /// always smaller than a non-empty input. A summarizer that panics counts as a failed level.
 pub fn escalate(summarizer: &dyn Summarizer, input: &SummaryInput<'_>, target: u32, counter: &TokenCounter) -> Summary {
     let input_tokens = input.tokens();
+    // A target at or above the input asks for no compression at all: aim below the input instead.
+    let target = target.min(input_tokens.saturating_sub(1)).max(1);
     let mut attempts = Vec::new();
-    for (level, number, level_target) in
-        [(Level::Normal, 1u8, target.max(1)), (Level::Aggressive, 2, (target / 2).max(1))]
-    {
+    for (level, number, level_target) in [(Level::Normal, 1u8, target), (Level::Aggressive, 2, (target / 2).max(1))] {
         let outcome =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| summarizer.summarize(input, level, level_target)));
         let (tokens, rejected) = match outcome {
@@ -725,10 +726,18 @@ fn engrams_in(content: &str) -> Option<Vec<(String, String, Vec<String>)>> {
             let pointers = e
                 .get("pointers")
                 .and_then(|p| p.as_array())
-                .map(|a| a.iter().filter_map(|p| p.as_str().map(str::to_owned)).collect())
+                .map(|a| a.iter().filter_map(pointer_text).collect())
                 .unwrap_or_default();
             Some((kind, claim, pointers))
         })
         .collect();
     (!engrams.is_empty()).then_some(engrams)
+}
+
+/// A pointer of a JSON document in its text form (documents carry the text form or the object form).
+fn pointer_text(value: &serde_json::Value) -> Option<String> {
+    match value {
+        serde_json::Value::String(text) => Some(text.clone()),
+        object => serde_json::from_value::<crate::pointer::Pointer>(object.clone()).ok().map(|p| p.to_string()),
+    }
 }

@@ -1,1 +1,537 @@
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
+use proptest::prelude::*;
+
+use super::corpus::{CORPUS_START, CorpusSession, corpus, trivial_session};
+use super::*;
+use crate::memory::Memory;
+
+fn counter() -> &'static TokenCounter {
+    TokenCounter::shared(Encoding::default())
+}
+
+fn load(archive: &mut Archive, sessions: &[CorpusSession]) {
+    for s in sessions {
+        archive.append(&s.project, &s.session, &s.messages, CORPUS_START, &|t| counter().count(t)).unwrap();
+        archive.end_session(&s.project, &s.session).unwrap();
+    }
+}
+
+fn builder(config: DagConfig) -> Builder {
+    Builder::new(config, Arc::new(Extractive))
+}
+
+/// Checks the DAG's invariants and returns the messages reachable from the top nodes.
+fn check_dag(archive: &Archive) -> HashSet<String> {
+    let nodes = archive.all_nodes().unwrap();
+    let mut parents: HashMap<String, usize> = HashMap::new();
+    for node in &nodes {
+        let children = archive.children(&node.id).unwrap();
+        let messages = archive.node_messages(&node.id).unwrap();
+        match node.kind {
+            NodeKind::Session => {
+                assert!(children.is_empty(), "{} has child nodes", node.id);
+                assert!(!messages.is_empty(), "{} has no messages", node.id);
+                let input: u32 = messages.iter().map(|m| m.tokens).sum();
+                assert_eq!(node.input_tokens, input, "{}: input is the sum of its messages", node.id);
+            }
+            _ => {
+                assert!(messages.is_empty());
+                assert!(!children.is_empty());
+                let input: u32 = children.iter().map(|c| c.token_count).sum();
+                assert_eq!(node.input_tokens, input, "{}: input is the sum of its children", node.id);
+                for child in &children {
+                    // Edges go one level down only: no cycle is possible.
+                    assert_eq!(child.depth + 1, node.depth, "{} -> {}", node.id, child.id);
+                    assert_eq!(child.project, node.project);
+                    *parents.entry(child.id.clone()).or_default() += 1;
+                }
+            }
+        }
+        assert!(node.token_count < node.input_tokens, "{}: {} !< {}", node.id, node.token_count, node.input_tokens);
+        assert_eq!(node.token_count, counter().count(&node.content));
+        assert!((1..=3).contains(&node.level));
+        assert_eq!(node.confidence, level_confidence(node.level));
+    }
+    assert!(parents.values().all(|&n| n == 1), "a node has two parents");
+    // Walk from the tops: every node is visited exactly once (a tree per top: acyclic), every message found.
+    let mut visited = HashSet::new();
+    let mut messages = HashSet::new();
+    let mut stack: Vec<String> = archive.tops(None).unwrap().into_iter().map(|n| n.id).collect();
+    while let Some(id) = stack.pop() {
+        assert!(visited.insert(id.clone()), "{id} reached twice");
+        for child in archive.children(&id).unwrap() {
+            stack.push(child.id);
+        }
+        for m in archive.node_messages(&id).unwrap() {
+            assert!(messages.insert(m.id), "a message in two session nodes");
+        }
+    }
+    assert_eq!(visited.len(), nodes.len(), "every node is reachable from a top");
+    messages
+}
+
+fn skipped_messages(archive: &Archive) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for segment in archive.skipped_segments(None).unwrap() {
+        for m in
+            archive.session_range(&segment.project, &segment.session, segment.first_turn, segment.last_turn).unwrap()
+        {
+            out.insert(m.id);
+        }
+    }
+    out
+}
+
+fn all_ids(archive: &Archive) -> HashSet<String> {
+    archive.all_messages().unwrap().into_iter().map(|m| m.id).collect()
+}
+
+#[test]
+fn sixty_four_sessions_build_eight_arcs_and_two_epochs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut archive = Archive::open(dir.path()).unwrap();
+    let sessions = corpus(&["alpha", "beta"], 32, 10, 7);
+    load(&mut archive, &sessions);
+    let report = builder(DagConfig::default()).build(&mut archive, CORPUS_START).unwrap();
+    assert_eq!(report.skipped, 0, "{report:?}");
+    assert_eq!((report.sessions, report.arcs, report.epochs), (64, 8, 2), "{report:?}");
+    let stats = archive.stats().unwrap();
+    assert_eq!((stats.messages, stats.session_nodes, stats.arcs, stats.epochs), (640, 64, 8, 2));
+    assert_eq!(stats.pending_messages, 0);
+    let tops = archive.tops(None).unwrap();
+    assert_eq!(
+        tops.iter().map(|n| (n.project.as_str(), n.kind)).collect::<Vec<_>>(),
+        [("alpha", NodeKind::Epoch), ("beta", NodeKind::Epoch)]
+    );
+    assert_eq!(check_dag(&archive), all_ids(&archive), "lossless: every message under a top node");
+    // Depth-aware content: sessions keep commands and errors, epochs only architecture, pivots and constraints.
+    let nodes = archive.all_nodes().unwrap();
+    let labels = |kind: NodeKind| -> BTreeSet<String> {
+        nodes
+            .iter()
+            .filter(|n| n.kind == kind)
+            .flat_map(|n| n.content.lines().skip(1).filter_map(|l| l.strip_prefix("- ")?.split_once(':')))
+            .map(|(label, _)| label.to_owned())
+            .collect()
+    };
+    assert!(labels(NodeKind::Session).contains("error"), "{:?}", labels(NodeKind::Session));
+    assert!(!labels(NodeKind::Arc).contains("error"));
+    let text_of = |kind: NodeKind| -> String {
+        nodes.iter().filter(|n| n.kind == kind).map(|n| n.content.as_str()).collect::<Vec<_>>().join("\n")
+    };
+    assert!(text_of(NodeKind::Session).contains("`cargo test -p "), "sessions keep the commands run");
+    assert!(!text_of(NodeKind::Arc).contains("`cargo test -p "), "arcs drop command-level detail");
+    let epoch = labels(NodeKind::Epoch);
+    assert!(
+        !epoch.is_empty()
+            && epoch.iter().all(|l| ["architecture", "pivot", "constraint", "decision"].contains(&l.as_str())),
+        "{epoch:?}"
+    );
+    // Session summary lines cite their messages.
+    let session = nodes.iter().find(|n| n.kind == NodeKind::Session).unwrap();
+    let cited = session.content.lines().filter(|l| l.contains("(sam:msg:m-")).count();
+    assert!(cited > 0, "{}", session.content);
+    // Building again changes nothing; the same corpus in another archive gets the same node ids.
+    assert_eq!(builder(DagConfig::default()).build(&mut archive, CORPUS_START).unwrap(), BuildReport::default());
+    let other = tempfile::tempdir().unwrap();
+    let mut again = Archive::open(other.path()).unwrap();
+    load(&mut again, &sessions);
+    builder(DagConfig::default()).build(&mut again, CORPUS_START).unwrap();
+    let ids = |a: &Archive| a.all_nodes().unwrap().into_iter().map(|n| (n.id, n.content)).collect::<Vec<_>>();
+    assert_eq!(ids(&archive), ids(&again), "deterministic");
+}
+
+#[test]
+fn raw_messages_are_immutable_and_deduplicated() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut archive = Archive::open(dir.path()).unwrap();
+    let s = &corpus(&["alpha"], 1, 6, 1)[0];
+    let first = archive.append(&s.project, &s.session, &s.messages, 0, &|t| counter().count(t)).unwrap();
+    assert_eq!(first.len(), 6);
+    // The same transcript again: nothing new. Two equal messages in one batch are both kept.
+    assert!(archive.append(&s.project, &s.session, &s.messages, 0, &|t| counter().count(t)).unwrap().is_empty());
+    let twice = vec![s.messages[0].clone(), s.messages[0].clone()];
+    assert_eq!(archive.append(&s.project, "other", &twice, 0, &|t| counter().count(t)).unwrap().len(), 2);
+    let conn = rusqlite::Connection::open(dir.path().join("memory.sqlite3")).unwrap();
+    let update = conn.execute("UPDATE dag_messages SET content = 'changed'", []);
+    assert!(update.unwrap_err().to_string().contains("immutable"));
+    let delete = conn.execute("DELETE FROM dag_messages", []);
+    assert!(delete.unwrap_err().to_string().contains("never deleted"));
+    assert_eq!(archive.all_messages().unwrap().len(), 8);
+    assert_eq!(first[0].tokens, counter().count(&s.messages[0].content) + MESSAGE_FRAMING_TOKENS);
+}
+
+#[test]
+fn gate_skips_trivial_sessions_keeps_them_and_backfill_summarizes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut archive = Archive::open(dir.path()).unwrap();
+    let mut sessions = corpus(&["alpha"], 7, 10, 3);
+    sessions.insert(2, trivial_session("alpha", "small-talk-1", CORPUS_START + 10));
+    sessions.push(trivial_session("alpha", "small-talk-2", CORPUS_START + 20));
+    load(&mut archive, &sessions);
+    let config = DagConfig::default();
+    let report = builder(config.clone()).build(&mut archive, CORPUS_START).unwrap();
+    assert_eq!((report.sessions, report.skipped, report.arcs), (7, 2, 0), "{report:?}");
+    let skips = archive.events(Some("session_skipped")).unwrap();
+    assert_eq!(skips.len(), 2);
+    assert_eq!(skips[0].detail["session"], "small-talk-1");
+    assert_eq!(skips[0].detail["gate"]["substantive"], 0);
+    // The raw record is kept; the skipped messages are not under any node.
+    let reachable = check_dag(&archive);
+    let skipped = skipped_messages(&archive);
+    assert_eq!(skipped.len(), 10);
+    assert!(reachable.is_disjoint(&skipped));
+    assert_eq!(&reachable | &skipped, all_ids(&archive));
+    assert_eq!(archive.session_messages("alpha", "small-talk-2", 0).unwrap().len(), 5);
+    // Backfill one session, then the rest: the eighth session node completes an arc.
+    let one = builder(config.clone()).backfill(&mut archive, Some("small-talk-2"), CORPUS_START).unwrap();
+    assert_eq!((one.backfilled, one.arcs), (1, 1), "{one:?}");
+    let rest = builder(config).backfill(&mut archive, None, CORPUS_START).unwrap();
+    assert_eq!(rest.backfilled, 1);
+    assert_eq!(check_dag(&archive), all_ids(&archive));
+    assert_eq!(archive.events(Some("backfilled")).unwrap().len(), 2);
+    // Disabled gate: nothing is skipped.
+    let other = tempfile::tempdir().unwrap();
+    let mut archive = Archive::open(other.path()).unwrap();
+    load(&mut archive, &[trivial_session("alpha", "t", 0)]);
+    let mut config = DagConfig::default();
+    config.gate.enabled = false;
+    assert_eq!(builder(config).build(&mut archive, 0).unwrap().sessions, 1);
+}
+
+#[test]
+fn a_session_that_continues_after_its_summary_gets_a_second_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut archive = Archive::open(dir.path()).unwrap();
+    let s = &corpus(&["alpha"], 2, 10, 5);
+    load(&mut archive, &s[..1]);
+    let b = builder(DagConfig::default());
+    assert_eq!(b.build(&mut archive, 0).unwrap().sessions, 1);
+    archive.append("alpha", &s[0].session, &s[1].messages, 0, &|t| counter().count(t)).unwrap();
+    assert_eq!(archive.stats().unwrap().pending_messages, 10);
+    assert_eq!(b.build(&mut archive, 0).unwrap().sessions, 1);
+    let segments = archive.segments_of("alpha", &s[0].session).unwrap();
+    assert_eq!(segments.iter().map(|g| (g.first_turn, g.last_turn)).collect::<Vec<_>>(), [(0, 9), (10, 19)]);
+    assert_eq!(check_dag(&archive), all_ids(&archive));
+}
+
+/// A summarizer that misbehaves in every way a real one can: errors, panics, empty or oversized output.
+struct Chaos(u64);
+
+impl Summarizer for Chaos {
+    fn name(&self) -> &str {
+        "chaos"
+    }
+
+    fn summarize(&self, input: &SummaryInput<'_>, level: Level, target: u32) -> Result<String, SummarizeError> {
+        let salt = self.0 ^ (input.items.len() as u64) ^ u64::from(target) ^ (level as u64);
+        match salt % 5 {
+            0 => Err(SummarizeError("model unavailable".into())),
+            1 => panic!("summarizer bug"),
+            2 => Ok(String::new()),
+            3 => Ok(input.items.iter().map(|i| i.content.repeat(2)).collect::<Vec<_>>().join("\n")),
+            _ => Ok("short".to_owned()),
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn escalation_terminates_and_never_grows(
+        contents in proptest::collection::vec("[a-z ]{0,200}", 1..12),
+        target in 1u32..400,
+        seed in any::<u64>(),
+    ) {
+        let items: Vec<SummaryItem> = contents
+            .iter()
+            .enumerate()
+            .map(|(i, c)| SummaryItem {
+                id: format!("m-{i:012}"),
+                role: "user".into(),
+                content: c.clone(),
+                tokens: counter().count(c) + MESSAGE_FRAMING_TOKENS,
+                at: 0,
+            })
+            .collect();
+        let input = SummaryInput { kind: NodeKind::Session, project: "p", session: Some("s"), items: &items };
+        let input_tokens = input.tokens();
+        for summarizer in [&Chaos(seed) as &dyn Summarizer, &Extractive] {
+            let summary = escalate(summarizer, &input, target, counter());
+            prop_assert!((1..=3).contains(&summary.level));
+            prop_assert_eq!(summary.attempts.len(), usize::from(summary.level));
+            prop_assert!(summary.tokens < input_tokens, "{} !< {}", summary.tokens, input_tokens);
+            prop_assert_eq!(summary.tokens, counter().count(&summary.content));
+            prop_assert_eq!(summary.input_tokens, input_tokens);
+            let effective = target.min(input_tokens - 1).max(1);
+            let bound = if summary.level == 1 { effective } else { (effective / 2).max(1) };
+            prop_assert!(summary.tokens <= bound);
+        }
+    }
+
+    #[test]
+    fn any_corpus_gives_a_lossless_acyclic_dag(
+        n_projects in 1usize..3,
+        n_sessions in 1usize..14,
+        n_messages in 1usize..12,
+        trivial in proptest::collection::vec(any::<bool>(), 14),
+        arc_every in 1usize..5,
+        epoch_every in 1usize..4,
+        seed in any::<u64>(),
+    ) {
+        let projects = ["alpha", "beta"];
+        let mut sessions = corpus(&projects[..n_projects], n_sessions, n_messages, seed);
+        for (i, t) in trivial.iter().enumerate().filter(|(_, t)| **t).take(n_sessions) {
+            let _ = t;
+            sessions.insert(i.min(sessions.len()), trivial_session(projects[i % n_projects], &format!("t{i}"), i as i64));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut archive = Archive::open(dir.path()).unwrap();
+        load(&mut archive, &sessions);
+        let config = DagConfig { arc_every, epoch_every, ..DagConfig::default() };
+        let b = builder(config);
+        let report = b.build(&mut archive, 0).unwrap();
+        let reachable = check_dag(&archive);
+        let skipped = skipped_messages(&archive);
+        prop_assert!(reachable.is_disjoint(&skipped));
+        prop_assert_eq!(&reachable | &skipped, all_ids(&archive));
+        prop_assert_eq!(report.sessions + report.skipped, sessions.len());
+        // Arcs form exactly when enough sessions wait.
+        for project in &projects[..n_projects] {
+            let sessions_of = archive.all_nodes().unwrap().iter().filter(|n| n.project == *project && n.kind == NodeKind::Session).count();
+            prop_assert_eq!(archive.orphans(project, NodeKind::Session).unwrap().len(), sessions_of % arc_every);
+        }
+        b.backfill(&mut archive, None, 0).unwrap();
+        prop_assert_eq!(check_dag(&archive), all_ids(&archive));
+    }
+}
+
+#[test]
+fn expand_walks_down_to_the_raw_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Memory::open_without_model(&index_dir(dir.path())).unwrap();
+    let mut config = DagConfig::default();
+    config.gate.enabled = false;
+    let mut dag = Dag::open_with(dir.path(), builder(config), index).unwrap();
+    for s in corpus(&["alpha"], 32, 6, 11) {
+        dag.ingest(&s.project, &s.session, &s.messages, 0).unwrap();
+        dag.end_session(&s.project, &s.session).unwrap();
+    }
+    dag.build(0).unwrap();
+    let top = dag.archive().tops(None).unwrap().remove(0);
+    assert_eq!(top.kind, NodeKind::Epoch);
+    let arcs = dag.expand(&top.id).unwrap();
+    assert_eq!(arcs.children.len(), 4);
+    let Child::Node(arc) = &arcs.children[0] else { panic!("an arc") };
+    let sessions = dag.expand(&arc.id).unwrap();
+    assert_eq!(sessions.parent.as_deref(), Some(top.id.as_str()));
+    assert_eq!(sessions.children.len(), 8);
+    let Child::Node(session) = &sessions.children[0] else { panic!("a session") };
+    let messages = dag.expand(&session.id).unwrap();
+    assert_eq!(messages.children.len(), 6);
+    let Child::Message(m) = &messages.children[0] else { panic!("a message") };
+    let message = dag.expand(&format!("sam:msg:{}", m.id)).unwrap();
+    assert_eq!(message.parent.as_deref(), Some(session.id.as_str()));
+    assert!(message.children.is_empty());
+    assert_eq!(dag.path_of_message(&m.id).unwrap(), [top.id.clone(), arc.id.clone(), session.id.clone()]);
+    assert!(matches!(dag.expand("S-000000000000"), Err(DagError::NotFound(_))));
+}
+
+#[test]
+fn expand_query_answers_from_an_old_raw_message_within_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    // The real model when provisioned (CI provisions it), else hash recall alone.
+    let mut dag = Dag::open(dir.path(), DagConfig::default()).unwrap();
+    let mut sessions = corpus(&["alpha", "beta"], 16, 8, 21);
+    let needle = "Marta mentioned that her cat goes by Pixel and naps on the warm rack server.";
+    sessions[2].messages[3].content = needle.to_owned();
+    let old = sessions[2].clone();
+    for s in &sessions {
+        dag.ingest(&s.project, &s.session, &s.messages, 0).unwrap();
+        dag.end_session(&s.project, &s.session).unwrap();
+    }
+    let report = dag.build(0).unwrap();
+    assert_eq!((report.sessions, report.arcs), (32, 4));
+    // The answer is in no summary: only the raw message has it.
+    assert!(dag.archive().all_nodes().unwrap().iter().all(|n| !n.content.contains("Pixel")));
+    let needle_id = dag.archive().session_messages(&old.project, &old.session, 3).unwrap()[0].id.clone();
+    for budget in [200u32, 60, 24] {
+        let answer = dag.expand_query("What is the name of Marta's cat?", budget, None).unwrap();
+        assert!(answer.tokens <= budget, "{} > {budget}", answer.tokens);
+        assert_eq!(answer.tokens, counter().count(&answer.text));
+        let first = &answer.citations[0];
+        assert_eq!(first.message, needle_id, "{answer:#?}");
+        assert!(answer.text.contains("Pixel"), "{}", answer.text);
+        assert!(answer.text.contains(&format!("sam:msg:{needle_id}")));
+        // Cited with its path from the top (an arc here: 8 sessions per arc, 4 arcs per epoch) to its session.
+        assert_eq!(first.path.len(), 2, "{:?}", first.path);
+        assert_eq!(first.path, dag.path_of_message(&needle_id).unwrap());
+        assert!(answer.nodes.contains(&first.path[0]));
+    }
+    // Only the other project: the message is not there.
+    let answer = dag.expand_query("What is the name of Marta's cat?", 200, Some("beta")).unwrap();
+    assert!(answer.citations.iter().all(|c| c.project == "beta"));
+    assert!(!answer.text.contains("Pixel"));
+}
+
+#[test]
+fn impact_finds_dependents_by_layer_above_the_confidence_floor() {
+    use crate::engram::{Engram, EngramKind};
+    let dir = tempfile::tempdir().unwrap();
+    let p = |t: &str| Pointer::parse(t).unwrap();
+    let mut memory = Memory::open_without_model(dir.path()).unwrap();
+    let e1 = Engram::builder(EngramKind::Decision, "capture is idempotent per order", "programmer")
+        .pointer(p("repo:src/billing.rs#L10-L40"))
+        .confidence(0.9)
+        .build()
+        .unwrap();
+    let e2 = Engram::builder(EngramKind::Fact, "refunds rely on idempotent capture", "reviewer")
+        .pointer(p(&format!("sam:engram:{}", e1.id)))
+        .confidence(0.8)
+        .build()
+        .unwrap();
+    let weak = Engram::builder(EngramKind::Fact, "maybe the retry loop is wrong", "reviewer")
+        .pointer(p("repo:src/billing.rs#L14-L18"))
+        .confidence(0.3)
+        .build()
+        .unwrap();
+    for e in [&e1, &e2, &weak] {
+        memory.put(e, "shop", 0).unwrap();
+    }
+    drop(memory);
+    let index = Memory::open_without_model(&index_dir(dir.path())).unwrap();
+    let config = DagConfig { arc_every: 1, epoch_every: 1, ..DagConfig::default() };
+    let mut dag = Dag::open_with(dir.path(), builder(config), index).unwrap();
+    let report = serde_json::json!({"type": "task_result", "engrams": [{
+        "kind": "decision", "claim": "capture keeps one row per order id",
+        "pointers": ["repo:src/billing.rs#L12-L20"]}]});
+    let mut messages =
+        vec![NewMessage { role: "programmer".into(), content: report.to_string(), name: None, at: Some(0) }];
+    for i in 0..6 {
+        messages.push(NewMessage {
+            role: "manager".into(),
+            content: format!("Thanks, noted {i}. Looking at it now, one moment please."),
+            name: None,
+            at: Some(i),
+        });
+    }
+    dag.ingest("shop", "s1", &messages, 0).unwrap();
+    dag.end_session("shop", "s1").unwrap();
+    let built = dag.build(0).unwrap();
+    assert_eq!((built.sessions, built.arcs, built.epochs), (1, 1, 1), "{built:?}");
+    let session = dag.archive().orphans("shop", NodeKind::Session).unwrap();
+    assert!(session.is_empty());
+    let nodes = dag.archive().all_nodes().unwrap();
+    let find = |kind: NodeKind| nodes.iter().find(|n| n.kind == kind).unwrap().id.clone();
+    assert!(nodes.iter().all(|n| n.level == 1), "{nodes:#?}");
+
+    let impact = dag.impact(&p("repo:src/billing.rs#L15-L16"), 0.5).unwrap();
+    let layer =
+        |n: u8| -> BTreeSet<String> { impact.items.iter().filter(|i| i.layer == n).map(|i| i.id.clone()).collect() };
+    let (session, arc, epoch) = (find(NodeKind::Session), find(NodeKind::Arc), find(NodeKind::Epoch));
+    // Layer 1: the engram citing an overlapping span and every summary citing it (the session's; the arc's too,
+    // as arcs keep decisions); layer 2: the engram citing that engram, and the nodes above; layer 3: the rest.
+    assert!(layer(1).is_superset(&BTreeSet::from([e1.id.clone(), session.clone()])), "{impact:#?}");
+    assert!(layer(2).contains(&e2.id), "{impact:#?}");
+    let everything: BTreeSet<String> = impact.items.iter().map(|i| i.id.clone()).collect();
+    assert_eq!(everything, BTreeSet::from([e1.id.clone(), e2.id.clone(), session.clone(), arc.clone(), epoch.clone()]));
+    let layer_of = |id: &str| impact.items.iter().find(|i| i.id == id).unwrap().layer;
+    assert!(layer_of(&arc) <= layer_of(&session) + 1 && layer_of(&epoch) <= layer_of(&arc) + 1);
+    assert!(impact.items.windows(2).all(|w| w[0].layer <= w[1].layer), "layer by layer");
+    assert!(
+        impact
+            .items
+            .iter()
+            .all(|i| i.label == ["will_break", "likely_affected", "may_need_testing"][usize::from(i.layer - 1)])
+    );
+    // The weak engram appears only when the floor allows it.
+    assert!(!impact.items.iter().any(|i| i.id == weak.id));
+    let all = dag.impact(&p("repo:src/billing.rs#L15-L16"), 0.0).unwrap();
+    assert!(all.items.iter().any(|i| i.id == weak.id && i.layer == 1), "{all:#?}");
+    // A span nothing cites: nothing depends on it.
+    assert!(dag.impact(&p("repo:src/billing.rs#L100-L120"), 0.0).unwrap().items.is_empty());
+    // A raw message: its session node, then up the DAG.
+    let first = dag.archive().session_messages("shop", "s1", 0).unwrap()[0].id.clone();
+    let by_message = dag.impact(&p(&format!("sam:msg:{first}")), 0.5).unwrap();
+    assert_eq!(
+        by_message.items.iter().map(|i| (i.layer, i.kind.as_str())).collect::<Vec<_>>(),
+        [(1, "session"), (2, "arc"), (3, "epoch")]
+    );
+}
+
+#[test]
+fn transcripts_parse_or_say_what_is_wrong() {
+    let jsonl = "{\"role\":\"user\",\"content\":\"hi\",\"at\":\"2026-01-05T09:00:00Z\"}\n\n{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}],\"name\":\"bot\"}\n";
+    let messages = parse_transcript(jsonl).unwrap();
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[0].at, Some(CORPUS_START));
+    assert_eq!(messages[1].content, "a\nb");
+    assert_eq!(parse_transcript("[{\"role\":\"user\",\"content\":\"x\",\"at\":5}]").unwrap()[0].at, Some(5));
+    let bad = parse_transcript("{\"role\":\"user\",\"content\":\"ok\"}\n{\"role\": oops}\n").unwrap_err();
+    assert_eq!((bad.code, bad.path.as_str()), (crate::ErrorCode::JsonMalformed, "line 2"));
+    let bad = parse_transcript("[{\"content\":\"no role\"}]").unwrap_err();
+    assert_eq!((bad.code, bad.path.as_str()), (crate::ErrorCode::SchemaInvalid, "/0"));
+    assert!(bad.message.contains("role"));
+    let bad = parse_transcript("[{\"role\":\"user\",\"content\":\"x\",\"at\":\"yesterday\"}]").unwrap_err();
+    assert!(bad.message.contains("RFC 3339"));
+    assert_eq!(parse_transcript("42").unwrap_err().code, crate::ErrorCode::SchemaInvalid);
+}
+
+#[test]
+fn summarizer_actors_build_what_runs_record() {
+    use crate::dag::actor::{SummarizerArgs, SummarizerMsg, SummarizerSupervisor};
+    use ractor::Actor;
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let config = DagConfig { arc_every: 4, epoch_every: 2, ..DagConfig::default() };
+        // A summarizer that always fails: every node falls back to the deterministic level, nothing blocks.
+        struct Broken;
+        impl Summarizer for Broken {
+            fn name(&self) -> &str {
+                "broken"
+            }
+            fn summarize(&self, _: &SummaryInput<'_>, _: Level, _: u32) -> Result<String, SummarizeError> {
+                Err(SummarizeError("down".into()))
+            }
+        }
+        for (summarizer, sub) in [(Arc::new(Extractive) as Arc<dyn Summarizer>, "ok"), (Arc::new(Broken), "broken")] {
+            let args = SummarizerArgs {
+                dir: dir.path().join(sub),
+                builder: Builder::new(config.clone(), summarizer),
+                clock: Arc::new(|| 0),
+                index: false,
+            };
+            let (actor, handle) = Actor::spawn(None, SummarizerSupervisor, args).await.unwrap();
+            for s in corpus(&["alpha"], 8, 8, 9) {
+                for m in s.messages {
+                    let record = SummarizerMsg::Record {
+                        project: s.project.clone(),
+                        session: s.session.clone(),
+                        messages: vec![m],
+                    };
+                    actor.send_message(record).unwrap();
+                }
+                actor
+                    .send_message(SummarizerMsg::EndSession { project: s.project.clone(), session: s.session.clone() })
+                    .unwrap();
+            }
+            let report = ractor::call!(actor, SummarizerMsg::Drain).unwrap();
+            assert_eq!((report.sessions, report.arcs, report.epochs), (8, 2, 1), "{sub}: {report:?}");
+            actor.stop(None);
+            handle.await.unwrap();
+            let archive = Archive::open(&dir.path().join(sub)).unwrap();
+            assert_eq!(check_dag(&archive), all_ids(&archive));
+            let levels: BTreeSet<u8> = archive.all_nodes().unwrap().iter().map(|n| n.level).collect();
+            if sub == "broken" {
+                assert_eq!(levels, BTreeSet::from([3]));
+                assert_eq!(archive.events(Some("escalated")).unwrap().len(), 11);
+            } else {
+                assert!(levels.contains(&1));
+            }
+        }
+    });
+}

@@ -63,6 +63,14 @@ async fn harness(budget_toml: &str) -> Harness {
         remove_on_stop: false,
     };
     let (memory, _) = Actor::spawn(None, crate::memory::MemoryActor, memory_args).await.expect("memory");
+    let summarizer_args = crate::dag::actor::SummarizerArgs {
+        dir: workspace.path().join(".memory"),
+        builder: crate::dag::Builder::new(crate::dag::DagConfig::default(), Arc::new(crate::dag::Extractive)),
+        clock: crate::memory::system_clock(),
+        index: false,
+    };
+    let (summarizers, _) =
+        Actor::spawn(None, crate::dag::actor::SummarizerSupervisor, summarizer_args).await.expect("summarizers");
     let seen = Arc::new(Mutex::new(Vec::new()));
     let ctx = Arc::new(RunContext {
         run_id: format!("h{}", rand_suffix()),
@@ -73,6 +81,7 @@ async fn harness(budget_toml: &str) -> Harness {
         resolver,
         ledger,
         memory,
+        summarizers,
         factory: Arc::new(RecorderFactory(seen.clone())),
         n_msgs: Default::default(),
     });
