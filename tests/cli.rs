@@ -316,6 +316,137 @@ fn uc1_runs_in_both_modes_and_less_is_a_small_fraction() {
     assert!(audit.lines().any(|l| l.contains("\treject\t") && l.contains("LESS_BUDGET_EXCEEDED")), "{audit}");
     assert!(audit.lines().any(|l| l.contains("\tderef-denied\t") && l.contains("LESS_DEREF_DENIED")));
     assert!(out.join("uc1-refactor/verbatim/ledger.jsonl").exists());
+    // Every delivered message was archived, and the run's session summarized, citing its messages.
+    let store = out.join("uc1-refactor/less/memory").display().to_string();
+    let show = lessrt(&["dag", "show", "--store", &store, "--json"]);
+    assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
+    let dag: Value = serde_json::from_str(&stdout(&show)).expect("JSON");
+    let delivered = less["totals"]["turns"].as_u64().expect("turns");
+    assert!(dag["archive"]["messages"].as_u64().expect("messages") >= delivered.min(5), "{dag}");
+    assert_eq!(dag["archive"]["session_nodes"], json!(1), "{dag}");
+    let node = &dag["nodes"][0];
+    assert!(node["token_count"].as_u64() < node["input_tokens"].as_u64(), "{node}");
+    assert!(node["content"].as_str().expect("content").contains("(sam:msg:m-"), "{node}");
+}
+
+/// The lossless memory from the command line: ingest transcripts, build the DAG, look at it, expand it, ask it,
+/// trace impact, and backfill what the gate skipped.
+#[test]
+fn dag_commands_ingest_build_show_expand_query_impact_and_backfill() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store").display().to_string();
+    let topics = ["billing", "ledger", "gateway", "search"];
+    for (i, topic) in topics.iter().enumerate() {
+        let mut lines = Vec::new();
+        for turn in 0..8 {
+            let content = match turn {
+                0 => format!("We decided the {topic} keeps its state in postgres, replicated per region."),
+                1 => format!("The {topic} must never call the payment provider without an idempotency key."),
+                2 => format!("TODO: write the {topic} migration runbook before the staging rollout."),
+                3 if i == 0 => "Marta mentioned that her cat goes by Pixel and naps on the rack server.".to_owned(),
+                3 => format!("Running `cargo test -p {topic}` failed with a timeout in the {topic} store."),
+                4 => format!("Fixed the timeout in the {topic}; the suite passes now on staging."),
+                5 => format!("The {topic} service listens on port 70{i}{turn} behind the gateway."),
+                6 => format!("Let's switch the {topic} cache to redis instead of memcached next sprint."),
+                _ => format!("The {topic} architecture keeps one writer per shard and replicas for reads."),
+            };
+            let role = if turn % 2 == 0 { "user" } else { "assistant" };
+            lines.push(json!({"role": role, "content": content, "at": 1_767_603_600 + i * 86_400 + turn * 60}));
+        }
+        let file = dir.path().join(format!("s{i}.jsonl"));
+        let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+        std::fs::write(&file, text.join("\n")).expect("write");
+        let file = file.display().to_string();
+        let args = [
+            "memory",
+            "ingest",
+            &file,
+            "--session",
+            &format!("s{i}"),
+            "--project",
+            "shop",
+            "--store",
+            &store,
+            "--json",
+        ];
+        let output = lessrt(&args);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        let ingested: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+        assert_eq!((ingested["stored"].as_u64(), ingested["duplicates"].as_u64()), (Some(8), Some(0)));
+        // The same transcript again stores nothing.
+        let again: Value = serde_json::from_str(&stdout(&lessrt(&args))).expect("JSON");
+        assert_eq!((again["stored"].as_u64(), again["duplicates"].as_u64()), (Some(0), Some(8)));
+    }
+    let trivial = r#"[{"role":"user","content":"hi"},{"role":"assistant","content":"Hello! How can I help?"},{"role":"user","content":"thanks, bye"}]"#;
+    let output =
+        lessrt_stdin(&["memory", "ingest", "-", "--session", "chat", "--project", "shop", "--store", &store], trivial);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    // Bad transcripts: a stable code, where, and what to send instead; exit 2, nothing stored.
+    let bad = lessrt_stdin(&["memory", "ingest", "-", "--session", "x", "--store", &store], "{\"role\": \"user\"\n");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("LESS_JSON_MALFORMED") && stderr(&bad).contains("line 1"), "{}", stderr(&bad));
+    let bad =
+        lessrt_stdin(&["memory", "ingest", "-", "--session", "x", "--store", &store], r#"[{"content": "no role"}]"#);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("LESS_SCHEMA_INVALID") && stderr(&bad).contains("role"), "{}", stderr(&bad));
+
+    let output = lessrt(&["dag", "build", "--arc-every", "2", "--epoch-every", "2", "--store", &store, "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let built: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    assert_eq!(built["built"]["sessions"], json!(4), "{built}");
+    assert_eq!(built["built"]["skipped"], json!(1), "{built}");
+    assert_eq!((built["built"]["arcs"].as_u64(), built["built"]["epochs"].as_u64()), (Some(2), Some(1)));
+    assert_eq!(built["archive"]["messages"], json!(35));
+
+    let tree = stdout(&lessrt(&["dag", "show", "--store", &store]));
+    assert!(tree.contains("project \"shop\""), "{tree}");
+    let epoch_line = tree.lines().find(|l| l.trim_start().starts_with("E-")).expect("an epoch");
+    let epoch = epoch_line.split_whitespace().next().expect("id").to_owned();
+    assert_eq!(tree.lines().filter(|l| l.trim_start().starts_with("A-")).count(), 2, "{tree}");
+    assert_eq!(tree.lines().filter(|l| l.trim_start().starts_with("S-")).count(), 4, "{tree}");
+
+    let expanded: Value =
+        serde_json::from_str(&stdout(&lessrt(&["dag", "expand", &epoch, "--store", &store, "--json"]))).expect("JSON");
+    assert_eq!(expanded["children"].as_array().expect("children").len(), 2);
+    assert_eq!(expanded["children"][0]["kind"], json!("arc"));
+    let missing = lessrt(&["dag", "expand", "S-000000000000", "--store", &store]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(stderr(&missing).contains("dag show"), "{}", stderr(&missing));
+
+    let output = lessrt(&[
+        "dag",
+        "query",
+        "What is the name of Marta's cat?",
+        "--max-tokens",
+        "80",
+        "--store",
+        &store,
+        "--json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let answer: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    assert!(answer["tokens"].as_u64().expect("tokens") <= 80);
+    assert!(answer["text"].as_str().expect("text").contains("Pixel"), "{answer}");
+    let cited = answer["citations"][0]["message"].as_str().expect("message").to_owned();
+    assert_eq!(answer["citations"][0]["path"].as_array().expect("path").len(), 3, "epoch > arc > session: {answer}");
+
+    let output = lessrt(&["dag", "impact", &format!("sam:msg:{cited}"), "--store", &store, "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let impact: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    let kinds: Vec<&str> =
+        impact["items"].as_array().expect("items").iter().filter_map(|i| i["kind"].as_str()).collect();
+    assert_eq!(kinds.first(), Some(&"session"), "{impact}");
+    let bad = lessrt(&["dag", "impact", "repo:../etc/passwd", "--store", &store]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("LESS_POINTER_INVALID"), "{}", stderr(&bad));
+
+    let log = stdout(&lessrt(&["dag", "log", "--kind", "session_skipped", "--store", &store]));
+    assert_eq!(log.lines().count(), 1, "{log}");
+    assert!(log.contains("\"session\":\"chat\""), "{log}");
+    let backfill: Value =
+        serde_json::from_str(&stdout(&lessrt(&["dag", "backfill", "--store", &store, "--json"]))).expect("JSON");
+    assert_eq!(backfill["built"]["backfilled"], json!(1), "{backfill}");
+    assert_eq!(backfill["archive"]["session_nodes"], json!(5));
 }
 
 #[test]

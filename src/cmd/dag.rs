@@ -268,7 +268,7 @@ fn node_line(node: &Node) -> String {
     } else {
         format!("{}..{}", day(node.earliest_at), day(node.latest_at))
     };
-    let session = node.session.as_deref().map(|s| format!(" session {s}")).unwrap_or_default();
+    let session = node.session.as_deref().map(|s| format!(" {s}")).unwrap_or_default();
     format!(
         "{} {}{session} {span} · {} tok from {} · level {} ({})",
         node.id,

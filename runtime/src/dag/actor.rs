@@ -145,8 +145,7 @@ impl Actor for SummarizerSupervisor {
                 }
             }
             SummarizerMsg::EndSession { project, session } => {
-                let result =
-                    state.blocking(move |archive, _| archive.end_session(&project, &session).map(|()| ())).await?;
+                let result = state.blocking(move |archive, _| archive.end_session(&project, &session)).await?;
                 match result {
                     Ok(()) => state.cast(NodeKind::Session),
                     Err(err) => tracing::error!(target: "less.dag", "session end not recorded: {err}"),

@@ -436,7 +436,9 @@ fn walk_order(
     paths: &HashMap<String, Vec<String>>,
     relevance: &HashMap<String, f32>,
 ) -> Vec<(String, f32)> {
-    let mut order: Vec<(Vec<(f32, String)>, f32, String)> = scores
+    // Per message: the path's (negated relevance, node id) from the top, its negated score, its id.
+    type Key = (Vec<(f32, String)>, f32, String);
+    let mut order: Vec<Key> = scores
         .iter()
         .map(|(id, score)| {
             let path = paths.get(id).map(Vec::as_slice).unwrap_or_default();

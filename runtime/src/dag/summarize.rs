@@ -626,13 +626,13 @@ fn candidate_lines(input: &SummaryInput<'_>, max_chars: usize) -> Vec<Line> {
     for item in input.items {
         if input.kind == NodeKind::Session {
             let cite = format!("sam:msg:{}", item.id);
-            if let Some(engrams) = engrams_in(&item.content) {
-                for (kind, claim, pointers) in engrams {
-                    let mut text = clip(&claim, max_chars);
+            if let Some(document) = document_lines(&item.content) {
+                for (class, text, pointers) in document {
+                    let mut text = clip(&text, max_chars);
                     if !pointers.is_empty() {
                         text = format!("{text} [{}]", pointers.join(" "));
                     }
-                    push(Class::of_engram_kind(&kind), text, vec![cite.clone()], &mut lines);
+                    push(class, text, vec![cite.clone()], &mut lines);
                 }
                 continue;
             }
@@ -701,37 +701,52 @@ fn clip(text: &str, max: usize) -> String {
     format!("{}…", cut.trim_end())
 }
 
-/// The engrams a message carries, when its content is a typed document (an engram, or a message with `engrams`):
-/// (kind, claim, pointers).
-fn engrams_in(content: &str) -> Option<Vec<(String, String, Vec<String>)>> {
+/// What a typed document says, when a message's content is one (the runtime's wire form): its engrams (class by
+/// kind, with their pointers), a brief's priorities, constraints and risks, a grant, and the free text of bodies,
+/// questions and reasons (classified like any sentence). None when the content is not a JSON object.
+fn document_lines(content: &str) -> Option<Vec<(Class, String, Vec<String>)>> {
+    use serde_json::Value;
     let trimmed = content.trim_start();
     if !trimmed.starts_with('{') {
         return None;
     }
-    let value: serde_json::Value = serde_json::from_str(trimmed).ok()?;
-    let list: Vec<&serde_json::Value> = if value.get("claim").is_some() {
-        vec![&value]
-    } else {
-        value
-            .get("engrams")
-            .or_else(|| value.pointer("/payload/engrams"))
-            .and_then(|e| e.as_array())
-            .map(|a| a.iter().collect())?
+    let doc: Value = serde_json::from_str(trimmed).ok()?;
+    let mut out = Vec::new();
+    let strings = |v: Option<&Value>| -> Vec<String> {
+        match v {
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(items)) => items.iter().filter_map(|i| i.as_str().map(str::to_owned)).collect(),
+            _ => Vec::new(),
+        }
     };
-    let engrams: Vec<_> = list
-        .into_iter()
-        .filter_map(|e| {
-            let claim = e.get("claim")?.as_str()?.to_owned();
-            let kind = e.get("kind").and_then(|k| k.as_str()).unwrap_or("fact").to_owned();
-            let pointers = e
-                .get("pointers")
-                .and_then(|p| p.as_array())
-                .map(|a| a.iter().filter_map(pointer_text).collect())
-                .unwrap_or_default();
-            Some((kind, claim, pointers))
-        })
-        .collect();
-    (!engrams.is_empty()).then_some(engrams)
+    let engrams: Vec<&Value> = if doc.get("claim").is_some() {
+        vec![&doc]
+    } else {
+        doc.get("engrams").and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default()
+    };
+    for e in engrams {
+        let Some(claim) = e.get("claim").and_then(Value::as_str) else { continue };
+        let kind = e.get("kind").and_then(Value::as_str).unwrap_or("fact");
+        let pointers = e.get("pointers").and_then(Value::as_array).map(|a| a.iter().filter_map(pointer_text).collect());
+        out.push((Class::of_engram_kind(kind), claim.to_owned(), pointers.unwrap_or_default()));
+    }
+    for text in strings(doc.get("what_matters_now")) {
+        out.push((classify(&text).unwrap_or(Class::Decision), text, Vec::new()));
+    }
+    for (key, class) in [("constraints", Class::Constraint), ("top_risks", Class::Risk), ("reason", Class::Risk)] {
+        out.extend(strings(doc.get(key)).into_iter().map(|text| (class, text, Vec::new())));
+    }
+    for key in ["body", "question"] {
+        for text in strings(doc.get(key)) {
+            out.extend(sentences(&text).filter_map(|s| classify(s).map(|c| (c, s.to_owned(), Vec::new()))));
+        }
+    }
+    if let (Some(grant), Some(grantee)) = (doc.get("grant_id").and_then(Value::as_str), doc.get("grantee")) {
+        let patterns = strings(doc.get("patterns")).join(" ");
+        let text = format!("grant {grant} to {} for {patterns}", grantee.as_str().unwrap_or("?"));
+        out.push((Class::Decision, text, Vec::new()));
+    }
+    Some(out)
 }
 
 /// A pointer of a JSON document in its text form (documents carry the text form or the object form).

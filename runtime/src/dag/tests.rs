@@ -1,3 +1,7 @@
+//! DAG tests over the real SQLite archive: the 64-session corpus, invariants as properties (acyclic, lossless,
+//! summaries smaller than their input, escalation converging), the gate and backfill, expansion and impact, the
+//! actors. `expand_query` uses the real embedding model when it is provisioned, hash recall otherwise.
+
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -13,8 +17,8 @@ fn counter() -> &'static TokenCounter {
 
 fn load(archive: &mut Archive, sessions: &[CorpusSession]) {
     for s in sessions {
-        archive.append(&s.project, &s.session, &s.messages, CORPUS_START, &|t| counter().count(t)).unwrap();
-        archive.end_session(&s.project, &s.session).unwrap();
+        archive.append(&s.project, &s.session, &s.messages, CORPUS_START, &|t| counter().count(t)).expect("succeeds");
+        archive.end_session(&s.project, &s.session).expect("succeeds");
     }
 }
 
@@ -24,11 +28,11 @@ fn builder(config: DagConfig) -> Builder {
 
 /// Checks the DAG's invariants and returns the messages reachable from the top nodes.
 fn check_dag(archive: &Archive) -> HashSet<String> {
-    let nodes = archive.all_nodes().unwrap();
+    let nodes = archive.all_nodes().expect("succeeds");
     let mut parents: HashMap<String, usize> = HashMap::new();
     for node in &nodes {
-        let children = archive.children(&node.id).unwrap();
-        let messages = archive.node_messages(&node.id).unwrap();
+        let children = archive.children(&node.id).expect("succeeds");
+        let messages = archive.node_messages(&node.id).expect("succeeds");
         match node.kind {
             NodeKind::Session => {
                 assert!(children.is_empty(), "{} has child nodes", node.id);
@@ -58,13 +62,13 @@ fn check_dag(archive: &Archive) -> HashSet<String> {
     // Walk from the tops: every node is visited exactly once (a tree per top: acyclic), every message found.
     let mut visited = HashSet::new();
     let mut messages = HashSet::new();
-    let mut stack: Vec<String> = archive.tops(None).unwrap().into_iter().map(|n| n.id).collect();
+    let mut stack: Vec<String> = archive.tops(None).expect("succeeds").into_iter().map(|n| n.id).collect();
     while let Some(id) = stack.pop() {
         assert!(visited.insert(id.clone()), "{id} reached twice");
-        for child in archive.children(&id).unwrap() {
+        for child in archive.children(&id).expect("succeeds") {
             stack.push(child.id);
         }
-        for m in archive.node_messages(&id).unwrap() {
+        for m in archive.node_messages(&id).expect("succeeds") {
             assert!(messages.insert(m.id), "a message in two session nodes");
         }
     }
@@ -74,9 +78,10 @@ fn check_dag(archive: &Archive) -> HashSet<String> {
 
 fn skipped_messages(archive: &Archive) -> HashSet<String> {
     let mut out = HashSet::new();
-    for segment in archive.skipped_segments(None).unwrap() {
-        for m in
-            archive.session_range(&segment.project, &segment.session, segment.first_turn, segment.last_turn).unwrap()
+    for segment in archive.skipped_segments(None).expect("succeeds") {
+        for m in archive
+            .session_range(&segment.project, &segment.session, segment.first_turn, segment.last_turn)
+            .expect("succeeds")
         {
             out.insert(m.id);
         }
@@ -85,29 +90,29 @@ fn skipped_messages(archive: &Archive) -> HashSet<String> {
 }
 
 fn all_ids(archive: &Archive) -> HashSet<String> {
-    archive.all_messages().unwrap().into_iter().map(|m| m.id).collect()
+    archive.all_messages().expect("succeeds").into_iter().map(|m| m.id).collect()
 }
 
 #[test]
 fn sixty_four_sessions_build_eight_arcs_and_two_epochs() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut archive = Archive::open(dir.path()).unwrap();
+    let dir = tempfile::tempdir().expect("succeeds");
+    let mut archive = Archive::open(dir.path()).expect("succeeds");
     let sessions = corpus(&["alpha", "beta"], 32, 10, 7);
     load(&mut archive, &sessions);
-    let report = builder(DagConfig::default()).build(&mut archive, CORPUS_START).unwrap();
+    let report = builder(DagConfig::default()).build(&mut archive, CORPUS_START).expect("succeeds");
     assert_eq!(report.skipped, 0, "{report:?}");
     assert_eq!((report.sessions, report.arcs, report.epochs), (64, 8, 2), "{report:?}");
-    let stats = archive.stats().unwrap();
+    let stats = archive.stats().expect("succeeds");
     assert_eq!((stats.messages, stats.session_nodes, stats.arcs, stats.epochs), (640, 64, 8, 2));
     assert_eq!(stats.pending_messages, 0);
-    let tops = archive.tops(None).unwrap();
+    let tops = archive.tops(None).expect("succeeds");
     assert_eq!(
         tops.iter().map(|n| (n.project.as_str(), n.kind)).collect::<Vec<_>>(),
         [("alpha", NodeKind::Epoch), ("beta", NodeKind::Epoch)]
     );
     assert_eq!(check_dag(&archive), all_ids(&archive), "lossless: every message under a top node");
     // Depth-aware content: sessions keep commands and errors, epochs only architecture, pivots and constraints.
-    let nodes = archive.all_nodes().unwrap();
+    let nodes = archive.all_nodes().expect("succeeds");
     let labels = |kind: NodeKind| -> BTreeSet<String> {
         nodes
             .iter()
@@ -130,51 +135,56 @@ fn sixty_four_sessions_build_eight_arcs_and_two_epochs() {
         "{epoch:?}"
     );
     // Session summary lines cite their messages.
-    let session = nodes.iter().find(|n| n.kind == NodeKind::Session).unwrap();
+    let session = nodes.iter().find(|n| n.kind == NodeKind::Session).expect("succeeds");
     let cited = session.content.lines().filter(|l| l.contains("(sam:msg:m-")).count();
     assert!(cited > 0, "{}", session.content);
     // Building again changes nothing; the same corpus in another archive gets the same node ids.
-    assert_eq!(builder(DagConfig::default()).build(&mut archive, CORPUS_START).unwrap(), BuildReport::default());
-    let other = tempfile::tempdir().unwrap();
-    let mut again = Archive::open(other.path()).unwrap();
+    assert_eq!(
+        builder(DagConfig::default()).build(&mut archive, CORPUS_START).expect("succeeds"),
+        BuildReport::default()
+    );
+    let other = tempfile::tempdir().expect("succeeds");
+    let mut again = Archive::open(other.path()).expect("succeeds");
     load(&mut again, &sessions);
-    builder(DagConfig::default()).build(&mut again, CORPUS_START).unwrap();
-    let ids = |a: &Archive| a.all_nodes().unwrap().into_iter().map(|n| (n.id, n.content)).collect::<Vec<_>>();
+    builder(DagConfig::default()).build(&mut again, CORPUS_START).expect("succeeds");
+    let ids = |a: &Archive| a.all_nodes().expect("succeeds").into_iter().map(|n| (n.id, n.content)).collect::<Vec<_>>();
     assert_eq!(ids(&archive), ids(&again), "deterministic");
 }
 
 #[test]
 fn raw_messages_are_immutable_and_deduplicated() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut archive = Archive::open(dir.path()).unwrap();
+    let dir = tempfile::tempdir().expect("succeeds");
+    let mut archive = Archive::open(dir.path()).expect("succeeds");
     let s = &corpus(&["alpha"], 1, 6, 1)[0];
-    let first = archive.append(&s.project, &s.session, &s.messages, 0, &|t| counter().count(t)).unwrap();
+    let first = archive.append(&s.project, &s.session, &s.messages, 0, &|t| counter().count(t)).expect("succeeds");
     assert_eq!(first.len(), 6);
     // The same transcript again: nothing new. Two equal messages in one batch are both kept.
-    assert!(archive.append(&s.project, &s.session, &s.messages, 0, &|t| counter().count(t)).unwrap().is_empty());
+    assert!(
+        archive.append(&s.project, &s.session, &s.messages, 0, &|t| counter().count(t)).expect("succeeds").is_empty()
+    );
     let twice = vec![s.messages[0].clone(), s.messages[0].clone()];
-    assert_eq!(archive.append(&s.project, "other", &twice, 0, &|t| counter().count(t)).unwrap().len(), 2);
-    let conn = rusqlite::Connection::open(dir.path().join("memory.sqlite3")).unwrap();
+    assert_eq!(archive.append(&s.project, "other", &twice, 0, &|t| counter().count(t)).expect("succeeds").len(), 2);
+    let conn = rusqlite::Connection::open(dir.path().join("memory.sqlite3")).expect("succeeds");
     let update = conn.execute("UPDATE dag_messages SET content = 'changed'", []);
-    assert!(update.unwrap_err().to_string().contains("immutable"));
+    assert!(update.expect_err("fails").to_string().contains("immutable"));
     let delete = conn.execute("DELETE FROM dag_messages", []);
-    assert!(delete.unwrap_err().to_string().contains("never deleted"));
-    assert_eq!(archive.all_messages().unwrap().len(), 8);
+    assert!(delete.expect_err("fails").to_string().contains("never deleted"));
+    assert_eq!(archive.all_messages().expect("succeeds").len(), 8);
     assert_eq!(first[0].tokens, counter().count(&s.messages[0].content) + MESSAGE_FRAMING_TOKENS);
 }
 
 #[test]
 fn gate_skips_trivial_sessions_keeps_them_and_backfill_summarizes_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut archive = Archive::open(dir.path()).unwrap();
+    let dir = tempfile::tempdir().expect("succeeds");
+    let mut archive = Archive::open(dir.path()).expect("succeeds");
     let mut sessions = corpus(&["alpha"], 7, 10, 3);
     sessions.insert(2, trivial_session("alpha", "small-talk-1", CORPUS_START + 10));
     sessions.push(trivial_session("alpha", "small-talk-2", CORPUS_START + 20));
     load(&mut archive, &sessions);
     let config = DagConfig::default();
-    let report = builder(config.clone()).build(&mut archive, CORPUS_START).unwrap();
+    let report = builder(config.clone()).build(&mut archive, CORPUS_START).expect("succeeds");
     assert_eq!((report.sessions, report.skipped, report.arcs), (7, 2, 0), "{report:?}");
-    let skips = archive.events(Some("session_skipped")).unwrap();
+    let skips = archive.events(Some("session_skipped")).expect("succeeds");
     assert_eq!(skips.len(), 2);
     assert_eq!(skips[0].detail["session"], "small-talk-1");
     assert_eq!(skips[0].detail["gate"]["substantive"], 0);
@@ -184,35 +194,35 @@ fn gate_skips_trivial_sessions_keeps_them_and_backfill_summarizes_them() {
     assert_eq!(skipped.len(), 10);
     assert!(reachable.is_disjoint(&skipped));
     assert_eq!(&reachable | &skipped, all_ids(&archive));
-    assert_eq!(archive.session_messages("alpha", "small-talk-2", 0).unwrap().len(), 5);
+    assert_eq!(archive.session_messages("alpha", "small-talk-2", 0).expect("succeeds").len(), 5);
     // Backfill one session, then the rest: the eighth session node completes an arc.
-    let one = builder(config.clone()).backfill(&mut archive, Some("small-talk-2"), CORPUS_START).unwrap();
+    let one = builder(config.clone()).backfill(&mut archive, Some("small-talk-2"), CORPUS_START).expect("succeeds");
     assert_eq!((one.backfilled, one.arcs), (1, 1), "{one:?}");
-    let rest = builder(config).backfill(&mut archive, None, CORPUS_START).unwrap();
+    let rest = builder(config).backfill(&mut archive, None, CORPUS_START).expect("succeeds");
     assert_eq!(rest.backfilled, 1);
     assert_eq!(check_dag(&archive), all_ids(&archive));
-    assert_eq!(archive.events(Some("backfilled")).unwrap().len(), 2);
+    assert_eq!(archive.events(Some("backfilled")).expect("succeeds").len(), 2);
     // Disabled gate: nothing is skipped.
-    let other = tempfile::tempdir().unwrap();
-    let mut archive = Archive::open(other.path()).unwrap();
+    let other = tempfile::tempdir().expect("succeeds");
+    let mut archive = Archive::open(other.path()).expect("succeeds");
     load(&mut archive, &[trivial_session("alpha", "t", 0)]);
     let mut config = DagConfig::default();
     config.gate.enabled = false;
-    assert_eq!(builder(config).build(&mut archive, 0).unwrap().sessions, 1);
+    assert_eq!(builder(config).build(&mut archive, 0).expect("succeeds").sessions, 1);
 }
 
 #[test]
 fn a_session_that_continues_after_its_summary_gets_a_second_part() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut archive = Archive::open(dir.path()).unwrap();
+    let dir = tempfile::tempdir().expect("succeeds");
+    let mut archive = Archive::open(dir.path()).expect("succeeds");
     let s = &corpus(&["alpha"], 2, 10, 5);
     load(&mut archive, &s[..1]);
     let b = builder(DagConfig::default());
-    assert_eq!(b.build(&mut archive, 0).unwrap().sessions, 1);
-    archive.append("alpha", &s[0].session, &s[1].messages, 0, &|t| counter().count(t)).unwrap();
-    assert_eq!(archive.stats().unwrap().pending_messages, 10);
-    assert_eq!(b.build(&mut archive, 0).unwrap().sessions, 1);
-    let segments = archive.segments_of("alpha", &s[0].session).unwrap();
+    assert_eq!(b.build(&mut archive, 0).expect("succeeds").sessions, 1);
+    archive.append("alpha", &s[0].session, &s[1].messages, 0, &|t| counter().count(t)).expect("succeeds");
+    assert_eq!(archive.stats().expect("succeeds").pending_messages, 10);
+    assert_eq!(b.build(&mut archive, 0).expect("succeeds").sessions, 1);
+    let segments = archive.segments_of("alpha", &s[0].session).expect("succeeds");
     assert_eq!(segments.iter().map(|g| (g.first_turn, g.last_turn)).collect::<Vec<_>>(), [(0, 9), (10, 19)]);
     assert_eq!(check_dag(&archive), all_ids(&archive));
 }
@@ -288,12 +298,12 @@ proptest! {
             let _ = t;
             sessions.insert(i.min(sessions.len()), trivial_session(projects[i % n_projects], &format!("t{i}"), i as i64));
         }
-        let dir = tempfile::tempdir().unwrap();
-        let mut archive = Archive::open(dir.path()).unwrap();
+        let dir = tempfile::tempdir().expect("succeeds");
+        let mut archive = Archive::open(dir.path()).expect("succeeds");
         load(&mut archive, &sessions);
         let config = DagConfig { arc_every, epoch_every, ..DagConfig::default() };
         let b = builder(config);
-        let report = b.build(&mut archive, 0).unwrap();
+        let report = b.build(&mut archive, 0).expect("succeeds");
         let reachable = check_dag(&archive);
         let skipped = skipped_messages(&archive);
         prop_assert!(reachable.is_disjoint(&skipped));
@@ -301,65 +311,65 @@ proptest! {
         prop_assert_eq!(report.sessions + report.skipped, sessions.len());
         // Arcs form exactly when enough sessions wait.
         for project in &projects[..n_projects] {
-            let sessions_of = archive.all_nodes().unwrap().iter().filter(|n| n.project == *project && n.kind == NodeKind::Session).count();
-            prop_assert_eq!(archive.orphans(project, NodeKind::Session).unwrap().len(), sessions_of % arc_every);
+            let sessions_of = archive.all_nodes().expect("succeeds").iter().filter(|n| n.project == *project && n.kind == NodeKind::Session).count();
+            prop_assert_eq!(archive.orphans(project, NodeKind::Session).expect("succeeds").len(), sessions_of % arc_every);
         }
-        b.backfill(&mut archive, None, 0).unwrap();
+        b.backfill(&mut archive, None, 0).expect("succeeds");
         prop_assert_eq!(check_dag(&archive), all_ids(&archive));
     }
 }
 
 #[test]
 fn expand_walks_down_to_the_raw_messages() {
-    let dir = tempfile::tempdir().unwrap();
-    let index = Memory::open_without_model(&index_dir(dir.path())).unwrap();
+    let dir = tempfile::tempdir().expect("succeeds");
+    let index = Memory::open_without_model(&index_dir(dir.path())).expect("succeeds");
     let mut config = DagConfig::default();
     config.gate.enabled = false;
-    let mut dag = Dag::open_with(dir.path(), builder(config), index).unwrap();
+    let mut dag = Dag::open_with(dir.path(), builder(config), index).expect("succeeds");
     for s in corpus(&["alpha"], 32, 6, 11) {
-        dag.ingest(&s.project, &s.session, &s.messages, 0).unwrap();
-        dag.end_session(&s.project, &s.session).unwrap();
+        dag.ingest(&s.project, &s.session, &s.messages, 0).expect("succeeds");
+        dag.end_session(&s.project, &s.session).expect("succeeds");
     }
-    dag.build(0).unwrap();
-    let top = dag.archive().tops(None).unwrap().remove(0);
+    dag.build(0).expect("succeeds");
+    let top = dag.archive().tops(None).expect("succeeds").remove(0);
     assert_eq!(top.kind, NodeKind::Epoch);
-    let arcs = dag.expand(&top.id).unwrap();
+    let arcs = dag.expand(&top.id).expect("succeeds");
     assert_eq!(arcs.children.len(), 4);
     let Child::Node(arc) = &arcs.children[0] else { panic!("an arc") };
-    let sessions = dag.expand(&arc.id).unwrap();
+    let sessions = dag.expand(&arc.id).expect("succeeds");
     assert_eq!(sessions.parent.as_deref(), Some(top.id.as_str()));
     assert_eq!(sessions.children.len(), 8);
     let Child::Node(session) = &sessions.children[0] else { panic!("a session") };
-    let messages = dag.expand(&session.id).unwrap();
+    let messages = dag.expand(&session.id).expect("succeeds");
     assert_eq!(messages.children.len(), 6);
     let Child::Message(m) = &messages.children[0] else { panic!("a message") };
-    let message = dag.expand(&format!("sam:msg:{}", m.id)).unwrap();
+    let message = dag.expand(&format!("sam:msg:{}", m.id)).expect("succeeds");
     assert_eq!(message.parent.as_deref(), Some(session.id.as_str()));
     assert!(message.children.is_empty());
-    assert_eq!(dag.path_of_message(&m.id).unwrap(), [top.id.clone(), arc.id.clone(), session.id.clone()]);
+    assert_eq!(dag.path_of_message(&m.id).expect("succeeds"), [top.id.clone(), arc.id.clone(), session.id.clone()]);
     assert!(matches!(dag.expand("S-000000000000"), Err(DagError::NotFound(_))));
 }
 
 #[test]
 fn expand_query_answers_from_an_old_raw_message_within_budget() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("succeeds");
     // The real model when provisioned (CI provisions it), else hash recall alone.
-    let mut dag = Dag::open(dir.path(), DagConfig::default()).unwrap();
+    let mut dag = Dag::open(dir.path(), DagConfig::default()).expect("succeeds");
     let mut sessions = corpus(&["alpha", "beta"], 16, 8, 21);
     let needle = "Marta mentioned that her cat goes by Pixel and naps on the warm rack server.";
     sessions[2].messages[3].content = needle.to_owned();
     let old = sessions[2].clone();
     for s in &sessions {
-        dag.ingest(&s.project, &s.session, &s.messages, 0).unwrap();
-        dag.end_session(&s.project, &s.session).unwrap();
+        dag.ingest(&s.project, &s.session, &s.messages, 0).expect("succeeds");
+        dag.end_session(&s.project, &s.session).expect("succeeds");
     }
-    let report = dag.build(0).unwrap();
+    let report = dag.build(0).expect("succeeds");
     assert_eq!((report.sessions, report.arcs), (32, 4));
     // The answer is in no summary: only the raw message has it.
-    assert!(dag.archive().all_nodes().unwrap().iter().all(|n| !n.content.contains("Pixel")));
-    let needle_id = dag.archive().session_messages(&old.project, &old.session, 3).unwrap()[0].id.clone();
+    assert!(dag.archive().all_nodes().expect("succeeds").iter().all(|n| !n.content.contains("Pixel")));
+    let needle_id = dag.archive().session_messages(&old.project, &old.session, 3).expect("succeeds")[0].id.clone();
     for budget in [200u32, 60, 24] {
-        let answer = dag.expand_query("What is the name of Marta's cat?", budget, None).unwrap();
+        let answer = dag.expand_query("What is the name of Marta's cat?", budget, None).expect("succeeds");
         assert!(answer.tokens <= budget, "{} > {budget}", answer.tokens);
         assert_eq!(answer.tokens, counter().count(&answer.text));
         let first = &answer.citations[0];
@@ -368,11 +378,11 @@ fn expand_query_answers_from_an_old_raw_message_within_budget() {
         assert!(answer.text.contains(&format!("sam:msg:{needle_id}")));
         // Cited with its path from the top (an arc here: 8 sessions per arc, 4 arcs per epoch) to its session.
         assert_eq!(first.path.len(), 2, "{:?}", first.path);
-        assert_eq!(first.path, dag.path_of_message(&needle_id).unwrap());
+        assert_eq!(first.path, dag.path_of_message(&needle_id).expect("succeeds"));
         assert!(answer.nodes.contains(&first.path[0]));
     }
     // Only the other project: the message is not there.
-    let answer = dag.expand_query("What is the name of Marta's cat?", 200, Some("beta")).unwrap();
+    let answer = dag.expand_query("What is the name of Marta's cat?", 200, Some("beta")).expect("succeeds");
     assert!(answer.citations.iter().all(|c| c.project == "beta"));
     assert!(!answer.text.contains("Pixel"));
 }
@@ -380,31 +390,31 @@ fn expand_query_answers_from_an_old_raw_message_within_budget() {
 #[test]
 fn impact_finds_dependents_by_layer_above_the_confidence_floor() {
     use crate::engram::{Engram, EngramKind};
-    let dir = tempfile::tempdir().unwrap();
-    let p = |t: &str| Pointer::parse(t).unwrap();
-    let mut memory = Memory::open_without_model(dir.path()).unwrap();
+    let dir = tempfile::tempdir().expect("succeeds");
+    let p = |t: &str| Pointer::parse(t).expect("succeeds");
+    let mut memory = Memory::open_without_model(dir.path()).expect("succeeds");
     let e1 = Engram::builder(EngramKind::Decision, "capture is idempotent per order", "programmer")
         .pointer(p("repo:src/billing.rs#L10-L40"))
         .confidence(0.9)
         .build()
-        .unwrap();
+        .expect("succeeds");
     let e2 = Engram::builder(EngramKind::Fact, "refunds rely on idempotent capture", "reviewer")
         .pointer(p(&format!("sam:engram:{}", e1.id)))
         .confidence(0.8)
         .build()
-        .unwrap();
+        .expect("succeeds");
     let weak = Engram::builder(EngramKind::Fact, "maybe the retry loop is wrong", "reviewer")
         .pointer(p("repo:src/billing.rs#L14-L18"))
         .confidence(0.3)
         .build()
-        .unwrap();
+        .expect("succeeds");
     for e in [&e1, &e2, &weak] {
-        memory.put(e, "shop", 0).unwrap();
+        memory.put(e, "shop", 0).expect("succeeds");
     }
     drop(memory);
-    let index = Memory::open_without_model(&index_dir(dir.path())).unwrap();
+    let index = Memory::open_without_model(&index_dir(dir.path())).expect("succeeds");
     let config = DagConfig { arc_every: 1, epoch_every: 1, ..DagConfig::default() };
-    let mut dag = Dag::open_with(dir.path(), builder(config), index).unwrap();
+    let mut dag = Dag::open_with(dir.path(), builder(config), index).expect("succeeds");
     let report = serde_json::json!({"type": "task_result", "engrams": [{
         "kind": "decision", "claim": "capture keeps one row per order id",
         "pointers": ["repo:src/billing.rs#L12-L20"]}]});
@@ -418,17 +428,17 @@ fn impact_finds_dependents_by_layer_above_the_confidence_floor() {
             at: Some(i),
         });
     }
-    dag.ingest("shop", "s1", &messages, 0).unwrap();
-    dag.end_session("shop", "s1").unwrap();
-    let built = dag.build(0).unwrap();
+    dag.ingest("shop", "s1", &messages, 0).expect("succeeds");
+    dag.end_session("shop", "s1").expect("succeeds");
+    let built = dag.build(0).expect("succeeds");
     assert_eq!((built.sessions, built.arcs, built.epochs), (1, 1, 1), "{built:?}");
-    let session = dag.archive().orphans("shop", NodeKind::Session).unwrap();
+    let session = dag.archive().orphans("shop", NodeKind::Session).expect("succeeds");
     assert!(session.is_empty());
-    let nodes = dag.archive().all_nodes().unwrap();
-    let find = |kind: NodeKind| nodes.iter().find(|n| n.kind == kind).unwrap().id.clone();
+    let nodes = dag.archive().all_nodes().expect("succeeds");
+    let find = |kind: NodeKind| nodes.iter().find(|n| n.kind == kind).expect("succeeds").id.clone();
     assert!(nodes.iter().all(|n| n.level == 1), "{nodes:#?}");
 
-    let impact = dag.impact(&p("repo:src/billing.rs#L15-L16"), 0.5).unwrap();
+    let impact = dag.impact(&p("repo:src/billing.rs#L15-L16"), 0.5).expect("succeeds");
     let layer =
         |n: u8| -> BTreeSet<String> { impact.items.iter().filter(|i| i.layer == n).map(|i| i.id.clone()).collect() };
     let (session, arc, epoch) = (find(NodeKind::Session), find(NodeKind::Arc), find(NodeKind::Epoch));
@@ -438,7 +448,7 @@ fn impact_finds_dependents_by_layer_above_the_confidence_floor() {
     assert!(layer(2).contains(&e2.id), "{impact:#?}");
     let everything: BTreeSet<String> = impact.items.iter().map(|i| i.id.clone()).collect();
     assert_eq!(everything, BTreeSet::from([e1.id.clone(), e2.id.clone(), session.clone(), arc.clone(), epoch.clone()]));
-    let layer_of = |id: &str| impact.items.iter().find(|i| i.id == id).unwrap().layer;
+    let layer_of = |id: &str| impact.items.iter().find(|i| i.id == id).expect("succeeds").layer;
     assert!(layer_of(&arc) <= layer_of(&session) + 1 && layer_of(&epoch) <= layer_of(&arc) + 1);
     assert!(impact.items.windows(2).all(|w| w[0].layer <= w[1].layer), "layer by layer");
     assert!(
@@ -449,13 +459,13 @@ fn impact_finds_dependents_by_layer_above_the_confidence_floor() {
     );
     // The weak engram appears only when the floor allows it.
     assert!(!impact.items.iter().any(|i| i.id == weak.id));
-    let all = dag.impact(&p("repo:src/billing.rs#L15-L16"), 0.0).unwrap();
+    let all = dag.impact(&p("repo:src/billing.rs#L15-L16"), 0.0).expect("succeeds");
     assert!(all.items.iter().any(|i| i.id == weak.id && i.layer == 1), "{all:#?}");
     // A span nothing cites: nothing depends on it.
-    assert!(dag.impact(&p("repo:src/billing.rs#L100-L120"), 0.0).unwrap().items.is_empty());
+    assert!(dag.impact(&p("repo:src/billing.rs#L100-L120"), 0.0).expect("succeeds").items.is_empty());
     // A raw message: its session node, then up the DAG.
-    let first = dag.archive().session_messages("shop", "s1", 0).unwrap()[0].id.clone();
-    let by_message = dag.impact(&p(&format!("sam:msg:{first}")), 0.5).unwrap();
+    let first = dag.archive().session_messages("shop", "s1", 0).expect("succeeds")[0].id.clone();
+    let by_message = dag.impact(&p(&format!("sam:msg:{first}")), 0.5).expect("succeeds");
     // (The arc keeps the decision line citing that message, so it is a direct dependent too.)
     let kinds: BTreeMap<&str, u8> = by_message.items.iter().map(|i| (i.kind.as_str(), i.layer)).collect();
     assert_eq!(kinds.keys().copied().collect::<Vec<_>>(), ["arc", "epoch", "session"]);
@@ -466,27 +476,27 @@ fn impact_finds_dependents_by_layer_above_the_confidence_floor() {
 #[test]
 fn transcripts_parse_or_say_what_is_wrong() {
     let jsonl = "{\"role\":\"user\",\"content\":\"hi\",\"at\":\"2026-01-05T09:00:00Z\"}\n\n{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}],\"name\":\"bot\"}\n";
-    let messages = parse_transcript(jsonl).unwrap();
+    let messages = parse_transcript(jsonl).expect("succeeds");
     assert_eq!(messages.len(), 2);
     assert_eq!(messages[0].at, Some(CORPUS_START));
     assert_eq!(messages[1].content, "a\nb");
-    assert_eq!(parse_transcript("[{\"role\":\"user\",\"content\":\"x\",\"at\":5}]").unwrap()[0].at, Some(5));
-    let bad = parse_transcript("{\"role\":\"user\",\"content\":\"ok\"}\n{\"role\": oops}\n").unwrap_err();
+    assert_eq!(parse_transcript("[{\"role\":\"user\",\"content\":\"x\",\"at\":5}]").expect("succeeds")[0].at, Some(5));
+    let bad = parse_transcript("{\"role\":\"user\",\"content\":\"ok\"}\n{\"role\": oops}\n").expect_err("fails");
     assert_eq!((bad.code, bad.path.as_str()), (crate::ErrorCode::JsonMalformed, "line 2"));
-    let bad = parse_transcript("[{\"content\":\"no role\"}]").unwrap_err();
+    let bad = parse_transcript("[{\"content\":\"no role\"}]").expect_err("fails");
     assert_eq!((bad.code, bad.path.as_str()), (crate::ErrorCode::SchemaInvalid, "/0"));
     assert!(bad.message.contains("role"));
-    let bad = parse_transcript("[{\"role\":\"user\",\"content\":\"x\",\"at\":\"yesterday\"}]").unwrap_err();
+    let bad = parse_transcript("[{\"role\":\"user\",\"content\":\"x\",\"at\":\"yesterday\"}]").expect_err("fails");
     assert!(bad.message.contains("RFC 3339"));
-    assert_eq!(parse_transcript("42").unwrap_err().code, crate::ErrorCode::SchemaInvalid);
+    assert_eq!(parse_transcript("42").expect_err("fails").code, crate::ErrorCode::SchemaInvalid);
 }
 
 #[test]
 fn summarizer_actors_build_what_runs_record() {
     use crate::dag::actor::{SummarizerArgs, SummarizerMsg, SummarizerSupervisor};
     use ractor::Actor;
-    let dir = tempfile::tempdir().unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let dir = tempfile::tempdir().expect("succeeds");
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("succeeds");
     rt.block_on(async {
         let config = DagConfig { arc_every: 4, epoch_every: 2, ..DagConfig::default() };
         // A summarizer that always fails: every node falls back to the deterministic level, nothing blocks.
@@ -506,7 +516,7 @@ fn summarizer_actors_build_what_runs_record() {
                 clock: Arc::new(|| 0),
                 index: false,
             };
-            let (actor, handle) = Actor::spawn(None, SummarizerSupervisor, args).await.unwrap();
+            let (actor, handle) = Actor::spawn(None, SummarizerSupervisor, args).await.expect("succeeds");
             for s in corpus(&["alpha"], 8, 8, 9) {
                 for m in s.messages {
                     let record = SummarizerMsg::Record {
@@ -514,22 +524,22 @@ fn summarizer_actors_build_what_runs_record() {
                         session: s.session.clone(),
                         messages: vec![m],
                     };
-                    actor.send_message(record).unwrap();
+                    actor.send_message(record).expect("succeeds");
                 }
                 actor
                     .send_message(SummarizerMsg::EndSession { project: s.project.clone(), session: s.session.clone() })
-                    .unwrap();
+                    .expect("succeeds");
             }
-            let report = ractor::call!(actor, SummarizerMsg::Drain).unwrap();
+            let report = ractor::call!(actor, SummarizerMsg::Drain).expect("succeeds");
             assert_eq!((report.sessions, report.arcs, report.epochs), (8, 2, 1), "{sub}: {report:?}");
             actor.stop(None);
-            handle.await.unwrap();
-            let archive = Archive::open(&dir.path().join(sub)).unwrap();
+            handle.await.expect("succeeds");
+            let archive = Archive::open(&dir.path().join(sub)).expect("succeeds");
             assert_eq!(check_dag(&archive), all_ids(&archive));
-            let levels: BTreeSet<u8> = archive.all_nodes().unwrap().iter().map(|n| n.level).collect();
+            let levels: BTreeSet<u8> = archive.all_nodes().expect("succeeds").iter().map(|n| n.level).collect();
             if sub == "broken" {
                 assert_eq!(levels, BTreeSet::from([3]));
-                assert_eq!(archive.events(Some("escalated")).unwrap().len(), 11);
+                assert_eq!(archive.events(Some("escalated")).expect("succeeds").len(), 11);
             } else {
                 assert!(levels.contains(&1));
             }
