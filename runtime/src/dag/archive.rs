@@ -231,9 +231,10 @@ impl Archive {
     pub fn open(dir: &Path) -> Result<Archive, StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Io { path: dir.to_owned(), source })?;
         let conn = Connection::open(dir.join("memory.sqlite3"))?;
+        // Wait for other connections to the same file (the archive and the engrams share it) instead of failing.
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
              CREATE TABLE IF NOT EXISTS dag_messages (
@@ -329,7 +330,7 @@ impl Archive {
         now: i64,
         count: &dyn Fn(&str) -> u32,
     ) -> Result<Vec<RawMessage>, StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         tx.execute("INSERT OR IGNORE INTO dag_sessions (project, session) VALUES (?1, ?2)", params![project, session])?;
         let mut next_turn: i64 = tx.query_row(
             "SELECT COALESCE(MAX(turn) + 1, 0) FROM dag_messages WHERE project = ?1 AND session = ?2",
@@ -488,7 +489,7 @@ impl Archive {
 
     /// Records a segment and, when it was summarized, its session node, in one transaction.
     pub(crate) fn insert_segment(&mut self, segment: &Segment, node: Option<&NewNode>) -> Result<(), StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         if let Some(node) = node {
             insert_node(&tx, node)?;
         }
@@ -512,7 +513,7 @@ impl Archive {
 
     /// Inserts an arc or epoch node with its child edges, in one transaction.
     pub(crate) fn insert_node(&mut self, node: &NewNode) -> Result<(), StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         insert_node(&tx, node)?;
         tx.commit()?;
         Ok(())

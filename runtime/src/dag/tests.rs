@@ -546,3 +546,19 @@ fn summarizer_actors_build_what_runs_record() {
         }
     });
 }
+
+#[test]
+fn the_archive_beside_the_engrams_leaves_recall_alone() {
+    use crate::engram::{Engram, EngramKind};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut archive = Archive::open(dir.path()).expect("archive");
+    let mut memory = Memory::open_without_model(dir.path()).expect("memory");
+    load(&mut archive, &corpus(&["shop"], 2, 4, 1));
+    let e = Engram::builder(EngramKind::Fact, "the dev server listens on port 8080", "dev")
+        .pointer(Pointer::parse("repo:src/config.rs#L13-L14").expect("pointer"))
+        .build()
+        .expect("engram");
+    memory.put(&e, "shop", 0).expect("put");
+    let recall = memory.query("which port does the dev server use", "shop", None, 5).expect("query");
+    assert_eq!(recall.hits.len(), 1, "{recall:?}");
+}

@@ -4,6 +4,10 @@
 //! is deleted: expired, evicted and superseded engrams move to the cold tier, out of normal recall but still readable
 //! by id. Indexes for recall (tantivy, usearch) are derived from this store and can always be rebuilt from it.
 //!
+//! Write transactions begin `IMMEDIATE`: the file is shared with the lossless archive (`dag/`), and a deferred
+//! transaction that read before another connection's commit could not upgrade to a write (SQLite answers "database
+//! is locked" at once rather than wait, as waiting could deadlock); taking the write lock first makes it wait instead.
+//!
 //! Useful for: durable, transactional state and lookups by id, project, tier and expiry.
 //! Not for: ranking by relevance (the derived indexes do that).
 
@@ -178,11 +182,12 @@ impl Store {
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Io { path: dir.to_owned(), source })?;
         let conn = Connection::open(dir.join("memory.sqlite3"))?;
+        // Wait for other connections to the same file (the archive and the engrams share it) instead of failing.
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
         // WAL lets readers run beside the writer; FULL syncs the WAL at every commit, so an acknowledged put is on
         // disk before the acknowledgement.
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
              CREATE TABLE IF NOT EXISTS engrams (
@@ -232,7 +237,7 @@ impl Store {
     /// Version 2 adds the run, the writer, the subject key and the promoter; rows of version 1 were written outside
     /// any run by their creators, and their subject keys are read from their tags.
     fn migrate_from_1(&mut self) -> Result<(), StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         tx.execute_batch(
             "ALTER TABLE engrams ADD COLUMN run TEXT NOT NULL DEFAULT '';
              ALTER TABLE engrams ADD COLUMN written_by TEXT NOT NULL DEFAULT '';
@@ -293,7 +298,7 @@ impl Store {
         placement: &Placement,
         now: i64,
     ) -> Result<Vec<PutOutcome>, StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let mut outcomes = Vec::with_capacity(engrams.len());
         for engram in engrams {
             outcomes.push(put_in(&tx, engram, placement, now)?);
@@ -365,7 +370,7 @@ impl Store {
     /// The row keeps its content hash, so putting the engram again as first written is a duplicate of the promoted
     /// one rather than a second copy.
     pub fn promote(&mut self, project: &str, id: &str, to: Scope, by: &str) -> Result<bool, StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let doc: Option<String> = tx
             .query_row("SELECT doc FROM engrams WHERE project = ?1 AND id = ?2", [project, id], |r| r.get(0))
             .optional()?;
@@ -393,7 +398,7 @@ impl Store {
 
     /// Moves every hot engram whose TTL ran out by `now` to the cold tier; returns the (project, id) of each.
     pub fn evict_expired(&mut self, now: i64) -> Result<Vec<(String, String)>, StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let moved: Vec<(String, String)> = {
             let mut stmt = tx.prepare("SELECT project, id FROM engrams WHERE tier = 'hot' AND expires_at <= ?1")?;
             let rows = stmt.query_map([now], |r| Ok((r.get(0)?, r.get(1)?)))?;
@@ -412,7 +417,7 @@ impl Store {
 
     /// Moves one engram to the cold tier; false when it was not hot.
     pub fn evict(&mut self, project: &str, id: &str) -> Result<bool, StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let n = tx.execute(
             "UPDATE engrams SET tier = 'cold', cold_reason = 'evicted' WHERE project = ?1 AND id = ?2 AND tier = 'hot'",
             [project, id],
@@ -426,7 +431,7 @@ impl Store {
 
     /// Records that `new` supersedes `old`: linked both ways, `old` leaves normal recall. False if either is missing.
     pub fn supersede(&mut self, project: &str, old: &str, new: &str) -> Result<bool, StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let n_old = tx.execute(
             "UPDATE engrams SET tier = 'cold', cold_reason = 'superseded', superseded_by = ?3
              WHERE project = ?1 AND id = ?2",

@@ -122,7 +122,7 @@ impl Store {
 
     /// Stores vectors of `model`, in one transaction.
     pub(super) fn put_vectors(&mut self, model: &str, items: &[(&Wanted, &[f32])]) -> Result<(), StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         {
             let mut stmt = tx.prepare(
                 "INSERT INTO embeddings (project, id, model, vector) VALUES (?1, ?2, ?3, ?4)
