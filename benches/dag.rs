@@ -27,9 +27,8 @@ fn sessions(messages: usize) -> Vec<CorpusSession> {
 }
 
 fn open(dir: &Path, with_model: bool) -> Dag {
-    let index =
-        if with_model { Memory::open(&index_dir(dir)) } else { Memory::open_without_model(&index_dir(dir)) }
-            .expect("message index");
+    let index = if with_model { Memory::open(&index_dir(dir)) } else { Memory::open_without_model(&index_dir(dir)) }
+        .expect("message index");
     Dag::open_with(dir, Builder::new(DagConfig::default(), Arc::new(Extractive)), index).expect("dag")
 }
 
@@ -117,7 +116,9 @@ fn bench_query(c: &mut Criterion) {
             });
         });
     } else {
-        eprintln!("expand_query_rerank_10k skipped: the embedding model is not provisioned (scripts/provision-model.sh)");
+        eprintln!(
+            "expand_query_rerank_10k skipped: the embedding model is not provisioned (scripts/provision-model.sh)"
+        );
     }
     group.finish();
 }

@@ -547,18 +547,29 @@ fn summarizer_actors_build_what_runs_record() {
     });
 }
 
+/// The archive and the engrams share one SQLite file: writes from both, at the same time, all succeed (a deferred
+/// transaction upgraded to a write after the other connection's commit used to fail with "database is locked").
 #[test]
-fn the_archive_beside_the_engrams_leaves_recall_alone() {
+fn the_archive_and_the_engrams_write_the_same_file_at_once() {
     use crate::engram::{Engram, EngramKind};
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut archive = Archive::open(dir.path()).expect("archive");
+    let path = dir.path().to_owned();
     let mut memory = Memory::open_without_model(dir.path()).expect("memory");
-    load(&mut archive, &corpus(&["shop"], 2, 4, 1));
-    let e = Engram::builder(EngramKind::Fact, "the dev server listens on port 8080", "dev")
-        .pointer(Pointer::parse("repo:src/config.rs#L13-L14").expect("pointer"))
-        .build()
-        .expect("engram");
-    memory.put(&e, "shop", 0).expect("put");
-    let recall = memory.query("which port does the dev server use", "shop", None, 5).expect("query");
-    assert_eq!(recall.hits.len(), 1, "{recall:?}");
+    let writer = std::thread::spawn(move || {
+        let mut archive = Archive::open(&path).expect("archive");
+        for s in corpus(&["shop"], 60, 3, 1) {
+            archive.append(&s.project, &s.session, &s.messages, 0, &|t| counter().count(t)).expect("append");
+        }
+    });
+    for i in 0..60 {
+        let e = Engram::builder(EngramKind::Fact, format!("the dev server {i} listens on port {}", 8000 + i), "dev")
+            .pointer(Pointer::parse("repo:src/config.rs#L13-L14").expect("pointer"))
+            .build()
+            .expect("engram");
+        memory.put(&e, "shop", 0).expect("a put beside archive writes");
+    }
+    writer.join().expect("archive writer");
+    assert_eq!(memory.stats().expect("stats").hot, 60);
+    let recall = memory.query("which port does the dev server 7 use", "shop", None, 5).expect("query");
+    assert!(!recall.hits.is_empty());
 }
