@@ -78,19 +78,22 @@ const QUESTIONS: &[&str] = &[
 
 fn bench_ingest(c: &mut Criterion) {
     let mut group = c.benchmark_group("dag");
-    group.sample_size(10).measurement_time(Duration::from_secs(60));
-    let corpus = sessions(10_000);
-    group.throughput(Throughput::Elements(10_000));
-    group.bench_function("ingest_build_10k", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let dir = tempfile::tempdir().expect("tempdir");
-                total += ingest_and_build(dir.path(), &corpus, false);
-            }
-            total
+    group.sample_size(10);
+    for messages in [10_000, 100_000] {
+        let corpus = sessions(messages);
+        group.throughput(Throughput::Elements(messages as u64));
+        group.measurement_time(Duration::from_secs(if messages > 10_000 { 400 } else { 40 }));
+        group.bench_function(format!("ingest_build_{}k", messages / 1000), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let dir = tempfile::tempdir().expect("tempdir");
+                    total += ingest_and_build(dir.path(), &corpus, false);
+                }
+                total
+            });
         });
-    });
+    }
     group.finish();
 }
 
@@ -123,17 +126,5 @@ fn bench_query(c: &mut Criterion) {
     group.finish();
 }
 
-/// One timed ingest + build of 100k messages (too long to repeat ten times for criterion): prints messages/s.
-fn bench_ingest_100k(_: &mut Criterion) {
-    if std::env::var_os("LESSRT_BENCH_100K").is_none() {
-        eprintln!("dag/ingest_build_100k: set LESSRT_BENCH_100K=1 to time one 100k-message ingest + build");
-        return;
-    }
-    let corpus = sessions(100_000);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let took = ingest_and_build(dir.path(), &corpus, false);
-    eprintln!("dag/ingest_build_100k: {took:.1?} ({:.0} messages/s)", 100_000.0 / took.as_secs_f64());
-}
-
-criterion_group!(benches, bench_ingest, bench_query, bench_ingest_100k);
+criterion_group!(benches, bench_ingest, bench_query);
 criterion_main!(benches);

@@ -37,15 +37,16 @@ impl Default for GateConfig {
     }
 }
 
-/// What the gate found.
+/// What the gate found. The checks stop at the first that finds the part significant (the others cannot make it
+/// skip), so a significant part may leave `overlap` and `novel_terms` unchecked (`None`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct GateReport {
     /// Substantive messages.
     pub substantive: usize,
     /// Known engrams overlapped.
-    pub overlap: usize,
+    pub overlap: Option<usize>,
     /// New content words.
-    pub novel_terms: usize,
+    pub novel_terms: Option<usize>,
     /// Skipped (all three below their thresholds).
     pub skip: bool,
 }
@@ -225,33 +226,35 @@ pub fn is_substantive(text: &str) -> bool {
     content_terms(text).take(SUBSTANTIVE_TERMS).count() >= SUBSTANTIVE_TERMS
 }
 
-/// Runs the three checks. `known_claims` are the project's hot engram claims; `recent` the project's latest
-/// messages before this part.
-pub fn assess<'a>(
+/// Runs the three checks, in order, stopping at the first that finds the part significant. `known_claims` gives the
+/// project's hot engram claims, `recent` the project's latest messages before this part; each is asked for only
+/// when its check runs.
+pub fn assess<E>(
     config: &GateConfig,
-    messages: impl Iterator<Item = &'a str> + Clone,
-    known_claims: &[String],
-    recent: impl Iterator<Item = &'a str>,
-) -> GateReport {
-    let substantive = messages.clone().filter(|m| is_substantive(m)).count();
-    let terms: HashSet<String> = messages.flat_map(content_terms).collect();
-    let overlap = known_claims
+    messages: &[&str],
+    known_claims: impl FnOnce() -> Result<Vec<String>, E>,
+    recent: impl FnOnce() -> Result<Vec<String>, E>,
+) -> Result<GateReport, E> {
+    let substantive = messages.iter().filter(|m| is_substantive(m)).count();
+    let mut report = GateReport { substantive, overlap: None, novel_terms: None, skip: false };
+    if !config.enabled || substantive >= config.min_substantive {
+        return Ok(report);
+    }
+    let terms: HashSet<String> = messages.iter().flat_map(|m| content_terms(m)).collect();
+    let overlap = known_claims()?
         .iter()
         .filter(|claim| {
-            let mut shared = HashSet::new();
-            for term in content_terms(claim) {
-                if terms.contains(&term) {
-                    shared.insert(term);
-                }
-            }
+            let shared: HashSet<String> = content_terms(claim).filter(|t| terms.contains(t)).collect();
             shared.len() >= 2
         })
         .count();
-    let seen: HashSet<String> = recent.flat_map(content_terms).collect();
+    report.overlap = Some(overlap);
+    if overlap >= config.min_overlap {
+        return Ok(report);
+    }
+    let seen: HashSet<String> = recent()?.iter().flat_map(|m| content_terms(m)).collect();
     let novel_terms = terms.iter().filter(|t| !seen.contains(*t)).count();
-    let skip = config.enabled
-        && substantive < config.min_substantive
-        && overlap < config.min_overlap
-        && novel_terms < config.min_novel_terms;
-    GateReport { substantive, overlap, novel_terms, skip }
+    report.novel_terms = Some(novel_terms);
+    report.skip = novel_terms < config.min_novel_terms;
+    Ok(report)
 }

@@ -105,6 +105,9 @@ impl DagConfig {
     }
 }
 
+/// Latest engrams of a project the gate compares a part with.
+const KNOWN_CLAIMS: usize = 500;
+
 /// What a build did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct BuildReport {
@@ -190,14 +193,16 @@ impl Builder {
         let mut report = BuildReport::default();
         let messages = archive.session_messages(project, session, from)?;
         let (Some(first), Some(last)) = (messages.first(), messages.last()) else { return Ok(report) };
-        let known = archive.known_claims(project, 500)?;
-        let recent = archive.recent_messages(project, first.seq, self.config.gate.recent_messages)?;
+        let texts: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
         let gate = gate::assess(
             &self.config.gate,
-            messages.iter().map(|m| m.content.as_str()),
-            &known,
-            recent.iter().map(|m| m.content.as_str()),
-        );
+            &texts,
+            || archive.known_claims(project, KNOWN_CLAIMS),
+            || {
+                let recent = archive.recent_messages(project, first.seq, self.config.gate.recent_messages)?;
+                Ok(recent.into_iter().map(|m| m.content).collect())
+            },
+        )?;
         let gate_json = serde_json::to_value(&gate).unwrap_or_default();
         let mut segment = Segment {
             project: project.to_owned(),
