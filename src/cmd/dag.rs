@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use less_runtime::Pointer;
 use less_runtime::dag::{
-    Answer, ArchiveStats, BuildReport, Child, Dag, DagConfig, DagError, Expansion, Impact, Node, parse_transcript,
+    Answer, ArchiveStats, BuildReport, Child, Dag, DagConfig, DagError, Expansion, Impact, Node, day, parse_transcript,
 };
 use serde_json::json;
 
@@ -250,8 +250,12 @@ fn print_build(report: &BuildReport, stats: &ArchiveStats, json_out: bool) {
         "built {} session summaries ({} skipped by the gate, {} backfilled), {} arcs, {} epochs; {} escalated",
         report.sessions, report.skipped, report.backfilled, report.arcs, report.epochs, report.escalated
     );
-    println!(
-        "archive: {} messages in {} sessions; {} session nodes, {} arcs, {} epochs; {} parts skipped, {} messages pending",
+    println!("archive: {}", stats_line(stats));
+}
+
+fn stats_line(stats: &ArchiveStats) -> String {
+    format!(
+        "{} messages in {} sessions; {} session nodes, {} arcs, {} epochs; {} parts skipped, {} messages pending",
         stats.messages,
         stats.sessions,
         stats.session_nodes,
@@ -259,7 +263,7 @@ fn print_build(report: &BuildReport, stats: &ArchiveStats, json_out: bool) {
         stats.epochs,
         stats.skipped,
         stats.pending_messages
-    );
+    )
 }
 
 fn node_line(node: &Node) -> String {
@@ -280,12 +284,6 @@ fn node_line(node: &Node) -> String {
     )
 }
 
-fn day(at: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp(at)
-        .map(|t| format!("{:04}-{:02}-{:02}", t.year(), u8::from(t.month()), t.day()))
-        .unwrap_or_else(|_| at.to_string())
-}
-
 fn show(dag: &Dag, id: Option<&str>, json_out: bool) -> anyhow::Result<ExitCode> {
     let archive = dag.archive();
     let Some(id) = id else {
@@ -294,17 +292,7 @@ fn show(dag: &Dag, id: Option<&str>, json_out: bool) -> anyhow::Result<ExitCode>
             println!("{}", json!({"archive": archive.stats()?, "nodes": archive.all_nodes()?}));
             return Ok(ExitCode::SUCCESS);
         }
-        let stats = archive.stats()?;
-        println!(
-            "{} messages, {} sessions: {} session nodes, {} arcs, {} epochs; {} parts skipped, {} messages pending",
-            stats.messages,
-            stats.sessions,
-            stats.session_nodes,
-            stats.arcs,
-            stats.epochs,
-            stats.skipped,
-            stats.pending_messages
-        );
+        println!("{}", stats_line(&archive.stats()?));
         let mut project = None;
         for top in &tops {
             if project != Some(&top.project) {

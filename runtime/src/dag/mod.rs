@@ -37,7 +37,7 @@ pub use archive::{
 pub use expand::{Answer, Child, Citation, Expansion, Impact, ImpactItem};
 pub use gate::{GateConfig, GateReport};
 pub use summarize::{
-    Attempt, Class, Extractive, Level, MARKERS, SummarizeError, Summarizer, Summary, SummaryInput, SummaryItem,
+    Attempt, Class, Extractive, Level, MARKERS, SummarizeError, Summarizer, Summary, SummaryInput, SummaryItem, day,
     escalate, level_confidence,
 };
 pub use transcript::parse_transcript;
@@ -281,12 +281,9 @@ impl Builder {
             NodeKind::Session => return Ok(BuildReport::default()),
         };
         let mut report = BuildReport::default();
-        loop {
-            let orphans = archive.orphans(project, below)?;
-            if orphans.len() < every {
-                return Ok(report);
-            }
-            let children = &orphans[..every];
+        // Orphans are read once: each node made here takes the next `every` of them, oldest first.
+        let orphans = archive.orphans(project, below)?;
+        for children in orphans.chunks_exact(every) {
             let items: Vec<SummaryItem> = children
                 .iter()
                 .map(|c| SummaryItem {
@@ -301,22 +298,14 @@ impl Builder {
             let summary = escalate(&*self.summarizer, &input, self.config.target(kind), self.counter);
             let ids: Vec<String> = children.iter().map(|c| c.id.clone()).collect();
             let node = NewNode {
-                node: Node {
-                    id: node_id(kind, project, &ids),
-                    project: project.to_owned(),
+                node: self.node(
                     kind,
-                    depth: kind.depth(),
-                    session: None,
-                    content: summary.content.clone(),
-                    token_count: summary.tokens,
-                    input_tokens: summary.input_tokens,
-                    earliest_at: children.iter().map(|c| c.earliest_at).min().unwrap_or(0),
-                    latest_at: children.iter().map(|c| c.latest_at).max().unwrap_or(0),
-                    level: summary.level,
-                    confidence: summary.confidence,
-                    summarizer: self.summarizer_name(summary.level),
-                    first_seq: children.iter().map(|c| c.first_seq).min().unwrap_or(0),
-                },
+                    project,
+                    None,
+                    &ids,
+                    &summary,
+                    children.iter().map(|c| (c.earliest_at, c.latest_at, c.first_seq)),
+                ),
                 children: ids,
                 messages: Vec::new(),
             };
@@ -328,6 +317,36 @@ impl Builder {
                 _ => report.epochs += 1,
             }
             report.escalated += usize::from(summary.level > 1);
+        }
+        Ok(report)
+    }
+
+    /// A node of `kind` covering `ids`, with `summary`; `spans` are each covered item's (earliest, latest, first
+    /// archive position).
+    fn node(
+        &self,
+        kind: NodeKind,
+        project: &str,
+        session: Option<&str>,
+        ids: &[String],
+        summary: &Summary,
+        spans: impl Iterator<Item = (i64, i64, i64)> + Clone,
+    ) -> Node {
+        Node {
+            id: node_id(kind, project, ids),
+            project: project.to_owned(),
+            kind,
+            depth: kind.depth(),
+            session: session.map(str::to_owned),
+            content: summary.content.clone(),
+            token_count: summary.tokens,
+            input_tokens: summary.input_tokens,
+            earliest_at: spans.clone().map(|s| s.0).min().unwrap_or(0),
+            latest_at: spans.clone().map(|s| s.1).max().unwrap_or(0),
+            level: summary.level,
+            confidence: summary.confidence,
+            summarizer: self.summarizer_name(summary.level),
+            first_seq: spans.map(|s| s.2).min().unwrap_or(0),
         }
     }
 
@@ -350,22 +369,14 @@ impl Builder {
         let summary = escalate(&*self.summarizer, &input, self.config.session_target, self.counter);
         let ids: Vec<String> = messages.iter().map(|m| m.id.clone()).collect();
         let node = NewNode {
-            node: Node {
-                id: node_id(NodeKind::Session, project, &ids),
-                project: project.to_owned(),
-                kind: NodeKind::Session,
-                depth: 0,
-                session: Some(session.to_owned()),
-                content: summary.content.clone(),
-                token_count: summary.tokens,
-                input_tokens: summary.input_tokens,
-                earliest_at: messages.iter().map(|m| m.at).min().unwrap_or(0),
-                latest_at: messages.iter().map(|m| m.at).max().unwrap_or(0),
-                level: summary.level,
-                confidence: summary.confidence,
-                summarizer: self.summarizer_name(summary.level),
-                first_seq: messages.iter().map(|m| m.seq).min().unwrap_or(0),
-            },
+            node: self.node(
+                NodeKind::Session,
+                project,
+                Some(session),
+                &ids,
+                &summary,
+                messages.iter().map(|m| (m.at, m.at, m.seq)),
+            ),
             children: Vec::new(),
             messages: messages.iter().map(|m| m.seq).collect(),
         };

@@ -583,7 +583,7 @@ fn header(input: &SummaryInput<'_>) -> String {
 }
 
 /// `YYYY-MM-DD` of a unix time.
-pub(crate) fn day(at: i64) -> String {
+pub fn day(at: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp(at)
         .map(|t| format!("{:04}-{:02}-{:02}", t.year(), u8::from(t.month()), t.day()))
         .unwrap_or_else(|_| at.to_string())
