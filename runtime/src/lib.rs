@@ -4,6 +4,7 @@
 //! [`Grant`], [`DerefRequest`] and the six [`TypedMessage`] types — their JSON Schemas (embedded from `schemas/`),
 //! validation of untrusted documents ([`validate`]), the closed set of [`ErrorCode`]s, and token counting with a real
 //! tokenizer ([`TokenCounter`]).
+//! [`context`] compacts long conversations into a deterministic ledger ([`compact`]).
 //!
 //! # Design notes
 //!
@@ -17,6 +18,7 @@
 
 mod brief;
 mod budget;
+pub mod context;
 mod deref;
 mod digest;
 mod engram;
@@ -35,6 +37,7 @@ mod valid;
 mod validate;
 
 pub use brief::{PointerText, SharedBriefMicro};
+pub use context::{ChatMessage, CompactConfig, Compaction, Engine, compact, compact_report};
 pub use budget::Budget;
 pub use deref::DerefRequest;
 pub use digest::{DIGEST_PREFIX, Digest};
