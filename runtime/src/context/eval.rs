@@ -85,6 +85,12 @@ impl Scenario {
     pub fn n_checks(&self) -> usize {
         self.checks.len()
     }
+
+    /// Reads `output` (what an engine made of this scenario) as the checks do: each check's kind, what it looks
+    /// for, and whether the output gets it right.
+    pub fn check(&self, output: &[ChatMessage]) -> Vec<(MissKind, String, bool)> {
+        self.checks.iter().map(|c| (c.kind, c.probe.to_string(), c.probe.passes(output))).collect()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -174,13 +180,13 @@ pub fn evaluate(scenarios: &[Scenario]) -> EvalReport {
                 }
             };
             score.tokens_out += compact_stats(&scenario.messages, &output, &base).tokens_out;
-            for check in &scenario.checks {
-                let entry = score.by_kind.entry(check.kind).or_default();
+            for (kind, what, passed) in scenario.check(&output) {
+                let entry = score.by_kind.entry(kind).or_default();
                 entry.1 += 1;
-                if check.probe.passes(&output) {
+                if passed {
                     entry.0 += 1;
                 } else {
-                    score.failures.push(format!("{}: {}: {}", scenario.name, check.kind.as_str(), check.probe));
+                    score.failures.push(format!("{}: {}: {what}", scenario.name, kind.as_str()));
                 }
             }
         }

@@ -46,7 +46,7 @@ pub fn redact(text: &str) -> Redacted {
 
 /// [`redact`], also pushing each raw secret found onto `secrets` (kept out of [`Redacted`], whose `Debug` may be
 /// logged).
-pub(crate) fn redact_collecting(text: &str, secrets: &mut Vec<String>) -> Redacted {
+pub(crate) fn redact_collecting(text: &str, secrets: &mut Vec<(String, &'static str)>) -> Redacted {
     let mut out = Redacted { text: String::new(), credentials: Vec::new(), n_ips: 0 };
     let hits = DETECTORS.set.matches(text);
     if !hits.matched_any() {
@@ -57,7 +57,7 @@ pub(crate) fn redact_collecting(text: &str, secrets: &mut Vec<String>) -> Redact
     for idx in hits.iter() {
         let detector = &DETECTORS.list[idx];
         let regex = &DETECTORS.regexes[idx];
-        current = replace(regex, &current, |caps| detector.apply(caps, &mut out, secrets));
+        current = replace(regex, &current, |haystack, caps| detector.apply(haystack, caps, &mut out, secrets));
     }
     out.text = current;
     out
@@ -68,7 +68,8 @@ pub(crate) fn redact_collecting(text: &str, secrets: &mut Vec<String>) -> Redact
 pub(crate) struct KnownSecrets {
     // Invariant: matches exactly the keys of `refs`, longest first.
     regex: Option<Regex>,
-    refs: std::collections::HashMap<String, String>,
+    /// Each secret's reference and the kind of detector that first found it.
+    refs: std::collections::HashMap<String, (String, &'static str)>,
 }
 
 /// Shorter secrets are not propagated: a short string recurs by chance inside ordinary words.
@@ -76,11 +77,16 @@ const MIN_PROPAGATED_CHARS: usize = 8;
 
 impl KnownSecrets {
     /// The set of `secrets` long enough to propagate.
-    pub(crate) fn new(secrets: Vec<String>) -> KnownSecrets {
-        let mut unique: Vec<String> = secrets.into_iter().filter(|s| s.chars().count() >= MIN_PROPAGATED_CHARS).collect();
+    pub(crate) fn new(secrets: Vec<(String, &'static str)>) -> KnownSecrets {
+        let mut refs: std::collections::HashMap<String, (String, &'static str)> = std::collections::HashMap::new();
+        for (secret, kind) in secrets {
+            if secret.chars().count() >= MIN_PROPAGATED_CHARS {
+                let reference = credential_ref(&secret);
+                refs.entry(secret).or_insert((reference, kind));
+            }
+        }
+        let mut unique: Vec<&String> = refs.keys().collect();
         unique.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-        unique.dedup();
-        let refs = unique.iter().map(|s| (s.clone(), credential_ref(s))).collect();
         let regex = if unique.is_empty() {
             None
         } else {
@@ -103,13 +109,13 @@ impl KnownSecrets {
             .map(|(pos, _)| (pos, pos + CREDENTIAL_REF_PREFIX.len() + REF_HEX))
             .collect();
         let mut found = Vec::new();
-        let text = replace(regex, &redacted.text, |caps| {
+        let text = replace(regex, &redacted.text, |_, caps| {
             let whole = caps.get(0)?;
             if ref_spans.iter().any(|&(start, end)| whole.start() < end && start < whole.end()) {
                 return None;
             }
-            let reference = self.refs.get(whole.as_str())?.clone();
-            found.push((reference.clone(), "known secret"));
+            let (reference, kind) = self.refs.get(whole.as_str())?.clone();
+            found.push((reference.clone(), kind));
             Some(reference)
         });
         redacted.text = text;
@@ -191,7 +197,13 @@ static DETECTORS: LazyLock<Detectors> = LazyLock::new(|| {
 
 impl Detector {
     /// The replacement of the whole match, or `None` to keep it.
-    fn apply(&self, caps: &Captures<'_>, out: &mut Redacted, secrets: &mut Vec<String>) -> Option<String> {
+    fn apply(
+        &self,
+        haystack: &str,
+        caps: &Captures<'_>,
+        out: &mut Redacted,
+        secrets: &mut Vec<(String, &'static str)>,
+    ) -> Option<String> {
         let whole = caps.get(0)?;
         match self.action {
             Action::Secret(kind) => {
@@ -199,24 +211,25 @@ impl Detector {
                 let secret = group.as_str();
                 // Sentence punctuation after a key/value secret is not part of it.
                 let secret = secret.trim_end_matches(['.', ')', ']', '}', '>', '!', '?']);
-                if secret.is_empty() || is_already_redacted(secret) {
+                if secret.is_empty() || is_already_redacted(&haystack[group.start()..]) {
                     return None;
                 }
                 let reference = credential_ref(secret);
                 out.credentials.push((reference.clone(), kind));
-                secrets.push(secret.to_owned());
+                secrets.push((secret.to_owned(), kind));
                 let start = group.start() - whole.start();
                 let text = whole.as_str();
                 Some(format!("{}{reference}{}", &text[..start], &text[start + secret.len()..]))
             }
             Action::RandomRun => {
-                let secret = caps.name("secret")?.as_str();
-                if !looks_random(secret) || is_already_redacted(secret) {
+                let group = caps.name("secret")?;
+                let secret = group.as_str();
+                if !looks_random(secret) || is_already_redacted(&haystack[group.start()..]) {
                     return None;
                 }
                 let reference = credential_ref(secret);
                 out.credentials.push((reference.clone(), "base64/hex run"));
-                secrets.push(secret.to_owned());
+                secrets.push((secret.to_owned(), "base64/hex run"));
                 Some(reference)
             }
             Action::Ipv6 => {
@@ -236,8 +249,9 @@ impl Detector {
     }
 }
 
-fn is_already_redacted(secret: &str) -> bool {
-    secret.starts_with("credential_ref:") || secret.starts_with(REDACTED_IP)
+/// Whether the text at a match's start is a reference or an IP marker this module wrote.
+fn is_already_redacted(at: &str) -> bool {
+    at.starts_with(CREDENTIAL_REF_PREFIX) || at.starts_with(REDACTED_IP)
 }
 
 /// A long run is a secret when it is long hex, or long mixed-case alphanumerics with digits (base64-like).
@@ -251,12 +265,12 @@ fn looks_random(run: &str) -> bool {
 }
 
 /// `regex.replace_all` with a replacement that may keep a match; allocates only when something changes.
-fn replace(regex: &Regex, text: &str, mut f: impl FnMut(&Captures<'_>) -> Option<String>) -> String {
+fn replace(regex: &Regex, text: &str, mut f: impl FnMut(&str, &Captures<'_>) -> Option<String>) -> String {
     let mut out = String::new();
     let mut last = 0;
     for caps in regex.captures_iter(text) {
         let Some(whole) = caps.get(0) else { continue };
-        if let Some(replacement) = f(&caps) {
+        if let Some(replacement) = f(text, &caps) {
             out.push_str(&text[last..whole.start()]);
             out.push_str(&replacement);
             last = whole.end();
