@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use less_runtime::context::{compact_stats, parse_transcript};
+use less_runtime::context::{LEDGER_HEADER, compact_stats, ledger_engrams, parse_transcript};
 use less_runtime::{CompactConfig, Engine, ErrorCode, compact_report};
 use serde_json::json;
 
@@ -25,8 +25,15 @@ pub(crate) struct Args {
     budget: u32,
     /// Print {"messages": [...], "stats": {"messages_in", "messages_out", "tokens_in", "tokens_out",
     /// "hot_tail_unchanged"}}.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "engrams")]
     json: bool,
+    /// Print the ledger's current entries as engrams instead, one JSON object per line (for `lessrt memory put -`),
+    /// each citing its message as `sam:<conversation>:<N>`.
+    #[arg(long)]
+    engrams: bool,
+    /// The conversation id of the `sam:` pointers (default: the file name without its extension).
+    #[arg(long, requires = "engrams")]
+    conversation: Option<String>,
 }
 
 fn parse_engine(text: &str) -> Result<Engine, String> {
@@ -47,9 +54,27 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     };
     let config =
         CompactConfig { hot_tail: args.hot_tail, engine: args.engine, budget_tokens: args.budget, ..Default::default() };
+    if args.engrams && args.engine != Engine::Ledger {
+        anyhow::bail!("--engrams needs --engine ledger: only the ledger has entries");
+    }
     let compaction = compact_report(&messages, &config);
     if let Some(warning) = &compaction.warning {
         eprintln!("lessrt: warning: {warning}");
+    }
+    if args.engrams {
+        let conversation = args.conversation.clone().unwrap_or_else(|| {
+            args.file.file_stem().map_or_else(|| "chat".to_owned(), |s| s.to_string_lossy().into_owned())
+        });
+        let ledger = compaction.messages.iter().find(|m| m.is_system() && m.content.starts_with(LEDGER_HEADER));
+        let engrams = match ledger {
+            Some(ledger) => ledger_engrams(&ledger.content, &conversation, "operator", &less_runtime::now_rfc3339())
+                .map_err(|v| anyhow::anyhow!("a ledger entry is not a valid engram: {v}"))?,
+            None => Vec::new(),
+        };
+        for engram in engrams {
+            println!("{}", serde_json::to_string(&*engram)?);
+        }
+        return Ok(ExitCode::SUCCESS);
     }
     let output = serde_json::to_value(&compaction.messages)?;
     if args.json {

@@ -433,6 +433,13 @@ impl LedgerState {
         }
     }
 
+    /// The facts, the least recently stated first.
+    pub(crate) fn facts_by_recency(&self) -> Vec<&Fact> {
+        let mut facts: Vec<&Fact> = self.facts.values().collect();
+        facts.sort_by(|a, b| a.current.idx.cmp(&b.current.idx).then_with(|| a.subject.cmp(&b.subject)));
+        facts
+    }
+
     /// The topics the retrieval notes list: most messages first, then by word.
     pub(crate) fn top_topics(&self) -> Vec<(&String, &Topic)> {
         let mut topics: Vec<(&String, &Topic)> = self.topics.iter().filter(|(_, t)| t.n_messages >= 2).collect();

@@ -44,8 +44,7 @@ pub(crate) fn render(state: &LedgerState, tail_start: usize, n_tail: usize) -> S
     out.push_str(READING_RULES);
     out.push('\n');
 
-    let mut facts: Vec<&Fact> = state.facts.values().collect();
-    facts.sort_by(|a, b| a.current.idx.cmp(&b.current.idx).then_with(|| a.subject.cmp(&b.subject)));
+    let facts = state.facts_by_recency();
     section(&mut out, SECTIONS[0]);
     for fact in &facts {
         let corrected = if fact.current.corrected { ", corrected" } else { "" };

@@ -19,6 +19,7 @@
 //! * Linear: one pass over the cold history; entries are found through maps, and the lists that could grow
 //!   without bound keep their newest entries and count the rest (`extract.rs`).
 
+mod engrams;
 mod eval;
 mod extract;
 mod ledger;
@@ -36,6 +37,7 @@ use serde_json::Value;
 
 use crate::{Encoding, ErrorCode, TokenCounter, Violation};
 
+pub use engrams::{LEDGER_TAG, ledger_engrams};
 pub use eval::{EvalReport, EngineScore, MissKind, Scenario, evaluate, scenarios};
 pub use ledger::{LEDGER_HEADER, SECTIONS};
 pub use redact::{CREDENTIAL_REF_PREFIX, REDACTED_IP, Redacted, credential_ref, redact};

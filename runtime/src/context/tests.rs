@@ -608,3 +608,37 @@ proptest! {
         prop_assert_eq!(&redact(&once.text).text, &once.text);
     }
 }
+
+#[test]
+fn ledger_entries_become_valid_engrams_citing_their_messages() {
+    let messages = conversation(
+        &[
+            "The deploy target is alpha-01.",
+            "Correction: the deploy target is beta-02.",
+            "Decision: use PostgreSQL for storage.",
+            "TODO: rotate the staging API keys.",
+            "Open question: who owns the backup rotation?",
+            "Done: nothing that matches.",
+        ],
+        6,
+    );
+    let output = compact_default(&messages);
+    let engrams = ledger_engrams(ledger_of(&output), "Chat #42", "operator", "2026-01-01T00:00:00Z").expect("valid");
+    let claims: Vec<(String, String, Vec<String>)> = engrams
+        .iter()
+        .map(|e| {
+            (format!("{:?}", e.kind), e.pointers[0].to_string(), e.tags.clone().unwrap_or_default())
+        })
+        .collect();
+    assert_eq!(
+        claims,
+        vec![
+            ("Fact".to_owned(), "sam:chat-42:2".to_owned(), vec![LEDGER_TAG.to_owned(), "subject:deploy-target".to_owned(), "correction".to_owned()]),
+            ("Decision".to_owned(), "sam:chat-42:3".to_owned(), vec![LEDGER_TAG.to_owned()]),
+            ("Todo".to_owned(), "sam:chat-42:4".to_owned(), vec![LEDGER_TAG.to_owned()]),
+            ("Todo".to_owned(), "sam:chat-42:5".to_owned(), vec![LEDGER_TAG.to_owned(), "question".to_owned()]),
+        ]
+    );
+    assert_eq!(engrams[0].claim, "deploy target: beta-02");
+    assert!(ledger_engrams("not a ledger", "c", "operator", "2026-01-01T00:00:00Z").expect("ok").is_empty());
+}
