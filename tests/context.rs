@@ -155,12 +155,13 @@ fn compact_engrams_go_into_the_memory_store() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("one engram per line"))
         .collect();
-    assert_eq!(lines.len(), 2, "the corrected fact and the open obligation: {lines:?}");
-    assert_eq!(lines[0]["claim"], "deploy target: beta-02");
-    assert_eq!(lines[0]["pointers"][0], json!({"type": "sam", "ref": "standup:4"}));
+    let claims: Vec<&str> = lines.iter().filter_map(|e| e["claim"].as_str()).collect();
+    assert_eq!(claims, ["bastion: [REDACTED_IP]", "deploy target: beta-02", "rotate that key"], "{lines:?}");
+    assert_eq!(lines[1]["pointers"][0], json!({"type": "sam", "ref": "standup:4"}));
+    assert_eq!(lines[1]["tags"], json!(["context-ledger", "subject:deploy-target", "correction"]));
     let engrams = write(dir.path(), "engrams.jsonl", &String::from_utf8_lossy(&output.stdout));
     let store = dir.path().join("store").display().to_string();
     let put = lessrt(&["memory", "put", engrams.to_str().expect("utf-8 path"), "--store", &store, "--project", "p"]);
     assert_eq!(put.status.code(), Some(0), "{}", stderr(&put));
-    assert_eq!(String::from_utf8_lossy(&put.stdout).matches("stored").count(), 2, "{}", stderr(&put));
+    assert_eq!(String::from_utf8_lossy(&put.stdout).matches("stored").count(), 3, "{}", stderr(&put));
 }
