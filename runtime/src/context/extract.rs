@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::redact::Redacted;
-use super::rules::{Act, COMPILED, Matches, regex, strip_correction};
+use super::rules::{Act, COMPILED, Matches, regex};
 
 /// Superseded values kept per subject; older ones are counted.
 pub(crate) const MAX_SUPERSEDED_PER_SUBJECT: usize = 8;
@@ -59,6 +59,15 @@ pub(crate) struct Decision {
     pub text: String,
     pub idx: usize,
     pub status: DecisionStatus,
+    /// `normalize(text)` and `content_words(text)`, computed once: entries are compared on every clause.
+    key: String,
+    words: Vec<String>,
+}
+
+impl Decision {
+    pub(crate) fn new(text: String, idx: usize, status: DecisionStatus) -> Decision {
+        Decision { key: normalize(&text), words: content_words(&text), text, idx, status }
+    }
 }
 
 /// An obligation's state.
@@ -82,6 +91,14 @@ pub(crate) struct Obligation {
     pub text: String,
     pub idx: usize,
     pub status: ObligationStatus,
+    /// `content_words(text)`, computed once.
+    words: Vec<String>,
+}
+
+impl Obligation {
+    pub(crate) fn new(text: String, idx: usize, status: ObligationStatus) -> Obligation {
+        Obligation { words: content_words(&text), text, idx, status }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +106,15 @@ pub(crate) struct Question {
     pub text: String,
     pub idx: usize,
     pub role: String,
+    /// `normalize(text)` and `content_words(text)`, computed once.
+    key: String,
+    words: Vec<String>,
+}
+
+impl Question {
+    pub(crate) fn new(text: String, idx: usize, role: String) -> Question {
+        Question { key: normalize(&text), words: content_words(&text), text, idx, role }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,8 +183,9 @@ impl LedgerState {
         let mut matches = COMPILED.scan(clause);
         let mut corrected = false;
         let mut text = clause;
-        if matches.any(Act::Correction) {
-            (text, corrected) = strip_correction(clause);
+        if let Some(rest) = matches.first(Act::Correction).and_then(|caps| caps.name("rest")) {
+            text = rest.as_str();
+            corrected = true;
             matches = COMPILED.scan(text);
         }
         const OBLIGATION_ACTS: [Act; 4] =
@@ -202,7 +229,7 @@ impl LedgerState {
                     }
                     return;
                 }
-                self.obligations.push(Obligation { text, idx, status: ObligationStatus::Open });
+                self.obligations.push(Obligation::new(text, idx, ObligationStatus::Open));
             }
             Act::ObligationDone | Act::ObligationCancelled => {
                 if let Some(existing) = self.best_obligation(&text, |o| o.status.is_open()) {
@@ -217,7 +244,7 @@ impl LedgerState {
                 if let Some(existing) = self.best_obligation(&text, |o| !o.status.is_open()) {
                     self.obligations[existing].status = ObligationStatus::Reopened(idx);
                 } else if self.best_obligation(&text, |_| true).is_none() {
-                    self.obligations.push(Obligation { text, idx, status: ObligationStatus::Open });
+                    self.obligations.push(Obligation::new(text, idx, ObligationStatus::Open));
                 }
             }
         }
@@ -231,7 +258,7 @@ impl LedgerState {
             if !eligible(obligation) {
                 continue;
             }
-            let theirs = content_words(&obligation.text);
+            let theirs = &obligation.words;
             let shared = words.iter().filter(|w| theirs.contains(w)).count();
             // Most of the shorter one's words must be shared, so "renew the certificate" does not close
             // "renew the domain".
@@ -250,7 +277,7 @@ impl LedgerState {
             return;
         }
         let key = normalize(&text);
-        if let Some(existing) = self.decisions.iter_mut().rev().find(|d| normalize(&d.text) == key) {
+        if let Some(existing) = self.decisions.iter_mut().rev().find(|d| d.key == key) {
             if existing.status != DecisionStatus::Active {
                 existing.status = DecisionStatus::Active;
                 existing.idx = idx;
@@ -262,7 +289,7 @@ impl LedgerState {
             (_, Some(old)) => {
                 let old = old.trim_end_matches(['.', '-', '#', '+']).to_lowercase();
                 self.decisions.iter().rposition(|d| {
-                    d.status == DecisionStatus::Active && content_words(&d.text).iter().any(|w| *w == old)
+                    d.status == DecisionStatus::Active && d.words.iter().any(|w| *w == old)
                 })
             }
             (Act::DecisionChanged, None) => self.most_similar_active_decision(&text),
@@ -275,7 +302,7 @@ impl LedgerState {
         if let Some(pos) = replaced {
             self.decisions[pos].status = DecisionStatus::SupersededBy(idx);
         }
-        self.decisions.push(Decision { text, idx, status: DecisionStatus::Active });
+        self.decisions.push(Decision::new(text, idx, DecisionStatus::Active));
     }
 
     /// The latest active decision sharing most words with `text`, or the latest active one.
@@ -286,7 +313,7 @@ impl LedgerState {
             if decision.status != DecisionStatus::Active {
                 continue;
             }
-            let shared = content_words(&decision.text).iter().filter(|w| words.contains(w)).count();
+            let shared = decision.words.iter().filter(|w| words.contains(w)).count();
             if best.is_none_or(|(_, s)| shared >= s) {
                 best = Some((pos, shared));
             }
@@ -297,10 +324,10 @@ impl LedgerState {
     fn question(&mut self, idx: usize, role: &str, rest: &str) {
         let text = entry_text(rest);
         let key = normalize(&text);
-        if self.questions.iter().any(|q| normalize(&q.text) == key) {
+        if self.questions.iter().any(|q| q.key == key) {
             return;
         }
-        self.questions.push(Question { text, idx, role: role.to_owned() });
+        self.questions.push(Question::new(text, idx, role.to_owned()));
     }
 
     /// An explicit answer resolves the open question sharing most of its words (at least two, or all of a short one).
@@ -308,7 +335,7 @@ impl LedgerState {
         let words = content_words(rest);
         let mut best: Option<(usize, usize)> = None;
         for (pos, question) in self.questions.iter().enumerate() {
-            let theirs = content_words(&question.text);
+            let theirs = &question.words;
             let shared = theirs.iter().filter(|w| words.contains(w)).count();
             if shared >= 2.min(theirs.len()) && shared > 0 && best.is_none_or(|(_, s)| shared >= s) {
                 best = Some((pos, shared));
@@ -352,10 +379,7 @@ impl LedgerState {
         // A fact answers the open questions that name its subject.
         let subject_words = content_words(&subject);
         if !subject_words.is_empty() {
-            self.questions.retain(|q| {
-                let theirs = content_words(&q.text);
-                !subject_words.iter().all(|w| theirs.contains(w))
-            });
+            self.questions.retain(|q| !subject_words.iter().all(|w| q.words.contains(w)));
         }
         match self.facts.get_mut(&subject) {
             None => {

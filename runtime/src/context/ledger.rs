@@ -228,7 +228,7 @@ fn parse_decision(entry: &str, state: &mut LedgerState) -> Option<()> {
         "superseded" => DecisionStatus::SupersededBy(trailing_index(meta)?),
         _ => return None,
     };
-    state.decisions.push(Decision { text: text.to_owned(), idx, status });
+    state.decisions.push(Decision::new(text.to_owned(), idx, status));
     Some(())
 }
 
@@ -246,13 +246,13 @@ fn parse_obligation(entry: &str, state: &mut LedgerState) -> Option<()> {
         ("cancelled", _) => ObligationStatus::Cancelled(trailing_index(meta)?),
         _ => return None,
     };
-    state.obligations.push(Obligation { text: text.to_owned(), idx, status });
+    state.obligations.push(Obligation::new(text.to_owned(), idx, status));
     Some(())
 }
 
 fn parse_question(entry: &str, state: &mut LedgerState) -> Option<()> {
     let (text, idx, role) = split_citation(entry)?;
-    state.questions.push(Question { text: text.to_owned(), idx, role: role.to_owned() });
+    state.questions.push(Question::new(text.to_owned(), idx, role.to_owned()));
     Some(())
 }
 

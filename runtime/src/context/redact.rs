@@ -5,13 +5,14 @@
 //! mentions are the same credential without seeing it. IPv4 and IPv6 addresses become `[REDACTED_IP]`.
 //!
 //! The detectors run in a fixed order (PEM blocks, credentials in URLs, `Authorization:` headers, key/value pairs,
-//! token shapes, long base64/hex runs, IPv6, IPv4); one [`RegexSet`] scan tells which can apply, so text without any
-//! candidate costs a single pass. Redaction is idempotent: references and `[REDACTED_IP]` are never matched again.
+//! token shapes, long base64/hex runs, IPv6, IPv4); a detector runs only when the lowercased text contains one of its
+//! literal keys, so most messages cost a few substring searches. Redaction is idempotent: references and
+//! `[REDACTED_IP]` are never matched again.
 
 use std::net::Ipv6Addr;
 use std::sync::LazyLock;
 
-use regex::{Captures, Regex, RegexSet};
+use regex::{Captures, Regex};
 
 /// The prefix of every credential reference.
 pub const CREDENTIAL_REF_PREFIX: &str = "credential_ref:credential:";
@@ -48,16 +49,12 @@ pub fn redact(text: &str) -> Redacted {
 /// logged).
 pub(crate) fn redact_collecting(text: &str, secrets: &mut Vec<(String, &'static str)>) -> Redacted {
     let mut out = Redacted { text: String::new(), credentials: Vec::new(), n_ips: 0 };
-    let hits = DETECTORS.set.matches(text);
-    if !hits.matched_any() {
-        out.text = text.to_owned();
-        return out;
-    }
+    let lower = text.to_lowercase();
     let mut current = text.to_owned();
-    for idx in hits.iter() {
-        let detector = &DETECTORS.list[idx];
-        let regex = &DETECTORS.regexes[idx];
-        current = replace(regex, &current, |haystack, caps| detector.apply(haystack, caps, &mut out, secrets));
+    for (detector, regex) in DETECTOR_TABLE.iter().zip(DETECTORS.iter()) {
+        if detector.keys.iter().any(|k| lower.contains(k)) {
+            current = replace(regex, &current, |haystack, caps| detector.apply(haystack, caps, &mut out, secrets));
+        }
     }
     out.text = current;
     out
@@ -138,26 +135,28 @@ enum Action {
 
 struct Detector {
     action: Action,
+    /// Lowercase literals of which the text must contain one for the pattern to run (a cheap prefilter).
+    keys: &'static [&'static str],
     pattern: &'static str,
 }
 
 /// The detectors, in the order they run.
 const DETECTOR_TABLE: &[Detector] = &[
     Detector {
-        action: Action::Secret("pem block"),
+        action: Action::Secret("pem block"), keys: &["-----begin"],
         pattern: r"(?s)(?P<secret>-----BEGIN [A-Z0-9 ]+-----.*?(?:-----END [A-Z0-9 ]+-----|\z))",
     },
     Detector {
-        action: Action::Secret("url credentials"),
+        action: Action::Secret("url credentials"), keys: &["://"],
         pattern: r"(?i)\b[a-z][a-z0-9+.-]{1,15}://(?P<secret>[^\s:/@]+:[^\s/@]+|[^\s:/@]{16,})@",
     },
     Detector {
-        action: Action::Secret("authorization"),
+        action: Action::Secret("authorization"), keys: &["authorization"],
         pattern: r#"(?i)\b(?:proxy-)?authorization\b["']?\s*[:=]\s*["']?(?:(?:bearer|basic|token|digest)\s+)?(?P<secret>[^\s"',;]+)"#,
     },
-    Detector { action: Action::Secret("bearer token"), pattern: r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})" },
+    Detector { action: Action::Secret("bearer token"), keys: &["bearer"], pattern: r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})" },
     Detector {
-        action: Action::Secret("key/value secret"),
+        action: Action::Secret("key/value secret"), keys: &["key", "secret", "token", "pass", "pwd", "пароль", "токен", "ключ", "секрет"],
         pattern: concat!(
             r#"(?i)\b(?:api[_-]?key|apikey|api[_-]?secret|access[_-]?key(?:[_-]?id)?|secret[_-]?access[_-]?key|"#,
             r#"secret[_-]?key|client[_-]?secret|secret|access[_-]?token|auth[_-]?token|refresh[_-]?token|token|"#,
@@ -165,34 +164,26 @@ const DETECTOR_TABLE: &[Detector] = &[
             r#"(?:\s*(?:[:=]|=>|\bis\b|—)|(?:\s+\p{L}{1,12}){1,2}\s*[:=])\s*["']?(?P<secret>[^\s"'`,;]{3,})"#
         ),
     },
-    Detector { action: Action::Secret("openai-style key"), pattern: r"\b(?P<secret>sk-[A-Za-z0-9_-]{16,})" },
+    Detector { action: Action::Secret("openai-style key"), keys: &["sk-"], pattern: r"(?-u:\b)(?P<secret>sk-[A-Za-z0-9_-]{16,})" },
     Detector {
-        action: Action::Secret("github token"),
-        pattern: r"\b(?P<secret>(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}))",
+        action: Action::Secret("github token"), keys: &["gh", "github_pat_"],
+        pattern: r"(?-u:\b)(?P<secret>(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}))",
     },
-    Detector { action: Action::Secret("aws access key"), pattern: r"\b(?P<secret>(?:AKIA|ASIA)[0-9A-Z]{16})\b" },
-    Detector { action: Action::Secret("slack token"), pattern: r"\b(?P<secret>xox[abprse]-[A-Za-z0-9-]{10,})" },
+    Detector { action: Action::Secret("aws access key"), keys: &["akia", "asia"], pattern: r"(?-u:\b)(?P<secret>(?:AKIA|ASIA)[0-9A-Z]{16})(?-u:\b)" },
+    Detector { action: Action::Secret("slack token"), keys: &["xox"], pattern: r"(?-u:\b)(?P<secret>xox[abprse]-[A-Za-z0-9-]{10,})" },
     Detector {
-        action: Action::Secret("jwt"),
-        pattern: r"\b(?P<secret>eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
+        action: Action::Secret("jwt"), keys: &["eyj"],
+        pattern: r"(?-u:\b)(?P<secret>eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
     },
-    Detector { action: Action::RandomRun, pattern: r"(?P<secret>[A-Za-z0-9+/_-]{32,}={0,2})" },
-    Detector { action: Action::Ipv6, pattern: r"(?i)(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}(?:\.\d{1,3}){0,3}" },
-    Detector { action: Action::Ipv4, pattern: r"\b\d{1,3}(?:\.\d{1,3}){3}\b" },
+    Detector { action: Action::RandomRun, keys: &[""], pattern: r"(?P<secret>[A-Za-z0-9+/_-]{32,}={0,2})" },
+    Detector { action: Action::Ipv6, keys: &[":"], pattern: r"(?i)(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}(?:\.\d{1,3}){0,3}" },
+    Detector { action: Action::Ipv4, keys: &["."], pattern: r"(?-u:\b)\d{1,3}(?:\.\d{1,3}){3}(?-u:\b)" },
 ];
 
-struct Detectors {
-    list: &'static [Detector],
-    set: RegexSet,
-    regexes: Vec<Regex>,
-}
-
-// Invariant: `regexes[i]` and the set's pattern `i` are `list[i].pattern`.
-static DETECTORS: LazyLock<Detectors> = LazyLock::new(|| {
+// Invariant: `DETECTORS[i]` is `DETECTOR_TABLE[i].pattern`, compiled.
+static DETECTORS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     // Constant patterns, compiled by every test; a bad one panics here and `compact` fails closed.
-    let set = RegexSet::new(DETECTOR_TABLE.iter().map(|d| d.pattern)).expect("the detector table compiles");
-    let regexes = DETECTOR_TABLE.iter().map(|d| Regex::new(d.pattern).expect("the detector table compiles")).collect();
-    Detectors { list: DETECTOR_TABLE, set, regexes }
+    DETECTOR_TABLE.iter().map(|d| Regex::new(d.pattern).expect("the detector table compiles")).collect()
 });
 
 impl Detector {

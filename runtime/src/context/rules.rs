@@ -8,12 +8,12 @@
 //! 5. when the clause is neither an obligation nor a question, every fact rule, left to right.
 //!
 //! Every pattern names what it captures: `rest` (the entry's text), `old` (what a changed decision replaces),
-//! `subject` and `value` (a fact). All patterns are compiled once into one [`regex::RegexSet`], so a clause is
-//! scanned once to learn which rules can apply before any capture runs.
+//! `subject` and `value` (a fact). Every rule also lists literal keys; a rule is tried on a clause only when the
+//! lowercased clause contains one of them, so most rules cost a substring search, not a regex.
 
 use std::sync::LazyLock;
 
-use regex::{Captures, Regex, RegexSet};
+use regex::{Captures, Regex};
 
 /// What a rule recognizes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +64,9 @@ pub(crate) struct Rule {
     /// Which language's marker it is.
     #[allow(dead_code)] // Read by the table test and by humans; the extractor treats every language alike.
     pub lang: Lang,
+    /// Lowercase literals of which a clause must contain one for the pattern to be tried: a cheap prefilter (the
+    /// patterns use Unicode word boundaries, which the fast regex engines handle only on ASCII text).
+    pub keys: &'static [&'static str],
     /// The regular expression (case-insensitive where it says `(?i)`).
     pub pattern: &'static str,
 }
@@ -94,22 +97,22 @@ pub(crate) const RULES: &[Rule] = &[
     // Corrections: anchored at the clause start; the rest of the clause is read by the other rules.
     Rule {
         act: Act::Correction,
-        lang: Lang::En,
+        lang: Lang::En, keys: &["correction", "corrected", "update", "upd", "fix"],
         pattern: r"(?i)^(?:correction|corrected|update|upd|fix)\s*:\s*(?P<rest>.*)$",
     },
     Rule {
         act: Act::Correction,
-        lang: Lang::En,
+        lang: Lang::En, keys: &["actually", "sorry", "oops", "wait", "mistake", "wrong", "misspoke", "correct myself"],
         pattern: concat!(
             r"(?i)^(?:actually|sorry|oops|no wait|wait|my mistake|i was wrong|i misspoke|to correct myself)\b",
             sep!(),
             r"(?P<rest>.*)$"
         ),
     },
-    Rule { act: Act::Correction, lang: Lang::Ru, pattern: r"(?i)^(?:поправка|исправление|уточнение)\s*:\s*(?P<rest>.*)$" },
+    Rule { act: Act::Correction, lang: Lang::Ru, keys: &["поправка", "исправление", "уточнение"], pattern: r"(?i)^(?:поправка|исправление|уточнение)\s*:\s*(?P<rest>.*)$" },
     Rule {
         act: Act::Correction,
-        lang: Lang::Ru,
+        lang: Lang::Ru, keys: &["на самом деле", "ошиб", "вернее", "точнее", "стоп"],
         pattern: concat!(
             r"(?i)^(?:на самом деле|я ошибся|я ошиблась|ошибся|ошиблась|вернее|точнее|нет,? стоп)\b",
             sep!(),
@@ -119,7 +122,7 @@ pub(crate) const RULES: &[Rule] = &[
     // Obligations: closing and reopening before opening.
     Rule {
         act: Act::ObligationCancelled,
-        lang: Lang::En,
+        lang: Lang::En, keys: &["cancel", "never", "scratch that", "forget about", "drop the todo"],
         pattern: concat!(
             r"(?i)^(?:cancel(?:l?ed)?|never ?mind|scratch that|forget about|drop the todo)\b",
             sep!(),
@@ -128,32 +131,32 @@ pub(crate) const RULES: &[Rule] = &[
     },
     Rule {
         act: Act::ObligationCancelled,
-        lang: Lang::En,
+        lang: Lang::En, keys: &["need to"],
         pattern: r"(?i)\b(?:no longer need to|don't need to|do not need to|no need to)\s+(?P<rest>.+)$",
     },
     Rule {
         act: Act::ObligationCancelled,
-        lang: Lang::Ru,
+        lang: Lang::Ru, keys: &["отмен", "отбой", "забудь про"],
         pattern: concat!(r"(?i)^(?:отмена|отменяем|отменено|отменить|отбой|забудь про)\b", sep!(), r"(?P<rest>.+)$"),
     },
     Rule {
         act: Act::ObligationCancelled,
-        lang: Lang::Ru,
+        lang: Lang::Ru, keys: &["не надо", "не нужно"],
         pattern: r"(?i)\b(?:больше не надо|больше не нужно|уже не надо|уже не нужно|не надо|не нужно)\s+(?P<rest>.+)$",
     },
     Rule {
         act: Act::ObligationDone,
-        lang: Lang::En,
+        lang: Lang::En, keys: &["done", "finished", "completed", "fixed"],
         pattern: concat!(r"(?i)^(?:done|finished|completed|fixed)\b", sep!(), r"(?P<rest>.+)$"),
     },
     Rule {
         act: Act::ObligationDone,
-        lang: Lang::En,
+        lang: Lang::En, keys: &["done", "finished", "completed"],
         pattern: r"(?i)^(?:i|we) (?:have |'ve )?(?:just )?(?:done|finished|completed)\s+(?P<rest>.+)$",
     },
     Rule {
         act: Act::ObligationDone,
-        lang: Lang::Ru,
+        lang: Lang::Ru, keys: &["сделан", "сделал", "готово", "выполн", "закрыто"],
         pattern: concat!(
             r"(?i)^(?:сделано|готово|выполнено|закрыто|сделал|сделала|сделали|выполнил|выполнила)\b",
             sep!(),
@@ -162,45 +165,45 @@ pub(crate) const RULES: &[Rule] = &[
     },
     Rule {
         act: Act::ObligationReopened,
-        lang: Lang::En,
+        lang: Lang::En, keys: &["reopen", "re-open", "back on the list"],
         pattern: concat!(r"(?i)^(?:reopen(?:ed|ing)?|re-open(?:ed)?|back on the list)\b", sep!(), r"(?P<rest>.+)$"),
     },
-    Rule { act: Act::ObligationReopened, lang: Lang::En, pattern: r"(?i)\b(?:need to|have to|must) (?P<rest>.+?) again\W*$" },
+    Rule { act: Act::ObligationReopened, lang: Lang::En, keys: &["again"], pattern: r"(?i)\b(?:need to|have to|must) (?P<rest>.+?) again\W*$" },
     Rule {
         act: Act::ObligationReopened,
-        lang: Lang::Ru,
+        lang: Lang::Ru, keys: &["снова", "опять", "переоткры", "возвращаем"],
         pattern: concat!(
             r"(?i)^(?:снова|опять|переоткрыть|переоткрываю|возвращаем)\b",
             sep!(),
             r"(?:надо|нужно)?\s*(?P<rest>.+)$"
         ),
     },
-    Rule { act: Act::Obligation, lang: Lang::En, pattern: r"(?i)\b(?:todo|to-do|action item)\b[\s:—–-]*(?P<rest>.+)$" },
+    Rule { act: Act::Obligation, lang: Lang::En, keys: &["todo", "to-do", "action item"], pattern: r"(?i)\b(?:todo|to-do|action item)\b[\s:—–-]*(?P<rest>.+)$" },
     Rule {
         act: Act::Obligation,
-        lang: Lang::En,
+        lang: Lang::En, keys: &["remind me", "forget to", "remember to"],
         pattern: r"(?i)\b(?:remind me to|remind me|don't forget to|do not forget to|remember to)\s+(?P<rest>.+)$",
     },
     Rule {
         act: Act::Obligation,
-        lang: Lang::En,
+        lang: Lang::En, keys: &["need", "must", "have to", "has to"],
         pattern: r"(?i)\b(?:need to|needs to|must|have to|has to)\s+(?P<rest>.+)$",
     },
     Rule {
         act: Act::Obligation,
-        lang: Lang::Ru,
+        lang: Lang::Ru, keys: &["забыть", "забудь", "напомни"],
         pattern: r"(?i)\b(?:не забыть|не забудь|напомни мне|напомни|напомнить)\s+(?P<rest>.+)$",
     },
     Rule {
         act: Act::Obligation,
-        lang: Lang::Ru,
+        lang: Lang::Ru, keys: &["надо", "нужно", "необходимо", "должен", "должна", "должны"],
         pattern: r"(?i)\b(?:надо|нужно|необходимо|должен|должна|должны)\s+(?P<rest>.+)$",
     },
-    Rule { act: Act::Obligation, lang: Lang::Ru, pattern: r"(?i)\bзадача\s*:\s*(?P<rest>.+)$" },
+    Rule { act: Act::Obligation, lang: Lang::Ru, keys: &["задача"], pattern: r"(?i)\bзадача\s*:\s*(?P<rest>.+)$" },
     // Decisions: changes before new decisions.
     Rule {
         act: Act::DecisionChanged,
-        lang: Lang::En,
+        lang: Lang::En, keys: &["decision", "change of plan", "changed our mind", "plan changed"],
         pattern: concat!(
             r"(?i)^(?:decision changed|change of plans?|changed the decision|we changed our minds?|new decision|",
             r"revised decision|plan changed)\b",
@@ -210,73 +213,73 @@ pub(crate) const RULES: &[Rule] = &[
     },
     Rule {
         act: Act::DecisionChanged,
-        lang: Lang::Ru,
+        lang: Lang::Ru, keys: &["решение изменилось", "меняем решение", "передумали", "новое решение", "план изменился"],
         pattern: concat!(
             r"(?i)^(?:решение изменилось|меняем решение|передумали|новое решение|план изменился)\b",
             sep!(),
             r"(?P<rest>.+)$"
         ),
     },
-    Rule { act: Act::DecisionContrast, lang: Lang::En, pattern: r"(?i)^(?P<rest>.*\b(?:instead|no longer|rather than)\b.*)$" },
-    Rule { act: Act::DecisionContrast, lang: Lang::Ru, pattern: r"(?i)^(?P<rest>.*\b(?:вместо|больше не)\b.*)$" },
+    Rule { act: Act::DecisionContrast, lang: Lang::En, keys: &["instead", "no longer", "rather than"], pattern: r"(?i)^(?P<rest>.*\b(?:instead|no longer|rather than)\b.*)$" },
+    Rule { act: Act::DecisionContrast, lang: Lang::Ru, keys: &["вместо", "больше не"], pattern: r"(?i)^(?P<rest>.*\b(?:вместо|больше не)\b.*)$" },
     Rule {
         act: Act::DecisionReplaces,
-        lang: Lang::En,
+        lang: Lang::En, keys: &["instead of", "rather than"],
         pattern: r"(?i)\b(?:instead of|rather than) (?:the |using |use )?(?P<old>[\p{L}\d][\p{L}\d._+#-]*)",
     },
     Rule {
         act: Act::DecisionReplaces,
-        lang: Lang::En,
+        lang: Lang::En, keys: &["no longer"],
         pattern: r"(?i)\bno longer (?:[\p{L}]+ )?(?:with |on |to |the )?(?P<old>[\p{L}\d][\p{L}\d._+#-]*)",
     },
-    Rule { act: Act::DecisionReplaces, lang: Lang::Ru, pattern: r"(?i)\bвместо (?P<old>[\p{L}\d][\p{L}\d._+#-]*)" },
+    Rule { act: Act::DecisionReplaces, lang: Lang::Ru, keys: &["вместо"], pattern: r"(?i)\bвместо (?P<old>[\p{L}\d][\p{L}\d._+#-]*)" },
     Rule {
         act: Act::DecisionReplaces,
-        lang: Lang::Ru,
+        lang: Lang::Ru, keys: &["больше не"],
         pattern: r"(?i)\bбольше не (?:[\p{L}]+ )?(?P<old>[\p{L}\d][\p{L}\d._+#-]*)",
     },
     Rule {
         act: Act::Decision,
-        lang: Lang::En,
+        lang: Lang::En, keys: &["decision", "decided"],
         pattern: r"(?i)^(?:decision|decided|final decision)\s*[:—–-]\s*(?P<rest>.+)$",
     },
     Rule {
         act: Act::Decision,
-        lang: Lang::En,
+        lang: Lang::En, keys: &["go with", "let's use", "'ll use", "will use", "agreed", "decided"],
         pattern: concat!(
             r"(?i)^(?P<rest>(?:we(?:'ll| will) go with|let's go with|let's use|we(?:'ll| will) use|we agreed|",
             r"we decided|i decided|we have decided|agreed to)\b.+)$"
         ),
     },
-    Rule { act: Act::Decision, lang: Lang::En, pattern: r"(?i)\b(?P<rest>(?:we|i) (?:have )?decided\b.+)$" },
-    Rule { act: Act::Decision, lang: Lang::Ru, pattern: r"(?i)^(?:решение|решено)\s*[:—–-]\s*(?P<rest>.+)$" },
+    Rule { act: Act::Decision, lang: Lang::En, keys: &["decided"], pattern: r"(?i)\b(?P<rest>(?:we|i) (?:have )?decided\b.+)$" },
+    Rule { act: Act::Decision, lang: Lang::Ru, keys: &["решение", "решено"], pattern: r"(?i)^(?:решение|решено)\s*[:—–-]\s*(?P<rest>.+)$" },
     Rule {
         act: Act::Decision,
-        lang: Lang::Ru,
+        lang: Lang::Ru, keys: &["решили", "договорились", "выбираем", "берём", "берем", "используем", "остановились на"],
         pattern: r"(?i)^(?P<rest>(?:решили|договорились|выбираем|берём|берем|используем|остановились на)\b.+)$",
     },
     // Questions: answers first.
     Rule {
         act: Act::Answer,
-        lang: Lang::En,
+        lang: Lang::En, keys: &["answer", "resolved", "re"],
         pattern: r"(?i)^(?:answer|answered|resolved|re)\s*[:—–-]\s*(?P<rest>.+)$",
     },
-    Rule { act: Act::Answer, lang: Lang::Ru, pattern: r"(?i)^(?:ответ|отвечаю)\s*[:—–-]\s*(?P<rest>.+)$" },
+    Rule { act: Act::Answer, lang: Lang::Ru, keys: &["ответ", "отвечаю"], pattern: r"(?i)^(?:ответ|отвечаю)\s*[:—–-]\s*(?P<rest>.+)$" },
     Rule {
         act: Act::Question,
-        lang: Lang::En,
+        lang: Lang::En, keys: &["question", "unresolved", "unclear", "tbd"],
         pattern: r"(?i)^(?:open question|question|unresolved|unclear|tbd)\s*[:—–-]\s*(?P<rest>.+)$",
     },
     Rule {
         act: Act::Question,
-        lang: Lang::Ru,
+        lang: Lang::Ru, keys: &["вопрос", "неясно", "непонятно"],
         pattern: r"(?i)^(?:открытый вопрос|вопрос|неясно|непонятно)\s*[:—–-]\s*(?P<rest>.+)$",
     },
-    Rule { act: Act::Question, lang: Lang::Any, pattern: r"^(?P<rest>.+\?)\s*$" },
+    Rule { act: Act::Question, lang: Lang::Any, keys: &["?"], pattern: r"^(?P<rest>.+\?)\s*$" },
     // Facts.
     Rule {
         act: Act::Fact,
-        lang: Lang::En,
+        lang: Lang::En, keys: &[" is ", " are ", " will be ", " changed to ", " moved to "],
         pattern: concat!(
             r"(?i)\b(?:the|my|our) ",
             subject!(),
@@ -287,7 +290,7 @@ pub(crate) const RULES: &[Rule] = &[
     },
     Rule {
         act: Act::Fact,
-        lang: Lang::En,
+        lang: Lang::En, keys: &[" to "],
         pattern: concat!(
             r"(?i)\b(?:set|change|changed|switch|switched|move|moved|update|updated) (?:the|our|my) ",
             subject!(),
@@ -297,7 +300,7 @@ pub(crate) const RULES: &[Rule] = &[
     },
     Rule {
         act: Act::Fact,
-        lang: Lang::Ru,
+        lang: Lang::Ru, keys: &["—", "–", "это", "="],
         pattern: concat!(
             r"(?i)^(?:(?:мой|моя|моё|мое|мои|наш|наша|наше|наши)\s+)?",
             subject!(),
@@ -307,7 +310,7 @@ pub(crate) const RULES: &[Rule] = &[
     },
     Rule {
         act: Act::Fact,
-        lang: Lang::Ru,
+        lang: Lang::Ru, keys: &["теперь", "стал", "будет"],
         pattern: concat!(
             r"(?i)^(?:(?:мой|моя|моё|мое|мои|наш|наша|наше|наши)\s+)?",
             subject!(),
@@ -317,38 +320,44 @@ pub(crate) const RULES: &[Rule] = &[
     },
 ];
 
-/// The compiled table: one set for the single scan, one regex per rule for captures.
+/// The compiled table: one regex per rule.
 pub(crate) struct Compiled {
-    set: RegexSet,
     regexes: Vec<Regex>,
 }
 
-// Invariant: `regexes[i]` is `RULES[i].pattern`, and so is the set's pattern `i`.
+// Invariant: `regexes[i]` is `RULES[i].pattern`.
 pub(crate) static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
-    // The patterns are constants checked by `every_rule_compiles`; a bad one is a programming error caught by the
+    // The patterns are constants checked by the rule-table test; a bad one is a programming error caught by the
     // test suite, and `compact` turns the panic into a fail-closed result.
-    let set = RegexSet::new(RULES.iter().map(|r| r.pattern)).expect("the rule table compiles");
     let regexes = RULES.iter().map(|r| Regex::new(r.pattern).expect("the rule table compiles")).collect();
-    Compiled { set, regexes }
+    Compiled { regexes }
 });
 
-/// Which rules can match one clause.
+/// Which rules match one clause.
 pub(crate) struct Matches<'c> {
     clause: &'c str,
-    hits: regex::SetMatches,
+    /// Indexes of the matching rules, in table order.
+    hits: Vec<usize>,
 }
 
 impl Compiled {
-    /// Scans `clause` once for every rule.
+    /// Finds the rules that match `clause`: the prefilter on the lowercased clause, then each candidate's regex.
     pub(crate) fn scan<'c>(&self, clause: &'c str) -> Matches<'c> {
-        Matches { clause, hits: self.set.matches(clause) }
+        let lower = clause.to_lowercase();
+        let hits = RULES
+            .iter()
+            .enumerate()
+            .filter(|(idx, rule)| rule.keys.iter().any(|k| lower.contains(k)) && self.regexes[*idx].is_match(clause))
+            .map(|(idx, _)| idx)
+            .collect();
+        Matches { clause, hits }
     }
 }
 
 impl<'c> Matches<'c> {
     /// The first rule of `act`, in table order, that matches, with its captures.
     pub(crate) fn first(&self, act: Act) -> Option<Captures<'c>> {
-        self.hits.iter().filter(|&i| RULES[i].act == act).find_map(|i| COMPILED.regexes[i].captures(self.clause))
+        self.hits.iter().filter(|&&i| RULES[i].act == act).find_map(|&i| COMPILED.regexes[i].captures(self.clause))
     }
 
     /// The first of `acts` (in the order given) that matches.
@@ -356,31 +365,14 @@ impl<'c> Matches<'c> {
         acts.iter().find_map(|&act| self.first(act).map(|c| (act, c)))
     }
 
-    /// Whether any rule of `act` can match.
-    pub(crate) fn any(&self, act: Act) -> bool {
-        self.hits.iter().any(|i| RULES[i].act == act)
-    }
 
     /// The indexes of the matching rules of `act`, in table order.
     pub(crate) fn rules_of(&self, act: Act) -> impl Iterator<Item = usize> + '_ {
-        self.hits.iter().filter(move |&i| RULES[i].act == act)
+        self.hits.iter().copied().filter(move |&i| RULES[i].act == act)
     }
 }
 
 /// The compiled regex of rule `idx`.
 pub(crate) fn regex(idx: usize) -> &'static Regex {
     &COMPILED.regexes[idx]
-}
-
-/// Strips one leading correction marker; returns the rest and whether there was one.
-pub(crate) fn strip_correction(clause: &str) -> (&str, bool) {
-    for (idx, rule) in RULES.iter().enumerate() {
-        if rule.act == Act::Correction
-            && let Some(caps) = regex(idx).captures(clause)
-            && let Some(rest) = caps.name("rest")
-        {
-            return (rest.as_str(), true);
-        }
-    }
-    (clause, false)
 }

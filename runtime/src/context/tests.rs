@@ -351,6 +351,28 @@ fn the_rule_table_has_english_and_russian_markers_for_every_act() {
     // Compiling the table is lazy; force it so a bad pattern fails here, by name.
     for rule in RULES {
         assert!(regex::Regex::new(rule.pattern).is_ok(), "{}", rule.pattern);
+        assert!(!rule.keys.is_empty() && rule.keys.iter().all(|k| *k == k.to_lowercase()), "{:?}", rule.keys);
+    }
+}
+
+#[test]
+fn the_key_prefilter_never_hides_a_match() {
+    // Every clause of the suite, and the markers with odd casing: wherever a rule's pattern matches, one of its keys
+    // is in the lowercased clause, so the prefilter only skips work.
+    let suite = scenarios();
+    let extra = ["TODO: X", "Поправка: Y — Z", "ОТМЕНА: продлить домен", "We DECIDED to go", "Is it ready now?"];
+    let clauses = suite
+        .iter()
+        .flat_map(|s| s.messages.iter().map(|m| m.content.as_str()))
+        .chain(extra)
+        .flat_map(extract::clauses);
+    for clause in clauses {
+        let lower = clause.to_lowercase();
+        for (idx, rule) in RULES.iter().enumerate() {
+            if rules::regex(idx).is_match(clause) {
+                assert!(rule.keys.iter().any(|k| lower.contains(k)), "rule {idx} matches {clause:?} without a key");
+            }
+        }
     }
 }
 
