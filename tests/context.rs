@@ -135,7 +135,9 @@ fn eval_context_prints_every_engine_per_miss_kind_and_the_ledger_passes_all() {
         let score = &report["engines"][engine];
         assert!(score["passed"].as_u64() < score["checks"].as_u64(), "{engine}: {score}");
     }
-    for kind in ["stale_fact", "lost_obligation", "missing_fact", "secret_exposed", "superseded_decision", "correction_lost"] {
+    for kind in
+        ["stale_fact", "lost_obligation", "missing_fact", "secret_exposed", "superseded_decision", "correction_lost"]
+    {
         assert!(ledger["by_kind"][kind]["checks"].as_u64().expect("checks") > 0, "{kind}");
     }
     let text = lessrt(&["eval", "context"]);

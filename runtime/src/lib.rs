@@ -37,8 +37,8 @@ mod valid;
 mod validate;
 
 pub use brief::{PointerText, SharedBriefMicro};
-pub use context::{ChatMessage, CompactConfig, Compaction, Engine, compact, compact_report};
 pub use budget::Budget;
+pub use context::{ChatMessage, CompactConfig, Compaction, Engine, compact, compact_report};
 pub use deref::DerefRequest;
 pub use digest::{DIGEST_PREFIX, Digest};
 pub use engram::{Engram, EngramBuilder, EngramKind, MAX_CLAIM_CHARS, MAX_POINTERS, Provenance, Scope, Source};

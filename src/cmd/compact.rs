@@ -52,8 +52,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             return Ok(refuse(violation.code, &format!("{}{at}: {}", args.file.display(), violation.message)));
         }
     };
-    let config =
-        CompactConfig { hot_tail: args.hot_tail, engine: args.engine, budget_tokens: args.budget, ..Default::default() };
+    let config = CompactConfig {
+        hot_tail: args.hot_tail,
+        engine: args.engine,
+        budget_tokens: args.budget,
+        ..Default::default()
+    };
     if args.engrams && args.engine != Engine::Ledger {
         anyhow::bail!("--engrams needs --engine ledger: only the ledger has entries");
     }

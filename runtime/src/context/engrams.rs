@@ -30,7 +30,8 @@ pub fn ledger_engrams(
     }
     let state = parse(ledger).state;
     // The `sam:` grammar wants an ASCII namespace.
-    let namespace: String = slug(conversation, 64).chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect();
+    let namespace: String =
+        slug(conversation, 64).chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect();
     let namespace = if namespace.is_empty() { "chat".to_owned() } else { namespace };
     let make = |kind: EngramKind, claim: String, idx: usize, tags: Vec<String>| {
         let pointer = Pointer::parse(&format!("sam:{namespace}:{idx}")).map_err(|v| Violations(vec![v]))?;
@@ -53,7 +54,12 @@ pub fn ledger_engrams(
         if fact.current.corrected {
             tags.push("correction".to_owned());
         }
-        engrams.push(make(EngramKind::Fact, format!("{}: {}", fact.subject, fact.current.value), fact.current.idx, tags)?);
+        engrams.push(make(
+            EngramKind::Fact,
+            format!("{}: {}", fact.subject, fact.current.value),
+            fact.current.idx,
+            tags,
+        )?);
     }
     for decision in state.decisions.iter().filter(|d| d.status == DecisionStatus::Active) {
         engrams.push(make(EngramKind::Decision, decision.text.clone(), decision.idx, Vec::new())?);

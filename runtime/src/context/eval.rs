@@ -298,7 +298,11 @@ impl Probe {
 /// Of `values`, the one mentioned last in `text`.
 fn last_mentioned<'v>(text: &str, values: &'v [String]) -> Option<&'v String> {
     let lower = text.to_lowercase();
-    values.iter().filter_map(|v| lower.rfind(&v.to_lowercase()).map(|pos| (pos, v))).max_by_key(|(pos, _)| *pos).map(|(_, v)| v)
+    values
+        .iter()
+        .filter_map(|v| lower.rfind(&v.to_lowercase()).map(|pos| (pos, v)))
+        .max_by_key(|(pos, _)| *pos)
+        .map(|(_, v)| v)
 }
 
 /// A small deterministic generator (splitmix64): scenarios are the same on every machine and run.
@@ -496,9 +500,12 @@ pub fn scenarios() -> Vec<Scenario> {
     out.push(b.build());
 
     let mut b = Builder::new("supersession_ru", 3, 120).russian();
-    b.user("Сервер деплоя — alpha-01.")
-        .user("Сервер деплоя теперь beta-02.")
-        .fact(StaleFact, "сервер деплоя", "beta-02", &["alpha-01", "beta-02"]);
+    b.user("Сервер деплоя — alpha-01.").user("Сервер деплоя теперь beta-02.").fact(
+        StaleFact,
+        "сервер деплоя",
+        "beta-02",
+        &["alpha-01", "beta-02"],
+    );
     out.push(b.build());
 
     let mut b = Builder::new("supersession_revert_en", 4, 200);
@@ -517,9 +524,12 @@ pub fn scenarios() -> Vec<Scenario> {
     out.push(b.build());
 
     let mut b = Builder::new("correction_marker_en", 6, 150);
-    b.user("The release date is March 3.")
-        .user("Correction: the release date is March 10.")
-        .fact(CorrectionLost, "release date", "March 10", &["March 3", "March 10"]);
+    b.user("The release date is March 3.").user("Correction: the release date is March 10.").fact(
+        CorrectionLost,
+        "release date",
+        "March 10",
+        &["March 3", "March 10"],
+    );
     out.push(b.build());
 
     let mut b = Builder::new("correction_actually_en", 7, 400);
@@ -529,21 +539,30 @@ pub fn scenarios() -> Vec<Scenario> {
     out.push(b.build());
 
     let mut b = Builder::new("correction_ru", 8, 200).russian();
-    b.user("Дедлайн — пятница.")
-        .user("Поправка: дедлайн — понедельник.")
-        .fact(CorrectionLost, "дедлайн", "понедельник", &["пятница", "понедельник"]);
+    b.user("Дедлайн — пятница.").user("Поправка: дедлайн — понедельник.").fact(
+        CorrectionLost,
+        "дедлайн",
+        "понедельник",
+        &["пятница", "понедельник"],
+    );
     out.push(b.build());
 
     let mut b = Builder::new("correction_wrong_en", 9, 90);
-    b.user("My timezone is UTC+3.")
-        .user("Sorry, I was wrong: my timezone is UTC+2.")
-        .fact(CorrectionLost, "timezone", "UTC+2", &["UTC+3", "UTC+2"]);
+    b.user("My timezone is UTC+3.").user("Sorry, I was wrong: my timezone is UTC+2.").fact(
+        CorrectionLost,
+        "timezone",
+        "UTC+2",
+        &["UTC+3", "UTC+2"],
+    );
     out.push(b.build());
 
     let mut b = Builder::new("correction_ru_long", 10, 1200).russian();
-    b.user("Наш основной сервер — db-main-1.")
-        .user("На самом деле наш основной сервер — db-main-7.")
-        .fact(CorrectionLost, "основной сервер", "db-main-7", &["db-main-1", "db-main-7"]);
+    b.user("Наш основной сервер — db-main-1.").user("На самом деле наш основной сервер — db-main-7.").fact(
+        CorrectionLost,
+        "основной сервер",
+        "db-main-7",
+        &["db-main-1", "db-main-7"],
+    );
     out.push(b.build());
 
     let mut b = Builder::new("obligations_en", 11, 100);
@@ -560,11 +579,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 ("Done: renewed the TLS certificate for the shop.", false),
             ],
         )
-        .obligation(
-            "email the auditors",
-            true,
-            &[("Remind me to email the auditors about the Q3 report.", true)],
-        );
+        .obligation("email the auditors", true, &[("Remind me to email the auditors about the Q3 report.", true)]);
     out.push(b.build());
 
     let mut b = Builder::new("obligations_cancel_reopen_en", 12, 500);
@@ -585,10 +600,7 @@ pub fn scenarios() -> Vec<Scenario> {
         .obligation(
             "archive the old invoices",
             false,
-            &[
-                ("We must archive the old invoices.", true),
-                ("Never mind, no need to archive the old invoices.", false),
-            ],
+            &[("We must archive the old invoices.", true), ("Never mind, no need to archive the old invoices.", false)],
         );
     out.push(b.build());
 
@@ -599,11 +611,7 @@ pub fn scenarios() -> Vec<Scenario> {
         .user("Напомни мне продлить домен.")
         .assistant("Сделано: проверить резервные копии.")
         .user("Отмена: продлить домен, его продлили автоматически.")
-        .obligation(
-            "обновить сертификаты",
-            true,
-            &[("Надо обновить сертификаты на балансировщике.", true)],
-        )
+        .obligation("обновить сертификаты", true, &[("Надо обновить сертификаты на балансировщике.", true)])
         .obligation("позвонить бухгалтеру", true, &[("Не забыть позвонить бухгалтеру.", true)])
         .obligation(
             "проверить резервные копии",
@@ -613,10 +621,7 @@ pub fn scenarios() -> Vec<Scenario> {
         .obligation(
             "продлить домен",
             false,
-            &[
-                ("Напомни мне продлить домен.", true),
-                ("Отмена: продлить домен, его продлили автоматически.", false),
-            ],
+            &[("Напомни мне продлить домен.", true), ("Отмена: продлить домен, его продлили автоматически.", false)],
         );
     out.push(b.build());
 
@@ -634,9 +639,7 @@ pub fn scenarios() -> Vec<Scenario> {
         .user("CI uses ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8 to push.")
         .user("The AWS key id AKIAIOSFODNN7EXAMPLE is in the vault.")
         .user("Slack bot: xoxb-1234567890-0987654321-AbCdEfGhIjKl")
-        .user(
-            "Session: eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-        )
+        .user("Session: eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U")
         .absent(&[
             "sk-proj-4fT9qLmN2xR7vB1cZ8wK3pY6",
             "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
@@ -760,9 +763,12 @@ pub fn scenarios() -> Vec<Scenario> {
     out.push(b.build());
 
     let mut b = Builder::new("set_to_en", 34, 200);
-    b.user("Please set the log level to debug for now.")
-        .user("All good, change the log level to warn.")
-        .fact(StaleFact, "log level", "warn", &["debug", "warn"]);
+    b.user("Please set the log level to debug for now.").user("All good, change the log level to warn.").fact(
+        StaleFact,
+        "log level",
+        "warn",
+        &["debug", "warn"],
+    );
     out.push(b.build());
 
     out
@@ -827,10 +833,7 @@ fn mixed_ru(name: &str, seed: u64, length: usize) -> Scenario {
         .obligation(
             "перенести логи",
             false,
-            &[
-                ("Надо перенести логи в новое хранилище.", true),
-                ("Сделано: перенести логи в новое хранилище.", false),
-            ],
+            &[("Надо перенести логи в новое хранилище.", true), ("Сделано: перенести логи в новое хранилище.", false)],
         )
         .obligation("согласовать отпуск", true, &[("Не забыть согласовать отпуск команды.", true)])
         .absent(&["Hq5vNw8Rt2", "10.1.2.3"]);

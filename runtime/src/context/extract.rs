@@ -195,7 +195,9 @@ impl LedgerState {
         if let Some((act, caps)) = obligation {
             let rest = caps.name("rest").map_or("", |m| m.as_str());
             self.obligation(act, idx, rest);
-        } else if let Some((act, caps)) = matches.first_of(&[Act::DecisionChanged, Act::DecisionContrast, Act::Decision]) {
+        } else if let Some((act, caps)) =
+            matches.first_of(&[Act::DecisionChanged, Act::DecisionContrast, Act::Decision])
+        {
             let rest = caps.name("rest").map_or(text, |m| m.as_str());
             let old = matches.first(Act::DecisionReplaces).and_then(|c| c.name("old").map(|m| m.as_str().to_owned()));
             self.decision(act, idx, rest, old.as_deref());
@@ -288,9 +290,9 @@ impl LedgerState {
             (Act::Decision, _) => None,
             (_, Some(old)) => {
                 let old = old.trim_end_matches(['.', '-', '#', '+']).to_lowercase();
-                self.decisions.iter().rposition(|d| {
-                    d.status == DecisionStatus::Active && d.words.iter().any(|w| *w == old)
-                })
+                self.decisions
+                    .iter()
+                    .rposition(|d| d.status == DecisionStatus::Active && d.words.contains(&old))
             }
             (Act::DecisionChanged, None) => self.most_similar_active_decision(&text),
             _ => None,
@@ -383,7 +385,8 @@ impl LedgerState {
         }
         match self.facts.get_mut(&subject) {
             None => {
-                self.facts.insert(subject.clone(), Fact { subject, current: new, superseded: Vec::new(), n_omitted: 0 });
+                self.facts
+                    .insert(subject.clone(), Fact { subject, current: new, superseded: Vec::new(), n_omitted: 0 });
             }
             Some(fact) if fact.current.value.eq_ignore_ascii_case(value) => {
                 fact.current.corrected |= corrected;
@@ -496,8 +499,20 @@ pub(crate) fn clauses(text: &str) -> impl Iterator<Item = &str> {
 /// Cuts a captured fact value at the end of its phrase: a conjunction, a sentence end or a dash.
 fn cut_value(value: &str) -> &str {
     const CUTS: [&str; 14] = [
-        " and ", " but ", " so ", " because ", " which ", " while ", " until ", " и ", " но ", " а ", " потому ",
-        " так как ", ". ", " — ",
+        " and ",
+        " but ",
+        " so ",
+        " because ",
+        " which ",
+        " while ",
+        " until ",
+        " и ",
+        " но ",
+        " а ",
+        " потому ",
+        " так как ",
+        ". ",
+        " — ",
     ];
     let lower = value.to_lowercase();
     let mut end = value.len();
@@ -546,13 +561,143 @@ pub(crate) fn content_words(text: &str) -> Vec<String> {
 
 /// Words that carry no topic, English and Russian.
 const STOPWORDS: &[&str] = &[
-    "a", "an", "the", "is", "are", "was", "were", "be", "been", "to", "of", "in", "on", "at", "for", "with", "and",
-    "or", "but", "it", "its", "this", "that", "these", "those", "we", "you", "i", "he", "she", "they", "me", "my",
-    "our", "your", "their", "us", "do", "does", "did", "done", "have", "has", "had", "will", "would", "can", "could",
-    "should", "must", "need", "not", "no", "yes", "ok", "okay", "so", "if", "then", "than", "there", "here", "what",
-    "which", "who", "when", "where", "why", "how", "all", "any", "some", "just", "also", "now", "about", "from", "by",
-    "as", "up", "out", "into", "after", "before", "over", "more", "very", "good", "great", "fine", "let", "let's", "sure", "thanks", "please", "still", "again", "todo", "и", "в", "во",
-    "на", "с", "со", "по", "к", "ко", "о", "об", "у", "за", "из", "для", "не", "что", "это", "как", "а", "но", "да",
-    "нет", "мы", "вы", "я", "он", "она", "они", "то", "так", "же", "ли", "бы", "уже", "ещё", "еще", "теперь", "надо",
-    "нужно", "снова",
+    "a",
+    "an",
+    "the",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "to",
+    "of",
+    "in",
+    "on",
+    "at",
+    "for",
+    "with",
+    "and",
+    "or",
+    "but",
+    "it",
+    "its",
+    "this",
+    "that",
+    "these",
+    "those",
+    "we",
+    "you",
+    "i",
+    "he",
+    "she",
+    "they",
+    "me",
+    "my",
+    "our",
+    "your",
+    "their",
+    "us",
+    "do",
+    "does",
+    "did",
+    "done",
+    "have",
+    "has",
+    "had",
+    "will",
+    "would",
+    "can",
+    "could",
+    "should",
+    "must",
+    "need",
+    "not",
+    "no",
+    "yes",
+    "ok",
+    "okay",
+    "so",
+    "if",
+    "then",
+    "than",
+    "there",
+    "here",
+    "what",
+    "which",
+    "who",
+    "when",
+    "where",
+    "why",
+    "how",
+    "all",
+    "any",
+    "some",
+    "just",
+    "also",
+    "now",
+    "about",
+    "from",
+    "by",
+    "as",
+    "up",
+    "out",
+    "into",
+    "after",
+    "before",
+    "over",
+    "more",
+    "very",
+    "good",
+    "great",
+    "fine",
+    "let",
+    "let's",
+    "sure",
+    "thanks",
+    "please",
+    "still",
+    "again",
+    "todo",
+    "и",
+    "в",
+    "во",
+    "на",
+    "с",
+    "со",
+    "по",
+    "к",
+    "ко",
+    "о",
+    "об",
+    "у",
+    "за",
+    "из",
+    "для",
+    "не",
+    "что",
+    "это",
+    "как",
+    "а",
+    "но",
+    "да",
+    "нет",
+    "мы",
+    "вы",
+    "я",
+    "он",
+    "она",
+    "они",
+    "то",
+    "так",
+    "же",
+    "ли",
+    "бы",
+    "уже",
+    "ещё",
+    "еще",
+    "теперь",
+    "надо",
+    "нужно",
+    "снова",
 ];

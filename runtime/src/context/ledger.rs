@@ -196,9 +196,10 @@ fn parse_active_fact(entry: &str, state: &mut LedgerState) -> Option<()> {
     let (text, idx, meta) = split_citation(entry)?;
     let (subject, value) = text.split_once(": ")?;
     let current = FactValue { value: value.to_owned(), idx, corrected: meta == "corrected" };
-    state
-        .facts
-        .insert(subject.to_owned(), Fact { subject: subject.to_owned(), current, superseded: Vec::new(), n_omitted: 0 });
+    state.facts.insert(
+        subject.to_owned(),
+        Fact { subject: subject.to_owned(), current, superseded: Vec::new(), n_omitted: 0 },
+    );
     Some(())
 }
 
@@ -263,7 +264,12 @@ fn parse_credential(entry: &str, state: &mut LedgerState) -> Option<()> {
     let n_mentions = mentions.split_once(' ')?.0.parse().ok()?;
     state.credentials.insert(
         reference.to_owned(),
-        Credential { reference: reference.to_owned(), kind: kind.to_owned(), first_idx: first.parse().ok()?, n_mentions },
+        Credential {
+            reference: reference.to_owned(),
+            kind: kind.to_owned(),
+            first_idx: first.parse().ok()?,
+            n_mentions,
+        },
     );
     Some(())
 }
@@ -271,8 +277,12 @@ fn parse_credential(entry: &str, state: &mut LedgerState) -> Option<()> {
 fn parse_topic(entry: &str, state: &mut LedgerState) -> Option<()> {
     let (word, rest) = entry.strip_prefix('"')?.split_once("\": ")?;
     let (count, indexes) = rest.split_once(" messages (")?;
-    let indexes: Vec<usize> =
-        indexes.strip_suffix(')')?.split(", ").map(|i| i.trim_start_matches('#').parse()).collect::<Result<_, _>>().ok()?;
+    let indexes: Vec<usize> = indexes
+        .strip_suffix(')')?
+        .split(", ")
+        .map(|i| i.trim_start_matches('#').parse())
+        .collect::<Result<_, _>>()
+        .ok()?;
     let split = indexes.len().min(super::extract::TOPIC_FIRST);
     let topic =
         Topic { n_messages: count.parse().ok()?, first: indexes[..split].to_vec(), last: indexes[split..].to_vec() };

@@ -38,7 +38,7 @@ use serde_json::Value;
 use crate::{Encoding, ErrorCode, TokenCounter, Violation};
 
 pub use engrams::{LEDGER_TAG, ledger_engrams};
-pub use eval::{EvalReport, EngineScore, MissKind, Scenario, evaluate, scenarios};
+pub use eval::{EngineScore, EvalReport, MissKind, Scenario, evaluate, scenarios};
 pub use ledger::{LEDGER_HEADER, SECTIONS};
 pub use redact::{CREDENTIAL_REF_PREFIX, REDACTED_IP, Redacted, credential_ref, redact};
 
@@ -261,7 +261,8 @@ fn compact_ledger(messages: &[ChatMessage], config: &CompactConfig) -> Vec<ChatM
     let mut state = prior.map(|p| p.state).unwrap_or_default();
     // Two passes: a secret found in one message is redacted in every message, before or after it.
     let mut secrets = Vec::new();
-    let mut redacted: Vec<Redacted> = cold.iter().map(|(_, m)| redact::redact_collecting(&m.content, &mut secrets)).collect();
+    let mut redacted: Vec<Redacted> =
+        cold.iter().map(|(_, m)| redact::redact_collecting(&m.content, &mut secrets)).collect();
     let known = redact::KnownSecrets::new(secrets);
     for ((idx, message), redacted) in cold.iter().zip(&mut redacted) {
         known.apply(redacted);
@@ -322,7 +323,8 @@ fn compact_hot_tail(messages: &[ChatMessage], config: &CompactConfig) -> Vec<Cha
 fn compact_truncate(messages: &[ChatMessage], config: &CompactConfig) -> Vec<ChatMessage> {
     let counter = TokenCounter::shared(config.encoding);
     let cold: Vec<(usize, &ChatMessage)> = {
-        let non_system: Vec<(usize, &ChatMessage)> = messages.iter().enumerate().filter(|(_, m)| !m.is_system()).collect();
+        let non_system: Vec<(usize, &ChatMessage)> =
+            messages.iter().enumerate().filter(|(_, m)| !m.is_system()).collect();
         let n_cold = non_system.len().saturating_sub(config.hot_tail);
         non_system[..n_cold].to_vec()
     };

@@ -143,20 +143,28 @@ struct Detector {
 /// The detectors, in the order they run.
 const DETECTOR_TABLE: &[Detector] = &[
     Detector {
-        action: Action::Secret("pem block"), keys: &["-----begin"],
+        action: Action::Secret("pem block"),
+        keys: &["-----begin"],
         pattern: r"(?s)(?P<secret>-----BEGIN [A-Z0-9 ]+-----.*?(?:-----END [A-Z0-9 ]+-----|\z))",
     },
     Detector {
-        action: Action::Secret("url credentials"), keys: &["://"],
+        action: Action::Secret("url credentials"),
+        keys: &["://"],
         pattern: r"(?i)\b[a-z][a-z0-9+.-]{1,15}://(?P<secret>[^\s:/@]+:[^\s/@]+|[^\s:/@]{16,})@",
     },
     Detector {
-        action: Action::Secret("authorization"), keys: &["authorization"],
+        action: Action::Secret("authorization"),
+        keys: &["authorization"],
         pattern: r#"(?i)\b(?:proxy-)?authorization\b["']?\s*[:=]\s*["']?(?:(?:bearer|basic|token|digest)\s+)?(?P<secret>[^\s"',;]+)"#,
     },
-    Detector { action: Action::Secret("bearer token"), keys: &["bearer"], pattern: r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})" },
     Detector {
-        action: Action::Secret("key/value secret"), keys: &["key", "secret", "token", "pass", "pwd", "пароль", "токен", "ключ", "секрет"],
+        action: Action::Secret("bearer token"),
+        keys: &["bearer"],
+        pattern: r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})",
+    },
+    Detector {
+        action: Action::Secret("key/value secret"),
+        keys: &["key", "secret", "token", "pass", "pwd", "пароль", "токен", "ключ", "секрет"],
         pattern: concat!(
             r#"(?i)\b(?:api[_-]?key|apikey|api[_-]?secret|access[_-]?key(?:[_-]?id)?|secret[_-]?access[_-]?key|"#,
             r#"secret[_-]?key|client[_-]?secret|secret|access[_-]?token|auth[_-]?token|refresh[_-]?token|token|"#,
@@ -164,19 +172,37 @@ const DETECTOR_TABLE: &[Detector] = &[
             r#"(?:\s*(?:[:=]|=>|\bis\b|—)|(?:\s+\p{L}{1,12}){1,2}\s*[:=])\s*["']?(?P<secret>[^\s"'`,;]{3,})"#
         ),
     },
-    Detector { action: Action::Secret("openai-style key"), keys: &["sk-"], pattern: r"(?-u:\b)(?P<secret>sk-[A-Za-z0-9_-]{16,})" },
     Detector {
-        action: Action::Secret("github token"), keys: &["gh", "github_pat_"],
+        action: Action::Secret("openai-style key"),
+        keys: &["sk-"],
+        pattern: r"(?-u:\b)(?P<secret>sk-[A-Za-z0-9_-]{16,})",
+    },
+    Detector {
+        action: Action::Secret("github token"),
+        keys: &["gh", "github_pat_"],
         pattern: r"(?-u:\b)(?P<secret>(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}))",
     },
-    Detector { action: Action::Secret("aws access key"), keys: &["akia", "asia"], pattern: r"(?-u:\b)(?P<secret>(?:AKIA|ASIA)[0-9A-Z]{16})(?-u:\b)" },
-    Detector { action: Action::Secret("slack token"), keys: &["xox"], pattern: r"(?-u:\b)(?P<secret>xox[abprse]-[A-Za-z0-9-]{10,})" },
     Detector {
-        action: Action::Secret("jwt"), keys: &["eyj"],
+        action: Action::Secret("aws access key"),
+        keys: &["akia", "asia"],
+        pattern: r"(?-u:\b)(?P<secret>(?:AKIA|ASIA)[0-9A-Z]{16})(?-u:\b)",
+    },
+    Detector {
+        action: Action::Secret("slack token"),
+        keys: &["xox"],
+        pattern: r"(?-u:\b)(?P<secret>xox[abprse]-[A-Za-z0-9-]{10,})",
+    },
+    Detector {
+        action: Action::Secret("jwt"),
+        keys: &["eyj"],
         pattern: r"(?-u:\b)(?P<secret>eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
     },
     Detector { action: Action::RandomRun, keys: &[""], pattern: r"(?P<secret>[A-Za-z0-9+/_-]{32,}={0,2})" },
-    Detector { action: Action::Ipv6, keys: &[":"], pattern: r"(?i)(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}(?:\.\d{1,3}){0,3}" },
+    Detector {
+        action: Action::Ipv6,
+        keys: &[":"],
+        pattern: r"(?i)(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}(?:\.\d{1,3}){0,3}",
+    },
     Detector { action: Action::Ipv4, keys: &["."], pattern: r"(?-u:\b)\d{1,3}(?:\.\d{1,3}){3}(?-u:\b)" },
 ];
 

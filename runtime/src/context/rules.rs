@@ -97,22 +97,30 @@ pub(crate) const RULES: &[Rule] = &[
     // Corrections: anchored at the clause start; the rest of the clause is read by the other rules.
     Rule {
         act: Act::Correction,
-        lang: Lang::En, keys: &["correction", "corrected", "update", "upd", "fix"],
+        lang: Lang::En,
+        keys: &["correction", "corrected", "update", "upd", "fix"],
         pattern: r"(?i)^(?:correction|corrected|update|upd|fix)\s*:\s*(?P<rest>.*)$",
     },
     Rule {
         act: Act::Correction,
-        lang: Lang::En, keys: &["actually", "sorry", "oops", "wait", "mistake", "wrong", "misspoke", "correct myself"],
+        lang: Lang::En,
+        keys: &["actually", "sorry", "oops", "wait", "mistake", "wrong", "misspoke", "correct myself"],
         pattern: concat!(
             r"(?i)^(?:actually|sorry|oops|no wait|wait|my mistake|i was wrong|i misspoke|to correct myself)\b",
             sep!(),
             r"(?P<rest>.*)$"
         ),
     },
-    Rule { act: Act::Correction, lang: Lang::Ru, keys: &["поправка", "исправление", "уточнение"], pattern: r"(?i)^(?:поправка|исправление|уточнение)\s*:\s*(?P<rest>.*)$" },
     Rule {
         act: Act::Correction,
-        lang: Lang::Ru, keys: &["на самом деле", "ошиб", "вернее", "точнее", "стоп"],
+        lang: Lang::Ru,
+        keys: &["поправка", "исправление", "уточнение"],
+        pattern: r"(?i)^(?:поправка|исправление|уточнение)\s*:\s*(?P<rest>.*)$",
+    },
+    Rule {
+        act: Act::Correction,
+        lang: Lang::Ru,
+        keys: &["на самом деле", "ошиб", "вернее", "точнее", "стоп"],
         pattern: concat!(
             r"(?i)^(?:на самом деле|я ошибся|я ошиблась|ошибся|ошиблась|вернее|точнее|нет,? стоп)\b",
             sep!(),
@@ -122,7 +130,8 @@ pub(crate) const RULES: &[Rule] = &[
     // Obligations: closing and reopening before opening.
     Rule {
         act: Act::ObligationCancelled,
-        lang: Lang::En, keys: &["cancel", "never", "scratch that", "forget about", "drop the todo"],
+        lang: Lang::En,
+        keys: &["cancel", "never", "scratch that", "forget about", "drop the todo"],
         pattern: concat!(
             r"(?i)^(?:cancel(?:l?ed)?|never ?mind|scratch that|forget about|drop the todo)\b",
             sep!(),
@@ -131,32 +140,38 @@ pub(crate) const RULES: &[Rule] = &[
     },
     Rule {
         act: Act::ObligationCancelled,
-        lang: Lang::En, keys: &["need to"],
+        lang: Lang::En,
+        keys: &["need to"],
         pattern: r"(?i)\b(?:no longer need to|don't need to|do not need to|no need to)\s+(?P<rest>.+)$",
     },
     Rule {
         act: Act::ObligationCancelled,
-        lang: Lang::Ru, keys: &["отмен", "отбой", "забудь про"],
+        lang: Lang::Ru,
+        keys: &["отмен", "отбой", "забудь про"],
         pattern: concat!(r"(?i)^(?:отмена|отменяем|отменено|отменить|отбой|забудь про)\b", sep!(), r"(?P<rest>.+)$"),
     },
     Rule {
         act: Act::ObligationCancelled,
-        lang: Lang::Ru, keys: &["не надо", "не нужно"],
+        lang: Lang::Ru,
+        keys: &["не надо", "не нужно"],
         pattern: r"(?i)\b(?:больше не надо|больше не нужно|уже не надо|уже не нужно|не надо|не нужно)\s+(?P<rest>.+)$",
     },
     Rule {
         act: Act::ObligationDone,
-        lang: Lang::En, keys: &["done", "finished", "completed", "fixed"],
+        lang: Lang::En,
+        keys: &["done", "finished", "completed", "fixed"],
         pattern: concat!(r"(?i)^(?:done|finished|completed|fixed)\b", sep!(), r"(?P<rest>.+)$"),
     },
     Rule {
         act: Act::ObligationDone,
-        lang: Lang::En, keys: &["done", "finished", "completed"],
+        lang: Lang::En,
+        keys: &["done", "finished", "completed"],
         pattern: r"(?i)^(?:i|we) (?:have |'ve )?(?:just )?(?:done|finished|completed)\s+(?P<rest>.+)$",
     },
     Rule {
         act: Act::ObligationDone,
-        lang: Lang::Ru, keys: &["сделан", "сделал", "готово", "выполн", "закрыто"],
+        lang: Lang::Ru,
+        keys: &["сделан", "сделал", "готово", "выполн", "закрыто"],
         pattern: concat!(
             r"(?i)^(?:сделано|готово|выполнено|закрыто|сделал|сделала|сделали|выполнил|выполнила)\b",
             sep!(),
@@ -165,45 +180,64 @@ pub(crate) const RULES: &[Rule] = &[
     },
     Rule {
         act: Act::ObligationReopened,
-        lang: Lang::En, keys: &["reopen", "re-open", "back on the list"],
+        lang: Lang::En,
+        keys: &["reopen", "re-open", "back on the list"],
         pattern: concat!(r"(?i)^(?:reopen(?:ed|ing)?|re-open(?:ed)?|back on the list)\b", sep!(), r"(?P<rest>.+)$"),
     },
-    Rule { act: Act::ObligationReopened, lang: Lang::En, keys: &["again"], pattern: r"(?i)\b(?:need to|have to|must) (?P<rest>.+?) again\W*$" },
     Rule {
         act: Act::ObligationReopened,
-        lang: Lang::Ru, keys: &["снова", "опять", "переоткры", "возвращаем"],
+        lang: Lang::En,
+        keys: &["again"],
+        pattern: r"(?i)\b(?:need to|have to|must) (?P<rest>.+?) again\W*$",
+    },
+    Rule {
+        act: Act::ObligationReopened,
+        lang: Lang::Ru,
+        keys: &["снова", "опять", "переоткры", "возвращаем"],
         pattern: concat!(
             r"(?i)^(?:снова|опять|переоткрыть|переоткрываю|возвращаем)\b",
             sep!(),
             r"(?:надо|нужно)?\s*(?P<rest>.+)$"
         ),
     },
-    Rule { act: Act::Obligation, lang: Lang::En, keys: &["todo", "to-do", "action item"], pattern: r"(?i)\b(?:todo|to-do|action item)\b[\s:—–-]*(?P<rest>.+)$" },
     Rule {
         act: Act::Obligation,
-        lang: Lang::En, keys: &["remind me", "forget to", "remember to"],
+        lang: Lang::En,
+        keys: &["todo", "to-do", "action item"],
+        pattern: r"(?i)\b(?:todo|to-do|action item)\b[\s:—–-]*(?P<rest>.+)$",
+    },
+    Rule {
+        act: Act::Obligation,
+        lang: Lang::En,
+        keys: &["remind me", "forget to", "remember to"],
         pattern: r"(?i)\b(?:remind me to|remind me|don't forget to|do not forget to|remember to)\s+(?P<rest>.+)$",
     },
     Rule {
         act: Act::Obligation,
-        lang: Lang::En, keys: &["need", "must", "have to", "has to"],
+        lang: Lang::En,
+        keys: &["need", "must", "have to", "has to"],
         pattern: r"(?i)\b(?:need to|needs to|must|have to|has to)\s+(?P<rest>.+)$",
     },
     Rule {
         act: Act::Obligation,
-        lang: Lang::Ru, keys: &["забыть", "забудь", "напомни"],
+        lang: Lang::Ru,
+        keys: &["забыть", "забудь", "напомни"],
         pattern: r"(?i)\b(?:не забыть|не забудь|напомни мне|напомни|напомнить)\s+(?P<rest>.+)$",
     },
     Rule {
         act: Act::Obligation,
-        lang: Lang::Ru, keys: &["надо", "нужно", "необходимо", "должен", "должна", "должны"],
+        lang: Lang::Ru,
+        keys: &["надо", "нужно", "необходимо", "должен", "должна", "должны"],
         pattern: r"(?i)\b(?:надо|нужно|необходимо|должен|должна|должны)\s+(?P<rest>.+)$",
     },
-    Rule { act: Act::Obligation, lang: Lang::Ru, keys: &["задача"], pattern: r"(?i)\bзадача\s*:\s*(?P<rest>.+)$" },
+    Rule {
+        act: Act::Obligation, lang: Lang::Ru, keys: &["задача"], pattern: r"(?i)\bзадача\s*:\s*(?P<rest>.+)$"
+    },
     // Decisions: changes before new decisions.
     Rule {
         act: Act::DecisionChanged,
-        lang: Lang::En, keys: &["decision", "change of plan", "changed our mind", "plan changed"],
+        lang: Lang::En,
+        keys: &["decision", "change of plan", "changed our mind", "plan changed"],
         pattern: concat!(
             r"(?i)^(?:decision changed|change of plans?|changed the decision|we changed our minds?|new decision|",
             r"revised decision|plan changed)\b",
@@ -213,73 +247,114 @@ pub(crate) const RULES: &[Rule] = &[
     },
     Rule {
         act: Act::DecisionChanged,
-        lang: Lang::Ru, keys: &["решение изменилось", "меняем решение", "передумали", "новое решение", "план изменился"],
+        lang: Lang::Ru,
+        keys: &["решение изменилось", "меняем решение", "передумали", "новое решение", "план изменился"],
         pattern: concat!(
             r"(?i)^(?:решение изменилось|меняем решение|передумали|новое решение|план изменился)\b",
             sep!(),
             r"(?P<rest>.+)$"
         ),
     },
-    Rule { act: Act::DecisionContrast, lang: Lang::En, keys: &["instead", "no longer", "rather than"], pattern: r"(?i)^(?P<rest>.*\b(?:instead|no longer|rather than)\b.*)$" },
-    Rule { act: Act::DecisionContrast, lang: Lang::Ru, keys: &["вместо", "больше не"], pattern: r"(?i)^(?P<rest>.*\b(?:вместо|больше не)\b.*)$" },
+    Rule {
+        act: Act::DecisionContrast,
+        lang: Lang::En,
+        keys: &["instead", "no longer", "rather than"],
+        pattern: r"(?i)^(?P<rest>.*\b(?:instead|no longer|rather than)\b.*)$",
+    },
+    Rule {
+        act: Act::DecisionContrast,
+        lang: Lang::Ru,
+        keys: &["вместо", "больше не"],
+        pattern: r"(?i)^(?P<rest>.*\b(?:вместо|больше не)\b.*)$",
+    },
     Rule {
         act: Act::DecisionReplaces,
-        lang: Lang::En, keys: &["instead of", "rather than"],
+        lang: Lang::En,
+        keys: &["instead of", "rather than"],
         pattern: r"(?i)\b(?:instead of|rather than) (?:the |using |use )?(?P<old>[\p{L}\d][\p{L}\d._+#-]*)",
     },
     Rule {
         act: Act::DecisionReplaces,
-        lang: Lang::En, keys: &["no longer"],
+        lang: Lang::En,
+        keys: &["no longer"],
         pattern: r"(?i)\bno longer (?:[\p{L}]+ )?(?:with |on |to |the )?(?P<old>[\p{L}\d][\p{L}\d._+#-]*)",
     },
-    Rule { act: Act::DecisionReplaces, lang: Lang::Ru, keys: &["вместо"], pattern: r"(?i)\bвместо (?P<old>[\p{L}\d][\p{L}\d._+#-]*)" },
     Rule {
         act: Act::DecisionReplaces,
-        lang: Lang::Ru, keys: &["больше не"],
+        lang: Lang::Ru,
+        keys: &["вместо"],
+        pattern: r"(?i)\bвместо (?P<old>[\p{L}\d][\p{L}\d._+#-]*)",
+    },
+    Rule {
+        act: Act::DecisionReplaces,
+        lang: Lang::Ru,
+        keys: &["больше не"],
         pattern: r"(?i)\bбольше не (?:[\p{L}]+ )?(?P<old>[\p{L}\d][\p{L}\d._+#-]*)",
     },
     Rule {
         act: Act::Decision,
-        lang: Lang::En, keys: &["decision", "decided"],
+        lang: Lang::En,
+        keys: &["decision", "decided"],
         pattern: r"(?i)^(?:decision|decided|final decision)\s*[:—–-]\s*(?P<rest>.+)$",
     },
     Rule {
         act: Act::Decision,
-        lang: Lang::En, keys: &["go with", "let's use", "'ll use", "will use", "agreed", "decided"],
+        lang: Lang::En,
+        keys: &["go with", "let's use", "'ll use", "will use", "agreed", "decided"],
         pattern: concat!(
             r"(?i)^(?P<rest>(?:we(?:'ll| will) go with|let's go with|let's use|we(?:'ll| will) use|we agreed|",
             r"we decided|i decided|we have decided|agreed to)\b.+)$"
         ),
     },
-    Rule { act: Act::Decision, lang: Lang::En, keys: &["decided"], pattern: r"(?i)\b(?P<rest>(?:we|i) (?:have )?decided\b.+)$" },
-    Rule { act: Act::Decision, lang: Lang::Ru, keys: &["решение", "решено"], pattern: r"(?i)^(?:решение|решено)\s*[:—–-]\s*(?P<rest>.+)$" },
     Rule {
         act: Act::Decision,
-        lang: Lang::Ru, keys: &["решили", "договорились", "выбираем", "берём", "берем", "используем", "остановились на"],
+        lang: Lang::En,
+        keys: &["decided"],
+        pattern: r"(?i)\b(?P<rest>(?:we|i) (?:have )?decided\b.+)$",
+    },
+    Rule {
+        act: Act::Decision,
+        lang: Lang::Ru,
+        keys: &["решение", "решено"],
+        pattern: r"(?i)^(?:решение|решено)\s*[:—–-]\s*(?P<rest>.+)$",
+    },
+    Rule {
+        act: Act::Decision,
+        lang: Lang::Ru,
+        keys: &["решили", "договорились", "выбираем", "берём", "берем", "используем", "остановились на"],
         pattern: r"(?i)^(?P<rest>(?:решили|договорились|выбираем|берём|берем|используем|остановились на)\b.+)$",
     },
     // Questions: answers first.
     Rule {
         act: Act::Answer,
-        lang: Lang::En, keys: &["answer", "resolved", "re"],
+        lang: Lang::En,
+        keys: &["answer", "resolved", "re"],
         pattern: r"(?i)^(?:answer|answered|resolved|re)\s*[:—–-]\s*(?P<rest>.+)$",
     },
-    Rule { act: Act::Answer, lang: Lang::Ru, keys: &["ответ", "отвечаю"], pattern: r"(?i)^(?:ответ|отвечаю)\s*[:—–-]\s*(?P<rest>.+)$" },
+    Rule {
+        act: Act::Answer,
+        lang: Lang::Ru,
+        keys: &["ответ", "отвечаю"],
+        pattern: r"(?i)^(?:ответ|отвечаю)\s*[:—–-]\s*(?P<rest>.+)$",
+    },
     Rule {
         act: Act::Question,
-        lang: Lang::En, keys: &["question", "unresolved", "unclear", "tbd"],
+        lang: Lang::En,
+        keys: &["question", "unresolved", "unclear", "tbd"],
         pattern: r"(?i)^(?:open question|question|unresolved|unclear|tbd)\s*[:—–-]\s*(?P<rest>.+)$",
     },
     Rule {
         act: Act::Question,
-        lang: Lang::Ru, keys: &["вопрос", "неясно", "непонятно"],
+        lang: Lang::Ru,
+        keys: &["вопрос", "неясно", "непонятно"],
         pattern: r"(?i)^(?:открытый вопрос|вопрос|неясно|непонятно)\s*[:—–-]\s*(?P<rest>.+)$",
     },
     Rule { act: Act::Question, lang: Lang::Any, keys: &["?"], pattern: r"^(?P<rest>.+\?)\s*$" },
     // Facts.
     Rule {
         act: Act::Fact,
-        lang: Lang::En, keys: &[" is ", " are ", " will be ", " changed to ", " moved to "],
+        lang: Lang::En,
+        keys: &[" is ", " are ", " will be ", " changed to ", " moved to "],
         pattern: concat!(
             r"(?i)\b(?:the|my|our) ",
             subject!(),
@@ -290,7 +365,8 @@ pub(crate) const RULES: &[Rule] = &[
     },
     Rule {
         act: Act::Fact,
-        lang: Lang::En, keys: &[" to "],
+        lang: Lang::En,
+        keys: &[" to "],
         pattern: concat!(
             r"(?i)\b(?:set|change|changed|switch|switched|move|moved|update|updated) (?:the|our|my) ",
             subject!(),
@@ -300,7 +376,8 @@ pub(crate) const RULES: &[Rule] = &[
     },
     Rule {
         act: Act::Fact,
-        lang: Lang::Ru, keys: &["—", "–", "это", "="],
+        lang: Lang::Ru,
+        keys: &["—", "–", "это", "="],
         pattern: concat!(
             r"(?i)^(?:(?:мой|моя|моё|мое|мои|наш|наша|наше|наши)\s+)?",
             subject!(),
@@ -310,7 +387,8 @@ pub(crate) const RULES: &[Rule] = &[
     },
     Rule {
         act: Act::Fact,
-        lang: Lang::Ru, keys: &["теперь", "стал", "будет"],
+        lang: Lang::Ru,
+        keys: &["теперь", "стал", "будет"],
         pattern: concat!(
             r"(?i)^(?:(?:мой|моя|моё|мое|мои|наш|наша|наше|наши)\s+)?",
             subject!(),
@@ -364,7 +442,6 @@ impl<'c> Matches<'c> {
     pub(crate) fn first_of(&self, acts: &[Act]) -> Option<(Act, Captures<'c>)> {
         acts.iter().find_map(|&act| self.first(act).map(|c| (act, c)))
     }
-
 
     /// The indexes of the matching rules of `act`, in table order.
     pub(crate) fn rules_of(&self, act: Act) -> impl Iterator<Item = usize> + '_ {

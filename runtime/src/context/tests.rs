@@ -207,7 +207,10 @@ fn every_secret_shape_becomes_a_stable_credential_ref() {
         ("id AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
         ("xoxb-1234567890-AbCdEfGhIjKl", "xoxb-1234567890-AbCdEfGhIjKl"),
         ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dozjgNryP4J3jVmNHl0w5N", "eyJhbGciOiJIUzI1NiJ9"),
-        ("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0B\n-----END PRIVATE KEY-----", "MIIEvQIBADANBgkqhkiG9w0B"),
+        (
+            "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0B\n-----END PRIVATE KEY-----",
+            "MIIEvQIBADANBgkqhkiG9w0B",
+        ),
         ("blob QmFja3VwQmxvYjEyMzQ1Njc4OTBhYmNkZWZnaGlqa2xtbm9w", "QmFja3VwQmxvYjEyMzQ1Njc4OTBhYmNkZWZnaGlqa2xtbm9w"),
         ("sha 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b", "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b"),
         ("postgres://admin:S3cr3tPass@db.internal/app", "S3cr3tPass"),
@@ -238,13 +241,20 @@ fn ip_addresses_are_redacted_and_look_alikes_are_kept() {
 #[test]
 fn a_secret_found_once_is_redacted_wherever_it_recurs_in_the_cold_history() {
     let messages = conversation(
-        &["The vault code Rk29sLmQ8vXz4TbN opens the safe.", "api_key=Rk29sLmQ8vXz4TbN", "Said twice: Rk29sLmQ8vXz4TbN"],
+        &[
+            "The vault code Rk29sLmQ8vXz4TbN opens the safe.",
+            "api_key=Rk29sLmQ8vXz4TbN",
+            "Said twice: Rk29sLmQ8vXz4TbN",
+        ],
         6,
     );
     let output = compact_default(&messages);
     assert!(output.iter().all(|m| !m.content.contains("Rk29sLmQ8vXz4TbN")));
     let reference = credential_ref("Rk29sLmQ8vXz4TbN");
-    assert_eq!(section(ledger_of(&output), "Credential refs"), vec![format!("- {reference} (key/value secret; #1, 3 mentions)")]);
+    assert_eq!(
+        section(ledger_of(&output), "Credential refs"),
+        vec![format!("- {reference} (key/value secret; #1, 3 mentions)")]
+    );
 }
 
 #[test]
@@ -309,8 +319,12 @@ fn a_continued_conversation_keeps_every_entry_of_the_first_ledger() {
     let once = compact_default(&first);
     let mut continued = once.clone();
     continued.extend(
-        ["The region is eu-west-1.", "Decision changed: use SQLite instead of PostgreSQL.", "Done: rotated the staging API keys."]
-            .map(user),
+        [
+            "The region is eu-west-1.",
+            "Decision changed: use SQLite instead of PostgreSQL.",
+            "Done: rotated the staging API keys.",
+        ]
+        .map(user),
     );
     continued.extend((0..6).map(|i| assistant(&format!("later {i}"))));
     let again = compact_default(&continued);
@@ -321,7 +335,9 @@ fn a_continued_conversation_keeps_every_entry_of_the_first_ledger() {
     assert!(section(ledger, "Active facts").contains(&"- deploy target: beta-02 (#6)"));
     assert!(section(ledger, "Active facts").contains(&"- region: eu-west-1 (#13)"));
     assert!(section(ledger, "Superseded facts").contains(&"- deploy target: alpha-01 (#1, superseded by #6)"));
-    assert!(section(ledger, "Decisions").contains(&"- [superseded] use PostgreSQL for storage (#2, superseded by #14)"));
+    assert!(
+        section(ledger, "Decisions").contains(&"- [superseded] use PostgreSQL for storage (#2, superseded by #14)")
+    );
     assert!(section(ledger, "Obligations").contains(&"- [done] rotate the staging API keys (#3, done #15)"));
     assert!(section(ledger, "Unresolved questions").contains(&"- who owns the backup rotation? (#4, user)"));
     let reference = credential_ref("Q7fK2mZp9LxW3vB8");
@@ -405,7 +421,8 @@ fn the_hot_tail_baseline_keeps_only_system_messages_and_the_tail() {
 
 #[test]
 fn the_truncation_baseline_keeps_whole_messages_within_its_budget_and_says_what_it_dropped() {
-    let cold: Vec<String> = (0..200).map(|i| format!("Message number {i} talks about the weather at length.")).collect();
+    let cold: Vec<String> =
+        (0..200).map(|i| format!("Message number {i} talks about the weather at length.")).collect();
     let cold: Vec<&str> = cold.iter().map(String::as_str).collect();
     let messages = conversation(&cold, 6);
     let config = CompactConfig { engine: Engine::Truncate, budget_tokens: 300, ..CompactConfig::default() };
@@ -484,7 +501,8 @@ fn the_checks_read_the_output_and_fail_a_ledger_that_lies() {
 
 /// One planted secret: the text to plant and the raw strings that must not survive.
 fn secret_shape() -> impl Strategy<Value = (String, Vec<String>)> {
-    let alnum = |n: std::ops::RangeInclusive<usize>| proptest::collection::vec(proptest::sample::select(ALNUM.to_vec()), n);
+    let alnum =
+        |n: std::ops::RangeInclusive<usize>| proptest::collection::vec(proptest::sample::select(ALNUM.to_vec()), n);
     let word = |v: Vec<char>| v.into_iter().collect::<String>();
     prop_oneof![
         alnum(12..=24).prop_map(move |v| {
@@ -648,14 +666,16 @@ fn ledger_entries_become_valid_engrams_citing_their_messages() {
     let engrams = ledger_engrams(ledger_of(&output), "Chat #42", "operator", "2026-01-01T00:00:00Z").expect("valid");
     let claims: Vec<(String, String, Vec<String>)> = engrams
         .iter()
-        .map(|e| {
-            (format!("{:?}", e.kind), e.pointers[0].to_string(), e.tags.clone().unwrap_or_default())
-        })
+        .map(|e| (format!("{:?}", e.kind), e.pointers[0].to_string(), e.tags.clone().unwrap_or_default()))
         .collect();
     assert_eq!(
         claims,
         vec![
-            ("Fact".to_owned(), "sam:chat-42:2".to_owned(), vec![LEDGER_TAG.to_owned(), "subject:deploy-target".to_owned(), "correction".to_owned()]),
+            (
+                "Fact".to_owned(),
+                "sam:chat-42:2".to_owned(),
+                vec![LEDGER_TAG.to_owned(), "subject:deploy-target".to_owned(), "correction".to_owned()]
+            ),
             ("Decision".to_owned(), "sam:chat-42:3".to_owned(), vec![LEDGER_TAG.to_owned()]),
             ("Todo".to_owned(), "sam:chat-42:4".to_owned(), vec![LEDGER_TAG.to_owned()]),
             ("Todo".to_owned(), "sam:chat-42:5".to_owned(), vec![LEDGER_TAG.to_owned(), "question".to_owned()]),
