@@ -208,16 +208,16 @@ impl std::fmt::Display for Probe {
     }
 }
 
-/// The lines of one `## name` section of a ledger, without their `- `.
-fn section_lines<'c>(ledger: &'c str, name: &str) -> Vec<&'c str> {
+/// The entry lines (`- …`) of one `## name` section of a ledger.
+pub(crate) fn section_lines<'c>(ledger: &'c str, name: &str) -> Vec<&'c str> {
     let heading = format!("## {name}");
     let mut inside = false;
     let mut lines = Vec::new();
     for line in ledger.lines() {
         if line.starts_with("## ") {
             inside = line == heading;
-        } else if inside && let Some(entry) = line.strip_prefix("- ") {
-            lines.push(entry);
+        } else if inside && line.starts_with("- ") {
+            lines.push(line);
         }
     }
     lines
@@ -233,7 +233,9 @@ impl Probe {
                 for message in output {
                     if message.is_system() && is_ledger(&message.content) {
                         for line in section_lines(&message.content, "Active facts") {
-                            let Some((name, value)) = line.split_once(": ") else { continue };
+                            let Some((name, value)) = line.trim_start_matches("- ").split_once(": ") else {
+                                continue;
+                            };
                             if name.to_lowercase().contains(&subject) {
                                 latest = last_mentioned(value, values).or(latest);
                             }
@@ -254,7 +256,7 @@ impl Probe {
                             .filter(|l| l.to_lowercase().contains(&phrase))
                             .collect();
                         if !lines.is_empty() {
-                            presented_open = Some(lines.iter().any(|l| l.starts_with("[open]")));
+                            presented_open = Some(lines.iter().any(|l| l.starts_with("- [open]")));
                         }
                     } else if let Some((_, open_after)) = events.iter().find(|(text, _)| *text == message.content) {
                         presented_open = Some(*open_after);
@@ -268,7 +270,7 @@ impl Probe {
                     if message.is_system() && is_ledger(&message.content) {
                         let active: Vec<&str> = section_lines(&message.content, "Decisions")
                             .into_iter()
-                            .filter(|l| l.starts_with("[active]"))
+                            .filter(|l| l.starts_with("- [active]"))
                             .collect();
                         let has_current = active.iter().any(|l| l.contains(current.as_str()));
                         let has_older = active.iter().any(|l| older.iter().any(|o| l.contains(o.as_str())));

@@ -290,9 +290,7 @@ impl LedgerState {
             (Act::Decision, _) => None,
             (_, Some(old)) => {
                 let old = old.trim_end_matches(['.', '-', '#', '+']).to_lowercase();
-                self.decisions
-                    .iter()
-                    .rposition(|d| d.status == DecisionStatus::Active && d.words.contains(&old))
+                self.decisions.iter().rposition(|d| d.status == DecisionStatus::Active && d.words.contains(&old))
             }
             (Act::DecisionChanged, None) => self.most_similar_active_decision(&text),
             _ => None,

@@ -207,8 +207,8 @@ fn parse_superseded(entry: &str, state: &mut LedgerState) -> Option<()> {
     let (subject, chain) = entry.split_once(": ")?;
     let fact = state.facts.get_mut(subject)?;
     for item in chain.split("; ") {
-        if let Some(n) = item.strip_prefix("(+").and_then(|r| r.strip_suffix(" earlier)")) {
-            fact.n_omitted = n.parse().ok()?;
+        if let Some(n) = omitted(item, "earlier") {
+            fact.n_omitted = n;
             continue;
         }
         let (value, idx, _) = split_citation(item)?;
@@ -217,13 +217,24 @@ fn parse_superseded(entry: &str, state: &mut LedgerState) -> Option<()> {
     Some(())
 }
 
-fn parse_decision(entry: &str, state: &mut LedgerState) -> Option<()> {
-    if let Some(n) = entry.strip_prefix("(+").and_then(|r| r.strip_suffix(" earlier superseded decisions)")) {
-        state.n_omitted_decisions = n.parse().ok()?;
-        return Some(());
-    }
+/// The count of an omission line such as `(+12 earlier closed obligations)`.
+fn omitted(entry: &str, what: &str) -> Option<usize> {
+    entry.strip_prefix("(+")?.strip_suffix(')')?.strip_suffix(what)?.strip_suffix(' ')?.parse().ok()
+}
+
+/// Splits `[tag] text (#N, meta)`.
+fn split_tagged(entry: &str) -> Option<(&str, &str, usize, &str)> {
     let (tag, rest) = entry.strip_prefix('[')?.split_once("] ")?;
     let (text, idx, meta) = split_citation(rest)?;
+    Some((tag, text, idx, meta))
+}
+
+fn parse_decision(entry: &str, state: &mut LedgerState) -> Option<()> {
+    if let Some(n) = omitted(entry, "earlier superseded decisions") {
+        state.n_omitted_decisions = n;
+        return Some(());
+    }
+    let (tag, text, idx, meta) = split_tagged(entry)?;
     let status = match tag {
         "active" => DecisionStatus::Active,
         "superseded" => DecisionStatus::SupersededBy(trailing_index(meta)?),
@@ -234,12 +245,11 @@ fn parse_decision(entry: &str, state: &mut LedgerState) -> Option<()> {
 }
 
 fn parse_obligation(entry: &str, state: &mut LedgerState) -> Option<()> {
-    if let Some(n) = entry.strip_prefix("(+").and_then(|r| r.strip_suffix(" earlier closed obligations)")) {
-        state.n_omitted_obligations = n.parse().ok()?;
+    if let Some(n) = omitted(entry, "earlier closed obligations") {
+        state.n_omitted_obligations = n;
         return Some(());
     }
-    let (tag, rest) = entry.strip_prefix('[')?.split_once("] ")?;
-    let (text, idx, meta) = split_citation(rest)?;
+    let (tag, text, idx, meta) = split_tagged(entry)?;
     let status = match (tag, meta) {
         ("open", "") => ObligationStatus::Open,
         ("open", _) => ObligationStatus::Reopened(trailing_index(meta)?),

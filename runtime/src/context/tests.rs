@@ -31,17 +31,7 @@ fn ledger_of(output: &[ChatMessage]) -> &str {
 
 /// The entry lines of one section.
 fn section<'l>(ledger: &'l str, name: &str) -> Vec<&'l str> {
-    let heading = format!("## {name}");
-    let mut inside = false;
-    let mut lines = Vec::new();
-    for line in ledger.lines() {
-        if line.starts_with("## ") {
-            inside = line == heading;
-        } else if inside {
-            lines.push(line);
-        }
-    }
-    lines
+    eval::section_lines(ledger, name)
 }
 
 fn compact_default(messages: &[ChatMessage]) -> Vec<ChatMessage> {
