@@ -140,6 +140,24 @@ fn eval_context_prints_every_engine_per_miss_kind_and_the_ledger_passes_all() {
     {
         assert!(ledger["by_kind"][kind]["checks"].as_u64().expect("checks") > 0, "{kind}");
     }
+    // The README's table is this run's result, row by row.
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README");
+    let labels = [
+        ("stale_fact", "stale fact used as current"),
+        ("lost_obligation", "lost obligation"),
+        ("missing_fact", "fact missing from context"),
+        ("secret_exposed", "raw secret or IP exposed"),
+        ("superseded_decision", "superseded decision used"),
+        ("correction_lost", "correction lost"),
+    ];
+    for (kind, label) in labels {
+        let cell = |engine: &str| {
+            let k = &report["engines"][engine]["by_kind"][kind];
+            format!("{}/{}", k["passed"], k["checks"])
+        };
+        let row = format!("| {label} | **{}** | {} | {} |", cell("ledger"), cell("hot-tail"), cell("truncate"));
+        assert!(readme.contains(&row), "README.md lacks the row:\n{row}");
+    }
     let text = lessrt(&["eval", "context"]);
     assert_eq!(text.status.code(), Some(0));
     let table = String::from_utf8_lossy(&text.stdout);
