@@ -226,6 +226,9 @@ fn ip_addresses_are_redacted_and_look_alikes_are_kept() {
         "hosts [REDACTED_IP], [[REDACTED_IP]]:443, [REDACTED_IP] and [REDACTED_IP]; at 12:30:45 on 00:1A:2B:3C:4D:5E"
     );
     assert_eq!(redacted.n_ips, 4);
+    // Glued to a Cyrillic word an address is still an address (ASCII word boundaries for ASCII shapes).
+    assert_eq!(redact("адрес:10.1.2.3,порт").text, "адрес:[REDACTED_IP],порт");
+    assert_eq!(redact("ключAKIAIOSFODNN7EXAMPLE").text, format!("ключ{}", credential_ref("AKIAIOSFODNN7EXAMPLE")));
 }
 
 #[test]
