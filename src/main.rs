@@ -27,7 +27,9 @@ enum Command {
     /// Convert pointers between their text form and their JSON object form.
     #[command(subcommand)]
     Pointer(cmd::pointer::Command),
-    /// Evaluate recall on real data (LoCoMo).
+    /// Compact a long conversation: system messages, one context ledger, the verbatim hot tail.
+    Compact(cmd::compact::Args),
+    /// Evaluate recall on real data (LoCoMo) and the context ledger against its baselines.
     #[command(subcommand)]
     Eval(cmd::eval::Command),
     /// The durable engram store: put, query, get, stats, reindex, promote, evict; ingest archives a transcript.
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => cmd::validate::run(&args),
         Command::Tokens(args) => cmd::tokens::run(&args),
         Command::Pointer(command) => cmd::pointer::run(&command),
+        Command::Compact(args) => cmd::compact::run(&args),
         Command::Eval(command) => cmd::eval::run(&command),
         Command::Memory(command) => cmd::memory::run(&command),
         Command::Dag(command) => cmd::dag::run(&command),

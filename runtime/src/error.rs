@@ -72,11 +72,14 @@ pub enum ErrorCode {
     /// The receiving agent failed repeatedly and is left down; nothing was delivered.
     #[serde(rename = "LESS_AGENT_DOWN")]
     AgentDown,
+    /// A transcript for compaction is not a JSON array (or JSONL) of `{role, content}` messages.
+    #[serde(rename = "LESS_TRANSCRIPT_INVALID")]
+    TranscriptInvalid,
 }
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 20] = [
         ErrorCode::JsonMalformed,
         ErrorCode::InputUnreadable,
         ErrorCode::KindUnknown,
@@ -96,6 +99,7 @@ impl ErrorCode {
         ErrorCode::PointerUnresolved,
         ErrorCode::DigestMismatch,
         ErrorCode::AgentDown,
+        ErrorCode::TranscriptInvalid,
     ];
 
     /// The stable wire string of this code.
@@ -120,6 +124,7 @@ impl ErrorCode {
             ErrorCode::PointerUnresolved => "LESS_POINTER_UNRESOLVED",
             ErrorCode::DigestMismatch => "LESS_DIGEST_MISMATCH",
             ErrorCode::AgentDown => "LESS_AGENT_DOWN",
+            ErrorCode::TranscriptInvalid => "LESS_TRANSCRIPT_INVALID",
         }
     }
 
@@ -176,6 +181,9 @@ impl ErrorCode {
             }
             ErrorCode::AgentDown => {
                 "The receiver is down after repeated failures: send to its parent, who was told by an escalation."
+            }
+            ErrorCode::TranscriptInvalid => {
+                "Send a JSON array, or one JSON object per line, of chat messages such as {\"role\": \"user\", \"content\": \"text\"} (roles: system, developer, user, assistant, tool, function)."
             }
         }
     }

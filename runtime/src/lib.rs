@@ -4,6 +4,7 @@
 //! [`Grant`], [`DerefRequest`] and the six [`TypedMessage`] types — their JSON Schemas (embedded from `schemas/`),
 //! validation of untrusted documents ([`validate`]), the closed set of [`ErrorCode`]s, and token counting with a real
 //! tokenizer ([`TokenCounter`]).
+//! [`context`] compacts long conversations into a deterministic ledger ([`compact`]).
 //!
 //! # Design notes
 //!
@@ -17,6 +18,7 @@
 
 mod brief;
 mod budget;
+pub mod context;
 pub mod dag;
 mod deref;
 mod digest;
@@ -37,6 +39,7 @@ mod validate;
 
 pub use brief::{PointerText, SharedBriefMicro};
 pub use budget::Budget;
+pub use context::{ChatMessage, CompactConfig, Compaction, Engine, compact, compact_report};
 pub use deref::DerefRequest;
 pub use digest::{DIGEST_PREFIX, Digest};
 pub use engram::{Engram, EngramBuilder, EngramKind, MAX_CLAIM_CHARS, MAX_POINTERS, Provenance, Scope, Source};

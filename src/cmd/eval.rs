@@ -1,4 +1,5 @@
 //! `lessrt eval locomo FILE`: evidence recall of the memory's recall on LoCoMo conversations.
+//! `lessrt eval context`: the context ledger against its baselines on the built-in scenario suite.
 //!
 //! Every dialog turn of a conversation becomes an engram of that conversation's project, citing
 //! `sam:<sample_id>:<dia_id>`; every QA question is asked against its own conversation. A question's recall@k is
@@ -12,8 +13,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
+use less_runtime::context;
 use less_runtime::memory::{Fusion, Memory, RecallRequest, Stages};
-use less_runtime::{Engram, EngramKind, Pointer, Scope, Source, Ttl, Valid};
+use less_runtime::{Engine, Engram, EngramKind, Pointer, Scope, Source, Ttl, Valid};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -22,6 +24,16 @@ use serde_json::{Value, json};
 pub(crate) enum Command {
     /// Evidence recall@k on LoCoMo conversations (JSON array of samples).
     Locomo(LocomoArgs),
+    /// The context ledger against the hot-tail and truncation baselines: checks passed per miss kind.
+    Context(ContextArgs),
+}
+
+/// Arguments of `lessrt eval context`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ContextArgs {
+    /// Print the JSON report.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Arguments of `lessrt eval locomo`.
@@ -74,7 +86,80 @@ struct Turn {
 pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Locomo(args) => locomo(args),
+        Command::Context(args) => context(args),
     }
+}
+
+/// Runs the scenario suite; exit 1 when the ledger misses a check (the suite is its contract).
+fn context(args: &ContextArgs) -> anyhow::Result<ExitCode> {
+    let suite = context::scenarios();
+    let report = context::evaluate(&suite);
+    let cell = |passed: usize, total: usize| format!("{passed}/{total}");
+    if args.json {
+        let engines: serde_json::Map<String, Value> = report
+            .engines
+            .iter()
+            .map(|score| {
+                let (passed, checks) = score.total();
+                let by_kind: serde_json::Map<String, Value> = score
+                    .by_kind
+                    .iter()
+                    .map(|(kind, (p, t))| (kind.as_str().to_owned(), json!({"passed": p, "checks": t})))
+                    .collect();
+                let body = json!({
+                    "passed": passed,
+                    "checks": checks,
+                    "tokens_out": score.tokens_out,
+                    "by_kind": by_kind,
+                    "failures": score.failures,
+                });
+                (score.engine.as_str().to_owned(), body)
+            })
+            .collect();
+        super::print_json(&json!({
+            "scenarios": report.n_scenarios,
+            "messages": report.n_messages,
+            "tokens_in": report.tokens_in,
+            "engines": engines,
+        }));
+    } else {
+        println!(
+            "Context ledger evaluation: {} scenarios, {} messages, {} tokens in",
+            report.n_scenarios, report.n_messages, report.tokens_in
+        );
+        let names: Vec<String> = report.engines.iter().map(|s| format!("{:>10}", s.engine.as_str())).collect();
+        println!("{:<30}{}", "miss kind (checks passed)", names.join(""));
+        for kind in context::MissKind::ALL {
+            let cells: Vec<String> = report
+                .engines
+                .iter()
+                .map(|s| {
+                    let (p, t) = s.by_kind.get(&kind).copied().unwrap_or_default();
+                    format!("{:>10}", cell(p, t))
+                })
+                .collect();
+            println!("{:<30}{}", kind.label(), cells.join(""));
+        }
+        let totals: Vec<String> = report
+            .engines
+            .iter()
+            .map(|s| {
+                let (p, t) = s.total();
+                format!("{:>10}", cell(p, t))
+            })
+            .collect();
+        println!("{:<30}{}", "total", totals.join(""));
+        let tokens: Vec<String> = report.engines.iter().map(|s| format!("{:>10}", s.tokens_out)).collect();
+        println!("{:<30}{}", "tokens out", tokens.join(""));
+        // The baselines' misses are expected (`--json` lists them); the ledger's are regressions.
+        for score in report.engines.iter().filter(|s| s.engine == Engine::Ledger) {
+            for failure in &score.failures {
+                eprintln!("lessrt: {} missed {failure}", score.engine);
+            }
+        }
+    }
+    let ledger_clean = report.engines.iter().filter(|s| s.engine == Engine::Ledger).all(|s| s.failures.is_empty());
+    Ok(if ledger_clean { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 fn locomo(args: &LocomoArgs) -> anyhow::Result<ExitCode> {

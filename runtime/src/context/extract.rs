@@ -1,0 +1,701 @@
+//! Extraction: reads redacted cold messages, clause by clause, into the ledger's state.
+//!
+//! The state is what the ledger renders and what a rendered ledger parses back to (`ledger.rs`), so compacting an
+//! already compacted conversation starts from the first ledger and loses nothing of it.
+//! Everything here is linear in the input: entries are found through maps keyed by their normalized text, and the
+//! lists that could grow without bound (superseded values, closed obligations, superseded decisions) keep their
+//! newest entries and count the rest.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::redact::Redacted;
+use super::rules::{Act, COMPILED, Matches, regex};
+
+/// Superseded values kept per subject; older ones are counted.
+pub(crate) const MAX_SUPERSEDED_PER_SUBJECT: usize = 8;
+/// Closed obligations kept; older ones are counted.
+pub(crate) const MAX_CLOSED_OBLIGATIONS: usize = 24;
+/// Superseded decisions kept; older ones are counted.
+pub(crate) const MAX_SUPERSEDED_DECISIONS: usize = 24;
+/// Topics listed in the retrieval notes.
+pub(crate) const MAX_TOPICS: usize = 12;
+/// Message indexes shown per topic: the first ones and the last ones.
+pub(crate) const TOPIC_FIRST: usize = 2;
+pub(crate) const TOPIC_LAST: usize = 3;
+/// Longest entry text kept, in characters.
+const MAX_ENTRY_CHARS: usize = 200;
+
+/// One value a subject had.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FactValue {
+    pub value: String,
+    /// The message that stated it.
+    pub idx: usize,
+    /// Whether that message said it corrects something.
+    pub corrected: bool,
+}
+
+/// A subject's history: the current value and what it superseded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Fact {
+    pub subject: String,
+    pub current: FactValue,
+    /// Older values, oldest first; each was superseded by the next one (or by `current`).
+    pub superseded: Vec<FactValue>,
+    /// Older values no longer listed.
+    pub n_omitted: usize,
+}
+
+/// Whether a decision holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DecisionStatus {
+    Active,
+    /// Superseded by the decision of this message.
+    SupersededBy(usize),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Decision {
+    pub text: String,
+    pub idx: usize,
+    pub status: DecisionStatus,
+    /// `normalize(text)` and `content_words(text)`, computed once: entries are compared on every clause.
+    key: String,
+    words: Vec<String>,
+}
+
+impl Decision {
+    pub(crate) fn new(text: String, idx: usize, status: DecisionStatus) -> Decision {
+        Decision { key: normalize(&text), words: content_words(&text), text, idx, status }
+    }
+}
+
+/// An obligation's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ObligationStatus {
+    Open,
+    /// Open again since this message.
+    Reopened(usize),
+    Done(usize),
+    Cancelled(usize),
+}
+
+impl ObligationStatus {
+    pub(crate) fn is_open(self) -> bool {
+        matches!(self, ObligationStatus::Open | ObligationStatus::Reopened(_))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Obligation {
+    pub text: String,
+    pub idx: usize,
+    pub status: ObligationStatus,
+    /// `content_words(text)`, computed once.
+    words: Vec<String>,
+}
+
+impl Obligation {
+    pub(crate) fn new(text: String, idx: usize, status: ObligationStatus) -> Obligation {
+        Obligation { words: content_words(&text), text, idx, status }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Question {
+    pub text: String,
+    pub idx: usize,
+    pub role: String,
+    /// `normalize(text)` and `content_words(text)`, computed once.
+    key: String,
+    words: Vec<String>,
+}
+
+impl Question {
+    pub(crate) fn new(text: String, idx: usize, role: String) -> Question {
+        Question { key: normalize(&text), words: content_words(&text), text, idx, role }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Credential {
+    pub reference: String,
+    pub kind: String,
+    pub first_idx: usize,
+    pub n_mentions: usize,
+}
+
+/// A word that recurs in the compacted messages, with where.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Topic {
+    pub n_messages: usize,
+    /// The first [`TOPIC_FIRST`] indexes.
+    pub first: Vec<usize>,
+    /// The last [`TOPIC_LAST`] indexes after `first`.
+    pub last: Vec<usize>,
+}
+
+/// Everything the ledger knows.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct LedgerState {
+    /// Facts by subject key.
+    pub facts: BTreeMap<String, Fact>,
+    /// Decisions in the order they were made.
+    pub decisions: Vec<Decision>,
+    pub n_omitted_decisions: usize,
+    /// Obligations in the order they were made.
+    pub obligations: Vec<Obligation>,
+    pub n_omitted_obligations: usize,
+    /// Unresolved questions in the order they were asked.
+    pub questions: Vec<Question>,
+    /// Credentials by reference.
+    pub credentials: BTreeMap<String, Credential>,
+    /// Topics by word.
+    pub topics: HashMap<String, Topic>,
+    /// Compacted messages: count, first and last index.
+    pub n_compacted: usize,
+    pub first_compacted: Option<usize>,
+    pub last_compacted: Option<usize>,
+}
+
+impl LedgerState {
+    /// Reads one cold message (already redacted) at conversation index `idx`.
+    pub(crate) fn ingest(&mut self, idx: usize, role: &str, redacted: &Redacted) {
+        self.n_compacted += 1;
+        self.first_compacted = Some(self.first_compacted.map_or(idx, |f| f.min(idx)));
+        self.last_compacted = Some(self.last_compacted.map_or(idx, |l| l.max(idx)));
+        for (reference, kind) in &redacted.credentials {
+            let entry = self.credentials.entry(reference.clone()).or_insert_with(|| Credential {
+                reference: reference.clone(),
+                kind: (*kind).to_owned(),
+                first_idx: idx,
+                n_mentions: 0,
+            });
+            entry.n_mentions += 1;
+        }
+        self.note_topics(idx, &redacted.text);
+        for clause in clauses(&redacted.text) {
+            self.ingest_clause(idx, role, clause);
+        }
+    }
+
+    fn ingest_clause(&mut self, idx: usize, role: &str, clause: &str) {
+        let mut matches = COMPILED.scan(clause);
+        let mut corrected = false;
+        let mut text = clause;
+        if let Some(rest) = matches.first(Act::Correction).and_then(|caps| caps.name("rest")) {
+            text = rest.as_str();
+            corrected = true;
+            matches = COMPILED.scan(text);
+        }
+        const OBLIGATION_ACTS: [Act; 4] =
+            [Act::ObligationCancelled, Act::ObligationDone, Act::ObligationReopened, Act::Obligation];
+        let obligation = matches.first_of(&OBLIGATION_ACTS);
+        let is_obligation = obligation.is_some();
+        if let Some((act, caps)) = obligation {
+            let rest = caps.name("rest").map_or("", |m| m.as_str());
+            self.obligation(act, idx, rest);
+        } else if let Some((act, caps)) =
+            matches.first_of(&[Act::DecisionChanged, Act::DecisionContrast, Act::Decision])
+        {
+            let rest = caps.name("rest").map_or(text, |m| m.as_str());
+            let old = matches.first(Act::DecisionReplaces).and_then(|c| c.name("old").map(|m| m.as_str().to_owned()));
+            self.decision(act, idx, rest, old.as_deref());
+        }
+        let mut is_question = false;
+        if let Some((act, caps)) = matches.first_of(&[Act::Answer, Act::Question]) {
+            let rest = caps.name("rest").map_or("", |m| m.as_str());
+            if act == Act::Answer {
+                self.answer(rest);
+            } else if content_words(rest).len() >= 2 {
+                is_question = true;
+                self.question(idx, role, rest);
+            }
+        }
+        if !is_obligation && !is_question {
+            self.facts_of(idx, text, corrected, &matches);
+        }
+    }
+
+    fn obligation(&mut self, act: Act, idx: usize, rest: &str) {
+        let text = entry_text(rest);
+        if content_words(&text).is_empty() {
+            return;
+        }
+        match act {
+            Act::Obligation => {
+                if let Some(existing) = self.best_obligation(&text, |_| true) {
+                    let existing = &mut self.obligations[existing];
+                    if !existing.status.is_open() {
+                        existing.status = ObligationStatus::Reopened(idx);
+                    }
+                    return;
+                }
+                self.obligations.push(Obligation::new(text, idx, ObligationStatus::Open));
+            }
+            Act::ObligationDone | Act::ObligationCancelled => {
+                if let Some(existing) = self.best_obligation(&text, |o| o.status.is_open()) {
+                    self.obligations[existing].status = if act == Act::ObligationDone {
+                        ObligationStatus::Done(idx)
+                    } else {
+                        ObligationStatus::Cancelled(idx)
+                    };
+                }
+            }
+            _ => {
+                if let Some(existing) = self.best_obligation(&text, |o| !o.status.is_open()) {
+                    self.obligations[existing].status = ObligationStatus::Reopened(idx);
+                } else if self.best_obligation(&text, |_| true).is_none() {
+                    self.obligations.push(Obligation::new(text, idx, ObligationStatus::Open));
+                }
+            }
+        }
+    }
+
+    /// The obligation `text` refers to: the most recent one among those sharing most of its content words.
+    fn best_obligation(&self, text: &str, eligible: impl Fn(&Obligation) -> bool) -> Option<usize> {
+        let words = content_words(text);
+        let mut best: Option<(usize, usize)> = None;
+        for (pos, obligation) in self.obligations.iter().enumerate() {
+            if !eligible(obligation) {
+                continue;
+            }
+            let theirs = &obligation.words;
+            let shared = words.iter().filter(|w| theirs.contains(w)).count();
+            // Most of the shorter one's words must be shared, so "renew the certificate" does not close
+            // "renew the domain".
+            let needed = words.len().min(theirs.len()).div_ceil(2).max(1);
+            let needed = if words.len().min(theirs.len()) >= 2 { needed.max(2) } else { needed };
+            if shared >= needed && best.is_none_or(|(_, s)| shared >= s) {
+                best = Some((pos, shared));
+            }
+        }
+        best.map(|(pos, _)| pos)
+    }
+
+    fn decision(&mut self, act: Act, idx: usize, rest: &str, old: Option<&str>) {
+        let text = entry_text(rest);
+        if content_words(&text).is_empty() {
+            return;
+        }
+        let key = normalize(&text);
+        if let Some(existing) = self.decisions.iter_mut().rev().find(|d| d.key == key) {
+            if existing.status != DecisionStatus::Active {
+                existing.status = DecisionStatus::Active;
+                existing.idx = idx;
+            }
+            return;
+        }
+        let replaced = match (act, old) {
+            (Act::Decision, _) => None,
+            (_, Some(old)) => {
+                let old = old.trim_end_matches(['.', '-', '#', '+']).to_lowercase();
+                self.decisions.iter().rposition(|d| d.status == DecisionStatus::Active && d.words.contains(&old))
+            }
+            (Act::DecisionChanged, None) => self.most_similar_active_decision(&text),
+            _ => None,
+        };
+        if act == Act::DecisionContrast && replaced.is_none() && old.is_none() {
+            // "instead" with nothing it replaces is conversation, not a decision.
+            return;
+        }
+        if let Some(pos) = replaced {
+            self.decisions[pos].status = DecisionStatus::SupersededBy(idx);
+        }
+        self.decisions.push(Decision::new(text, idx, DecisionStatus::Active));
+    }
+
+    /// The latest active decision sharing most words with `text`, or the latest active one.
+    fn most_similar_active_decision(&self, text: &str) -> Option<usize> {
+        let words = content_words(text);
+        let mut best: Option<(usize, usize)> = None;
+        for (pos, decision) in self.decisions.iter().enumerate() {
+            if decision.status != DecisionStatus::Active {
+                continue;
+            }
+            let shared = decision.words.iter().filter(|w| words.contains(w)).count();
+            if best.is_none_or(|(_, s)| shared >= s) {
+                best = Some((pos, shared));
+            }
+        }
+        best.map(|(pos, _)| pos)
+    }
+
+    fn question(&mut self, idx: usize, role: &str, rest: &str) {
+        let text = entry_text(rest);
+        let key = normalize(&text);
+        if self.questions.iter().any(|q| q.key == key) {
+            return;
+        }
+        self.questions.push(Question::new(text, idx, role.to_owned()));
+    }
+
+    /// An explicit answer resolves the open question sharing most of its words (at least two, or all of a short one).
+    fn answer(&mut self, rest: &str) {
+        let words = content_words(rest);
+        let mut best: Option<(usize, usize)> = None;
+        for (pos, question) in self.questions.iter().enumerate() {
+            let theirs = &question.words;
+            let shared = theirs.iter().filter(|w| words.contains(w)).count();
+            if shared >= 2.min(theirs.len()) && shared > 0 && best.is_none_or(|(_, s)| shared >= s) {
+                best = Some((pos, shared));
+            }
+        }
+        if let Some((pos, _)) = best {
+            self.questions.remove(pos);
+        }
+    }
+
+    fn facts_of(&mut self, idx: usize, text: &str, corrected: bool, matches: &Matches<'_>) {
+        let rules: Vec<usize> = matches.rules_of(Act::Fact).collect();
+        for rule in rules {
+            let mut at = 0;
+            while let Some(caps) = regex(rule).captures_at(text, at) {
+                let (Some(subject), Some(value)) = (caps.name("subject"), caps.name("value")) else { break };
+                let value_text = cut_value(value.as_str());
+                at = value.start() + value_text.len().max(1);
+                if at > text.len() {
+                    break;
+                }
+                while !text.is_char_boundary(at) {
+                    at += 1;
+                }
+                self.fact(idx, subject.as_str(), value_text, corrected);
+            }
+        }
+    }
+
+    fn fact(&mut self, idx: usize, subject: &str, value: &str, corrected: bool) {
+        let value = value.trim().trim_matches(['"', '\'', '`', '«', '»']).trim();
+        let lower = value.to_lowercase();
+        if value.is_empty() || lower.starts_with("not ") || lower.starts_with("не ") || lower == "not" {
+            return;
+        }
+        let subject = normalize(subject);
+        if subject.is_empty() || STOPWORDS.contains(&subject.as_str()) {
+            return;
+        }
+        let new = FactValue { value: value.to_owned(), idx, corrected };
+        // A fact answers the open questions that name its subject.
+        let subject_words = content_words(&subject);
+        if !subject_words.is_empty() {
+            self.questions.retain(|q| !subject_words.iter().all(|w| q.words.contains(w)));
+        }
+        match self.facts.get_mut(&subject) {
+            None => {
+                self.facts
+                    .insert(subject.clone(), Fact { subject, current: new, superseded: Vec::new(), n_omitted: 0 });
+            }
+            Some(fact) if fact.current.value.eq_ignore_ascii_case(value) => {
+                fact.current.corrected |= corrected;
+            }
+            Some(fact) => {
+                let old = std::mem::replace(&mut fact.current, new);
+                fact.superseded.push(old);
+                if fact.superseded.len() > MAX_SUPERSEDED_PER_SUBJECT {
+                    let excess = fact.superseded.len() - MAX_SUPERSEDED_PER_SUBJECT;
+                    fact.superseded.drain(..excess);
+                    fact.n_omitted += excess;
+                }
+            }
+        }
+    }
+
+    fn note_topics(&mut self, idx: usize, text: &str) {
+        let mut seen: Vec<String> = Vec::new();
+        for word in content_words(text) {
+            // Topics are words of letters only: a run with digits may be an identifier or a secret no detector knew.
+            let n_chars = word.chars().count();
+            if !(4..=24).contains(&n_chars)
+                || !word.chars().all(|c| c.is_alphabetic() || c == '-')
+                || seen.contains(&word)
+                || word.contains("credential")
+                || word.contains("redacted")
+            {
+                continue;
+            }
+            let topic = self.topics.entry(word.clone()).or_default();
+            topic.n_messages += 1;
+            if topic.first.len() < TOPIC_FIRST {
+                topic.first.push(idx);
+            } else {
+                topic.last.push(idx);
+                if topic.last.len() > TOPIC_LAST {
+                    topic.last.remove(0);
+                }
+            }
+            seen.push(word);
+        }
+    }
+
+    /// Trims the lists that could grow without bound, counting what it drops.
+    pub(crate) fn prune(&mut self) {
+        let n_closed = self.obligations.iter().filter(|o| !o.status.is_open()).count();
+        if n_closed > MAX_CLOSED_OBLIGATIONS {
+            let mut to_drop = n_closed - MAX_CLOSED_OBLIGATIONS;
+            self.n_omitted_obligations += to_drop;
+            self.obligations.retain(|o| {
+                if to_drop > 0 && !o.status.is_open() {
+                    to_drop -= 1;
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        let n_superseded = self.decisions.iter().filter(|d| d.status != DecisionStatus::Active).count();
+        if n_superseded > MAX_SUPERSEDED_DECISIONS {
+            let mut to_drop = n_superseded - MAX_SUPERSEDED_DECISIONS;
+            self.n_omitted_decisions += to_drop;
+            self.decisions.retain(|d| {
+                if to_drop > 0 && d.status != DecisionStatus::Active {
+                    to_drop -= 1;
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+    }
+
+    /// The facts, the least recently stated first.
+    pub(crate) fn facts_by_recency(&self) -> Vec<&Fact> {
+        let mut facts: Vec<&Fact> = self.facts.values().collect();
+        facts.sort_by(|a, b| a.current.idx.cmp(&b.current.idx).then_with(|| a.subject.cmp(&b.subject)));
+        facts
+    }
+
+    /// The topics the retrieval notes list: most messages first, then by word.
+    pub(crate) fn top_topics(&self) -> Vec<(&String, &Topic)> {
+        let mut topics: Vec<(&String, &Topic)> = self.topics.iter().filter(|(_, t)| t.n_messages >= 2).collect();
+        topics.sort_by(|a, b| b.1.n_messages.cmp(&a.1.n_messages).then_with(|| a.0.cmp(b.0)));
+        topics.truncate(MAX_TOPICS);
+        topics
+    }
+}
+
+/// The clauses of a text: split after `.`, `!`, `?` followed by whitespace, and at newlines and `;`.
+pub(crate) fn clauses(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    let mut pieces = Vec::new();
+    for (pos, &b) in bytes.iter().enumerate() {
+        let boundary = match b {
+            b'\n' | b';' => Some(pos),
+            b'.' | b'!' | b'?' if bytes.get(pos + 1).is_some_and(u8::is_ascii_whitespace) => Some(pos + 1),
+            _ => None,
+        };
+        if let Some(end) = boundary {
+            pieces.push(&text[start..end]);
+            start = end + usize::from(matches!(b, b'\n' | b';'));
+        }
+    }
+    pieces.push(&text[start..]);
+    pieces.into_iter().map(str::trim).filter(|c| !c.is_empty())
+}
+
+/// Cuts a captured fact value at the end of its phrase: a conjunction, a sentence end or a dash.
+fn cut_value(value: &str) -> &str {
+    const CUTS: [&str; 14] = [
+        " and ",
+        " but ",
+        " so ",
+        " because ",
+        " which ",
+        " while ",
+        " until ",
+        " и ",
+        " но ",
+        " а ",
+        " потому ",
+        " так как ",
+        ". ",
+        " — ",
+    ];
+    let lower = value.to_lowercase();
+    let mut end = value.len();
+    // `to_lowercase` keeps byte offsets for the ASCII and Cyrillic letters the cuts are made of only when the text
+    // lowercases to the same byte length; otherwise the value is kept whole.
+    if lower.len() == value.len() {
+        for cut in CUTS {
+            if let Some(pos) = lower.find(cut) {
+                end = end.min(pos);
+            }
+        }
+    }
+    value[..end].trim_end().trim_end_matches(['.', ':']).trim_end()
+}
+
+/// One line of entry text: whitespace collapsed, at most [`MAX_ENTRY_CHARS`] characters.
+fn entry_text(text: &str) -> String {
+    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let trimmed = collapsed.trim_end_matches(['.', ',', ';', ':', '!']).trim();
+    if trimmed.chars().count() > MAX_ENTRY_CHARS {
+        let mut cut: String = trimmed.chars().take(MAX_ENTRY_CHARS).collect();
+        cut.push('…');
+        cut
+    } else {
+        trimmed.to_owned()
+    }
+}
+
+/// A key for comparing entries: lowercase, whitespace collapsed, without trailing punctuation.
+pub(crate) fn normalize(text: &str) -> String {
+    let lower = text.to_lowercase();
+    let words: Vec<&str> = lower.split_whitespace().collect();
+    let mut joined = words.join(" ");
+    let trimmed_len = joined.trim_end_matches(['.', ',', ';', ':', '!', '?']).len();
+    joined.truncate(trimmed_len);
+    joined.strip_prefix("the ").map(str::to_owned).unwrap_or(joined)
+}
+
+/// The content words of a text: lowercase letter/digit runs that are not stopwords.
+pub(crate) fn content_words(text: &str) -> Vec<String> {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '_'))
+        .map(|w| w.trim_matches('-').to_lowercase())
+        .filter(|w| w.chars().count() >= 2 && !STOPWORDS.contains(&w.as_str()))
+        .collect()
+}
+
+/// Words that carry no topic, English and Russian.
+const STOPWORDS: &[&str] = &[
+    "a",
+    "an",
+    "the",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "to",
+    "of",
+    "in",
+    "on",
+    "at",
+    "for",
+    "with",
+    "and",
+    "or",
+    "but",
+    "it",
+    "its",
+    "this",
+    "that",
+    "these",
+    "those",
+    "we",
+    "you",
+    "i",
+    "he",
+    "she",
+    "they",
+    "me",
+    "my",
+    "our",
+    "your",
+    "their",
+    "us",
+    "do",
+    "does",
+    "did",
+    "done",
+    "have",
+    "has",
+    "had",
+    "will",
+    "would",
+    "can",
+    "could",
+    "should",
+    "must",
+    "need",
+    "not",
+    "no",
+    "yes",
+    "ok",
+    "okay",
+    "so",
+    "if",
+    "then",
+    "than",
+    "there",
+    "here",
+    "what",
+    "which",
+    "who",
+    "when",
+    "where",
+    "why",
+    "how",
+    "all",
+    "any",
+    "some",
+    "just",
+    "also",
+    "now",
+    "about",
+    "from",
+    "by",
+    "as",
+    "up",
+    "out",
+    "into",
+    "after",
+    "before",
+    "over",
+    "more",
+    "very",
+    "good",
+    "great",
+    "fine",
+    "let",
+    "let's",
+    "sure",
+    "thanks",
+    "please",
+    "still",
+    "again",
+    "todo",
+    "и",
+    "в",
+    "во",
+    "на",
+    "с",
+    "со",
+    "по",
+    "к",
+    "ко",
+    "о",
+    "об",
+    "у",
+    "за",
+    "из",
+    "для",
+    "не",
+    "что",
+    "это",
+    "как",
+    "а",
+    "но",
+    "да",
+    "нет",
+    "мы",
+    "вы",
+    "я",
+    "он",
+    "она",
+    "они",
+    "то",
+    "так",
+    "же",
+    "ли",
+    "бы",
+    "уже",
+    "ещё",
+    "еще",
+    "теперь",
+    "надо",
+    "нужно",
+    "снова",
+];

@@ -1,0 +1,679 @@
+//! Tests of the context ledger: shape, extraction, supersession, redaction, fail-closed, idempotence, the rule table,
+//! the evaluation suite, and properties over generated conversations with planted secrets.
+
+use proptest::prelude::*;
+
+use super::rules::{Act, Lang, RULES};
+use super::*;
+
+fn user(text: &str) -> ChatMessage {
+    ChatMessage::new("user", text)
+}
+
+fn assistant(text: &str) -> ChatMessage {
+    ChatMessage::new("assistant", text)
+}
+
+/// `cold` as alternating filler-free user messages, then `n_tail` short tail messages.
+fn conversation(cold: &[&str], n_tail: usize) -> Vec<ChatMessage> {
+    let mut messages = vec![ChatMessage::new("system", "You are terse.")];
+    messages.extend(cold.iter().map(|t| user(t)));
+    messages.extend((0..n_tail).map(|i| assistant(&format!("tail message {i}"))));
+    messages
+}
+
+/// The ledger message of a compacted conversation.
+fn ledger_of(output: &[ChatMessage]) -> &str {
+    let ledgers: Vec<&ChatMessage> = output.iter().filter(|m| m.content.starts_with(LEDGER_HEADER)).collect();
+    assert_eq!(ledgers.len(), 1, "exactly one ledger: {output:#?}");
+    &ledgers[0].content
+}
+
+/// The entry lines of one section.
+fn section<'l>(ledger: &'l str, name: &str) -> Vec<&'l str> {
+    eval::section_lines(ledger, name)
+}
+
+fn compact_default(messages: &[ChatMessage]) -> Vec<ChatMessage> {
+    let compaction = compact_report(messages, &CompactConfig::default());
+    assert_eq!(compaction.warning, None);
+    compaction.messages
+}
+
+#[test]
+fn the_output_is_system_messages_then_one_ledger_then_the_verbatim_tail() {
+    let mut messages = conversation(&["The deploy target is alpha-01.", "Hello there."], 6);
+    messages.insert(2, ChatMessage::new("system", "A second system note, mid-conversation."));
+    let output = compact_default(&messages);
+    assert_eq!(output[0], messages[0]);
+    assert_eq!(output[1], messages[2], "system messages keep their order and bytes");
+    assert_eq!(output[2].role, "system");
+    assert!(output[2].content.starts_with("Semantic RLE context ledger\n"));
+    assert_eq!(&output[3..], &messages[messages.len() - 6..], "the hot tail is byte-identical");
+    let headings: Vec<&str> = output[2].content.lines().filter_map(|l| l.strip_prefix("## ")).collect();
+    assert_eq!(headings, SECTIONS.to_vec(), "all seven sections, in order, even when empty");
+}
+
+#[test]
+fn a_short_conversation_still_gets_its_ledger_and_keeps_every_message() {
+    let messages = conversation(&[], 3);
+    let output = compact_default(&messages);
+    assert_eq!(output.len(), 5);
+    assert_eq!(&output[2..], &messages[1..]);
+    assert!(ledger_of(&output).contains("Compacted: 0 messages."));
+    let output = compact_default(&[]);
+    assert_eq!(output.len(), 1, "an empty conversation compacts to the ledger alone");
+}
+
+#[test]
+fn a_corrected_fact_supersedes_the_old_value_and_keeps_a_chain() {
+    let messages = conversation(
+        &[
+            "The deploy target is alpha-01.",
+            "Nothing else today.",
+            "Correction: the deploy target is now beta-02.",
+            "The region is eu-west-1.",
+            "The region is now us-east-2.",
+            "The region is ap-south-1.",
+            "The region is now eu-central-1.",
+        ],
+        6,
+    );
+    let output = compact_default(&messages);
+    let ledger = ledger_of(&output);
+    let active = section(ledger, "Active facts");
+    assert!(active.contains(&"- deploy target: beta-02 (#3, corrected)"), "{ledger}");
+    assert!(active.contains(&"- region: eu-central-1 (#7)"), "{ledger}");
+    assert!(!active.iter().any(|l| l.contains("alpha-01") || l.contains("us-east-2")), "{ledger}");
+    let superseded = section(ledger, "Superseded facts");
+    assert!(superseded.contains(&"- deploy target: alpha-01 (#1, superseded by #3)"), "{ledger}");
+    assert!(
+        superseded.contains(
+            &"- region: eu-west-1 (#4, superseded by #5); us-east-2 (#5, superseded by #6); ap-south-1 (#6, superseded by #7)"
+        ),
+        "a subject that changed more than twice has its whole chain: {ledger}"
+    );
+}
+
+#[test]
+fn russian_facts_and_corrections_are_read() {
+    let messages = conversation(&["Сервер деплоя — alpha-01.", "Поправка: сервер деплоя теперь beta-02."], 6);
+    let ledger = ledger_of(&compact_default(&messages)).to_owned();
+    assert!(section(&ledger, "Active facts").contains(&"- сервер деплоя: beta-02 (#2, corrected)"), "{ledger}");
+    assert!(section(&ledger, "Superseded facts").contains(&"- сервер деплоя: alpha-01 (#1, superseded by #2)"));
+}
+
+#[test]
+fn decisions_are_superseded_by_changes_that_name_them() {
+    let messages = conversation(
+        &[
+            "Decision: use PostgreSQL for storage.",
+            "We decided to deploy with Helm charts.",
+            "I walked to work instead.",
+            "Decision changed: use SQLite instead of PostgreSQL.",
+            "We no longer deploy with Helm, we will use Kustomize.",
+            "Решили использовать Redis для очередей.",
+            "Передумали: вместо Redis берём NATS.",
+        ],
+        6,
+    );
+    let ledger = ledger_of(&compact_default(&messages)).to_owned();
+    let decisions = section(&ledger, "Decisions");
+    assert_eq!(
+        decisions,
+        vec![
+            "- [superseded] use PostgreSQL for storage (#1, superseded by #4)",
+            "- [superseded] We decided to deploy with Helm charts (#2, superseded by #5)",
+            "- [active] use SQLite instead of PostgreSQL (#4)",
+            "- [active] We no longer deploy with Helm, we will use Kustomize (#5)",
+            "- [superseded] Решили использовать Redis для очередей (#6, superseded by #7)",
+            "- [active] вместо Redis берём NATS (#7)",
+        ],
+        "a bare 'instead' that replaces nothing is conversation, not a decision"
+    );
+}
+
+#[test]
+fn obligations_close_when_done_or_cancelled_and_come_back_when_reopened() {
+    let messages = conversation(
+        &[
+            "TODO: rotate the staging API keys.",
+            "We need to renew the TLS certificate.",
+            "Remind me to book the venue.",
+            "Надо обновить сертификаты.",
+            "Не забыть позвонить бухгалтеру.",
+            "Done: renewed the TLS certificate.",
+            "Cancel: book the venue.",
+            "Сделано: обновить сертификаты.",
+            "Reopen: book the venue, it is back on.",
+            "No need to rotate the staging API keys.",
+        ],
+        6,
+    );
+    let ledger = ledger_of(&compact_default(&messages)).to_owned();
+    assert_eq!(
+        section(&ledger, "Obligations"),
+        vec![
+            "- [cancelled] rotate the staging API keys (#1, cancelled #10)",
+            "- [done] renew the TLS certificate (#2, done #6)",
+            "- [open] book the venue (#3, reopened #9)",
+            "- [done] обновить сертификаты (#4, done #8)",
+            "- [open] позвонить бухгалтеру (#5)",
+        ]
+    );
+}
+
+#[test]
+fn questions_stay_unresolved_until_answered() {
+    let messages = conversation(
+        &[
+            "Open question: who owns the backup rotation?",
+            "What is the staging database host?",
+            "Is the cache warm yet?",
+            "Вопрос: кто отвечает за релиз?",
+            "The staging database host is sdb-4.",
+            "Answer: the cache is warm since noon.",
+        ],
+        6,
+    );
+    let ledger = ledger_of(&compact_default(&messages)).to_owned();
+    assert_eq!(
+        section(&ledger, "Unresolved questions"),
+        vec!["- who owns the backup rotation? (#1, user)", "- кто отвечает за релиз? (#4, user)"]
+    );
+}
+
+#[test]
+fn every_secret_shape_becomes_a_stable_credential_ref() {
+    let cases = [
+        ("api_key=Q7fK2mZp9LxW3vB8", "Q7fK2mZp9LxW3vB8"),
+        ("token: 5f1e9c2a7b8d4e6f", "5f1e9c2a7b8d4e6f"),
+        ("password=hunter2!x", "hunter2!x"),
+        ("Authorization: Bearer abc123DEF456ghi789", "abc123DEF456ghi789"),
+        ("my secret is opensesame", "opensesame"),
+        ("пароль: Zx9qLm2Vt7", "Zx9qLm2Vt7"),
+        ("key sk-proj-4fT9qLmN2xR7vB1cZ8wK3pY6 here", "sk-proj-4fT9qLmN2xR7vB1cZ8wK3pY6"),
+        ("ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"),
+        ("id AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
+        ("xoxb-1234567890-AbCdEfGhIjKl", "xoxb-1234567890-AbCdEfGhIjKl"),
+        ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dozjgNryP4J3jVmNHl0w5N", "eyJhbGciOiJIUzI1NiJ9"),
+        (
+            "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0B\n-----END PRIVATE KEY-----",
+            "MIIEvQIBADANBgkqhkiG9w0B",
+        ),
+        ("blob QmFja3VwQmxvYjEyMzQ1Njc4OTBhYmNkZWZnaGlqa2xtbm9w", "QmFja3VwQmxvYjEyMzQ1Njc4OTBhYmNkZWZnaGlqa2xtbm9w"),
+        ("sha 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b", "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b"),
+        ("postgres://admin:S3cr3tPass@db.internal/app", "S3cr3tPass"),
+    ];
+    for (text, secret) in cases {
+        let redacted = redact(text);
+        assert!(!redacted.text.contains(secret), "{text} -> {}", redacted.text);
+        assert!(redacted.text.contains(CREDENTIAL_REF_PREFIX), "{text} -> {}", redacted.text);
+        assert!(!redacted.credentials.is_empty());
+        assert_eq!(redact(&redacted.text).text, redacted.text, "redaction is idempotent: {text}");
+    }
+    // Stable across runs and machines: the blake3 of the secret, not a counter or a random key.
+    assert_eq!(credential_ref("hunter2"), "credential_ref:credential:55dcd1221c66");
+    assert_eq!(redact("api_key=hunter2").text, format!("api_key={}", credential_ref("hunter2")));
+}
+
+#[test]
+fn ip_addresses_are_redacted_and_look_alikes_are_kept() {
+    let text = "hosts 10.20.30.40, [2001:db8::8a2e:370:7334]:443, fe80::1 and ::ffff:192.0.2.1; at 12:30:45 on 00:1A:2B:3C:4D:5E";
+    let redacted = redact(text);
+    assert_eq!(
+        redacted.text,
+        "hosts [REDACTED_IP], [[REDACTED_IP]]:443, [REDACTED_IP] and [REDACTED_IP]; at 12:30:45 on 00:1A:2B:3C:4D:5E"
+    );
+    assert_eq!(redacted.n_ips, 4);
+    // Glued to a Cyrillic word an address is still an address (ASCII word boundaries for ASCII shapes).
+    assert_eq!(redact("адрес:10.1.2.3,порт").text, "адрес:[REDACTED_IP],порт");
+    assert_eq!(redact("ключAKIAIOSFODNN7EXAMPLE").text, format!("ключ{}", credential_ref("AKIAIOSFODNN7EXAMPLE")));
+}
+
+#[test]
+fn a_secret_found_once_is_redacted_wherever_it_recurs_in_the_cold_history() {
+    let messages = conversation(
+        &[
+            "The vault code Rk29sLmQ8vXz4TbN opens the safe.",
+            "api_key=Rk29sLmQ8vXz4TbN",
+            "Said twice: Rk29sLmQ8vXz4TbN",
+        ],
+        6,
+    );
+    let output = compact_default(&messages);
+    assert!(output.iter().all(|m| !m.content.contains("Rk29sLmQ8vXz4TbN")));
+    let reference = credential_ref("Rk29sLmQ8vXz4TbN");
+    assert_eq!(
+        section(ledger_of(&output), "Credential refs"),
+        vec![format!("- {reference} (key/value secret; #1, 3 mentions)")]
+    );
+}
+
+#[test]
+fn the_hot_tail_is_never_redacted() {
+    let mut messages = conversation(&["api_key=Q7fK2mZp9LxW3vB8"], 0);
+    messages.push(user("my new api_key=Q7fK2mZp9LxW3vB8 at 10.0.0.1"));
+    let output = compact_default(&messages);
+    assert_eq!(output.last(), messages.last());
+    assert!(!ledger_of(&output).contains("Q7fK2mZp9LxW3vB8"));
+}
+
+#[test]
+fn a_panicking_or_failing_engine_fails_closed_with_the_original_messages() {
+    let messages = conversation(&["The deploy target is alpha-01.", "api_key=Q7fK2mZp9LxW3vB8"], 6);
+    let config = CompactConfig::default();
+    let panicked = compact_with(&messages, &config, |_, _| panic!("extraction blew up"));
+    assert_eq!(panicked.messages, messages);
+    assert!(panicked.warning.as_deref().is_some_and(|w| w.contains("extraction blew up")), "{panicked:?}");
+    let failed = compact_with(&messages, &config, |_, _| Err("no ledger today".to_owned()));
+    assert_eq!(failed.messages, messages);
+    assert!(failed.warning.as_deref().is_some_and(|w| w.contains("no ledger today")));
+    // An engine whose output would alter the hot tail is refused too.
+    let tampered = compact_with(&messages, &config, |m, _| {
+        let mut out = m.to_vec();
+        if let Some(last) = out.last_mut() {
+            last.content.push('!');
+        }
+        Ok(out)
+    });
+    assert_eq!(tampered.messages, messages);
+    assert!(tampered.warning.as_deref().is_some_and(|w| w.contains("hot tail")));
+    let two_ledgers = compact_with(&messages, &config, |m, c| {
+        let mut out = compact(m, c);
+        out.insert(0, out[1].clone());
+        Ok(out)
+    });
+    assert_eq!(two_ledgers.messages, messages);
+}
+
+#[test]
+fn compacting_a_compacted_conversation_changes_nothing() {
+    for scenario in scenarios().iter().filter(|s| s.messages.len() <= 1200) {
+        let once = compact_default(&scenario.messages);
+        let twice = compact_default(&once);
+        assert_eq!(once, twice, "{}", scenario.name);
+    }
+}
+
+#[test]
+fn a_continued_conversation_keeps_every_entry_of_the_first_ledger() {
+    let first = conversation(
+        &[
+            "The deploy target is alpha-01.",
+            "Decision: use PostgreSQL for storage.",
+            "TODO: rotate the staging API keys.",
+            "Open question: who owns the backup rotation?",
+            "api_key=Q7fK2mZp9LxW3vB8",
+            "The deploy target is now beta-02.",
+        ],
+        6,
+    );
+    let once = compact_default(&first);
+    let mut continued = once.clone();
+    continued.extend(
+        [
+            "The region is eu-west-1.",
+            "Decision changed: use SQLite instead of PostgreSQL.",
+            "Done: rotated the staging API keys.",
+        ]
+        .map(user),
+    );
+    continued.extend((0..6).map(|i| assistant(&format!("later {i}"))));
+    let again = compact_default(&continued);
+    let ledger = ledger_of(&again);
+    // Messages after the first ledger are numbered on from its tail: #7..#12 were its tail, so the new cold
+    // messages are #13, #14 and #15.
+    assert!(ledger.contains("Compacted: 15 messages (#1-#15)."), "{ledger}");
+    assert!(section(ledger, "Active facts").contains(&"- deploy target: beta-02 (#6)"));
+    assert!(section(ledger, "Active facts").contains(&"- region: eu-west-1 (#13)"));
+    assert!(section(ledger, "Superseded facts").contains(&"- deploy target: alpha-01 (#1, superseded by #6)"));
+    assert!(
+        section(ledger, "Decisions").contains(&"- [superseded] use PostgreSQL for storage (#2, superseded by #14)")
+    );
+    assert!(section(ledger, "Obligations").contains(&"- [done] rotate the staging API keys (#3, done #15)"));
+    assert!(section(ledger, "Unresolved questions").contains(&"- who owns the backup rotation? (#4, user)"));
+    let reference = credential_ref("Q7fK2mZp9LxW3vB8");
+    assert!(section(ledger, "Credential refs").iter().any(|l| l.contains(&reference)));
+}
+
+#[test]
+fn the_rule_table_has_english_and_russian_markers_for_every_act() {
+    for act in [
+        Act::Correction,
+        Act::ObligationCancelled,
+        Act::ObligationDone,
+        Act::ObligationReopened,
+        Act::Obligation,
+        Act::DecisionChanged,
+        Act::DecisionContrast,
+        Act::DecisionReplaces,
+        Act::Decision,
+        Act::Answer,
+        Act::Question,
+        Act::Fact,
+    ] {
+        for lang in [Lang::En, Lang::Ru] {
+            assert!(RULES.iter().any(|r| r.act == act && r.lang == lang), "{act:?} has no {lang:?} rule");
+        }
+    }
+    // Compiling the table is lazy; force it so a bad pattern fails here, by name.
+    for rule in RULES {
+        assert!(regex::Regex::new(rule.pattern).is_ok(), "{}", rule.pattern);
+        assert!(!rule.keys.is_empty() && rule.keys.iter().all(|k| *k == k.to_lowercase()), "{:?}", rule.keys);
+    }
+}
+
+#[test]
+fn the_key_prefilter_never_hides_a_match() {
+    // Every clause of the suite, and the markers with odd casing: wherever a rule's pattern matches, one of its keys
+    // is in the lowercased clause, so the prefilter only skips work.
+    let suite = scenarios();
+    let extra = ["TODO: X", "Поправка: Y — Z", "ОТМЕНА: продлить домен", "We DECIDED to go", "Is it ready now?"];
+    let clauses = suite
+        .iter()
+        .flat_map(|s| s.messages.iter().map(|m| m.content.as_str()))
+        .chain(extra)
+        .flat_map(extract::clauses);
+    for clause in clauses {
+        let lower = clause.to_lowercase();
+        for (idx, rule) in RULES.iter().enumerate() {
+            if rules::regex(idx).is_match(clause) {
+                assert!(rule.keys.iter().any(|k| lower.contains(k)), "rule {idx} matches {clause:?} without a key");
+            }
+        }
+    }
+}
+
+#[test]
+fn transcripts_parse_from_json_arrays_and_jsonl_and_refuse_other_shapes() {
+    let array = r#"[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]"#;
+    let jsonl = "{\"role\":\"user\",\"content\":\"hi\"}\n\n{\"role\":\"assistant\",\"content\":\"hello\"}\n";
+    assert_eq!(parse_transcript(array), parse_transcript(jsonl));
+    assert_eq!(parse_transcript(array).map(|m| m.len()), Ok(2));
+    let refused = |text: &str| parse_transcript(text).expect_err(text);
+    assert_eq!(refused("").code, ErrorCode::TranscriptInvalid);
+    assert_eq!(refused("[{\"role\":").code, ErrorCode::JsonMalformed);
+    assert!(refused("{\"role\":\"user\",\"content\":\"a\"}\nnot json").message.starts_with("line 2:"));
+    assert_eq!(refused("{\"a\":1}").path, "/0/role");
+    assert_eq!(refused(r#"[{"role":"user","content":null}]"#).path, "/0/content");
+    assert_eq!(refused(r#"[{"role":"wizard","content":"x"}]"#).path, "/0/role");
+    assert_eq!(refused(r#"{"messages":[]}"#).path, "/0/role");
+    assert_eq!(refused("[1]").path, "/0");
+}
+
+#[test]
+fn the_hot_tail_baseline_keeps_only_system_messages_and_the_tail() {
+    let messages = conversation(&["The deploy target is alpha-01.", "api_key=Q7fK2mZp9LxW3vB8"], 3);
+    let config = CompactConfig { hot_tail: 3, engine: Engine::HotTail, ..CompactConfig::default() };
+    let output = compact(&messages, &config);
+    assert_eq!(output.len(), 4);
+    assert_eq!(output[0], messages[0]);
+    assert_eq!(&output[1..], &messages[3..]);
+}
+
+#[test]
+fn the_truncation_baseline_keeps_whole_messages_within_its_budget_and_says_what_it_dropped() {
+    let cold: Vec<String> =
+        (0..200).map(|i| format!("Message number {i} talks about the weather at length.")).collect();
+    let cold: Vec<&str> = cold.iter().map(String::as_str).collect();
+    let messages = conversation(&cold, 6);
+    let config = CompactConfig { engine: Engine::Truncate, budget_tokens: 300, ..CompactConfig::default() };
+    let output = compact(&messages, &config);
+    let counter = TokenCounter::shared(config.encoding);
+    let kept: Vec<&ChatMessage> = output[1..output.len() - 6].iter().filter(|m| !m.is_system()).collect();
+    let tokens: u32 = kept.iter().map(|m| counter.count(&m.content)).sum();
+    assert!(tokens <= 300 && tokens > 200, "{tokens}");
+    assert!(kept.iter().all(|m| messages.contains(m)), "whole messages only");
+    assert_eq!(kept[0], &messages[1], "the head is kept");
+    let note = output.iter().find(|m| m.content.starts_with("[context truncated:")).expect("a note");
+    assert!(note.content.contains("messages (#"), "{}", note.content);
+    assert_eq!(&output[output.len() - 6..], &messages[messages.len() - 6..]);
+}
+
+#[test]
+fn engines_and_stats_report_what_they_did() {
+    assert_eq!("hot-tail".parse::<Engine>(), Ok(Engine::HotTail));
+    assert!("summary".parse::<Engine>().is_err());
+    let messages = conversation(&["The deploy target is alpha-01."; 50], 6);
+    let output = compact_default(&messages);
+    let stats = compact_stats(&messages, &output, &CompactConfig::default());
+    assert_eq!((stats.messages_in, stats.messages_out), (57, 8));
+    assert!(stats.tokens_out < stats.tokens_in, "{stats:?}");
+    assert!(stats.hot_tail_unchanged);
+}
+
+#[test]
+fn the_suite_has_thirty_scenarios_long_ones_among_them_and_is_deterministic() {
+    let suite = scenarios();
+    assert!(suite.len() >= 30, "{}", suite.len());
+    assert!(suite.iter().filter(|s| s.messages.len() >= 1000).count() >= 4);
+    let again = scenarios();
+    for (a, b) in suite.iter().zip(&again) {
+        assert_eq!(a.messages, b.messages, "{}", a.name);
+    }
+    for kind in MissKind::ALL {
+        let n: usize = suite.iter().map(|s| s.check(&s.messages).iter().filter(|c| c.0 == kind).count()).sum();
+        assert!(n >= 5, "{kind:?} has {n} checks");
+    }
+}
+
+#[test]
+fn the_ledger_passes_every_check_and_the_baselines_do_not() {
+    let report = evaluate(&scenarios());
+    let ledger = &report.engines[0];
+    assert_eq!(ledger.engine, Engine::Ledger);
+    assert!(ledger.failures.is_empty(), "{:#?}", ledger.failures);
+    for baseline in &report.engines[1..] {
+        let (passed, total) = baseline.total();
+        assert!(passed < total, "{}: {passed}/{total}", baseline.engine);
+    }
+    let truncate = &report.engines[2];
+    assert!(truncate.by_kind[&MissKind::SecretExposed].0 < truncate.by_kind[&MissKind::SecretExposed].1);
+}
+
+#[test]
+fn the_checks_read_the_output_and_fail_a_ledger_that_lies() {
+    let suite = scenarios();
+    let scenario = suite.iter().find(|s| s.name == "supersession_en").expect("scenario");
+    let output = compact_default(&scenario.messages);
+    assert!(scenario.check(&output).iter().all(|c| c.2));
+    // The stale value listed as active: the stale-fact check fails.
+    let mut lying = output.clone();
+    for message in &mut lying {
+        if message.content.starts_with(LEDGER_HEADER) {
+            message.content = message.content.replace("- deploy target: beta-02", "- deploy target: alpha-01");
+        }
+    }
+    assert!(scenario.check(&lying).iter().any(|c| c.0 == MissKind::StaleFact && !c.2));
+    // The raw conversation leaks nothing in this scenario but misses no fact either: the checks are about output.
+    assert!(scenario.check(&scenario.messages).iter().all(|c| c.2));
+    let secrets = suite.iter().find(|s| s.name == "secrets_key_value").expect("scenario");
+    assert!(secrets.check(&secrets.messages).iter().all(|c| c.0 == MissKind::SecretExposed && !c.2));
+}
+
+/// One planted secret: the text to plant and the raw strings that must not survive.
+fn secret_shape() -> impl Strategy<Value = (String, Vec<String>)> {
+    let alnum =
+        |n: std::ops::RangeInclusive<usize>| proptest::collection::vec(proptest::sample::select(ALNUM.to_vec()), n);
+    let word = |v: Vec<char>| v.into_iter().collect::<String>();
+    prop_oneof![
+        alnum(12..=24).prop_map(move |v| {
+            let s = format!("Q{}", word(v));
+            (format!("api_key={s}"), vec![s])
+        }),
+        alnum(8..=16).prop_map(move |v| {
+            let s = format!("p{}9", word(v));
+            (format!("password: {s}"), vec![s])
+        }),
+        proptest::collection::vec(proptest::sample::select(HEX.to_vec()), 16..=32).prop_map(move |v| {
+            let s = word(v);
+            (format!("token={s}"), vec![s])
+        }),
+        alnum(16..=40).prop_map(move |v| {
+            let s = word(v);
+            (format!("Authorization: Bearer {s}"), vec![s])
+        }),
+        alnum(20..=40).prop_map(move |v| {
+            let s = format!("sk-{}", word(v));
+            (s.clone(), vec![s])
+        }),
+        alnum(36..=36).prop_map(move |v| {
+            let s = format!("ghp_{}", word(v));
+            (s.clone(), vec![s])
+        }),
+        proptest::collection::vec(proptest::sample::select(UPPER_DIGIT.to_vec()), 16..=16).prop_map(move |v| {
+            let s = format!("AKIA{}", word(v));
+            (s.clone(), vec![s])
+        }),
+        alnum(12..=24).prop_map(move |v| {
+            let s = format!("xoxb-123456789012-{}", word(v));
+            (s.clone(), vec![s])
+        }),
+        (alnum(10..=30), alnum(10..=30), alnum(10..=30)).prop_map(move |(a, b, c)| {
+            let s = format!("eyJ{}.eyJ{}.{}", word(a), word(b), word(c));
+            (s.clone(), vec![s])
+        }),
+        alnum(24..=48).prop_map(move |v| {
+            let body = word(v);
+            (format!("-----BEGIN PRIVATE KEY-----\n{body}\n-----END PRIVATE KEY-----"), vec![body])
+        }),
+        alnum(40..=60).prop_map(move |v| {
+            let s = format!("Aa1{}", word(v));
+            (s.clone(), vec![s])
+        }),
+        proptest::collection::vec(proptest::sample::select(HEX.to_vec()), 32..=64).prop_map(move |v| {
+            let s = word(v);
+            (s.clone(), vec![s])
+        }),
+        (alnum(4..=10), alnum(8..=16)).prop_map(move |(u, p)| {
+            let (u, p) = (format!("u{}", word(u)), format!("P{}", word(p)));
+            (format!("postgres://{u}:{p}@db.internal:5432/app"), vec![format!("{u}:{p}"), p])
+        }),
+        any::<u32>().prop_map(|ip| {
+            let s = std::net::Ipv4Addr::from(ip).to_string();
+            (s.clone(), vec![s])
+        }),
+        any::<u128>().prop_map(|ip| {
+            let s = std::net::Ipv6Addr::from(ip).to_string();
+            (s.clone(), vec![s])
+        }),
+    ]
+}
+
+const ALNUM: [char; 62] = [
+    'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k', 'l', 'm', 'n', 'o', 'p', 'q', 'r', 's', 't', 'u', 'v', 'w',
+    'x', 'y', 'z', 'A', 'B', 'C', 'D', 'E', 'F', 'G', 'H', 'I', 'J', 'K', 'L', 'M', 'N', 'O', 'P', 'Q', 'R', 'S', 'T',
+    'U', 'V', 'W', 'X', 'Y', 'Z', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9',
+];
+const HEX: [char; 16] = ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a', 'b', 'c', 'd', 'e', 'f'];
+const UPPER_DIGIT: [char; 36] = [
+    'A', 'B', 'C', 'D', 'E', 'F', 'G', 'H', 'I', 'J', 'K', 'L', 'M', 'N', 'O', 'P', 'Q', 'R', 'S', 'T', 'U', 'V', 'W',
+    'X', 'Y', 'Z', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9',
+];
+
+const SENTENCES: [&str; 10] = [
+    "The deploy target is alpha-01.",
+    "TODO: rotate the keys.",
+    "Decision: use PostgreSQL for storage.",
+    "What is the staging host?",
+    "Looks good to me.",
+    "Сервер деплоя — beta-02.",
+    "Надо обновить сертификаты.",
+    "Decision changed: use SQLite instead of PostgreSQL.",
+    "Done: rotated the keys.",
+    "The weather is nice today.",
+];
+
+/// A conversation of filler with secrets planted in its messages (cold and hot), and the raw secrets.
+fn planted_conversation() -> impl Strategy<Value = (Vec<ChatMessage>, Vec<String>, usize)> {
+    let message = (
+        proptest::sample::select(SENTENCES.to_vec()),
+        proptest::option::weighted(0.5, secret_shape()),
+        proptest::sample::select(vec![" ", ". ", ", ", "\n"]),
+        any::<bool>(),
+    );
+    (proptest::collection::vec(message, 1..40), 0usize..8).prop_map(|(parts, hot_tail)| {
+        let mut messages = vec![ChatMessage::new("system", "Operator instructions.")];
+        let mut secrets = Vec::new();
+        for (sentence, secret, separator, is_user) in parts {
+            let mut content = sentence.to_owned();
+            if let Some((text, raws)) = secret {
+                content = format!("{content}{separator}{text}{separator}{sentence}");
+                secrets.push(raws);
+            }
+            messages.push(ChatMessage::new(if is_user { "user" } else { "assistant" }, content));
+        }
+        (messages, secrets.into_iter().flatten().collect(), hot_tail)
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// No raw secret or IP survives outside the hot tail; the tail is byte-identical; the output is deterministic
+    /// and compacting it again changes nothing.
+    #[test]
+    fn planted_secrets_never_survive_and_compaction_is_deterministic_and_idempotent(
+        (messages, secrets, hot_tail) in planted_conversation()
+    ) {
+        let config = CompactConfig { hot_tail, ..CompactConfig::default() };
+        let compaction = compact_report(&messages, &config);
+        prop_assert_eq!(&compaction.warning, &None);
+        let output = compaction.messages;
+        let non_system: Vec<&ChatMessage> = messages.iter().filter(|m| !m.is_system()).collect();
+        let tail: Vec<ChatMessage> = non_system[non_system.len().saturating_sub(hot_tail)..].iter().map(|m| (*m).clone()).collect();
+        prop_assert!(output.ends_with(&tail), "the hot tail is byte-identical");
+        let outside_tail = &output[..output.len() - tail.len()];
+        for message in outside_tail.iter().filter(|m| !messages[..1].contains(m)) {
+            for secret in &secrets {
+                prop_assert!(!message.content.contains(secret.as_str()), "{} leaked in:\n{}", secret, message.content);
+            }
+        }
+        prop_assert_eq!(&compact(&messages, &config), &output, "same input, same bytes");
+        prop_assert_eq!(&compact(&output, &config), &output, "idempotent");
+    }
+
+    /// Redaction is idempotent and never grows a reference out of a reference.
+    #[test]
+    fn redaction_is_idempotent((text, _) in secret_shape()) {
+        let once = redact(&text);
+        prop_assert_eq!(&redact(&once.text).text, &once.text);
+    }
+}
+
+#[test]
+fn ledger_entries_become_valid_engrams_citing_their_messages() {
+    let messages = conversation(
+        &[
+            "The deploy target is alpha-01.",
+            "Correction: the deploy target is beta-02.",
+            "Decision: use PostgreSQL for storage.",
+            "TODO: rotate the staging API keys.",
+            "Open question: who owns the backup rotation?",
+            "Done: nothing that matches.",
+        ],
+        6,
+    );
+    let output = compact_default(&messages);
+    let engrams = ledger_engrams(ledger_of(&output), "Chat #42", "operator", "2026-01-01T00:00:00Z").expect("valid");
+    let claims: Vec<(String, String, Vec<String>)> = engrams
+        .iter()
+        .map(|e| (format!("{:?}", e.kind), e.pointers[0].to_string(), e.tags.clone().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        claims,
+        vec![
+            (
+                "Fact".to_owned(),
+                "sam:chat-42:2".to_owned(),
+                vec![LEDGER_TAG.to_owned(), "subject:deploy-target".to_owned(), "correction".to_owned()]
+            ),
+            ("Decision".to_owned(), "sam:chat-42:3".to_owned(), vec![LEDGER_TAG.to_owned()]),
+            ("Todo".to_owned(), "sam:chat-42:4".to_owned(), vec![LEDGER_TAG.to_owned()]),
+            ("Todo".to_owned(), "sam:chat-42:5".to_owned(), vec![LEDGER_TAG.to_owned(), "question".to_owned()]),
+        ]
+    );
+    assert_eq!(engrams[0].claim, "deploy target: beta-02");
+    assert!(ledger_engrams("not a ledger", "c", "operator", "2026-01-01T00:00:00Z").expect("ok").is_empty());
+}
