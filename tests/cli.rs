@@ -388,7 +388,7 @@ fn dag_commands_ingest_build_show_expand_query_impact_and_backfill() {
     let bad =
         lessrt_stdin(&["memory", "ingest", "-", "--session", "x", "--store", &store], r#"[{"content": "no role"}]"#);
     assert_eq!(bad.status.code(), Some(2));
-    assert!(stderr(&bad).contains("LESS_SCHEMA_INVALID") && stderr(&bad).contains("role"), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("LESS_TRANSCRIPT_INVALID") && stderr(&bad).contains("/0/role"), "{}", stderr(&bad));
 
     let output = lessrt(&["dag", "build", "--arc-every", "2", "--epoch-every", "2", "--store", &store, "--json"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));

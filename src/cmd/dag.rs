@@ -128,6 +128,7 @@ pub(crate) fn ingest(args: &IngestArgs) -> anyhow::Result<ExitCode> {
         Ok(messages) => messages,
         Err(v) => {
             eprintln!("lessrt: {}: {} {}: {}", v.code, args.file.display(), v.path, v.message);
+            eprintln!("lessrt: instead: {}", v.code.instruction());
             if args.common.json {
                 println!("{}", json!({"error": {"code": v.code, "path": v.path, "message": v.message}}));
             }

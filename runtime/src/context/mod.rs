@@ -33,7 +33,6 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::{Encoding, ErrorCode, TokenCounter, Violation};
 
@@ -385,58 +384,20 @@ pub fn compact_stats(input: &[ChatMessage], output: &[ChatMessage], config: &Com
 /// Unparseable text is [`ErrorCode::JsonMalformed`]; parseable text of the wrong shape is
 /// [`ErrorCode::TranscriptInvalid`], with the path of the first offending value.
 pub fn parse_transcript(text: &str) -> Result<Vec<ChatMessage>, Violation> {
-    let trimmed = text.trim_start_matches('\u{feff}').trim();
-    if trimmed.is_empty() {
-        return Err(Violation::new(ErrorCode::TranscriptInvalid, "", "the input is empty; expected a transcript"));
-    }
-    let values: Vec<Value> = if trimmed.starts_with('[') {
-        match serde_json::from_str::<Value>(trimmed) {
-            Ok(Value::Array(values)) => values,
-            Ok(_) => return Err(Violation::new(ErrorCode::TranscriptInvalid, "", "expected a JSON array of messages")),
-            Err(err) => {
-                return Err(Violation::new(ErrorCode::JsonMalformed, "", format!("not valid JSON: {err}")));
+    let messages = crate::dag::parse_transcript(text)?;
+    messages
+        .into_iter()
+        .enumerate()
+        .map(|(idx, m)| {
+            if ROLES.contains(&m.role.as_str()) {
+                Ok(ChatMessage { role: m.role, content: m.content })
+            } else {
+                Err(Violation::new(
+                    ErrorCode::TranscriptInvalid,
+                    format!("/{idx}/role"),
+                    format!("message {idx} has role {:?}; expected one of {}", m.role, ROLES.join(", ")),
+                ))
             }
-        }
-    } else {
-        let mut values = Vec::new();
-        for (n_line, line) in trimmed.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            match serde_json::from_str::<Value>(line) {
-                Ok(value) => values.push(value),
-                Err(err) => {
-                    return Err(Violation::new(
-                        ErrorCode::JsonMalformed,
-                        "",
-                        format!("line {}: not valid JSON (expected one message object per line): {err}", n_line + 1),
-                    ));
-                }
-            }
-        }
-        values
-    };
-    values.iter().enumerate().map(|(idx, value)| message_of(idx, value)).collect()
-}
-
-fn message_of(idx: usize, value: &Value) -> Result<ChatMessage, Violation> {
-    let invalid = |path: String, message: String| Violation::new(ErrorCode::TranscriptInvalid, path, message);
-    let Some(object) = value.as_object() else {
-        return Err(invalid(format!("/{idx}"), format!("message {idx} is not an object with role and content")));
-    };
-    let role = match object.get("role") {
-        Some(Value::String(role)) if ROLES.contains(&role.as_str()) => role.clone(),
-        Some(Value::String(role)) => {
-            return Err(invalid(
-                format!("/{idx}/role"),
-                format!("message {idx} has role {role:?}; expected one of {}", ROLES.join(", ")),
-            ));
-        }
-        _ => return Err(invalid(format!("/{idx}/role"), format!("message {idx} has no string role"))),
-    };
-    let content = match object.get("content") {
-        Some(Value::String(content)) => content.clone(),
-        _ => return Err(invalid(format!("/{idx}/content"), format!("message {idx} has no string content"))),
-    };
-    Ok(ChatMessage { role, content })
+        })
+        .collect()
 }
