@@ -47,7 +47,8 @@ pub struct TurnInput {
     pub attempt: u32,
     /// The agent.
     pub spec: AgentSpec,
-    /// Documents delivered to it so far (LESS documents; recall answers as `{"recalled": engram}`).
+    /// Documents delivered to it so far (LESS documents; recall answers as `{"recalled": engram}`; what it
+    /// dereferenced as `{"dereferenced": {"pointer", "content"}}`).
     pub inbox: Vec<Arc<Value>>,
     /// The run's wire mode (scripted misbehaviour only matters where a gateway can refuse it).
     pub mode: WireMode,
@@ -188,7 +189,9 @@ impl AgentState {
                             let key = Pointer::new(r.pointer.ty(), r.pointer.reference(), r.pointer.span())
                                 .map(|p| p.to_string())
                                 .unwrap_or_default();
-                            self.seen.insert(key, r.digest);
+                            self.seen.insert(key.clone(), r.digest);
+                            // What the gateway let through is what the agent knows (an LLM agent's prompt).
+                            self.inbox.push(Arc::new(json!({ "dereferenced": { "pointer": key, "content": r.content } })));
                         }
                     }
                     Err(violation) => outcome.refusals.push(violation.code),
