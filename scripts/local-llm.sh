@@ -7,6 +7,7 @@
 #                                 print the base URL (http://127.0.0.1:$LESSRT_LLM_PORT/v1)
 #   scripts/local-llm.sh stop     stop the server started by `start` (pid file)
 #   scripts/local-llm.sh status   print the base URL if the server answers, exit 1 if not
+#   scripts/local-llm.sh installed   exit 0 if the venv and the checksum-verified model are in place, 1 if not
 #
 # Files: $LESSRT_CACHE_DIR/llm (default ~/.cache/lessrt/llm): venv/, the model, server.pid, server.log.
 # Environment: LESSRT_LLM_PORT (default 8437), LESSRT_LLM_THREADS (default 2). The server runs with
@@ -105,8 +106,11 @@ case "${1:-}" in
 start) start ;;
 stop) stop ;;
 status) healthy && echo "$base_url" || exit 1 ;;
+installed)
+    [[ -x "$dir/venv/bin/python" ]] && [[ -f "$model" ]] && [[ "$(sha256sum "$model" | cut -d' ' -f1)" == "$MODEL_SHA" ]]
+    ;;
 *)
-    echo "usage: scripts/local-llm.sh start|stop|status" >&2
+    echo "usage: scripts/local-llm.sh start|stop|status|installed" >&2
     exit 2
     ;;
 esac

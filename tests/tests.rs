@@ -2,6 +2,8 @@
 
 /// The `lessrt` command line, run as a user runs it: exit codes, output lines, JSON reports.
 mod cli;
+/// LLM agents against the real local model server, record and replay, the LLM summarizer.
+mod llm;
 /// The runtime through its actors: gateway rules, grants, the resolver, restarts.
 mod runtime;
 /// Guard tests that keep the repository honest: module docs, schemas with examples, the README's error table.

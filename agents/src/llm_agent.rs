@@ -28,8 +28,14 @@ use crate::provider::{
 const MAX_DEREF_CHARS: usize = 1_500;
 /// Engrams a report may carry (the message schema's limit).
 const MAX_REPORT_ENGRAMS: usize = 12;
-/// Engrams asked for at first (a report is a few findings).
-const DEFAULT_ENGRAMS: usize = 3;
+/// Engrams asked for at first (a report is a few findings; a small model runs out of tokens on more).
+const DEFAULT_ENGRAMS: usize = 2;
+/// Pointers per engram asked for.
+const MAX_ENGRAM_POINTERS: usize = 2;
+/// Characters of a claim asked for at first (the schema allows 500).
+const DEFAULT_CLAIM_CHARS: usize = 300;
+/// The confidences a model may choose: servers do not enforce numeric bounds, but they do enforce an enum.
+const CONFIDENCE_LEVELS: [f64; 3] = [0.5, 0.7, 0.9];
 /// Corrective retries of unusable output in a turn.
 const OUTPUT_RETRIES: u32 = 1;
 
@@ -81,7 +87,7 @@ impl LlmAgent {
     /// Writes the report of `step` with the model, or an escalation when its output stays unusable.
     async fn report(&mut self, input: &TurnInput, step: &ReportStep) -> Action {
         let known = known_pointers(&input.inbox);
-        let schema = report_schema(&known, DEFAULT_ENGRAMS, MAX_CLAIM_CHARS);
+        let schema = report_schema(&known, DEFAULT_ENGRAMS, DEFAULT_CLAIM_CHARS);
         let mut request = CompletionRequest {
             system: system_prompt(input),
             messages: vec![ChatMessage::user(user_prompt(input, step))],
@@ -191,17 +197,22 @@ impl Agent for LlmAgent {
     }
 }
 
-/// The JSON Schema a report answer must follow: a summary and 1..=`max_engrams` engrams whose kind, claim and
-/// confidence take their constraints from `schemas/engram.v0.1.json` and whose pointers are among `known`.
+/// The JSON Schema a report answer must follow: a summary and 1..=`max_engrams` engrams whose kind comes from
+/// `schemas/engram.v0.1.json`, whose confidence is one of [`CONFIDENCE_LEVELS`] within that schema's bounds, whose
+/// claim has at most `max_claim` characters and whose pointers are among `known`.
 pub fn report_schema(known: &[String], max_engrams: usize, max_claim: usize) -> Value {
     let engram = schema_document("engram.v0.1.json").unwrap_or_default();
     let kind = engram.pointer("/properties/kind").cloned().unwrap_or_else(|| json!({"type": "string"}));
-    let confidence = engram.pointer("/properties/confidence").cloned().unwrap_or_else(|| json!({"type": "number"}));
+    let bound = |name: &str, default: f64| {
+        engram.pointer(&format!("/properties/confidence/{name}")).and_then(Value::as_f64).unwrap_or(default)
+    };
+    let (low, high) = (bound("minimum", 0.0), bound("maximum", 1.0));
+    let levels: Vec<f64> = CONFIDENCE_LEVELS.into_iter().filter(|c| (low..=high).contains(c)).collect();
     let pointer = if known.is_empty() { json!({"type": "string"}) } else { json!({"enum": known}) };
     json!({
         "type": "object",
         "properties": {
-            "summary": {"type": "string", "minLength": 1, "maxLength": 400},
+            "summary": {"type": "string", "minLength": 1, "maxLength": 300},
             "engrams": {
                 "type": "array",
                 "minItems": 1,
@@ -211,8 +222,8 @@ pub fn report_schema(known: &[String], max_engrams: usize, max_claim: usize) -> 
                     "properties": {
                         "kind": kind,
                         "claim": {"type": "string", "minLength": 1, "maxLength": max_claim.min(MAX_CLAIM_CHARS)},
-                        "pointers": {"type": "array", "minItems": 1, "maxItems": 4, "items": pointer},
-                        "confidence": confidence,
+                        "pointers": {"type": "array", "minItems": 1, "maxItems": MAX_ENGRAM_POINTERS, "items": pointer},
+                        "confidence": {"enum": levels},
                     },
                     "required": ["kind", "claim", "pointers", "confidence"],
                     "additionalProperties": false,
@@ -255,7 +266,13 @@ fn read_report(value: &Value) -> (String, Vec<EngramSpec>) {
             Some(EngramSpec {
                 kind: serde_json::from_value::<EngramKind>(e.get("kind")?.clone()).ok()?,
                 claim: e.get("claim")?.as_str()?.trim().to_owned(),
-                pointers: e.get("pointers")?.as_array()?.iter().filter_map(|p| p.as_str().map(str::to_owned)).collect(),
+                // Small models repeat a pointer; each is cited once.
+                pointers: e.get("pointers")?.as_array()?.iter().filter_map(Value::as_str).fold(Vec::new(), |mut v, p| {
+                    if !v.iter().any(|q: &String| q == p) {
+                        v.push(p.to_owned());
+                    }
+                    v
+                }),
                 confidence: e.get("confidence").and_then(Value::as_f64).unwrap_or(0.8).clamp(0.0, 1.0),
                 ttl: "P7D".to_owned(),
                 scope: Scope::Run,
@@ -288,15 +305,15 @@ fn escalation(step: &ReportStep, err: &LlmError) -> Action {
 /// The limits a resend must meet, from the refusal: `(engrams, claim characters)`.
 fn tightened(violation: &Violation, n_engrams: usize) -> (usize, usize) {
     if violation.code != ErrorCode::BudgetExceeded {
-        return (n_engrams.max(1), MAX_CLAIM_CHARS);
+        return (n_engrams.max(1), DEFAULT_CLAIM_CHARS);
     }
     if violation.path == "/engrams" {
         // "N engrams; the receiver accepts at most M"
         let most = violation.message.rsplit(' ').next().and_then(|m| m.parse::<usize>().ok());
-        return (most.unwrap_or(n_engrams.saturating_sub(1)).max(1), MAX_CLAIM_CHARS);
+        return (most.unwrap_or(n_engrams.saturating_sub(1)).max(1), DEFAULT_CLAIM_CHARS);
     }
     if violation.path == "/body" {
-        return (n_engrams.max(1), MAX_CLAIM_CHARS);
+        return (n_engrams.max(1), DEFAULT_CLAIM_CHARS);
     }
     // Too many inline tokens: fewer, shorter engrams.
     (n_engrams.saturating_sub(1).max(1), 240)
@@ -389,7 +406,10 @@ fn engram_line(engram: &Value) -> String {
 
 /// A pointer (text or object form) as text without its digest: the form a model cites.
 fn pointer_text(value: &Value) -> Option<String> {
-    let pointer: Pointer = serde_json::from_value(value.clone()).ok()?;
+    let pointer = match value.as_str() {
+        Some(text) => Pointer::parse(text).ok()?,
+        None => serde_json::from_value::<Pointer>(value.clone()).ok()?,
+    };
     Pointer::new(pointer.ty(), pointer.reference(), pointer.span()).ok().map(|p| p.to_string())
 }
 

@@ -71,7 +71,7 @@ fn input() -> TurnInput {
     });
     let read = json!({"dereferenced": {"pointer": SPAN, "content": "let guard = self.map.lock();\nbackend.save().await;"}});
     TurnInput {
-        step: Step::Report(step),
+        step: Step::Report(Box::new(step)),
         attempt: 0,
         spec: AgentSpec {
             id: "rev".to_owned(),
@@ -109,7 +109,7 @@ fn schema_takes_kinds_and_bounds_from_the_engram_schema() {
     let kinds = schema.pointer("/properties/engrams/items/properties/kind/enum").expect("kind enum");
     assert!(kinds.as_array().expect("array").contains(&json!("risk")));
     assert_eq!(schema.pointer("/properties/engrams/maxItems"), Some(&json!(3)));
-    assert_eq!(schema.pointer("/properties/engrams/items/properties/confidence/maximum"), Some(&json!(1.0)));
+    assert_eq!(schema.pointer("/properties/engrams/items/properties/confidence/enum"), Some(&json!([0.5, 0.7, 0.9])));
     assert_eq!(schema.pointer("/properties/engrams/items/properties/pointers/items/enum/0"), Some(&json!(DIFF)));
 }
 
@@ -169,11 +169,11 @@ async fn a_dead_server_becomes_an_escalation() {
 
 #[tokio::test]
 async fn a_refusal_goes_back_to_the_model_with_a_tightened_schema() {
-    let model = Answers::new(&[&good(3), &good(1)]);
+    let model = Answers::new(&[&good(2), &good(1)]);
     let mut agent = agent(model.clone());
     let actions = agent.act(&input()).await;
     let violation =
-        Violation::new(ErrorCode::BudgetExceeded, "/engrams", "3 engrams; the receiver accepts at most 1".to_owned());
+        Violation::new(ErrorCode::BudgetExceeded, "/engrams", "2 engrams; the receiver accepts at most 1".to_owned());
     let resend = agent.on_rejection(&actions[0], &violation, 1).await.expect("a resend");
     assert_eq!(report_of(std::slice::from_ref(&resend)).engrams.len(), 1);
     let seen = model.seen();
