@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use less_agents::record::recorded_run;
 use less_agents::{AgentsFactory, ModelSource};
-use less_runtime::run::{RunOptions, RunReport, run_scenario};
+use less_runtime::run::{Pinned, RunOptions, RunReport, fresh_secret, run_scenario};
 use less_runtime::{ErrorCode, Scenario, WireMode};
 
 /// Arguments of `lessrt run`.
@@ -57,6 +58,19 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         (None, Some(dir)) => ModelSource::Replay(dir.clone()),
         (None, None) => ModelSource::Live,
     };
+    // Recorded and replayed runs stamp documents with the recording's start time and sign grants with its key, so
+    // both count alike.
+    let pinned = match &source {
+        ModelSource::Live => None,
+        ModelSource::Record(dir) | ModelSource::Replay(dir) => {
+            let create = matches!(source, ModelSource::Record(_));
+            let (text, secret) = recorded_run(dir, create, &less_runtime::now_rfc3339(), fresh_secret())
+                .map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
+            let parsed = time::OffsetDateTime::parse(&text, &time::format_description::well_known::Rfc3339);
+            let clock = parsed.map_err(|err| anyhow::anyhow!("{}: started_at {text:?}: {err}", dir.display()))?;
+            Some(Pinned { clock, secret })
+        }
+    };
     let modes = match args.mode {
         Some(mode) => vec![mode],
         None => vec![WireMode::Less, WireMode::Verbatim],
@@ -71,7 +85,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             println!("== {} ({} mode, {})", scenario.name, mode.as_str(), scenario.tokenizer);
         }
         let out = args.out.clone().unwrap_or_else(|| PathBuf::from("runs")).join(&scenario.name).join(mode.as_str());
-        let options = RunOptions { mode, out_dir: Some(out), trace: !args.quiet };
+        let options = RunOptions { mode, out_dir: Some(out), trace: !args.quiet, pinned };
         let factory = Arc::new(
             AgentsFactory::for_scenario(&scenario, &source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?,
         );

@@ -508,7 +508,7 @@ impl AgentState {
                     tags: (!spec.tags.is_empty()).then(|| spec.tags.clone()),
                     hash_keys: None,
                     provenance: Provenance {
-                        created_at: crate::now_rfc3339(),
+                        created_at: self.ctx.now_rfc3339(),
                         created_by: self.spec.id.clone(),
                         source: Source::Agent,
                     },

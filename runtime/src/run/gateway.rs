@@ -426,7 +426,7 @@ impl Actor for GatewayActor {
                 let _ = reply.send(state.issue_grant(&spec));
             }
             GatewayMsg::SpendCodeGrant(request, reply) => {
-                let now = time::OffsetDateTime::now_utc();
+                let now = state.ctx.now();
                 let verdict = state.grants.authorize_code(
                     &request.grant_id,
                     &state.agent_id,
@@ -697,7 +697,7 @@ impl GatewayState {
                     let Some(grant_id) = &action.grant else {
                         return self.deref_refused(&action, self.over_budget(items.len(), Some(n_tokens)));
                     };
-                    let now = time::OffsetDateTime::now_utc();
+                    let now = self.ctx.now();
                     if let Err(violation) = self.grants.authorize(grant_id, &self.agent_id, &items, now) {
                         return self.deref_refused(&action, violation);
                     }
@@ -760,7 +760,7 @@ impl GatewayState {
             ));
         }
         let ttl = Ttl::parse(&spec.ttl)?;
-        let expires = time::OffsetDateTime::now_utc() + ttl.duration();
+        let expires = self.ctx.now() + ttl.duration();
         let expires_at = expires
             .replace_nanosecond(0)
             .unwrap_or(expires)
