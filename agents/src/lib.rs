@@ -90,7 +90,10 @@ impl AgentsFactory {
                 (None, ModelSource::Record(dir)) => Arc::new(Recorder::new(live_model(&spec), dir)?),
                 (None, _) => live_model(&spec),
             };
-            models.insert(agent.id.clone(), (model, Sampling { temperature: spec.temperature, max_tokens: spec.max_tokens }));
+            models.insert(
+                agent.id.clone(),
+                (model, Sampling { temperature: spec.temperature, max_tokens: spec.max_tokens }),
+            );
         }
         Ok(AgentsFactory { models, usage: Arc::default() })
     }

@@ -21,7 +21,7 @@ use less_runtime::{
 use serde_json::{Value, json};
 
 use crate::provider::{
-    ChatMessage, CompletionModel, CompletionRequest, JsonCompletion, LlmError, OutputSchema, complete_json,
+    ChatMessage, CompletionModel, CompletionRequest, JsonCompletion, LlmError, OutputSchema, check_json,
 };
 
 /// Characters of one dereferenced text kept in a prompt.
@@ -77,11 +77,12 @@ impl LlmAgent {
     }
 
     async fn ask(&self, request: &CompletionRequest, known: &[String]) -> Result<JsonCompletion, LlmError> {
-        let result = complete_json(self.model.as_ref(), request, |value| check_report(value, known)).await;
-        if let (Ok(done), Some(sink)) = (&result, &self.usage) {
-            sink(&self.agent, &done.completion.usage);
+        let completion = self.model.complete(request).await?;
+        // Every answer costs tokens, usable or not.
+        if let Some(sink) = &self.usage {
+            sink(&self.agent, &completion.usage);
         }
-        result
+        check_json(request, completion, |value| check_report(value, known))
     }
 
     /// Writes the report of `step` with the model, or an escalation when its output stays unusable.
@@ -114,10 +115,7 @@ impl LlmAgent {
                         kind: step.kind.clone(),
                         engrams,
                         summary,
-                        paste_sources: matches!(
-                            misbehave,
-                            Some(Misbehaviour::PasteFiles | Misbehaviour::PasteTwice)
-                        ),
+                        paste_sources: matches!(misbehave, Some(Misbehaviour::PasteFiles | Misbehaviour::PasteTwice)),
                         pad_engrams: misbehave == Some(Misbehaviour::TooManyEngrams),
                         grant: step.grant.clone(),
                         repeat_offender: false,
@@ -146,7 +144,10 @@ impl LlmAgent {
         request.messages.push(ChatMessage::assistant(last.answer.clone()));
         request.messages.push(ChatMessage::user(rejection_prompt(violation)));
         let (max_engrams, max_claim) = tightened(violation, last.n_engrams);
-        request.schema = Some(OutputSchema { name: "report".to_owned(), schema: report_schema(&last.known, max_engrams, max_claim) });
+        request.schema = Some(OutputSchema {
+            name: "report".to_owned(),
+            schema: report_schema(&last.known, max_engrams, max_claim),
+        });
         match self.ask(&request, &last.known).await {
             Ok(done) => {
                 let (summary, engrams) = read_report(&done.value);
@@ -267,12 +268,15 @@ fn read_report(value: &Value) -> (String, Vec<EngramSpec>) {
                 kind: serde_json::from_value::<EngramKind>(e.get("kind")?.clone()).ok()?,
                 claim: e.get("claim")?.as_str()?.trim().to_owned(),
                 // Small models repeat a pointer; each is cited once.
-                pointers: e.get("pointers")?.as_array()?.iter().filter_map(Value::as_str).fold(Vec::new(), |mut v, p| {
-                    if !v.iter().any(|q: &String| q == p) {
-                        v.push(p.to_owned());
-                    }
-                    v
-                }),
+                pointers: e.get("pointers")?.as_array()?.iter().filter_map(Value::as_str).fold(
+                    Vec::new(),
+                    |mut v, p| {
+                        if !v.iter().any(|q: &String| q == p) {
+                            v.push(p.to_owned());
+                        }
+                        v
+                    },
+                ),
                 confidence: e.get("confidence").and_then(Value::as_f64).unwrap_or(0.8).clamp(0.0, 1.0),
                 ttl: "P7D".to_owned(),
                 scope: Scope::Run,
@@ -348,12 +352,17 @@ fn user_prompt(input: &TurnInput, step: &ReportStep) -> String {
             format!("Report the result of task {task} (status {}) to {to}.", json!(status).as_str().unwrap_or_default())
         }
         ReportKind::GateReport { gate_id, status, .. } => {
-            format!("Report gate {gate_id} (status {}) to {to}: the decision and why.", json!(status).as_str().unwrap_or_default())
+            format!(
+                "Report gate {gate_id} (status {}) to {to}: the decision and why.",
+                json!(status).as_str().unwrap_or_default()
+            )
         }
         ReportKind::Escalation { reason, .. } => format!("Escalate to {to}: {reason}"),
         ReportKind::Question { question, .. } => format!("Ask {to}: {question}"),
     };
-    text.push_str(&format!("\n# Task\n{task} List your findings as engrams: a risk for each problem found, citing the exact pointers.\n"));
+    text.push_str(&format!(
+        "\n# Task\n{task} List your findings as engrams: a risk for each problem found, citing the exact pointers.\n"
+    ));
     text
 }
 

@@ -124,7 +124,9 @@ pub enum LlmError {
         body: String,
     },
     /// The server could not be reached on any attempt.
-    #[error("cannot reach the model server after {attempts} attempts ({message}): start it (scripts/local-llm.sh start) or fix base_url")]
+    #[error(
+        "cannot reach the model server after {attempts} attempts ({message}): start it (scripts/local-llm.sh start) or fix base_url"
+    )]
     Unreachable {
         /// Attempts made.
         attempts: u32,
@@ -158,7 +160,9 @@ pub enum LlmError {
         violations: Vec<String>,
     },
     /// Replay found no recorded exchange for a request.
-    #[error("no recorded exchange {key} in {dir}: record it again with `lessrt run --record {dir}` against a live server")]
+    #[error(
+        "no recorded exchange {key} in {dir}: record it again with `lessrt run --record {dir}` against a live server"
+    )]
     ReplayMissing {
         /// The request's key (file stem).
         key: String,
@@ -227,7 +231,15 @@ pub async fn complete_json(
     request: &CompletionRequest,
     check: impl Fn(&Value) -> Vec<String>,
 ) -> Result<JsonCompletion, LlmError> {
-    let completion = model.complete(request).await?;
+    check_json(request, model.complete(request).await?, check)
+}
+
+/// [`complete_json`]'s checks of a completion already made.
+pub fn check_json(
+    request: &CompletionRequest,
+    completion: Completion,
+    check: impl Fn(&Value) -> Vec<String>,
+) -> Result<JsonCompletion, LlmError> {
     let value: Value = serde_json::from_str(completion.text.trim()).map_err(|err| LlmError::OutputNotJson {
         message: match completion.finish_reason.as_deref() {
             Some("length") => format!("{err}; generation stopped at max_tokens"),
@@ -241,7 +253,11 @@ pub async fn complete_json(
     if violations.is_empty() {
         violations = check(&value);
     }
-    if violations.is_empty() { Ok(JsonCompletion { value, completion }) } else { Err(LlmError::OutputInvalid { violations }) }
+    if violations.is_empty() {
+        Ok(JsonCompletion { value, completion })
+    } else {
+        Err(LlmError::OutputInvalid { violations })
+    }
 }
 
 /// Violations of `schema` by `value`, as `path: message` (empty if valid or if the schema does not compile).

@@ -40,7 +40,8 @@ pub fn recorded_run(dir: &Path, create: bool, now: &str, secret: [u8; 32]) -> Re
         Ok(text) => {
             let doc: Value = serde_json::from_str(&text).map_err(|err| io(err.to_string()))?;
             let field = |name: &str| doc.get(name).and_then(Value::as_str).ok_or_else(|| io(format!("no {name}")));
-            let secret = blake3::Hash::from_hex(field("run_secret")?).map_err(|err| io(format!("run_secret: {err}")))?;
+            let secret =
+                blake3::Hash::from_hex(field("run_secret")?).map_err(|err| io(format!("run_secret: {err}")))?;
             Ok((field("started_at")?.to_owned(), *secret.as_bytes()))
         }
         Err(err) if err.kind() == std::io::ErrorKind::NotFound && create => {

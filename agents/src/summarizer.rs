@@ -36,7 +36,9 @@ impl LlmSummarizer {
     /// The request for one level of one node.
     pub fn request(&self, input: &SummaryInput<'_>, level: Level, target_tokens: u32) -> CompletionRequest {
         let keep = match input.kind {
-            NodeKind::Session => "what was done, found and decided in this session, with names of files, commands and errors",
+            NodeKind::Session => {
+                "what was done, found and decided in this session, with names of files, commands and errors"
+            }
             NodeKind::Arc => "the decisions and outcomes across these session summaries; drop step-by-step detail",
             NodeKind::Epoch => "the architecture, pivots and standing constraints across these summaries",
         };
@@ -44,7 +46,9 @@ impl LlmSummarizer {
         let words = (target_tokens * 3 / 4).max(8);
         let how = match level {
             Level::Normal => format!("Keep {keep}. Write at most {words} words."),
-            Level::Aggressive => format!("Keep only the essentials of {keep}, as terse bullets. Write at most {words} words."),
+            Level::Aggressive => {
+                format!("Keep only the essentials of {keep}, as terse bullets. Write at most {words} words.")
+            }
         };
         let mut items = String::new();
         for item in input.items {

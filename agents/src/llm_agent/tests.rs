@@ -69,7 +69,8 @@ fn input() -> TurnInput {
         "brief_id": "lead-m1", "from": "lead", "what_matters_now": ["Check the lock rules."],
         "constraints": ["Cite spans."], "top_risks": [], "pointer_packs": {"reviewer": [DIFF]}, "budgets": {}, "grants": [],
     });
-    let read = json!({"dereferenced": {"pointer": SPAN, "content": "let guard = self.map.lock();\nbackend.save().await;"}});
+    let read =
+        json!({"dereferenced": {"pointer": SPAN, "content": "let guard = self.map.lock();\nbackend.save().await;"}});
     TurnInput {
         step: Step::Report(Box::new(step)),
         attempt: 0,
@@ -164,7 +165,9 @@ async fn output_unusable_after_the_retry_becomes_an_escalation() {
 async fn a_dead_server_becomes_an_escalation() {
     let mut agent = agent(Answers::new(&[]));
     let actions = agent.act(&input()).await;
-    assert!(matches!(&report_of(&actions).kind, ReportKind::Escalation { reason, .. } if reason.starts_with("LLM_SERVER_ERROR")));
+    assert!(
+        matches!(&report_of(&actions).kind, ReportKind::Escalation { reason, .. } if reason.starts_with("LLM_SERVER_ERROR"))
+    );
 }
 
 #[tokio::test]

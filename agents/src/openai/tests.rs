@@ -189,10 +189,8 @@ async fn schema_violating_output_is_reported_with_paths() {
 async fn unreachable_server_after_retries() {
     // Bind then drop: nothing listens on the port any more.
     let port = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-    let err = client(&format!("http://127.0.0.1:{port}/v1"), 1, 2_000)
-        .complete(&request(None))
-        .await
-        .expect_err("refused");
+    let err =
+        client(&format!("http://127.0.0.1:{port}/v1"), 1, 2_000).complete(&request(None)).await.expect_err("refused");
     assert!(matches!(&err, LlmError::Unreachable { attempts: 2, .. }), "{err:?}");
     assert_eq!(err.code(), "LLM_UNREACHABLE");
 }

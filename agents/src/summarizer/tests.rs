@@ -52,7 +52,11 @@ fn prompts_say_what_to_keep_by_depth_and_level() {
     let items = items();
     let input = SummaryInput { kind: NodeKind::Arc, project: "p", session: None, items: &items };
     let normal = summarizer.request(&input, Level::Normal, 100);
-    assert!(normal.system.contains("decisions and outcomes") && normal.system.contains("75 words"), "{}", normal.system);
+    assert!(
+        normal.system.contains("decisions and outcomes") && normal.system.contains("75 words"),
+        "{}",
+        normal.system
+    );
     assert_eq!(normal.max_tokens, 100);
     let aggressive = summarizer.request(&input, Level::Aggressive, 50);
     assert!(aggressive.system.contains("terse bullets"));

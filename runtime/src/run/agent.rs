@@ -191,7 +191,8 @@ impl AgentState {
                                 .unwrap_or_default();
                             self.seen.insert(key.clone(), r.digest);
                             // What the gateway let through is what the agent knows (an LLM agent's prompt).
-                            self.inbox.push(Arc::new(json!({ "dereferenced": { "pointer": key, "content": r.content } })));
+                            self.inbox
+                                .push(Arc::new(json!({ "dereferenced": { "pointer": key, "content": r.content } })));
                         }
                     }
                     Err(violation) => outcome.refusals.push(violation.code),
