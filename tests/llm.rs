@@ -150,7 +150,7 @@ fn the_committed_recording_replays_without_a_server() {
     let json = dir.path().join("report.json");
     let text =
         run_ok(&["run", &scenario, "--replay", &recording, "--out", &out, "--json", &json.display().to_string()]);
-    assert!(text.contains("PASS rejected_then_resent"), "{text}");
+    assert!(text.contains("PASS concurrency-reviewer rejected then resent"), "{text}");
     check_ledger(&ledger(dir.path(), "less"));
     let expected = read_json(&root().join("scenarios/recordings/uc3-review-llm.report.json"));
     assert_eq!(read_json(&json), expected, "the replay reports what the recorded run reported");
