@@ -17,7 +17,7 @@ def main() -> None:
     params.model.path = model
     params.hostnames = ["127.0.0.1"]
     params.port = port
-    params.n_ctx = 4096
+    params.n_ctx = 8192
     params.n_parallel = 1
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads

@@ -368,7 +368,13 @@ fn user_prompt(input: &TurnInput, step: &ReportStep) -> String {
 
 /// One delivered document as prompt text.
 fn describe(doc: &Value, text: &mut String) {
-    if let Some(read) = doc.get("dereferenced") {
+    if let Some(wire) = doc.get("verbatim").and_then(Value::as_str) {
+        // The verbatim baseline: the model reads what was sent, pasted files and all.
+        let inner = doc.get("doc").unwrap_or(&Value::Null);
+        let from = inner.get("from").and_then(Value::as_str).unwrap_or_default();
+        let what = inner.get("type").and_then(Value::as_str).unwrap_or("brief");
+        text.push_str(&format!("\n# {what} from {from}\n{}\n", wire.trim_end()));
+    } else if let Some(read) = doc.get("dereferenced") {
         let pointer = read.get("pointer").and_then(Value::as_str).unwrap_or_default();
         let content = read.get("content").and_then(Value::as_str).unwrap_or_default();
         let mut cut: String = content.chars().take(MAX_DEREF_CHARS).collect();
@@ -434,6 +440,7 @@ pub fn known_pointers(inbox: &[Arc<Value>]) -> Vec<String> {
         }
     };
     for doc in inbox {
+        let doc = doc.get("verbatim").and(doc.get("doc")).unwrap_or(doc);
         if let Some(read) = doc.get("dereferenced") {
             add(read.get("pointer").and_then(Value::as_str).map(str::to_owned));
         }

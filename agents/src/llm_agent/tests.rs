@@ -194,3 +194,19 @@ async fn scripted_steps_other_than_reports_are_carried_out_as_written() {
     input.step = Step::Promote { agent: "rev".to_owned(), subject: "s".to_owned(), to: Scope::Project };
     assert!(matches!(agent.act(&input).await.as_slice(), [Action::Promote { .. }]));
 }
+
+#[tokio::test]
+async fn in_the_verbatim_baseline_the_prompt_is_what_was_sent() {
+    let model = Answers::new(&[&good(1)]);
+    let mut agent = agent(model.clone());
+    let mut input = input();
+    input.mode = WireMode::Verbatim;
+    let brief = (*input.inbox[0]).clone();
+    let wire = "Brief from lead to rev.\n\n# File src/store.rs\npub struct Store { PASTED WHOLE FILE }";
+    input.inbox[0] = Arc::new(json!({"verbatim": wire, "doc": brief}));
+    assert_eq!(known_pointers(&input.inbox), vec![DIFF.to_owned(), SPAN.to_owned()]);
+    agent.act(&input).await;
+    let prompt = model.seen()[0].messages[0].content.clone();
+    assert!(prompt.contains("PASTED WHOLE FILE"), "{prompt}");
+    assert!(!prompt.contains("Check the lock rules."), "the document is not restated beside its wire text: {prompt}");
+}

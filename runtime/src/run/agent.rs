@@ -48,7 +48,8 @@ pub struct TurnInput {
     /// The agent.
     pub spec: AgentSpec,
     /// Documents delivered to it so far (LESS documents; recall answers as `{"recalled": engram}`; what it
-    /// dereferenced as `{"dereferenced": {"pointer", "content"}}`).
+    /// dereferenced as `{"dereferenced": {"pointer", "content"}}`; in the verbatim baseline a delivered message is
+    /// `{"verbatim": wire text, "doc": document}`).
     pub inbox: Vec<Arc<Value>>,
     /// The run's wire mode (scripted misbehaviour only matters where a gateway can refuse it).
     pub mode: WireMode,

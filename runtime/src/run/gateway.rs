@@ -577,9 +577,15 @@ impl GatewayState {
         self.ctx.archive(&envelope.from, content);
     }
 
-    /// Hands a delivered document to the agent and remembers it for a restart.
+    /// Hands a delivered document to the agent and remembers it for a restart. In the verbatim baseline the agent
+    /// gets what was on the wire too (`{"verbatim": text, "doc": document}`): an LLM agent reads what it was sent.
     fn forward(&mut self, envelope: Envelope) {
-        let doc = Arc::new(envelope.doc);
+        let doc = match self.ctx.mode {
+            WireMode::Verbatim if !envelope.wire.is_empty() => {
+                Arc::new(serde_json::json!({ "verbatim": envelope.wire, "doc": envelope.doc }))
+            }
+            _ => Arc::new(envelope.doc),
+        };
         self.memory.inbox.push(doc.clone());
         if let Some(agent) = &self.agent {
             agent.send_message(AgentMsg::Inbox(doc)).ok();
