@@ -88,6 +88,11 @@ fn check_ledger(events: &[Value]) {
         }
     }
     assert!(n_model_engrams >= 3, "the three reviewers' engrams come from the model: {n_model_engrams}");
+    for reviewer in ["correctness-reviewer", "concurrency-reviewer", "test-impact-reviewer"] {
+        let usage = events.iter().find(|e| e["event"] == "model_usage" && e["agent"] == reviewer);
+        let prompt = usage.and_then(|e| e["prompt_tokens"].as_u64()).unwrap_or(0);
+        assert!(prompt > 0, "the ledger records {reviewer}'s model usage (provider's count)");
+    }
     let from = |e: &&Value| e["from"] == "concurrency-reviewer";
     let rejected = events.iter().filter(from).position(|e| e["event"] == "rejected").expect("a refusal");
     let resent = events.iter().filter(from).position(|e| e["event"] == "resent").expect("a resend");

@@ -13,7 +13,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use less_runtime::run::{Action, Agent, AgentFuture, ReportAction, TurnInput};
+use less_runtime::run::{Action, Agent, AgentFuture, ModelUsage, ReportAction, TurnInput};
 use less_runtime::{
     EngramKind, EngramSpec, ErrorCode, MAX_CLAIM_CHARS, Misbehaviour, Pointer, ReportKind, ReportStep, Scope, Severity,
     Step, Violation, WireMode, schema_document,
@@ -60,6 +60,8 @@ pub struct LlmAgent {
     agent: String,
     /// The last report conversation, for a resend after a refusal.
     last: Option<Conversation>,
+    /// Spent since the last `take_usage`.
+    spent: ModelUsage,
 }
 
 /// A report exchange kept for a resend.
@@ -73,11 +75,14 @@ struct Conversation {
 impl LlmAgent {
     /// An agent asking `model`.
     pub fn new(agent: &str, model: Arc<dyn CompletionModel>, sampling: Sampling, usage: Option<UsageSink>) -> LlmAgent {
-        LlmAgent { model, sampling, usage, agent: agent.to_owned(), last: None }
+        LlmAgent { model, sampling, usage, agent: agent.to_owned(), last: None, spent: ModelUsage::default() }
     }
 
-    async fn ask(&self, request: &CompletionRequest, known: &[String]) -> Result<JsonCompletion, LlmError> {
+    async fn ask(&mut self, request: &CompletionRequest, known: &[String]) -> Result<JsonCompletion, LlmError> {
         let completion = self.model.complete(request).await?;
+        self.spent.calls += 1;
+        self.spent.prompt_tokens += completion.usage.prompt_tokens;
+        self.spent.completion_tokens += completion.usage.completion_tokens;
         // Every answer costs tokens, usable or not.
         if let Some(sink) = &self.usage {
             sink(&self.agent, &completion.usage);
@@ -195,6 +200,10 @@ impl Agent for LlmAgent {
         _attempt: u32,
     ) -> AgentFuture<'a, Option<Action>> {
         Box::pin(async move { self.resend(action, violation).await })
+    }
+
+    fn take_usage(&mut self) -> ModelUsage {
+        std::mem::take(&mut self.spent)
     }
 }
 

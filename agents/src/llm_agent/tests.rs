@@ -134,6 +134,9 @@ async fn report_comes_from_the_model_and_the_prompt_from_the_inbox_only() {
     assert!(prompt.contains("Check the lock rules.") && prompt.contains("backend.save().await"), "{prompt}");
     assert!(!prompt.contains("SCRIPTED"), "the step's scripted answer leaked into the prompt: {prompt}");
     assert!(seen[0].schema.is_some());
+    let spent = agent.take_usage();
+    assert_eq!((spent.calls, spent.prompt_tokens, spent.completion_tokens), (1, 10, 5));
+    assert_eq!(agent.take_usage(), ModelUsage::default(), "usage is handed over once");
 }
 
 #[tokio::test]

@@ -67,6 +67,22 @@ pub trait Agent: Send + Sync + 'static {
         violation: &'a Violation,
         attempt: u32,
     ) -> AgentFuture<'a, Option<Action>>;
+
+    /// What the agent's model spent since the last call, as its provider counted it (none for agents without one).
+    fn take_usage(&mut self) -> ModelUsage {
+        ModelUsage::default()
+    }
+}
+
+/// Tokens a model spent, as its provider counted them; the ledger records them beside the runtime's own counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelUsage {
+    /// Completions.
+    pub calls: u64,
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Generated tokens.
+    pub completion_tokens: u64,
 }
 
 /// Builds agents (again, after a restart).
@@ -172,6 +188,15 @@ impl Actor for AgentActor {
                 let mut outcome = ActOutcome::default();
                 for action in actions {
                     state.perform(action, &mut outcome).await;
+                }
+                let usage = state.agent.take_usage();
+                if usage.calls > 0 {
+                    state.ctx.record(Event::ModelUsage {
+                        agent: state.spec.id.clone(),
+                        calls: usage.calls,
+                        prompt_tokens: usage.prompt_tokens,
+                        completion_tokens: usage.completion_tokens,
+                    });
                 }
                 let _ = reply.send(outcome);
             }

@@ -33,7 +33,7 @@ use crate::run::ledger::{Event, LedgerMsg};
 use crate::run::resolver_actor::ResolverMsg;
 use crate::scenario::{Scenario, WireMode};
 
-pub use agent::{Agent, AgentFactory, AgentFuture, TurnInput};
+pub use agent::{Agent, AgentFactory, AgentFuture, ModelUsage, TurnInput};
 pub use report::{CheckResult, RoleReport, RunReport, TokenStats};
 pub use supervisor::{LocalRun, Pinned, RunOptions, run_scenario};
 pub use wire::{Action, BriefAction, DerefAction, Envelope, EnvelopeKind, ReportAction};
