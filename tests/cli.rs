@@ -461,9 +461,17 @@ fn run_refuses_bad_scenarios_with_the_documented_exit_codes() {
     assert!(stdout(&output).starts_with("LESS_POINTER_INVALID\t"), "{}", stdout(&output));
     let llm = dir.path().join("llm.toml");
     std::fs::write(&llm, "name = \"x\"\n[[agents]]\nid = \"a\"\nrole = \"a\"\nkind = \"llm\"\n").expect("write");
-    let output = lessrt(&["run", &llm.display().to_string()]);
+    let missing = dir.path().join("no-recording");
+    let output = lessrt(&["run", &llm.display().to_string(), "--replay", &missing.display().to_string()]);
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).contains("kind = \"scripted\""), "{}", stderr(&output));
+    assert!(stderr(&output).contains("LLM_RECORDING_IO"), "{}", stderr(&output));
+    let bad_llm = dir.path().join("bad-llm.toml");
+    let text =
+        "name = \"x\"\n[[agents]]\nid = \"a\"\nrole = \"a\"\nkind = \"llm\"\n[agents.llm]\nbase_url = \"ftp://x\"\n";
+    std::fs::write(&bad_llm, text).expect("write");
+    let output = lessrt(&["run", &bad_llm.display().to_string()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stdout(&output).contains("/agents/0/llm/base_url"), "{}", stdout(&output));
 }
 
 /// A put acknowledged on stdout survives the process being killed right after the acknowledgement.

@@ -4,6 +4,8 @@
 mod cli;
 /// `lessrt compact` and `lessrt eval context`: the context ledger from the command line.
 mod context;
+/// LLM agents against the real local model server, record and replay, the LLM summarizer.
+mod llm;
 /// The runtime through its actors: gateway rules, grants, the resolver, restarts.
 mod runtime;
 /// Guard tests that keep the repository honest: module docs, schemas with examples, the README's error table.

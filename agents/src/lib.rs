@@ -3,6 +3,29 @@
 //! The runtime (`less-runtime`) defines the [`Agent`] seam and knows no concrete agent or LLM provider; this crate
 //! depends on it and provides the agents. [`ScriptedAgent`] follows the scenario's steps, including its scripted
 //! misbehaviour (pasting files, too many engrams, a panic). The root `lessrt` binary wires the two together.
+//!
+//! LLM-backed agents: [`provider`] is the provider-neutral completion seam, [`openai`] its OpenAI-compatible
+//! implementation, [`record`] records and replays exchanges, [`llm_agent`] is the agent, [`summarizer`] the DAG's
+//! LLM-backed summarizer. [`AgentsFactory`] builds
+//! the agent each scenario entry asks for (`kind = "scripted"` or `"llm"`).
+
+pub mod llm_agent;
+pub mod openai;
+pub mod provider;
+pub mod record;
+pub mod summarizer;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use less_runtime::{AgentKind, LlmSpec, Scenario};
+
+use crate::llm_agent::{LlmAgent, Sampling, UsageSink};
+use crate::openai::{OpenAiCompatible, OpenAiConfig};
+use crate::provider::{CompletionModel, LlmError, Usage};
+use crate::record::{Recorder, Replayer};
 
 use less_runtime::run::{Action, Agent, AgentFactory, AgentFuture, BriefAction, DerefAction, ReportAction, TurnInput};
 use less_runtime::{AgentSpec, Misbehaviour, Step, Violation, WireMode};
@@ -18,6 +41,95 @@ pub struct ScriptedFactory;
 impl AgentFactory for ScriptedFactory {
     fn make(&self, _spec: &AgentSpec) -> Box<dyn Agent> {
         Box::new(ScriptedAgent)
+    }
+}
+
+/// Overrides every `llm` agent's `base_url` (e.g. a server on another port).
+pub const BASE_URL_ENV: &str = "LESSRT_LLM_BASE_URL";
+
+/// Where LLM agents get their answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelSource {
+    /// The live endpoint of each agent.
+    Live,
+    /// The live endpoint, every exchange written to the directory.
+    Record(PathBuf),
+    /// The directory's exchanges; no server.
+    Replay(PathBuf),
+}
+
+/// Calls and tokens a model spent for one agent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UsageTotals {
+    /// Completions.
+    pub calls: u64,
+    /// Prompt tokens (the provider's count).
+    pub prompt_tokens: u64,
+    /// Generated tokens (the provider's count).
+    pub completion_tokens: u64,
+}
+
+/// Builds a [`ScriptedAgent`] or an [`LlmAgent`] for each agent, as its `kind` says.
+pub struct AgentsFactory {
+    models: HashMap<String, (Arc<dyn CompletionModel>, Sampling)>,
+    usage: Arc<Mutex<BTreeMap<String, UsageTotals>>>,
+}
+
+impl AgentsFactory {
+    /// Models for every `llm` agent of `scenario`, from `source`.
+    pub fn for_scenario(scenario: &Scenario, source: &ModelSource) -> Result<AgentsFactory, LlmError> {
+        let replay = match source {
+            ModelSource::Replay(dir) => Some(Arc::new(Replayer::new(dir)?) as Arc<dyn CompletionModel>),
+            _ => None,
+        };
+        let mut models = HashMap::new();
+        for agent in scenario.agents.iter().filter(|a| a.kind == AgentKind::Llm) {
+            let spec = agent.llm.clone().unwrap_or_default();
+            let model: Arc<dyn CompletionModel> = match (&replay, source) {
+                (Some(replay), _) => replay.clone(),
+                (None, ModelSource::Record(dir)) => Arc::new(Recorder::new(live_model(&spec), dir)?),
+                (None, _) => live_model(&spec),
+            };
+            models.insert(
+                agent.id.clone(),
+                (model, Sampling { temperature: spec.temperature, max_tokens: spec.max_tokens }),
+            );
+        }
+        Ok(AgentsFactory { models, usage: Arc::default() })
+    }
+
+    /// Model usage so far, by agent id.
+    pub fn usage(&self) -> BTreeMap<String, UsageTotals> {
+        self.usage.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+/// The OpenAI-compatible client `spec` describes (`LESSRT_LLM_BASE_URL` overriding its base URL).
+pub fn live_model(spec: &LlmSpec) -> Arc<dyn CompletionModel> {
+    let base_url = std::env::var(BASE_URL_ENV).ok().filter(|u| !u.is_empty()).unwrap_or_else(|| spec.base_url.clone());
+    let mut config = OpenAiConfig::new(base_url, spec.model.clone());
+    config.api_key_env = spec.api_key_env.clone();
+    config.timeout = Duration::from_secs(spec.timeout_secs);
+    config.retries = spec.retries;
+    Arc::new(OpenAiCompatible::new(config))
+}
+
+impl AgentFactory for AgentsFactory {
+    fn make(&self, spec: &AgentSpec) -> Box<dyn Agent> {
+        match self.models.get(&spec.id) {
+            Some((model, sampling)) => {
+                let book = self.usage.clone();
+                let sink: UsageSink = Arc::new(move |agent: &str, usage: &Usage| {
+                    let mut book = book.lock().unwrap_or_else(PoisonError::into_inner);
+                    let totals = book.entry(agent.to_owned()).or_default();
+                    totals.calls += 1;
+                    totals.prompt_tokens += usage.prompt_tokens;
+                    totals.completion_tokens += usage.completion_tokens;
+                });
+                Box::new(LlmAgent::new(&spec.id, model.clone(), *sampling, Some(sink)))
+            }
+            None => Box::new(ScriptedAgent),
+        }
     }
 }
 

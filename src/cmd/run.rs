@@ -1,13 +1,15 @@
 //! `lessrt run SCENARIO`: run a scenario through the actor tree, print the live trace, the per-role table and the
-//! checks; exit 0 iff every check passes.
+//! checks; exit 0 iff every check passes. `llm` agents ask their model live, or with `--record DIR` live while
+//! writing every exchange to DIR, or with `--replay DIR` from such a recording with no server.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use less_agents::ScriptedFactory;
-use less_runtime::run::{RunOptions, RunReport, run_scenario};
-use less_runtime::{AgentKind, ErrorCode, Scenario, WireMode};
+use less_agents::record::recorded_run;
+use less_agents::{AgentsFactory, ModelSource};
+use less_runtime::run::{Pinned, RunOptions, RunReport, fresh_secret, run_scenario};
+use less_runtime::{ErrorCode, Scenario, WireMode};
 
 /// Arguments of `lessrt run`.
 #[derive(Debug, clap::Args)]
@@ -26,6 +28,12 @@ pub(crate) struct Args {
     /// Where ledger.jsonl and audit.log go: DIR/<scenario>/<mode>/ (default DIR: runs).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Record every model exchange of the `llm` agents in this directory.
+    #[arg(long, value_name = "DIR", conflicts_with = "replay")]
+    record: Option<PathBuf>,
+    /// Answer the `llm` agents from a recording made with --record, without a server.
+    #[arg(long, value_name = "DIR")]
+    replay: Option<PathBuf>,
 }
 
 fn parse_mode(text: &str) -> Result<WireMode, String> {
@@ -45,14 +53,24 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(if unusable { 2 } else { 1 }));
         }
     };
-    // The seam is in place (`Agent`, `AgentFactory`), but no LLM-backed agent ships yet: refuse rather than run an
-    // `llm` agent as a scripted one.
-    if let Some(agent) = scenario.agents.iter().find(|a| a.kind == AgentKind::Llm) {
-        anyhow::bail!(
-            "agent {:?} has kind = \"llm\", and this build runs scripted agents only; set kind = \"scripted\" (LLM agents arrive with the LLM-agents issue)",
-            agent.id
-        );
-    }
+    let source = match (&args.record, &args.replay) {
+        (Some(dir), _) => ModelSource::Record(dir.clone()),
+        (None, Some(dir)) => ModelSource::Replay(dir.clone()),
+        (None, None) => ModelSource::Live,
+    };
+    // Recorded and replayed runs stamp documents with the recording's start time and sign grants with its key, so
+    // both count alike.
+    let pinned = match &source {
+        ModelSource::Live => None,
+        ModelSource::Record(dir) | ModelSource::Replay(dir) => {
+            let create = matches!(source, ModelSource::Record(_));
+            let (text, secret) = recorded_run(dir, create, &less_runtime::now_rfc3339(), fresh_secret())
+                .map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
+            let parsed = time::OffsetDateTime::parse(&text, &time::format_description::well_known::Rfc3339);
+            let clock = parsed.map_err(|err| anyhow::anyhow!("{}: started_at {text:?}: {err}", dir.display()))?;
+            Some(Pinned { clock, secret })
+        }
+    };
     let modes = match args.mode {
         Some(mode) => vec![mode],
         None => vec![WireMode::Less, WireMode::Verbatim],
@@ -67,11 +85,20 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             println!("== {} ({} mode, {})", scenario.name, mode.as_str(), scenario.tokenizer);
         }
         let out = args.out.clone().unwrap_or_else(|| PathBuf::from("runs")).join(&scenario.name).join(mode.as_str());
-        let options = RunOptions { mode, out_dir: Some(out), trace: !args.quiet };
+        let options = RunOptions { mode, out_dir: Some(out), trace: !args.quiet, pinned };
+        let factory = Arc::new(
+            AgentsFactory::for_scenario(&scenario, &source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?,
+        );
         let report = runtime
-            .block_on(run_scenario(scenario.clone(), Arc::new(ScriptedFactory), options))
+            .block_on(run_scenario(scenario.clone(), factory.clone(), options))
             .map_err(|v| anyhow::anyhow!("{v}"))?;
         print_report(&report);
+        for (agent, usage) in factory.usage() {
+            println!(
+                "model usage {agent}: {} calls, {} prompt + {} completion tokens (provider's count)",
+                usage.calls, usage.prompt_tokens, usage.completion_tokens
+            );
+        }
         reports.push(report);
     }
     if reports.len() == 2 {

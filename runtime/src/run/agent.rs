@@ -47,7 +47,9 @@ pub struct TurnInput {
     pub attempt: u32,
     /// The agent.
     pub spec: AgentSpec,
-    /// Documents delivered to it so far (LESS documents; recall answers as `{"recalled": engram}`).
+    /// Documents delivered to it so far (LESS documents; recall answers as `{"recalled": engram}`; what it
+    /// dereferenced as `{"dereferenced": {"pointer", "content"}}`; in the verbatim baseline a delivered message is
+    /// `{"verbatim": wire text, "doc": document}`).
     pub inbox: Vec<Arc<Value>>,
     /// The run's wire mode (scripted misbehaviour only matters where a gateway can refuse it).
     pub mode: WireMode,
@@ -65,6 +67,22 @@ pub trait Agent: Send + Sync + 'static {
         violation: &'a Violation,
         attempt: u32,
     ) -> AgentFuture<'a, Option<Action>>;
+
+    /// What the agent's model spent since the last call, as its provider counted it (none for agents without one).
+    fn take_usage(&mut self) -> ModelUsage {
+        ModelUsage::default()
+    }
+}
+
+/// Tokens a model spent, as its provider counted them; the ledger records them beside the runtime's own counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelUsage {
+    /// Completions.
+    pub calls: u64,
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Generated tokens.
+    pub completion_tokens: u64,
 }
 
 /// Builds agents (again, after a restart).
@@ -171,6 +189,15 @@ impl Actor for AgentActor {
                 for action in actions {
                     state.perform(action, &mut outcome).await;
                 }
+                let usage = state.agent.take_usage();
+                if usage.calls > 0 {
+                    state.ctx.record(Event::ModelUsage {
+                        agent: state.spec.id.clone(),
+                        calls: usage.calls,
+                        prompt_tokens: usage.prompt_tokens,
+                        completion_tokens: usage.completion_tokens,
+                    });
+                }
                 let _ = reply.send(outcome);
             }
         }
@@ -188,7 +215,10 @@ impl AgentState {
                             let key = Pointer::new(r.pointer.ty(), r.pointer.reference(), r.pointer.span())
                                 .map(|p| p.to_string())
                                 .unwrap_or_default();
-                            self.seen.insert(key, r.digest);
+                            self.seen.insert(key.clone(), r.digest);
+                            // What the gateway let through is what the agent knows (an LLM agent's prompt).
+                            self.inbox
+                                .push(Arc::new(json!({ "dereferenced": { "pointer": key, "content": r.content } })));
                         }
                     }
                     Err(violation) => outcome.refusals.push(violation.code),
@@ -505,7 +535,7 @@ impl AgentState {
                     tags: (!spec.tags.is_empty()).then(|| spec.tags.clone()),
                     hash_keys: None,
                     provenance: Provenance {
-                        created_at: crate::now_rfc3339(),
+                        created_at: self.ctx.now_rfc3339(),
                         created_by: self.spec.id.clone(),
                         source: Source::Agent,
                     },

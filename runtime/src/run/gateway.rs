@@ -426,7 +426,7 @@ impl Actor for GatewayActor {
                 let _ = reply.send(state.issue_grant(&spec));
             }
             GatewayMsg::SpendCodeGrant(request, reply) => {
-                let now = time::OffsetDateTime::now_utc();
+                let now = state.ctx.now();
                 let verdict = state.grants.authorize_code(
                     &request.grant_id,
                     &state.agent_id,
@@ -577,9 +577,15 @@ impl GatewayState {
         self.ctx.archive(&envelope.from, content);
     }
 
-    /// Hands a delivered document to the agent and remembers it for a restart.
+    /// Hands a delivered document to the agent and remembers it for a restart. In the verbatim baseline the agent
+    /// gets what was on the wire too (`{"verbatim": text, "doc": document}`): an LLM agent reads what it was sent.
     fn forward(&mut self, envelope: Envelope) {
-        let doc = Arc::new(envelope.doc);
+        let doc = match self.ctx.mode {
+            WireMode::Verbatim if !envelope.wire.is_empty() => {
+                Arc::new(serde_json::json!({ "verbatim": envelope.wire, "doc": envelope.doc }))
+            }
+            _ => Arc::new(envelope.doc),
+        };
         self.memory.inbox.push(doc.clone());
         if let Some(agent) = &self.agent {
             agent.send_message(AgentMsg::Inbox(doc)).ok();
@@ -697,7 +703,7 @@ impl GatewayState {
                     let Some(grant_id) = &action.grant else {
                         return self.deref_refused(&action, self.over_budget(items.len(), Some(n_tokens)));
                     };
-                    let now = time::OffsetDateTime::now_utc();
+                    let now = self.ctx.now();
                     if let Err(violation) = self.grants.authorize(grant_id, &self.agent_id, &items, now) {
                         return self.deref_refused(&action, violation);
                     }
@@ -760,7 +766,7 @@ impl GatewayState {
             ));
         }
         let ttl = Ttl::parse(&spec.ttl)?;
-        let expires = time::OffsetDateTime::now_utc() + ttl.duration();
+        let expires = self.ctx.now() + ttl.duration();
         let expires_at = expires
             .replace_nanosecond(0)
             .unwrap_or(expires)

@@ -116,6 +116,13 @@ pub enum Event {
         agent: String,
         reason: String,
     },
+    /// What an agent's model spent in one turn, as its provider counted it (beside the runtime's own counts).
+    ModelUsage {
+        agent: String,
+        calls: u64,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+    },
     AgentDown {
         agent: String,
         reason: String,
@@ -175,6 +182,13 @@ impl Event {
                 ),
             ],
             Event::Restart { agent, .. } => vec![agent.clone(), "restart".into(), String::new()],
+            Event::ModelUsage { agent, calls, prompt_tokens, completion_tokens } => {
+                vec![
+                    agent.clone(),
+                    "model".into(),
+                    format!("calls={calls}\tprompt={prompt_tokens}\tcompletion={completion_tokens}"),
+                ]
+            }
             Event::AgentDown { agent, .. } => vec![agent.clone(), "down".into(), String::new()],
             Event::Step { index, agent, action } => vec![agent.clone(), "step".into(), format!("{index}:{action}")],
         };
@@ -237,6 +251,9 @@ impl Event {
                 ),
             },
             Event::Restart { agent, reason } => format!("  RESTART {agent}: {reason}"),
+            Event::ModelUsage { agent, calls, prompt_tokens, completion_tokens } => {
+                format!("  {agent} model: {calls} calls, {prompt_tokens} prompt + {completion_tokens} completion tok")
+            }
             Event::AgentDown { agent, reason } => format!("  DOWN {agent}: {reason}"),
             Event::Step { index, agent, action } => format!("step {index}: {agent} {action}"),
         })

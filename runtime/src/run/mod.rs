@@ -33,9 +33,9 @@ use crate::run::ledger::{Event, LedgerMsg};
 use crate::run::resolver_actor::ResolverMsg;
 use crate::scenario::{Scenario, WireMode};
 
-pub use agent::{Agent, AgentFactory, AgentFuture, TurnInput};
+pub use agent::{Agent, AgentFactory, AgentFuture, ModelUsage, TurnInput};
 pub use report::{CheckResult, RoleReport, RunReport, TokenStats};
-pub use supervisor::{LocalRun, RunOptions, run_scenario};
+pub use supervisor::{LocalRun, Pinned, RunOptions, run_scenario};
 pub use wire::{Action, BriefAction, DerefAction, Envelope, EnvelopeKind, ReportAction};
 
 /// Gateways by agent id: the only way to reach an agent.
@@ -70,6 +70,8 @@ pub struct RunContext {
     /// The summarizers: every delivered message is archived, and the run is one session.
     pub(crate) summarizers: ActorRef<SummarizerMsg>,
     pub(crate) factory: Arc<dyn AgentFactory>,
+    /// The frozen clock of [`RunOptions::frozen_clock`], if any.
+    pub(crate) clock: Option<time::OffsetDateTime>,
     n_msgs: AtomicU64,
 }
 
@@ -107,6 +109,20 @@ impl RunContext {
     }
 
     /// A new message id for `agent`.
+    /// The run's time: the frozen clock, else the system's.
+    pub(crate) fn now(&self) -> time::OffsetDateTime {
+        self.clock.unwrap_or_else(time::OffsetDateTime::now_utc)
+    }
+
+    /// [`RunContext::now`] in RFC 3339, whole seconds.
+    pub(crate) fn now_rfc3339(&self) -> String {
+        let now = self.now();
+        now.replace_nanosecond(0)
+            .unwrap_or(now)
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
+    }
+
     pub(crate) fn next_msg_id(&self, agent: &str) -> String {
         let n = self.n_msgs.fetch_add(1, Ordering::Relaxed) + 1;
         format!("{agent}-m{n}")
@@ -117,7 +133,8 @@ impl RunContext {
 mod tests;
 
 /// 32 bytes from the operating system's random source, for the run's grant secret.
-fn run_secret() -> [u8; 32] {
+/// 32 bytes from the OS (a run's grant MAC key).
+pub fn fresh_secret() -> [u8; 32] {
     use std::io::Read;
     let mut secret = [0u8; 32];
     let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut secret));

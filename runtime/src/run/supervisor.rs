@@ -31,7 +31,7 @@ use crate::run::ledger::{Event, LedgerActor, LedgerArgs, LedgerMsg};
 use crate::run::report::RunReport;
 use crate::run::resolver_actor::ResolverActor;
 use crate::run::wire::Envelope;
-use crate::run::{Directory, RunContext, run_secret};
+use crate::run::{Directory, RunContext, fresh_secret};
 use crate::scenario::{Scenario, Step, WireMode};
 
 /// Longest the summarizers may take to finish a run's session.
@@ -49,6 +49,20 @@ pub struct RunOptions {
     pub out_dir: Option<PathBuf>,
     /// Print the live trace.
     pub trace: bool,
+    /// Pinned time and grant key (record/replay runs), so that a replay counts exactly the tokens the recorded
+    /// run counted. `None`: the system clock and a fresh secret.
+    pub pinned: Option<Pinned>,
+}
+
+/// What a replayable run keeps fixed.
+#[derive(Debug, Clone, Copy)]
+pub struct Pinned {
+    /// A frozen clock: every document the run stamps (engram `created_at`, grant expiry) takes this time, and grants
+    /// are checked against it.
+    pub clock: time::OffsetDateTime,
+    /// The run's grant MAC key (a grant's MAC is part of its wire text). Kept with the recording, which only the
+    /// operator reads; agents never see it.
+    pub secret: [u8; 32],
 }
 
 /// The per-run supervisor. Its children (memory, resolver, ledger, gateways) failing is a bug or a broken environment, never
@@ -146,13 +160,14 @@ impl LocalRun {
             run_id: run_id.clone(),
             mode,
             scenario: scenario.clone(),
-            secret: run_secret(),
+            secret: options.pinned.map_or_else(fresh_secret, |p| p.secret),
             directory: Directory::default(),
             resolver,
             ledger,
             memory,
             summarizers,
             factory,
+            clock: options.pinned.map(|p| p.clock),
             n_msgs: Default::default(),
         });
         for agent in &scenario.agents {

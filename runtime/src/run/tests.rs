@@ -83,6 +83,7 @@ async fn harness(budget_toml: &str) -> Harness {
         memory,
         summarizers,
         factory: Arc::new(RecorderFactory(seen.clone())),
+        clock: None,
         n_msgs: Default::default(),
     });
     for id in ["lead", "dev"] {

@@ -1,0 +1,468 @@
+//! [`LlmAgent`]: an agent whose reports a language model writes.
+//!
+//! The scenario's steps are its tasks. Briefs, dereferences, queries and promotions are carried out as written (the
+//! hierarchy's plumbing); a report step becomes a completion: the prompt is built only from what the agent's gateway
+//! delivered (briefs with their pointer packs, reports, recalled engrams, dereferenced content — never the step's
+//! scripted engrams or summary), the answer is constrained by [`report_schema`] (derived from
+//! `schemas/engram.v0.1.json`, its pointers an enum of the pointers the agent was given or read) and checked again
+//! here (small models ignore bounds). Unusable output gets one corrective retry; after that the agent escalates to
+//! its parent instead of reporting, so a bad model never crashes a run. When a gateway refuses the report, the code,
+//! message and instruction go back to the model, with the schema tightened where the refusal says how, for one
+//! resend.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use less_runtime::run::{Action, Agent, AgentFuture, ModelUsage, ReportAction, TurnInput};
+use less_runtime::{
+    EngramKind, EngramSpec, ErrorCode, MAX_CLAIM_CHARS, Misbehaviour, Pointer, ReportKind, ReportStep, Scope, Severity,
+    Step, Violation, WireMode, schema_document,
+};
+use serde_json::{Value, json};
+
+use crate::provider::{
+    ChatMessage, CompletionModel, CompletionRequest, JsonCompletion, LlmError, OutputSchema, check_json,
+};
+
+/// Characters of one dereferenced text kept in a prompt.
+const MAX_DEREF_CHARS: usize = 1_500;
+/// Engrams a report may carry (the message schema's limit).
+const MAX_REPORT_ENGRAMS: usize = 12;
+/// Engrams asked for at first (a report is a few findings; a small model runs out of tokens on more).
+const DEFAULT_ENGRAMS: usize = 2;
+/// Pointers per engram asked for.
+const MAX_ENGRAM_POINTERS: usize = 2;
+/// Characters of a claim asked for at first (the schema allows 500).
+const DEFAULT_CLAIM_CHARS: usize = 300;
+/// The confidences a model may choose: servers do not enforce numeric bounds, but they do enforce an enum.
+const CONFIDENCE_LEVELS: [f64; 3] = [0.5, 0.7, 0.9];
+/// Corrective retries of unusable output in a turn.
+const OUTPUT_RETRIES: u32 = 1;
+
+/// Sampling settings of an LLM agent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sampling {
+    /// Temperature.
+    pub temperature: f64,
+    /// The most tokens per completion.
+    pub max_tokens: u32,
+}
+
+/// Called with every completion an agent got (usage accounting).
+pub type UsageSink = Arc<dyn Fn(&str, &crate::provider::Usage) + Send + Sync>;
+
+/// An agent whose reports a model writes.
+pub struct LlmAgent {
+    model: Arc<dyn CompletionModel>,
+    sampling: Sampling,
+    usage: Option<UsageSink>,
+    /// The agent's id (for the usage sink).
+    agent: String,
+    /// The last report conversation, for a resend after a refusal.
+    last: Option<Conversation>,
+    /// Spent since the last `take_usage`.
+    spent: ModelUsage,
+}
+
+/// A report exchange kept for a resend.
+struct Conversation {
+    request: CompletionRequest,
+    answer: String,
+    known: Vec<String>,
+    n_engrams: usize,
+}
+
+impl LlmAgent {
+    /// An agent asking `model`.
+    pub fn new(agent: &str, model: Arc<dyn CompletionModel>, sampling: Sampling, usage: Option<UsageSink>) -> LlmAgent {
+        LlmAgent { model, sampling, usage, agent: agent.to_owned(), last: None, spent: ModelUsage::default() }
+    }
+
+    async fn ask(&mut self, request: &CompletionRequest, known: &[String]) -> Result<JsonCompletion, LlmError> {
+        let completion = self.model.complete(request).await?;
+        self.spent.calls += 1;
+        self.spent.prompt_tokens += completion.usage.prompt_tokens;
+        self.spent.completion_tokens += completion.usage.completion_tokens;
+        // Every answer costs tokens, usable or not.
+        if let Some(sink) = &self.usage {
+            sink(&self.agent, &completion.usage);
+        }
+        check_json(request, completion, |value| check_report(value, known))
+    }
+
+    /// Writes the report of `step` with the model, or an escalation when its output stays unusable.
+    async fn report(&mut self, input: &TurnInput, step: &ReportStep) -> Action {
+        let known = known_pointers(&input.inbox);
+        let schema = report_schema(&known, DEFAULT_ENGRAMS, DEFAULT_CLAIM_CHARS);
+        let mut request = CompletionRequest {
+            system: system_prompt(input),
+            messages: vec![ChatMessage::user(user_prompt(input, step))],
+            temperature: self.sampling.temperature,
+            max_tokens: self.sampling.max_tokens,
+            schema: Some(OutputSchema { name: "report".to_owned(), schema }),
+        };
+        let mut tries = 0;
+        loop {
+            match self.ask(&request, &known).await {
+                Ok(done) => {
+                    let (summary, engrams) = read_report(&done.value);
+                    self.last = Some(Conversation {
+                        request: request.clone(),
+                        answer: done.completion.text.clone(),
+                        known,
+                        n_engrams: engrams.len(),
+                    });
+                    // Scripted misbehaviour still applies where a gateway can refuse it: it is how a scenario makes
+                    // sure a refusal reaches the model.
+                    let misbehave = if input.mode == WireMode::Less { step.misbehave } else { None };
+                    return Action::Report(ReportAction {
+                        to: step.to.clone(),
+                        kind: step.kind.clone(),
+                        engrams,
+                        summary,
+                        paste_sources: matches!(misbehave, Some(Misbehaviour::PasteFiles | Misbehaviour::PasteTwice)),
+                        pad_engrams: misbehave == Some(Misbehaviour::TooManyEngrams),
+                        grant: step.grant.clone(),
+                        repeat_offender: false,
+                    });
+                }
+                Err(err) if tries < OUTPUT_RETRIES && !err.is_transient() => {
+                    tries += 1;
+                    tracing::warn!(target: "less.llm", "{}: unusable output ({}), asking again", self.agent, err.code());
+                    if let LlmError::OutputInvalid { .. } | LlmError::OutputNotJson { .. } = err {
+                        request.messages.push(ChatMessage::user(format!(
+                            "That answer was unusable ({}: {err}). Answer again with one JSON object that follows the schema, with short claims.",
+                            err.code()
+                        )));
+                    }
+                }
+                Err(err) => return escalation(step, &err),
+            }
+        }
+    }
+
+    /// The model's resend after `violation`, or an escalation when it cannot give one.
+    async fn resend(&mut self, action: &Action, violation: &Violation) -> Option<Action> {
+        let Action::Report(report) = action else { return None };
+        let last = self.last.take()?;
+        let mut request = last.request.clone();
+        request.messages.push(ChatMessage::assistant(last.answer.clone()));
+        request.messages.push(ChatMessage::user(rejection_prompt(violation)));
+        let (max_engrams, max_claim) = tightened(violation, last.n_engrams);
+        request.schema = Some(OutputSchema {
+            name: "report".to_owned(),
+            schema: report_schema(&last.known, max_engrams, max_claim),
+        });
+        match self.ask(&request, &last.known).await {
+            Ok(done) => {
+                let (summary, engrams) = read_report(&done.value);
+                let n_engrams = engrams.len();
+                self.last = Some(Conversation { request, answer: done.completion.text, known: last.known, n_engrams });
+                Some(Action::Report(ReportAction {
+                    engrams,
+                    summary,
+                    paste_sources: false,
+                    pad_engrams: false,
+                    repeat_offender: false,
+                    ..report.clone()
+                }))
+            }
+            Err(err) => {
+                let step = ReportStep {
+                    agent: self.agent.clone(),
+                    to: report.to.clone(),
+                    kind: report.kind.clone(),
+                    engrams: Vec::new(),
+                    summary: String::new(),
+                    misbehave: None,
+                    grant: None,
+                };
+                Some(escalation(&step, &err))
+            }
+        }
+    }
+}
+
+impl Agent for LlmAgent {
+    fn act<'a>(&'a mut self, input: &'a TurnInput) -> AgentFuture<'a, Vec<Action>> {
+        Box::pin(async move {
+            match &input.step {
+                Step::Report(step) => vec![self.report(input, step).await],
+                _ => crate::actions_for(input),
+            }
+        })
+    }
+
+    fn on_rejection<'a>(
+        &'a mut self,
+        action: &'a Action,
+        violation: &'a Violation,
+        _attempt: u32,
+    ) -> AgentFuture<'a, Option<Action>> {
+        Box::pin(async move { self.resend(action, violation).await })
+    }
+
+    fn take_usage(&mut self) -> ModelUsage {
+        std::mem::take(&mut self.spent)
+    }
+}
+
+/// The JSON Schema a report answer must follow: a summary and 1..=`max_engrams` engrams whose kind comes from
+/// `schemas/engram.v0.1.json`, whose confidence is one of [`CONFIDENCE_LEVELS`] within that schema's bounds, whose
+/// claim has at most `max_claim` characters and whose pointers are among `known`.
+pub fn report_schema(known: &[String], max_engrams: usize, max_claim: usize) -> Value {
+    let engram = schema_document("engram.v0.1.json").unwrap_or_default();
+    let kind = engram.pointer("/properties/kind").cloned().unwrap_or_else(|| json!({"type": "string"}));
+    let bound = |name: &str, default: f64| {
+        engram.pointer(&format!("/properties/confidence/{name}")).and_then(Value::as_f64).unwrap_or(default)
+    };
+    let (low, high) = (bound("minimum", 0.0), bound("maximum", 1.0));
+    let levels: Vec<f64> = CONFIDENCE_LEVELS.into_iter().filter(|c| (low..=high).contains(c)).collect();
+    let pointer = if known.is_empty() { json!({"type": "string"}) } else { json!({"enum": known}) };
+    json!({
+        "type": "object",
+        "properties": {
+            "summary": {"type": "string", "minLength": 1, "maxLength": 300},
+            "engrams": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": max_engrams.clamp(1, MAX_REPORT_ENGRAMS),
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "kind": kind,
+                        "claim": {"type": "string", "minLength": 1, "maxLength": max_claim.min(MAX_CLAIM_CHARS)},
+                        "pointers": {"type": "array", "minItems": 1, "maxItems": MAX_ENGRAM_POINTERS, "items": pointer},
+                        "confidence": {"enum": levels},
+                    },
+                    "required": ["kind", "claim", "pointers", "confidence"],
+                    "additionalProperties": false,
+                },
+            },
+        },
+        "required": ["summary", "engrams"],
+        "additionalProperties": false,
+    })
+}
+
+/// What the schema cannot say: claims not blank, pointers in the text grammar and among those the agent knows.
+fn check_report(value: &Value, known: &[String]) -> Vec<String> {
+    let mut violations = Vec::new();
+    for (i, engram) in value.get("engrams").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        if engram.get("claim").and_then(Value::as_str).is_none_or(|c| c.trim().is_empty()) {
+            violations.push(format!("/engrams/{i}/claim: blank"));
+        }
+        for (j, pointer) in engram.get("pointers").and_then(Value::as_array).into_iter().flatten().enumerate() {
+            let text = pointer.as_str().unwrap_or_default();
+            if Pointer::parse(text).is_err() {
+                violations.push(format!("/engrams/{i}/pointers/{j}: not a pointer: {text:?}"));
+            } else if !known.is_empty() && !known.iter().any(|k| k == text) {
+                violations.push(format!("/engrams/{i}/pointers/{j}: not one of the pointers you were given: {text:?}"));
+            }
+        }
+    }
+    violations
+}
+
+/// The summary and engrams of a checked answer.
+fn read_report(value: &Value) -> (String, Vec<EngramSpec>) {
+    let summary = value.get("summary").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let engrams = value
+        .get("engrams")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            Some(EngramSpec {
+                kind: serde_json::from_value::<EngramKind>(e.get("kind")?.clone()).ok()?,
+                claim: e.get("claim")?.as_str()?.trim().to_owned(),
+                // Small models repeat a pointer; each is cited once.
+                pointers: e.get("pointers")?.as_array()?.iter().filter_map(Value::as_str).fold(
+                    Vec::new(),
+                    |mut v, p| {
+                        if !v.iter().any(|q: &String| q == p) {
+                            v.push(p.to_owned());
+                        }
+                        v
+                    },
+                ),
+                confidence: e.get("confidence").and_then(Value::as_f64).unwrap_or(0.8).clamp(0.0, 1.0),
+                ttl: "P7D".to_owned(),
+                scope: Scope::Run,
+                tags: vec!["llm".to_owned()],
+            })
+        })
+        .collect();
+    (summary, engrams)
+}
+
+/// The escalation an agent sends instead of a report its model could not write.
+fn escalation(step: &ReportStep, err: &LlmError) -> Action {
+    let mut reason = format!("{}: the model could not write the report: {err}", err.code());
+    if reason.chars().count() > MAX_CLAIM_CHARS {
+        reason = reason.chars().take(MAX_CLAIM_CHARS - 1).collect::<String>() + "…";
+    }
+    tracing::warn!(target: "less.llm", "{}: escalating: {reason}", step.agent);
+    Action::Report(ReportAction {
+        to: None,
+        kind: ReportKind::Escalation { reason: reason.clone(), severity: Severity::Warning, refs: Vec::new() },
+        engrams: Vec::new(),
+        summary: reason,
+        paste_sources: false,
+        pad_engrams: false,
+        grant: None,
+        repeat_offender: false,
+    })
+}
+
+/// The limits a resend must meet, from the refusal: `(engrams, claim characters)`.
+fn tightened(violation: &Violation, n_engrams: usize) -> (usize, usize) {
+    if violation.code != ErrorCode::BudgetExceeded {
+        return (n_engrams.max(1), DEFAULT_CLAIM_CHARS);
+    }
+    if violation.path == "/engrams" {
+        // "N engrams; the receiver accepts at most M"
+        let most = violation.message.rsplit(' ').next().and_then(|m| m.parse::<usize>().ok());
+        return (most.unwrap_or(n_engrams.saturating_sub(1)).max(1), DEFAULT_CLAIM_CHARS);
+    }
+    if violation.path == "/body" {
+        return (n_engrams.max(1), DEFAULT_CLAIM_CHARS);
+    }
+    // Too many inline tokens: fewer, shorter engrams.
+    (n_engrams.saturating_sub(1).max(1), 240)
+}
+
+fn rejection_prompt(violation: &Violation) -> String {
+    let path = if violation.path.is_empty() { String::new() } else { format!(" at {}", violation.path) };
+    format!(
+        "The receiver's gateway refused that message: {}{path}: {}. {} Answer again with the corrected JSON only: cite pointers, never paste content.",
+        violation.code,
+        violation.message,
+        violation.code.instruction()
+    )
+}
+
+fn system_prompt(input: &TurnInput) -> String {
+    format!(
+        "You are {} (role {}) in a hierarchy of agents that exchange engrams: short typed claims, each citing the pointers (sources) it rests on. Answer with one JSON object: a one-sentence summary and your findings as engrams. Cite only pointers you were given; never paste code.",
+        input.spec.id, input.spec.role
+    )
+}
+
+/// The task and everything the gateway delivered, in the order it arrived.
+fn user_prompt(input: &TurnInput, step: &ReportStep) -> String {
+    let mut text = String::new();
+    for doc in &input.inbox {
+        describe(doc, &mut text);
+    }
+    let to = step.to.clone().or_else(|| input.spec.parent.clone()).unwrap_or_else(|| "the lead".to_owned());
+    let task = match &step.kind {
+        ReportKind::TaskResult { task, status, .. } => {
+            format!("Report the result of task {task} (status {}) to {to}.", json!(status).as_str().unwrap_or_default())
+        }
+        ReportKind::GateReport { gate_id, status, .. } => {
+            format!(
+                "Report gate {gate_id} (status {}) to {to}: the decision and why.",
+                json!(status).as_str().unwrap_or_default()
+            )
+        }
+        ReportKind::Escalation { reason, .. } => format!("Escalate to {to}: {reason}"),
+        ReportKind::Question { question, .. } => format!("Ask {to}: {question}"),
+    };
+    text.push_str(&format!(
+        "\n# Task\n{task} List your findings as engrams: a risk for each problem found, citing the exact pointers.\n"
+    ));
+    text
+}
+
+/// One delivered document as prompt text.
+fn describe(doc: &Value, text: &mut String) {
+    if let Some(wire) = doc.get("verbatim").and_then(Value::as_str) {
+        // The verbatim baseline: the model reads what was sent, pasted files and all.
+        let inner = doc.get("doc").unwrap_or(&Value::Null);
+        let from = inner.get("from").and_then(Value::as_str).unwrap_or_default();
+        let what = inner.get("type").and_then(Value::as_str).unwrap_or("brief");
+        text.push_str(&format!("\n# {what} from {from}\n{}\n", wire.trim_end()));
+    } else if let Some(read) = doc.get("dereferenced") {
+        let pointer = read.get("pointer").and_then(Value::as_str).unwrap_or_default();
+        let content = read.get("content").and_then(Value::as_str).unwrap_or_default();
+        let mut cut: String = content.chars().take(MAX_DEREF_CHARS).collect();
+        if cut.len() < content.len() {
+            cut.push_str("\n[…]");
+        }
+        text.push_str(&format!("\n# You read {pointer}\n{cut}\n"));
+    } else if let Some(engram) = doc.get("recalled") {
+        text.push_str(&format!("\n# Recalled\n{}\n", engram_line(engram)));
+    } else if doc.get("brief_id").is_some() {
+        let from = doc.get("from").and_then(Value::as_str).unwrap_or_default();
+        text.push_str(&format!("\n# Brief from {from}\n"));
+        for (field, label) in [("what_matters_now", "Now"), ("constraints", "Constraint"), ("top_risks", "Risk")] {
+            for line in doc.get(field).and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+                text.push_str(&format!("{label}: {line}\n"));
+            }
+        }
+        for (role, pointers) in doc.get("pointer_packs").and_then(Value::as_object).into_iter().flatten() {
+            let list: Vec<String> = pointers.as_array().into_iter().flatten().filter_map(pointer_text).collect();
+            text.push_str(&format!("Pointers for {role}: {}\n", list.join(", ")));
+        }
+    } else if let Some(kind) = doc.get("type").and_then(Value::as_str) {
+        let from = doc.get("from").and_then(Value::as_str).unwrap_or_default();
+        text.push_str(&format!("\n# {kind} from {from}\n"));
+        for field in ["task", "status", "gate_id", "reason", "question"] {
+            if let Some(value) = doc.get(field).and_then(Value::as_str) {
+                text.push_str(&format!("{field}: {value}\n"));
+            }
+        }
+        for engram in doc.get("engrams").and_then(Value::as_array).into_iter().flatten() {
+            text.push_str(&engram_line(engram));
+            text.push('\n');
+        }
+    }
+}
+
+fn engram_line(engram: &Value) -> String {
+    let kind = engram.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let claim = engram.get("claim").and_then(Value::as_str).unwrap_or_default();
+    let pointers: Vec<String> =
+        engram.get("pointers").and_then(Value::as_array).into_iter().flatten().filter_map(pointer_text).collect();
+    format!("- {kind}: {claim} [{}]", pointers.join(", "))
+}
+
+/// A pointer (text or object form) as text without its digest: the form a model cites.
+fn pointer_text(value: &Value) -> Option<String> {
+    let pointer = match value.as_str() {
+        Some(text) => Pointer::parse(text).ok()?,
+        None => serde_json::from_value::<Pointer>(value.clone()).ok()?,
+    };
+    Pointer::new(pointer.ty(), pointer.reference(), pointer.span()).ok().map(|p| p.to_string())
+}
+
+/// Every pointer the agent was given (brief packs, delivered engrams) or read, in first-seen order.
+pub fn known_pointers(inbox: &[Arc<Value>]) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    let mut known = Vec::new();
+    let mut add = |text: Option<String>| {
+        if let Some(text) = text
+            && seen.insert(text.clone())
+        {
+            known.push(text);
+        }
+    };
+    for doc in inbox {
+        let doc = doc.get("verbatim").and(doc.get("doc")).unwrap_or(doc);
+        if let Some(read) = doc.get("dereferenced") {
+            add(read.get("pointer").and_then(Value::as_str).map(str::to_owned));
+        }
+        for pointers in doc.get("pointer_packs").and_then(Value::as_object).into_iter().flat_map(|m| m.values()) {
+            pointers.as_array().into_iter().flatten().for_each(|p| add(pointer_text(p)));
+        }
+        let engrams = doc.get("engrams").and_then(Value::as_array).into_iter().flatten();
+        for engram in engrams.chain(doc.get("recalled")) {
+            engram.get("pointers").and_then(Value::as_array).into_iter().flatten().for_each(|p| add(pointer_text(p)));
+        }
+    }
+    known
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,202 @@
+//! [`OpenAiCompatible`]: a [`CompletionModel`] over the OpenAI-compatible chat API (`POST {base_url}/chat/completions`),
+//! as served by OpenAI, llama.cpp's server and most local servers.
+//!
+//! One blocking `ureq` request per attempt, run on tokio's blocking pool; a request timeout per attempt; retries with
+//! exponential backoff (honouring `Retry-After`, capped) on timeouts, connection errors, 429 and 5xx; other 4xx and
+//! malformed bodies are not retried. The API key is read from a named environment variable at each request, never
+//! stored in a scenario; a server that needs none (a local one) is fine with the variable unset when
+//! `api_key_env` is `None`.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::provider::{Completion, CompletionModel, CompletionRequest, LlmError, ModelFuture, Usage};
+
+/// The most a `Retry-After` header may make us wait.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(20);
+
+/// Settings of an OpenAI-compatible endpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenAiConfig {
+    /// Base URL up to the API version, e.g. `http://127.0.0.1:8437/v1`.
+    pub base_url: String,
+    /// The model name sent with each request.
+    pub model: String,
+    /// The environment variable holding the API key (`None`: send no key).
+    pub api_key_env: Option<String>,
+    /// Timeout of one attempt (connect, send, answer).
+    pub timeout: Duration,
+    /// Attempts after the first on transient failures.
+    pub retries: u32,
+    /// The first backoff; doubled per retry.
+    pub backoff: Duration,
+}
+
+impl OpenAiConfig {
+    /// Defaults: 120 s per attempt, 3 retries, 500 ms first backoff, no key.
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> OpenAiConfig {
+        OpenAiConfig {
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key_env: None,
+            timeout: Duration::from_secs(120),
+            retries: 3,
+            backoff: Duration::from_millis(500),
+        }
+    }
+}
+
+/// A client of one OpenAI-compatible endpoint.
+#[derive(Debug, Clone)]
+pub struct OpenAiCompatible {
+    config: OpenAiConfig,
+    agent: ureq::Agent,
+}
+
+/// How one attempt failed.
+enum Attempt {
+    /// Worth retrying, after at least this long (a `Retry-After`).
+    Transient(LlmError, Option<Duration>),
+    /// Final.
+    Fatal(LlmError),
+}
+
+impl OpenAiCompatible {
+    /// A client for `config`.
+    pub fn new(config: OpenAiConfig) -> OpenAiCompatible {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(config.timeout))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        OpenAiCompatible { config, agent }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.config
+    }
+
+    /// The request body for `request`.
+    pub fn body(&self, request: &CompletionRequest) -> Value {
+        let mut messages = vec![json!({"role": "system", "content": request.system})];
+        messages.extend(request.messages.iter().map(|m| json!({"role": m.role, "content": m.content})));
+        let mut body = json!({
+            "model": self.config.model,
+            "messages": messages,
+            "temperature": request.temperature,
+            "max_tokens": request.max_tokens,
+        });
+        if let Some(schema) = &request.schema {
+            body["response_format"] = json!({
+                "type": "json_schema",
+                "json_schema": {"name": schema.name, "strict": true, "schema": schema.schema},
+            });
+        }
+        body
+    }
+
+    /// Every attempt, blocking.
+    fn complete_blocking(&self, body: &str) -> Result<Completion, LlmError> {
+        let key = match &self.config.api_key_env {
+            Some(var) => match std::env::var(var) {
+                Ok(key) if !key.is_empty() => Some(key),
+                _ => return Err(LlmError::MissingApiKey { var: var.clone() }),
+            },
+            None => None,
+        };
+        let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match self.attempt(&url, key.as_deref(), body, attempts) {
+                Ok(mut completion) => {
+                    completion.attempts = attempts;
+                    return Ok(completion);
+                }
+                Err(Attempt::Fatal(err)) => return Err(err),
+                Err(Attempt::Transient(err, retry_after)) => {
+                    if attempts > self.config.retries {
+                        return Err(err);
+                    }
+                    let backoff = self.config.backoff.saturating_mul(1 << (attempts - 1).min(10));
+                    let wait = retry_after.map_or(backoff, |after| after.min(MAX_RETRY_AFTER).max(backoff));
+                    tracing::warn!(target: "less.llm", "attempt {attempts} failed ({}); retrying in {wait:?}", err.code());
+                    std::thread::sleep(wait);
+                }
+            }
+        }
+    }
+
+    fn attempt(&self, url: &str, key: Option<&str>, body: &str, attempts: u32) -> Result<Completion, Attempt> {
+        let mut post = self.agent.post(url).header("Content-Type", "application/json");
+        if let Some(key) = key {
+            post = post.header("Authorization", format!("Bearer {key}"));
+        }
+        let mut response = match post.send(body) {
+            Ok(response) => response,
+            Err(err) => return Err(Attempt::Transient(transport_error(err, attempts), None)),
+        };
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let text = match response.body_mut().read_to_string() {
+            Ok(text) => text,
+            Err(err) => return Err(Attempt::Transient(transport_error(err, attempts), None)),
+        };
+        let head: String = text.chars().take(300).collect();
+        match status {
+            200..=299 => parse_completion(&text).map_err(Attempt::Fatal),
+            429 => Err(Attempt::Transient(LlmError::RateLimited { attempts }, retry_after)),
+            500..=599 => Err(Attempt::Transient(LlmError::Server { status, attempts, body: head }, retry_after)),
+            _ => Err(Attempt::Fatal(LlmError::Refused { status, body: head })),
+        }
+    }
+}
+
+fn transport_error(err: ureq::Error, attempts: u32) -> LlmError {
+    match err {
+        ureq::Error::Timeout(_) => LlmError::Timeout { attempts },
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => LlmError::Timeout { attempts },
+        other => LlmError::Unreachable { attempts, message: other.to_string() },
+    }
+}
+
+/// An OpenAI chat completion body to a [`Completion`].
+fn parse_completion(text: &str) -> Result<Completion, LlmError> {
+    let malformed = |message: String| LlmError::MalformedResponse { message };
+    let doc: Value = serde_json::from_str(text).map_err(|err| malformed(format!("not JSON: {err}")))?;
+    let choice = doc.pointer("/choices/0").ok_or_else(|| malformed("no choices[0]".to_owned()))?;
+    let content = choice
+        .pointer("/message/content")
+        .and_then(Value::as_str)
+        .ok_or_else(|| malformed("no choices[0].message.content string".to_owned()))?;
+    let count = |name: &str| doc.pointer(&format!("/usage/{name}")).and_then(Value::as_u64).unwrap_or(0);
+    Ok(Completion {
+        text: content.to_owned(),
+        finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_owned),
+        usage: Usage { prompt_tokens: count("prompt_tokens"), completion_tokens: count("completion_tokens") },
+        attempts: 1,
+    })
+}
+
+impl CompletionModel for OpenAiCompatible {
+    fn complete<'a>(&'a self, request: &'a CompletionRequest) -> ModelFuture<'a, Result<Completion, LlmError>> {
+        Box::pin(async move {
+            let body = self.body(request).to_string();
+            let this = self.clone();
+            match tokio::task::spawn_blocking(move || this.complete_blocking(&body)).await {
+                Ok(result) => result,
+                Err(err) => Err(LlmError::Unreachable { attempts: 0, message: format!("request task failed: {err}") }),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,269 @@
+//! The provider-neutral completion seam: [`CompletionModel`] takes a [`CompletionRequest`] (system prompt, chat
+//! turns, sampling, an optional JSON Schema the output must follow) and returns a [`Completion`] (text and the
+//! provider's usage counts) or an [`LlmError`], whose variants and [`LlmError::code`] strings are stable.
+//!
+//! Agents and summarizers talk to this trait only; `openai.rs` speaks the OpenAI-compatible HTTP API and
+//! `record.rs` records or replays exchanges. [`complete_json`] adds the checks every caller needs: the output must be
+//! one JSON document and, when a schema was asked for, satisfy it (small models ignore numeric bounds).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A boxed future, so [`CompletionModel`] stays object-safe.
+pub type ModelFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Who says a chat turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatRole {
+    /// The caller.
+    User,
+    /// The model (an earlier answer, replayed to it).
+    Assistant,
+}
+
+/// One chat turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// Who says it.
+    pub role: ChatRole,
+    /// What is said.
+    pub content: String,
+}
+
+impl ChatMessage {
+    /// A user turn.
+    pub fn user(content: impl Into<String>) -> ChatMessage {
+        ChatMessage { role: ChatRole::User, content: content.into() }
+    }
+
+    /// An assistant turn.
+    pub fn assistant(content: impl Into<String>) -> ChatMessage {
+        ChatMessage { role: ChatRole::Assistant, content: content.into() }
+    }
+}
+
+/// A JSON Schema the output must follow (`response_format: json_schema` on OpenAI-compatible servers).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputSchema {
+    /// A short name (`[a-zA-Z0-9_-]`).
+    pub name: String,
+    /// The schema.
+    pub schema: Value,
+}
+
+/// What to ask a model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompletionRequest {
+    /// The system prompt.
+    pub system: String,
+    /// The conversation, oldest first.
+    pub messages: Vec<ChatMessage>,
+    /// Sampling temperature (0 for reproducible output).
+    pub temperature: f64,
+    /// The most tokens to generate.
+    pub max_tokens: u32,
+    /// The schema the output must follow, if any.
+    pub schema: Option<OutputSchema>,
+}
+
+/// Token counts the provider reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens of the prompt.
+    pub prompt_tokens: u64,
+    /// Tokens generated.
+    pub completion_tokens: u64,
+}
+
+/// A model's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Completion {
+    /// The generated text.
+    pub text: String,
+    /// Why generation stopped (`stop`, `length`, …) when the provider says.
+    pub finish_reason: Option<String>,
+    /// Usage counts.
+    pub usage: Usage,
+    /// HTTP attempts it took (1 when the first succeeded; 0 when replayed).
+    pub attempts: u32,
+}
+
+/// Why a completion failed. Each variant has a stable [`LlmError::code`]; none is a panic.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LlmError {
+    /// The API key's environment variable is unset or empty.
+    #[error("environment variable {var} (the API key) is not set: export it, or set api_key_env to a variable that is")]
+    MissingApiKey {
+        /// The variable named by `api_key_env`.
+        var: String,
+    },
+    /// No answer within the request timeout, on every attempt.
+    #[error("no answer within the timeout after {attempts} attempts: check the server, or raise timeout_secs")]
+    Timeout {
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// HTTP 429 on every attempt.
+    #[error("rate limited (HTTP 429) on all {attempts} attempts: wait, or lower the request rate")]
+    RateLimited {
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// HTTP 5xx on every attempt.
+    #[error("server error HTTP {status} on all {attempts} attempts: {body}")]
+    Server {
+        /// The last status.
+        status: u16,
+        /// Attempts made.
+        attempts: u32,
+        /// The start of the last body.
+        body: String,
+    },
+    /// The server could not be reached on any attempt.
+    #[error(
+        "cannot reach the model server after {attempts} attempts ({message}): start it (scripts/local-llm.sh start) or fix base_url"
+    )]
+    Unreachable {
+        /// Attempts made.
+        attempts: u32,
+        /// The transport error.
+        message: String,
+    },
+    /// The server refused the request (a 4xx other than 429); not retried.
+    #[error("the server refused the request with HTTP {status}: {body}")]
+    Refused {
+        /// The status.
+        status: u16,
+        /// The start of the body.
+        body: String,
+    },
+    /// The HTTP body is not an OpenAI-style completion (not JSON, or no `choices[0].message.content`).
+    #[error("malformed response from the server: {message}")]
+    MalformedResponse {
+        /// What is wrong.
+        message: String,
+    },
+    /// The generated text is not one JSON document.
+    #[error("the model's output is not JSON ({message})")]
+    OutputNotJson {
+        /// The parser's message.
+        message: String,
+    },
+    /// The generated JSON breaks the schema that was asked for.
+    #[error("the model's output breaks its schema: {}", violations.join("; "))]
+    OutputInvalid {
+        /// `path: message` per violation.
+        violations: Vec<String>,
+    },
+    /// Replay found no recorded exchange for a request.
+    #[error(
+        "no recorded exchange {key} in {dir}: record it again with `lessrt run --record {dir}` against a live server"
+    )]
+    ReplayMissing {
+        /// The request's key (file stem).
+        key: String,
+        /// The recording directory.
+        dir: String,
+    },
+    /// A recording could not be written or read.
+    #[error("recording {path}: {message}")]
+    Recording {
+        /// The file.
+        path: String,
+        /// What failed.
+        message: String,
+    },
+}
+
+impl LlmError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            LlmError::MissingApiKey { .. } => "LLM_API_KEY_MISSING",
+            LlmError::Timeout { .. } => "LLM_TIMEOUT",
+            LlmError::RateLimited { .. } => "LLM_RATE_LIMITED",
+            LlmError::Server { .. } => "LLM_SERVER_ERROR",
+            LlmError::Unreachable { .. } => "LLM_UNREACHABLE",
+            LlmError::Refused { .. } => "LLM_REQUEST_REFUSED",
+            LlmError::MalformedResponse { .. } => "LLM_RESPONSE_MALFORMED",
+            LlmError::OutputNotJson { .. } => "LLM_OUTPUT_NOT_JSON",
+            LlmError::OutputInvalid { .. } => "LLM_OUTPUT_INVALID",
+            LlmError::ReplayMissing { .. } => "LLM_REPLAY_MISSING",
+            LlmError::Recording { .. } => "LLM_RECORDING_IO",
+        }
+    }
+
+    /// Whether another attempt may succeed (transport failures, 429, 5xx).
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            LlmError::Timeout { .. }
+                | LlmError::RateLimited { .. }
+                | LlmError::Server { .. }
+                | LlmError::Unreachable { .. }
+        )
+    }
+}
+
+/// A language model behind some provider.
+pub trait CompletionModel: Send + Sync + 'static {
+    /// One completion (retries, if any, happen inside).
+    fn complete<'a>(&'a self, request: &'a CompletionRequest) -> ModelFuture<'a, Result<Completion, LlmError>>;
+}
+
+/// A completion whose text parsed as JSON and satisfied `check`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonCompletion {
+    /// The parsed output.
+    pub value: Value,
+    /// The raw completion.
+    pub completion: Completion,
+}
+
+/// Completes `request` and parses the text as JSON, then checks it with `check` (which returns the violations as
+/// `path: message` strings; empty when the value is acceptable). The request's schema, if any, is checked first.
+pub async fn complete_json(
+    model: &dyn CompletionModel,
+    request: &CompletionRequest,
+    check: impl Fn(&Value) -> Vec<String>,
+) -> Result<JsonCompletion, LlmError> {
+    check_json(request, model.complete(request).await?, check)
+}
+
+/// [`complete_json`]'s checks of a completion already made.
+pub fn check_json(
+    request: &CompletionRequest,
+    completion: Completion,
+    check: impl Fn(&Value) -> Vec<String>,
+) -> Result<JsonCompletion, LlmError> {
+    let value: Value = serde_json::from_str(completion.text.trim()).map_err(|err| LlmError::OutputNotJson {
+        message: match completion.finish_reason.as_deref() {
+            Some("length") => format!("{err}; generation stopped at max_tokens"),
+            _ => err.to_string(),
+        },
+    })?;
+    let mut violations = match &request.schema {
+        Some(schema) => schema_violations(&schema.schema, &value),
+        None => Vec::new(),
+    };
+    if violations.is_empty() {
+        violations = check(&value);
+    }
+    if violations.is_empty() {
+        Ok(JsonCompletion { value, completion })
+    } else {
+        Err(LlmError::OutputInvalid { violations })
+    }
+}
+
+/// Violations of `schema` by `value`, as `path: message` (empty if valid or if the schema does not compile).
+pub fn schema_violations(schema: &Value, value: &Value) -> Vec<String> {
+    match jsonschema::validator_for(schema) {
+        Ok(validator) => validator.iter_errors(value).map(|e| format!("{}: {}", e.instance_path(), e)).collect(),
+        Err(err) => vec![format!("the output schema does not compile: {err}")],
+    }
+}

@@ -1,0 +1,91 @@
+//! [`LlmSummarizer`]: the lossless DAG's [`Summarizer`] backed by a [`CompletionModel`].
+//!
+//! The prompt says what to keep by depth (sessions: operational detail; arcs: decisions and outcomes; epochs:
+//! architecture, pivots and constraints) and how hard to compress by level (normal: full detail for the depth within
+//! about the target; aggressive: only the essentials as terse bullets). Generation is capped at the level's target
+//! in tokens, so a rambling model is cut, not trusted; `escalate` still measures the answer and falls back to the
+//! next level (and finally to deterministic truncation) when it is empty, too long or the model failed. The
+//! summarizer is synchronous, as the seam is: each call runs the model on a current-thread runtime of its own, from
+//! the blocking thread the DAG's level summarizers call it on.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use less_runtime::dag::{Level, NodeKind, SummarizeError, Summarizer, SummaryInput};
+
+use crate::provider::{ChatMessage, CompletionModel, CompletionRequest};
+
+/// Characters of one item kept in a prompt (the rest is behind the item's id).
+const MAX_ITEM_CHARS: usize = 1_200;
+/// Characters of a whole prompt's items.
+const MAX_PROMPT_CHARS: usize = 9_000;
+
+/// Summarizes DAG nodes with a model.
+pub struct LlmSummarizer {
+    model: Arc<dyn CompletionModel>,
+    name: String,
+    temperature: f64,
+}
+
+impl LlmSummarizer {
+    /// A summarizer asking `model`; `name` is recorded on every node it writes (e.g. `llm:smollm2-135m`).
+    pub fn new(model: Arc<dyn CompletionModel>, name: impl Into<String>, temperature: f64) -> LlmSummarizer {
+        LlmSummarizer { model, name: name.into(), temperature }
+    }
+
+    /// The request for one level of one node.
+    pub fn request(&self, input: &SummaryInput<'_>, level: Level, target_tokens: u32) -> CompletionRequest {
+        let keep = match input.kind {
+            NodeKind::Session => {
+                "what was done, found and decided in this session, with names of files, commands and errors"
+            }
+            NodeKind::Arc => "the decisions and outcomes across these session summaries; drop step-by-step detail",
+            NodeKind::Epoch => "the architecture, pivots and standing constraints across these summaries",
+        };
+        // About 0.75 words per token.
+        let words = (target_tokens * 3 / 4).max(8);
+        let how = match level {
+            Level::Normal => format!("Keep {keep}. Write at most {words} words."),
+            Level::Aggressive => {
+                format!("Keep only the essentials of {keep}, as terse bullets. Write at most {words} words.")
+            }
+        };
+        let mut items = String::new();
+        for item in input.items {
+            let content: String = item.content.chars().take(MAX_ITEM_CHARS).collect();
+            let _ = writeln!(items, "[{}] {}: {}", item.id, item.role, content.trim());
+            if items.len() > MAX_PROMPT_CHARS {
+                items.push_str("[…]\n");
+                break;
+            }
+        }
+        CompletionRequest {
+            system: format!("You summarize the project {}'s work history for later agents. {how}", input.project),
+            messages: vec![ChatMessage::user(format!("Summarize:\n{items}"))],
+            temperature: self.temperature,
+            max_tokens: target_tokens.max(8),
+            schema: None,
+        }
+    }
+}
+
+impl Summarizer for LlmSummarizer {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn summarize(&self, input: &SummaryInput<'_>, level: Level, target_tokens: u32) -> Result<String, SummarizeError> {
+        let request = self.request(input, level, target_tokens);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|err| SummarizeError(format!("no runtime for the model call: {err}")))?;
+        let completion = runtime
+            .block_on(self.model.complete(&request))
+            .map_err(|err| SummarizeError(format!("{}: {err}", err.code())))?;
+        Ok(completion.text.trim().to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,36 @@
+"""Serve a GGUF model over llama.cpp's OpenAI-compatible HTTP API on 127.0.0.1 (started by scripts/local-llm.sh).
+
+Usage: python local-llm-server.py MODEL.gguf PORT THREADS
+Runs until killed; the HTTP server lives on xllamacpp's own threads.
+"""
+
+import signal
+import sys
+import threading
+
+import xllamacpp
+
+
+def main() -> None:
+    model, port, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    params = xllamacpp.CommonParams()
+    params.model.path = model
+    params.hostnames = ["127.0.0.1"]
+    params.port = port
+    params.n_ctx = 8192
+    params.n_parallel = 1
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    params.n_threads_http = 2
+    params.warmup = False
+    params.endpoint_metrics = False
+    server = xllamacpp.Server(params)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop.wait()
+    del server
+
+
+if __name__ == "__main__":
+    main()
