@@ -9,6 +9,7 @@
 //! `Unresolved questions` line). So a baseline that keeps the raw messages can pass, and a ledger that lists a stale
 //! value as active fails.
 
+use crate::dag::corpus::Rng;
 use std::collections::BTreeMap;
 
 use super::ledger::is_ledger;
@@ -305,23 +306,6 @@ fn last_mentioned<'v>(text: &str, values: &'v [String]) -> Option<&'v String> {
         .filter_map(|v| lower.rfind(&v.to_lowercase()).map(|pos| (pos, v)))
         .max_by_key(|(pos, _)| *pos)
         .map(|(_, v)| v)
-}
-
-/// A small deterministic generator (splitmix64): scenarios are the same on every machine and run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
 }
 
 const FILLER_EN: &[&str] = &[

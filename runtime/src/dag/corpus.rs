@@ -70,11 +70,11 @@ const ENVS: &[&str] = &["staging", "canary", "eu-west", "us-east", "preprod"];
 const SMALL_TALK: &[&str] =
     &["Thanks, that helps.", "Sounds good to me.", "Ok, let me look.", "Great, thank you!", "Sure, one moment."];
 
-/// A splitmix64 generator: deterministic, no dependency.
-struct Rng(u64);
+/// A splitmix64 generator: deterministic, no dependency (the context ledger's evaluation scenarios use it too).
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -82,12 +82,13 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[(self.next() % items.len() as u64) as usize]
+    /// A number below `n` (0 when `n` is 0).
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
     }
 
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
     }
 }
 
