@@ -119,6 +119,19 @@ fn serde_refuses_what_parse_refuses() {
     assert!(serde_json::from_value::<Pointer>(json).is_err());
 }
 
+#[test]
+fn a_double_at_before_a_revision_leaves_a_path_ending_in_at_and_is_refused() {
+    // `a@@A` is path `a@` at revision `A`; the path is refused rather than read some other way.
+    for text in ["repo:a@@A", "artifact:docs/x@@v1", "repo:src/a@@b#L1"] {
+        let err = Pointer::parse(text).expect_err(text);
+        assert_eq!(err.code, ErrorCode::PointerInvalid, "{text}");
+        assert!(err.message.contains("ends with `@`") || err.message.contains("canonical"), "{text}: {err}");
+    }
+    // A single `@` inside a segment is the revision separator, and the text round-trips.
+    let pointer = Pointer::parse("repo:node_modules/@types/x.d.ts@v2").expect("parses");
+    assert_eq!(pointer.to_string(), "repo:node_modules/@types/x.d.ts@v2");
+}
+
 fn path_segment() -> impl Strategy<Value = String> {
     // Segments may hold `@` (as in node_modules/@types) but do not end with it: `repo:a@` is refused on purpose.
     "[A-Za-z0-9_]([A-Za-z0-9_.@-]{0,10}[A-Za-z0-9_])?".prop_filter("not a dot segment", |s| s != "." && s != "..")
@@ -179,8 +192,13 @@ proptest! {
                 prop_assert_eq!(back.to_string(), text);
             }
             Err(violation) => {
-                // Only the documented ambiguity is refused: a path segment ending in `@<rev-like>` before a span.
-                prop_assert!(violation.message.contains("canonical"), "{} refused: {}", text, violation);
+                // Only the two documented ambiguities are refused, both born of a segment holding `@<rev-like>`
+                // (the last `@` of a ref starts its revision): such a segment before a span (not canonical), and
+                // `@@<rev>`, which leaves a path ending in `@`.
+                prop_assert!(
+                    violation.message.contains("canonical") || violation.message.contains("ends with `@`"),
+                    "{} refused: {}", text, violation
+                );
             }
         }
     }
