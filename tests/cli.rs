@@ -449,6 +449,51 @@ fn dag_commands_ingest_build_show_expand_query_impact_and_backfill() {
     assert_eq!(backfill["archive"]["session_nodes"], json!(5));
 }
 
+/// `dag build --summarizer llm` with no model behind the URL: every node still gets a summary (level 3, deterministic
+/// truncation), the build says so, and the log names the model's error; misplaced model options are usage errors.
+#[test]
+fn dag_build_with_an_unreachable_model_falls_back_to_truncation_and_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store").display().to_string();
+    let transcript: Vec<Value> = (0..6)
+        .map(|i| {
+            json!({"role": if i % 2 == 0 { "user" } else { "assistant" },
+                        "content": format!("Step {i}: we decided the ledger shard {i} must move to region eu-{i}.")})
+        })
+        .collect();
+    let file = write_doc(dir.path(), "t.json", &Value::Array(transcript));
+    let file = file.display().to_string();
+    let ingest = lessrt(&["memory", "ingest", &file, "--session", "s1", "--project", "p", "--store", &store]);
+    assert!(ingest.status.success(), "{}", stderr(&ingest));
+
+    let misplaced = lessrt(&["dag", "build", "--llm-model", "x", "--store", &store]);
+    assert_eq!(misplaced.status.code(), Some(2), "{}", stderr(&misplaced));
+    assert!(stderr(&misplaced).contains("need `--summarizer llm`"), "{}", stderr(&misplaced));
+    let missing = dir.path().join("no-recording").display().to_string();
+    let no_recording = lessrt(&["dag", "build", "--summarizer", "llm", "--replay", &missing, "--store", &store]);
+    assert!(!no_recording.status.success());
+    assert!(stderr(&no_recording).contains("no such recording directory"), "{}", stderr(&no_recording));
+
+    // A port nothing listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let build = lessrt(&["dag", "build", "--summarizer", "llm", "--llm-base-url", &url, "--store", &store, "--json"]);
+    assert!(build.status.success(), "{}", stderr(&build));
+    let report: Value = serde_json::from_str(&stdout(&build)).expect("JSON");
+    assert_eq!((&report["built"]["sessions"], &report["built"]["truncated"]), (&json!(1), &json!(1)), "{report}");
+    assert!(stderr(&build).contains("fell back to deterministic truncation"), "{}", stderr(&build));
+    let shown: Value =
+        serde_json::from_str(&stdout(&lessrt(&["dag", "show", "--store", &store, "--json"]))).expect("JSON");
+    let node = &shown["nodes"][0];
+    assert_eq!((&node["level"], &node["confidence"]), (&json!(3), &json!(0.3)), "{node}");
+    assert_eq!(node["summarizer"], json!("truncation"), "{node}");
+    let log = stdout(&lessrt(&["dag", "log", "--kind", "escalated", "--store", &store]));
+    assert!(log.contains("LLM_UNREACHABLE"), "{log}");
+    let node_id = node["id"].as_str().expect("id");
+    let expanded = stdout(&lessrt(&["dag", "expand", node_id, "--store", &store]));
+    assert!(expanded.contains("eu-5"), "the raw messages stay reachable: {expanded}");
+}
+
 #[test]
 fn run_refuses_bad_scenarios_with_the_documented_exit_codes() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -13,7 +13,7 @@ use less_agents::record::{Recorder, Replayer};
 use less_agents::summarizer::LlmSummarizer;
 use less_runtime::dag::{NodeKind, SummaryInput, SummaryItem, escalate};
 use less_runtime::{DocKind, Encoding, LlmSpec, TokenCounter, validate};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -117,6 +117,81 @@ fn llm_reviewers_run_uc3_through_the_gateways_and_replay_to_the_same_report() {
     check_ledger(&ledger(&replay_out, "less"));
 
     summarizer_against_the_server(dir.path());
+    dag_build_with_the_model(dir.path());
+}
+
+/// `lessrt dag build --summarizer llm`: two sessions and their arc summarized by the live model through the CLI,
+/// recorded, then built again in a fresh store from the recording, to the same nodes.
+fn dag_build_with_the_model(dir: &Path) {
+    let s = |p: &Path| p.display().to_string();
+    let (live, replayed, rec) = (dir.join("dag-live"), dir.join("dag-replay"), dir.join("dag-rec"));
+    let sessions = [
+        [
+            "The deploy target for lanternfish is alpha-01; we pinned tokio to 1.40 because 1.41 broke the build.",
+            "Ran cargo test: 3 failures in runtime/src/gateway.rs, all from the budget meter rounding down.",
+            "Fix the rounding, and keep the per-role cap at 600 tokens. TODO: add a regression test.",
+            "Fixed the meter to round up and added the test meter_rounds_up; all 212 tests pass.",
+            "Decision: ship 0.4.2 on Friday after the concurrency review.",
+            "Tagged v0.4.2-rc1 and opened the review.",
+        ],
+        [
+            "The concurrency review found a lock held across an await in Store::check.",
+            "Moved the guard into a block so it drops before the save; the deadlock test passes.",
+            "We decided the refill clock lives in TokenBucket::refill from now on.",
+            "Correction: the deploy target is now beta-02, alpha-01 is being retired.",
+            "Released 0.4.2 to beta-02; the smoke tests are green.",
+            "Remind me to delete the alpha-01 credentials next week.",
+        ],
+    ];
+    for (i, lines) in sessions.iter().enumerate() {
+        let transcript: Vec<Value> = lines
+            .iter()
+            .enumerate()
+            .map(|(j, line)| {
+                let at = 1_795_000_000 + 86_400 * i + 60 * j;
+                json!({"role": if j % 2 == 0 { "user" } else { "assistant" }, "content": line, "at": at})
+            })
+            .collect();
+        let file = dir.join(format!("session-{i}.json"));
+        std::fs::write(&file, Value::Array(transcript).to_string()).expect("write transcript");
+        for store in [&live, &replayed] {
+            let session = format!("s{i}");
+            run_ok(&[
+                "memory",
+                "ingest",
+                &s(&file),
+                "--session",
+                &session,
+                "--project",
+                "lanternfish",
+                "--store",
+                &s(store),
+            ]);
+        }
+    }
+    let build = |store: &Path, source: &str| -> Value {
+        let args = ["dag", "build", "--summarizer", "llm", source, &s(&rec), "--arc-every", "2", "--store", &s(store)];
+        let out = run_ok(&[&args[..], &["--json"]].concat());
+        serde_json::from_str(&out).expect("build JSON")
+    };
+    let report = build(&live, "--record");
+    assert_eq!((&report["built"]["sessions"], &report["built"]["arcs"]), (&json!(2), &json!(1)), "{report}");
+    let nodes = |store: &Path| -> Vec<Value> {
+        let shown: Value =
+            serde_json::from_str(&run_ok(&["dag", "show", "--store", &s(store), "--json"])).expect("JSON");
+        shown["nodes"].as_array().expect("nodes").clone()
+    };
+    let live_nodes = nodes(&live);
+    assert_eq!(live_nodes.len(), 3, "two sessions and an arc");
+    let by_model = live_nodes.iter().filter(|n| n["summarizer"] == "llm:smollm2-135m-instruct").count();
+    assert!(by_model >= 2, "the model wrote most summaries (the rest fell back to truncation): {live_nodes:?}");
+    for node in &live_nodes {
+        assert!(node["token_count"].as_u64() < node["input_tokens"].as_u64(), "every summary is smaller: {node}");
+    }
+    assert!(std::fs::read_dir(&rec).expect("recording").count() >= by_model);
+
+    build(&replayed, "--replay");
+    assert_eq!(nodes(&replayed), live_nodes, "the replayed build writes the same nodes");
 }
 
 /// A session node summarized by the live model, recorded, then replayed to the same summary.

@@ -85,10 +85,9 @@ impl AgentsFactory {
         let mut models = HashMap::new();
         for agent in scenario.agents.iter().filter(|a| a.kind == AgentKind::Llm) {
             let spec = agent.llm.clone().unwrap_or_default();
-            let model: Arc<dyn CompletionModel> = match (&replay, source) {
-                (Some(replay), _) => replay.clone(),
-                (None, ModelSource::Record(dir)) => Arc::new(Recorder::new(live_model(&spec), dir)?),
-                (None, _) => live_model(&spec),
+            let model = match &replay {
+                Some(replay) => replay.clone(),
+                None => model_for(live_model(&spec), source)?,
             };
             models.insert(
                 agent.id.clone(),
@@ -104,10 +103,24 @@ impl AgentsFactory {
     }
 }
 
+/// `live` as `source` says: itself, itself with every exchange recorded, or a recording in its place.
+pub fn model_for(live: Arc<dyn CompletionModel>, source: &ModelSource) -> Result<Arc<dyn CompletionModel>, LlmError> {
+    Ok(match source {
+        ModelSource::Live => live,
+        ModelSource::Record(dir) => Arc::new(Recorder::new(live, dir)?),
+        ModelSource::Replay(dir) => Arc::new(Replayer::new(dir)?),
+    })
+}
+
 /// The OpenAI-compatible client `spec` describes (`LESSRT_LLM_BASE_URL` overriding its base URL).
 pub fn live_model(spec: &LlmSpec) -> Arc<dyn CompletionModel> {
     let base_url = std::env::var(BASE_URL_ENV).ok().filter(|u| !u.is_empty()).unwrap_or_else(|| spec.base_url.clone());
-    let mut config = OpenAiConfig::new(base_url, spec.model.clone());
+    live_model_at(&LlmSpec { base_url, ..spec.clone() })
+}
+
+/// The OpenAI-compatible client `spec` describes, at exactly its base URL (no environment override).
+pub fn live_model_at(spec: &LlmSpec) -> Arc<dyn CompletionModel> {
+    let mut config = OpenAiConfig::new(spec.base_url.clone(), spec.model.clone());
     config.api_key_env = spec.api_key_env.clone();
     config.timeout = Duration::from_secs(spec.timeout_secs);
     config.retries = spec.retries;

@@ -123,6 +123,8 @@ pub struct BuildReport {
     pub epochs: usize,
     /// Summaries that needed level 2 or 3.
     pub escalated: usize,
+    /// Summaries that fell through to level 3, the deterministic truncation (the summarizer failed or overran twice).
+    pub truncated: usize,
 }
 
 impl BuildReport {
@@ -134,6 +136,7 @@ impl BuildReport {
         self.arcs += other.arcs;
         self.epochs += other.epochs;
         self.escalated += other.escalated;
+        self.truncated += other.truncated;
     }
 }
 
@@ -231,6 +234,7 @@ impl Builder {
         self.log_made(archive, &node, &summary, now, "session_summarized")?;
         report.sessions += 1;
         report.escalated += usize::from(summary.level > 1);
+        report.truncated += usize::from(summary.level > 2);
         Ok(report)
     }
 
@@ -251,6 +255,7 @@ impl Builder {
             self.log_made(archive, &node, &summary, now, "backfilled")?;
             report.backfilled += 1;
             report.escalated += usize::from(summary.level > 1);
+            report.truncated += usize::from(summary.level > 2);
             projects.insert(segment.project);
         }
         for project in projects {
@@ -317,6 +322,7 @@ impl Builder {
                 _ => report.epochs += 1,
             }
             report.escalated += usize::from(summary.level > 1);
+            report.truncated += usize::from(summary.level > 2);
         }
         Ok(report)
     }
