@@ -234,4 +234,19 @@ fn the_committed_recording_replays_without_a_server() {
     check_ledger(&ledger(dir.path(), "less"));
     let expected = read_json(&root().join("scenarios/recordings/uc3-review-llm.report.json"));
     assert_eq!(read_json(&json), expected, "the replay reports what the recorded run reported");
+    // The providers' counts per role, beside the runtime's: the model read less in LESS mode than in verbatim mode,
+    // and the refused reviewer asked twice (its report, then the compliant resend).
+    let report = read_json(&json);
+    let (less, verbatim) = (&report[0], &report[1]);
+    assert_eq!((&less["mode"], &verbatim["mode"]), (&json!("less"), &json!("verbatim")));
+    assert_eq!(less["roles"]["concurrency-reviewer"]["model"]["calls"], json!(2));
+    let prompt = |r: &Value| r["totals"]["model"]["prompt_tokens"].as_u64().expect("prompt tokens");
+    let by_role: u64 = less["roles"]
+        .as_object()
+        .expect("roles")
+        .values()
+        .map(|r| r["model"]["prompt_tokens"].as_u64().expect("prompt tokens"))
+        .sum();
+    assert_eq!(by_role, prompt(less), "the totals add the roles up");
+    assert!(0 < prompt(less) && prompt(less) < prompt(verbatim), "{} vs {}", prompt(less), prompt(verbatim));
 }

@@ -157,4 +157,25 @@ fn print_comparison(less: &RunReport, verbatim: &RunReport) {
             pct(with_deref, base)
         );
     }
+    if less.totals.model.calls + verbatim.totals.model.calls == 0 {
+        return;
+    }
+    // What the models read and wrote, as their provider counted it: the prompt is where pasted context costs.
+    println!("model tokens, LESS vs verbatim (prompt + completion, provider's count):");
+    println!("  {:<22} {:>9} {:>9} {:>9} {:>9} {:>8}", "role", "LESS in", "LESS out", "verb in", "verb out", "in%");
+    let rows = less.roles.iter().map(|(role, r)| (role.as_str(), r.model, verbatim.roles.get(role).map(|v| v.model)));
+    for (role, l, v) in rows.chain(std::iter::once(("TOTAL", less.totals.model, Some(verbatim.totals.model)))) {
+        let v = v.unwrap_or_default();
+        if l.calls + v.calls == 0 {
+            continue;
+        }
+        println!(
+            "  {role:<22} {:>9} {:>9} {:>9} {:>9} {:>8}",
+            l.prompt_tokens,
+            l.completion_tokens,
+            v.prompt_tokens,
+            v.completion_tokens,
+            pct(l.prompt_tokens, v.prompt_tokens)
+        );
+    }
 }

@@ -34,7 +34,7 @@ use crate::run::resolver_actor::ResolverMsg;
 use crate::scenario::{Scenario, WireMode};
 
 pub use agent::{Agent, AgentFactory, AgentFuture, ModelUsage, TurnInput};
-pub use report::{CheckResult, RoleReport, RunReport, TokenStats};
+pub use report::{CheckResult, ModelSpend, RoleReport, RunReport, TokenStats};
 pub use supervisor::{LocalRun, Pinned, RunOptions, run_scenario};
 pub use wire::{Action, BriefAction, DerefAction, Envelope, EnvelopeKind, ReportAction};
 

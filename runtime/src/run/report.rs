@@ -57,6 +57,27 @@ pub struct RoleReport {
     pub escalations: u32,
     /// Restarts of agents of this role.
     pub restarts: u32,
+    /// What this role's models spent (`llm` agents; the provider's counts, beside the runtime's inline tokens).
+    pub model: ModelSpend,
+}
+
+/// Completions and tokens as a model provider counted them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ModelSpend {
+    /// Completions asked for.
+    pub calls: u64,
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Generated tokens.
+    pub completion_tokens: u64,
+}
+
+impl ModelSpend {
+    fn add(&mut self, other: &ModelSpend) {
+        self.calls += other.calls;
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+    }
 }
 
 /// One check's verdict.
@@ -140,6 +161,16 @@ impl RunReport {
                         r.deref_tokens += u64::from(*tokens);
                     }
                 }
+                Event::ModelUsage { agent, calls, prompt_tokens, completion_tokens } => {
+                    if let Some(role) = role_of(agent) {
+                        let spend = ModelSpend {
+                            calls: *calls,
+                            prompt_tokens: *prompt_tokens,
+                            completion_tokens: *completion_tokens,
+                        };
+                        roles.entry(role).or_default().model.add(&spend);
+                    }
+                }
                 Event::Restart { agent, .. } => {
                     if let Some(role) = role_of(agent) {
                         roles.entry(role).or_default().restarts += 1;
@@ -164,6 +195,7 @@ impl RunReport {
             totals.resends += r.resends;
             totals.escalations += r.escalations;
             totals.restarts += r.restarts;
+            totals.model.add(&r.model);
         }
         let checks = scenario
             .expect
