@@ -249,4 +249,14 @@ fn the_committed_recording_replays_without_a_server() {
         .sum();
     assert_eq!(by_role, prompt(less), "the totals add the roles up");
     assert!(0 < prompt(less) && prompt(less) < prompt(verbatim), "{} vs {}", prompt(less), prompt(verbatim));
+    // A thrown-away answer is accounted for where it happened: in the report and, with its reason, in the ledger.
+    let unusable = verbatim["totals"]["model"]["unusable"].as_u64().expect("unusable");
+    let reasons: Vec<String> = ledger(dir.path(), "verbatim")
+        .iter()
+        .filter(|e| e["event"] == "model_usage")
+        .flat_map(|e| e["unusable"].as_array().cloned().unwrap_or_default())
+        .map(|r| r.as_str().expect("a reason").to_owned())
+        .collect();
+    assert_eq!(reasons.len() as u64, unusable, "{reasons:?}");
+    assert!(unusable >= 1 && reasons.iter().all(|r| r.starts_with("LLM_OUTPUT_")), "{reasons:?}");
 }

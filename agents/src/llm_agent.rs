@@ -128,6 +128,7 @@ impl LlmAgent {
                 }
                 Err(err) if tries < OUTPUT_RETRIES && !err.is_transient() => {
                     tries += 1;
+                    self.spent.unusable.push(unusable_reason(&err));
                     tracing::warn!(target: "less.llm", "{}: unusable output ({}), asking again", self.agent, err.code());
                     if let LlmError::OutputInvalid { .. } | LlmError::OutputNotJson { .. } = err {
                         request.messages.push(ChatMessage::user(format!(
@@ -294,6 +295,15 @@ fn read_report(value: &Value) -> (String, Vec<EngramSpec>) {
         })
         .collect();
     (summary, engrams)
+}
+
+/// Why an answer was thrown away, for the ledger: the code and the first few violations, short.
+fn unusable_reason(err: &LlmError) -> String {
+    let mut reason = format!("{}: {err}", err.code());
+    if reason.chars().count() > 300 {
+        reason = reason.chars().take(299).collect::<String>() + "…";
+    }
+    reason
 }
 
 /// The escalation an agent sends instead of a report its model could not write.

@@ -149,6 +149,11 @@ async fn unusable_output_is_retried_once_with_the_error() {
     let seen = model.seen();
     assert_eq!(seen.len(), 2);
     assert!(seen[1].messages.last().expect("turn").content.contains("LLM_OUTPUT_INVALID"));
+    // The thrown-away answer is accounted for: two calls, one unusable, and why.
+    let spent = agent.take_usage();
+    assert_eq!(spent.calls, 2);
+    assert_eq!(spent.unusable.len(), 1, "{:?}", spent.unusable);
+    assert!(spent.unusable[0].starts_with("LLM_OUTPUT_INVALID") && spent.unusable[0].contains("repo:other.rs"));
 }
 
 #[tokio::test]

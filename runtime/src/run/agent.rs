@@ -75,7 +75,7 @@ pub trait Agent: Send + Sync + 'static {
 }
 
 /// Tokens a model spent, as its provider counted them; the ledger records them beside the runtime's own counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ModelUsage {
     /// Completions.
     pub calls: u64,
@@ -83,6 +83,8 @@ pub struct ModelUsage {
     pub prompt_tokens: u64,
     /// Generated tokens.
     pub completion_tokens: u64,
+    /// Why answers were thrown away and asked for again (`LLM_OUTPUT_INVALID: /engrams/0/claim: …`), one per answer.
+    pub unusable: Vec<String>,
 }
 
 /// Builds agents (again, after a restart).
@@ -196,6 +198,7 @@ impl Actor for AgentActor {
                         calls: usage.calls,
                         prompt_tokens: usage.prompt_tokens,
                         completion_tokens: usage.completion_tokens,
+                        unusable: usage.unusable,
                     });
                 }
                 let _ = reply.send(outcome);

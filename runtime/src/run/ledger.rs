@@ -122,6 +122,9 @@ pub enum Event {
         calls: u64,
         prompt_tokens: u64,
         completion_tokens: u64,
+        /// Why answers were thrown away and asked for again, one per answer.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        unusable: Vec<String>,
     },
     AgentDown {
         agent: String,
@@ -182,12 +185,12 @@ impl Event {
                 ),
             ],
             Event::Restart { agent, .. } => vec![agent.clone(), "restart".into(), String::new()],
-            Event::ModelUsage { agent, calls, prompt_tokens, completion_tokens } => {
-                vec![
-                    agent.clone(),
-                    "model".into(),
-                    format!("calls={calls}\tprompt={prompt_tokens}\tcompletion={completion_tokens}"),
-                ]
+            Event::ModelUsage { agent, calls, prompt_tokens, completion_tokens, unusable } => {
+                let mut detail = format!("calls={calls}\tprompt={prompt_tokens}\tcompletion={completion_tokens}");
+                if !unusable.is_empty() {
+                    detail.push_str(&format!("\tunusable={}", unusable.len()));
+                }
+                vec![agent.clone(), "model".into(), detail]
             }
             Event::AgentDown { agent, .. } => vec![agent.clone(), "down".into(), String::new()],
             Event::Step { index, agent, action } => vec![agent.clone(), "step".into(), format!("{index}:{action}")],
@@ -251,8 +254,14 @@ impl Event {
                 ),
             },
             Event::Restart { agent, reason } => format!("  RESTART {agent}: {reason}"),
-            Event::ModelUsage { agent, calls, prompt_tokens, completion_tokens } => {
-                format!("  {agent} model: {calls} calls, {prompt_tokens} prompt + {completion_tokens} completion tok")
+            Event::ModelUsage { agent, calls, prompt_tokens, completion_tokens, unusable } => {
+                let mut line = format!(
+                    "  {agent} model: {calls} calls, {prompt_tokens} prompt + {completion_tokens} completion tok"
+                );
+                for why in unusable {
+                    line.push_str(&format!("\n    answer thrown away: {why}"));
+                }
+                line
             }
             Event::AgentDown { agent, reason } => format!("  DOWN {agent}: {reason}"),
             Event::Step { index, agent, action } => format!("step {index}: {agent} {action}"),

@@ -70,6 +70,8 @@ pub struct ModelSpend {
     pub prompt_tokens: u64,
     /// Generated tokens.
     pub completion_tokens: u64,
+    /// Answers thrown away as unusable (not JSON, or breaking the schema) and asked for again.
+    pub unusable: u64,
 }
 
 impl ModelSpend {
@@ -77,6 +79,7 @@ impl ModelSpend {
         self.calls += other.calls;
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
+        self.unusable += other.unusable;
     }
 }
 
@@ -161,12 +164,13 @@ impl RunReport {
                         r.deref_tokens += u64::from(*tokens);
                     }
                 }
-                Event::ModelUsage { agent, calls, prompt_tokens, completion_tokens } => {
+                Event::ModelUsage { agent, calls, prompt_tokens, completion_tokens, unusable } => {
                     if let Some(role) = role_of(agent) {
                         let spend = ModelSpend {
                             calls: *calls,
                             prompt_tokens: *prompt_tokens,
                             completion_tokens: *completion_tokens,
+                            unusable: unusable.len() as u64,
                         };
                         roles.entry(role).or_default().model.add(&spend);
                     }
