@@ -46,7 +46,27 @@ enum Command {
     Errors(cmd::errors::Args),
 }
 
+/// `lessrt dag show | head` closes the pipe early: the shell user wants the head, not a panic about printing. Rust
+/// ignores SIGPIPE, so a `println!` into a closed pipe panics; this hook ends such a process quietly (status 141,
+/// what a process killed by SIGPIPE reports) and leaves every other panic to the default hook.
+fn exit_quietly_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    exit_quietly_on_broken_pipe();
     let cli = Cli::parse();
     // Telemetry (less.engram.put, less.deref.request, less.deref.grant, less.budget.reject, …) goes to stderr when
     // LESSRT_LOG asks for it, e.g. LESSRT_LOG=info or LESSRT_LOG=less.budget.reject=info; quiet otherwise.

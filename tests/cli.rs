@@ -247,6 +247,26 @@ fn pointer_commands_refuse_bad_input() {
     assert_eq!(stdout(&output).trim(), "sam:decision:publish-domain@2026-01-08");
 }
 
+/// `lessrt … | head`: a reader that stops early ends lessrt quietly (status 141, as after SIGPIPE), not with a panic.
+#[test]
+fn a_closed_stdout_ends_the_process_quietly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Far more output than a pipe buffers, so the write fails however late the read end is closed.
+    let messages: Vec<Value> =
+        (0..5_000).map(|i| json!({"role": "user", "content": format!("message {i}: {}", "x".repeat(100))})).collect();
+    let file = write_doc(dir.path(), "long.json", &Value::Array(messages));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["compact", &file.display().to_string(), "--engine", "hot-tail", "--hot-tail", "5000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lessrt starts");
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("lessrt ends");
+    assert_eq!(output.status.code(), Some(141), "{}", stderr(&output));
+    assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
+}
+
 #[test]
 fn every_command_has_help_and_the_binary_has_a_version() {
     let commands: [&[&str]; 8] = [

@@ -118,6 +118,32 @@ fn llm_reviewers_run_uc3_through_the_gateways_and_replay_to_the_same_report() {
 
     summarizer_against_the_server(dir.path());
     dag_build_with_the_model(dir.path());
+    run_with_the_model_summarizer(dir.path());
+}
+
+/// `lessrt run --summarizer llm`: the run's summarizer actors ask the model for the session summary; a replay of the
+/// recording asks the same question (a pinned run archives under the same session) and archives the same summary.
+fn run_with_the_model_summarizer(dir: &Path) {
+    let s = |p: &Path| p.display().to_string();
+    let scenario = s(&root().join("scenarios/uc1-refactor.toml"));
+    let rec = dir.join("run-summaries");
+    let summary = |out: &Path, source: &str| -> Value {
+        let args = ["run", &scenario, "--mode", "less", "--quiet", "--summarizer", "llm", source, &s(&rec)];
+        run_ok(&[&args[..], &["--out", &s(out)]].concat());
+        let store = out.join("uc1-refactor").join("less").join("memory");
+        let shown: Value =
+            serde_json::from_str(&run_ok(&["dag", "show", "--store", &s(&store), "--json"])).expect("JSON");
+        let nodes = shown["nodes"].as_array().expect("nodes");
+        assert_eq!(nodes.len(), 1, "the run's session: {shown}");
+        let node = &nodes[0];
+        json!({"id": node["id"], "content": node["content"], "summarizer": node["summarizer"], "level": node["level"],
+               "tokens": node["token_count"], "input": node["input_tokens"]})
+    };
+    let live = summary(&dir.join("run-live"), "--record");
+    assert_eq!(live["summarizer"], json!("llm:smollm2-135m-instruct"), "the model wrote it: {live}");
+    assert!(live["tokens"].as_u64() < live["input"].as_u64(), "{live}");
+    let replayed = summary(&dir.join("run-replay"), "--replay");
+    assert_eq!(replayed, live, "the replay archives the recorded summary");
 }
 
 /// `lessrt dag build --summarizer llm`: two sessions and their arc summarized by the live model through the CLI,

@@ -16,7 +16,7 @@ pub mod record;
 pub mod summarizer;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -56,6 +56,17 @@ pub enum ModelSource {
     Record(PathBuf),
     /// The directory's exchanges; no server.
     Replay(PathBuf),
+}
+
+impl ModelSource {
+    /// The source `--record DIR` / `--replay DIR` name (recording wins; neither: live).
+    pub fn from_dirs(record: Option<&Path>, replay: Option<&Path>) -> ModelSource {
+        match (record, replay) {
+            (Some(dir), _) => ModelSource::Record(dir.to_owned()),
+            (None, Some(dir)) => ModelSource::Replay(dir.to_owned()),
+            (None, None) => ModelSource::Live,
+        }
+    }
 }
 
 /// Calls and tokens a model spent for one agent.

@@ -4,17 +4,16 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use std::sync::Arc;
-
 use anyhow::Context;
-use less_agents::summarizer::LlmSummarizer;
-use less_agents::{ModelSource, live_model, live_model_at, model_for};
+use less_agents::ModelSource;
+use less_runtime::Pointer;
 use less_runtime::dag::{
-    Answer, ArchiveStats, BuildReport, Builder, Child, Dag, DagConfig, DagError, Expansion, Extractive, Impact, Node,
-    Summarizer, day, index_dir, parse_transcript,
+    Answer, ArchiveStats, BuildReport, Builder, Child, Dag, DagConfig, DagError, Expansion, Impact, Node, day,
+    index_dir, parse_transcript,
 };
 use less_runtime::memory::Memory;
-use less_runtime::{LlmSpec, Pointer};
+
+use super::summarizer::SummarizerChoice;
 use serde_json::json;
 
 /// Sub-commands of `lessrt dag`.
@@ -105,76 +104,17 @@ pub(crate) struct Common {
     json: bool,
 }
 
-/// Who writes the summaries of `dag build` and `dag backfill`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum SummarizerKind {
-    /// Deterministic extraction of decisions, constraints, obligations and facts, citing their messages (no model).
-    Extractive,
-    /// A model behind an OpenAI-compatible API; a failed, empty or overlong answer escalates to the aggressive level,
-    /// then to deterministic truncation, so a build never blocks on the model.
-    Llm,
-}
-
 /// The summarizer options of `dag build` and `dag backfill`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct SummarizerArgs {
-    /// Who writes the summaries.
-    #[arg(long, value_enum, default_value_t = SummarizerKind::Extractive)]
-    summarizer: SummarizerKind,
-    /// With `--summarizer llm`: the API's base URL (default: $LESSRT_LLM_BASE_URL, else the local server of
-    /// `scripts/local-llm.sh`).
-    #[arg(long, value_name = "URL")]
-    llm_base_url: Option<String>,
-    /// With `--summarizer llm`: the model name sent with each request.
-    #[arg(long, value_name = "NAME")]
-    llm_model: Option<String>,
-    /// With `--summarizer llm`: the environment variable holding the API key (none for a local server).
-    #[arg(long, value_name = "VAR")]
-    llm_api_key_env: Option<String>,
+    #[command(flatten)]
+    choice: SummarizerChoice,
     /// With `--summarizer llm`: write every model exchange to DIR.
     #[arg(long, value_name = "DIR", conflicts_with = "replay")]
     record: Option<PathBuf>,
     /// With `--summarizer llm`: answer from a recording made with --record, without a server.
     #[arg(long, value_name = "DIR")]
     replay: Option<PathBuf>,
-}
-
-impl SummarizerArgs {
-    /// Whether an option that only a model uses was given without `--summarizer llm` (a usage error).
-    fn misplaced_llm_option(&self) -> bool {
-        let llm_only = self.llm_base_url.is_some()
-            || self.llm_model.is_some()
-            || self.llm_api_key_env.is_some()
-            || self.record.is_some()
-            || self.replay.is_some();
-        llm_only && self.summarizer != SummarizerKind::Llm
-    }
-
-    /// The summarizer the options name, or why it cannot be made.
-    fn summarizer(&self) -> anyhow::Result<Arc<dyn Summarizer>> {
-        match self.summarizer {
-            SummarizerKind::Extractive => Ok(Arc::new(Extractive)),
-            SummarizerKind::Llm => {
-                let mut spec = LlmSpec::default();
-                if let Some(model) = &self.llm_model {
-                    spec.model.clone_from(model);
-                }
-                spec.api_key_env.clone_from(&self.llm_api_key_env);
-                // An explicit URL beats the environment, which beats the default.
-                let live = match &self.llm_base_url {
-                    Some(url) => live_model_at(&LlmSpec { base_url: url.clone(), ..spec.clone() }),
-                    None => live_model(&spec),
-                };
-                let source = match (&self.record, &self.replay) {
-                    (Some(dir), _) => ModelSource::Record(dir.clone()),
-                    (None, Some(dir)) => ModelSource::Replay(dir.clone()),
-                    (None, None) => ModelSource::Live,
-                };
-                let model = model_for(live, &source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
-                Ok(Arc::new(LlmSummarizer::new(model, format!("llm:{}", spec.model), spec.temperature)))
-            }
-        }
-    }
 }
 
 /// `lessrt memory ingest`'s arguments.
@@ -205,13 +145,16 @@ fn open(store: &Path, config: DagConfig) -> anyhow::Result<Dag> {
 
 /// Opens the archive with the summarizer `args` name; `None` (after saying why) on a usage error.
 fn open_summarizing(store: &Path, config: DagConfig, args: &SummarizerArgs) -> anyhow::Result<Option<Dag>> {
-    if args.misplaced_llm_option() {
-        eprintln!(
-            "lessrt: --llm-base-url, --llm-model, --llm-api-key-env, --record and --replay need `--summarizer llm`"
-        );
+    if (args.record.is_some() || args.replay.is_some()) && !args.choice.is_llm() {
+        eprintln!("lessrt: --record and --replay need `--summarizer llm`");
         return Ok(None);
     }
-    let builder = Builder::new(config, args.summarizer()?);
+    let Some(summarizer) =
+        args.choice.summarizer(&ModelSource::from_dirs(args.record.as_deref(), args.replay.as_deref()))?
+    else {
+        return Ok(None);
+    };
+    let builder = Builder::new(config, summarizer);
     let index = Memory::open(&index_dir(store))
         .with_context(|| format!("cannot open the message index in {}", store.display()))?;
     let dag = Dag::open_with(store, builder, index)

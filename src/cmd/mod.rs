@@ -9,6 +9,7 @@ pub(crate) mod memory;
 pub(crate) mod pointer;
 pub(crate) mod run;
 pub(crate) mod schema;
+pub(crate) mod summarizer;
 pub(crate) mod tokens;
 pub(crate) mod validate;
 

@@ -11,6 +11,8 @@ use less_agents::{AgentsFactory, ModelSource};
 use less_runtime::run::{Pinned, RunOptions, RunReport, fresh_secret, run_scenario};
 use less_runtime::{ErrorCode, Scenario, WireMode};
 
+use super::summarizer::SummarizerChoice;
+
 /// Arguments of `lessrt run`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -34,6 +36,8 @@ pub(crate) struct Args {
     /// Answer the `llm` agents from a recording made with --record, without a server.
     #[arg(long, value_name = "DIR")]
     replay: Option<PathBuf>,
+    #[command(flatten)]
+    summarizer: SummarizerChoice,
 }
 
 fn parse_mode(text: &str) -> Result<WireMode, String> {
@@ -53,10 +57,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(if unusable { 2 } else { 1 }));
         }
     };
-    let source = match (&args.record, &args.replay) {
-        (Some(dir), _) => ModelSource::Record(dir.clone()),
-        (None, Some(dir)) => ModelSource::Replay(dir.clone()),
-        (None, None) => ModelSource::Live,
+    let source = ModelSource::from_dirs(args.record.as_deref(), args.replay.as_deref());
+    // The run's summarizer actors: extractive, or a model answering like the agents' (live, recorded, replayed).
+    let Some(summarizer) = args.summarizer.summarizer(&source)? else {
+        return Ok(ExitCode::from(2));
     };
     // Recorded and replayed runs stamp documents with the recording's start time and sign grants with its key, so
     // both count alike.
@@ -85,7 +89,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             println!("== {} ({} mode, {})", scenario.name, mode.as_str(), scenario.tokenizer);
         }
         let out = args.out.clone().unwrap_or_else(|| PathBuf::from("runs")).join(&scenario.name).join(mode.as_str());
-        let options = RunOptions { mode, out_dir: Some(out), trace: !args.quiet, pinned };
+        let options =
+            RunOptions { mode, out_dir: Some(out), trace: !args.quiet, pinned, summarizer: Some(summarizer.clone()) };
         let factory = Arc::new(
             AgentsFactory::for_scenario(&scenario, &source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?,
         );

@@ -57,6 +57,10 @@ impl Directory {
 pub struct RunContext {
     /// Identifies the run in actor names and the ledger.
     pub run_id: String,
+    /// The run's session in the archive (without the mode): the run id, or for a pinned (recorded or replayed) run
+    /// the scenario and the pinned start time, so that a replay archives the same messages under the same ids and
+    /// asks a model summarizer the recorded questions.
+    pub session_base: String,
     /// Wire mode.
     pub mode: WireMode,
     /// The scenario.
@@ -85,7 +89,7 @@ impl RunContext {
 
     /// The run's session in the archive: the run id and the mode.
     pub(crate) fn session(&self) -> String {
-        format!("{}:{}", self.run_id, self.mode.as_str())
+        format!("{}:{}", self.session_base, self.mode.as_str())
     }
 
     /// Archives a delivered message (fire and forget: agents never wait on the summarizers).

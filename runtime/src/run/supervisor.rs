@@ -21,7 +21,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::dag::actor::{SummarizerArgs, SummarizerMsg, SummarizerSupervisor};
-use crate::dag::{BuildReport, Builder, DagConfig, Extractive};
+use crate::dag::{BuildReport, Builder, DagConfig, Extractive, Summarizer};
 use crate::error::{Error, Violation};
 use crate::memory::{MemoryActor, MemoryArgs, MemoryPolicy, system_clock};
 use crate::resolver::Resolver;
@@ -52,6 +52,9 @@ pub struct RunOptions {
     /// Pinned time and grant key (record/replay runs), so that a replay counts exactly the tokens the recorded
     /// run counted. `None`: the system clock and a fresh secret.
     pub pinned: Option<Pinned>,
+    /// Who writes the run's session summary (and any arcs and epochs it completes). `None`: the deterministic
+    /// [`Extractive`].
+    pub summarizer: Option<Arc<dyn Summarizer>>,
 }
 
 /// What a replayable run keeps fixed.
@@ -144,7 +147,10 @@ impl LocalRun {
         }
         let summarizer_args = SummarizerArgs {
             dir: memory_dir.clone(),
-            builder: Builder::new(DagConfig::default(), Arc::new(Extractive)),
+            builder: Builder::new(
+                DagConfig::default(),
+                options.summarizer.clone().unwrap_or_else(|| Arc::new(Extractive) as Arc<dyn Summarizer>),
+            ),
             clock: system_clock(),
             index: true,
         };
@@ -158,6 +164,10 @@ impl LocalRun {
             .map_err(|e| fail("memory", &e))?;
         let ctx = Arc::new(RunContext {
             run_id: run_id.clone(),
+            session_base: match options.pinned {
+                Some(pinned) => format!("{}@{}", scenario.name, pinned.clock.unix_timestamp()),
+                None => run_id.clone(),
+            },
             mode,
             scenario: scenario.clone(),
             secret: options.pinned.map_or_else(fresh_secret, |p| p.secret),

@@ -74,6 +74,7 @@ async fn harness(budget_toml: &str) -> Harness {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let ctx = Arc::new(RunContext {
         run_id: format!("h{}", rand_suffix()),
+        session_base: format!("h{}", rand_suffix()),
         mode: WireMode::Less,
         scenario,
         secret: [9u8; 32],
