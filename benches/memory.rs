@@ -11,7 +11,7 @@
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use less_runtime::memory::{Memory, RecallRequest, Stages};
+use less_runtime::memory::{Embedder, Memory, ModelPaths, RecallRequest, Stages};
 use less_runtime::{Engram, EngramKind, Pointer, Valid};
 
 const SUBJECTS: &[&str] = &[
@@ -171,9 +171,23 @@ fn bench_put(c: &mut Criterion) {
     group.finish();
 }
 
+/// The model alone: 1,000 claims of the corpus in one call, and one query, so the put and recall figures can be
+/// split into model time and index time.
+fn bench_embed(c: &mut Criterion) {
+    let mut group = c.benchmark_group("memory");
+    group.sample_size(10);
+    let embedder = Embedder::load(&ModelPaths::from_env()).expect("the embedding model (scripts/provision-model.sh)");
+    let claims: Vec<String> = (0..1_000).map(|n| corpus_engram(n).claim.clone()).collect();
+    group.throughput(Throughput::Elements(1_000));
+    group.bench_function("embed_1000", |b| b.iter(|| embedder.embed(black_box(&claims)).expect("embed")));
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("embed_one", |b| b.iter(|| embedder.embed_one(black_box(&claims[7])).expect("embed")));
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default();
-    targets = bench_recall, bench_put
+    targets = bench_recall, bench_put, bench_embed
 }
 criterion_main!(benches);
