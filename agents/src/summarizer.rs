@@ -7,9 +7,15 @@
 //! next level (and finally to deterministic truncation) when it is empty, too long or the model failed. The
 //! summarizer is synchronous, as the seam is: each call runs the model on a current-thread runtime of its own, from
 //! the blocking thread the DAG's level summarizers call it on.
+//!
+//! A model that is down costs every call its full retries (seconds each), and a build asks once or twice per node;
+//! so after a call fails in a way retries did not cure (unreachable, timed out, rate-limited, 5xx), the summarizer
+//! stops asking for [`COOLDOWN`]: calls fail at once with the error that opened the breaker, and their nodes fall
+//! through to truncation. The first call after the cooldown asks the model again.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use less_runtime::dag::{Level, NodeKind, SummarizeError, Summarizer, SummaryInput};
 
@@ -20,17 +26,29 @@ const MAX_ITEM_CHARS: usize = 1_200;
 /// Characters of a whole prompt's items.
 const MAX_PROMPT_CHARS: usize = 9_000;
 
+/// How long the summarizer stops asking a model that failed beyond its retries.
+pub const COOLDOWN: Duration = Duration::from_secs(60);
+
 /// Summarizes DAG nodes with a model.
 pub struct LlmSummarizer {
     model: Arc<dyn CompletionModel>,
     name: String,
     temperature: f64,
+    cooldown: Duration,
+    /// Open: until when calls fail without asking, and why.
+    breaker: Mutex<Option<(Instant, String)>>,
 }
 
 impl LlmSummarizer {
     /// A summarizer asking `model`; `name` is recorded on every node it writes (e.g. `llm:smollm2-135m`).
     pub fn new(model: Arc<dyn CompletionModel>, name: impl Into<String>, temperature: f64) -> LlmSummarizer {
-        LlmSummarizer { model, name: name.into(), temperature }
+        LlmSummarizer { model, name: name.into(), temperature, cooldown: COOLDOWN, breaker: Mutex::new(None) }
+    }
+
+    /// The same with another cooldown after a failure (zero: always ask).
+    pub fn with_cooldown(mut self, cooldown: Duration) -> LlmSummarizer {
+        self.cooldown = cooldown;
+        self
     }
 
     /// The request for one level of one node.
@@ -75,15 +93,35 @@ impl Summarizer for LlmSummarizer {
     }
 
     fn summarize(&self, input: &SummaryInput<'_>, level: Level, target_tokens: u32) -> Result<String, SummarizeError> {
+        {
+            let breaker = self.breaker.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((until, why)) = breaker.as_ref()
+                && Instant::now() < *until
+            {
+                let left = until.saturating_duration_since(Instant::now()).as_secs();
+                return Err(SummarizeError(format!("{why} (not asked again for {left} s)")));
+            }
+        }
         let request = self.request(input, level, target_tokens);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|err| SummarizeError(format!("no runtime for the model call: {err}")))?;
-        let completion = runtime
-            .block_on(self.model.complete(&request))
-            .map_err(|err| SummarizeError(format!("{}: {err}", err.code())))?;
-        Ok(completion.text.trim().to_owned())
+        match runtime.block_on(self.model.complete(&request)) {
+            Ok(completion) => {
+                *self.breaker.lock().unwrap_or_else(PoisonError::into_inner) = None;
+                Ok(completion.text.trim().to_owned())
+            }
+            Err(err) => {
+                let why = format!("{}: {err}", err.code());
+                // Transient errors were retried already: the model is down or overloaded, not confused.
+                if err.is_transient() && !self.cooldown.is_zero() {
+                    let until = Instant::now() + self.cooldown;
+                    *self.breaker.lock().unwrap_or_else(PoisonError::into_inner) = Some((until, why.clone()));
+                }
+                Err(SummarizeError(why))
+            }
+        }
     }
 }
 
