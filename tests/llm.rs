@@ -246,6 +246,46 @@ fn summarizer_against_the_server(dir: &Path) {
     assert_eq!(summary, again);
 }
 
+/// A run recorded while the model server was down replays to the same report: the failures are in the recording.
+#[test]
+fn a_run_recorded_against_a_dead_server_replays_its_failures() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = |p: &Path| p.display().to_string();
+    let scenario = s(&root().join("scenarios/uc3-review-llm.toml"));
+    let rec = dir.path().join("rec");
+    // A port nothing listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let run = |source: &str, name: &str| -> Value {
+        let json = dir.path().join(format!("{name}.json"));
+        let out = dir.path().join(name);
+        let output = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+            .args(["run", &scenario, "--mode", "less", "--quiet", source, &s(&rec), "--out", &s(&out)])
+            .args(["--json", &s(&json)])
+            .env(less_agents::BASE_URL_ENV, format!("http://127.0.0.1:{port}/v1"))
+            .output()
+            .expect("lessrt runs");
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "checks fail, nothing crashes: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        read_json(&json)
+    };
+    let recorded = run("--record", "live");
+    let failures = std::fs::read_dir(&rec)
+        .expect("recording")
+        .filter_map(|e| std::fs::read_to_string(e.expect("entry").path()).ok())
+        .filter(|text| text.contains("\"unreachable\""))
+        .count();
+    assert_eq!(failures, 3, "each reviewer's failed exchange is recorded");
+    let escalations = recorded["totals"]["escalations"].as_u64().expect("escalations");
+    assert!(escalations >= 3, "each reviewer escalated instead of reporting: {recorded}");
+    let check = recorded["checks"].as_array().expect("checks").iter().find(|c| c["name"] == "0 escalations").cloned();
+    assert_eq!(check.map(|c| c["passed"].clone()), Some(json!(false)), "the scenario's own check sees them");
+    assert_eq!(run("--replay", "replay"), recorded, "the replay fails where the recorded run failed");
+}
+
 /// The recording committed with the repository (made against the local server) replays without one.
 #[test]
 fn the_committed_recording_replays_without_a_server() {

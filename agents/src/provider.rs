@@ -92,8 +92,10 @@ pub struct Completion {
     pub attempts: u32,
 }
 
-/// Why a completion failed. Each variant has a stable [`LlmError::code`]; none is a panic.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+/// Why a completion failed. Each variant has a stable [`LlmError::code`]; none is a panic. Serializable, so a
+/// recording can keep a failed exchange and a replay fail the same way.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum LlmError {
     /// The API key's environment variable is unset or empty.
     #[error("environment variable {var} (the API key) is not set: export it, or set api_key_env to a variable that is")]
@@ -195,6 +197,12 @@ impl LlmError {
             LlmError::ReplayMissing { .. } => "LLM_REPLAY_MISSING",
             LlmError::Recording { .. } => "LLM_RECORDING_IO",
         }
+    }
+
+    /// Whether the failure is the model's or its server's answer to a request (and so belongs in a recording), rather
+    /// than the recording's own.
+    pub fn is_exchange_outcome(&self) -> bool {
+        !matches!(self, LlmError::ReplayMissing { .. } | LlmError::Recording { .. })
     }
 
     /// Whether another attempt may succeed (transport failures, 429, 5xx).

@@ -1,18 +1,22 @@
-//! Record and replay of model exchanges: [`Recorder`] wraps a live [`CompletionModel`] and writes every successful
-//! exchange to `DIR/<key>.json`; [`Replayer`] answers from those files with no server. A request already in the
+//! Record and replay of model exchanges: [`Recorder`] wraps a live [`CompletionModel`] and writes every exchange
+//! to `DIR/<key>.json`, a failed one too (its error after the provider's retries); [`Replayer`] answers from those
+//! files with no server, failing where the recorded run failed. A request already in the
 //! recording is answered from it, also while recording: a server at temperature 0 is still not bit-stable (prompt
 //! caching changes the arithmetic), and the LESS and verbatim runs of a scenario often ask the same question, so one
 //! question gets one answer and the replay sees exactly what the live run saw. Record into an empty directory to ask
 //! everything afresh. The key is the first 16 hex
 //! digits of blake3 over the request's canonical JSON (system prompt, turns, sampling, schema), so a replayed run
 //! asks the same questions and gets the same answers, and a request that was never recorded is the stable error
-//! `LLM_REPLAY_MISSING` naming the key. Failed exchanges are not recorded: a run that met one cannot be replayed.
-//! Files are pretty JSON `{"key", "request", "completion"}`, written once per key and never edited by hand.
+//! `LLM_REPLAY_MISSING` naming the key. A recorded failure answers again only within the recording process (so both
+//! modes of a run see it alike); a later `--record` into the same directory asks that question live again, so a
+//! server that was down while recording does not leave its errors behind for good.
+//! Files are pretty JSON `{"key", "request", "completion"}` or `{"key", "request", "error"}`, never edited by hand.
 //! `run.json` holds the recording's start time and grant key ([`recorded_run`]): recorded and replayed runs stamp
 //! their documents with that time and sign grants with that key, so both count the same tokens.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Value, json};
 
@@ -55,10 +59,12 @@ pub fn recorded_run(dir: &Path, create: bool, now: &str, secret: [u8; 32]) -> Re
     }
 }
 
-/// Writes every successful exchange of the model it wraps.
+/// Writes every exchange of the model it wraps.
 pub struct Recorder {
     inner: Arc<dyn CompletionModel>,
     dir: PathBuf,
+    /// Keys whose failure this recorder wrote (answered from the recording again; older failures are asked anew).
+    failed_here: Mutex<HashSet<String>>,
 }
 
 impl Recorder {
@@ -67,7 +73,14 @@ impl Recorder {
         let dir = dir.into();
         std::fs::create_dir_all(&dir)
             .map_err(|err| LlmError::Recording { path: dir.display().to_string(), message: err.to_string() })?;
-        Ok(Recorder { inner, dir })
+        Ok(Recorder { inner, dir, failed_here: Mutex::default() })
+    }
+
+    fn write(&self, key: &str, doc: &Value) -> Result<(), LlmError> {
+        let path = path_of(&self.dir, key);
+        let text = serde_json::to_string_pretty(doc).unwrap_or_default() + "\n";
+        std::fs::write(&path, text)
+            .map_err(|err| LlmError::Recording { path: path.display().to_string(), message: err.to_string() })
     }
 }
 
@@ -75,22 +88,31 @@ impl CompletionModel for Recorder {
     fn complete<'a>(&'a self, request: &'a CompletionRequest) -> ModelFuture<'a, Result<Completion, LlmError>> {
         Box::pin(async move {
             let key = exchange_key(request);
-            if let Some(recorded) = read_exchange(&self.dir, &key)? {
-                return Ok(recorded);
+            match read_exchange(&self.dir, &key)? {
+                Some(Ok(recorded)) => return Ok(recorded),
+                Some(Err(failed)) if self.failed_here.lock().unwrap_or_else(PoisonError::into_inner).contains(&key) => {
+                    return Err(failed);
+                }
+                Some(Err(_)) | None => {}
             }
-            let completion = self.inner.complete(request).await?;
-            let path = path_of(&self.dir, &key);
-            let doc = json!({"key": key, "request": request, "completion": completion});
-            let text = serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
-            std::fs::write(&path, text)
-                .map_err(|err| LlmError::Recording { path: path.display().to_string(), message: err.to_string() })?;
-            Ok(completion)
+            match self.inner.complete(request).await {
+                Ok(completion) => {
+                    self.write(&key, &json!({"key": key, "request": request, "completion": completion}))?;
+                    Ok(completion)
+                }
+                Err(err) if err.is_exchange_outcome() => {
+                    self.write(&key, &json!({"key": key, "request": request, "error": err}))?;
+                    self.failed_here.lock().unwrap_or_else(PoisonError::into_inner).insert(key);
+                    Err(err)
+                }
+                Err(err) => Err(err),
+            }
         })
     }
 }
 
-/// The recorded answer to `key` (`attempts` 0), `None` if there is none.
-fn read_exchange(dir: &Path, key: &str) -> Result<Option<Completion>, LlmError> {
+/// The recorded outcome of `key`: the completion (`attempts` 0) or the failure; `None` if there is none.
+fn read_exchange(dir: &Path, key: &str) -> Result<Option<Result<Completion, LlmError>>, LlmError> {
     let path = path_of(dir, key);
     let io = |message: String| LlmError::Recording { path: path.display().to_string(), message };
     let text = match std::fs::read_to_string(&path) {
@@ -99,10 +121,15 @@ fn read_exchange(dir: &Path, key: &str) -> Result<Option<Completion>, LlmError> 
         Err(err) => return Err(io(err.to_string())),
     };
     let doc: Value = serde_json::from_str(&text).map_err(|err| io(err.to_string()))?;
+    if let Some(error) = doc.get("error") {
+        let failed: LlmError =
+            serde_json::from_value(error.clone()).map_err(|err| io(format!("unreadable error: {err}")))?;
+        return Ok(Some(Err(failed)));
+    }
     let mut completion: Completion = serde_json::from_value(doc.get("completion").cloned().unwrap_or_default())
         .map_err(|err| io(format!("no completion: {err}")))?;
     completion.attempts = 0;
-    Ok(Some(completion))
+    Ok(Some(Ok(completion)))
 }
 
 /// Answers from a recording.
@@ -129,7 +156,7 @@ impl CompletionModel for Replayer {
         Box::pin(async move {
             let key = exchange_key(request);
             read_exchange(&self.dir, &key)?
-                .ok_or_else(|| LlmError::ReplayMissing { key, dir: self.dir.display().to_string() })
+                .unwrap_or_else(|| Err(LlmError::ReplayMissing { key, dir: self.dir.display().to_string() }))
         })
     }
 }

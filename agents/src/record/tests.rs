@@ -45,6 +45,55 @@ async fn a_recording_answers_each_question_once_and_replays_without_the_model() 
     assert!(err.to_string().contains(&exchange_key(&ask("c"))), "{err}");
 }
 
+/// Fails its first call (the server is down), then answers "up".
+struct DownThenUp(Mutex<u32>);
+
+impl CompletionModel for DownThenUp {
+    fn complete<'a>(&'a self, _request: &'a CompletionRequest) -> ModelFuture<'a, Result<Completion, LlmError>> {
+        Box::pin(async move {
+            let mut n = self.0.lock().expect("lock");
+            *n += 1;
+            if *n == 1 {
+                return Err(LlmError::Unreachable { attempts: 4, message: "connection refused".to_owned() });
+            }
+            Ok(Completion { text: "up".to_owned(), finish_reason: None, usage: Usage::default(), attempts: 1 })
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_failed_exchange_is_recorded_and_replays_as_the_same_failure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let live = Arc::new(DownThenUp(Mutex::new(0)));
+    let recorder = Recorder::new(live.clone(), dir.path()).expect("recorder");
+    let failed = recorder.complete(&ask("a")).await.expect_err("the server is down");
+    // Within the recording run, the question keeps its answer: the failure (both modes of a run see it alike).
+    assert_eq!(recorder.complete(&ask("a")).await.expect_err("the same failure"), failed);
+    assert_eq!(*live.0.lock().expect("lock"), 1);
+
+    let replayed = Replayer::new(dir.path()).expect("replayer").complete(&ask("a")).await.expect_err("replayed");
+    assert_eq!(replayed, failed, "the replay fails exactly as the recorded run did");
+    assert_eq!(replayed.code(), "LLM_UNREACHABLE");
+
+    // A later recording asks the failed question again, and its answer replaces the failure.
+    let again = Recorder::new(live.clone(), dir.path()).expect("recorder");
+    assert_eq!(again.complete(&ask("a")).await.expect("the server is up").text, "up");
+    let replayer = Replayer::new(dir.path()).expect("replayer");
+    assert_eq!(replayer.complete(&ask("a")).await.expect("replayed answer").text, "up");
+}
+
+#[tokio::test]
+async fn recording_problems_are_not_recorded_as_answers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let empty = tempfile::tempdir().expect("tempdir");
+    // A recorder over a replayer of an empty recording: the miss is the recording's problem, not the model's answer.
+    let inner: Arc<dyn CompletionModel> = Arc::new(Replayer::new(empty.path()).expect("replayer"));
+    let recorder = Recorder::new(inner, dir.path()).expect("recorder");
+    let err = recorder.complete(&ask("a")).await.expect_err("missing");
+    assert_eq!(err.code(), "LLM_REPLAY_MISSING");
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0, "nothing written");
+}
+
 #[test]
 fn replaying_a_missing_directory_says_how_to_record_one() {
     let err = Replayer::new("/nonexistent/recording").err().expect("no directory");

@@ -53,7 +53,8 @@ pub struct RoleReport {
     pub rejected_tokens: u64,
     /// Compliant resends delivered.
     pub resends: u32,
-    /// Escalations about this role.
+    /// Escalations about this role: written by a gateway (refusals past the resend) or by the role's agents
+    /// themselves (e.g. an LLM agent whose model failed).
     pub escalations: u32,
     /// Restarts of agents of this role.
     pub restarts: u32,
@@ -130,7 +131,9 @@ impl RunReport {
                 Event::Delivered { from, tokens, .. } => {
                     // Escalations written by a gateway are counted under the pseudo-role "gateway".
                     let role = role_of(from).unwrap_or_else(|| "gateway".to_owned());
-                    roles.entry(role.clone()).or_default().turns += 1;
+                    let report = roles.entry(role.clone()).or_default();
+                    report.turns += 1;
+                    report.escalations += u32::from(is_agent_escalation(scenario, event));
                     samples.entry(role).or_default().push(*tokens);
                 }
                 // A recall answer is inline context for the asking agent: one turn of its role.
@@ -205,7 +208,7 @@ impl RunReport {
             .expect
             .iter()
             .filter(|e| e.mode.is_none_or(|m| m == mode))
-            .map(|e| evaluate(&e.check, mode, events, &totals))
+            .map(|e| evaluate(&e.check, scenario, mode, events, &totals))
             .collect();
         RunReport {
             scenario: scenario.name.clone(),
@@ -241,7 +244,13 @@ fn pointer_texts(engram: &Value) -> Vec<String> {
         .collect()
 }
 
-fn evaluate(check: &Check, mode: WireMode, events: &[Event], totals: &RoleReport) -> CheckResult {
+/// An escalation an agent wrote and delivered itself (a gateway's own escalations are `Event::Escalated`).
+fn is_agent_escalation(scenario: &Scenario, event: &Event) -> bool {
+    matches!(event, Event::Delivered { from, doc, .. }
+        if scenario.agent(from).is_some() && doc.get("type").and_then(Value::as_str) == Some("escalation"))
+}
+
+fn evaluate(check: &Check, scenario: &Scenario, mode: WireMode, events: &[Event], totals: &RoleReport) -> CheckResult {
     let (name, passed, detail) = match check {
         Check::EngramCites { kind, pointers } => {
             let kind_name = kind.as_str();
@@ -340,7 +349,10 @@ fn evaluate(check: &Check, mode: WireMode, events: &[Event], totals: &RoleReport
             (format!("{agent} restarted {times}×"), n == *times as usize, format!("restarted {n}×"))
         }
         Check::Escalations { count } => {
-            let n = events.iter().filter(|e| matches!(e, Event::Escalated { .. })).count();
+            let n = events
+                .iter()
+                .filter(|e| matches!(e, Event::Escalated { .. }) || is_agent_escalation(scenario, e))
+                .count();
             (format!("{count} escalations"), n == *count as usize, format!("{n} escalations"))
         }
         Check::QueryFound { agent, min, cites } => {
