@@ -20,6 +20,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+/// Engrams embedded and stored per step of [`Memory::flush`].
+const EMBED_CHUNK: usize = 256;
+
 pub use actor::{
     Clock, EngramRef, MemoryActor, MemoryArgs, MemoryMsg, PromoteRequest, PutRequest, QueryRequest, SupersedeRequest,
     system_clock,
@@ -486,19 +489,29 @@ impl Memory {
                     None => missing.push(wanted),
                 }
             }
-            if !missing.is_empty() {
-                let texts: Vec<&str> = missing.iter().map(|w| w.text.as_str()).collect();
+            // In chunks, each stored durably before the next: memory stays bounded, and a large backlog (an archive
+            // indexed before the model was provisioned) makes progress that survives an interrupted process.
+            let total = missing.len();
+            for (n, chunk) in missing.chunks(EMBED_CHUNK).enumerate() {
+                let texts: Vec<&str> = chunk.iter().map(|w| w.text.as_str()).collect();
                 match semantic.embedder().map_err(EmbedError::Model).and_then(|embedder| embedder.embed(&texts)) {
                     Ok(computed) => {
                         let items: Vec<(&vectors::Wanted, &[f32])> =
-                            missing.iter().copied().zip(computed.iter().map(Vec::as_slice)).collect();
+                            chunk.iter().copied().zip(computed.iter().map(Vec::as_slice)).collect();
                         self.store.put_vectors(embed::MODEL_ID, &items)?;
                         for (wanted, vector) in items {
                             semantic.vectors.add(&wanted.project, &wanted.id, &wanted.vis, vector)?;
                         }
+                        if total > EMBED_CHUNK {
+                            let done = (n * EMBED_CHUNK + chunk.len()).min(total);
+                            tracing::info!(target: "less.memory", done, total, "embedded");
+                        }
                     }
                     // The engrams are stored and recallable by stage 1; they are embedded on the next open.
-                    Err(err) => tracing::warn!("embedding {} engrams failed: {err}", missing.len()),
+                    Err(err) => {
+                        tracing::warn!("embedding {} engrams failed: {err}", total - n * EMBED_CHUNK);
+                        break;
+                    }
                 }
             }
         }

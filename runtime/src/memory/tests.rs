@@ -245,3 +245,24 @@ fn a_large_index_searches_the_selective_keys_only() {
     // A query of common keys only still searches its rarest ones.
     assert_eq!(memory.query("harbor ledger entry", "p", None, 3).expect("query").hits.len(), 3);
 }
+
+/// A backlog larger than one embedding step is embedded and stored in full, step by step.
+#[test]
+fn a_backlog_of_several_embedding_steps_is_embedded_in_full() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut memory = model_memory(dir.path());
+    let n = EMBED_CHUNK * 2 + 7;
+    let engrams: Vec<Valid<Engram>> = (0..n)
+        .map(|i| {
+            let claim = format!("Module m{i} keeps its cache warm with job j{} every {} minutes.", i % 13, i % 7 + 1);
+            engram(EngramKind::Fact, &claim, &format!("repo:src/m{i}.rs#L1-L9"), &[])
+        })
+        .collect();
+    memory.put_many(&engrams, "kelp", 0).expect("bulk");
+    memory.flush().expect("embed");
+    let missing =
+        engrams.iter().filter(|e| memory.store.vector(embed::MODEL_ID, "kelp", &e.id).expect("read").is_none()).count();
+    assert_eq!(missing, 0, "every engram of the backlog has its stored vector");
+    let recall = memory.query("which job keeps module m300 warm", "kelp", None, 3).expect("query");
+    assert_eq!(recall.stages, ["hash", "rerank"]);
+}
