@@ -15,16 +15,16 @@ pub mod provider;
 pub mod record;
 pub mod summarizer;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use less_runtime::{AgentKind, LlmSpec, Scenario};
 
-use crate::llm_agent::{LlmAgent, Sampling, UsageSink};
+use crate::llm_agent::{LlmAgent, Sampling};
 use crate::openai::{OpenAiCompatible, OpenAiConfig};
-use crate::provider::{CompletionModel, LlmError, Usage};
+use crate::provider::{CompletionModel, LlmError};
 use crate::record::{Recorder, Replayer};
 
 use less_runtime::run::{Action, Agent, AgentFactory, AgentFuture, BriefAction, DerefAction, ReportAction, TurnInput};
@@ -69,48 +69,25 @@ impl ModelSource {
     }
 }
 
-/// Calls and tokens a model spent for one agent.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct UsageTotals {
-    /// Completions.
-    pub calls: u64,
-    /// Prompt tokens (the provider's count).
-    pub prompt_tokens: u64,
-    /// Generated tokens (the provider's count).
-    pub completion_tokens: u64,
-}
-
-/// Builds a [`ScriptedAgent`] or an [`LlmAgent`] for each agent, as its `kind` says.
+/// Builds a [`ScriptedAgent`] or an [`LlmAgent`] for each agent, as its `kind` says. What the models spend is
+/// handed to the runtime turn by turn (`Agent::take_usage`), which records it in the ledger and the report.
 pub struct AgentsFactory {
     models: HashMap<String, (Arc<dyn CompletionModel>, Sampling)>,
-    usage: Arc<Mutex<BTreeMap<String, UsageTotals>>>,
 }
 
 impl AgentsFactory {
     /// Models for every `llm` agent of `scenario`, from `source`.
     pub fn for_scenario(scenario: &Scenario, source: &ModelSource) -> Result<AgentsFactory, LlmError> {
-        let replay = match source {
-            ModelSource::Replay(dir) => Some(Arc::new(Replayer::new(dir)?) as Arc<dyn CompletionModel>),
-            _ => None,
-        };
         let mut models = HashMap::new();
         for agent in scenario.agents.iter().filter(|a| a.kind == AgentKind::Llm) {
             let spec = agent.llm.clone().unwrap_or_default();
-            let model = match &replay {
-                Some(replay) => replay.clone(),
-                None => model_for(live_model(&spec), source)?,
-            };
+            let model = model_for(live_model(&spec), source)?;
             models.insert(
                 agent.id.clone(),
                 (model, Sampling { temperature: spec.temperature, max_tokens: spec.max_tokens }),
             );
         }
-        Ok(AgentsFactory { models, usage: Arc::default() })
-    }
-
-    /// Model usage so far, by agent id.
-    pub fn usage(&self) -> BTreeMap<String, UsageTotals> {
-        self.usage.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        Ok(AgentsFactory { models })
     }
 }
 
@@ -141,17 +118,7 @@ pub fn live_model_at(spec: &LlmSpec) -> Arc<dyn CompletionModel> {
 impl AgentFactory for AgentsFactory {
     fn make(&self, spec: &AgentSpec) -> Box<dyn Agent> {
         match self.models.get(&spec.id) {
-            Some((model, sampling)) => {
-                let book = self.usage.clone();
-                let sink: UsageSink = Arc::new(move |agent: &str, usage: &Usage| {
-                    let mut book = book.lock().unwrap_or_else(PoisonError::into_inner);
-                    let totals = book.entry(agent.to_owned()).or_default();
-                    totals.calls += 1;
-                    totals.prompt_tokens += usage.prompt_tokens;
-                    totals.completion_tokens += usage.completion_tokens;
-                });
-                Box::new(LlmAgent::new(&spec.id, model.clone(), *sampling, Some(sink)))
-            }
+            Some((model, sampling)) => Box::new(LlmAgent::new(&spec.id, model.clone(), *sampling)),
             None => Box::new(ScriptedAgent),
         }
     }

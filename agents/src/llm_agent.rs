@@ -48,15 +48,11 @@ pub struct Sampling {
     pub max_tokens: u32,
 }
 
-/// Called with every completion an agent got (usage accounting).
-pub type UsageSink = Arc<dyn Fn(&str, &crate::provider::Usage) + Send + Sync>;
-
 /// An agent whose reports a model writes.
 pub struct LlmAgent {
     model: Arc<dyn CompletionModel>,
     sampling: Sampling,
-    usage: Option<UsageSink>,
-    /// The agent's id (for the usage sink).
+    /// The agent's id (for its log lines).
     agent: String,
     /// The last report conversation, for a resend after a refusal.
     last: Option<Conversation>,
@@ -74,8 +70,8 @@ struct Conversation {
 
 impl LlmAgent {
     /// An agent asking `model`.
-    pub fn new(agent: &str, model: Arc<dyn CompletionModel>, sampling: Sampling, usage: Option<UsageSink>) -> LlmAgent {
-        LlmAgent { model, sampling, usage, agent: agent.to_owned(), last: None, spent: ModelUsage::default() }
+    pub fn new(agent: &str, model: Arc<dyn CompletionModel>, sampling: Sampling) -> LlmAgent {
+        LlmAgent { model, sampling, agent: agent.to_owned(), last: None, spent: ModelUsage::default() }
     }
 
     async fn ask(&mut self, request: &CompletionRequest, known: &[String]) -> Result<JsonCompletion, LlmError> {
@@ -83,10 +79,7 @@ impl LlmAgent {
         self.spent.calls += 1;
         self.spent.prompt_tokens += completion.usage.prompt_tokens;
         self.spent.completion_tokens += completion.usage.completion_tokens;
-        // Every answer costs tokens, usable or not.
-        if let Some(sink) = &self.usage {
-            sink(&self.agent, &completion.usage);
-        }
+        // Every answer costs tokens, usable or not: counted above, before the checks.
         check_json(request, completion, |value| check_report(value, known))
     }
 

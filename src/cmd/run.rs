@@ -94,16 +94,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         let factory = Arc::new(
             AgentsFactory::for_scenario(&scenario, &source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?,
         );
-        let report = runtime
-            .block_on(run_scenario(scenario.clone(), factory.clone(), options))
-            .map_err(|v| anyhow::anyhow!("{v}"))?;
+        let report =
+            runtime.block_on(run_scenario(scenario.clone(), factory, options)).map_err(|v| anyhow::anyhow!("{v}"))?;
         print_report(&report);
-        for (agent, usage) in factory.usage() {
-            println!(
-                "model usage {agent}: {} calls, {} prompt + {} completion tokens (provider's count)",
-                usage.calls, usage.prompt_tokens, usage.completion_tokens
-            );
-        }
         reports.push(report);
     }
     if reports.len() == 2 {
@@ -137,6 +130,13 @@ fn print_report(report: &RunReport) {
             r.resends,
             r.escalations,
             r.restarts
+        );
+    }
+    for (role, r) in report.roles.iter().filter(|(_, r)| r.model.calls > 0) {
+        let m = &r.model;
+        println!(
+            "model usage {role}: {} calls ({} unusable), {} prompt + {} completion tokens (provider's count)",
+            m.calls, m.unusable, m.prompt_tokens, m.completion_tokens
         );
     }
     println!();

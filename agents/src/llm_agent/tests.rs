@@ -94,7 +94,7 @@ fn good(n: usize) -> String {
 }
 
 fn agent(model: Arc<Answers>) -> LlmAgent {
-    LlmAgent::new("rev", model, Sampling { temperature: 0.0, max_tokens: 256 }, None)
+    LlmAgent::new("rev", model, Sampling { temperature: 0.0, max_tokens: 256 })
 }
 
 fn report_of(actions: &[Action]) -> &ReportAction {
