@@ -39,6 +39,7 @@ pub use vectors::{VectorError, VectorIndex};
 
 use crate::engram::{Engram, Scope};
 use crate::error::{ErrorCode, Violation};
+use crate::progress::Progress;
 use crate::valid::Valid;
 
 /// Errors of the memory.
@@ -212,6 +213,8 @@ pub struct Memory {
     fusion: Fusion,
     /// Limits of the access rules and hygiene (`policy.rs`).
     policy: MemoryPolicy,
+    /// Where embedding a backlog reports how far it got.
+    progress: Arc<dyn Progress>,
 }
 
 impl Semantic {
@@ -283,6 +286,7 @@ impl Memory {
             semantic,
             fusion: Fusion::default(),
             policy: MemoryPolicy::default(),
+            progress: crate::progress::silent(),
         };
         let generation = memory.store.generation()?;
         if memory.index.generation() != generation {
@@ -295,6 +299,11 @@ impl Memory {
     /// Replaces the fusion weights (evaluations tune them; the defaults are the tuned ones).
     pub fn set_fusion(&mut self, fusion: Fusion) {
         self.fusion = fusion;
+    }
+
+    /// Reports the progress of embedding pending engrams (phase `embedding`, in engrams) to `progress`.
+    pub fn set_progress(&mut self, progress: Arc<dyn Progress>) {
+        self.progress = progress;
     }
 
     /// Why stage 2 is not available, if it is not (loads the model to find out).
@@ -492,6 +501,7 @@ impl Memory {
             // In chunks, each stored durably before the next: memory stays bounded, and a large backlog (an archive
             // indexed before the model was provisioned) makes progress that survives an interrupted process.
             let total = missing.len();
+            self.progress.update("embedding", 0, total as u64);
             for (n, chunk) in missing.chunks(EMBED_CHUNK).enumerate() {
                 let texts: Vec<&str> = chunk.iter().map(|w| w.text.as_str()).collect();
                 match semantic.embedder().map_err(EmbedError::Model).and_then(|embedder| embedder.embed(&texts)) {
@@ -502,8 +512,9 @@ impl Memory {
                         for (wanted, vector) in items {
                             semantic.vectors.add(&wanted.project, &wanted.id, &wanted.vis, vector)?;
                         }
+                        let done = (n * EMBED_CHUNK + chunk.len()).min(total);
+                        self.progress.update("embedding", done as u64, total as u64);
                         if total > EMBED_CHUNK {
-                            let done = (n * EMBED_CHUNK + chunk.len()).min(total);
                             tracing::info!(target: "less.memory", done, total, "embedded");
                         }
                     }
@@ -521,6 +532,16 @@ impl Memory {
     /// The engram `id` of `project`, hot or cold.
     pub fn get(&self, project: &str, id: &str) -> Result<Option<Stored>, MemoryError> {
         Ok(self.store.get(project, id)?)
+    }
+
+    /// The projects that hold engrams, sorted (an operator choosing where to act).
+    pub fn projects(&self) -> Result<Vec<String>, MemoryError> {
+        Ok(self.store.projects()?)
+    }
+
+    /// The projects that hold a copy of engram `id` (an operator finding out why a read was refused).
+    pub fn owners(&self, id: &str) -> Result<Vec<String>, MemoryError> {
+        Ok(self.store.get_any(id)?.into_iter().map(|s| s.project).collect())
     }
 
     /// Moves expired engrams to the cold tier and out of recall; returns how many moved.
