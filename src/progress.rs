@@ -43,7 +43,7 @@ impl Bars {
             bar
         } else {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-            let style = ProgressStyle::with_template("{spinner} {msg} {human_pos} ({elapsed})")
+            let style = ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner());
             bar.set_style(style);
             bar

@@ -922,6 +922,47 @@ fn eval_locomo_scores_holds_floors_and_says_where_the_data_is() {
     assert!(stderr(&missing).contains("provision-model.sh"), "{}", stderr(&missing));
 }
 
+/// Progress bars go to a terminal only: under a pseudo-terminal (`script`, util-linux) `eval locomo` and `dag
+/// build` draw theirs on stderr; `--quiet`, or stderr that is a pipe, shows none of it.
+#[test]
+fn progress_shows_on_a_terminal_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sample = json!([{"sample_id": "c", "conversation": {"session_1": [
+        {"speaker": "A", "dia_id": "D1:1", "text": "I adopted a kitten called Pixel."}]},
+        "qa": [{"question": "What is the kitten called?", "evidence": ["D1:1"], "category": 4}]}]);
+    let file = write_doc(dir.path(), "locomo.json", &sample).display().to_string();
+    let store = dir.path().join("store").display().to_string();
+    let transcript =
+        write_doc(dir.path(), "t.json", &json!([{"role": "user", "content": "We decided to ship on Monday."}]));
+    let ingest = lessrt(&[
+        "memory",
+        "ingest",
+        &transcript.display().to_string(),
+        "--session",
+        "s",
+        "--project",
+        "p",
+        "--store",
+        &store,
+    ]);
+    assert_eq!(ingest.status.code(), Some(0), "{}", stderr(&ingest));
+    let lessrt_bin = env!("CARGO_BIN_EXE_lessrt");
+    let on_a_terminal = |args: &str| -> String {
+        let output = Command::new("script")
+            .args(["-qec", &format!("{lessrt_bin} {args}"), "/dev/null"])
+            .output()
+            .expect("`script` (util-linux) gives the command a terminal");
+        assert!(output.status.success(), "{args}: {}", stdout(&output));
+        stdout(&output)
+    };
+    let eval = format!("eval locomo {file} --stages hash");
+    assert!(on_a_terminal(&eval).contains("LoCoMo questions"), "a bar on a terminal");
+    assert!(!on_a_terminal(&format!("{eval} --quiet")).contains("LoCoMo questions"), "none with --quiet");
+    let piped = lessrt(&["eval", "locomo", &file, "--stages", "hash"]);
+    assert!(!stderr(&piped).contains("LoCoMo questions"), "none on a pipe: {}", stderr(&piped));
+    assert!(on_a_terminal(&format!("dag build --no-gate --store {store}")).contains("summarizing sessions"));
+}
+
 /// `dag impact` finds the raw messages that cite a source (or an overlapping span), as the README's workflow
 /// does: ingest a transcript that cites a span, ask what depends on it.
 #[test]

@@ -211,14 +211,14 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let n_questions: usize = samples.iter().map(|s| s.qa.len()).sum();
     let mut per_question: Vec<QuestionScore> = Vec::new();
     let mut latencies_ms: Vec<f64> = Vec::new();
-    for (n, sample) in samples.iter().enumerate() {
+    for sample in &samples {
+        // One bar over every question; it waits while a conversation is stored (and embedded).
+        bars.update("LoCoMo questions", per_question.len() as u64, n_questions as u64);
         let engrams = turns_as_engrams(sample)?;
-        let phase = format!("storing conversation {} ({}/{})", sample.sample_id, n + 1, samples.len());
-        bars.update(&phase, 0, 0);
         memory.put_many(&engrams, &sample.sample_id, 0)?;
         memory.flush()?;
         for qa in &sample.qa {
-            bars.update("asking the questions", per_question.len() as u64, n_questions as u64);
+            bars.update("LoCoMo questions", per_question.len() as u64, n_questions as u64);
             let started = Instant::now();
             let recall =
                 memory.recall(&RecallRequest::in_project(&qa.question, &sample.sample_id, k_max).stages(stages))?;
