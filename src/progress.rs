@@ -54,6 +54,14 @@ impl Bars {
     }
 }
 
+impl Bars {
+    /// A hook for [`less_runtime::memory::Memory::on_embed_progress`]: embedding claims (in engrams) as a bar.
+    pub(crate) fn embedding(self: &Arc<Bars>) -> impl FnMut(usize, usize) + Send + 'static {
+        let bars = self.clone();
+        move |done, total| bars.update("embedding claims", done as u64, total as u64)
+    }
+}
+
 impl Progress for Bars {
     fn update(&self, phase: &str, done: u64, total: u64) {
         if !self.visible {

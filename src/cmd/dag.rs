@@ -174,7 +174,7 @@ fn open_summarizing(
     let builder = Builder::new(config, summarizer).with_progress(progress.clone());
     let mut index =
         Memory::open(&index_dir(dir)).with_context(|| format!("cannot open the message index in {}", dir.display()))?;
-    index.set_progress(progress);
+    index.on_embed_progress(move |done, total| progress.update("embedding claims", done as u64, total as u64));
     let dag =
         Dag::open_with(dir, builder, index).with_context(|| format!("cannot open the archive in {}", dir.display()))?;
     Ok(dag)
@@ -204,7 +204,7 @@ pub(crate) fn ingest(args: &IngestArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
         Dag::open_with(dir, Builder::new(DagConfig::default(), Arc::new(less_runtime::dag::Extractive)), index)
             .with_context(|| format!("cannot open the archive in {}", dir.display()))?;
     let project = args.project.for_write(&dag.archive().projects()?, "archive", ctx.quiet)?;
-    dag.index_mut().set_progress(bars.clone());
+    dag.index_mut().on_embed_progress(bars.embedding());
     bars.update(&format!("archiving {}", count(messages.len() as u64, "message")), 0, 0);
     let stored = dag.ingest(&project, &args.session, &messages, now())?;
     if !args.open {
@@ -267,10 +267,14 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
         }
         Command::Query { question, max_tokens, project, store, output } => {
             let mut dag = open(store, DagConfig::default())?;
+            // The first reranked question embeds what was archived since the last one.
+            let bars = Bars::new(ctx.quiet);
+            dag.index_mut().on_embed_progress(bars.embedding());
             let Some(project) = project.resolve(&dag.archive().projects()?, "archive", ctx.quiet)? else {
                 return Err(Stop::no("the archive holds no messages; `lessrt memory ingest` adds some").into());
             };
             let answer = dag.expand_query(question, *max_tokens, Some(&project))?;
+            bars.clear();
             output.emit(&serde_json::to_value(&answer)?, || print_answer(&answer, ctx))?;
             Ok(if answer.citations.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }

@@ -208,6 +208,7 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
         memory.set_fusion(Fusion { hash: w[0], cosine: w[1], neighbour: w[2], floor: w[3] });
     }
     let bars = Bars::new(ctx.quiet);
+    memory.on_embed_progress(bars.embedding());
     let n_questions: usize = samples.iter().map(|s| s.qa.len()).sum();
     let mut per_question: Vec<QuestionScore> = Vec::new();
     let mut latencies_ms: Vec<f64> = Vec::new();

@@ -244,6 +244,9 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
         Command::Put { file, place, writer, output } => put(file, place, writer, output, ctx),
         Command::Query { text, k, kind, scope, role, cold, place, output } => {
             let mut memory = open_existing(place)?;
+            // A reranked query first embeds what was stored since the last one.
+            let bars = Bars::new(ctx.quiet);
+            memory.on_embed_progress(bars.embedding());
             let Some(project) = read_project(&memory, place, ctx)? else {
                 return Err(Stop::no(format!("the store in {} holds no engrams", place.store.store.display())).into());
             };
@@ -253,6 +256,7 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
                 Ok(recall) => recall,
                 Err(err) => return refusal(err, output, &[]),
             };
+            bars.clear();
             let hits: Vec<Value> = recall
                 .hits
                 .iter()
@@ -304,7 +308,7 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
             bars.update("rebuilding the recall indexes", 0, 0);
             let mut memory =
                 Memory::open(dir).with_context(|| format!("cannot open the store in {}", dir.display()))?;
-            memory.set_progress(bars.clone());
+            memory.on_embed_progress(bars.embedding());
             let n = memory.reindex()?;
             bars.clear();
             output.emit(&json!({"reindexed": n}), || println!("reindexed {}", count(n as u64, "hot engram")))?;
