@@ -477,6 +477,19 @@ fn exit_codes_mean_yes_no_and_could_not_run_everywhere() {
     }
     let output = lessrt(&["memory", "query", "anything", "--store", &nowhere]);
     assert!(stderr(&output).contains("no store in") && stderr(&output).contains("--store"), "{}", stderr(&output));
+    // With `--json`, a "no" is still one JSON document on stdout.
+    let output = lessrt(&["memory", "put", &invalid, "--store", &store, "--project", "p", "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let report: Value = serde_json::from_str(&stdout(&output)).expect("one JSON document");
+    assert_eq!((report["invalid"].as_u64(), report["results"][0]["status"].as_str()), (Some(1), Some("invalid")));
+    assert_eq!(report["results"][0]["path"], json!("/confidence"), "{report}");
+    let scenario = dir.path().join("bad.toml");
+    std::fs::write(&scenario, "name = \"x\"\n[[agents]]\nid = \"a\"\nrole = \"a\"\nparent = \"nobody\"\n")
+        .expect("write");
+    let output = lessrt(&["run", &scenario.display().to_string(), "--json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(&stdout(&output)).expect("one JSON document");
+    assert_eq!(report["valid"], json!(false), "{report}");
 }
 
 /// A missing `--project` is never a silent empty answer: the store's only project is used and said, several are

@@ -363,10 +363,13 @@ fn show(dag: &Dag, id: Option<&str>, output: &OutputArgs) -> anyhow::Result<Exit
     let archive = dag.archive();
     let Some(id) = id else {
         let tops = archive.tops(None)?;
-        output.write_file(&json!({"archive": archive.stats()?, "nodes": archive.all_nodes()?}))?;
-        if output.json() {
-            super::print_json(&json!({"archive": archive.stats()?, "nodes": archive.all_nodes()?}));
-            return Ok(ExitCode::SUCCESS);
+        if output.json() || output.output.is_some() {
+            let doc = json!({"archive": archive.stats()?, "nodes": archive.all_nodes()?});
+            output.write_file(&doc)?;
+            if output.json() {
+                super::print_json(&doc);
+                return Ok(ExitCode::SUCCESS);
+            }
         }
         println!("{}", stats_line(&archive.stats()?));
         let mut project = None;

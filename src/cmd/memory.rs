@@ -499,6 +499,16 @@ impl Putter<'_> {
         Ok(true)
     }
 
+    /// Reports engram `idx` as invalid or refused: a `validate`-style line, or a result of the JSON document.
+    fn problem(&mut self, status: &str, idx: usize, v: &less_runtime::Violation) {
+        if self.json_out {
+            self.results.push(json!({"status": status, "index": idx, "code": v.code, "path": v.path,
+                                     "message": v.message}));
+        } else {
+            println!("{}\t{}\t/{idx}{}\t{}", v.code, self.file.display(), v.path, v.message);
+        }
+    }
+
     fn document(&mut self, doc: Value) -> anyhow::Result<()> {
         use std::io::Write;
         let idx = self.n_seen;
@@ -508,7 +518,7 @@ impl Putter<'_> {
             Err(violations) => {
                 self.n_invalid += 1;
                 for v in &violations.0 {
-                    println!("{}\t{}\t/{idx}{}\t{}", v.code, self.file.display(), v.path, v.message);
+                    self.problem("invalid", idx, v);
                 }
                 return Ok(());
             }
@@ -519,7 +529,7 @@ impl Putter<'_> {
             Err(MemoryError::Refused(v)) => {
                 // A refused engram is reported like an invalid one: the others are still stored.
                 self.n_refused += 1;
-                println!("{}\t{}\t/{idx}{}\t{}", v.code, self.file.display(), v.path, v.message);
+                self.problem("refused", idx, &v);
                 eprintln!("lessrt: instead: {}", v.code.instruction());
                 return Ok(());
             }

@@ -58,9 +58,17 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let scenario = match Scenario::load(&args.scenario) {
         Ok(s) => Arc::new(s),
         Err(violations) => {
-            for v in &violations.0 {
-                println!("{}\t{}\t{}\t{}", v.code, args.scenario.display(), v.path, v.message);
-            }
+            let file = args.scenario.display().to_string();
+            let errors: Vec<serde_json::Value> = violations
+                .0
+                .iter()
+                .map(|v| serde_json::json!({"code": v.code, "file": file, "path": v.path, "message": v.message}))
+                .collect();
+            args.output.emit(&serde_json::json!({"valid": false, "errors": errors}), || {
+                for v in &violations.0 {
+                    println!("{}\t{file}\t{}\t{}", v.code, v.path, v.message);
+                }
+            })?;
             // Input that cannot be read or parsed is a usage problem (2); a scenario that breaks its schema is 1.
             let unusable =
                 violations.0.iter().any(|v| matches!(v.code, ErrorCode::InputUnreadable | ErrorCode::JsonMalformed));
