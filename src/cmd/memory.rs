@@ -159,7 +159,14 @@ pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Put { file, common } => put(file, common),
         Command::Query { text, k, kind, scope, role, cold, common } => {
-            let options = QueryOptions { k: *k, kind: kind.clone(), scope: *scope, project: None, include_cold: *cold };
+            let options = QueryOptions {
+                k: *k,
+                kind: kind.clone(),
+                scope: *scope,
+                project: None,
+                include_cold: *cold,
+                now: Some(now()),
+            };
             let recall = match open(common)?.query_as(&common.principal(role.as_deref()), text, &options) {
                 Ok(recall) => recall,
                 Err(err) => return refusal(err, common.json),
@@ -203,7 +210,7 @@ pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
         }
         Command::Ingest(args) => super::dag::ingest(args),
         Command::Reindex { common } => {
-            let n = open(common)?.reindex()?;
+            let n = open_sweeping(common)?.reindex()?;
             println!("reindexed {n} hot engrams");
             Ok(ExitCode::SUCCESS)
         }
@@ -222,7 +229,7 @@ pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Stats { common } => {
-            let stats = open(common)?.stats()?;
+            let stats = open(common)?.stats_at(now())?;
             if common.json {
                 println!("{}", serde_json::to_string(&stats)?);
             } else {
@@ -234,7 +241,7 @@ pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Promote { id, to, common } => {
-            let mut memory = open(common)?;
+            let mut memory = open_sweeping(common)?;
             match memory.promote(&common.principal(None), id, *to) {
                 Ok(Some(stored)) => {
                     if common.json {
@@ -252,7 +259,7 @@ pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Evict { id, common } => {
-            let mut memory = open(common)?;
+            let mut memory = open_sweeping(common)?;
             match memory.evict_as(&common.principal(None), id) {
                 Ok(moved) => {
                     let status = if moved { "evicted" } else { "not hot" };
@@ -273,13 +280,25 @@ fn open(common: &Common) -> anyhow::Result<Memory> {
     Memory::open(&common.store).with_context(|| format!("cannot open the store in {}", common.store.display()))
 }
 
+fn now() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+/// Opens the store for a command that writes, first moving engrams whose TTL ran out to the cold tier (queries and
+/// stats leave them out without writing).
+fn open_sweeping(common: &Common) -> anyhow::Result<Memory> {
+    let mut memory = open(common)?;
+    memory.evict_expired(now()).context("cannot move expired engrams to the cold tier")?;
+    Ok(memory)
+}
+
 /// Stores every valid engram of the input; reports each one as soon as it is durable. Exit 1 if any was invalid (the
 /// valid ones are stored), 2 if the input is not JSON or an engram was refused (scope).
 ///
 /// Standard input is read as a stream: each line that is a whole JSON engram is stored and acknowledged before the
 /// next line is read, so a writer can rely on every acknowledged line even if the process is killed right after.
 fn put(file: &std::path::Path, common: &Common) -> anyhow::Result<ExitCode> {
-    let mut store = open(common)?;
+    let mut store = open_sweeping(common)?;
     let mut put =
         Putter { store: &mut store, common, file, n_invalid: 0, n_refused: 0, n_seen: 0, results: Vec::new() };
     if file == std::path::Path::new("-") {
@@ -376,8 +395,7 @@ impl Putter<'_> {
                 return Ok(());
             }
         };
-        let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        let report = match self.store.put_as(&self.common.principal(None), &engram, &self.common.project, now) {
+        let report = match self.store.put_as(&self.common.principal(None), &engram, &self.common.project, now()) {
             Ok(report) => report,
             Err(MemoryError::Refused(v)) => {
                 // A refused engram is reported like an invalid one: the others are still stored.

@@ -72,6 +72,9 @@ pub struct RecallFilter {
     pub kind: Option<String>,
     /// Cold engrams too.
     pub include_cold: bool,
+    /// The time of the query (unix seconds): a hot engram whose TTL ran out by then counts as cold, before the
+    /// sweep moves it. None: no TTL check (callers that store with synthetic times).
+    pub now: Option<i64>,
 }
 
 impl RecallFilter {
@@ -88,6 +91,7 @@ impl RecallFilter {
             reader: None,
             kind: kind.map(str::to_owned),
             include_cold: false,
+            now: None,
         }
     }
 }
@@ -103,9 +107,10 @@ impl RecallFilter {
                 roles.is_empty() || roles.contains(role) || stored.engram.provenance.created_by == *agent
             }
         };
+        let live = stored.tier == Tier::Hot && self.now.is_none_or(|now| stored.expires_at > now);
         self.visible.contains(&vis)
             && role_ok
-            && (self.include_cold || stored.tier == Tier::Hot)
+            && (self.include_cold || live)
             && self.kind.as_deref().is_none_or(|kind| kind == stored.engram.kind.as_str())
     }
 }

@@ -24,8 +24,8 @@ use std::sync::{Arc, OnceLock};
 const EMBED_CHUNK: usize = 256;
 
 pub use actor::{
-    Clock, EngramRef, MemoryActor, MemoryArgs, MemoryMsg, PromoteRequest, PutRequest, QueryRequest, SupersedeRequest,
-    system_clock,
+    Clock, DEFAULT_SWEEP_SECS, EngramRef, MemoryActor, MemoryArgs, MemoryMsg, PromoteRequest, PutRequest,
+    QueryRequest, SupersedeRequest, system_clock,
 };
 pub use embed::{EmbedError, Embedder, ModelPaths};
 pub use index::{Candidate, IndexError, RecallFilter, RecallIndex, vis_key};
@@ -584,6 +584,11 @@ impl Memory {
     /// Counts by tier and kind.
     pub fn stats(&self) -> Result<StoreStats, MemoryError> {
         Ok(self.store.stats()?)
+    }
+
+    /// Counts by tier and kind at `now`: engrams whose TTL ran out count as cold, moved yet or not.
+    pub fn stats_at(&self, now: i64) -> Result<StoreStats, MemoryError> {
+        Ok(self.store.stats_at(Some(now))?)
     }
 
     /// Saves the vector index (done on drop; call it to hand the directory to another process).

@@ -209,6 +209,7 @@ impl Principal {
             reader: self.role.clone().map(|role| (role, self.agent.clone())),
             kind: options.kind.clone(),
             include_cold: options.include_cold,
+            now: options.now,
         })
     }
 }
@@ -226,11 +227,14 @@ pub struct QueryOptions {
     pub project: Option<String>,
     /// Cold engrams (expired, evicted, superseded) too.
     pub include_cold: bool,
+    /// The time of the query (unix seconds): engrams whose TTL ran out by then are left out like cold ones, even
+    /// before the sweep moves them. None: no TTL check. The memory actor and the command line always set it.
+    pub now: Option<i64>,
 }
 
 impl Default for QueryOptions {
     fn default() -> QueryOptions {
-        QueryOptions { k: 5, kind: None, scope: None, project: None, include_cold: false }
+        QueryOptions { k: 5, kind: None, scope: None, project: None, include_cold: false, now: None }
     }
 }
 

@@ -451,9 +451,20 @@ impl Store {
 
     /// Counts by tier and kind.
     pub fn stats(&self) -> Result<StoreStats, StoreError> {
+        self.stats_at(None)
+    }
+
+    /// Counts by tier and kind at `now`: a hot engram whose TTL ran out by then counts as cold, whether or not the
+    /// sweep moved it yet (none: by the stored tier alone).
+    pub fn stats_at(&self, now: Option<i64>) -> Result<StoreStats, StoreError> {
         let mut stats = StoreStats::default();
-        let mut stmt = self.conn.prepare("SELECT tier, kind, COUNT(*) FROM engrams GROUP BY tier, kind")?;
-        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)))?;
+        let mut stmt = self.conn.prepare(
+            "SELECT CASE WHEN tier = 'hot' AND (?1 IS NULL OR expires_at > ?1) THEN 'hot' ELSE 'cold' END, kind,
+                    COUNT(*)
+             FROM engrams GROUP BY 1, kind",
+        )?;
+        let rows =
+            stmt.query_map([now], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)))?;
         for row in rows {
             let (tier, kind, n) = row?;
             let n = u64::try_from(n).unwrap_or(0);

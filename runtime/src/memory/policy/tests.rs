@@ -9,7 +9,7 @@ use crate::engram::{Engram, EngramKind, Scope};
 use crate::memory::actor::{
     EngramRef, MemoryActor, MemoryArgs, MemoryMsg, PromoteRequest, PutRequest, QueryRequest, SupersedeRequest,
 };
-use crate::memory::store::Tier;
+use crate::memory::store::{Store, Tier};
 use crate::pointer::Pointer;
 use crate::ttl::Ttl;
 
@@ -408,6 +408,7 @@ async fn the_memory_actor_answers_every_message() {
         policy: MemoryPolicy { puts_per_window: 2, ..MemoryPolicy::default() },
         clock: Arc::new(move || clock_now.load(Ordering::SeqCst)),
         remove_on_stop: true,
+        sweep_every: 3600,
     };
     let (actor, handle) = ractor::Actor::spawn(None, MemoryActor, args).await.expect("spawn");
     let dev = Principal::agent("dev", "programmer", "a", "r1");
@@ -456,11 +457,95 @@ async fn the_memory_actor_answers_every_message() {
     assert!(ractor::call!(actor, MemoryMsg::Supersede, supersede).expect("call").expect("supersede"));
     assert!(ractor::call!(actor, MemoryMsg::Evict, dev.clone(), third.id.clone()).expect("call").expect("evict"));
     now.store(61 + 8 * 86_400, Ordering::SeqCst);
-    assert_eq!(ractor::call!(actor, MemoryMsg::EvictExpired).expect("call").expect("expired"), 1, "new's TTL ran out");
+    // The sweep is due on the clock: it ran before this message, so nothing is left for an explicit one.
+    assert_eq!(ractor::call!(actor, MemoryMsg::EvictExpired).expect("call").expect("expired"), 0, "swept already");
+    let got = ractor::call!(actor, MemoryMsg::Get, dev.clone(), new.id.clone()).expect("call").expect("get");
+    assert_eq!(got.expect("there").cold_reason.as_deref(), Some("expired"), "new's TTL ran out");
     let stats = ractor::call!(actor, MemoryMsg::Stats).expect("call").expect("stats");
     assert_eq!((stats.hot, stats.cold), (0, 3));
 
     actor.stop(None);
     handle.await.expect("stopped");
     assert!(!dir.path().join("memory").exists(), "a scratch store is removed at stop");
+}
+
+#[test]
+fn an_expired_engram_leaves_recall_and_the_hot_count_when_its_ttl_runs_out() {
+    let (_dir, mut memory) = open();
+    let dev = Principal::agent("dev", "programmer", "a", "r1");
+    let short = engram(Spec { claim: "The staging token rotates hourly.", ttl: Ttl::parse("PT2S").expect("ttl"), ..Spec::default() });
+    memory.put_as(&dev, &short, "a", 1_000).expect("put");
+    let at = |now: i64| QueryOptions { now: Some(now), ..q(5) };
+    assert_eq!(ids(&memory.query_as(&dev, "staging token", &at(1_001)).expect("query")), [short.id.as_str()]);
+    // Past its TTL and not yet swept to the cold tier: out of recall and of the hot count all the same.
+    assert!(memory.query_as(&dev, "staging token", &at(1_004)).expect("query").hits.is_empty());
+    let cold = QueryOptions { include_cold: true, ..at(1_004) };
+    assert_eq!(ids(&memory.query_as(&dev, "staging token", &cold).expect("cold query")), [short.id.as_str()]);
+    let stats = memory.stats_at(1_004).expect("stats");
+    assert_eq!((stats.hot, stats.cold, stats.hot_by_kind.len()), (0, 1, 0));
+    assert_eq!(memory.stats_at(1_001).expect("stats").hot, 1);
+    assert_eq!(memory.evict_expired(1_004).expect("sweep"), 1);
+    assert_eq!(memory.stats().expect("stats").hot, 0, "moved: cold by the stored tier too");
+}
+
+#[tokio::test]
+async fn the_memory_actor_sweeps_expired_engrams_on_its_clock_and_when_idle() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let now = Arc::new(AtomicI64::new(1_000));
+    let clock_now = now.clone();
+    let args = MemoryArgs {
+        sweep_every: 1,
+        ..MemoryArgs::new(dir.path().join("memory"), Arc::new(move || clock_now.load(Ordering::SeqCst)), false)
+    };
+    let (actor, handle) = ractor::Actor::spawn(None, MemoryActor, args).await.expect("spawn");
+    let dev = Principal::agent("dev", "programmer", "a", "r1");
+    let short = engram(Spec { claim: "The staging token rotates hourly.", ttl: Ttl::parse("PT2S").expect("ttl"), ..Spec::default() });
+    let put = Box::new(PutRequest { who: dev.clone(), engram: short.clone(), project: "a".to_owned() });
+    ractor::call!(actor, MemoryMsg::Put, put).expect("call").expect("put");
+    let query = || Box::new(QueryRequest { who: dev.clone(), text: "staging token".to_owned(), options: q(5) });
+    assert_eq!(ractor::call!(actor, MemoryMsg::Query, query()).expect("call").expect("query").hits.len(), 1);
+    now.store(1_004, Ordering::SeqCst);
+    // No message arrives: the timer wakes the actor and the sweep, due on the injected clock, moves the engram.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let store = Store::open(&dir.path().join("memory")).expect("open the store beside the actor");
+        if store.get("a", &short.id).expect("get").expect("there").tier == Tier::Cold {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the idle actor never swept the expired engram");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(ractor::call!(actor, MemoryMsg::Query, query()).expect("call").expect("query").hits.is_empty());
+    let stats = ractor::call!(actor, MemoryMsg::Stats).expect("call").expect("stats");
+    assert_eq!((stats.hot, stats.cold), (0, 1));
+    actor.stop(None);
+    handle.await.expect("stopped");
+}
+
+#[tokio::test]
+async fn the_memory_actor_leaves_expired_engrams_out_of_queries_between_sweeps() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let now = Arc::new(AtomicI64::new(1_000));
+    let clock_now = now.clone();
+    let args = MemoryArgs {
+        sweep_every: 3_600,
+        ..MemoryArgs::new(dir.path().join("memory"), Arc::new(move || clock_now.load(Ordering::SeqCst)), false)
+    };
+    let (actor, handle) = ractor::Actor::spawn(None, MemoryActor, args).await.expect("spawn");
+    let dev = Principal::agent("dev", "programmer", "a", "r1");
+    let short = engram(Spec { claim: "The staging token rotates hourly.", ttl: Ttl::parse("PT2S").expect("ttl"), ..Spec::default() });
+    let put = Box::new(PutRequest { who: dev.clone(), engram: short.clone(), project: "a".to_owned() });
+    ractor::call!(actor, MemoryMsg::Put, put).expect("call").expect("put");
+    now.store(1_004, Ordering::SeqCst);
+    let query = Box::new(QueryRequest { who: dev.clone(), text: "staging token".to_owned(), options: q(5) });
+    assert!(ractor::call!(actor, MemoryMsg::Query, query).expect("call").expect("query").hits.is_empty());
+    let got = ractor::call!(actor, MemoryMsg::Get, dev.clone(), short.id.clone()).expect("call").expect("get");
+    assert_eq!(got.expect("there").tier, Tier::Hot, "not swept yet: the next sweep is an hour away");
+    let stats = ractor::call!(actor, MemoryMsg::Stats).expect("call").expect("stats");
+    assert_eq!((stats.hot, stats.cold), (0, 1), "counted cold all the same");
+    now.store(4_600, Ordering::SeqCst);
+    let got = ractor::call!(actor, MemoryMsg::Get, dev.clone(), short.id.clone()).expect("call").expect("get");
+    assert_eq!(got.expect("there").cold_reason.as_deref(), Some("expired"), "swept once the period passed");
+    actor.stop(None);
+    handle.await.expect("stopped");
 }

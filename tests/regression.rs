@@ -1,0 +1,101 @@
+//! Regression tests of issue 17 (reliability and attack resistance): each runs the built `lessrt` the way the defect
+//! was found and fails on the code before its fix.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+fn lessrt(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lessrt")).args(args).output().expect("lessrt runs")
+}
+
+/// `lessrt` without the embedding model (hash recall only): a command that must be quick does not load it.
+fn lessrt_hash_only(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(args)
+        .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
+        .output()
+        .expect("lessrt runs")
+}
+
+fn lessrt_stdin(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lessrt starts");
+    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
+    child.wait_with_output().expect("lessrt runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// An engram of the shipped example's shape with its own id, claim, scope and TTL.
+fn engram(id: &str, claim: &str, scope: &str, ttl: &str) -> Value {
+    let mut doc: Value =
+        serde_json::from_str(include_str!("../schemas/examples/engram.json")).expect("example engram");
+    doc["id"] = json!(id);
+    doc["claim"] = json!(claim);
+    doc["scope"] = json!(scope);
+    doc["ttl"] = json!(ttl);
+    doc
+}
+
+fn store_arg(dir: &Path) -> String {
+    dir.join("store").display().to_string()
+}
+
+/// The ids (and tiers) a `memory query --json` returned.
+fn hits(output: &Output) -> Vec<(String, String)> {
+    let recall: Value = serde_json::from_str(&stdout(output))
+        .unwrap_or_else(|err| panic!("JSON ({err}): {}\n{}", stdout(output), stderr(output)));
+    recall["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .map(|h| (h["id"].as_str().unwrap_or_default().to_owned(), h["tier"].as_str().unwrap_or_default().to_owned()))
+        .collect()
+}
+
+/// `ttl = "PT3S"` queried after it ran out: out of hot recall and of the hot count, moved to the cold tier by the
+/// next command that writes, still readable by id and by a cold query.
+#[test]
+fn issue17_an_expired_engram_leaves_hot_recall_and_the_hot_count() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_arg(dir.path());
+    let common = ["--store", store.as_str(), "--project", "p"];
+    let short = engram("eg_short", "The staging token rotates every few seconds.", "project", "PT3S");
+    let output = lessrt_stdin(&[&["memory", "put", "-"][..], &common].concat(), &short.to_string());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let query = |extra: &[&str]| {
+        lessrt_hash_only(&[&["memory", "query", "staging token rotates", "--json"][..], &common, extra].concat())
+    };
+    let first = query(&[]);
+    assert_eq!(hits(&first), [("eg_short".to_owned(), "hot".to_owned())], "{}", stderr(&first));
+    // The TTL is the only clock a command-line user has: waiting it out is the test.
+    std::thread::sleep(std::time::Duration::from_millis(3_100));
+    assert!(hits(&query(&[])).is_empty(), "an expired engram is out of hot recall");
+    let stats: Value =
+        serde_json::from_str(&stdout(&lessrt(&[&["memory", "stats", "--json"][..], &common].concat()))).expect("JSON");
+    assert_eq!((stats["hot"].as_u64(), stats["cold"].as_u64()), (Some(0), Some(1)), "{stats}");
+    // A command that writes moves it to the cold tier for good.
+    let other = engram("eg_other", "The staging database is read-only on Sundays.", "project", "P7D");
+    let output = lessrt_stdin(&[&["memory", "put", "-"][..], &common].concat(), &other.to_string());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let got: Value =
+        serde_json::from_str(&stdout(&lessrt(&[&["memory", "get", "eg_short", "--json"][..], &common].concat())))
+            .expect("JSON");
+    assert_eq!((got["tier"].as_str(), got["cold_reason"].as_str()), (Some("cold"), Some("expired")), "{got}");
+    let cold = hits(&query(&["--cold"]));
+    assert!(cold.contains(&("eg_short".to_owned(), "cold".to_owned())), "{cold:?}");
+}
