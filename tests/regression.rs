@@ -99,3 +99,45 @@ fn issue17_an_expired_engram_leaves_hot_recall_and_the_hot_count() {
     let cold = hits(&query(&["--cold"]));
     assert!(cold.contains(&("eg_short".to_owned(), "cold".to_owned())), "{cold:?}");
 }
+
+/// Run r2 putting the id run r1 holds privately: r2 gets a copy of its own (exit 0, `stored`, not `revived`), r1's
+/// engram stays r1's and private; another claim under a taken id is refused with `LESS_ID_CONFLICT`, exit 2.
+#[test]
+fn issue17_a_run_never_takes_over_another_runs_engram_and_a_taken_id_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_arg(dir.path());
+    let in_run = |run: &'static str| ["--store", store.as_str(), "--project", "p", "--run", run];
+    let private = engram("eg_private", "The release branch is cut on Thursdays.", "run", "P7D");
+    let put = |run: &'static str, doc: &Value| {
+        lessrt_stdin(&[&["memory", "put", "-"][..], &in_run(run)].concat(), &doc.to_string())
+    };
+    let output = put("r1", &private);
+    assert_eq!((output.status.code(), stdout(&output).trim()), (Some(0), "stored\teg_private"), "{}", stderr(&output));
+    let output = put("r2", &private);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let (status, copy) = stdout(&output).trim().split_once('\t').map(|(a, b)| (a.to_owned(), b.to_owned())).expect("ack");
+    assert_eq!(status, "stored", "a copy of r2's own, never `revived`");
+    assert_ne!(copy, "eg_private");
+    let get = |run: &'static str| {
+        let output = lessrt(&[&["memory", "get", "eg_private", "--json"][..], &in_run(run)].concat());
+        (output.status.code(), serde_json::from_str::<Value>(&stdout(&output)).unwrap_or(Value::Null), stderr(&output))
+    };
+    let (code, owner, err) = get("r1");
+    assert_eq!(code, Some(0), "the owner keeps access: {err}");
+    assert_eq!((owner["run"].as_str(), owner["engram"]["id"].as_str()), (Some("r1"), Some("eg_private")), "{owner}");
+    let (code, theirs, err) = get("r2");
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!((theirs["run"].as_str(), theirs["engram"]["id"].as_str()), (Some("r2"), Some(copy.as_str())));
+    let (code, _, err) = get("r3");
+    assert_eq!(code, Some(2), "a third run reads neither");
+    assert!(err.contains("LESS_SCOPE_DENIED"), "{err}");
+    // The same id for another claim: refused with a code, and the stored claim is unchanged.
+    let mut other = private.clone();
+    other["claim"] = json!("The release branch is cut on Mondays.");
+    let output = put("r1", &other);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+    assert!(stdout(&output).contains("LESS_ID_CONFLICT"), "{}", stdout(&output));
+    assert!(stderr(&output).contains("instead:"), "{}", stderr(&output));
+    let (_, owner, _) = get("r1");
+    assert_eq!(owner["engram"]["claim"].as_str(), Some("The release branch is cut on Thursdays."));
+}

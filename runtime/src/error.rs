@@ -75,11 +75,14 @@ pub enum ErrorCode {
     /// A transcript for compaction is not a JSON array (or JSONL) of `{role, content}` messages.
     #[serde(rename = "LESS_TRANSCRIPT_INVALID")]
     TranscriptInvalid,
+    /// An engram's id already names a different claim in the project; nothing was stored.
+    #[serde(rename = "LESS_ID_CONFLICT")]
+    IdConflict,
 }
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 21] = [
         ErrorCode::JsonMalformed,
         ErrorCode::InputUnreadable,
         ErrorCode::KindUnknown,
@@ -100,6 +103,7 @@ impl ErrorCode {
         ErrorCode::DigestMismatch,
         ErrorCode::AgentDown,
         ErrorCode::TranscriptInvalid,
+        ErrorCode::IdConflict,
     ];
 
     /// The stable wire string of this code.
@@ -125,6 +129,7 @@ impl ErrorCode {
             ErrorCode::DigestMismatch => "LESS_DIGEST_MISMATCH",
             ErrorCode::AgentDown => "LESS_AGENT_DOWN",
             ErrorCode::TranscriptInvalid => "LESS_TRANSCRIPT_INVALID",
+            ErrorCode::IdConflict => "LESS_ID_CONFLICT",
         }
     }
 
@@ -184,6 +189,9 @@ impl ErrorCode {
             }
             ErrorCode::TranscriptInvalid => {
                 "Send a JSON array, or one JSON object per line, of chat messages such as {\"role\": \"user\", \"content\": \"text\"} (roles: system, developer, user, assistant, tool, function)."
+            }
+            ErrorCode::IdConflict => {
+                "Give the engram an id of its own: this one already names a different claim (ids derived from kind, claim and sources, as `eg_` + blake3, never collide)."
             }
         }
     }

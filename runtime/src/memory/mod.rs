@@ -34,7 +34,9 @@ pub use policy::{
     Principal, PutReport, QueryOptions, ROLE_TAG_PREFIX, SUBJECT_TAG_PREFIX, role_tags, subject_key,
 };
 pub use rank::{Fusion, Ranked, TieContext};
-pub use store::{Placement, PutOutcome, Store, StoreError, StoreStats, Stored, Tier, content_hash};
+pub use store::{
+    Placement, PutOutcome, Store, StoreError, StoreStats, Stored, Tier, content_hash, run_copy_id,
+};
 pub use vectors::{VectorError, VectorIndex};
 
 use crate::engram::{Engram, Scope};
@@ -70,6 +72,7 @@ impl MemoryError {
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
             MemoryError::Refused(violation) => Some(violation.code),
+            MemoryError::Store(StoreError::IdConflict { .. }) => Some(ErrorCode::IdConflict),
             _ => None,
         }
     }

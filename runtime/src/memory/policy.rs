@@ -29,7 +29,11 @@
 //!   [`MemoryPolicy::window_secs`] (a sliding window counted in the store, so it holds across restarts and
 //!   processes); over it a put is refused with `LESS_RATE_LIMITED`, saying when to retry, and nothing is stored.
 //!   Duplicates cost nothing; operators (bulk loads from the command line) are not limited.
-//! * Dedup: the same content in the same project is stored once (`store.rs`).
+//! * Dedup: the same content in the same project is stored once (`store.rs`). Another claim under an id the project
+//!   already holds is refused with `LESS_ID_CONFLICT` (nothing is stored, and the held claim is unchanged). A claim
+//!   another run holds privately (scope `run`) is never revived, moved or shown to the putting run: that run gets a
+//!   copy of its own, stored under [`run_copy_id`] (the acknowledgement names it; [`Memory::get_as`] finds it from
+//!   the plain id), and the owner keeps its engram as it was.
 //! * Subject key: the tag `subject:<key>` (first one wins; the key is lowercased). When a new engram has the subject
 //!   key of a hot engram of the same project (and, for run-scoped ones, of the same run):
 //!   - same creator, or the new one is tagged `correction`: the new one supersedes the old one (linked both ways, the
@@ -46,7 +50,7 @@ use std::collections::BTreeSet;
 use crate::engram::{Engram, EngramKind, MAX_CLAIM_CHARS, MAX_POINTERS, Scope, Source};
 use crate::error::{ErrorCode, Violation};
 use crate::memory::index::{RecallFilter, vis_key};
-use crate::memory::store::{Placement, PutOutcome, Stored};
+use crate::memory::store::{Placement, PutOutcome, StoreError, Stored, run_copy_id};
 use crate::memory::{Memory, MemoryError, Recall, RecallRequest};
 use crate::pointer::{Pointer, PointerType};
 use crate::valid::Valid;
@@ -314,7 +318,20 @@ impl Memory {
             self.check_rate(who, now)?;
         }
         let placement = Placement { project: project.to_owned(), run: who.run.clone(), written_by: who.agent.clone() };
-        let outcome = self.store.put_placed(engram, &placement, now)?;
+        let outcome = match self.store.put_placed(engram, &placement, now) {
+            Ok(outcome) => outcome,
+            Err(StoreError::IdConflict { project, id }) => {
+                return Err(refused(Violation::new(
+                    ErrorCode::IdConflict,
+                    "/id",
+                    format!(
+                        "engram id {id} already names a different claim in project {project:?}; nothing was stored: \
+                         give this claim an id of its own"
+                    ),
+                )));
+            }
+            Err(err) => return Err(err.into()),
+        };
         let mut report = PutReport { outcome, superseded: Vec::new(), contradictions: Vec::new() };
         if matches!(report.outcome, PutOutcome::Duplicate { .. }) {
             return Ok(report);
@@ -337,11 +354,15 @@ impl Memory {
     }
 
     /// Engram `id`, hot or cold, as `who` may read it: none when no project holds it, `LESS_SCOPE_DENIED` when it
-    /// exists only where `who` may not read.
+    /// exists only where `who` may not read. When another run holds `id` privately and `who`'s run put the same
+    /// claim, `who` reads its run's own copy (stored under [`run_copy_id`]).
     pub fn get_as(&self, who: &Principal, id: &str) -> Result<Option<Stored>, MemoryError> {
         let mut copies = self.store.get_any(id)?;
         if copies.is_empty() {
             return Ok(None);
+        }
+        if !copies.iter().any(|s| who.sees(s)) {
+            copies.extend(self.store.get_any(&run_copy_id(id, &who.run))?);
         }
         // A copy in the caller's own projects first.
         copies.sort_by_key(|s| !who.is_member(&s.project));
@@ -400,6 +421,7 @@ impl Memory {
         if to == current {
             return Ok(Some(stored));
         }
+        let id = stored.engram.id.as_str();
         self.store.promote(&stored.project, id, to, &who.agent)?;
         self.reindex_one(&stored.project, id)?;
         Ok(self.store.get(&stored.project, id)?)
@@ -418,7 +440,7 @@ impl Memory {
                 who.agent
             ))));
         }
-        self.supersede(&old_row.project, old, new)
+        self.supersede(&old_row.project, &old_row.engram.id, &new_row.engram.id)
     }
 
     /// Moves engram `id` to the cold tier as `who` (its creator, a parent of its creator, or an operator); false
@@ -431,7 +453,7 @@ impl Memory {
                 who.agent
             ))));
         }
-        self.evict(&stored.project, id)
+        self.evict(&stored.project, &stored.engram.id)
     }
 
     fn check_promotion(&self, who: &Principal, creator: &str, confidence: f64, to: Scope) -> Result<(), MemoryError> {

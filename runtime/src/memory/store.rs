@@ -47,6 +47,14 @@ pub enum StoreError {
         /// What is wrong.
         message: String,
     },
+    /// The id already names another claim in the project; nothing was stored.
+    #[error("engram id {id} already names a different claim in project {project:?}; nothing was stored")]
+    IdConflict {
+        /// The project.
+        project: String,
+        /// The id.
+        id: String,
+    },
     /// The store was written with another layout version.
     #[error("store: layout version {found}, this build reads version {SCHEMA_VERSION}; use a matching lessrt")]
     Version {
@@ -113,8 +121,8 @@ pub enum PutOutcome {
         /// The id already stored.
         id: String,
     },
-    /// The same content was cold (expired or evicted), or run-scoped in another run: it is hot again (in this run)
-    /// with a fresh TTL.
+    /// The same content was cold (expired or evicted): it is hot again, in this run, with a fresh TTL. (A claim that
+    /// another run holds privately is never revived: this run gets its own copy, see [`run_copy_id`].)
     Revived {
         /// Its id.
         id: String,
@@ -486,77 +494,156 @@ fn put_in(
     now: i64,
 ) -> Result<PutOutcome, StoreError> {
     let project = placement.project.as_str();
-    let written_by =
-        if placement.written_by.is_empty() { &engram.provenance.created_by } else { &placement.written_by };
     let hash = content_hash(engram);
-    let ttl = i64::try_from(engram.ttl.duration().as_secs()).unwrap_or(i64::MAX);
-    let expires_at = now.saturating_add(ttl);
-    let row = |r: &rusqlite::Row<'_>| -> rusqlite::Result<(String, String, String, String)> {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-    };
     // Statements are prepared once per connection: a bulk load runs them thousands of times.
     let same_content = || {
-        tx.prepare_cached("SELECT id, tier, scope, run FROM engrams WHERE project = ?1 AND content_hash = ?2")?
-            .query_row(params![project, hash], row)
+        tx.prepare_cached("SELECT id, tier, scope, run, doc FROM engrams WHERE project = ?1 AND content_hash = ?2")?
+            .query_row(params![project, hash], existing_row)
             .optional()
     };
     // Ids are derived from kind, claim and sources: the same id with another scope, TTL or tags (a promoted copy,
     // say) is the same claim, and is not stored twice.
     let same_id = || {
-        tx.prepare_cached("SELECT id, tier, scope, run FROM engrams WHERE project = ?1 AND id = ?2")?
-            .query_row(params![project, engram.id], row)
+        tx.prepare_cached("SELECT id, tier, scope, run, doc FROM engrams WHERE project = ?1 AND id = ?2")?
+            .query_row(params![project, engram.id], existing_row)
             .optional()
     };
     let existing = match same_content()? {
         Some(found) => Some(found),
         None => same_id()?,
     };
-    // A hot run-scoped copy written in another run is invisible to this one: it moves to this run, as a revival.
-    let elsewhere = |tier: &str, scope: &str, run: &str| tier == "hot" && scope == "run" && run != placement.run;
-    Ok(match existing {
-        Some((id, tier, scope, run)) if tier == "hot" && !elsewhere(&tier, &scope, &run) => {
-            PutOutcome::Duplicate { id }
-        }
-        Some((id, _, _, _)) => {
-            let n = tx.execute(
-                "UPDATE engrams SET tier = 'hot', cold_reason = NULL, stored_at = ?3, expires_at = ?4, run = ?5,
-                                    written_by = ?6
-                 WHERE project = ?1 AND id = ?2 AND superseded_by IS NULL",
-                params![project, id, now, expires_at, placement.run, written_by],
-            )?;
-            if n == 1 {
-                PutOutcome::Revived { id }
-            } else {
-                // Superseded engrams stay cold: their replacement is what recall should find.
-                PutOutcome::Duplicate { id }
-            }
-        }
-        None => {
-            let doc = serde_json::to_string(&**engram)
-                .map_err(|err| StoreError::Corrupt { id: engram.id.clone(), message: err.to_string() })?;
-            tx.prepare_cached(
-                "INSERT INTO engrams (id, content_hash, project, scope, kind, created_by, stored_at, expires_at,
-                                      confidence, tier, doc, run, written_by, subject)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'hot', ?10, ?11, ?12, ?13)",
-            )?
-            .execute(params![
-                engram.id,
-                hash,
-                project,
-                engram.scope.as_str(),
-                engram.kind.as_str(),
-                engram.provenance.created_by,
-                now,
-                expires_at,
-                engram.confidence,
-                doc,
-                placement.run,
-                written_by,
-                subject_key(engram),
-            ])?;
-            PutOutcome::Stored { id: engram.id.clone() }
-        }
+    match existing {
+        None => insert(tx, engram, &hash, placement, now),
+        // Another run's private claim is never revived, moved or shared: this run gets a copy of its own.
+        Some(row) if row.scope == "run" && row.run != placement.run => put_run_copy(tx, engram, &hash, placement, now),
+        Some(row) if !row.same_claim(engram)? => Err(StoreError::IdConflict { project: project.to_owned(), id: row.id }),
+        Some(row) => settle_existing(tx, engram, row, placement, now),
+    }
+}
+
+/// An engram row met by a put: its id, tier, scope, run and stored document.
+struct ExistingRow {
+    id: String,
+    tier: String,
+    scope: String,
+    run: String,
+    doc: String,
+}
+
+fn existing_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExistingRow> {
+    Ok(ExistingRow { id: r.get(0)?, tier: r.get(1)?, scope: r.get(2)?, run: r.get(3)?, doc: r.get(4)? })
+}
+
+impl ExistingRow {
+    /// Whether the row holds the claim of `engram` (kind, claim and sources; at any scope, with any id).
+    fn same_claim(&self, engram: &Engram) -> Result<bool, StoreError> {
+        let stored: Engram = serde_json::from_str(&self.doc)
+            .map_err(|err| StoreError::Corrupt { id: self.id.clone(), message: err.to_string() })?;
+        Ok(content_hash_at(&stored, "") == content_hash_at(engram, ""))
+    }
+}
+
+/// A put of the claim `row` already holds (at any scope): hot, it is a duplicate; cold, it is revived in this run
+/// with a fresh TTL (unless superseded). The caller checked it is the same claim: another claim under the same id is
+/// refused, never dropped silently.
+fn settle_existing(
+    tx: &rusqlite::Transaction<'_>,
+    engram: &Valid<Engram>,
+    row: ExistingRow,
+    placement: &Placement,
+    now: i64,
+) -> Result<PutOutcome, StoreError> {
+    if row.tier == "hot" {
+        return Ok(PutOutcome::Duplicate { id: row.id });
+    }
+    let written_by = writer(engram, placement);
+    let n = tx.execute(
+        "UPDATE engrams SET tier = 'hot', cold_reason = NULL, stored_at = ?3, expires_at = ?4, run = ?5,
+                            written_by = ?6
+         WHERE project = ?1 AND id = ?2 AND superseded_by IS NULL",
+        params![placement.project, row.id, now, expires_at(engram, now), placement.run, written_by],
+    )?;
+    Ok(if n == 1 {
+        PutOutcome::Revived { id: row.id }
+    } else {
+        // Superseded engrams stay cold: their replacement is what recall should find.
+        PutOutcome::Duplicate { id: row.id }
     })
+}
+
+/// The id under which run `run` keeps its own copy of a claim that another run already holds privately (scope
+/// `run`): `<id>~r<12 hex of blake3(run)>`. Deterministic, so the same run putting the claim again finds its copy,
+/// and [`crate::memory::Memory::get_as`] finds it from the plain id.
+pub fn run_copy_id(id: &str, run: &str) -> String {
+    let hex = blake3::hash(run.as_bytes()).to_hex();
+    format!("{id}~r{}", &hex[..12])
+}
+
+/// Stores this run's own copy of a claim another run holds privately: under [`run_copy_id`], with a content hash
+/// of its own (so the project's dedup keeps both), leaving the other run's row exactly as it was.
+fn put_run_copy(
+    tx: &rusqlite::Transaction<'_>,
+    engram: &Valid<Engram>,
+    hash: &str,
+    placement: &Placement,
+    now: i64,
+) -> Result<PutOutcome, StoreError> {
+    let copy_id = run_copy_id(&engram.id, &placement.run);
+    let copy_hash = blake3::hash(format!("{hash}\n{}", placement.run).as_bytes()).to_hex().to_string();
+    let existing = tx
+        .prepare_cached("SELECT id, tier, scope, run, doc FROM engrams WHERE project = ?1 AND id = ?2")?
+        .query_row(params![placement.project, copy_id], existing_row)
+        .optional()?;
+    let copy = Valid::new(Engram { id: copy_id.clone(), ..(**engram).clone() })
+        .map_err(|v| StoreError::Corrupt { id: copy_id.clone(), message: v.to_string() })?;
+    match existing {
+        None => insert(tx, &copy, &copy_hash, placement, now),
+        Some(row) if !row.same_claim(engram)? => {
+            Err(StoreError::IdConflict { project: placement.project.clone(), id: engram.id.clone() })
+        }
+        Some(row) => settle_existing(tx, &copy, row, placement, now),
+    }
+}
+
+fn insert(
+    tx: &rusqlite::Transaction<'_>,
+    engram: &Valid<Engram>,
+    hash: &str,
+    placement: &Placement,
+    now: i64,
+) -> Result<PutOutcome, StoreError> {
+    let doc = serde_json::to_string(&**engram)
+        .map_err(|err| StoreError::Corrupt { id: engram.id.clone(), message: err.to_string() })?;
+    tx.prepare_cached(
+        "INSERT INTO engrams (id, content_hash, project, scope, kind, created_by, stored_at, expires_at,
+                              confidence, tier, doc, run, written_by, subject)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'hot', ?10, ?11, ?12, ?13)",
+    )?
+    .execute(params![
+        engram.id,
+        hash,
+        placement.project,
+        engram.scope.as_str(),
+        engram.kind.as_str(),
+        engram.provenance.created_by,
+        now,
+        expires_at(engram, now),
+        engram.confidence,
+        doc,
+        placement.run,
+        writer(engram, placement),
+        subject_key(engram),
+    ])?;
+    Ok(PutOutcome::Stored { id: engram.id.clone() })
+}
+
+/// Who is recorded as writing: the placement's writer, else the engram's creator.
+fn writer<'a>(engram: &'a Engram, placement: &'a Placement) -> &'a str {
+    if placement.written_by.is_empty() { &engram.provenance.created_by } else { &placement.written_by }
+}
+
+fn expires_at(engram: &Engram, now: i64) -> i64 {
+    now.saturating_add(i64::try_from(engram.ttl.duration().as_secs()).unwrap_or(i64::MAX))
 }
 
 fn bump_generation(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<usize> {
@@ -636,6 +723,11 @@ impl Store {
 /// Identity of an engram's content for dedup: kind, scope, claim and the sources it cites (without digests, in any
 /// order).
 pub fn content_hash(engram: &Engram) -> String {
+    content_hash_at(engram, engram.scope.as_str())
+}
+
+/// [`content_hash`] of the engram as if it had scope `scope` (a row of the same claim at another scope).
+fn content_hash_at(engram: &Engram, scope: &str) -> String {
     let mut pointers: Vec<String> = engram
         .pointers
         .iter()
@@ -643,7 +735,7 @@ pub fn content_hash(engram: &Engram) -> String {
         .collect();
     pointers.sort();
     let mut hasher = blake3::Hasher::new();
-    for part in [engram.kind.as_str(), engram.scope.as_str(), engram.claim.trim()] {
+    for part in [engram.kind.as_str(), scope, engram.claim.trim()] {
         hasher.update(part.as_bytes());
         hasher.update(b"\n");
     }

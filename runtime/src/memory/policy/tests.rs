@@ -260,16 +260,61 @@ fn a_newer_engram_for_the_same_subject_supersedes_the_older_one() {
 }
 
 #[test]
-fn a_run_scoped_engram_put_again_in_a_later_run_moves_to_that_run() {
+fn a_run_scoped_engram_put_again_in_another_run_is_a_copy_of_that_run_and_never_a_takeover() {
     let (_dir, mut memory) = open();
     let in_r1 = Principal::agent("dev", "programmer", "a", "r1");
     let in_r2 = Principal::agent("dev", "programmer", "a", "r2");
     let e = engram(Spec { claim: "Seeding needs migration 3.", scope: Scope::Run, ..Spec::default() });
     memory.put_as(&in_r1, &e, "a", 0).expect("put");
     assert!(memory.query_as(&in_r2, "seeding migration", &q(5)).expect("query").hits.is_empty());
-    assert_eq!(memory.put_as(&in_r2, &e, "a", 1).expect("put").outcome, PutOutcome::Revived { id: e.id.clone() });
-    assert_eq!(ids(&memory.query_as(&in_r2, "seeding migration", &q(5)).expect("query")), [e.id.as_str()]);
-    assert_eq!(memory.put_as(&in_r2, &e, "a", 2).expect("again").outcome, PutOutcome::Duplicate { id: e.id.clone() });
+    let copy = run_copy_id(&e.id, "r2");
+    assert_eq!(memory.put_as(&in_r2, &e, "a", 1).expect("put").outcome, PutOutcome::Stored { id: copy.clone() });
+    assert_eq!(ids(&memory.query_as(&in_r2, "seeding migration", &q(5)).expect("query")), [copy.as_str()]);
+    assert_eq!(memory.put_as(&in_r2, &e, "a", 2).expect("again").outcome, PutOutcome::Duplicate { id: copy.clone() });
+    // The owner keeps its engram, private to its run, untouched.
+    let own = memory.get_as(&in_r1, &e.id).expect("the owner reads it").expect("there");
+    assert_eq!((own.run.as_str(), own.stored_at, own.engram.id.as_str()), ("r1", 0, e.id.as_str()));
+    assert_eq!(ids(&memory.query_as(&in_r1, "seeding migration", &q(5)).expect("query")), [e.id.as_str()]);
+    // The later run reads its own copy by the plain id, never the other run's row.
+    let theirs = memory.get_as(&in_r2, &e.id).expect("get").expect("its copy");
+    assert_eq!((theirs.run.as_str(), theirs.engram.id.as_str()), ("r2", copy.as_str()));
+    let in_r3 = Principal::agent("dev", "programmer", "a", "r3");
+    assert_eq!(code(memory.get_as(&in_r3, &e.id).expect_err("a third run holds nothing")), ErrorCode::ScopeDenied);
+    // Cold in its run, the owner's engram is still not revived by another run.
+    assert!(memory.evict_as(&in_r1, &e.id).expect("evict"));
+    let in_r4 = Principal::agent("dev", "programmer", "a", "r4");
+    let outcome = memory.put_as(&in_r4, &e, "a", 3).expect("put").outcome;
+    assert_eq!(outcome, PutOutcome::Stored { id: run_copy_id(&e.id, "r4") });
+    let own = memory.get_as(&in_r1, &e.id).expect("get").expect("there");
+    assert_eq!((own.run.as_str(), own.tier), ("r1", Tier::Cold));
+    // A project-scoped put of the same claim does not take the private one over either.
+    let wide = engram(Spec { claim: "Seeding needs migration 3.", scope: Scope::Project, ..Spec::default() });
+    assert_eq!(wide.id, e.id, "the same claim has the same id at any scope");
+    let outcome = memory.put_as(&in_r2, &wide, "a", 4).expect("put").outcome;
+    assert!(matches!(&outcome, PutOutcome::Stored { id } | PutOutcome::Duplicate { id } if *id != e.id), "{outcome:?}");
+    assert_eq!(memory.get_as(&in_r1, &e.id).expect("get").expect("there").run, "r1");
+}
+
+#[test]
+fn the_same_id_for_another_claim_is_refused_and_nothing_changes() {
+    let (_dir, mut memory) = open();
+    let dev = Principal::agent("dev", "programmer", "a", "r1");
+    let first = engram(Spec { claim: "The port is 5173.", ..Spec::default() });
+    memory.put_as(&dev, &first, "a", 0).expect("put");
+    let mut other = (*engram(Spec { claim: "The port is 8080.", ..Spec::default() })).clone();
+    other.id.clone_from(&first.id);
+    let other = Valid::new(other).expect("valid");
+    let err = memory.put_as(&dev, &other, "a", 1).expect_err("conflict");
+    assert_eq!(code(err), ErrorCode::IdConflict);
+    assert_eq!(memory.get_as(&dev, &first.id).expect("get").expect("there").engram.claim, "The port is 5173.");
+    assert_eq!(memory.stats().expect("stats").hot, 1, "nothing stored");
+    // The trusted bulk path says so too, with the same code.
+    let err = memory.put_many(&[other], "a", 2).expect_err("conflict");
+    assert_eq!(err.code(), Some(ErrorCode::IdConflict));
+    // The same claim under the same id at another scope is the same engram: a duplicate, not a conflict.
+    let wider = Valid::new(Engram { scope: Scope::Org, ..(*first).clone() }).expect("valid");
+    let outcome = memory.put_as(&lead(), &wider, "a", 3).expect("put").outcome;
+    assert_eq!(outcome, PutOutcome::Duplicate { id: first.id.clone() });
 }
 
 #[test]
