@@ -42,8 +42,7 @@ fn stderr(output: &Output) -> String {
 
 /// An engram of the shipped example's shape with its own id, claim, scope and TTL.
 fn engram(id: &str, claim: &str, scope: &str, ttl: &str) -> Value {
-    let mut doc: Value =
-        serde_json::from_str(include_str!("../schemas/examples/engram.json")).expect("example engram");
+    let mut doc: Value = serde_json::from_str(include_str!("../schemas/examples/engram.json")).expect("example engram");
     doc["id"] = json!(id);
     doc["claim"] = json!(claim);
     doc["scope"] = json!(scope);
@@ -115,7 +114,8 @@ fn issue17_a_run_never_takes_over_another_runs_engram_and_a_taken_id_is_refused(
     assert_eq!((output.status.code(), stdout(&output).trim()), (Some(0), "stored\teg_private"), "{}", stderr(&output));
     let output = put("r2", &private);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let (status, copy) = stdout(&output).trim().split_once('\t').map(|(a, b)| (a.to_owned(), b.to_owned())).expect("ack");
+    let (status, copy) =
+        stdout(&output).trim().split_once('\t').map(|(a, b)| (a.to_owned(), b.to_owned())).expect("ack");
     assert_eq!(status, "stored", "a copy of r2's own, never `revived`");
     assert_ne!(copy, "eg_private");
     let get = |run: &'static str| {
@@ -140,4 +140,149 @@ fn issue17_a_run_never_takes_over_another_runs_engram_and_a_taken_id_is_refused(
     assert!(stderr(&output).contains("instead:"), "{}", stderr(&output));
     let (_, owner, _) = get("r1");
     assert_eq!(owner["engram"]["claim"].as_str(), Some("The release branch is cut on Thursdays."));
+}
+
+fn lessrt_hash_only_stdin(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(args)
+        .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lessrt starts");
+    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
+    child.wait_with_output().expect("lessrt runs")
+}
+
+/// Four `memory put` loops and two `memory query` loops, each command its own process, on one store: every command
+/// succeeds (writers wait for the index's write lock, readers need none), and every acknowledged engram is recalled.
+#[test]
+fn issue17_parallel_writers_and_readers_on_one_store_all_succeed() {
+    const PUTS: usize = 12;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_arg(dir.path());
+    let failures = std::sync::Mutex::new(Vec::<String>::new());
+    std::thread::scope(|scope| {
+        for writer in 0..4 {
+            let (store, failures) = (&store, &failures);
+            scope.spawn(move || {
+                for n in 0..PUTS {
+                    let doc = engram(
+                        &format!("eg_w{writer}_{n}"),
+                        &format!("Writer {writer} records deploy fact {n} for the pipeline."),
+                        "project",
+                        "P7D",
+                    );
+                    let output = lessrt_hash_only_stdin(
+                        &["memory", "put", "-", "--store", store, "--project", "p"],
+                        &doc.to_string(),
+                    );
+                    if output.status.code() != Some(0) {
+                        failures.lock().expect("lock").push(format!("put: {}", stderr(&output)));
+                    }
+                }
+            });
+        }
+        for _ in 0..2 {
+            let (store, failures) = (&store, &failures);
+            scope.spawn(move || {
+                for _ in 0..PUTS {
+                    let output = lessrt_hash_only(&[
+                        "memory",
+                        "query",
+                        "deploy fact pipeline",
+                        "--store",
+                        store,
+                        "--project",
+                        "p",
+                    ]);
+                    if output.status.code() != Some(0) {
+                        failures.lock().expect("lock").push(format!("query: {}", stderr(&output)));
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().expect("lock");
+    assert!(failures.is_empty(), "{} of {} commands failed: {failures:#?}", failures.len(), 6 * PUTS);
+    let stats: Value =
+        serde_json::from_str(&stdout(&lessrt_hash_only(&["memory", "stats", "--store", &store, "--json"])))
+            .expect("JSON");
+    assert_eq!(stats["hot"].as_u64(), Some(4 * PUTS as u64), "{stats}");
+    // Every acknowledged engram is in the index: the most specific question finds each one first.
+    for writer in 0..4 {
+        let question = format!("Writer {writer} records deploy fact 7");
+        let output = lessrt_hash_only(&[
+            "memory",
+            "query",
+            &question,
+            "--store",
+            &store,
+            "--project",
+            "p",
+            "--k",
+            "1",
+            "--json",
+        ]);
+        assert_eq!(hits(&output), [(format!("eg_w{writer}_7"), "hot".to_owned())], "{}", stderr(&output));
+    }
+}
+
+/// Garbage in the recall index's files and in the archive's message index: every command still answers (the
+/// damage is detected and the index rebuilt from SQLite), and `memory reindex` repairs what it finds.
+#[test]
+fn issue17_a_damaged_index_is_rebuilt_from_the_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_arg(dir.path());
+    let common = ["--store", store.as_str(), "--project", "p"];
+    let docs: Vec<String> = (0..3)
+        .map(|n| {
+            engram(
+                &format!("eg_{n}"),
+                &format!("The deploy pipeline runs stage {n} on canary hosts."),
+                "project",
+                "P7D",
+            )
+            .to_string()
+        })
+        .collect();
+    let output = lessrt_hash_only_stdin(&[&["memory", "put", "-"][..], &common].concat(), &docs.join("\n"));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let transcript = json!([
+        {"role": "user", "content": "Where do the canary hosts live?"},
+        {"role": "assistant", "content": "The canary hosts live in the eu-west-3 rack, behind the blue load balancer."}
+    ]);
+    let output = lessrt_hash_only_stdin(
+        &["memory", "ingest", "-", "--session", "s1", "--project", "p", "--store", &store],
+        &transcript.to_string(),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let garbage = |index: &Path| {
+        let mut n = 0;
+        for entry in std::fs::read_dir(index).expect("index dir") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "term") {
+                std::fs::write(&path, b"\x00not a term dictionary\xff".repeat(64)).expect("damage");
+                n += 1;
+            }
+        }
+        assert!(n > 0, "no term file in {}", index.display());
+    };
+    garbage(&dir.path().join("store/recall"));
+    garbage(&dir.path().join("store/archive-index/recall"));
+    let query = lessrt_hash_only(&[&["memory", "query", "deploy pipeline canary", "--json"][..], &common].concat());
+    assert_eq!(query.status.code(), Some(0), "{}", stderr(&query));
+    assert_eq!(hits(&query).len(), 3);
+    for args in [&["memory", "stats"][..], &["memory", "reindex"][..]] {
+        let output = lessrt_hash_only(&[args, &common].concat());
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {}", stderr(&output));
+    }
+    garbage(&dir.path().join("store/recall"));
+    let more = engram("eg_more", "The deploy pipeline pauses on Fridays.", "project", "P7D").to_string();
+    let output = lessrt_hash_only_stdin(&[&["memory", "put", "-"][..], &common].concat(), &more);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let answer = lessrt_hash_only(&["dag", "query", "where are the canary hosts", "--store", &store, "--json"]);
+    assert_eq!(answer.status.code(), Some(0), "{}", stderr(&answer));
+    assert!(stdout(&answer).contains("eu-west-3"), "{}", stdout(&answer));
 }

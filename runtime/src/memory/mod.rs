@@ -24,8 +24,8 @@ use std::sync::{Arc, OnceLock};
 const EMBED_CHUNK: usize = 256;
 
 pub use actor::{
-    Clock, DEFAULT_SWEEP_SECS, EngramRef, MemoryActor, MemoryArgs, MemoryMsg, PromoteRequest, PutRequest,
-    QueryRequest, SupersedeRequest, system_clock,
+    Clock, DEFAULT_SWEEP_SECS, EngramRef, MemoryActor, MemoryArgs, MemoryMsg, PromoteRequest, PutRequest, QueryRequest,
+    SupersedeRequest, system_clock,
 };
 pub use embed::{EmbedError, Embedder, ModelPaths};
 pub use index::{Candidate, IndexError, RecallFilter, RecallIndex, vis_key};
@@ -34,9 +34,7 @@ pub use policy::{
     Principal, PutReport, QueryOptions, ROLE_TAG_PREFIX, SUBJECT_TAG_PREFIX, role_tags, subject_key,
 };
 pub use rank::{Fusion, Ranked, TieContext};
-pub use store::{
-    Placement, PutOutcome, Store, StoreError, StoreStats, Stored, Tier, content_hash, run_copy_id,
-};
+pub use store::{Placement, PutOutcome, Store, StoreError, StoreStats, Stored, Tier, content_hash, run_copy_id};
 pub use vectors::{VectorError, VectorIndex};
 
 use crate::engram::{Engram, Scope};
@@ -292,10 +290,9 @@ impl Memory {
             policy: MemoryPolicy::default(),
             progress: None,
         };
+        // The hash index is caught up lazily (before a query, and after this process's writes): a command that only
+        // reads rows never writes the index, and never waits for another process's write lock.
         let generation = memory.store.generation()?;
-        if memory.index.generation() != generation {
-            memory.reindex_hash()?;
-        }
         memory.sync_vectors(generation)?;
         Ok(memory)
     }
@@ -345,12 +342,55 @@ impl Memory {
         Ok(n)
     }
 
+    /// Replaces the hash index's files, damaged or not, by a rebuild from the store; returns the hot engrams.
     fn reindex_hash(&mut self) -> Result<usize, MemoryError> {
-        let hot = self.store.all(Tier::Hot)?;
-        let cold = self.store.all(Tier::Cold)?;
-        self.index.rebuild(hot.iter().chain(&cold), self.store.generation()?)?;
+        self.index.reset()?;
+        self.sync_hash()?;
+        Ok(usize::try_from(self.store.stats()?.hot).unwrap_or(usize::MAX))
+    }
+
+    /// Brings the hash index up to the store. Nothing to do when it reflects the store's generation; otherwise it
+    /// reads the last commit (another process may have caught it up), and if still behind applies, under the
+    /// store's write lock, the rows changed since the generation that commit recorded (every row when it recorded
+    /// none, or one ahead of the store: a store restored from an older copy).
+    fn sync_hash(&mut self) -> Result<(), MemoryError> {
+        let generation = self.store.generation()?;
         self.index_dirty = false;
-        Ok(hot.len())
+        if self.index.generation() == Some(generation) || self.index.refresh()? == Some(generation) {
+            return Ok(());
+        }
+        let mut write = self.index.write()?;
+        let (generation, changed) = match write.committed() {
+            Some(since) if since <= generation => self.store.changes_since(Some(since))?,
+            _ => {
+                write.clear()?;
+                self.store.changes_since(None)?
+            }
+        };
+        for stored in &changed {
+            write.add(stored)?;
+        }
+        write.commit(generation)?;
+        Ok(())
+    }
+
+    /// Stage 1: candidates from the hash index. A search that fails on the index's files (damaged after it was
+    /// opened) rebuilds it from the store and searches again.
+    fn stage_one(
+        &mut self,
+        keys: &[String],
+        filter: &RecallFilter,
+        pool: usize,
+    ) -> Result<Vec<Candidate>, MemoryError> {
+        match self.index.recall_filtered(keys, filter, pool) {
+            Ok(found) => Ok(found),
+            Err(IndexError::Tantivy(err)) => {
+                tracing::warn!(target: "less.memory", "recall index failed ({err}); rebuilding it from the store");
+                self.reindex_hash()?;
+                Ok(self.index.recall_filtered(keys, filter, pool)?)
+            }
+            Err(err) => Err(err.into()),
+        }
     }
 
     /// Stores an engram and makes it recallable; acknowledged after the store's commit.
@@ -386,7 +426,8 @@ impl Memory {
 
     /// Answers a query: stage-1 candidates and nearest vectors, fused and ordered by [`rank::rank`].
     pub fn recall(&mut self, request: &RecallRequest<'_>) -> Result<Recall, MemoryError> {
-        self.commit()?;
+        // Always: other processes may have changed the store since this one last looked.
+        self.sync_hash()?;
         if request.stages != Stages::Hash && self.rerank_unavailable().is_none() {
             self.embed_pending()?;
         }
@@ -410,17 +451,17 @@ impl Memory {
                 }
             },
         };
-        let semantic = embedder.and_then(|embedder| self.semantic.as_ref().ok().map(|semantic| (semantic, embedder)));
         let features = keys::query_features(request.text);
         if request.stages != Stages::Rerank {
             stages.push("hash");
-            for candidate in self.index.recall_filtered(&keys::keys_of(&features), filter, pool)? {
+            for candidate in self.stage_one(&keys::keys_of(&features), filter, pool)? {
                 let at = (candidate.project, candidate.id);
                 order.push(at.clone());
                 found.insert(at, (Some(candidate.score), None));
             }
         }
         phases[0] = started.elapsed();
+        let semantic = embedder.and_then(|embedder| self.semantic.as_ref().ok().map(|semantic| (semantic, embedder)));
         if let Some((semantic, embedder)) = semantic {
             stages.push("rerank");
             let query = embedder.embed_one(request.text).map_err(|e| MemoryError::StageUnavailable(e.to_string()))?;
@@ -491,8 +532,7 @@ impl Memory {
     /// Commits the hash index's pending changes (cheap; no model). Queries do this first.
     pub fn commit(&mut self) -> Result<(), MemoryError> {
         if self.index_dirty {
-            self.index.commit(self.store.generation()?)?;
-            self.index_dirty = false;
+            self.sync_hash()?;
         }
         Ok(())
     }
@@ -607,12 +647,12 @@ impl Memory {
 
     /// Brings the index entry of one engram in line with the store (it changed tier, scope or links).
     fn reindex_one(&mut self, project: &str, id: &str) -> Result<(), MemoryError> {
-        let stored = self.store.get(project, id)?;
-        match &stored {
-            Some(stored) => self.index.add(stored)?,
-            None => self.index.remove(project, id),
-        }
+        // The hash index takes the change from the store's change log at the next sync.
         self.index_dirty = true;
+        if self.semantic.is_err() {
+            return Ok(());
+        }
+        let stored = self.store.get(project, id)?;
         if let Ok(semantic) = &mut self.semantic {
             // Stage 2 holds hot engrams only; a hot one is (re)entered at the next flush, with its kept vector when
             // it has one, so a changed scope or a revival is seen by the vector search too.

@@ -20,9 +20,17 @@ use crate::memory::policy::subject_key;
 use crate::pointer::Pointer;
 use crate::valid::Valid;
 
-/// Version of the table layout. A store of version 1 is migrated in place on open (columns added, subject keys
+/// Version of the table layout. A store of version 1 or 2 is migrated in place on open (columns added, subject keys
 /// filled in from the stored documents); a store written by any other version is refused, never silently rewritten.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
+
+/// How long a statement waits for another connection's write transaction (in this process or another) before
+/// failing with "database is locked".
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The generation the current write transaction brings the store to (the generation is bumped at its end when
+/// something changed): every row a transaction changes records it in `changed`.
+const NEXT_GENERATION: &str = "(SELECT CAST(value AS INTEGER) + 1 FROM meta WHERE key = 'generation')";
 
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]
@@ -187,16 +195,46 @@ impl std::fmt::Debug for Store {
 
 impl Store {
     /// Opens (creating if needed) the store in `dir` (`dir/memory.sqlite3`).
+    ///
+    /// Several processes may open one store at once: a store of the current layout is opened without writing, and
+    /// creating or migrating one happens in one `IMMEDIATE` transaction that checks the layout again, so only the
+    /// first process migrates.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Io { path: dir.to_owned(), source })?;
         let conn = Connection::open(dir.join("memory.sqlite3"))?;
-        // Wait for other connections to the same file (the archive and the engrams share it) instead of failing.
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        // Wait for other connections to the same file (the archive and the engrams share it, and other processes
+        // may hold it) instead of failing.
+        conn.busy_timeout(BUSY_WAIT)?;
         // WAL lets readers run beside the writer; FULL syncs the WAL at every commit, so an acknowledged put is on
         // disk before the acknowledgement.
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.execute_batch(
+        let mut store = Store { conn, decoded: Default::default() };
+        if store.layout()? != Some(SCHEMA_VERSION) {
+            store.set_up()?;
+        }
+        Ok(store)
+    }
+
+    /// The layout version recorded in the file (none: a new file, or version 1).
+    fn layout(&self) -> Result<Option<i64>, StoreError> {
+        let meta: bool = self.conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta')",
+            [],
+            |r| r.get(0),
+        )?;
+        if !meta {
+            return Ok(None);
+        }
+        let found: Option<String> =
+            self.conn.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).optional()?;
+        Ok(found.map(|v| v.parse::<i64>().unwrap_or(-1)))
+    }
+
+    /// Creates the tables or migrates them to [`SCHEMA_VERSION`], in one transaction.
+    fn set_up(&mut self) -> Result<(), StoreError> {
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        tx.execute_batch(
             "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
              CREATE TABLE IF NOT EXISTS engrams (
                  id TEXT NOT NULL,
@@ -216,59 +254,29 @@ impl Store {
                  PRIMARY KEY (project, id)
              );
              CREATE UNIQUE INDEX IF NOT EXISTS engrams_content ON engrams (project, content_hash);
-             CREATE INDEX IF NOT EXISTS engrams_tier ON engrams (tier, expires_at);",
+             CREATE INDEX IF NOT EXISTS engrams_tier ON engrams (tier, expires_at);
+             INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', '0');",
         )?;
+        // Read again inside the transaction: another process may have set the store up meanwhile.
         let found: Option<String> =
-            conn.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).optional()?;
-        conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', '0')", [])?;
-        let mut store = Store { conn, decoded: Default::default() };
-        match found.map(|v| v.parse::<i64>().unwrap_or(-1)) {
-            None => {
-                store.migrate_from_1()?;
-                store.conn.execute(
-                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)",
-                    [SCHEMA_VERSION.to_string()],
-                )?;
-            }
-            Some(1) => {
-                store.migrate_from_1()?;
-                store
-                    .conn
-                    .execute("UPDATE meta SET value = ?1 WHERE key = 'schema_version'", [SCHEMA_VERSION.to_string()])?;
-            }
-            Some(SCHEMA_VERSION) => {}
+            tx.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).optional()?;
+        let mut version = match found.map(|v| v.parse::<i64>().unwrap_or(-1)) {
+            None => 1,
+            Some(v @ 1..=SCHEMA_VERSION) => v,
             Some(found) => return Err(StoreError::Version { found }),
-        }
-        Ok(store)
-    }
-
-    /// Version 2 adds the run, the writer, the subject key and the promoter; rows of version 1 were written outside
-    /// any run by their creators, and their subject keys are read from their tags.
-    fn migrate_from_1(&mut self) -> Result<(), StoreError> {
-        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        tx.execute_batch(
-            "ALTER TABLE engrams ADD COLUMN run TEXT NOT NULL DEFAULT '';
-             ALTER TABLE engrams ADD COLUMN written_by TEXT NOT NULL DEFAULT '';
-             ALTER TABLE engrams ADD COLUMN subject TEXT;
-             ALTER TABLE engrams ADD COLUMN promoted_by TEXT;
-             UPDATE engrams SET written_by = created_by;
-             CREATE INDEX IF NOT EXISTS engrams_writes ON engrams (written_by, stored_at);
-             CREATE INDEX IF NOT EXISTS engrams_subject ON engrams (project, subject, tier);",
-        )?;
-        let rows: Vec<(String, String, String)> = {
-            let mut stmt = tx.prepare("SELECT project, id, doc FROM engrams")?;
-            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
-            rows.collect::<Result<_, _>>()?
         };
-        for (project, id, doc) in rows {
-            let subject = serde_json::from_str::<Engram>(&doc).ok().and_then(|e| subject_key(&e));
-            if subject.is_some() {
-                tx.execute(
-                    "UPDATE engrams SET subject = ?3 WHERE project = ?1 AND id = ?2",
-                    params![project, id, subject],
-                )?;
-            }
+        if version == 1 {
+            migrate_from_1(&tx)?;
+            version = 2;
         }
+        if version == 2 {
+            migrate_from_2(&tx)?;
+        }
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [SCHEMA_VERSION.to_string()],
+        )?;
         tx.commit()?;
         Ok(())
     }
@@ -323,6 +331,24 @@ impl Store {
     pub fn generation(&self) -> Result<u64, StoreError> {
         let value: String = self.conn.query_row("SELECT value FROM meta WHERE key = 'generation'", [], |r| r.get(0))?;
         Ok(value.parse().unwrap_or(0))
+    }
+
+    /// The store generation and every engram changed after generation `since` (all of them when none), read in one
+    /// snapshot: a derived index that applies them reflects exactly that generation.
+    pub fn changes_since(&self, since: Option<u64>) -> Result<(u64, Vec<Stored>), StoreError> {
+        let tx = self.conn.unchecked_transaction()?;
+        let generation = self.generation()?;
+        let since = since.map_or(-1, |g| i64::try_from(g).unwrap_or(i64::MAX));
+        let rows: Vec<RawRow> = {
+            let mut stmt = self
+                .conn
+                .prepare_cached(&format!("{SELECT_STORED} WHERE changed > ?1 ORDER BY changed, stored_at, id"))?;
+            let rows = stmt.query_map([since], raw_row)?;
+            rows.collect::<Result<_, _>>()?
+        };
+        tx.commit()?;
+        let changed = rows.into_iter().map(|row| self.decode_row(row)).collect::<Result<_, _>>()?;
+        Ok((generation, changed))
     }
 
     /// The engram with `id` in `project`, hot or cold. Projects never see each other's engrams.
@@ -389,7 +415,10 @@ impl Store {
         let doc = serde_json::to_string(&engram)
             .map_err(|err| StoreError::Corrupt { id: id.to_owned(), message: err.to_string() })?;
         tx.execute(
-            "UPDATE engrams SET scope = ?3, doc = ?4, promoted_by = ?5 WHERE project = ?1 AND id = ?2",
+            &format!(
+                "UPDATE engrams SET scope = ?3, doc = ?4, promoted_by = ?5, changed = {NEXT_GENERATION}
+                 WHERE project = ?1 AND id = ?2"
+            ),
             params![project, id, to.as_str(), doc, by],
         )?;
         bump_generation(&tx)?;
@@ -413,7 +442,10 @@ impl Store {
             rows.collect::<Result<_, _>>()?
         };
         tx.execute(
-            "UPDATE engrams SET tier = 'cold', cold_reason = 'expired' WHERE tier = 'hot' AND expires_at <= ?1",
+            &format!(
+                "UPDATE engrams SET tier = 'cold', cold_reason = 'expired', changed = {NEXT_GENERATION}
+                 WHERE tier = 'hot' AND expires_at <= ?1"
+            ),
             [now],
         )?;
         if !moved.is_empty() {
@@ -427,7 +459,10 @@ impl Store {
     pub fn evict(&mut self, project: &str, id: &str) -> Result<bool, StoreError> {
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let n = tx.execute(
-            "UPDATE engrams SET tier = 'cold', cold_reason = 'evicted' WHERE project = ?1 AND id = ?2 AND tier = 'hot'",
+            &format!(
+                "UPDATE engrams SET tier = 'cold', cold_reason = 'evicted', changed = {NEXT_GENERATION}
+                 WHERE project = ?1 AND id = ?2 AND tier = 'hot'"
+            ),
             [project, id],
         )?;
         if n == 1 {
@@ -441,12 +476,17 @@ impl Store {
     pub fn supersede(&mut self, project: &str, old: &str, new: &str) -> Result<bool, StoreError> {
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let n_old = tx.execute(
-            "UPDATE engrams SET tier = 'cold', cold_reason = 'superseded', superseded_by = ?3
-             WHERE project = ?1 AND id = ?2",
+            &format!(
+                "UPDATE engrams SET tier = 'cold', cold_reason = 'superseded', superseded_by = ?3,
+                                    changed = {NEXT_GENERATION}
+                 WHERE project = ?1 AND id = ?2"
+            ),
             params![project, old, new],
         )?;
-        let n_new = tx
-            .execute("UPDATE engrams SET supersedes = ?3 WHERE project = ?1 AND id = ?2", params![project, new, old])?;
+        let n_new = tx.execute(
+            &format!("UPDATE engrams SET supersedes = ?3, changed = {NEXT_GENERATION} WHERE project = ?1 AND id = ?2"),
+            params![project, new, old],
+        )?;
         if n_old == 1 && n_new == 1 {
             bump_generation(&tx)?;
             tx.commit()?;
@@ -487,6 +527,46 @@ impl Store {
     }
 }
 
+/// Version 2 adds the run, the writer, the subject key and the promoter; rows of version 1 were written outside any
+/// run by their creators, and their subject keys are read from their tags.
+fn migrate_from_1(tx: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
+    tx.execute_batch(
+        "ALTER TABLE engrams ADD COLUMN run TEXT NOT NULL DEFAULT '';
+         ALTER TABLE engrams ADD COLUMN written_by TEXT NOT NULL DEFAULT '';
+         ALTER TABLE engrams ADD COLUMN subject TEXT;
+         ALTER TABLE engrams ADD COLUMN promoted_by TEXT;
+         UPDATE engrams SET written_by = created_by;
+         CREATE INDEX IF NOT EXISTS engrams_writes ON engrams (written_by, stored_at);
+         CREATE INDEX IF NOT EXISTS engrams_subject ON engrams (project, subject, tier);",
+    )?;
+    let rows: Vec<(String, String, String)> = {
+        let mut stmt = tx.prepare("SELECT project, id, doc FROM engrams")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        rows.collect::<Result<_, _>>()?
+    };
+    for (project, id, doc) in rows {
+        let subject = serde_json::from_str::<Engram>(&doc).ok().and_then(|e| subject_key(&e));
+        if subject.is_some() {
+            tx.execute(
+                "UPDATE engrams SET subject = ?3 WHERE project = ?1 AND id = ?2",
+                params![project, id, subject],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Version 3 adds the change log: `changed`, the store generation of each row's last change, so a derived index
+/// catches up with the rows changed since the generation it reflects (rows of version 2 count as changed at 0: an
+/// index of theirs records no generation in its commit and is rebuilt whole).
+fn migrate_from_2(tx: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
+    tx.execute_batch(
+        "ALTER TABLE engrams ADD COLUMN changed INTEGER NOT NULL DEFAULT 0;
+         CREATE INDEX IF NOT EXISTS engrams_changed ON engrams (changed);",
+    )?;
+    Ok(())
+}
+
 fn put_in(
     tx: &rusqlite::Transaction<'_>,
     engram: &Valid<Engram>,
@@ -516,7 +596,9 @@ fn put_in(
         None => insert(tx, engram, &hash, placement, now),
         // Another run's private claim is never revived, moved or shared: this run gets a copy of its own.
         Some(row) if row.scope == "run" && row.run != placement.run => put_run_copy(tx, engram, &hash, placement, now),
-        Some(row) if !row.same_claim(engram)? => Err(StoreError::IdConflict { project: project.to_owned(), id: row.id }),
+        Some(row) if !row.same_claim(engram)? => {
+            Err(StoreError::IdConflict { project: project.to_owned(), id: row.id })
+        }
         Some(row) => settle_existing(tx, engram, row, placement, now),
     }
 }
@@ -558,9 +640,11 @@ fn settle_existing(
     }
     let written_by = writer(engram, placement);
     let n = tx.execute(
-        "UPDATE engrams SET tier = 'hot', cold_reason = NULL, stored_at = ?3, expires_at = ?4, run = ?5,
-                            written_by = ?6
-         WHERE project = ?1 AND id = ?2 AND superseded_by IS NULL",
+        &format!(
+            "UPDATE engrams SET tier = 'hot', cold_reason = NULL, stored_at = ?3, expires_at = ?4, run = ?5,
+                                written_by = ?6, changed = {NEXT_GENERATION}
+             WHERE project = ?1 AND id = ?2 AND superseded_by IS NULL"
+        ),
         params![placement.project, row.id, now, expires_at(engram, now), placement.run, written_by],
     )?;
     Ok(if n == 1 {
@@ -614,11 +698,11 @@ fn insert(
 ) -> Result<PutOutcome, StoreError> {
     let doc = serde_json::to_string(&**engram)
         .map_err(|err| StoreError::Corrupt { id: engram.id.clone(), message: err.to_string() })?;
-    tx.prepare_cached(
+    tx.prepare_cached(&format!(
         "INSERT INTO engrams (id, content_hash, project, scope, kind, created_by, stored_at, expires_at,
-                              confidence, tier, doc, run, written_by, subject)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'hot', ?10, ?11, ?12, ?13)",
-    )?
+                                  confidence, tier, doc, run, written_by, subject, changed)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'hot', ?10, ?11, ?12, ?13, {NEXT_GENERATION})"
+    ))?
     .execute(params![
         engram.id,
         hash,

@@ -518,7 +518,11 @@ async fn the_memory_actor_answers_every_message() {
 fn an_expired_engram_leaves_recall_and_the_hot_count_when_its_ttl_runs_out() {
     let (_dir, mut memory) = open();
     let dev = Principal::agent("dev", "programmer", "a", "r1");
-    let short = engram(Spec { claim: "The staging token rotates hourly.", ttl: Ttl::parse("PT2S").expect("ttl"), ..Spec::default() });
+    let short = engram(Spec {
+        claim: "The staging token rotates hourly.",
+        ttl: Ttl::parse("PT2S").expect("ttl"),
+        ..Spec::default()
+    });
     memory.put_as(&dev, &short, "a", 1_000).expect("put");
     let at = |now: i64| QueryOptions { now: Some(now), ..q(5) };
     assert_eq!(ids(&memory.query_as(&dev, "staging token", &at(1_001)).expect("query")), [short.id.as_str()]);
@@ -544,7 +548,11 @@ async fn the_memory_actor_sweeps_expired_engrams_on_its_clock_and_when_idle() {
     };
     let (actor, handle) = ractor::Actor::spawn(None, MemoryActor, args).await.expect("spawn");
     let dev = Principal::agent("dev", "programmer", "a", "r1");
-    let short = engram(Spec { claim: "The staging token rotates hourly.", ttl: Ttl::parse("PT2S").expect("ttl"), ..Spec::default() });
+    let short = engram(Spec {
+        claim: "The staging token rotates hourly.",
+        ttl: Ttl::parse("PT2S").expect("ttl"),
+        ..Spec::default()
+    });
     let put = Box::new(PutRequest { who: dev.clone(), engram: short.clone(), project: "a".to_owned() });
     ractor::call!(actor, MemoryMsg::Put, put).expect("call").expect("put");
     let query = || Box::new(QueryRequest { who: dev.clone(), text: "staging token".to_owned(), options: q(5) });
@@ -578,7 +586,11 @@ async fn the_memory_actor_leaves_expired_engrams_out_of_queries_between_sweeps()
     };
     let (actor, handle) = ractor::Actor::spawn(None, MemoryActor, args).await.expect("spawn");
     let dev = Principal::agent("dev", "programmer", "a", "r1");
-    let short = engram(Spec { claim: "The staging token rotates hourly.", ttl: Ttl::parse("PT2S").expect("ttl"), ..Spec::default() });
+    let short = engram(Spec {
+        claim: "The staging token rotates hourly.",
+        ttl: Ttl::parse("PT2S").expect("ttl"),
+        ..Spec::default()
+    });
     let put = Box::new(PutRequest { who: dev.clone(), engram: short.clone(), project: "a".to_owned() });
     ractor::call!(actor, MemoryMsg::Put, put).expect("call").expect("put");
     now.store(1_004, Ordering::SeqCst);
