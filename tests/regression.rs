@@ -286,3 +286,32 @@ fn issue17_a_damaged_index_is_rebuilt_from_the_store() {
     assert_eq!(answer.status.code(), Some(0), "{}", stderr(&answer));
     assert!(stdout(&answer).contains("eu-west-3"), "{}", stdout(&answer));
 }
+
+/// `memory query --k` with a count the process could never allocate: refused up front with a code and exit 2, never
+/// an abort or a panic; the library refuses it too.
+#[test]
+fn issue17_a_huge_k_is_refused_with_a_code() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_arg(dir.path());
+    let doc = engram("eg_k", "The deploy pipeline has four stages.", "project", "P7D").to_string();
+    let output = lessrt_hash_only_stdin(&["memory", "put", "-", "--store", &store, "--project", "p"], &doc);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    for k in ["4294967296", "18446744073709551615", "99999999999999999999999", "1001", "0", "-3", "five"] {
+        let output = lessrt_hash_only(&[
+            "memory",
+            "query",
+            "deploy pipeline",
+            "--store",
+            &store,
+            "--project",
+            "p",
+            &format!("--k={k}"),
+        ]);
+        assert_eq!(output.status.code(), Some(2), "--k {k}: {}", stderr(&output));
+        assert!(stderr(&output).contains("LESS_ARGUMENT_INVALID"), "--k {k}: {}", stderr(&output));
+        assert!(!stderr(&output).contains("panicked"), "--k {k}: {}", stderr(&output));
+    }
+    let output =
+        lessrt_hash_only(&["memory", "query", "deploy pipeline", "--store", &store, "--project", "p", "--k", "1000"]);
+    assert_eq!((output.status.code(), stdout(&output).lines().count()), (Some(0), 1), "{}", stderr(&output));
+}

@@ -78,11 +78,14 @@ pub enum ErrorCode {
     /// An engram's id already names a different claim in the project; nothing was stored.
     #[serde(rename = "LESS_ID_CONFLICT")]
     IdConflict,
+    /// An argument is outside what the operation accepts (a count over its cap, a value out of range).
+    #[serde(rename = "LESS_ARGUMENT_INVALID")]
+    ArgumentInvalid,
 }
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 22] = [
         ErrorCode::JsonMalformed,
         ErrorCode::InputUnreadable,
         ErrorCode::KindUnknown,
@@ -104,6 +107,7 @@ impl ErrorCode {
         ErrorCode::AgentDown,
         ErrorCode::TranscriptInvalid,
         ErrorCode::IdConflict,
+        ErrorCode::ArgumentInvalid,
     ];
 
     /// The stable wire string of this code.
@@ -130,6 +134,7 @@ impl ErrorCode {
             ErrorCode::AgentDown => "LESS_AGENT_DOWN",
             ErrorCode::TranscriptInvalid => "LESS_TRANSCRIPT_INVALID",
             ErrorCode::IdConflict => "LESS_ID_CONFLICT",
+            ErrorCode::ArgumentInvalid => "LESS_ARGUMENT_INVALID",
         }
     }
 
@@ -192,6 +197,9 @@ impl ErrorCode {
             }
             ErrorCode::IdConflict => {
                 "Give the engram an id of its own: this one already names a different claim (ids derived from kind, claim and sources, as `eg_` + blake3, never collide)."
+            }
+            ErrorCode::ArgumentInvalid => {
+                "Pass the value within the range the message names (e.g. memory query --k between 1 and 1000); see --help."
             }
         }
     }

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use less_runtime::memory::{Memory, MemoryError, Principal, PutOutcome, QueryOptions, Stored, Tier, keys};
-use less_runtime::{Engram, Scope, Valid};
+use less_runtime::memory::{MAX_K, Memory, MemoryError, Principal, PutOutcome, QueryOptions, Stored, Tier, keys};
+use less_runtime::{Engram, ErrorCode, Scope, Valid};
 use serde_json::{Value, json};
 
 /// Sub-commands of `lessrt memory`.
@@ -29,8 +29,8 @@ pub(crate) enum Command {
     Query {
         /// The question (pointers in text form match the engrams citing them).
         text: String,
-        /// How many engrams.
-        #[arg(long, default_value_t = 5)]
+        /// How many engrams (1 to 1000).
+        #[arg(long, default_value_t = 5, value_parser = parse_k)]
         k: usize,
         /// Only engrams of this kind.
         #[arg(long)]
@@ -112,6 +112,14 @@ impl Common {
         who.run.clone_from(&self.run);
         who.role = role.map(str::to_owned);
         who
+    }
+}
+
+/// `--k`: a count between 1 and [`MAX_K`]; anything else (however large) is refused before any work.
+fn parse_k(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<u128>().ok().and_then(|k| usize::try_from(k).ok()) {
+        Some(k) if (1..=MAX_K).contains(&k) => Ok(k),
+        _ => Err(format!("{}: --k takes a count between 1 and {MAX_K}", ErrorCode::ArgumentInvalid)),
     }
 }
 

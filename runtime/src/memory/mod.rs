@@ -173,6 +173,10 @@ pub struct Recall {
     pub hits: Vec<Hit>,
 }
 
+/// Most hits a query returns: a larger `k` is refused by [`Memory::query_as`] (`LESS_ARGUMENT_INVALID`) and capped
+/// here by [`Memory::recall`], so no request sizes an allocation by an untrusted number.
+pub const MAX_K: usize = 1000;
+
 /// Candidates each stage contributes before fusion, per hit asked for (at least [`MIN_POOL`]).
 const POOL_PER_HIT: usize = 5;
 /// The smallest candidate pool.
@@ -434,7 +438,8 @@ impl Memory {
         let started = std::time::Instant::now();
         let mut phases = [std::time::Duration::ZERO; 4];
         let filter = &request.filter;
-        let pool = (request.k * POOL_PER_HIT).max(MIN_POOL);
+        let k = request.k.min(MAX_K);
+        let pool = (k * POOL_PER_HIT).max(MIN_POOL);
         let mut stages = Vec::new();
         let mut degraded = None;
         // (project, id) → (stage-1 score, cosine), in the order first found.
@@ -508,7 +513,7 @@ impl Memory {
         let fusion = if stages == ["hash"] { Fusion { cosine: 0.0, ..self.fusion } } else { self.fusion };
         let hits = rank::rank(candidates, &fusion, &ties)
             .into_iter()
-            .take(request.k)
+            .take(k)
             .map(|r| Hit {
                 score: r.score,
                 hash_score: r.candidate.hash,

@@ -51,7 +51,7 @@ use crate::engram::{Engram, EngramKind, MAX_CLAIM_CHARS, MAX_POINTERS, Scope, So
 use crate::error::{ErrorCode, Violation};
 use crate::memory::index::{RecallFilter, vis_key};
 use crate::memory::store::{Placement, PutOutcome, StoreError, Stored, run_copy_id};
-use crate::memory::{Memory, MemoryError, Recall, RecallRequest};
+use crate::memory::{MAX_K, Memory, MemoryError, Recall, RecallRequest};
 use crate::pointer::{Pointer, PointerType};
 use crate::valid::Valid;
 
@@ -345,6 +345,13 @@ impl Memory {
 
     /// The `options.k` best engrams for `text` that `who` may read.
     pub fn query_as(&mut self, who: &Principal, text: &str, options: &QueryOptions) -> Result<Recall, MemoryError> {
+        if options.k == 0 || options.k > MAX_K {
+            return Err(refused(Violation::new(
+                ErrorCode::ArgumentInvalid,
+                "/k",
+                format!("k = {} is out of range: ask for between 1 and {MAX_K} engrams", options.k),
+            )));
+        }
         let filter = who.recall_filter(options).map_err(refused)?;
         let request = RecallRequest { scope: options.scope, ..RecallRequest::new(text, filter, options.k) };
         let mut recall = self.recall(&request)?;

@@ -606,3 +606,16 @@ async fn the_memory_actor_leaves_expired_engrams_out_of_queries_between_sweeps()
     actor.stop(None);
     handle.await.expect("stopped");
 }
+
+#[test]
+fn a_k_out_of_range_is_refused_and_recall_caps_it() {
+    let (_dir, mut memory) = open();
+    let dev = Principal::agent("dev", "programmer", "a", "r1");
+    memory.put_as(&dev, &engram(Spec { claim: "The port is 5173.", ..Spec::default() }), "a", 0).expect("put");
+    for k in [0, MAX_K + 1, usize::MAX] {
+        assert_eq!(code(memory.query_as(&dev, "port", &q(k)).expect_err("refused")), ErrorCode::ArgumentInvalid);
+    }
+    assert_eq!(memory.query_as(&dev, "port", &q(MAX_K)).expect("the cap itself").hits.len(), 1);
+    // The trusted path caps instead of sizing anything by the number.
+    assert_eq!(memory.query("port", "a", None, usize::MAX).expect("capped").hits.len(), 1);
+}
