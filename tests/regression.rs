@@ -319,3 +319,54 @@ fn issue17_a_huge_k_is_refused_with_a_code() {
         lessrt_hash_only(&["memory", "query", "deploy pipeline", "--store", &store, "--project", "p", "--k", "1000"]);
     assert_eq!((output.status.code(), stdout(&output).lines().count()), (Some(0), 1), "{}", stderr(&output));
 }
+
+/// The shipped example scenario with one line replaced, written into `dir` (with the file it reads).
+fn scenario_with(dir: &Path, from: &str, to: &str) -> String {
+    let example = include_str!("../schemas/examples/scenario.toml");
+    assert!(example.contains(from), "the example has {from:?}");
+    std::fs::write(dir.join("budget.json"), include_str!("../schemas/examples/budget.json")).expect("write budget");
+    let path = dir.join("scenario.toml");
+    std::fs::write(&path, example.replacen(from, to, 1)).expect("write scenario");
+    path.display().to_string()
+}
+
+/// A workspace outside the scenario's directory (absolute, `..`, or a symlink out), a step for an agent the scenario
+/// does not have, a grant to a non-descendant or living "forever": each refused by `validate` and by `run` before
+/// anything runs, with its code and path; nothing of `/etc` reaches the run's memory.
+#[test]
+fn issue17_scenarios_are_refused_for_what_the_run_would_trip_over() {
+    let cases = [
+        ("workspace = \".\"", "workspace = \"/etc\"", "LESS_SCENARIO_INVALID", "/workspace"),
+        ("workspace = \".\"", "workspace = \"../../..\"", "LESS_SCENARIO_INVALID", "/workspace"),
+        ("agent = \"programmer\"\npointers", "agent = \"nobody\"\npointers", "LESS_SCENARIO_INVALID", "/steps/1/agent"),
+        ("to = \"programmer\", patterns", "to = \"architect\", patterns", "LESS_SCENARIO_INVALID", "/steps/0/grants/0/to"),
+        ("max_tokens = 2000 }", "max_tokens = 2000, ttl = \"forever\" }", "LESS_TTL_INVALID", "/steps/0/grants/0/ttl"),
+    ];
+    for (from, to, code, path) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let scenario = scenario_with(dir.path(), from, to);
+        let output = lessrt(&["validate", &scenario]);
+        assert_eq!(output.status.code(), Some(1), "{to}: {}{}", stdout(&output), stderr(&output));
+        assert!(stdout(&output).contains(&format!("{code}\t{scenario}\t{path}")), "{to}: {}", stdout(&output));
+        let out = dir.path().join("runs");
+        let run = lessrt(&["run", &scenario, "--out", &out.display().to_string(), "--quiet"]);
+        assert_eq!(run.status.code(), Some(1), "{to}: {}{}", stdout(&run), stderr(&run));
+        let said = format!("{}{}", stdout(&run), stderr(&run));
+        assert!(said.contains(code) && said.contains(path), "{to}: {said}");
+        assert!(!said.contains("run failed"), "refused before the run: {said}");
+        assert!(!out.exists(), "nothing ran: {to}");
+    }
+    // A symlink out of the scenario's directory is refused when the scenario is loaded.
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::os::unix::fs::symlink("/etc", dir.path().join("ws")).expect("symlink");
+    let scenario = scenario_with(dir.path(), "workspace = \".\"", "workspace = \"ws\"");
+    let run = lessrt(&["run", &scenario, "--out", &dir.path().join("runs").display().to_string(), "--quiet"]);
+    let said = format!("{}{}", stdout(&run), stderr(&run));
+    assert_eq!(run.status.code(), Some(1), "{said}");
+    assert!(said.contains("LESS_SCENARIO_INVALID") && said.contains("outside the scenario's directory"), "{said}");
+    // The example itself, its workspace inside its directory, runs.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = scenario_with(dir.path(), "workspace = \".\"", "workspace = \".\"");
+    let run = lessrt(&["run", &scenario, "--out", &dir.path().join("runs").display().to_string(), "--quiet"]);
+    assert_eq!(run.status.code(), Some(0), "{}{}", stdout(&run), stderr(&run));
+}

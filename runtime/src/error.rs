@@ -168,7 +168,7 @@ impl ErrorCode {
                 "Cut the brief to at most 30 lines: keep what matters now, move detail behind pointers."
             }
             ErrorCode::ScenarioInvalid => {
-                "Fix the scenario: agent ids must be unique, every parent must exist and the hierarchy must be a tree."
+                "Fix the scenario: agent ids must be unique, every parent must exist and the hierarchy must be a tree; steps name agents of the scenario, briefs go to children, grants to descendants, and the workspace is a relative path inside the scenario's directory."
             }
             ErrorCode::BudgetExceeded => {
                 "Resend as at most the allowed engrams with pointers instead of pasted content; request a deref for anything longer."
