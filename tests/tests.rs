@@ -6,6 +6,8 @@ mod cli;
 mod context;
 /// LLM agents against the real local model server, record and replay, the LLM summarizer.
 mod llm;
+/// Regression tests of defects found by trying to break lessrt (issue 17), each through the built binary.
+mod regression;
 /// The runtime through its actors: gateway rules, grants, the resolver, restarts.
 mod runtime;
 /// Guard tests that keep the repository honest: module docs, schemas with examples, the README's error table.

@@ -75,11 +75,17 @@ pub enum ErrorCode {
     /// A transcript for compaction is not a JSON array (or JSONL) of `{role, content}` messages.
     #[serde(rename = "LESS_TRANSCRIPT_INVALID")]
     TranscriptInvalid,
+    /// An engram's id already names a different claim in the project; nothing was stored.
+    #[serde(rename = "LESS_ID_CONFLICT")]
+    IdConflict,
+    /// An argument is outside what the operation accepts (a count over its cap, a value out of range).
+    #[serde(rename = "LESS_ARGUMENT_INVALID")]
+    ArgumentInvalid,
 }
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 22] = [
         ErrorCode::JsonMalformed,
         ErrorCode::InputUnreadable,
         ErrorCode::KindUnknown,
@@ -100,6 +106,8 @@ impl ErrorCode {
         ErrorCode::DigestMismatch,
         ErrorCode::AgentDown,
         ErrorCode::TranscriptInvalid,
+        ErrorCode::IdConflict,
+        ErrorCode::ArgumentInvalid,
     ];
 
     /// The stable wire string of this code.
@@ -125,6 +133,8 @@ impl ErrorCode {
             ErrorCode::DigestMismatch => "LESS_DIGEST_MISMATCH",
             ErrorCode::AgentDown => "LESS_AGENT_DOWN",
             ErrorCode::TranscriptInvalid => "LESS_TRANSCRIPT_INVALID",
+            ErrorCode::IdConflict => "LESS_ID_CONFLICT",
+            ErrorCode::ArgumentInvalid => "LESS_ARGUMENT_INVALID",
         }
     }
 
@@ -158,7 +168,7 @@ impl ErrorCode {
                 "Cut the brief to at most 30 lines: keep what matters now, move detail behind pointers."
             }
             ErrorCode::ScenarioInvalid => {
-                "Fix the scenario: agent ids must be unique, every parent must exist and the hierarchy must be a tree."
+                "Fix the scenario: agent ids must be unique, every parent must exist and the hierarchy must be a tree; steps name agents of the scenario, briefs go to children, grants to descendants, and the workspace is a relative path inside the scenario's directory."
             }
             ErrorCode::BudgetExceeded => {
                 "Resend as at most the allowed engrams with pointers instead of pasted content; request a deref for anything longer."
@@ -184,6 +194,12 @@ impl ErrorCode {
             }
             ErrorCode::TranscriptInvalid => {
                 "Send a JSON array, or one JSON object per line, of chat messages such as {\"role\": \"user\", \"content\": \"text\"} (roles: system, developer, user, assistant, tool, function)."
+            }
+            ErrorCode::IdConflict => {
+                "Give the engram an id of its own: this one already names a different claim (ids derived from kind, claim and sources, as `eg_` + blake3, never collide)."
+            }
+            ErrorCode::ArgumentInvalid => {
+                "Pass the value within the range the message names (e.g. memory query --k between 1 and 1000); see --help."
             }
         }
     }

@@ -560,6 +560,27 @@ impl std::str::FromStr for WireMode {
     }
 }
 
+/// The workspace, resolved, must stay inside the scenario's directory: validation refused absolute and `..` paths,
+/// and this refuses a symlink out of it (both canonicalized when they exist; a missing workspace fails later, when
+/// the resolver opens it).
+fn check_workspace_inside(base: &Path, workspace: &Path) -> Result<(), Violations> {
+    let (Ok(base), Ok(real)) = (base.canonicalize(), workspace.canonicalize()) else { return Ok(()) };
+    if real.starts_with(&base) {
+        return Ok(());
+    }
+    Err(Violations(vec![Violation::new(
+        ErrorCode::ScenarioInvalid,
+        "/workspace",
+        format!(
+            "workspace {} resolves to {}, outside the scenario's directory {}: put the workspace beside or below the \
+             scenario file",
+            workspace.display(),
+            real.display(),
+            base.display()
+        ),
+    )]))
+}
+
 /// The raw document shape, deserialized after the schema passed.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -612,6 +633,8 @@ impl Scenario {
         }
         let doc: ScenarioDoc = serde_json::from_value(doc)
             .map_err(|err| Violations(vec![Violation::new(ErrorCode::SchemaInvalid, "", err.to_string())]))?;
+        let workspace = base.join(doc.workspace.unwrap_or_else(|| ".".to_owned()));
+        check_workspace_inside(base, &workspace)?;
         let defaults = doc.budgets.defaults.over(Budget::default());
         let roles = doc.budgets.roles.into_iter().map(|(role, patch)| (role, patch.over(defaults))).collect();
         Ok(Scenario {
@@ -619,7 +642,7 @@ impl Scenario {
             name: doc.name,
             description: doc.description,
             tokenizer: doc.tokenizer,
-            workspace: base.join(doc.workspace.unwrap_or_else(|| ".".to_owned())),
+            workspace,
             plan: doc.plan,
             budgets: Budgets { defaults, roles },
             agents: doc.agents,

@@ -213,7 +213,13 @@ fn check_reference(text: &Value, path: &str, out: &mut Vec<Violation>) {
 
 fn check_scenario(doc: &Value, out: &mut Vec<Violation>) {
     check_scenario_pointers(doc, out);
+    if let Some(workspace) = doc.get("workspace").and_then(Value::as_str)
+        && let Err(message) = check_workspace(workspace)
+    {
+        out.push(Violation::new(ErrorCode::ScenarioInvalid, "/workspace", message));
+    }
     let Some(agents) = doc.get("agents").and_then(Value::as_array) else { return };
+    let n_before = out.len();
     let mut index_of: HashMap<&str, usize> = HashMap::new();
     for (idx, agent) in agents.iter().enumerate() {
         let Some(id) = agent.get("id").and_then(Value::as_str) else { continue };
@@ -267,6 +273,128 @@ fn check_scenario(doc: &Value, out: &mut Vec<Violation>) {
     } else if roots.is_empty() && !agents.is_empty() {
         out.push(Violation::new(ErrorCode::ScenarioInvalid, "/agents", "no agent is without a parent: name one lead"));
     }
+    // Steps are checked against a sound hierarchy only: a broken one is reported above, without an echo per step.
+    if out.len() == n_before {
+        let parent = |id: &str| index_of.get(id).and_then(|&idx| parent_of(idx));
+        let hierarchy = Hierarchy { known: &|id: &str| index_of.contains_key(id), parent: &parent, size: agents.len() };
+        check_scenario_steps(doc, &hierarchy, out);
+    }
+}
+
+/// The agent tree as the step checks see it.
+struct Hierarchy<'a> {
+    known: &'a dyn Fn(&str) -> bool,
+    parent: &'a dyn Fn(&str) -> Option<&'a str>,
+    size: usize,
+}
+
+impl Hierarchy<'_> {
+    /// Whether `ancestor` is above `agent` (a walk of at most as many steps as agents: a cycle is reported apart).
+    fn is_ancestor(&self, ancestor: &str, agent: &str) -> bool {
+        let mut cursor = (self.parent)(agent);
+        for _ in 0..self.size {
+            match cursor {
+                Some(p) if p == ancestor => return true,
+                Some(p) => cursor = (self.parent)(p),
+                None => return false,
+            }
+        }
+        false
+    }
+}
+
+/// What a run would trip over, refused before it starts: steps of agents the scenario does not have, briefs to agents
+/// that are not the briefer's children, grants to agents that are not the issuer's descendants, reports with nobody
+/// to receive them, and lifetimes that are not ISO-8601 durations.
+fn check_scenario_steps(doc: &Value, hierarchy: &Hierarchy<'_>, out: &mut Vec<Violation>) {
+    let invalid = |path: String, message: String| Violation::new(ErrorCode::ScenarioInvalid, path, message);
+    let list = |v: Option<&Value>| v.and_then(Value::as_array).cloned().unwrap_or_default();
+    for (s_idx, step) in list(doc.get("steps")).iter().enumerate() {
+        let base = format!("/steps/{s_idx}");
+        let Some(agent) = step.get("agent").and_then(Value::as_str) else { continue };
+        if !(hierarchy.known)(agent) {
+            out.push(invalid(format!("{base}/agent"), format!("no agent {agent:?} in this scenario")));
+            continue;
+        }
+        let action = step.get("action").and_then(Value::as_str).unwrap_or_default();
+        match action {
+            "brief" => {
+                for (idx, to) in list(step.get("to")).iter().enumerate() {
+                    let Some(to) = to.as_str() else { continue };
+                    if (hierarchy.parent)(to) != Some(agent) {
+                        out.push(invalid(
+                            format!("{base}/to/{idx}"),
+                            format!("{agent} briefs its children only, and {to:?} is not one"),
+                        ));
+                    }
+                }
+                for (idx, grant) in list(step.get("grants")).iter().enumerate() {
+                    if let Some(to) = grant.get("to").and_then(Value::as_str)
+                        && !hierarchy.is_ancestor(agent, to)
+                    {
+                        out.push(invalid(
+                            format!("{base}/grants/{idx}/to"),
+                            format!("{agent} may grant only to its descendants, and {to:?} is not one"),
+                        ));
+                    }
+                    check_ttl(grant, &format!("{base}/grants/{idx}"), out);
+                }
+            }
+            "report" => match step.get("to").and_then(Value::as_str) {
+                Some(to) if !(hierarchy.known)(to) => {
+                    out.push(invalid(format!("{base}/to"), format!("no agent {to:?} in this scenario")));
+                }
+                None if (hierarchy.parent)(agent).is_none() => out.push(invalid(
+                    format!("{base}/to"),
+                    format!("{agent} is the lead and has no parent to report to: name the receiver in `to`"),
+                )),
+                _ => {}
+            },
+            _ => {}
+        }
+        for (idx, engram) in list(step.get("engrams")).iter().enumerate() {
+            check_ttl(engram, &format!("{base}/engrams/{idx}"), out);
+        }
+    }
+}
+
+/// A `ttl` field, when present, must be an ISO-8601 duration (`LESS_TTL_INVALID` at its path).
+fn check_ttl(doc: &Value, base: &str, out: &mut Vec<Violation>) {
+    if let Some(ttl) = doc.get("ttl").and_then(Value::as_str)
+        && let Err(mut violation) = Ttl::parse(ttl)
+    {
+        violation.path = format!("{base}/ttl");
+        out.push(violation);
+    }
+}
+
+/// A workspace is a relative path that stays inside the scenario's directory: `/etc`, `C:\`, `..` and `a/../../b`
+/// are refused (a symlink out of it is refused when the scenario is loaded, see `Scenario::from_toml`).
+fn check_workspace(workspace: &str) -> Result<(), String> {
+    use std::path::Component;
+    let path = std::path::Path::new(workspace);
+    let looks_absolute =
+        workspace.starts_with(['/', '\\']) || workspace.as_bytes().get(1) == Some(&b':') || path.is_absolute();
+    if looks_absolute {
+        return Err(format!(
+            "workspace {workspace:?} is absolute: name a directory relative to the scenario file, inside its directory"
+        ));
+    }
+    let mut depth = 0usize;
+    for component in path.components() {
+        match component {
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+            Component::ParentDir if depth > 0 => depth -= 1,
+            _ => {
+                return Err(format!(
+                    "workspace {workspace:?} leads out of the scenario's directory: put the workspace beside or \
+                     below the scenario file"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Every pointer text a scenario names must parse, so a typo fails at load time, not in the middle of a run.

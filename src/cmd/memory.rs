@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use less_runtime::memory::{Memory, MemoryError, Principal, PutOutcome, QueryOptions, Stored, Tier, keys};
-use less_runtime::{Engram, Progress, Scope, Valid};
+use less_runtime::memory::{MAX_K, Memory, MemoryError, Principal, PutOutcome, QueryOptions, Stored, Tier, keys};
+use less_runtime::{Engram, ErrorCode, Progress, Scope, Valid};
 use serde_json::{Value, json};
 
 use super::args::{OutputArgs, ProjectArgs, Stop, StoreArgs, count, rfc3339};
@@ -38,8 +38,8 @@ pub(crate) enum Command {
     Query {
         /// The question (pointers in text form match the engrams citing them).
         text: String,
-        /// How many engrams.
-        #[arg(long, default_value_t = 5)]
+        /// How many engrams (1 to 1000).
+        #[arg(long, default_value_t = 5, value_parser = parse_k)]
         k: usize,
         /// Only engrams of this kind.
         #[arg(long)]
@@ -141,6 +141,14 @@ fn principal(agent: &str, project: &str, run: &str, role: Option<&str>) -> Princ
     who
 }
 
+/// `--k`: a count between 1 and [`MAX_K`]; anything else (however large) is refused before any work.
+fn parse_k(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<u128>().ok().and_then(|k| usize::try_from(k).ok()) {
+        Some(k) if (1..=MAX_K).contains(&k) => Ok(k),
+        _ => Err(format!("{}: --k takes a count between 1 and {MAX_K}", ErrorCode::ArgumentInvalid)),
+    }
+}
+
 fn parse_scope(text: &str) -> Result<Scope, String> {
     match text {
         "run" => Ok(Scope::Run),
@@ -234,6 +242,17 @@ fn open_existing(place: &Place) -> anyhow::Result<Memory> {
     Memory::open(dir).with_context(|| format!("cannot open the store in {}", dir.display()))
 }
 
+fn now() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+/// Before a command that writes: engrams whose TTL ran out move to the cold tier (queries and stats leave them out
+/// without writing).
+fn sweep(memory: &mut Memory) -> anyhow::Result<()> {
+    memory.evict_expired(now()).context("cannot move expired engrams to the cold tier")?;
+    Ok(())
+}
+
 /// The project a read acts in; `None` when the store holds no engram at all.
 fn read_project(memory: &Memory, place: &Place, ctx: Ctx) -> anyhow::Result<Option<String>> {
     Ok(place.project.resolve(&memory.projects()?, "store", ctx.quiet)?)
@@ -250,7 +269,14 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
             let Some(project) = read_project(&memory, place, ctx)? else {
                 return Err(Stop::no(format!("the store in {} holds no engrams", place.store.store.display())).into());
             };
-            let options = QueryOptions { k: *k, kind: kind.clone(), scope: *scope, project: None, include_cold: *cold };
+            let options = QueryOptions {
+                k: *k,
+                kind: kind.clone(),
+                scope: *scope,
+                project: None,
+                include_cold: *cold,
+                now: Some(now()),
+            };
             let who = principal("operator", &project, &place.run, role.as_deref());
             let recall = match memory.query_as(&who, text, &options) {
                 Ok(recall) => recall,
@@ -309,6 +335,7 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
             let mut memory =
                 Memory::open(dir).with_context(|| format!("cannot open the store in {}", dir.display()))?;
             memory.on_embed_progress(bars.embedding());
+            sweep(&mut memory)?;
             let n = memory.reindex()?;
             bars.clear();
             output.emit(&json!({"reindexed": n}), || println!("reindexed {}", count(n as u64, "hot engram")))?;
@@ -333,7 +360,7 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
         Command::Stats { store, output } => {
             let dir = store.existing()?;
             let memory = Memory::open(dir).with_context(|| format!("cannot open the store in {}", dir.display()))?;
-            let stats = memory.stats()?;
+            let stats = memory.stats_at(now())?;
             let projects = memory.projects()?;
             let mut doc = serde_json::to_value(&stats)?;
             doc["projects"] = json!(projects);
@@ -350,6 +377,7 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
         }
         Command::Promote { id, to, place, writer, output } => {
             let mut memory = open_existing(place)?;
+            sweep(&mut memory)?;
             let project = read_project(&memory, place, ctx)?.unwrap_or_default();
             match memory.promote(&principal(&writer.agent, &project, &place.run, None), id, *to) {
                 Ok(Some(stored)) => {
@@ -368,6 +396,7 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
         }
         Command::Evict { id, place, writer, output } => {
             let mut memory = open_existing(place)?;
+            sweep(&mut memory)?;
             let project = read_project(&memory, place, ctx)?.unwrap_or_default();
             match memory.evict_as(&principal(&writer.agent, &project, &place.run, None), id) {
                 Ok(moved) => {
@@ -398,6 +427,7 @@ fn put(
 ) -> anyhow::Result<ExitCode> {
     let dir = &place.store.store;
     let mut store = Memory::open(dir).with_context(|| format!("cannot open the store in {}", dir.display()))?;
+    sweep(&mut store)?;
     let project = place.project.for_write(&store.projects()?, "store", ctx.quiet)?;
     let who = principal(&writer.agent, &project, &place.run, None);
     let json_out = output.json();
@@ -523,8 +553,7 @@ impl Putter<'_> {
                 return Ok(());
             }
         };
-        let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        let report = match self.store.put_as(&self.who, &engram, &self.project, now) {
+        let report = match self.store.put_as(&self.who, &engram, &self.project, now()) {
             Ok(report) => report,
             Err(MemoryError::Refused(v)) => {
                 // A refused engram is reported like an invalid one: the others are still stored.

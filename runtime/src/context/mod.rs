@@ -41,7 +41,7 @@ use crate::{Encoding, ErrorCode, TokenCounter, Violation};
 pub use engrams::{LEDGER_TAG, ledger_engrams};
 pub use eval::{EngineScore, EvalReport, MissKind, Scenario, evaluate, scenarios};
 pub use ledger::{LEDGER_HEADER, SECTIONS};
-pub use redact::{CREDENTIAL_REF_PREFIX, REDACTED_IP, Redacted, credential_ref, redact};
+pub use redact::{CREDENTIAL_REF_PREFIX, REDACTED_IP, Redacted, credential_ref, redact, redact_all};
 
 /// One chat message in the OpenAI chat shape: `{"role": "...", "content": "..."}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -60,6 +60,18 @@ pub(crate) fn redact_collecting(text: &str, secrets: &mut Vec<(String, &'static 
     out
 }
 
+/// Redacts several texts of one conversation together: each text as [`redact`] does, then every secret found in any
+/// of them wherever it recurs in the others, even bare (a password given once as `password=…` and repeated alone).
+pub fn redact_all<'a>(texts: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut secrets = Vec::new();
+    let mut redacted: Vec<Redacted> = texts.into_iter().map(|t| redact_collecting(t, &mut secrets)).collect();
+    let known = KnownSecrets::new(secrets);
+    for r in &mut redacted {
+        known.apply(r);
+    }
+    redacted.into_iter().map(|r| r.text).collect()
+}
+
 /// Secrets found anywhere in the cold history, replaced wherever they recur, even bare (a password said once as
 /// `password=…` and later on its own).
 pub(crate) struct KnownSecrets {
@@ -125,6 +137,8 @@ impl KnownSecrets {
 enum Action {
     /// The `secret` group is a credential of this kind.
     Secret(&'static str),
+    /// The `secret` group is a credential of this kind if it is quoted or looks like one ([`plausible_secret`]).
+    PlausibleSecret(&'static str),
     /// The `secret` group is a credential only if it looks random (mixed case and digits, or long hex).
     RandomRun,
     /// The whole match is an IPv6 address if it parses as one.
@@ -166,11 +180,38 @@ const DETECTOR_TABLE: &[Detector] = &[
         action: Action::Secret("key/value secret"),
         keys: &["key", "secret", "token", "pass", "pwd", "пароль", "токен", "ключ", "секрет"],
         pattern: concat!(
-            r#"(?i)\b(?:api[_-]?key|apikey|api[_-]?secret|access[_-]?key(?:[_-]?id)?|secret[_-]?access[_-]?key|"#,
+            // `_` before the key too: DB_PASSWORD=…, AWS_SECRET_ACCESS_KEY=….
+            r#"(?i)(?:\b|_)(?:api[_-]?key|apikey|api[_-]?secret|access[_-]?key(?:[_-]?id)?|secret[_-]?access[_-]?key|"#,
             r#"secret[_-]?key|client[_-]?secret|secret|access[_-]?token|auth[_-]?token|refresh[_-]?token|token|"#,
+            r#"(?:unseal|recovery|root|master|encryption|signing|deploy|license)[_ -]?(?:key|token)|"#,
             r#"password|passwd|pwd|passphrase|private[_-]?key|пароль|токен|ключ api|секрет)\b["']?"#,
-            r#"(?:\s*(?:[:=]|=>|\bis\b|—)|(?:\s+\p{L}{1,12}){1,2}\s*[:=])\s*["']?(?P<secret>[^\s"'`,;]{3,})"#
+            r#"(?:\s*(?:[:=]|=>|\bis\b|—|–)|(?:\s+\p{L}{1,12}){1,2}\s*[:=])\s*"#,
+            // A quoted value is taken whole, spaces and all; an unquoted one up to a space or separator.
+            r#"(?P<secret>"[^"\n]{1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|[^\s"'`,;]{3,})"#
         ),
+    },
+    Detector {
+        // "the password for staging is …", "пароль от базы — …": words between the key and `is` or a dash; taken
+        // only when the value looks like a secret (see `plausible_secret`), since ordinary prose has this shape too.
+        action: Action::PlausibleSecret("key/value secret"),
+        keys: &["key", "secret", "token", "pass", "pwd", "пароль", "токен", "ключ", "секрет"],
+        pattern: concat!(
+            r#"(?i)\b(?:api[_-]?key|apikey|secret[_-]?key|client[_-]?secret|secret|access[_-]?token|token|"#,
+            r#"(?:unseal|recovery|root|master|encryption|signing|deploy|license)[_ -]?(?:key|token)|"#,
+            r#"password|passwd|passphrase|private[_-]?key|пароль|токен|ключ|секрет)\b"#,
+            r#"(?:\s+\p{L}{1,12}){1,3}(?:\s+(?:is|are|это)\b|\s*[—–]|\s+-)\s*"#,
+            r#"(?P<secret>"[^"\n]{1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|[^\s"'`,;]{3,})"#
+        ),
+    },
+    Detector {
+        action: Action::Secret("google api key"),
+        keys: &["aiza"],
+        pattern: r"(?-u:\b)(?P<secret>AIza[0-9A-Za-z_-]{35})",
+    },
+    Detector {
+        action: Action::Secret("stripe key"),
+        keys: &["sk_", "rk_"],
+        pattern: r"(?-u:\b)(?P<secret>(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{10,})",
     },
     Detector {
         action: Action::Secret("openai-style key"),
@@ -223,18 +264,19 @@ impl Detector {
     ) -> Option<String> {
         let whole = caps.get(0)?;
         match self.action {
-            Action::Secret(kind) => {
+            Action::Secret(kind) | Action::PlausibleSecret(kind) => {
                 let group = caps.name("secret")?;
-                let secret = group.as_str();
-                // Sentence punctuation after a key/value secret is not part of it.
-                let secret = secret.trim_end_matches(['.', ')', ']', '}', '>', '!', '?']);
-                if secret.is_empty() || is_already_redacted(&haystack[group.start()..]) {
+                let (offset, secret) = unquoted(group.as_str());
+                if matches!(self.action, Action::PlausibleSecret(_)) && offset == 0 && !plausible_secret(secret) {
+                    return None;
+                }
+                let start = group.start() - whole.start() + offset;
+                if secret.is_empty() || is_already_redacted(&haystack[group.start() + offset..]) {
                     return None;
                 }
                 let reference = credential_ref(secret);
                 out.credentials.push((reference.clone(), kind));
                 secrets.push((secret.to_owned(), kind));
-                let start = group.start() - whole.start();
                 let text = whole.as_str();
                 Some(format!("{}{reference}{}", &text[..start], &text[start + secret.len()..]))
             }
@@ -264,6 +306,23 @@ impl Detector {
             }
         }
     }
+}
+
+/// A quoted value without its quotes (and the offset of its first character); an unquoted one without the
+/// sentence punctuation after it.
+fn unquoted(value: &str) -> (usize, &str) {
+    for quote in ['"', '\'', '`'] {
+        if value.len() >= 2 && value.starts_with(quote) && value.ends_with(quote) {
+            return (1, &value[1..value.len() - 1]);
+        }
+    }
+    (0, value.trim_end_matches(['.', ')', ']', '}', '>', '!', '?']))
+}
+
+/// Whether an unquoted value after "… is" or a dash looks like a secret rather than a word of prose: a digit or a
+/// symbol in it, or at least 16 characters.
+fn plausible_secret(value: &str) -> bool {
+    value.chars().count() >= 16 || value.chars().any(|c| c.is_ascii_digit() || (!c.is_alphanumeric() && c != '-'))
 }
 
 /// Whether the text at a match's start is a reference or an IP marker this module wrote.

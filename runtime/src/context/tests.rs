@@ -214,6 +214,40 @@ fn every_secret_shape_becomes_a_stable_credential_ref() {
         assert!(!redacted.credentials.is_empty());
         assert_eq!(redact(&redacted.text).text, redacted.text, "redaction is idempotent: {text}");
     }
+    // Shapes found by trying to break it (issue 17): each value is redacted whole, and nothing of it survives.
+    let found = [
+        (
+            "The Google key is AIzaSyD4x9Qw2Er5Ty7Ui8Op1As3Df6Gh9Jk0Lz for maps.",
+            "AIzaSyD4x9Qw2Er5Ty7Ui8Op1As3Df6Gh9Jk0Lz",
+        ),
+        ("use the stripe key sk_live_51HxYzAbCdEfGhIjKlMnOpQr in staging", "sk_live_51HxYzAbCdEfGhIjKlMnOpQr"),
+        ("restricted rk_test_4eC39HqLyjWDarjtT1zdp7dc", "rk_test_4eC39HqLyjWDarjtT1zdp7dc"),
+        ("пароль — Zq8!mK2#pL для базы", "Zq8!mK2#pL"),
+        ("Пароль от базы — hunter2xyz, не забудь.", "hunter2xyz"),
+        ("The unseal key is 3fQ9xZ7wP2mL8kR4 and keep it safe.", "3fQ9xZ7wP2mL8kR4"),
+        ("the root token is s.Xk29Lm4Pq8Rt6Wz1", "s.Xk29Lm4Pq8Rt6Wz1"),
+        (r#"The db password is "correct horse battery staple" for now."#, "correct horse battery staple"),
+        (r#"{"password": "two words here"}"#, "two words here"),
+        ("password = 'open sesame please'", "open sesame please"),
+        ("The admin password is Zq8!mK2#pL until Friday.", "Zq8!mK2#pL"),
+        ("password: Zq8!mK2#pL", "Zq8!mK2#pL"),
+        ("the password for staging is Zq8!mK2#pL.", "Zq8!mK2#pL"),
+        ("DB_PASSWORD=Zq8!mK2#pL", "Zq8!mK2#pL"),
+    ];
+    for (text, secret) in found {
+        let redacted = redact(text);
+        assert_eq!(redacted.credentials.len(), 1, "{text} -> {}", redacted.text);
+        assert_eq!(redacted.credentials[0].0, credential_ref(secret), "the whole value: {text} -> {}", redacted.text);
+        for part in secret.split(|c: char| !c.is_alphanumeric()).filter(|p| p.len() >= 4) {
+            assert!(!redacted.text.contains(part), "{part:?} of {secret:?} survives: {}", redacted.text);
+        }
+        assert_eq!(redact(&redacted.text).text, redacted.text, "redaction is idempotent: {text}");
+    }
+    // Prose of the same shape is left alone.
+    for text in ["The token for staging is expired.", "The password policy is strict.", "Пароль от почты — другой."]
+    {
+        assert_eq!(redact(text).text, text);
+    }
     // Stable across runs and machines: the blake3 of the secret, not a counter or a random key.
     assert_eq!(credential_ref("hunter2"), "credential_ref:credential:55dcd1221c66");
     assert_eq!(redact("api_key=hunter2").text, format!("api_key={}", credential_ref("hunter2")));

@@ -15,6 +15,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
+use crate::context::redact;
 use crate::dag::archive::{Archive, Node, RawMessage};
 use crate::dag::summarize::{day, truncate_tokens};
 use crate::dag::{Dag, DagError, index_project};
@@ -235,8 +236,11 @@ impl Dag {
             if room < MIN_BODY_TOKENS {
                 break;
             }
-            let body = truncate_tokens(message.content.trim(), room, counter);
-            let truncated = body.len() < message.content.trim().len();
+            // An answer is a derived view an agent reads: secrets and addresses in it are redacted (the archived
+            // message stays verbatim).
+            let content = redact(message.content.trim()).text;
+            let body = truncate_tokens(&content, room, counter);
+            let truncated = body.len() < content.len();
             let block = format!("{head}{body}\n");
             if counter.count(&format!("{text}{block}")) > max_tokens {
                 break;

@@ -43,6 +43,7 @@ pub use summarize::{
 };
 pub use transcript::parse_transcript;
 
+use crate::context::{redact, redact_all};
 use crate::engram::{Engram, EngramKind, MAX_CLAIM_CHARS, Scope, Source};
 use crate::memory::{Memory, MemoryError, StoreError};
 use crate::pointer::{Pointer, PointerType};
@@ -322,7 +323,7 @@ impl Builder {
                 })
                 .collect();
             let input = SummaryInput { kind, project, session: None, items: &items };
-            let summary = escalate(&*self.summarizer, &input, self.config.target(kind), self.counter);
+            let summary = self.redacted(escalate(&*self.summarizer, &input, self.config.target(kind), self.counter));
             let ids: Vec<String> = children.iter().map(|c| c.id.clone()).collect();
             let node = NewNode {
                 node: self.node(
@@ -379,23 +380,37 @@ impl Builder {
         }
     }
 
+    /// The summary with any secret or address left in it redacted (a summarizer may restate what it was given).
+    fn redacted(&self, mut summary: Summary) -> Summary {
+        let text = redact(&summary.content).text;
+        if text != summary.content {
+            summary.tokens = self.counter.count(&text);
+            summary.content = text;
+        }
+        summary
+    }
+
     fn summarizer_name(&self, level: u8) -> String {
         if level == 3 { "truncation".to_owned() } else { self.summarizer.name().to_owned() }
     }
 
     fn session_node(&self, project: &str, session: &str, messages: &[RawMessage]) -> (NewNode, Summary) {
+        // The summarizer reads the messages redacted (it may be a model behind a provider's API), and what it writes
+        // is redacted again: summaries are what agents read instead of the raw messages, which stay verbatim.
+        let redacted = redact_all(messages.iter().map(|m| m.content.as_str()));
         let items: Vec<SummaryItem> = messages
             .iter()
-            .map(|m| SummaryItem {
+            .zip(redacted)
+            .map(|(m, content)| SummaryItem {
                 id: m.id.clone(),
                 role: m.name.clone().unwrap_or_else(|| m.role.clone()),
-                content: m.content.clone(),
-                tokens: m.tokens,
+                tokens: if content == m.content { m.tokens } else { self.counter.count(&content) + 4 },
+                content,
                 at: m.at,
             })
             .collect();
         let input = SummaryInput { kind: NodeKind::Session, project, session: Some(session), items: &items };
-        let summary = escalate(&*self.summarizer, &input, self.config.session_target, self.counter);
+        let summary = self.redacted(escalate(&*self.summarizer, &input, self.config.session_target, self.counter));
         let ids: Vec<String> = messages.iter().map(|m| m.id.clone()).collect();
         let node = NewNode {
             node: self.node(
@@ -579,7 +594,8 @@ fn message_engrams(message: &RawMessage) -> Vec<Valid<Engram>> {
     let Ok(pointer) = Pointer::new(PointerType::Sam, &format!("msg:{}", message.id), None) else { return Vec::new() };
     let room = MAX_CLAIM_CHARS.saturating_sub(speaker.chars().count() + 2).max(100);
     let created_at = rfc3339(message.at);
-    chunks(&message.content, room)
+    // The index is a derived view: it holds the message redacted (a secret is neither stored twice nor findable).
+    chunks(&redact(&message.content).text, room)
         .into_iter()
         .filter_map(|chunk| {
             Engram::builder(EngramKind::Fact, format!("{speaker}: {chunk}"), speaker)

@@ -581,3 +581,58 @@ fn the_archive_and_the_engrams_write_the_same_file_at_once() {
     let recall = memory.query("which port does the dev server 7 use", "shop", None, 5).expect("query");
     assert!(!recall.hits.is_empty());
 }
+
+/// Secrets in archived messages (issue 17): the raw messages keep them verbatim, but the summaries at every level,
+/// the message index and `expand_query`'s answers — what agents read — hold credential references instead.
+#[test]
+fn summaries_answers_and_the_message_index_are_redacted_and_raw_messages_are_not() {
+    let dir = tempfile::tempdir().expect("succeeds");
+    let index = Memory::open_without_model(&index_dir(dir.path())).expect("succeeds");
+    let mut dag = Dag::open_with(dir.path(), builder(DagConfig { arc_every: 2, ..DagConfig::default() }), index)
+        .expect("succeeds");
+    let secrets = [
+        "AKIAIOSFODNN7EXAMPLE",
+        "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+        "S3cr3tPass",
+        "xoxb-1234567890-AbCdEfGhIjKl",
+        "sk-proj-4fT9qLmN2xR7vB1cZ8wK3pY6",
+        "AIzaSyD4x9Qw2Er5Ty7Ui8Op1As3Df6Gh9Jk0Lz",
+        "Zq8!mK2#pL",
+    ];
+    let say = |content: &str| NewMessage { role: "user".to_owned(), content: content.to_owned(), name: None, at: None };
+    for (n, session) in ["s1", "s2"].iter().enumerate() {
+        let messages = vec![
+            say(&format!("Decision: deploy with AWS key {} and the ghp token {} from now on.", secrets[0], secrets[1])),
+            say(&format!("Fact: the database URL is postgres://admin:{}@db.internal/app for session {n}.", secrets[2])),
+            say(&format!("Decision: the bot posts with {} and the model key {}.", secrets[3], secrets[4])),
+            say(&format!("Constraint: the maps key {} must stay in the vault.", secrets[5])),
+            say(&format!("Fact: the admin password is {} until Friday.", secrets[6])),
+            say("Decision: the release train leaves every Thursday from the canary rack."),
+        ];
+        dag.ingest("shop", session, &messages, 0).expect("succeeds");
+        dag.end_session("shop", session).expect("succeeds");
+    }
+    let built = dag.build(0).expect("succeeds");
+    assert_eq!((built.sessions, built.arcs), (2, 1), "{built:?}");
+    let leaks = |text: &str| secrets.iter().filter(|s| text.contains(*s)).map(|s| s.to_string()).collect::<Vec<_>>();
+    let nodes = dag.archive().all_nodes().expect("succeeds");
+    assert_eq!(nodes.len(), 3);
+    for node in &nodes {
+        assert!(leaks(&node.content).is_empty(), "{} leaks {:?}:\n{}", node.id, leaks(&node.content), node.content);
+        assert!(node.content.contains("credential_ref:credential:"), "{}:\n{}", node.id, node.content);
+    }
+    let answer =
+        dag.expand_query("which key does the bot post with and what is the database URL", 400, None).expect("succeeds");
+    assert!(!answer.citations.is_empty());
+    assert!(leaks(&answer.text).is_empty(), "{:?}:\n{}", leaks(&answer.text), answer.text);
+    assert!(answer.text.contains("credential_ref:credential:"), "{}", answer.text);
+    // The message index never stored them.
+    let stored = crate::memory::Store::open(&index_dir(dir.path())).expect("succeeds");
+    for engram in stored.all(crate::memory::Tier::Hot).expect("succeeds") {
+        assert!(leaks(&engram.engram.claim).is_empty(), "{}", engram.engram.claim);
+    }
+    // Lossless: the archive keeps every message verbatim.
+    let raw = dag.archive().session_messages("shop", "s1", 0).expect("succeeds");
+    let all: String = raw.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n");
+    assert_eq!(leaks(&all).len(), secrets.len(), "{all}");
+}

@@ -8,6 +8,10 @@
 //! the actor fails only when a blocking task panicked and took the memory with it.
 //!
 //! The clock is injected ([`Clock`]): tests drive rate limits and TTLs without sleeping.
+//!
+//! TTLs: a query never returns an engram whose TTL ran out (the query carries the clock's time), and the actor moves
+//! such engrams to the cold tier on a schedule: before any message once [`MemoryArgs::sweep_every`] seconds of the
+//! clock passed since the last sweep, and on a timer of the same period while the actor is idle.
 //! Shutdown: `post_stop` drops the memory on a blocking thread (committing the index), then removes the directory
 //! when the run asked for a scratch store.
 
@@ -52,6 +56,18 @@ pub struct MemoryArgs {
     pub clock: Clock,
     /// Remove `dir` when the actor stops (a scratch store).
     pub remove_on_stop: bool,
+    /// Seconds between sweeps of expired engrams to the cold tier (at least 1; [`DEFAULT_SWEEP_SECS`] by default).
+    pub sweep_every: i64,
+}
+
+/// The default period of the sweep of expired engrams, in seconds.
+pub const DEFAULT_SWEEP_SECS: i64 = 60;
+
+impl MemoryArgs {
+    /// A store in `dir` with the default policy and sweep period.
+    pub fn new(dir: PathBuf, clock: Clock, remove_on_stop: bool) -> MemoryArgs {
+        MemoryArgs { dir, policy: MemoryPolicy::default(), clock, remove_on_stop, sweep_every: DEFAULT_SWEEP_SECS }
+    }
 }
 
 /// A put.
@@ -114,8 +130,10 @@ pub enum MemoryMsg {
     Evict(Principal, String, RpcReplyPort<Result<bool, MemoryError>>),
     /// Move every engram whose TTL ran out to the cold tier; how many moved.
     EvictExpired(RpcReplyPort<Result<usize, MemoryError>>),
-    /// Counts by tier and kind.
+    /// Counts by tier and kind (engrams past their TTL count as cold).
     Stats(RpcReplyPort<Result<StoreStats, MemoryError>>),
+    /// The sweep timer: moves expired engrams to the cold tier if the period passed (no reply).
+    Sweep,
 }
 
 /// Mutable state: the memory (absent only while a blocking task holds it).
@@ -124,6 +142,9 @@ pub struct MemoryState {
     clock: Clock,
     dir: PathBuf,
     remove_on_stop: bool,
+    sweep_every: i64,
+    /// The clock's time of the next sweep.
+    next_sweep: i64,
 }
 
 impl Actor for MemoryActor {
@@ -145,7 +166,21 @@ impl Actor for MemoryActor {
             })
         })
         .await??;
-        Ok(MemoryState { memory: Some(memory), clock: args.clock, dir: args.dir, remove_on_stop: args.remove_on_stop })
+        Ok(MemoryState {
+            memory: Some(memory),
+            clock: args.clock,
+            dir: args.dir,
+            remove_on_stop: args.remove_on_stop,
+            sweep_every: args.sweep_every.max(1),
+            next_sweep: i64::MIN,
+        })
+    }
+
+    async fn post_start(&self, myself: ActorRef<MemoryMsg>, state: &mut MemoryState) -> Result<(), ActorProcessingErr> {
+        // The timer only wakes an idle actor; whether a sweep is due is decided by the injected clock.
+        let period = std::time::Duration::from_secs(u64::try_from(state.sweep_every).unwrap_or(1));
+        myself.send_interval(period, || MemoryMsg::Sweep);
+        Ok(())
     }
 
     async fn handle(
@@ -164,7 +199,10 @@ impl Actor for MemoryActor {
             }
             MemoryMsg::Query(request, reply) => {
                 let result = state
-                    .blocking(move |memory, _| memory.query_as(&request.who, &request.text, &request.options))
+                    .blocking(move |memory, now| {
+                        let options = QueryOptions { now: request.options.now.or(Some(now)), ..request.options };
+                        memory.query_as(&request.who, &request.text, &options)
+                    })
                     .await?;
                 let _ = reply.send(result);
             }
@@ -204,9 +242,11 @@ impl Actor for MemoryActor {
                 let _ = reply.send(result);
             }
             MemoryMsg::Stats(reply) => {
-                let result = state.blocking(|memory, _| memory.stats()).await?;
+                let result = state.blocking(|memory, now| memory.stats_at(now)).await?;
                 let _ = reply.send(result);
             }
+            // `blocking` sweeps when the period passed.
+            MemoryMsg::Sweep => state.blocking(|_, _| ()).await?,
         }
         Ok(())
     }
@@ -226,14 +266,23 @@ impl Actor for MemoryActor {
 }
 
 impl MemoryState {
-    /// Runs `work` on the memory on a blocking thread, with the clock's `now`.
+    /// Runs `work` on the memory on a blocking thread, with the clock's `now`, after a sweep of expired engrams
+    /// when one is due.
     async fn blocking<T: Send + 'static>(
         &mut self,
         work: impl FnOnce(&mut Memory, i64) -> T + Send + 'static,
     ) -> Result<T, ActorProcessingErr> {
         let mut memory = self.memory.take().ok_or("the memory was lost by an earlier failed task")?;
         let now = (self.clock)();
+        let sweep = now >= self.next_sweep;
+        if sweep {
+            self.next_sweep = now.saturating_add(self.sweep_every);
+        }
         let (memory, result) = tokio::task::spawn_blocking(move || {
+            // A failed sweep is retried at the next one; queries leave expired engrams out meanwhile.
+            if sweep && let Err(err) = memory.evict_expired(now) {
+                tracing::warn!(target: "less.memory", "sweep of expired engrams failed: {err}");
+            }
             let result = work(&mut memory, now);
             (memory, result)
         })

@@ -4,8 +4,19 @@
 //! queries, filtered by visibility (one `vis` term per engram: its scope with its project and run, see [`vis_key`]),
 //! readers' roles, tier and optionally kind, all as term queries under MUST, scored by BM25 so rare keys weigh more
 //! than common ones. Cold engrams stay in the index, marked by tier, so an explicit cold query finds them too.
-//! The index is derived: it is rebuilt from the SQLite store when it is missing, unreadable or behind the store's
-//! generation, and a rebuilt index gives the same results.
+//! The index is derived: it is rebuilt from the SQLite store when it is missing, damaged or of another layout, and
+//! caught up with the store's change log (rows whose `changed` generation is past the one the index records in its
+//! last commit's payload) when it is behind; a rebuilt index gives the same results.
+//!
+//! # Several processes
+//!
+//! Many processes may open one store (a CLI beside a server, several MCP hosts). Readers open the index read-only and
+//! never take a lock: they reload from the last commit (retrying when a writer's merge removed a file between reading
+//! the commit and opening it). Every write — a catch-up, a rebuild, a repair — runs under the store's write lock
+//! (`recall/.lessrt-write.lock`, an OS file lock that dies with its process), waited for up to [`WRITE_WAIT`], and
+//! holds tantivy's writer only inside it: acquire, apply, commit (the payload records the store generation), wait for
+//! merges, release. So writers queue instead of failing, and a reader takes the lock only when it finds the index
+//! behind the store and catches it up itself.
 //!
 //! Useful for: fast candidate recall by shared keys (about 5 µs per term at 100k documents).
 //! Not for: the source of truth (the store is), or meaning beyond shared words (the embedding rerank is).
@@ -24,6 +35,9 @@ use crate::memory::keys;
 use crate::memory::policy::role_tags;
 use crate::memory::store::{Stored, Tier};
 
+/// Longest wait for the store's write lock before a write gives up with [`IndexError::Busy`].
+pub const WRITE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Errors of the index (always recoverable by a rebuild from the store).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -31,6 +45,15 @@ pub enum IndexError {
     /// tantivy failed.
     #[error("recall index: {0}")]
     Tantivy(#[from] tantivy::TantivyError),
+    /// Another process held the index's write lock for longer than [`WRITE_WAIT`].
+    #[error(
+        "recall index {path}: another process held its write lock for over {} s; retry when it is done",
+        WRITE_WAIT.as_secs()
+    )]
+    Busy {
+        /// The index directory.
+        path: PathBuf,
+    },
     /// The index directory could not be prepared.
     #[error("recall index directory {path}: {source}")]
     Io {
@@ -52,12 +75,22 @@ pub struct Candidate {
     pub score: f32,
 }
 
-/// The stage-1 index.
+/// The stage-1 index: a read-only view, and writes in short sessions under the store's write lock.
 pub struct RecallIndex {
     dir: PathBuf,
     reader: IndexReader,
-    writer: IndexWriter,
     fields: Fields,
+    /// The store generation the reader's view reflects (from its commit's payload); none: unknown, rebuild.
+    generation: Option<u64>,
+}
+
+/// One write session: the store's write lock and tantivy's writer, released together when dropped.
+pub struct IndexWrite<'a> {
+    index: &'a mut RecallIndex,
+    writer: IndexWriter,
+    /// The store generation the last commit recorded (read under the lock).
+    committed: Option<u64>,
+    _lock: WriteLock,
 }
 
 /// What a recall may return, as index terms (built by the access rules of `policy.rs`).
@@ -72,6 +105,9 @@ pub struct RecallFilter {
     pub kind: Option<String>,
     /// Cold engrams too.
     pub include_cold: bool,
+    /// The time of the query (unix seconds): a hot engram whose TTL ran out by then counts as cold, before the
+    /// sweep moves it. None: no TTL check (callers that store with synthetic times).
+    pub now: Option<i64>,
 }
 
 impl RecallFilter {
@@ -88,6 +124,7 @@ impl RecallFilter {
             reader: None,
             kind: kind.map(str::to_owned),
             include_cold: false,
+            now: None,
         }
     }
 }
@@ -103,9 +140,10 @@ impl RecallFilter {
                 roles.is_empty() || roles.contains(role) || stored.engram.provenance.created_by == *agent
             }
         };
+        let live = stored.tier == Tier::Hot && self.now.is_none_or(|now| stored.expires_at > now);
         self.visible.contains(&vis)
             && role_ok
-            && (self.include_cold || stored.tier == Tier::Hot)
+            && (self.include_cold || live)
             && self.kind.as_deref().is_none_or(|kind| kind == stored.engram.kind.as_str())
     }
 }
@@ -142,81 +180,163 @@ struct Fields {
     tier: Field,
 }
 
-const GENERATION_FILE: &str = "generation";
+/// The store's write lock: an exclusive OS lock on a file in the index directory, waited for with backoff.
+struct WriteLock {
+    _file: std::fs::File,
+}
+
+const LOCK_FILE: &str = ".lessrt-write.lock";
+
+impl WriteLock {
+    fn acquire(dir: &Path) -> Result<WriteLock, IndexError> {
+        let path = dir.join(LOCK_FILE);
+        let io = |source| IndexError::Io { path: path.clone(), source };
+        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io)?;
+        let deadline = std::time::Instant::now() + WRITE_WAIT;
+        let mut pause = std::time::Duration::from_millis(2);
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(WriteLock { _file: file }),
+                Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(std::time::Duration::from_millis(50));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => return Err(IndexError::Busy { path: dir.to_owned() }),
+                Err(std::fs::TryLockError::Error(err)) => return Err(io(err)),
+            }
+        }
+    }
+}
+
+/// Why an index directory could not be used as it is.
+enum Unusable {
+    /// No index there yet, or one of another layout.
+    Missing,
+    /// Files of the index are damaged (garbage, truncated): reported, then rebuilt.
+    Damaged(tantivy::TantivyError),
+}
+
+/// The store generation a commit recorded in its payload.
+fn payload_generation(index: &Index) -> Result<Option<u64>, tantivy::TantivyError> {
+    Ok(index.load_metas()?.payload.and_then(|p| p.trim().parse().ok()))
+}
+
+/// Opens the index in `dir` read-only: its reader (every segment opened, so damaged files show now) and the
+/// generation it reflects.
+fn open_readable(dir: &Path, schema: &Schema) -> Result<(IndexReader, Option<u64>), Unusable> {
+    // A writer of another process may commit and merge between reading the commit and opening its files: the files
+    // of the older commit are then gone. Reading the newer commit succeeds.
+    let mut attempts = 0;
+    loop {
+        let index = match Index::open_in_dir(dir) {
+            Ok(index) if index.schema() == *schema => index,
+            Ok(_) => return Err(Unusable::Missing),
+            Err(tantivy::TantivyError::OpenDirectoryError(_)) => return Err(Unusable::Missing),
+            Err(tantivy::TantivyError::OpenReadError(tantivy::directory::error::OpenReadError::FileDoesNotExist(
+                path,
+            ))) if path.ends_with("meta.json") => return Err(Unusable::Missing),
+            Err(err) if attempts < 20 && vanished(&err) => {
+                attempts += 1;
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                continue;
+            }
+            Err(err) => return Err(Unusable::Damaged(err)),
+        };
+        let opened = payload_generation(&index).and_then(|generation| {
+            let reader: IndexReader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
+            Ok((reader, generation))
+        });
+        match opened {
+            Ok(opened) => return Ok(opened),
+            Err(err) if attempts < 20 && vanished(&err) => {
+                attempts += 1;
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(err) => return Err(Unusable::Damaged(err)),
+        }
+    }
+}
+
+/// A file of the commit just read is gone: another process committed since (retry with its commit).
+fn vanished(err: &tantivy::TantivyError) -> bool {
+    use tantivy::directory::error::OpenReadError;
+    matches!(err, tantivy::TantivyError::OpenReadError(OpenReadError::FileDoesNotExist(_)))
+}
 
 impl RecallIndex {
-    /// Opens the index in `dir`, or creates an empty one. [`RecallIndex::generation`] says which store generation
-    /// it reflects (0 for a new index).
+    /// Opens the index in `dir` read-only, taking no lock. A missing index is created empty and a damaged one is
+    /// cleared (both under the write lock); [`RecallIndex::generation`] is then none and the caller rebuilds it
+    /// from the store.
     pub fn open(dir: &Path) -> Result<RecallIndex, IndexError> {
         std::fs::create_dir_all(dir).map_err(|source| IndexError::Io { path: dir.to_owned(), source })?;
         let (schema, fields) = schema();
-        let index = match Index::open_in_dir(dir) {
+        match open_readable(dir, &schema) {
+            Ok((reader, generation)) => return Ok(RecallIndex { dir: dir.to_owned(), reader, fields, generation }),
+            Err(Unusable::Missing) => {}
+            Err(Unusable::Damaged(err)) => {
+                tracing::warn!(target: "less.memory", "recall index {} is damaged ({err}); rebuilding it from the store", dir.display());
+            }
+        }
+        let _lock = WriteLock::acquire(dir)?;
+        // Another process may have created or repaired it while this one waited.
+        if let Ok((reader, generation)) = open_readable(dir, &schema) {
+            return Ok(RecallIndex { dir: dir.to_owned(), reader, fields, generation });
+        }
+        let reader = create_empty(dir, schema)?;
+        Ok(RecallIndex { dir: dir.to_owned(), reader, fields, generation: None })
+    }
+
+    /// Clears the directory and starts an empty index under the write lock (`lessrt memory reindex`: whatever the
+    /// files hold, damaged or not, is replaced by a rebuild from the store).
+    pub fn reset(&mut self) -> Result<(), IndexError> {
+        let _lock = WriteLock::acquire(&self.dir)?;
+        self.reader = create_empty(&self.dir, schema().0)?;
+        self.generation = None;
+        Ok(())
+    }
+
+    /// The store generation this index reflects as this process last read it (none: unknown, to be rebuilt).
+    pub fn generation(&self) -> Option<u64> {
+        self.generation
+    }
+
+    /// Reads the last commit without a lock: another process may have caught the index up. Returns the generation
+    /// it reflects.
+    pub fn refresh(&mut self) -> Result<Option<u64>, IndexError> {
+        let (schema, _) = schema();
+        match open_readable(&self.dir, &schema) {
+            Ok((reader, generation)) => {
+                self.reader = reader;
+                self.generation = generation;
+                Ok(generation)
+            }
+            // Cleared or damaged under this process: the next write session repairs it.
+            Err(_) => {
+                self.generation = None;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Starts a write session: waits (up to [`WRITE_WAIT`]) for the store's write lock, then takes tantivy's writer
+    /// on a freshly opened index (so the files other processes committed are known).
+    pub fn write(&mut self) -> Result<IndexWrite<'_>, IndexError> {
+        let lock = WriteLock::acquire(&self.dir)?;
+        let (schema, _) = schema();
+        let index = match Index::open_in_dir(&self.dir) {
             Ok(index) if index.schema() == schema => index,
-            // Missing, unreadable or of another layout: start empty; the caller rebuilds from the store.
             _ => {
-                clear_dir(dir)?;
-                Index::create_in_dir(dir, schema)?
+                // Missing, damaged or of another layout: under the lock, it is safe to start over.
+                create_empty(&self.dir, schema.clone())?;
+                Index::open_in_dir(&self.dir)?
             }
         };
-        let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
-        let writer = index.writer(15_000_000)?;
-        Ok(RecallIndex { dir: dir.to_owned(), reader, writer, fields })
-    }
-
-    /// The store generation this index reflects.
-    pub fn generation(&self) -> u64 {
-        std::fs::read_to_string(self.dir.join(GENERATION_FILE)).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
-    }
-
-    /// Replaces the whole index with `engrams` (every engram of the store, hot and cold) at `generation`.
-    pub fn rebuild<'a>(
-        &mut self,
-        engrams: impl IntoIterator<Item = &'a Stored>,
-        generation: u64,
-    ) -> Result<(), IndexError> {
-        self.writer.delete_all_documents()?;
-        for stored in engrams {
-            self.add(stored)?;
-        }
-        self.commit(generation)
-    }
-
-    /// Adds (or replaces) one engram.
-    pub fn add(&mut self, stored: &Stored) -> Result<(), IndexError> {
-        let f = self.fields;
-        self.writer.delete_term(Term::from_field_text(f.uid, &uid(&stored.project, &stored.engram.id)));
-        let mut doc = TantivyDocument::default();
-        doc.add_text(f.uid, uid(&stored.project, &stored.engram.id));
-        doc.add_text(f.id, &stored.engram.id);
-        doc.add_text(f.project, &stored.project);
-        doc.add_text(f.kind, stored.engram.kind.as_str());
-        doc.add_text(f.keys, keys::engram_keys(&stored.engram).join(" "));
-        doc.add_text(f.vis, vis_key(stored.engram.scope, &stored.project, &stored.run));
-        let roles = role_tags(&stored.engram);
-        if roles.is_empty() {
-            doc.add_text(f.roles, ALL_ROLES);
-        }
-        for role in roles {
-            doc.add_text(f.roles, role);
-        }
-        doc.add_text(f.creator, &stored.engram.provenance.created_by);
-        doc.add_text(f.tier, if stored.tier == Tier::Hot { "hot" } else { "cold" });
-        self.writer.add_document(doc)?;
-        Ok(())
-    }
-
-    /// Removes one engram.
-    pub fn remove(&mut self, project: &str, id: &str) {
-        self.writer.delete_term(Term::from_field_text(self.fields.uid, &uid(project, id)));
-    }
-
-    /// Makes the changes visible and records the store generation they reflect.
-    pub fn commit(&mut self, generation: u64) -> Result<(), IndexError> {
-        self.writer.commit()?;
-        self.reader.reload()?;
-        std::fs::write(self.dir.join(GENERATION_FILE), generation.to_string())
-            .map_err(|source| IndexError::Io { path: self.dir.clone(), source })?;
-        Ok(())
+        let committed = match index.load_metas() {
+            Ok(metas) => metas.payload.and_then(|p| p.trim().parse().ok()),
+            Err(_) => None,
+        };
+        let writer = index.writer_with_num_threads(1, 15_000_000)?;
+        Ok(IndexWrite { index: self, writer, committed, _lock: lock })
     }
 
     /// The best `limit` engrams that `filter` lets through sharing keys with `query_keys`, best first; ties keep
@@ -300,6 +420,64 @@ impl RecallIndex {
     }
 }
 
+impl IndexWrite<'_> {
+    /// The store generation the last commit recorded (none: a new or cleared index, to be rebuilt whole).
+    pub fn committed(&self) -> Option<u64> {
+        self.committed
+    }
+
+    /// Deletes every document (a rebuild follows).
+    pub fn clear(&mut self) -> Result<(), IndexError> {
+        self.writer.delete_all_documents()?;
+        Ok(())
+    }
+
+    /// Adds (or replaces) one engram.
+    pub fn add(&mut self, stored: &Stored) -> Result<(), IndexError> {
+        let f = self.index.fields;
+        self.writer.delete_term(Term::from_field_text(f.uid, &uid(&stored.project, &stored.engram.id)));
+        let mut doc = TantivyDocument::default();
+        doc.add_text(f.uid, uid(&stored.project, &stored.engram.id));
+        doc.add_text(f.id, &stored.engram.id);
+        doc.add_text(f.project, &stored.project);
+        doc.add_text(f.kind, stored.engram.kind.as_str());
+        doc.add_text(f.keys, keys::engram_keys(&stored.engram).join(" "));
+        doc.add_text(f.vis, vis_key(stored.engram.scope, &stored.project, &stored.run));
+        let roles = role_tags(&stored.engram);
+        if roles.is_empty() {
+            doc.add_text(f.roles, ALL_ROLES);
+        }
+        for role in roles {
+            doc.add_text(f.roles, role);
+        }
+        doc.add_text(f.creator, &stored.engram.provenance.created_by);
+        doc.add_text(f.tier, if stored.tier == Tier::Hot { "hot" } else { "cold" });
+        self.writer.add_document(doc)?;
+        Ok(())
+    }
+
+    /// Commits with the store generation the changes bring the index to, waits for the merges the commit started
+    /// (so segments stay few however many small commits come), and makes the result visible to this process.
+    pub fn commit(self, generation: u64) -> Result<(), IndexError> {
+        let IndexWrite { index, mut writer, _lock: lock, .. } = self;
+        let mut prepared = writer.prepare_commit()?;
+        prepared.set_payload(&generation.to_string());
+        prepared.commit()?;
+        writer.wait_merging_threads()?;
+        index.refresh()?;
+        // The lock is released last: the next writer starts from this commit, merges done.
+        drop(lock);
+        Ok(())
+    }
+}
+
+/// Clears `dir` (but the write lock's file) and creates an empty index in it; returns its reader.
+fn create_empty(dir: &Path, schema: Schema) -> Result<IndexReader, IndexError> {
+    clear_dir(dir)?;
+    let index = Index::create_in_dir(dir, schema)?;
+    Ok(index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?)
+}
+
 /// Keys rarer than this share of the documents are always kept; commoner ones only when too few rare ones remain.
 const COMMON_SHARE: u64 = 5;
 /// The rarest keys always kept.
@@ -362,6 +540,10 @@ fn clear_dir(dir: &Path) -> Result<(), IndexError> {
     let io = |source| IndexError::Io { path: dir.to_owned(), source };
     for entry in std::fs::read_dir(dir).map_err(io)? {
         let path = entry.map_err(io)?.path();
+        // The lock file stays: a process waiting on it must wait on the same file as the holder.
+        if path.file_name().is_some_and(|name| name == LOCK_FILE) {
+            continue;
+        }
         if path.is_dir() {
             std::fs::remove_dir_all(&path).map_err(io)?;
         } else {

@@ -24,8 +24,8 @@ use std::sync::{Arc, OnceLock};
 const EMBED_CHUNK: usize = 256;
 
 pub use actor::{
-    Clock, EngramRef, MemoryActor, MemoryArgs, MemoryMsg, PromoteRequest, PutRequest, QueryRequest, SupersedeRequest,
-    system_clock,
+    Clock, DEFAULT_SWEEP_SECS, EngramRef, MemoryActor, MemoryArgs, MemoryMsg, PromoteRequest, PutRequest, QueryRequest,
+    SupersedeRequest, system_clock,
 };
 pub use embed::{EmbedError, Embedder, ModelPaths};
 pub use index::{Candidate, IndexError, RecallFilter, RecallIndex, vis_key};
@@ -34,7 +34,7 @@ pub use policy::{
     Principal, PutReport, QueryOptions, ROLE_TAG_PREFIX, SUBJECT_TAG_PREFIX, role_tags, subject_key,
 };
 pub use rank::{Fusion, Ranked, TieContext};
-pub use store::{Placement, PutOutcome, Store, StoreError, StoreStats, Stored, Tier, content_hash};
+pub use store::{Placement, PutOutcome, Store, StoreError, StoreStats, Stored, Tier, content_hash, run_copy_id};
 pub use vectors::{VectorError, VectorIndex};
 
 use crate::engram::{Engram, Scope};
@@ -70,6 +70,7 @@ impl MemoryError {
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
             MemoryError::Refused(violation) => Some(violation.code),
+            MemoryError::Store(StoreError::IdConflict { .. }) => Some(ErrorCode::IdConflict),
             _ => None,
         }
     }
@@ -171,6 +172,10 @@ pub struct Recall {
     /// Best first.
     pub hits: Vec<Hit>,
 }
+
+/// Most hits a query returns: a larger `k` is refused by [`Memory::query_as`] (`LESS_ARGUMENT_INVALID`) and capped
+/// here by [`Memory::recall`], so no request sizes an allocation by an untrusted number.
+pub const MAX_K: usize = 1000;
 
 /// Candidates each stage contributes before fusion, per hit asked for (at least [`MIN_POOL`]).
 const POOL_PER_HIT: usize = 5;
@@ -289,10 +294,9 @@ impl Memory {
             policy: MemoryPolicy::default(),
             progress: None,
         };
+        // The hash index is caught up lazily (before a query, and after this process's writes): a command that only
+        // reads rows never writes the index, and never waits for another process's write lock.
         let generation = memory.store.generation()?;
-        if memory.index.generation() != generation {
-            memory.reindex_hash()?;
-        }
         memory.sync_vectors(generation)?;
         Ok(memory)
     }
@@ -342,12 +346,55 @@ impl Memory {
         Ok(n)
     }
 
+    /// Replaces the hash index's files, damaged or not, by a rebuild from the store; returns the hot engrams.
     fn reindex_hash(&mut self) -> Result<usize, MemoryError> {
-        let hot = self.store.all(Tier::Hot)?;
-        let cold = self.store.all(Tier::Cold)?;
-        self.index.rebuild(hot.iter().chain(&cold), self.store.generation()?)?;
+        self.index.reset()?;
+        self.sync_hash()?;
+        Ok(usize::try_from(self.store.stats()?.hot).unwrap_or(usize::MAX))
+    }
+
+    /// Brings the hash index up to the store. Nothing to do when it reflects the store's generation; otherwise it
+    /// reads the last commit (another process may have caught it up), and if still behind applies, under the
+    /// store's write lock, the rows changed since the generation that commit recorded (every row when it recorded
+    /// none, or one ahead of the store: a store restored from an older copy).
+    fn sync_hash(&mut self) -> Result<(), MemoryError> {
+        let generation = self.store.generation()?;
         self.index_dirty = false;
-        Ok(hot.len())
+        if self.index.generation() == Some(generation) || self.index.refresh()? == Some(generation) {
+            return Ok(());
+        }
+        let mut write = self.index.write()?;
+        let (generation, changed) = match write.committed() {
+            Some(since) if since <= generation => self.store.changes_since(Some(since))?,
+            _ => {
+                write.clear()?;
+                self.store.changes_since(None)?
+            }
+        };
+        for stored in &changed {
+            write.add(stored)?;
+        }
+        write.commit(generation)?;
+        Ok(())
+    }
+
+    /// Stage 1: candidates from the hash index. A search that fails on the index's files (damaged after it was
+    /// opened) rebuilds it from the store and searches again.
+    fn stage_one(
+        &mut self,
+        keys: &[String],
+        filter: &RecallFilter,
+        pool: usize,
+    ) -> Result<Vec<Candidate>, MemoryError> {
+        match self.index.recall_filtered(keys, filter, pool) {
+            Ok(found) => Ok(found),
+            Err(IndexError::Tantivy(err)) => {
+                tracing::warn!(target: "less.memory", "recall index failed ({err}); rebuilding it from the store");
+                self.reindex_hash()?;
+                Ok(self.index.recall_filtered(keys, filter, pool)?)
+            }
+            Err(err) => Err(err.into()),
+        }
     }
 
     /// Stores an engram and makes it recallable; acknowledged after the store's commit.
@@ -383,14 +430,16 @@ impl Memory {
 
     /// Answers a query: stage-1 candidates and nearest vectors, fused and ordered by [`rank::rank`].
     pub fn recall(&mut self, request: &RecallRequest<'_>) -> Result<Recall, MemoryError> {
-        self.commit()?;
+        // Always: other processes may have changed the store since this one last looked.
+        self.sync_hash()?;
         if request.stages != Stages::Hash && self.rerank_unavailable().is_none() {
             self.embed_pending()?;
         }
         let started = std::time::Instant::now();
         let mut phases = [std::time::Duration::ZERO; 4];
         let filter = &request.filter;
-        let pool = (request.k * POOL_PER_HIT).max(MIN_POOL);
+        let k = request.k.min(MAX_K);
+        let pool = (k * POOL_PER_HIT).max(MIN_POOL);
         let mut stages = Vec::new();
         let mut degraded = None;
         // (project, id) → (stage-1 score, cosine), in the order first found.
@@ -407,17 +456,17 @@ impl Memory {
                 }
             },
         };
-        let semantic = embedder.and_then(|embedder| self.semantic.as_ref().ok().map(|semantic| (semantic, embedder)));
         let features = keys::query_features(request.text);
         if request.stages != Stages::Rerank {
             stages.push("hash");
-            for candidate in self.index.recall_filtered(&keys::keys_of(&features), filter, pool)? {
+            for candidate in self.stage_one(&keys::keys_of(&features), filter, pool)? {
                 let at = (candidate.project, candidate.id);
                 order.push(at.clone());
                 found.insert(at, (Some(candidate.score), None));
             }
         }
         phases[0] = started.elapsed();
+        let semantic = embedder.and_then(|embedder| self.semantic.as_ref().ok().map(|semantic| (semantic, embedder)));
         if let Some((semantic, embedder)) = semantic {
             stages.push("rerank");
             let query = embedder.embed_one(request.text).map_err(|e| MemoryError::StageUnavailable(e.to_string()))?;
@@ -464,7 +513,7 @@ impl Memory {
         let fusion = if stages == ["hash"] { Fusion { cosine: 0.0, ..self.fusion } } else { self.fusion };
         let hits = rank::rank(candidates, &fusion, &ties)
             .into_iter()
-            .take(request.k)
+            .take(k)
             .map(|r| Hit {
                 score: r.score,
                 hash_score: r.candidate.hash,
@@ -488,8 +537,7 @@ impl Memory {
     /// Commits the hash index's pending changes (cheap; no model). Queries do this first.
     pub fn commit(&mut self) -> Result<(), MemoryError> {
         if self.index_dirty {
-            self.index.commit(self.store.generation()?)?;
-            self.index_dirty = false;
+            self.sync_hash()?;
         }
         Ok(())
     }
@@ -614,12 +662,12 @@ impl Memory {
 
     /// Brings the index entry of one engram in line with the store (it changed tier, scope or links).
     fn reindex_one(&mut self, project: &str, id: &str) -> Result<(), MemoryError> {
-        let stored = self.store.get(project, id)?;
-        match &stored {
-            Some(stored) => self.index.add(stored)?,
-            None => self.index.remove(project, id),
-        }
+        // The hash index takes the change from the store's change log at the next sync.
         self.index_dirty = true;
+        if self.semantic.is_err() {
+            return Ok(());
+        }
+        let stored = self.store.get(project, id)?;
         if let Ok(semantic) = &mut self.semantic {
             // Stage 2 holds hot engrams only; a hot one is (re)entered at the next flush, with its kept vector when
             // it has one, so a changed scope or a revival is seen by the vector search too.
@@ -655,6 +703,11 @@ impl Memory {
     /// Counts by tier and kind.
     pub fn stats(&self) -> Result<StoreStats, MemoryError> {
         Ok(self.store.stats()?)
+    }
+
+    /// Counts by tier and kind at `now`: engrams whose TTL ran out count as cold, moved yet or not.
+    pub fn stats_at(&self, now: i64) -> Result<StoreStats, MemoryError> {
+        Ok(self.store.stats_at(Some(now))?)
     }
 
     /// Commits the hash index and saves the vector index without embedding anything (done on drop; call it to hand

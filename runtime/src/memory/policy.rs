@@ -29,7 +29,11 @@
 //!   [`MemoryPolicy::window_secs`] (a sliding window counted in the store, so it holds across restarts and
 //!   processes); over it a put is refused with `LESS_RATE_LIMITED`, saying when to retry, and nothing is stored.
 //!   Duplicates cost nothing; operators (bulk loads from the command line) are not limited.
-//! * Dedup: the same content in the same project is stored once (`store.rs`).
+//! * Dedup: the same content in the same project is stored once (`store.rs`). Another claim under an id the project
+//!   already holds is refused with `LESS_ID_CONFLICT` (nothing is stored, and the held claim is unchanged). A claim
+//!   another run holds privately (scope `run`) is never revived, moved or shown to the putting run: that run gets a
+//!   copy of its own, stored under [`run_copy_id`] (the acknowledgement names it; [`Memory::get_as`] finds it from
+//!   the plain id), and the owner keeps its engram as it was.
 //! * Subject key: the tag `subject:<key>` (first one wins; the key is lowercased). When a new engram has the subject
 //!   key of a hot engram of the same project (and, for run-scoped ones, of the same run):
 //!   - same creator, or the new one is tagged `correction`: the new one supersedes the old one (linked both ways, the
@@ -46,8 +50,8 @@ use std::collections::BTreeSet;
 use crate::engram::{Engram, EngramKind, MAX_CLAIM_CHARS, MAX_POINTERS, Scope, Source};
 use crate::error::{ErrorCode, Violation};
 use crate::memory::index::{RecallFilter, vis_key};
-use crate::memory::store::{Placement, PutOutcome, Stored};
-use crate::memory::{Memory, MemoryError, Recall, RecallRequest};
+use crate::memory::store::{Placement, PutOutcome, StoreError, Stored, run_copy_id};
+use crate::memory::{MAX_K, Memory, MemoryError, Recall, RecallRequest};
 use crate::pointer::{Pointer, PointerType};
 use crate::valid::Valid;
 
@@ -209,6 +213,7 @@ impl Principal {
             reader: self.role.clone().map(|role| (role, self.agent.clone())),
             kind: options.kind.clone(),
             include_cold: options.include_cold,
+            now: options.now,
         })
     }
 }
@@ -226,11 +231,14 @@ pub struct QueryOptions {
     pub project: Option<String>,
     /// Cold engrams (expired, evicted, superseded) too.
     pub include_cold: bool,
+    /// The time of the query (unix seconds): engrams whose TTL ran out by then are left out like cold ones, even
+    /// before the sweep moves them. None: no TTL check. The memory actor and the command line always set it.
+    pub now: Option<i64>,
 }
 
 impl Default for QueryOptions {
     fn default() -> QueryOptions {
-        QueryOptions { k: 5, kind: None, scope: None, project: None, include_cold: false }
+        QueryOptions { k: 5, kind: None, scope: None, project: None, include_cold: false, now: None }
     }
 }
 
@@ -310,7 +318,20 @@ impl Memory {
             self.check_rate(who, now)?;
         }
         let placement = Placement { project: project.to_owned(), run: who.run.clone(), written_by: who.agent.clone() };
-        let outcome = self.store.put_placed(engram, &placement, now)?;
+        let outcome = match self.store.put_placed(engram, &placement, now) {
+            Ok(outcome) => outcome,
+            Err(StoreError::IdConflict { project, id }) => {
+                return Err(refused(Violation::new(
+                    ErrorCode::IdConflict,
+                    "/id",
+                    format!(
+                        "engram id {id} already names a different claim in project {project:?}; nothing was stored: \
+                         give this claim an id of its own"
+                    ),
+                )));
+            }
+            Err(err) => return Err(err.into()),
+        };
         let mut report = PutReport { outcome, superseded: Vec::new(), contradictions: Vec::new() };
         if matches!(report.outcome, PutOutcome::Duplicate { .. }) {
             return Ok(report);
@@ -324,6 +345,13 @@ impl Memory {
 
     /// The `options.k` best engrams for `text` that `who` may read.
     pub fn query_as(&mut self, who: &Principal, text: &str, options: &QueryOptions) -> Result<Recall, MemoryError> {
+        if options.k == 0 || options.k > MAX_K {
+            return Err(refused(Violation::new(
+                ErrorCode::ArgumentInvalid,
+                "/k",
+                format!("k = {} is out of range: ask for between 1 and {MAX_K} engrams", options.k),
+            )));
+        }
         let filter = who.recall_filter(options).map_err(refused)?;
         let request = RecallRequest { scope: options.scope, ..RecallRequest::new(text, filter, options.k) };
         let mut recall = self.recall(&request)?;
@@ -333,11 +361,15 @@ impl Memory {
     }
 
     /// Engram `id`, hot or cold, as `who` may read it: none when no project holds it, `LESS_SCOPE_DENIED` when it
-    /// exists only where `who` may not read.
+    /// exists only where `who` may not read. When another run holds `id` privately and `who`'s run put the same
+    /// claim, `who` reads its run's own copy (stored under [`run_copy_id`]).
     pub fn get_as(&self, who: &Principal, id: &str) -> Result<Option<Stored>, MemoryError> {
         let mut copies = self.store.get_any(id)?;
         if copies.is_empty() {
             return Ok(None);
+        }
+        if !copies.iter().any(|s| who.sees(s)) {
+            copies.extend(self.store.get_any(&run_copy_id(id, &who.run))?);
         }
         // A copy in the caller's own projects first.
         copies.sort_by_key(|s| !who.is_member(&s.project));
@@ -396,6 +428,7 @@ impl Memory {
         if to == current {
             return Ok(Some(stored));
         }
+        let id = stored.engram.id.as_str();
         self.store.promote(&stored.project, id, to, &who.agent)?;
         self.reindex_one(&stored.project, id)?;
         Ok(self.store.get(&stored.project, id)?)
@@ -414,7 +447,7 @@ impl Memory {
                 who.agent
             ))));
         }
-        self.supersede(&old_row.project, old, new)
+        self.supersede(&old_row.project, &old_row.engram.id, &new_row.engram.id)
     }
 
     /// Moves engram `id` to the cold tier as `who` (its creator, a parent of its creator, or an operator); false
@@ -427,7 +460,7 @@ impl Memory {
                 who.agent
             ))));
         }
-        self.evict(&stored.project, id)
+        self.evict(&stored.project, &stored.engram.id)
     }
 
     fn check_promotion(&self, who: &Principal, creator: &str, confidence: f64, to: Scope) -> Result<(), MemoryError> {

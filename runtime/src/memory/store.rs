@@ -20,9 +20,17 @@ use crate::memory::policy::subject_key;
 use crate::pointer::Pointer;
 use crate::valid::Valid;
 
-/// Version of the table layout. A store of version 1 is migrated in place on open (columns added, subject keys
+/// Version of the table layout. A store of version 1 or 2 is migrated in place on open (columns added, subject keys
 /// filled in from the stored documents); a store written by any other version is refused, never silently rewritten.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
+
+/// How long a statement waits for another connection's write transaction (in this process or another) before
+/// failing with "database is locked".
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The generation the current write transaction brings the store to (the generation is bumped at its end when
+/// something changed): every row a transaction changes records it in `changed`.
+const NEXT_GENERATION: &str = "(SELECT CAST(value AS INTEGER) + 1 FROM meta WHERE key = 'generation')";
 
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +54,14 @@ pub enum StoreError {
         id: String,
         /// What is wrong.
         message: String,
+    },
+    /// The id already names another claim in the project; nothing was stored.
+    #[error("engram id {id} already names a different claim in project {project:?}; nothing was stored")]
+    IdConflict {
+        /// The project.
+        project: String,
+        /// The id.
+        id: String,
     },
     /// The store was written with another layout version.
     #[error("store: layout version {found}, this build reads version {SCHEMA_VERSION}; use a matching lessrt")]
@@ -113,8 +129,8 @@ pub enum PutOutcome {
         /// The id already stored.
         id: String,
     },
-    /// The same content was cold (expired or evicted), or run-scoped in another run: it is hot again (in this run)
-    /// with a fresh TTL.
+    /// The same content was cold (expired or evicted): it is hot again, in this run, with a fresh TTL. (A claim that
+    /// another run holds privately is never revived: this run gets its own copy, see [`run_copy_id`].)
     Revived {
         /// Its id.
         id: String,
@@ -179,16 +195,46 @@ impl std::fmt::Debug for Store {
 
 impl Store {
     /// Opens (creating if needed) the store in `dir` (`dir/memory.sqlite3`).
+    ///
+    /// Several processes may open one store at once: a store of the current layout is opened without writing, and
+    /// creating or migrating one happens in one `IMMEDIATE` transaction that checks the layout again, so only the
+    /// first process migrates.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Io { path: dir.to_owned(), source })?;
         let conn = Connection::open(dir.join("memory.sqlite3"))?;
-        // Wait for other connections to the same file (the archive and the engrams share it) instead of failing.
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        // Wait for other connections to the same file (the archive and the engrams share it, and other processes
+        // may hold it) instead of failing.
+        conn.busy_timeout(BUSY_WAIT)?;
         // WAL lets readers run beside the writer; FULL syncs the WAL at every commit, so an acknowledged put is on
         // disk before the acknowledgement.
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.execute_batch(
+        let mut store = Store { conn, decoded: Default::default() };
+        if store.layout()? != Some(SCHEMA_VERSION) {
+            store.set_up()?;
+        }
+        Ok(store)
+    }
+
+    /// The layout version recorded in the file (none: a new file, or version 1).
+    fn layout(&self) -> Result<Option<i64>, StoreError> {
+        let meta: bool = self.conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta')",
+            [],
+            |r| r.get(0),
+        )?;
+        if !meta {
+            return Ok(None);
+        }
+        let found: Option<String> =
+            self.conn.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).optional()?;
+        Ok(found.map(|v| v.parse::<i64>().unwrap_or(-1)))
+    }
+
+    /// Creates the tables or migrates them to [`SCHEMA_VERSION`], in one transaction.
+    fn set_up(&mut self) -> Result<(), StoreError> {
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        tx.execute_batch(
             "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
              CREATE TABLE IF NOT EXISTS engrams (
                  id TEXT NOT NULL,
@@ -208,59 +254,29 @@ impl Store {
                  PRIMARY KEY (project, id)
              );
              CREATE UNIQUE INDEX IF NOT EXISTS engrams_content ON engrams (project, content_hash);
-             CREATE INDEX IF NOT EXISTS engrams_tier ON engrams (tier, expires_at);",
+             CREATE INDEX IF NOT EXISTS engrams_tier ON engrams (tier, expires_at);
+             INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', '0');",
         )?;
+        // Read again inside the transaction: another process may have set the store up meanwhile.
         let found: Option<String> =
-            conn.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).optional()?;
-        conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', '0')", [])?;
-        let mut store = Store { conn, decoded: Default::default() };
-        match found.map(|v| v.parse::<i64>().unwrap_or(-1)) {
-            None => {
-                store.migrate_from_1()?;
-                store.conn.execute(
-                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)",
-                    [SCHEMA_VERSION.to_string()],
-                )?;
-            }
-            Some(1) => {
-                store.migrate_from_1()?;
-                store
-                    .conn
-                    .execute("UPDATE meta SET value = ?1 WHERE key = 'schema_version'", [SCHEMA_VERSION.to_string()])?;
-            }
-            Some(SCHEMA_VERSION) => {}
+            tx.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).optional()?;
+        let mut version = match found.map(|v| v.parse::<i64>().unwrap_or(-1)) {
+            None => 1,
+            Some(v @ 1..=SCHEMA_VERSION) => v,
             Some(found) => return Err(StoreError::Version { found }),
-        }
-        Ok(store)
-    }
-
-    /// Version 2 adds the run, the writer, the subject key and the promoter; rows of version 1 were written outside
-    /// any run by their creators, and their subject keys are read from their tags.
-    fn migrate_from_1(&mut self) -> Result<(), StoreError> {
-        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        tx.execute_batch(
-            "ALTER TABLE engrams ADD COLUMN run TEXT NOT NULL DEFAULT '';
-             ALTER TABLE engrams ADD COLUMN written_by TEXT NOT NULL DEFAULT '';
-             ALTER TABLE engrams ADD COLUMN subject TEXT;
-             ALTER TABLE engrams ADD COLUMN promoted_by TEXT;
-             UPDATE engrams SET written_by = created_by;
-             CREATE INDEX IF NOT EXISTS engrams_writes ON engrams (written_by, stored_at);
-             CREATE INDEX IF NOT EXISTS engrams_subject ON engrams (project, subject, tier);",
-        )?;
-        let rows: Vec<(String, String, String)> = {
-            let mut stmt = tx.prepare("SELECT project, id, doc FROM engrams")?;
-            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
-            rows.collect::<Result<_, _>>()?
         };
-        for (project, id, doc) in rows {
-            let subject = serde_json::from_str::<Engram>(&doc).ok().and_then(|e| subject_key(&e));
-            if subject.is_some() {
-                tx.execute(
-                    "UPDATE engrams SET subject = ?3 WHERE project = ?1 AND id = ?2",
-                    params![project, id, subject],
-                )?;
-            }
+        if version == 1 {
+            migrate_from_1(&tx)?;
+            version = 2;
         }
+        if version == 2 {
+            migrate_from_2(&tx)?;
+        }
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [SCHEMA_VERSION.to_string()],
+        )?;
         tx.commit()?;
         Ok(())
     }
@@ -315,6 +331,24 @@ impl Store {
     pub fn generation(&self) -> Result<u64, StoreError> {
         let value: String = self.conn.query_row("SELECT value FROM meta WHERE key = 'generation'", [], |r| r.get(0))?;
         Ok(value.parse().unwrap_or(0))
+    }
+
+    /// The store generation and every engram changed after generation `since` (all of them when none), read in one
+    /// snapshot: a derived index that applies them reflects exactly that generation.
+    pub fn changes_since(&self, since: Option<u64>) -> Result<(u64, Vec<Stored>), StoreError> {
+        let tx = self.conn.unchecked_transaction()?;
+        let generation = self.generation()?;
+        let since = since.map_or(-1, |g| i64::try_from(g).unwrap_or(i64::MAX));
+        let rows: Vec<RawRow> = {
+            let mut stmt = self
+                .conn
+                .prepare_cached(&format!("{SELECT_STORED} WHERE changed > ?1 ORDER BY changed, stored_at, id"))?;
+            let rows = stmt.query_map([since], raw_row)?;
+            rows.collect::<Result<_, _>>()?
+        };
+        tx.commit()?;
+        let changed = rows.into_iter().map(|row| self.decode_row(row)).collect::<Result<_, _>>()?;
+        Ok((generation, changed))
     }
 
     /// The engram with `id` in `project`, hot or cold. Projects never see each other's engrams.
@@ -388,7 +422,10 @@ impl Store {
         let doc = serde_json::to_string(&engram)
             .map_err(|err| StoreError::Corrupt { id: id.to_owned(), message: err.to_string() })?;
         tx.execute(
-            "UPDATE engrams SET scope = ?3, doc = ?4, promoted_by = ?5 WHERE project = ?1 AND id = ?2",
+            &format!(
+                "UPDATE engrams SET scope = ?3, doc = ?4, promoted_by = ?5, changed = {NEXT_GENERATION}
+                 WHERE project = ?1 AND id = ?2"
+            ),
             params![project, id, to.as_str(), doc, by],
         )?;
         bump_generation(&tx)?;
@@ -412,7 +449,10 @@ impl Store {
             rows.collect::<Result<_, _>>()?
         };
         tx.execute(
-            "UPDATE engrams SET tier = 'cold', cold_reason = 'expired' WHERE tier = 'hot' AND expires_at <= ?1",
+            &format!(
+                "UPDATE engrams SET tier = 'cold', cold_reason = 'expired', changed = {NEXT_GENERATION}
+                 WHERE tier = 'hot' AND expires_at <= ?1"
+            ),
             [now],
         )?;
         if !moved.is_empty() {
@@ -426,7 +466,10 @@ impl Store {
     pub fn evict(&mut self, project: &str, id: &str) -> Result<bool, StoreError> {
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let n = tx.execute(
-            "UPDATE engrams SET tier = 'cold', cold_reason = 'evicted' WHERE project = ?1 AND id = ?2 AND tier = 'hot'",
+            &format!(
+                "UPDATE engrams SET tier = 'cold', cold_reason = 'evicted', changed = {NEXT_GENERATION}
+                 WHERE project = ?1 AND id = ?2 AND tier = 'hot'"
+            ),
             [project, id],
         )?;
         if n == 1 {
@@ -440,12 +483,17 @@ impl Store {
     pub fn supersede(&mut self, project: &str, old: &str, new: &str) -> Result<bool, StoreError> {
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let n_old = tx.execute(
-            "UPDATE engrams SET tier = 'cold', cold_reason = 'superseded', superseded_by = ?3
-             WHERE project = ?1 AND id = ?2",
+            &format!(
+                "UPDATE engrams SET tier = 'cold', cold_reason = 'superseded', superseded_by = ?3,
+                                    changed = {NEXT_GENERATION}
+                 WHERE project = ?1 AND id = ?2"
+            ),
             params![project, old, new],
         )?;
-        let n_new = tx
-            .execute("UPDATE engrams SET supersedes = ?3 WHERE project = ?1 AND id = ?2", params![project, new, old])?;
+        let n_new = tx.execute(
+            &format!("UPDATE engrams SET supersedes = ?3, changed = {NEXT_GENERATION} WHERE project = ?1 AND id = ?2"),
+            params![project, new, old],
+        )?;
         if n_old == 1 && n_new == 1 {
             bump_generation(&tx)?;
             tx.commit()?;
@@ -458,9 +506,20 @@ impl Store {
 
     /// Counts by tier and kind.
     pub fn stats(&self) -> Result<StoreStats, StoreError> {
+        self.stats_at(None)
+    }
+
+    /// Counts by tier and kind at `now`: a hot engram whose TTL ran out by then counts as cold, whether or not the
+    /// sweep moved it yet (none: by the stored tier alone).
+    pub fn stats_at(&self, now: Option<i64>) -> Result<StoreStats, StoreError> {
         let mut stats = StoreStats::default();
-        let mut stmt = self.conn.prepare("SELECT tier, kind, COUNT(*) FROM engrams GROUP BY tier, kind")?;
-        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)))?;
+        let mut stmt = self.conn.prepare(
+            "SELECT CASE WHEN tier = 'hot' AND (?1 IS NULL OR expires_at > ?1) THEN 'hot' ELSE 'cold' END, kind,
+                    COUNT(*)
+             FROM engrams GROUP BY 1, kind",
+        )?;
+        let rows =
+            stmt.query_map([now], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)))?;
         for row in rows {
             let (tier, kind, n) = row?;
             let n = u64::try_from(n).unwrap_or(0);
@@ -475,6 +534,46 @@ impl Store {
     }
 }
 
+/// Version 2 adds the run, the writer, the subject key and the promoter; rows of version 1 were written outside any
+/// run by their creators, and their subject keys are read from their tags.
+fn migrate_from_1(tx: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
+    tx.execute_batch(
+        "ALTER TABLE engrams ADD COLUMN run TEXT NOT NULL DEFAULT '';
+         ALTER TABLE engrams ADD COLUMN written_by TEXT NOT NULL DEFAULT '';
+         ALTER TABLE engrams ADD COLUMN subject TEXT;
+         ALTER TABLE engrams ADD COLUMN promoted_by TEXT;
+         UPDATE engrams SET written_by = created_by;
+         CREATE INDEX IF NOT EXISTS engrams_writes ON engrams (written_by, stored_at);
+         CREATE INDEX IF NOT EXISTS engrams_subject ON engrams (project, subject, tier);",
+    )?;
+    let rows: Vec<(String, String, String)> = {
+        let mut stmt = tx.prepare("SELECT project, id, doc FROM engrams")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        rows.collect::<Result<_, _>>()?
+    };
+    for (project, id, doc) in rows {
+        let subject = serde_json::from_str::<Engram>(&doc).ok().and_then(|e| subject_key(&e));
+        if subject.is_some() {
+            tx.execute(
+                "UPDATE engrams SET subject = ?3 WHERE project = ?1 AND id = ?2",
+                params![project, id, subject],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Version 3 adds the change log: `changed`, the store generation of each row's last change, so a derived index
+/// catches up with the rows changed since the generation it reflects (rows of version 2 count as changed at 0: an
+/// index of theirs records no generation in its commit and is rebuilt whole).
+fn migrate_from_2(tx: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
+    tx.execute_batch(
+        "ALTER TABLE engrams ADD COLUMN changed INTEGER NOT NULL DEFAULT 0;
+         CREATE INDEX IF NOT EXISTS engrams_changed ON engrams (changed);",
+    )?;
+    Ok(())
+}
+
 fn put_in(
     tx: &rusqlite::Transaction<'_>,
     engram: &Valid<Engram>,
@@ -482,77 +581,160 @@ fn put_in(
     now: i64,
 ) -> Result<PutOutcome, StoreError> {
     let project = placement.project.as_str();
-    let written_by =
-        if placement.written_by.is_empty() { &engram.provenance.created_by } else { &placement.written_by };
     let hash = content_hash(engram);
-    let ttl = i64::try_from(engram.ttl.duration().as_secs()).unwrap_or(i64::MAX);
-    let expires_at = now.saturating_add(ttl);
-    let row = |r: &rusqlite::Row<'_>| -> rusqlite::Result<(String, String, String, String)> {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-    };
     // Statements are prepared once per connection: a bulk load runs them thousands of times.
     let same_content = || {
-        tx.prepare_cached("SELECT id, tier, scope, run FROM engrams WHERE project = ?1 AND content_hash = ?2")?
-            .query_row(params![project, hash], row)
+        tx.prepare_cached("SELECT id, tier, scope, run, doc FROM engrams WHERE project = ?1 AND content_hash = ?2")?
+            .query_row(params![project, hash], existing_row)
             .optional()
     };
     // Ids are derived from kind, claim and sources: the same id with another scope, TTL or tags (a promoted copy,
     // say) is the same claim, and is not stored twice.
     let same_id = || {
-        tx.prepare_cached("SELECT id, tier, scope, run FROM engrams WHERE project = ?1 AND id = ?2")?
-            .query_row(params![project, engram.id], row)
+        tx.prepare_cached("SELECT id, tier, scope, run, doc FROM engrams WHERE project = ?1 AND id = ?2")?
+            .query_row(params![project, engram.id], existing_row)
             .optional()
     };
     let existing = match same_content()? {
         Some(found) => Some(found),
         None => same_id()?,
     };
-    // A hot run-scoped copy written in another run is invisible to this one: it moves to this run, as a revival.
-    let elsewhere = |tier: &str, scope: &str, run: &str| tier == "hot" && scope == "run" && run != placement.run;
-    Ok(match existing {
-        Some((id, tier, scope, run)) if tier == "hot" && !elsewhere(&tier, &scope, &run) => {
-            PutOutcome::Duplicate { id }
+    match existing {
+        None => insert(tx, engram, &hash, placement, now),
+        // Another run's private claim is never revived, moved or shared: this run gets a copy of its own.
+        Some(row) if row.scope == "run" && row.run != placement.run => put_run_copy(tx, engram, &hash, placement, now),
+        Some(row) if !row.same_claim(engram)? => {
+            Err(StoreError::IdConflict { project: project.to_owned(), id: row.id })
         }
-        Some((id, _, _, _)) => {
-            let n = tx.execute(
-                "UPDATE engrams SET tier = 'hot', cold_reason = NULL, stored_at = ?3, expires_at = ?4, run = ?5,
-                                    written_by = ?6
-                 WHERE project = ?1 AND id = ?2 AND superseded_by IS NULL",
-                params![project, id, now, expires_at, placement.run, written_by],
-            )?;
-            if n == 1 {
-                PutOutcome::Revived { id }
-            } else {
-                // Superseded engrams stay cold: their replacement is what recall should find.
-                PutOutcome::Duplicate { id }
-            }
-        }
-        None => {
-            let doc = serde_json::to_string(&**engram)
-                .map_err(|err| StoreError::Corrupt { id: engram.id.clone(), message: err.to_string() })?;
-            tx.prepare_cached(
-                "INSERT INTO engrams (id, content_hash, project, scope, kind, created_by, stored_at, expires_at,
-                                      confidence, tier, doc, run, written_by, subject)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'hot', ?10, ?11, ?12, ?13)",
-            )?
-            .execute(params![
-                engram.id,
-                hash,
-                project,
-                engram.scope.as_str(),
-                engram.kind.as_str(),
-                engram.provenance.created_by,
-                now,
-                expires_at,
-                engram.confidence,
-                doc,
-                placement.run,
-                written_by,
-                subject_key(engram),
-            ])?;
-            PutOutcome::Stored { id: engram.id.clone() }
-        }
+        Some(row) => settle_existing(tx, engram, row, placement, now),
+    }
+}
+
+/// An engram row met by a put: its id, tier, scope, run and stored document.
+struct ExistingRow {
+    id: String,
+    tier: String,
+    scope: String,
+    run: String,
+    doc: String,
+}
+
+fn existing_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExistingRow> {
+    Ok(ExistingRow { id: r.get(0)?, tier: r.get(1)?, scope: r.get(2)?, run: r.get(3)?, doc: r.get(4)? })
+}
+
+impl ExistingRow {
+    /// Whether the row holds the claim of `engram` (kind, claim and sources; at any scope, with any id).
+    fn same_claim(&self, engram: &Engram) -> Result<bool, StoreError> {
+        let stored: Engram = serde_json::from_str(&self.doc)
+            .map_err(|err| StoreError::Corrupt { id: self.id.clone(), message: err.to_string() })?;
+        Ok(content_hash_at(&stored, "") == content_hash_at(engram, ""))
+    }
+}
+
+/// A put of the claim `row` already holds (at any scope): hot, it is a duplicate; cold, it is revived in this run
+/// with a fresh TTL (unless superseded). The caller checked it is the same claim: another claim under the same id is
+/// refused, never dropped silently.
+fn settle_existing(
+    tx: &rusqlite::Transaction<'_>,
+    engram: &Valid<Engram>,
+    row: ExistingRow,
+    placement: &Placement,
+    now: i64,
+) -> Result<PutOutcome, StoreError> {
+    if row.tier == "hot" {
+        return Ok(PutOutcome::Duplicate { id: row.id });
+    }
+    let written_by = writer(engram, placement);
+    let n = tx.execute(
+        &format!(
+            "UPDATE engrams SET tier = 'hot', cold_reason = NULL, stored_at = ?3, expires_at = ?4, run = ?5,
+                                written_by = ?6, changed = {NEXT_GENERATION}
+             WHERE project = ?1 AND id = ?2 AND superseded_by IS NULL"
+        ),
+        params![placement.project, row.id, now, expires_at(engram, now), placement.run, written_by],
+    )?;
+    Ok(if n == 1 {
+        PutOutcome::Revived { id: row.id }
+    } else {
+        // Superseded engrams stay cold: their replacement is what recall should find.
+        PutOutcome::Duplicate { id: row.id }
     })
+}
+
+/// The id under which run `run` keeps its own copy of a claim that another run already holds privately (scope
+/// `run`): `<id>~r<12 hex of blake3(run)>`. Deterministic, so the same run putting the claim again finds its copy,
+/// and [`crate::memory::Memory::get_as`] finds it from the plain id.
+pub fn run_copy_id(id: &str, run: &str) -> String {
+    let hex = blake3::hash(run.as_bytes()).to_hex();
+    format!("{id}~r{}", &hex[..12])
+}
+
+/// Stores this run's own copy of a claim another run holds privately: under [`run_copy_id`], with a content hash
+/// of its own (so the project's dedup keeps both), leaving the other run's row exactly as it was.
+fn put_run_copy(
+    tx: &rusqlite::Transaction<'_>,
+    engram: &Valid<Engram>,
+    hash: &str,
+    placement: &Placement,
+    now: i64,
+) -> Result<PutOutcome, StoreError> {
+    let copy_id = run_copy_id(&engram.id, &placement.run);
+    let copy_hash = blake3::hash(format!("{hash}\n{}", placement.run).as_bytes()).to_hex().to_string();
+    let existing = tx
+        .prepare_cached("SELECT id, tier, scope, run, doc FROM engrams WHERE project = ?1 AND id = ?2")?
+        .query_row(params![placement.project, copy_id], existing_row)
+        .optional()?;
+    let copy = Valid::new(Engram { id: copy_id.clone(), ..(**engram).clone() })
+        .map_err(|v| StoreError::Corrupt { id: copy_id.clone(), message: v.to_string() })?;
+    match existing {
+        None => insert(tx, &copy, &copy_hash, placement, now),
+        Some(row) if !row.same_claim(engram)? => {
+            Err(StoreError::IdConflict { project: placement.project.clone(), id: engram.id.clone() })
+        }
+        Some(row) => settle_existing(tx, &copy, row, placement, now),
+    }
+}
+
+fn insert(
+    tx: &rusqlite::Transaction<'_>,
+    engram: &Valid<Engram>,
+    hash: &str,
+    placement: &Placement,
+    now: i64,
+) -> Result<PutOutcome, StoreError> {
+    let doc = serde_json::to_string(&**engram)
+        .map_err(|err| StoreError::Corrupt { id: engram.id.clone(), message: err.to_string() })?;
+    tx.prepare_cached(&format!(
+        "INSERT INTO engrams (id, content_hash, project, scope, kind, created_by, stored_at, expires_at,
+                                  confidence, tier, doc, run, written_by, subject, changed)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'hot', ?10, ?11, ?12, ?13, {NEXT_GENERATION})"
+    ))?
+    .execute(params![
+        engram.id,
+        hash,
+        placement.project,
+        engram.scope.as_str(),
+        engram.kind.as_str(),
+        engram.provenance.created_by,
+        now,
+        expires_at(engram, now),
+        engram.confidence,
+        doc,
+        placement.run,
+        writer(engram, placement),
+        subject_key(engram),
+    ])?;
+    Ok(PutOutcome::Stored { id: engram.id.clone() })
+}
+
+/// Who is recorded as writing: the placement's writer, else the engram's creator.
+fn writer<'a>(engram: &'a Engram, placement: &'a Placement) -> &'a str {
+    if placement.written_by.is_empty() { &engram.provenance.created_by } else { &placement.written_by }
+}
+
+fn expires_at(engram: &Engram, now: i64) -> i64 {
+    now.saturating_add(i64::try_from(engram.ttl.duration().as_secs()).unwrap_or(i64::MAX))
 }
 
 fn bump_generation(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<usize> {
@@ -632,6 +814,11 @@ impl Store {
 /// Identity of an engram's content for dedup: kind, scope, claim and the sources it cites (without digests, in any
 /// order).
 pub fn content_hash(engram: &Engram) -> String {
+    content_hash_at(engram, engram.scope.as_str())
+}
+
+/// [`content_hash`] of the engram as if it had scope `scope` (a row of the same claim at another scope).
+fn content_hash_at(engram: &Engram, scope: &str) -> String {
     let mut pointers: Vec<String> = engram
         .pointers
         .iter()
@@ -639,7 +826,7 @@ pub fn content_hash(engram: &Engram) -> String {
         .collect();
     pointers.sort();
     let mut hasher = blake3::Hasher::new();
-    for part in [engram.kind.as_str(), engram.scope.as_str(), engram.claim.trim()] {
+    for part in [engram.kind.as_str(), scope, engram.claim.trim()] {
         hasher.update(part.as_bytes());
         hasher.update(b"\n");
     }

@@ -266,3 +266,71 @@ fn a_backlog_of_several_embedding_steps_is_embedded_in_full() {
     let recall = memory.query("which job keeps module m300 warm", "kelp", None, 3).expect("query");
     assert_eq!(recall.stages, ["hash", "rerank"]);
 }
+
+/// Writes garbage over every file of `dir` whose name ends with `ext`; returns how many.
+fn damage(dir: &Path, ext: &str) -> usize {
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).expect("index dir") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == ext) {
+            std::fs::write(&path, b"\x00garbage, not a tantivy file\xff".repeat(40)).expect("damage");
+            n += 1;
+        }
+    }
+    n
+}
+
+#[test]
+fn garbage_in_the_index_files_is_detected_and_rebuilt_from_the_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let facts = facts();
+    let before = {
+        let mut memory = Memory::open_without_model(dir.path()).expect("open");
+        memory.put_many(&facts, "kelp", 0).expect("put");
+        memory.query("migrations seeding dev port", "kelp", None, 4).expect("query")
+    };
+    assert_eq!(before.hits.len(), 3, "three of the four share keys with the question");
+    for ext in ["term", "idx", "store", "fast"] {
+        assert!(damage(&dir.path().join("recall"), ext) > 0, "no .{ext} file to damage");
+        let mut memory = Memory::open_without_model(dir.path()).expect("a damaged index does not stop the open");
+        assert_eq!(memory.stats().expect("stats").hot, 4);
+        assert_eq!(memory.query("migrations seeding dev port", "kelp", None, 4).expect("query"), before, ".{ext}");
+    }
+    // `reindex` replaces whatever is there, whatever it holds.
+    damage(&dir.path().join("recall"), "term");
+    std::fs::write(dir.path().join("recall/meta.json"), "{\"not\": \"an index\"}").expect("damage");
+    let mut memory = Memory::open_without_model(dir.path()).expect("open");
+    assert_eq!(memory.reindex().expect("reindex"), 4);
+    assert_eq!(memory.query("migrations seeding dev port", "kelp", None, 4).expect("query"), before);
+}
+
+#[test]
+fn two_memories_on_one_store_see_each_others_writes_and_wait_for_the_write_lock() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let facts = facts();
+    let mut first = Memory::open_without_model(dir.path()).expect("open");
+    let mut second = Memory::open_without_model(dir.path()).expect("open beside it");
+    first.put(&facts[0], "kelp", 0).expect("put");
+    first.commit().expect("commit");
+    assert_eq!(ids(&second.query("dev server port", "kelp", None, 1).expect("query")), [facts[0].id.as_str()]);
+    second.put(&facts[1], "kelp", 0).expect("put");
+    // A writer holds the index's write lock for a while: the other one waits for it instead of failing.
+    let holder = {
+        let recall = dir.path().join("recall");
+        let (locked, held) = std::sync::mpsc::channel();
+        let handle = std::thread::spawn(move || {
+            let mut index = RecallIndex::open(&recall).expect("open");
+            let write = index.write().expect("lock");
+            locked.send(()).expect("send");
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            drop(write);
+        });
+        held.recv().expect("locked");
+        handle
+    };
+    second.commit().expect("waits for the lock, then commits");
+    holder.join().expect("holder");
+    let recall = first.query("migrations seeding", "kelp", None, 4).expect("query");
+    assert!(ids(&recall).contains(&facts[1].id.as_str()), "{:?}", ids(&recall));
+    assert_eq!(first.query("migrations seeding", "kelp", None, 4).expect("again"), recall);
+}

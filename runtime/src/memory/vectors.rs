@@ -351,7 +351,8 @@ impl VectorIndex {
         }
         let file = self.dir.join(Self::FILE);
         let error = |message: String| VectorError { path: file.clone(), message };
-        let tmp = self.dir.join("vectors.usearch.partial");
+        // A name of this process's own: two processes saving at once each rename a whole file.
+        let tmp = self.dir.join(format!("vectors.usearch.partial-{}", std::process::id()));
         let tmp_str = tmp.to_str().ok_or_else(|| error("path is not UTF-8".into()))?;
         // The generation goes first as "unknown", then the file, then the generation: a crash in between leaves a
         // file that is rebuilt, never one trusted while stale.

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::dag::actor::{SummarizerArgs, SummarizerMsg, SummarizerSupervisor};
 use crate::dag::{BuildReport, Builder, DagConfig, Extractive, Summarizer};
 use crate::error::{Error, Violation};
-use crate::memory::{MemoryActor, MemoryArgs, MemoryPolicy, system_clock};
+use crate::memory::{MemoryActor, MemoryArgs, system_clock};
 use crate::resolver::Resolver;
 use crate::run::agent::{ActRequest, AgentFactory};
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg, MAX_RESTARTS};
@@ -163,8 +163,7 @@ impl LocalRun {
         let (summarizers, _) = Actor::spawn_linked(None, SummarizerSupervisor, summarizer_args, supervisor.get_cell())
             .await
             .map_err(|e| fail("summarizers", &e))?;
-        let memory_args =
-            MemoryArgs { dir: memory_dir, policy: MemoryPolicy::default(), clock: system_clock(), remove_on_stop };
+        let memory_args = MemoryArgs::new(memory_dir, system_clock(), remove_on_stop);
         let (memory, _) = Actor::spawn_linked(None, MemoryActor, memory_args, supervisor.get_cell())
             .await
             .map_err(|e| fail("memory", &e))?;

@@ -56,12 +56,8 @@ async fn harness(budget_toml: &str) -> Harness {
         .expect("resolver actor");
     let (ledger, _) =
         Actor::spawn(None, LedgerActor, LedgerArgs { out_dir: None, trace: false }).await.expect("ledger");
-    let memory_args = crate::memory::MemoryArgs {
-        dir: workspace.path().join(".memory"),
-        policy: crate::memory::MemoryPolicy::default(),
-        clock: crate::memory::system_clock(),
-        remove_on_stop: false,
-    };
+    let memory_args =
+        crate::memory::MemoryArgs::new(workspace.path().join(".memory"), crate::memory::system_clock(), false);
     let (memory, _) = Actor::spawn(None, crate::memory::MemoryActor, memory_args).await.expect("memory");
     let summarizer_args = crate::dag::actor::SummarizerArgs {
         dir: workspace.path().join(".memory"),

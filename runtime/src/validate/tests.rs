@@ -457,6 +457,72 @@ fn other_vectors() -> Vec<Vector> {
             [(SchemaInvalid, "/tokenizer")]
         ),
         v!(
+            "scenario workspace absolute",
+            Scenario,
+            |d| set(d, "/workspace", json!("/etc")),
+            [(ScenarioInvalid, "/workspace")]
+        ),
+        v!(
+            "scenario workspace escaping its directory",
+            Scenario,
+            |d| set(d, "/workspace", json!("../../..")),
+            [(ScenarioInvalid, "/workspace")]
+        ),
+        v!(
+            "scenario workspace escaping through a subdirectory",
+            Scenario,
+            |d| set(d, "/workspace", json!("fixtures/../../x")),
+            [(ScenarioInvalid, "/workspace")]
+        ),
+        v!(
+            "scenario workspace with a drive letter",
+            Scenario,
+            |d| set(d, "/workspace", json!("C:\\Windows")),
+            [(ScenarioInvalid, "/workspace")]
+        ),
+        v!(
+            "scenario step for an unknown agent",
+            Scenario,
+            |d| set(d, "/steps/2/agent", json!("nobody")),
+            [(ScenarioInvalid, "/steps/2/agent")]
+        ),
+        v!(
+            "scenario grant to a non-descendant",
+            Scenario,
+            |d| set(d, "/steps/0/grants/0/to", json!("architect")),
+            [(ScenarioInvalid, "/steps/0/grants/0/to")]
+        ),
+        v!(
+            "scenario grant living forever",
+            Scenario,
+            |d| insert(d, "/steps/0/grants/0/ttl", json!("forever")),
+            [(TtlInvalid, "/steps/0/grants/0/ttl")]
+        ),
+        v!(
+            "scenario engram with a bad ttl",
+            Scenario,
+            |d| insert(d, "/steps/2/engrams/0/ttl", json!("a week")),
+            [(TtlInvalid, "/steps/2/engrams/0/ttl")]
+        ),
+        v!(
+            "scenario brief to an agent that is not a child",
+            Scenario,
+            |d| insert(d, "/steps/0/to", json!(["architect"])),
+            [(ScenarioInvalid, "/steps/0/to/0")]
+        ),
+        v!(
+            "scenario report by the lead without a receiver",
+            Scenario,
+            |d| set(d, "/steps/2/agent", json!("architect")),
+            [(ScenarioInvalid, "/steps/2/to")]
+        ),
+        v!(
+            "scenario report to an unknown agent",
+            Scenario,
+            |d| insert(d, "/steps/2/to", json!("ghost")),
+            [(ScenarioInvalid, "/steps/2/to")]
+        ),
+        v!(
             "scenario step with an unknown action",
             Scenario,
             |d| set(d, "/steps/0/action", json!("paste")),

@@ -9,7 +9,7 @@ use crate::engram::{Engram, EngramKind, Scope};
 use crate::memory::actor::{
     EngramRef, MemoryActor, MemoryArgs, MemoryMsg, PromoteRequest, PutRequest, QueryRequest, SupersedeRequest,
 };
-use crate::memory::store::Tier;
+use crate::memory::store::{Store, Tier};
 use crate::pointer::Pointer;
 use crate::ttl::Ttl;
 
@@ -260,16 +260,61 @@ fn a_newer_engram_for_the_same_subject_supersedes_the_older_one() {
 }
 
 #[test]
-fn a_run_scoped_engram_put_again_in_a_later_run_moves_to_that_run() {
+fn a_run_scoped_engram_put_again_in_another_run_is_a_copy_of_that_run_and_never_a_takeover() {
     let (_dir, mut memory) = open();
     let in_r1 = Principal::agent("dev", "programmer", "a", "r1");
     let in_r2 = Principal::agent("dev", "programmer", "a", "r2");
     let e = engram(Spec { claim: "Seeding needs migration 3.", scope: Scope::Run, ..Spec::default() });
     memory.put_as(&in_r1, &e, "a", 0).expect("put");
     assert!(memory.query_as(&in_r2, "seeding migration", &q(5)).expect("query").hits.is_empty());
-    assert_eq!(memory.put_as(&in_r2, &e, "a", 1).expect("put").outcome, PutOutcome::Revived { id: e.id.clone() });
-    assert_eq!(ids(&memory.query_as(&in_r2, "seeding migration", &q(5)).expect("query")), [e.id.as_str()]);
-    assert_eq!(memory.put_as(&in_r2, &e, "a", 2).expect("again").outcome, PutOutcome::Duplicate { id: e.id.clone() });
+    let copy = run_copy_id(&e.id, "r2");
+    assert_eq!(memory.put_as(&in_r2, &e, "a", 1).expect("put").outcome, PutOutcome::Stored { id: copy.clone() });
+    assert_eq!(ids(&memory.query_as(&in_r2, "seeding migration", &q(5)).expect("query")), [copy.as_str()]);
+    assert_eq!(memory.put_as(&in_r2, &e, "a", 2).expect("again").outcome, PutOutcome::Duplicate { id: copy.clone() });
+    // The owner keeps its engram, private to its run, untouched.
+    let own = memory.get_as(&in_r1, &e.id).expect("the owner reads it").expect("there");
+    assert_eq!((own.run.as_str(), own.stored_at, own.engram.id.as_str()), ("r1", 0, e.id.as_str()));
+    assert_eq!(ids(&memory.query_as(&in_r1, "seeding migration", &q(5)).expect("query")), [e.id.as_str()]);
+    // The later run reads its own copy by the plain id, never the other run's row.
+    let theirs = memory.get_as(&in_r2, &e.id).expect("get").expect("its copy");
+    assert_eq!((theirs.run.as_str(), theirs.engram.id.as_str()), ("r2", copy.as_str()));
+    let in_r3 = Principal::agent("dev", "programmer", "a", "r3");
+    assert_eq!(code(memory.get_as(&in_r3, &e.id).expect_err("a third run holds nothing")), ErrorCode::ScopeDenied);
+    // Cold in its run, the owner's engram is still not revived by another run.
+    assert!(memory.evict_as(&in_r1, &e.id).expect("evict"));
+    let in_r4 = Principal::agent("dev", "programmer", "a", "r4");
+    let outcome = memory.put_as(&in_r4, &e, "a", 3).expect("put").outcome;
+    assert_eq!(outcome, PutOutcome::Stored { id: run_copy_id(&e.id, "r4") });
+    let own = memory.get_as(&in_r1, &e.id).expect("get").expect("there");
+    assert_eq!((own.run.as_str(), own.tier), ("r1", Tier::Cold));
+    // A project-scoped put of the same claim does not take the private one over either.
+    let wide = engram(Spec { claim: "Seeding needs migration 3.", scope: Scope::Project, ..Spec::default() });
+    assert_eq!(wide.id, e.id, "the same claim has the same id at any scope");
+    let outcome = memory.put_as(&in_r2, &wide, "a", 4).expect("put").outcome;
+    assert!(matches!(&outcome, PutOutcome::Stored { id } | PutOutcome::Duplicate { id } if *id != e.id), "{outcome:?}");
+    assert_eq!(memory.get_as(&in_r1, &e.id).expect("get").expect("there").run, "r1");
+}
+
+#[test]
+fn the_same_id_for_another_claim_is_refused_and_nothing_changes() {
+    let (_dir, mut memory) = open();
+    let dev = Principal::agent("dev", "programmer", "a", "r1");
+    let first = engram(Spec { claim: "The port is 5173.", ..Spec::default() });
+    memory.put_as(&dev, &first, "a", 0).expect("put");
+    let mut other = (*engram(Spec { claim: "The port is 8080.", ..Spec::default() })).clone();
+    other.id.clone_from(&first.id);
+    let other = Valid::new(other).expect("valid");
+    let err = memory.put_as(&dev, &other, "a", 1).expect_err("conflict");
+    assert_eq!(code(err), ErrorCode::IdConflict);
+    assert_eq!(memory.get_as(&dev, &first.id).expect("get").expect("there").engram.claim, "The port is 5173.");
+    assert_eq!(memory.stats().expect("stats").hot, 1, "nothing stored");
+    // The trusted bulk path says so too, with the same code.
+    let err = memory.put_many(&[other], "a", 2).expect_err("conflict");
+    assert_eq!(err.code(), Some(ErrorCode::IdConflict));
+    // The same claim under the same id at another scope is the same engram: a duplicate, not a conflict.
+    let wider = Valid::new(Engram { scope: Scope::Org, ..(*first).clone() }).expect("valid");
+    let outcome = memory.put_as(&lead(), &wider, "a", 3).expect("put").outcome;
+    assert_eq!(outcome, PutOutcome::Duplicate { id: first.id.clone() });
 }
 
 #[test]
@@ -408,6 +453,7 @@ async fn the_memory_actor_answers_every_message() {
         policy: MemoryPolicy { puts_per_window: 2, ..MemoryPolicy::default() },
         clock: Arc::new(move || clock_now.load(Ordering::SeqCst)),
         remove_on_stop: true,
+        sweep_every: 3600,
     };
     let (actor, handle) = ractor::Actor::spawn(None, MemoryActor, args).await.expect("spawn");
     let dev = Principal::agent("dev", "programmer", "a", "r1");
@@ -456,11 +502,120 @@ async fn the_memory_actor_answers_every_message() {
     assert!(ractor::call!(actor, MemoryMsg::Supersede, supersede).expect("call").expect("supersede"));
     assert!(ractor::call!(actor, MemoryMsg::Evict, dev.clone(), third.id.clone()).expect("call").expect("evict"));
     now.store(61 + 8 * 86_400, Ordering::SeqCst);
-    assert_eq!(ractor::call!(actor, MemoryMsg::EvictExpired).expect("call").expect("expired"), 1, "new's TTL ran out");
+    // The sweep is due on the clock: it ran before this message, so nothing is left for an explicit one.
+    assert_eq!(ractor::call!(actor, MemoryMsg::EvictExpired).expect("call").expect("expired"), 0, "swept already");
+    let got = ractor::call!(actor, MemoryMsg::Get, dev.clone(), new.id.clone()).expect("call").expect("get");
+    assert_eq!(got.expect("there").cold_reason.as_deref(), Some("expired"), "new's TTL ran out");
     let stats = ractor::call!(actor, MemoryMsg::Stats).expect("call").expect("stats");
     assert_eq!((stats.hot, stats.cold), (0, 3));
 
     actor.stop(None);
     handle.await.expect("stopped");
     assert!(!dir.path().join("memory").exists(), "a scratch store is removed at stop");
+}
+
+#[test]
+fn an_expired_engram_leaves_recall_and_the_hot_count_when_its_ttl_runs_out() {
+    let (_dir, mut memory) = open();
+    let dev = Principal::agent("dev", "programmer", "a", "r1");
+    let short = engram(Spec {
+        claim: "The staging token rotates hourly.",
+        ttl: Ttl::parse("PT2S").expect("ttl"),
+        ..Spec::default()
+    });
+    memory.put_as(&dev, &short, "a", 1_000).expect("put");
+    let at = |now: i64| QueryOptions { now: Some(now), ..q(5) };
+    assert_eq!(ids(&memory.query_as(&dev, "staging token", &at(1_001)).expect("query")), [short.id.as_str()]);
+    // Past its TTL and not yet swept to the cold tier: out of recall and of the hot count all the same.
+    assert!(memory.query_as(&dev, "staging token", &at(1_004)).expect("query").hits.is_empty());
+    let cold = QueryOptions { include_cold: true, ..at(1_004) };
+    assert_eq!(ids(&memory.query_as(&dev, "staging token", &cold).expect("cold query")), [short.id.as_str()]);
+    let stats = memory.stats_at(1_004).expect("stats");
+    assert_eq!((stats.hot, stats.cold, stats.hot_by_kind.len()), (0, 1, 0));
+    assert_eq!(memory.stats_at(1_001).expect("stats").hot, 1);
+    assert_eq!(memory.evict_expired(1_004).expect("sweep"), 1);
+    assert_eq!(memory.stats().expect("stats").hot, 0, "moved: cold by the stored tier too");
+}
+
+#[tokio::test]
+async fn the_memory_actor_sweeps_expired_engrams_on_its_clock_and_when_idle() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let now = Arc::new(AtomicI64::new(1_000));
+    let clock_now = now.clone();
+    let args = MemoryArgs {
+        sweep_every: 1,
+        ..MemoryArgs::new(dir.path().join("memory"), Arc::new(move || clock_now.load(Ordering::SeqCst)), false)
+    };
+    let (actor, handle) = ractor::Actor::spawn(None, MemoryActor, args).await.expect("spawn");
+    let dev = Principal::agent("dev", "programmer", "a", "r1");
+    let short = engram(Spec {
+        claim: "The staging token rotates hourly.",
+        ttl: Ttl::parse("PT2S").expect("ttl"),
+        ..Spec::default()
+    });
+    let put = Box::new(PutRequest { who: dev.clone(), engram: short.clone(), project: "a".to_owned() });
+    ractor::call!(actor, MemoryMsg::Put, put).expect("call").expect("put");
+    let query = || Box::new(QueryRequest { who: dev.clone(), text: "staging token".to_owned(), options: q(5) });
+    assert_eq!(ractor::call!(actor, MemoryMsg::Query, query()).expect("call").expect("query").hits.len(), 1);
+    now.store(1_004, Ordering::SeqCst);
+    // No message arrives: the timer wakes the actor and the sweep, due on the injected clock, moves the engram.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let store = Store::open(&dir.path().join("memory")).expect("open the store beside the actor");
+        if store.get("a", &short.id).expect("get").expect("there").tier == Tier::Cold {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the idle actor never swept the expired engram");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(ractor::call!(actor, MemoryMsg::Query, query()).expect("call").expect("query").hits.is_empty());
+    let stats = ractor::call!(actor, MemoryMsg::Stats).expect("call").expect("stats");
+    assert_eq!((stats.hot, stats.cold), (0, 1));
+    actor.stop(None);
+    handle.await.expect("stopped");
+}
+
+#[tokio::test]
+async fn the_memory_actor_leaves_expired_engrams_out_of_queries_between_sweeps() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let now = Arc::new(AtomicI64::new(1_000));
+    let clock_now = now.clone();
+    let args = MemoryArgs {
+        sweep_every: 3_600,
+        ..MemoryArgs::new(dir.path().join("memory"), Arc::new(move || clock_now.load(Ordering::SeqCst)), false)
+    };
+    let (actor, handle) = ractor::Actor::spawn(None, MemoryActor, args).await.expect("spawn");
+    let dev = Principal::agent("dev", "programmer", "a", "r1");
+    let short = engram(Spec {
+        claim: "The staging token rotates hourly.",
+        ttl: Ttl::parse("PT2S").expect("ttl"),
+        ..Spec::default()
+    });
+    let put = Box::new(PutRequest { who: dev.clone(), engram: short.clone(), project: "a".to_owned() });
+    ractor::call!(actor, MemoryMsg::Put, put).expect("call").expect("put");
+    now.store(1_004, Ordering::SeqCst);
+    let query = Box::new(QueryRequest { who: dev.clone(), text: "staging token".to_owned(), options: q(5) });
+    assert!(ractor::call!(actor, MemoryMsg::Query, query).expect("call").expect("query").hits.is_empty());
+    let got = ractor::call!(actor, MemoryMsg::Get, dev.clone(), short.id.clone()).expect("call").expect("get");
+    assert_eq!(got.expect("there").tier, Tier::Hot, "not swept yet: the next sweep is an hour away");
+    let stats = ractor::call!(actor, MemoryMsg::Stats).expect("call").expect("stats");
+    assert_eq!((stats.hot, stats.cold), (0, 1), "counted cold all the same");
+    now.store(4_600, Ordering::SeqCst);
+    let got = ractor::call!(actor, MemoryMsg::Get, dev.clone(), short.id.clone()).expect("call").expect("get");
+    assert_eq!(got.expect("there").cold_reason.as_deref(), Some("expired"), "swept once the period passed");
+    actor.stop(None);
+    handle.await.expect("stopped");
+}
+
+#[test]
+fn a_k_out_of_range_is_refused_and_recall_caps_it() {
+    let (_dir, mut memory) = open();
+    let dev = Principal::agent("dev", "programmer", "a", "r1");
+    memory.put_as(&dev, &engram(Spec { claim: "The port is 5173.", ..Spec::default() }), "a", 0).expect("put");
+    for k in [0, MAX_K + 1, usize::MAX] {
+        assert_eq!(code(memory.query_as(&dev, "port", &q(k)).expect_err("refused")), ErrorCode::ArgumentInvalid);
+    }
+    assert_eq!(memory.query_as(&dev, "port", &q(MAX_K)).expect("the cap itself").hits.len(), 1);
+    // The trusted path caps instead of sizing anything by the number.
+    assert_eq!(memory.query("port", "a", None, usize::MAX).expect("capped").hits.len(), 1);
 }

@@ -1,0 +1,372 @@
+//! Regression tests of issue 17 (reliability and attack resistance): each runs the built `lessrt` the way the defect
+//! was found and fails on the code before its fix.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+fn lessrt(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lessrt")).args(args).output().expect("lessrt runs")
+}
+
+/// `lessrt` without the embedding model (hash recall only): a command that must be quick does not load it.
+fn lessrt_hash_only(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(args)
+        .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
+        .output()
+        .expect("lessrt runs")
+}
+
+fn lessrt_stdin(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lessrt starts");
+    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
+    child.wait_with_output().expect("lessrt runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// An engram of the shipped example's shape with its own id, claim, scope and TTL.
+fn engram(id: &str, claim: &str, scope: &str, ttl: &str) -> Value {
+    let mut doc: Value = serde_json::from_str(include_str!("../schemas/examples/engram.json")).expect("example engram");
+    doc["id"] = json!(id);
+    doc["claim"] = json!(claim);
+    doc["scope"] = json!(scope);
+    doc["ttl"] = json!(ttl);
+    doc
+}
+
+fn store_arg(dir: &Path) -> String {
+    dir.join("store").display().to_string()
+}
+
+/// The ids (and tiers) a `memory query --json` returned.
+fn hits(output: &Output) -> Vec<(String, String)> {
+    let recall: Value = serde_json::from_str(&stdout(output))
+        .unwrap_or_else(|err| panic!("JSON ({err}): {}\n{}", stdout(output), stderr(output)));
+    recall["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .map(|h| (h["id"].as_str().unwrap_or_default().to_owned(), h["tier"].as_str().unwrap_or_default().to_owned()))
+        .collect()
+}
+
+/// `ttl = "PT3S"` queried after it ran out: out of hot recall and of the hot count, moved to the cold tier by the
+/// next command that writes, still readable by id and by a cold query.
+#[test]
+fn issue17_an_expired_engram_leaves_hot_recall_and_the_hot_count() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_arg(dir.path());
+    let common = ["--store", store.as_str(), "--project", "p"];
+    let short = engram("eg_short", "The staging token rotates every few seconds.", "project", "PT3S");
+    let output = lessrt_stdin(&[&["memory", "put", "-"][..], &common].concat(), &short.to_string());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let query = |extra: &[&str]| {
+        lessrt_hash_only(&[&["memory", "query", "staging token rotates", "--json"][..], &common, extra].concat())
+    };
+    let first = query(&[]);
+    assert_eq!(hits(&first), [("eg_short".to_owned(), "hot".to_owned())], "{}", stderr(&first));
+    // The TTL is the only clock a command-line user has: waiting it out is the test.
+    std::thread::sleep(std::time::Duration::from_millis(3_100));
+    assert!(hits(&query(&[])).is_empty(), "an expired engram is out of hot recall");
+    let stats: Value =
+        serde_json::from_str(&stdout(&lessrt(&["memory", "stats", "--json", "--store", &store]))).expect("JSON");
+    assert_eq!((stats["hot"].as_u64(), stats["cold"].as_u64()), (Some(0), Some(1)), "{stats}");
+    // A command that writes moves it to the cold tier for good.
+    let other = engram("eg_other", "The staging database is read-only on Sundays.", "project", "P7D");
+    let output = lessrt_stdin(&[&["memory", "put", "-"][..], &common].concat(), &other.to_string());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let got: Value =
+        serde_json::from_str(&stdout(&lessrt(&[&["memory", "get", "eg_short", "--json"][..], &common].concat())))
+            .expect("JSON");
+    assert_eq!((got["tier"].as_str(), got["cold_reason"].as_str()), (Some("cold"), Some("expired")), "{got}");
+    let cold = hits(&query(&["--cold"]));
+    assert!(cold.contains(&("eg_short".to_owned(), "cold".to_owned())), "{cold:?}");
+}
+
+/// Run r2 putting the id run r1 holds privately: r2 gets a copy of its own (exit 0, `stored`, not `revived`), r1's
+/// engram stays r1's and private; another claim under a taken id is refused with `LESS_ID_CONFLICT`, exit 2.
+#[test]
+fn issue17_a_run_never_takes_over_another_runs_engram_and_a_taken_id_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_arg(dir.path());
+    let in_run = |run: &'static str| ["--store", store.as_str(), "--project", "p", "--run", run];
+    let private = engram("eg_private", "The release branch is cut on Thursdays.", "run", "P7D");
+    let put = |run: &'static str, doc: &Value| {
+        lessrt_stdin(&[&["memory", "put", "-"][..], &in_run(run)].concat(), &doc.to_string())
+    };
+    let output = put("r1", &private);
+    assert_eq!((output.status.code(), stdout(&output).trim()), (Some(0), "stored\teg_private"), "{}", stderr(&output));
+    let output = put("r2", &private);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let (status, copy) =
+        stdout(&output).trim().split_once('\t').map(|(a, b)| (a.to_owned(), b.to_owned())).expect("ack");
+    assert_eq!(status, "stored", "a copy of r2's own, never `revived`");
+    assert_ne!(copy, "eg_private");
+    let get = |run: &'static str| {
+        let output = lessrt(&[&["memory", "get", "eg_private", "--json"][..], &in_run(run)].concat());
+        (output.status.code(), serde_json::from_str::<Value>(&stdout(&output)).unwrap_or(Value::Null), stderr(&output))
+    };
+    let (code, owner, err) = get("r1");
+    assert_eq!(code, Some(0), "the owner keeps access: {err}");
+    assert_eq!((owner["run"].as_str(), owner["engram"]["id"].as_str()), (Some("r1"), Some("eg_private")), "{owner}");
+    let (code, theirs, err) = get("r2");
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!((theirs["run"].as_str(), theirs["engram"]["id"].as_str()), (Some("r2"), Some(copy.as_str())));
+    let (code, _, err) = get("r3");
+    assert_eq!(code, Some(2), "a third run reads neither");
+    assert!(err.contains("LESS_SCOPE_DENIED"), "{err}");
+    // The same id for another claim: refused with a code, and the stored claim is unchanged.
+    let mut other = private.clone();
+    other["claim"] = json!("The release branch is cut on Mondays.");
+    let output = put("r1", &other);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+    assert!(stdout(&output).contains("LESS_ID_CONFLICT"), "{}", stdout(&output));
+    assert!(stderr(&output).contains("instead:"), "{}", stderr(&output));
+    let (_, owner, _) = get("r1");
+    assert_eq!(owner["engram"]["claim"].as_str(), Some("The release branch is cut on Thursdays."));
+}
+
+fn lessrt_hash_only_stdin(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(args)
+        .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lessrt starts");
+    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
+    child.wait_with_output().expect("lessrt runs")
+}
+
+/// Four `memory put` loops and two `memory query` loops, each command its own process, on one store: every command
+/// succeeds (writers wait for the index's write lock, readers need none), and every acknowledged engram is recalled.
+#[test]
+fn issue17_parallel_writers_and_readers_on_one_store_all_succeed() {
+    const PUTS: usize = 12;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_arg(dir.path());
+    // One engram first: a query of an empty or missing store answers "nothing" (exit 1), not what is tested here.
+    let seed = engram("eg_seed", "The deploy pipeline records every fact.", "project", "P7D").to_string();
+    let output = lessrt_hash_only_stdin(&["memory", "put", "-", "--store", &store, "--project", "p"], &seed);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let failures = std::sync::Mutex::new(Vec::<String>::new());
+    std::thread::scope(|scope| {
+        for writer in 0..4 {
+            let (store, failures) = (&store, &failures);
+            scope.spawn(move || {
+                for n in 0..PUTS {
+                    let doc = engram(
+                        &format!("eg_w{writer}_{n}"),
+                        &format!("Writer {writer} records deploy fact {n} for the pipeline."),
+                        "project",
+                        "P7D",
+                    );
+                    let output = lessrt_hash_only_stdin(
+                        &["memory", "put", "-", "--store", store, "--project", "p"],
+                        &doc.to_string(),
+                    );
+                    if output.status.code() != Some(0) {
+                        failures.lock().expect("lock").push(format!("put: {}", stderr(&output)));
+                    }
+                }
+            });
+        }
+        for _ in 0..2 {
+            let (store, failures) = (&store, &failures);
+            scope.spawn(move || {
+                for _ in 0..PUTS {
+                    let output = lessrt_hash_only(&[
+                        "memory",
+                        "query",
+                        "deploy fact pipeline",
+                        "--store",
+                        store,
+                        "--project",
+                        "p",
+                    ]);
+                    if output.status.code() != Some(0) {
+                        failures.lock().expect("lock").push(format!("query: {}", stderr(&output)));
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().expect("lock");
+    assert!(failures.is_empty(), "{} of {} commands failed: {failures:#?}", failures.len(), 6 * PUTS);
+    let stats: Value =
+        serde_json::from_str(&stdout(&lessrt_hash_only(&["memory", "stats", "--store", &store, "--json"])))
+            .expect("JSON");
+    assert_eq!(stats["hot"].as_u64(), Some(4 * PUTS as u64 + 1), "{stats}");
+    // Every acknowledged engram is in the index: the most specific question finds each one first.
+    for writer in 0..4 {
+        let question = format!("Writer {writer} records deploy fact 7");
+        let output = lessrt_hash_only(&[
+            "memory",
+            "query",
+            &question,
+            "--store",
+            &store,
+            "--project",
+            "p",
+            "--k",
+            "1",
+            "--json",
+        ]);
+        assert_eq!(hits(&output), [(format!("eg_w{writer}_7"), "hot".to_owned())], "{}", stderr(&output));
+    }
+}
+
+/// Garbage in the recall index's files and in the archive's message index: every command still answers (the
+/// damage is detected and the index rebuilt from SQLite), and `memory reindex` repairs what it finds.
+#[test]
+fn issue17_a_damaged_index_is_rebuilt_from_the_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_arg(dir.path());
+    let common = ["--store", store.as_str(), "--project", "p"];
+    let docs: Vec<String> = (0..3)
+        .map(|n| {
+            engram(
+                &format!("eg_{n}"),
+                &format!("The deploy pipeline runs stage {n} on canary hosts."),
+                "project",
+                "P7D",
+            )
+            .to_string()
+        })
+        .collect();
+    let output = lessrt_hash_only_stdin(&[&["memory", "put", "-"][..], &common].concat(), &docs.join("\n"));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let transcript = json!([
+        {"role": "user", "content": "Where do the canary hosts live?"},
+        {"role": "assistant", "content": "The canary hosts live in the eu-west-3 rack, behind the blue load balancer."}
+    ]);
+    let output = lessrt_hash_only_stdin(
+        &["memory", "ingest", "-", "--session", "s1", "--project", "p", "--store", &store],
+        &transcript.to_string(),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let garbage = |index: &Path| {
+        let mut n = 0;
+        for entry in std::fs::read_dir(index).expect("index dir") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "term") {
+                std::fs::write(&path, b"\x00not a term dictionary\xff".repeat(64)).expect("damage");
+                n += 1;
+            }
+        }
+        assert!(n > 0, "no term file in {}", index.display());
+    };
+    garbage(&dir.path().join("store/recall"));
+    garbage(&dir.path().join("store/archive-index/recall"));
+    let query = lessrt_hash_only(&[&["memory", "query", "deploy pipeline canary", "--json"][..], &common].concat());
+    assert_eq!(query.status.code(), Some(0), "{}", stderr(&query));
+    assert_eq!(hits(&query).len(), 3);
+    for args in [&["memory", "stats"][..], &["memory", "reindex"][..]] {
+        let output = lessrt_hash_only(&[args, &["--store", store.as_str()]].concat());
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {}", stderr(&output));
+    }
+    garbage(&dir.path().join("store/recall"));
+    let more = engram("eg_more", "The deploy pipeline pauses on Fridays.", "project", "P7D").to_string();
+    let output = lessrt_hash_only_stdin(&[&["memory", "put", "-"][..], &common].concat(), &more);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let answer = lessrt_hash_only(&["dag", "query", "where are the canary hosts", "--store", &store, "--json"]);
+    assert_eq!(answer.status.code(), Some(0), "{}", stderr(&answer));
+    assert!(stdout(&answer).contains("eu-west-3"), "{}", stdout(&answer));
+}
+
+/// `memory query --k` with a count the process could never allocate: refused up front with a code and exit 2, never
+/// an abort or a panic; the library refuses it too.
+#[test]
+fn issue17_a_huge_k_is_refused_with_a_code() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_arg(dir.path());
+    let doc = engram("eg_k", "The deploy pipeline has four stages.", "project", "P7D").to_string();
+    let output = lessrt_hash_only_stdin(&["memory", "put", "-", "--store", &store, "--project", "p"], &doc);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    for k in ["4294967296", "18446744073709551615", "99999999999999999999999", "1001", "0", "-3", "five"] {
+        let output = lessrt_hash_only(&[
+            "memory",
+            "query",
+            "deploy pipeline",
+            "--store",
+            &store,
+            "--project",
+            "p",
+            &format!("--k={k}"),
+        ]);
+        assert_eq!(output.status.code(), Some(2), "--k {k}: {}", stderr(&output));
+        assert!(stderr(&output).contains("LESS_ARGUMENT_INVALID"), "--k {k}: {}", stderr(&output));
+        assert!(!stderr(&output).contains("panicked"), "--k {k}: {}", stderr(&output));
+    }
+    let output =
+        lessrt_hash_only(&["memory", "query", "deploy pipeline", "--store", &store, "--project", "p", "--k", "1000"]);
+    assert_eq!((output.status.code(), stdout(&output).lines().count()), (Some(0), 1), "{}", stderr(&output));
+}
+
+/// The shipped example scenario with one line replaced, written into `dir` (with the file it reads).
+fn scenario_with(dir: &Path, from: &str, to: &str) -> String {
+    let example = include_str!("../schemas/examples/scenario.toml");
+    assert!(example.contains(from), "the example has {from:?}");
+    std::fs::write(dir.join("budget.json"), include_str!("../schemas/examples/budget.json")).expect("write budget");
+    let path = dir.join("scenario.toml");
+    std::fs::write(&path, example.replacen(from, to, 1)).expect("write scenario");
+    path.display().to_string()
+}
+
+/// A workspace outside the scenario's directory (absolute, `..`, or a symlink out), a step for an agent the scenario
+/// does not have, a grant to a non-descendant or living "forever": each refused by `validate` and by `run` before
+/// anything runs, with its code and path; nothing of `/etc` reaches the run's memory.
+#[test]
+fn issue17_scenarios_are_refused_for_what_the_run_would_trip_over() {
+    let cases = [
+        ("workspace = \".\"", "workspace = \"/etc\"", "LESS_SCENARIO_INVALID", "/workspace"),
+        ("workspace = \".\"", "workspace = \"../../..\"", "LESS_SCENARIO_INVALID", "/workspace"),
+        ("agent = \"programmer\"\npointers", "agent = \"nobody\"\npointers", "LESS_SCENARIO_INVALID", "/steps/1/agent"),
+        ("to = \"programmer\", patterns", "to = \"architect\", patterns", "LESS_SCENARIO_INVALID", "/steps/0/grants/0/to"),
+        ("max_tokens = 2000 }", "max_tokens = 2000, ttl = \"forever\" }", "LESS_TTL_INVALID", "/steps/0/grants/0/ttl"),
+    ];
+    for (from, to, code, path) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let scenario = scenario_with(dir.path(), from, to);
+        let output = lessrt(&["validate", &scenario]);
+        assert_eq!(output.status.code(), Some(1), "{to}: {}{}", stdout(&output), stderr(&output));
+        assert!(stdout(&output).contains(&format!("{code}\t{scenario}\t{path}")), "{to}: {}", stdout(&output));
+        let out = dir.path().join("runs");
+        let run = lessrt(&["run", &scenario, "--out", &out.display().to_string(), "--quiet"]);
+        assert_eq!(run.status.code(), Some(1), "{to}: {}{}", stdout(&run), stderr(&run));
+        let said = format!("{}{}", stdout(&run), stderr(&run));
+        assert!(said.contains(code) && said.contains(path), "{to}: {said}");
+        assert!(!said.contains("run failed"), "refused before the run: {said}");
+        assert!(!out.exists(), "nothing ran: {to}");
+    }
+    // A symlink out of the scenario's directory is refused when the scenario is loaded.
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::os::unix::fs::symlink("/etc", dir.path().join("ws")).expect("symlink");
+    let scenario = scenario_with(dir.path(), "workspace = \".\"", "workspace = \"ws\"");
+    let run = lessrt(&["run", &scenario, "--out", &dir.path().join("runs").display().to_string(), "--quiet"]);
+    let said = format!("{}{}", stdout(&run), stderr(&run));
+    assert_eq!(run.status.code(), Some(1), "{said}");
+    assert!(said.contains("LESS_SCENARIO_INVALID") && said.contains("outside the scenario's directory"), "{said}");
+    // The example itself, its workspace inside its directory, runs.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = scenario_with(dir.path(), "workspace = \".\"", "workspace = \".\"");
+    let run = lessrt(&["run", &scenario, "--out", &dir.path().join("runs").display().to_string(), "--quiet"]);
+    assert_eq!(run.status.code(), Some(0), "{}{}", stdout(&run), stderr(&run));
+}
