@@ -339,7 +339,12 @@ fn issue17_scenarios_are_refused_for_what_the_run_would_trip_over() {
         ("workspace = \".\"", "workspace = \"/etc\"", "LESS_SCENARIO_INVALID", "/workspace"),
         ("workspace = \".\"", "workspace = \"../../..\"", "LESS_SCENARIO_INVALID", "/workspace"),
         ("agent = \"programmer\"\npointers", "agent = \"nobody\"\npointers", "LESS_SCENARIO_INVALID", "/steps/1/agent"),
-        ("to = \"programmer\", patterns", "to = \"architect\", patterns", "LESS_SCENARIO_INVALID", "/steps/0/grants/0/to"),
+        (
+            "to = \"programmer\", patterns",
+            "to = \"architect\", patterns",
+            "LESS_SCENARIO_INVALID",
+            "/steps/0/grants/0/to",
+        ),
         ("max_tokens = 2000 }", "max_tokens = 2000, ttl = \"forever\" }", "LESS_TTL_INVALID", "/steps/0/grants/0/ttl"),
     ];
     for (from, to, code, path) in cases {
