@@ -55,8 +55,9 @@ parent = "manager"
 fn run(body: &str, mode: WireMode) -> (RunReport, Vec<Value>) {
     let (dir, _outside) = workspace();
     let out = tempfile::tempdir().expect("out");
-    let toml = format!("name = \"t\"\nworkspace = {:?}\n{body}\n{HIERARCHY}", dir.path().display().to_string());
-    let scenario = Arc::new(Scenario::from_toml(&toml, Path::new(".")).unwrap_or_else(|v| panic!("scenario: {v}")));
+    // The scenario sits in its workspace: a workspace must be the scenario's directory or inside it.
+    let toml = format!("name = \"t\"\nworkspace = \".\"\n{body}\n{HIERARCHY}");
+    let scenario = Arc::new(Scenario::from_toml(&toml, dir.path()).unwrap_or_else(|v| panic!("scenario: {v}")));
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let options = RunOptions {
         mode,
@@ -262,15 +263,19 @@ fn forged_expired_and_misdirected_grants_are_refused() {
     ]
     .join(", ");
     let body = format!(
-        "{}{}{}{}{}{}{}",
+        "{}{}{}{}{}{}",
         GRANT_BRIEF.replace("GRANTS", &grants),
         deref("dev", 3, Some("forged")),
         turn_end("dev"),
         deref("dev", 3, Some("expired")),
         turn_end("dev"),
         deref("dev", 3, Some("narrow")),
-        "\n[[steps]]\naction = \"brief\"\nagent = \"dev\"\nnow = [\"x\"]\ngrants = [{ id = \"up\", to = \"manager\", patterns = [\"repo:**\"], max_derefs = 1, max_tokens = 10 }]\n",
     );
+    // A child cannot grant to its parent: such a scenario is refused before anything runs.
+    let upward = "\n[[steps]]\naction = \"brief\"\nagent = \"dev\"\nnow = [\"x\"]\ngrants = [{ id = \"up\", to = \"manager\", patterns = [\"repo:**\"], max_derefs = 1, max_tokens = 10 }]\n";
+    let toml = format!("name = \"t\"\nworkspace = \".\"\n{body}{upward}\n{HIERARCHY}");
+    let refused = Scenario::from_toml(&toml, Path::new(".")).expect_err("an upward grant is refused");
+    assert!(refused.to_string().contains("LESS_SCENARIO_INVALID"), "{refused}");
     let (_, events) = run(&body, WireMode::Less);
     // The tampered grant is refused on delivery, so the dev never holds it.
     let refused_grants: Vec<_> =
@@ -278,8 +283,6 @@ fn forged_expired_and_misdirected_grants_are_refused() {
     assert_eq!(refused_grants.len(), 1, "{refused_grants:?}");
     let verdicts: Vec<Option<&str>> = of_kind(&events, "deref").iter().map(|e| e["code"].as_str()).collect();
     assert_eq!(verdicts, vec![Some("LESS_GRANT_INVALID"), Some("LESS_GRANT_INVALID"), Some("LESS_DEREF_DENIED")]);
-    // A child cannot grant to its parent: no grant is issued.
-    assert!(!of_kind(&events, "grant_issued").iter().any(|e| e["grant_id"] == "up"));
 }
 
 #[test]

@@ -252,6 +252,12 @@ fn is_agent_escalation(scenario: &Scenario, event: &Event) -> bool {
         if scenario.agent(from).is_some() && doc.get("type").and_then(Value::as_str) == Some("escalation"))
 }
 
+/// The id a run delivered for a recalled engram: a run's own copy of a claim another run holds privately is filed
+/// as `<id>~r<run hash>` (`memory::store::run_copy_id`).
+fn base_id(id: &str) -> &str {
+    id.split_once("~r").map_or(id, |(base, _)| base)
+}
+
 fn evaluate(check: &Check, scenario: &Scenario, mode: WireMode, events: &[Event], totals: &RoleReport) -> CheckResult {
     let (name, passed, detail) = match check {
         Check::EngramCites { kind, pointers } => {
@@ -368,7 +374,7 @@ fn evaluate(check: &Check, scenario: &Scenario, mode: WireMode, events: &[Event]
                 .collect();
             let cites_ok = cites.as_ref().is_none_or(|want| {
                 delivered_engrams(events).any(|(_, e)| {
-                    returned.iter().any(|id| e.get("id").and_then(Value::as_str) == Some(id.as_str()))
+                    returned.iter().any(|id| e.get("id").and_then(Value::as_str) == Some(base_id(id)))
                         && pointer_texts(e).contains(want)
                 })
             });
