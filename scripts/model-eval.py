@@ -4,10 +4,12 @@ next action (deref / ask_grant / report) under a budget. Standard library only; 
 server that honours `response_format: json_schema` (llama.cpp's does).
 
     python3 scripts/model-eval.py [--base-url URL] [--label NAME] [--json FILE] [--only R1,A2] [--concurrency N]
+    python3 scripts/model-eval.py --speed [--base-url URL] [--pid SERVER_PID [--threads 2]]
 
 The questions, gold answers and the pointer catalogue are in scripts/model-eval/cases.json (over
-scenarios/fixtures/uc1-refactor); each case runs once at temperature 0 with the prompt cache off, so the server's
-timings count every prompt token. Prints one line per case and a summary; --json writes every prompt size, answer,
+scenarios/fixtures/uc1-refactor); every action case runs twice, with the open schema (A…) and with the schema
+narrowed to what the agent may do (N…). Each case runs once at temperature 0 with the prompt cache off, so the
+server's timings count every prompt token. Prints one line per case and a summary; --json writes every prompt size, answer,
 grade and timing.
 """
 
@@ -236,7 +238,61 @@ def ask(base_url: str, user: str, schema: dict, name: str) -> dict:
     return answer
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process `pid` (Linux), or 0 without one."""
+    if not pid:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100.0
+
+
+def speed(base_url: str, cases: dict, pid: int, threads: int) -> dict:
+    """One agent turn as a benchmark run has it: a ~1,500-token prompt (the brief, the catalogue and two spans),
+    then a 150-token answer, timed by the server; with the server's pid, also the CPU seconds each part took and
+    the speed the same work would reach with `threads` idle cores."""
+    user = brief(cases["catalogue"], True) + read_text(
+        ["repo:src/orders/pricing.rs#L175-L245", "repo:src/orders/service.rs#L134-L170"]
+    )
+    user += "\n# Task\nSummarize what capture_payment does to the order, in detail."
+    out = {}
+    for part, body in (
+        ("prompt", {"max_tokens": 1, "cache_prompt": True}),
+        ("gen", {"max_tokens": 150, "cache_prompt": True, "ignore_eos": True}),
+    ):
+        payload = {
+            "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
+            "temperature": 0,
+            **body,
+        }
+        request = urllib.request.Request(
+            base_url.rstrip("/") + "/chat/completions",
+            data=json.dumps(payload).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        cpu = cpu_seconds(pid)
+        with urllib.request.urlopen(request, timeout=1800) as response:
+            answer = json.load(response)
+        cpu = cpu_seconds(pid) - cpu
+        t = answer["timings"]
+        n, ms = (t["prompt_n"], t["prompt_ms"]) if part == "prompt" else (t["predicted_n"], t["predicted_ms"])
+        out[part] = {"tokens": n, "seconds": round(ms / 1000, 1), "per_s": round(n * 1000 / ms, 1)}
+        if pid:
+            out[part]["cpu_s"] = round(cpu, 1)
+            out[part]["idle_per_s"] = round(n / (cpu / threads), 1) if cpu else None
+    out["turn_s"] = round(out["prompt"]["seconds"] + out["gen"]["seconds"], 1)
+    if pid:
+        out["idle_turn_s"] = round(
+            out["prompt"]["tokens"] / out["prompt"]["idle_per_s"] + out["gen"]["tokens"] / out["gen"]["idle_per_s"], 1
+        )
+    out["load_average"] = Path("/proc/loadavg").read_text().split()[:3]
+    return out
+
+
 def grade_claim(question: dict, claim: str) -> bool:
+    """Every `must` pattern and no `must_not` one; a claim that asks a question (small models echo the question
+    back, which then matches its own words) answers nothing."""
+    if "?" in claim:
+        return False
     return all(re.search(p, claim, re.I) for p in question["must"]) and not any(
         re.search(p, claim, re.I) for p in question["must_not"]
     )
@@ -335,9 +391,15 @@ def main() -> int:
     parser.add_argument("--json", help="write every case's answer, grade and timings here")
     parser.add_argument("--only", help="comma-separated case ids")
     parser.add_argument("--concurrency", type=int, default=1, help="requests in flight (match the server's slots)")
+    parser.add_argument("--speed", action="store_true", help="time one agent turn (1,500-token prompt, 150-token answer)")
+    parser.add_argument("--pid", type=int, default=0, help="with --speed: the server's pid, to count its CPU seconds")
+    parser.add_argument("--threads", type=int, default=2, help="with --speed --pid: the server's threads")
     args = parser.parse_args()
 
     cases = json.loads(CASES.read_text())
+    if args.speed:
+        print(json.dumps(speed(args.base_url, cases, args.pid, args.threads), indent=1))
+        return 0
     # Every action case twice: with the open schema (A…) and with the schema narrowed to what the agent may do (N…).
     narrowed = [dict(c, id="N" + c["id"][1:], narrowed=True) for c in cases["action_cases"]]
     todo = cases["report_cases"] + cases["action_cases"] + narrowed
