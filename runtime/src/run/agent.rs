@@ -91,6 +91,12 @@ pub struct ModelUsage {
 pub trait AgentFactory: Send + Sync + 'static {
     /// A fresh agent for `spec`.
     fn make(&self, spec: &AgentSpec) -> Box<dyn Agent>;
+
+    /// The longest one turn of `spec`'s agent may legitimately take (an LLM agent: its model's timeout × attempts ×
+    /// completions per turn, plus a margin); `None`: the runtime's default step timeout.
+    fn turn_timeout(&self, _spec: &AgentSpec) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// A turn request from the driver.
@@ -118,6 +124,17 @@ impl ActOutcome {
     pub(crate) fn down(_agent: &str) -> ActOutcome {
         ActOutcome { agent_down: true, refusals: Vec::new() }
     }
+}
+
+tokio::task_local! {
+    /// The agent whose code is running on this task (its turn or its answer to a refusal).
+    static AGENT_TURN: String;
+}
+
+/// The agent whose code the current task is running, if any: a panic there is the agent's, caught by its actor and
+/// answered by a restart (a process's panic hook uses this to keep such panics quiet and real crashes loud).
+pub fn agent_in_turn() -> Option<String> {
+    AGENT_TURN.try_with(Clone::clone).ok()
 }
 
 /// The actor hosting one agent.
@@ -186,7 +203,7 @@ impl Actor for AgentActor {
                     mode: state.ctx.mode,
                 };
                 // A panicking agent unwinds out of here; the gateway restarts it and the driver retries the step.
-                let actions = state.agent.act(&input).await;
+                let actions = AGENT_TURN.scope(state.spec.id.clone(), state.agent.act(&input)).await;
                 let mut outcome = ActOutcome::default();
                 for action in actions {
                     state.perform(action, &mut outcome).await;
@@ -377,7 +394,11 @@ impl AgentState {
                         grant.terms.uses += 10;
                     }
                     let doc = serde_json::to_value(&grant).unwrap_or_default();
-                    let envelope = self.envelope(&spec.to, EnvelopeKind::Grant, doc.clone(), doc.to_string());
+                    // The grantee's gateway verifies and keeps the MAC; the agent reads, and is charged for, the
+                    // terms (it presents a grant by id). Counting the MAC's random hex would also make the same
+                    // run count differently each time.
+                    let wire = serde_json::to_string(&grant.terms).unwrap_or_default();
+                    let envelope = self.envelope(&spec.to, EnvelopeKind::Grant, doc, wire);
                     // A refused grant is in the ledger and the outcome; the brief still goes out.
                     let _ = self.deliver(envelope, outcome).await;
                 }
@@ -494,7 +515,10 @@ impl AgentState {
                 }
                 Err(violation) => {
                     n_refusals += 1;
-                    match self.agent.on_rejection(&action, &violation, n_refusals).await {
+                    match AGENT_TURN
+                        .scope(self.spec.id.clone(), self.agent.on_rejection(&action, &violation, n_refusals))
+                        .await
+                    {
                         Some(resend) if n_refusals < 2 => action = resend,
                         _ => return,
                     }

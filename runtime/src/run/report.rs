@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::pointer::Pointer;
@@ -10,7 +10,7 @@ use crate::run::ledger::Event;
 use crate::scenario::{Check, Scenario, WireMode};
 
 /// Inline tokens per turn.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct TokenStats {
     /// Mean.
     pub mean: f64,
@@ -37,7 +37,8 @@ impl TokenStats {
 }
 
 /// One role's line of the report.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RoleReport {
     /// Turns: messages delivered from this role, plus recall answers it received.
     pub turns: u32,
@@ -63,7 +64,8 @@ pub struct RoleReport {
 }
 
 /// Completions and tokens as a model provider counted them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ModelSpend {
     /// Completions asked for.
     pub calls: u64,
@@ -85,7 +87,7 @@ impl ModelSpend {
 }
 
 /// One check's verdict.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CheckResult {
     /// Which check.
     pub name: String,
@@ -95,8 +97,8 @@ pub struct CheckResult {
     pub detail: String,
 }
 
-/// The whole report (`lessrt run --json`).
-#[derive(Debug, Clone, Serialize)]
+/// The whole report (`lessrt run --json`; `report.json` of a run directory, read back by `lessrt runs show`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunReport {
     /// Scenario name.
     pub scenario: String,
