@@ -19,7 +19,8 @@
 #   scripts/local-llm.sh installed [--model NAME]   exit 0 if the venv and the checksum-verified model are in place
 #   scripts/local-llm.sh models   list the models: name, size, file, sha256, packages
 #
-# Files: $LESSRT_CACHE_DIR/llm (default ~/.cache/lessrt/llm): venv/, the models, server.pid, server.log.
+# Files: $LESSRT_CACHE_DIR/llm (default ~/.cache/lessrt/llm): venv/, the models, server.pid, server.log (on another
+# port than 8437: server-PORT.pid, server-PORT.log).
 # Environment: LESSRT_LLM_MODEL (default smollm2-135m; --model wins), LESSRT_LLM_PORT (default 8437),
 # LESSRT_LLM_THREADS (default 2), LESSRT_LLM_CTX (context per slot in tokens; default: the model's, see `models`),
 # LESSRT_LLM_PARALLEL (parallel slots, default 1; each gets the full context). The server runs with
@@ -32,7 +33,10 @@ port="${LESSRT_LLM_PORT:-8437}"
 threads="${LESSRT_LLM_THREADS:-2}"
 parallel="${LESSRT_LLM_PARALLEL:-1}"
 base_url="http://127.0.0.1:$port/v1"
-pid_file="$dir/server.pid"
+# One pid file and log per port (the default port keeps the plain names), so servers on two ports do not collide.
+suffix="$([[ "$port" == 8437 ]] || echo "-$port")"
+pid_file="$dir/server$suffix.pid"
+log_file="$dir/server$suffix.log"
 SERVER_WHEEL=xllamacpp==2026.10.11549
 here="$(cd "$(dirname "$0")" && pwd)"
 MODELS=(smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b)
@@ -181,7 +185,7 @@ start() {
         exit 2
     fi
     OMP_WAIT_POLICY=passive OMP_NUM_THREADS="$threads" nohup "$dir/venv/bin/python" "$here/local-llm-server.py" \
-        "$model" "$port" "$threads" "${LESSRT_LLM_CTX:-$ctx}" "$parallel" >"$dir/server.log" 2>&1 </dev/null &
+        "$model" "$port" "$threads" "${LESSRT_LLM_CTX:-$ctx}" "$parallel" >"$log_file" 2>&1 </dev/null &
     echo $! >"$pid_file"
     for _ in $(seq 1 120); do
         if healthy; then
@@ -189,13 +193,13 @@ start() {
             return
         fi
         if ! kill -0 "$(cat "$pid_file")" 2>/dev/null; then
-            echo "local-llm: the server exited; last lines of $dir/server.log:" >&2
-            tail -n 20 "$dir/server.log" >&2
+            echo "local-llm: the server exited; last lines of $log_file:" >&2
+            tail -n 20 "$log_file" >&2
             exit 2
         fi
         sleep 1
     done
-    echo "local-llm: the server did not become healthy in 120 s (see $dir/server.log)" >&2
+    echo "local-llm: the server did not become healthy in 120 s (see $log_file)" >&2
     exit 2
 }
 
