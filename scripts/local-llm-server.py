@@ -1,7 +1,8 @@
 """Serve a GGUF model over llama.cpp's OpenAI-compatible HTTP API on 127.0.0.1 (started by scripts/local-llm.sh).
 
-Usage: python local-llm-server.py MODEL.gguf PORT THREADS
-Runs until killed; the HTTP server lives on xllamacpp's own threads.
+Usage: python local-llm-server.py MODEL.gguf PORT THREADS [N_CTX [PARALLEL]]
+N_CTX (default 8192) is the context of each of the PARALLEL (default 1) slots: the KV cache holds N_CTX * PARALLEL
+tokens. Runs until killed; the HTTP server lives on xllamacpp's own threads.
 """
 
 import signal
@@ -13,12 +14,15 @@ import xllamacpp
 
 def main() -> None:
     model, port, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    n_ctx = int(sys.argv[4]) if len(sys.argv) > 4 else 8192
+    parallel = int(sys.argv[5]) if len(sys.argv) > 5 else 1
     params = xllamacpp.CommonParams()
     params.model.path = model
     params.hostnames = ["127.0.0.1"]
     params.port = port
-    params.n_ctx = 8192
-    params.n_parallel = 1
+    # llama.cpp divides n_ctx among the slots: give each slot the full context.
+    params.n_ctx = n_ctx * parallel
+    params.n_parallel = parallel
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.n_threads_http = 2

