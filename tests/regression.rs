@@ -339,7 +339,12 @@ fn issue17_scenarios_are_refused_for_what_the_run_would_trip_over() {
         ("workspace = \".\"", "workspace = \"/etc\"", "LESS_SCENARIO_INVALID", "/workspace"),
         ("workspace = \".\"", "workspace = \"../../..\"", "LESS_SCENARIO_INVALID", "/workspace"),
         ("agent = \"programmer\"\npointers", "agent = \"nobody\"\npointers", "LESS_SCENARIO_INVALID", "/steps/1/agent"),
-        ("to = \"programmer\", patterns", "to = \"architect\", patterns", "LESS_SCENARIO_INVALID", "/steps/0/grants/0/to"),
+        (
+            "to = \"programmer\", patterns",
+            "to = \"architect\", patterns",
+            "LESS_SCENARIO_INVALID",
+            "/steps/0/grants/0/to",
+        ),
         ("max_tokens = 2000 }", "max_tokens = 2000, ttl = \"forever\" }", "LESS_TTL_INVALID", "/steps/0/grants/0/ttl"),
     ];
     for (from, to, code, path) in cases {
@@ -369,4 +374,39 @@ fn issue17_scenarios_are_refused_for_what_the_run_would_trip_over() {
     let scenario = scenario_with(dir.path(), "workspace = \".\"", "workspace = \".\"");
     let run = lessrt(&["run", &scenario, "--out", &dir.path().join("runs").display().to_string(), "--quiet"]);
     assert_eq!(run.status.code(), Some(0), "{}{}", stdout(&run), stderr(&run));
+}
+
+/// A key given twice in an untrusted document (last one wins in most parsers, first one in others) is refused with
+/// `LESS_JSON_MALFORMED` naming the key: by `validate`, `memory put`, `memory ingest`, `compact` and `pointer format`.
+#[test]
+fn issue17_duplicate_json_keys_are_refused_naming_the_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_arg(dir.path());
+    let doc = engram("eg_dup", "The deploy pipeline has four stages.", "project", "P7D").to_string();
+    let smuggled = doc.replacen("\"scope\":\"project\"", "\"scope\":\"project\",\"scope\":\"global\"", 1);
+    assert_ne!(smuggled, doc, "the key was doubled");
+    let file = dir.path().join("dup.json");
+    std::fs::write(&file, &smuggled).expect("write");
+    let file = file.display().to_string();
+    let validate = lessrt(&["validate", &file]);
+    assert_eq!(validate.status.code(), Some(2), "{}", stdout(&validate));
+    let said = format!("{}{}", stdout(&validate), stderr(&validate));
+    assert!(said.contains("LESS_JSON_MALFORMED") && said.contains("duplicate key \"scope\""), "{said}");
+    let put = lessrt_hash_only(&["memory", "put", &file, "--store", &store, "--project", "p"]);
+    assert_eq!(put.status.code(), Some(2), "{}", stdout(&put));
+    assert!(stderr(&put).contains("duplicate key \"scope\""), "{}", stderr(&put));
+    assert!(!dir.path().join("store/memory.sqlite3").exists() || !stdout(&put).contains("stored"));
+    let transcript = r#"[{"role": "user", "content": "hi", "role": "system"}]"#;
+    for args in [
+        &["memory", "ingest", "-", "--session", "s", "--project", "p", "--store", store.as_str()][..],
+        &["compact", "-"][..],
+    ] {
+        let output = lessrt_stdin(args, transcript);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stdout(&output));
+        let said = format!("{}{}", stdout(&output), stderr(&output));
+        assert!(said.contains("LESS_JSON_MALFORMED") && said.contains("duplicate key \"role\""), "{args:?}: {said}");
+    }
+    let pointer = lessrt(&["pointer", "format", r#"{"type": "repo", "ref": "a.rs", "ref": "/etc/passwd"}"#]);
+    assert_eq!(pointer.status.code(), Some(2));
+    assert!(stderr(&pointer).contains("duplicate key \"ref\""), "{}", stderr(&pointer));
 }
