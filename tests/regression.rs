@@ -410,3 +410,34 @@ fn issue17_duplicate_json_keys_are_refused_naming_the_key() {
     assert_eq!(pointer.status.code(), Some(2));
     assert!(stderr(&pointer).contains("duplicate key \"ref\""), "{}", stderr(&pointer));
 }
+
+/// `dag show` after an ingest reads rows and nothing else: without the model it succeeds and says nothing about it;
+/// with the model it embeds nothing (the vector index is not touched). Embedding waits for a query that reranks.
+#[test]
+fn issue17_dag_show_does_no_heavy_work() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_arg(dir.path());
+    let transcript: Vec<Value> = (0..40)
+        .map(|n| json!({"role": if n % 2 == 0 { "user" } else { "assistant" }, "content": format!("Message {n}: the canary deploy of build {n} passed its checks.")}))
+        .collect();
+    let output = lessrt_stdin(
+        &["memory", "ingest", "-", "--session", "s1", "--project", "p", "--store", &store],
+        &Value::Array(transcript).to_string(),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let vectors = dir.path().join("store/archive-index/vectors/vectors.usearch");
+    let before = std::fs::read(&vectors).ok();
+    let show = lessrt_hash_only(&["dag", "show", "--store", &store]);
+    assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
+    assert!(stdout(&show).contains("40 messages"), "{}", stdout(&show));
+    let said = stderr(&show).to_lowercase();
+    assert!(!said.contains("model") && !said.contains("embed"), "{said}");
+    let show = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["dag", "show", "--store", &store])
+        .env("LESSRT_LOG", "less.memory=info")
+        .output()
+        .expect("lessrt runs");
+    assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
+    assert!(!stderr(&show).contains("embedded"), "{}", stderr(&show));
+    assert_eq!(std::fs::read(&vectors).ok(), before, "dag show changed the vector index");
+}
