@@ -72,14 +72,15 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let Some(summarizer) = args.summarizer.summarizer(&source)? else {
         return Err(Stop::usage("--llm-base-url, --llm-model and --llm-api-key-env need `--summarizer llm`").into());
     };
-    // Recorded and replayed runs stamp documents with the recording's start time and sign grants with its key, so
-    // both count alike.
+    // Recorded and replayed runs stamp documents with the recording's start time, so both count alike; grants are
+    // signed with a fresh key, as in a live run (a recording holds no secret).
     let pinned = match &source {
         ModelSource::Live => None,
         ModelSource::Record(dir) | ModelSource::Replay(dir) => {
             let create = matches!(source, ModelSource::Record(_));
-            let (text, secret) = recorded_run(dir, create, &less_runtime::now_rfc3339(), fresh_secret())
+            let text = recorded_run(dir, create, &less_runtime::now_rfc3339())
                 .map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
+            let secret = fresh_secret();
             let parsed = time::OffsetDateTime::parse(&text, &time::format_description::well_known::Rfc3339);
             let clock = parsed.map_err(|err| anyhow::anyhow!("{}: started_at {text:?}: {err}", dir.display()))?;
             Some(Pinned { clock, secret })

@@ -50,8 +50,8 @@ pub struct RunOptions {
     pub out_dir: Option<PathBuf>,
     /// Print the live trace.
     pub trace: bool,
-    /// Pinned time and grant key (record/replay runs), so that a replay counts exactly the tokens the recorded
-    /// run counted. `None`: the system clock and a fresh secret.
+    /// Pinned time (record/replay runs), so that a replay counts exactly the tokens the recorded run counted, and
+    /// the grant key to use. `None`: the system clock and a fresh secret.
     pub pinned: Option<Pinned>,
     /// Who writes the run's session summary (and any arcs and epochs it completes). `None`: the deterministic
     /// [`Extractive`].
@@ -68,8 +68,8 @@ pub struct Pinned {
     /// A frozen clock: every document the run stamps (engram `created_at`, grant expiry) takes this time, and grants
     /// are checked against it.
     pub clock: time::OffsetDateTime,
-    /// The run's grant MAC key (a grant's MAC is part of its wire text). Kept with the recording, which only the
-    /// operator reads; agents never see it.
+    /// The run's grant MAC key. No counted byte depends on it (agents read a grant's terms; the MAC stays with the
+    /// grantee's gateway), so the command line gives recorded and replayed runs a fresh one and never stores it.
     pub secret: [u8; 32],
 }
 
