@@ -441,3 +441,31 @@ fn issue17_dag_show_does_no_heavy_work() {
     assert!(!stderr(&show).contains("embedded"), "{}", stderr(&show));
     assert_eq!(std::fs::read(&vectors).ok(), before, "dag show changed the vector index");
 }
+
+/// Outputs are checked before the run starts: `--out` naming a file, a place no directory can be made, `-o` naming a
+/// directory or an unwritable place: exit 2 with `LESS_OUTPUT_UNWRITABLE`, nothing run, no actor failing mid-start.
+#[test]
+fn issue17_run_outputs_are_checked_before_anything_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = scenario_with(dir.path(), "workspace = \".\"", "workspace = \".\"");
+    let a_file = dir.path().join("a-file");
+    std::fs::write(&a_file, "not a directory").expect("write");
+    let runs = dir.path().join("runs").display().to_string();
+    let a_file = a_file.display().to_string();
+    let report_dir = dir.path().join("reports");
+    std::fs::create_dir(&report_dir).expect("mkdir");
+    let report_dir = report_dir.display().to_string();
+    for args in [
+        vec!["--out", a_file.as_str()],
+        vec!["--out", "/proc/lessrt-cannot-be-here"],
+        vec!["--out", runs.as_str(), "-o", report_dir.as_str()],
+        vec!["--out", runs.as_str(), "-o", "/proc/lessrt-report.json"],
+    ] {
+        let output = lessrt(&[&["run", scenario.as_str(), "--quiet"][..], &args].concat());
+        let said = format!("{}{}", stdout(&output), stderr(&output));
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {said}");
+        assert!(said.contains("LESS_OUTPUT_UNWRITABLE") && said.contains("instead:"), "{args:?}: {said}");
+        assert!(!said.contains("panicked") && !said.contains("step 0"), "{args:?}: {said}");
+        assert!(!Path::new(&runs).join("example-refactor").exists(), "{args:?}: something ran");
+    }
+}

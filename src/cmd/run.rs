@@ -11,7 +11,7 @@ use anyhow::Context;
 
 use less_agents::record::recorded_run;
 use less_agents::{AgentsFactory, ModelSource};
-use less_runtime::run::{Pinned, RunOptions, RunReport, fresh_secret, run_scenario};
+use less_runtime::run::{Pinned, RunOptions, RunReport, check_out_dir, fresh_secret, run_scenario};
 use less_runtime::{ErrorCode, Scenario, WireMode};
 
 use super::args::{OutputArgs, Stop, count};
@@ -90,6 +90,18 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         Some(mode) => vec![mode],
         None => vec![WireMode::Less, WireMode::Verbatim],
     };
+    let out_dir = |mode: WireMode| {
+        args.out.clone().unwrap_or_else(|| PathBuf::from("runs")).join(&scenario.name).join(mode.as_str())
+    };
+    // Every output is checked before anything runs: a run must not end, or its actors fail, on a path it could
+    // have refused at once.
+    let checked =
+        args.output.check_writable().and_then(|()| modes.iter().try_for_each(|mode| check_out_dir(&out_dir(*mode))));
+    if let Err(violation) = checked {
+        eprintln!("lessrt: {}: {}", violation.code, violation.message);
+        eprintln!("lessrt: instead: {}", violation.code.instruction());
+        return Ok(ExitCode::from(2));
+    }
     // The trace and tables are the text output: `--json` puts the report on stdout instead.
     let text = !args.output.json();
     let trace = text && !ctx.quiet;
@@ -99,7 +111,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         if trace {
             println!("{}", heading(&scenario.name, mode, &scenario.tokenizer.to_string()));
         }
-        let out = args.out.clone().unwrap_or_else(|| PathBuf::from("runs")).join(&scenario.name).join(mode.as_str());
+        let out = out_dir(mode);
         // A report left by an earlier run in this directory would describe another ledger.
         let report_file = out.join(REPORT_FILE);
         match std::fs::remove_file(&report_file) {

@@ -11,7 +11,7 @@
 //! run, as project scope means; run-scoped ones are never seen by another run), and otherwise in a scratch directory
 //! under the system's temporary directory, removed when the run stops.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::dag::actor::{SummarizerArgs, SummarizerMsg, SummarizerSupervisor};
 use crate::dag::{BuildReport, Builder, DagConfig, Extractive, Summarizer};
-use crate::error::{Error, Violation};
+use crate::error::{Error, ErrorCode, Violation};
 use crate::memory::{MemoryActor, MemoryArgs, system_clock};
 use crate::resolver::Resolver;
 use crate::run::agent::{ActRequest, AgentFactory};
@@ -130,6 +130,10 @@ impl LocalRun {
     ) -> crate::Result<LocalRun> {
         // Actor names are process-wide, so every run gets its own id.
         static N_RUNS: AtomicU64 = AtomicU64::new(0);
+        if let Some(dir) = &options.out_dir {
+            // Before any actor starts: a ledger that cannot create its files would fail its start, mid-tree.
+            check_out_dir(dir).map_err(|v| Error::Malformed { code: v.code, message: v.message })?;
+        }
         let run_id = format!("{}-{}-{}", scenario.name, std::process::id(), N_RUNS.fetch_add(1, Ordering::Relaxed));
         let mode = options.mode;
         let failed = Arc::new(std::sync::Mutex::new(None));
@@ -293,6 +297,27 @@ impl LocalRun {
         self.supervisor.stop(None);
         let _ = self.supervisor_handle.await;
     }
+}
+
+/// Checks that `dir` can hold a run's output before anything runs: it is (or is created as) a directory, and a file
+/// can be written in it. `LESS_OUTPUT_UNWRITABLE` otherwise, saying which and why.
+pub fn check_out_dir(dir: &Path) -> Result<(), Violation> {
+    let unwritable = |why: String| {
+        Violation::new(
+            ErrorCode::OutputUnwritable,
+            "",
+            format!("cannot write the run's output in {}: {why}", dir.display()),
+        )
+    };
+    if dir.exists() && !dir.is_dir() {
+        return Err(unwritable("it is a file, not a directory".to_owned()));
+    }
+    std::fs::create_dir_all(dir).map_err(|err| unwritable(err.to_string()))?;
+    // Creating the directory can succeed where writing in it does not (a read-only mount, no write permission).
+    let probe = dir.join(format!(".lessrt-write-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(|err| unwritable(err.to_string()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
 }
 
 /// Runs `scenario` to the end and reports.
