@@ -469,3 +469,22 @@ fn issue17_run_outputs_are_checked_before_anything_runs() {
         assert!(!Path::new(&runs).join("example-refactor").exists(), "{args:?}: something ran");
     }
 }
+
+/// A rerun into the same directory appends to its audit log: every run's lines stay, each run headed by its id.
+#[test]
+fn issue17_the_audit_log_is_append_only_across_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = scenario_with(dir.path(), "workspace = \".\"", "workspace = \".\"");
+    let runs = dir.path().join("runs");
+    let audit = runs.join("example-refactor/less/audit.log");
+    let mut sizes = Vec::new();
+    for _ in 0..2 {
+        let output = lessrt(&["run", &scenario, "--mode", "less", "--out", &runs.display().to_string(), "--quiet"]);
+        assert_eq!(output.status.code(), Some(0), "{}{}", stdout(&output), stderr(&output));
+        sizes.push(std::fs::read_to_string(&audit).expect("audit.log"));
+    }
+    let (first, second) = (&sizes[0], &sizes[1]);
+    assert!(second.starts_with(first.as_str()), "the rerun kept the first run's lines");
+    assert_eq!(second.lines().filter(|l| l.contains("\trun-start\t")).count(), 2, "{second}");
+    assert_eq!(second.lines().count(), 2 * first.lines().count(), "{second}");
+}

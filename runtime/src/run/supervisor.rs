@@ -143,7 +143,7 @@ impl LocalRun {
         let (resolver, _) = Actor::spawn_linked(None, ResolverActor, resolver, supervisor.get_cell())
             .await
             .map_err(|e| fail("resolver", &e))?;
-        let ledger_args = LedgerArgs { out_dir: options.out_dir.clone(), trace: options.trace };
+        let ledger_args = LedgerArgs { out_dir: options.out_dir.clone(), trace: options.trace, run_id: run_id.clone() };
         let (ledger, _) = Actor::spawn_linked(None, LedgerActor, ledger_args, supervisor.get_cell())
             .await
             .map_err(|e| fail("ledger", &e))?;

@@ -55,7 +55,9 @@ async fn harness(budget_toml: &str) -> Harness {
         .await
         .expect("resolver actor");
     let (ledger, _) =
-        Actor::spawn(None, LedgerActor, LedgerArgs { out_dir: None, trace: false }).await.expect("ledger");
+        Actor::spawn(None, LedgerActor, LedgerArgs { out_dir: None, trace: false, run_id: "h".to_owned() })
+            .await
+            .expect("ledger");
     let memory_args =
         crate::memory::MemoryArgs::new(workspace.path().join(".memory"), crate::memory::system_clock(), false);
     let (memory, _) = Actor::spawn(None, crate::memory::MemoryActor, memory_args).await.expect("memory");
