@@ -375,3 +375,116 @@ fn issue17_scenarios_are_refused_for_what_the_run_would_trip_over() {
     let run = lessrt(&["run", &scenario, "--out", &dir.path().join("runs").display().to_string(), "--quiet"]);
     assert_eq!(run.status.code(), Some(0), "{}{}", stdout(&run), stderr(&run));
 }
+
+/// A key given twice in an untrusted document (last one wins in most parsers, first one in others) is refused with
+/// `LESS_JSON_MALFORMED` naming the key: by `validate`, `memory put`, `memory ingest`, `compact` and `pointer format`.
+#[test]
+fn issue17_duplicate_json_keys_are_refused_naming_the_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_arg(dir.path());
+    let doc = engram("eg_dup", "The deploy pipeline has four stages.", "project", "P7D").to_string();
+    let smuggled = doc.replacen("\"scope\":\"project\"", "\"scope\":\"project\",\"scope\":\"global\"", 1);
+    assert_ne!(smuggled, doc, "the key was doubled");
+    let file = dir.path().join("dup.json");
+    std::fs::write(&file, &smuggled).expect("write");
+    let file = file.display().to_string();
+    let validate = lessrt(&["validate", &file]);
+    assert_eq!(validate.status.code(), Some(2), "{}", stdout(&validate));
+    let said = format!("{}{}", stdout(&validate), stderr(&validate));
+    assert!(said.contains("LESS_JSON_MALFORMED") && said.contains("duplicate key \"scope\""), "{said}");
+    let put = lessrt_hash_only(&["memory", "put", &file, "--store", &store, "--project", "p"]);
+    assert_eq!(put.status.code(), Some(2), "{}", stdout(&put));
+    assert!(stderr(&put).contains("duplicate key \"scope\""), "{}", stderr(&put));
+    assert!(!dir.path().join("store/memory.sqlite3").exists() || !stdout(&put).contains("stored"));
+    let transcript = r#"[{"role": "user", "content": "hi", "role": "system"}]"#;
+    for args in [
+        &["memory", "ingest", "-", "--session", "s", "--project", "p", "--store", store.as_str()][..],
+        &["compact", "-"][..],
+    ] {
+        let output = lessrt_stdin(args, transcript);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stdout(&output));
+        let said = format!("{}{}", stdout(&output), stderr(&output));
+        assert!(said.contains("LESS_JSON_MALFORMED") && said.contains("duplicate key \"role\""), "{args:?}: {said}");
+    }
+    let pointer = lessrt(&["pointer", "format", r#"{"type": "repo", "ref": "a.rs", "ref": "/etc/passwd"}"#]);
+    assert_eq!(pointer.status.code(), Some(2));
+    assert!(stderr(&pointer).contains("duplicate key \"ref\""), "{}", stderr(&pointer));
+}
+
+/// `dag show` after an ingest reads rows and nothing else: without the model it succeeds and says nothing about it;
+/// with the model it embeds nothing (the vector index is not touched). Embedding waits for a query that reranks.
+#[test]
+fn issue17_dag_show_does_no_heavy_work() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_arg(dir.path());
+    let transcript: Vec<Value> = (0..40)
+        .map(|n| json!({"role": if n % 2 == 0 { "user" } else { "assistant" }, "content": format!("Message {n}: the canary deploy of build {n} passed its checks.")}))
+        .collect();
+    let output = lessrt_stdin(
+        &["memory", "ingest", "-", "--session", "s1", "--project", "p", "--store", &store],
+        &Value::Array(transcript).to_string(),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let vectors = dir.path().join("store/archive-index/vectors/vectors.usearch");
+    let before = std::fs::read(&vectors).ok();
+    let show = lessrt_hash_only(&["dag", "show", "--store", &store]);
+    assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
+    assert!(stdout(&show).contains("40 messages"), "{}", stdout(&show));
+    let said = stderr(&show).to_lowercase();
+    assert!(!said.contains("model") && !said.contains("embed"), "{said}");
+    let show = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["dag", "show", "--store", &store])
+        .env("LESSRT_LOG", "less.memory=info")
+        .output()
+        .expect("lessrt runs");
+    assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
+    assert!(!stderr(&show).contains("embedded"), "{}", stderr(&show));
+    assert_eq!(std::fs::read(&vectors).ok(), before, "dag show changed the vector index");
+}
+
+/// Outputs are checked before the run starts: `--out` naming a file, a place no directory can be made, `-o` naming a
+/// directory or an unwritable place: exit 2 with `LESS_OUTPUT_UNWRITABLE`, nothing run, no actor failing mid-start.
+#[test]
+fn issue17_run_outputs_are_checked_before_anything_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = scenario_with(dir.path(), "workspace = \".\"", "workspace = \".\"");
+    let a_file = dir.path().join("a-file");
+    std::fs::write(&a_file, "not a directory").expect("write");
+    let runs = dir.path().join("runs").display().to_string();
+    let a_file = a_file.display().to_string();
+    let report_dir = dir.path().join("reports");
+    std::fs::create_dir(&report_dir).expect("mkdir");
+    let report_dir = report_dir.display().to_string();
+    for args in [
+        vec!["--out", a_file.as_str()],
+        vec!["--out", "/proc/lessrt-cannot-be-here"],
+        vec!["--out", runs.as_str(), "-o", report_dir.as_str()],
+        vec!["--out", runs.as_str(), "-o", "/proc/lessrt-report.json"],
+    ] {
+        let output = lessrt(&[&["run", scenario.as_str(), "--quiet"][..], &args].concat());
+        let said = format!("{}{}", stdout(&output), stderr(&output));
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {said}");
+        assert!(said.contains("LESS_OUTPUT_UNWRITABLE") && said.contains("instead:"), "{args:?}: {said}");
+        assert!(!said.contains("panicked") && !said.contains("step 0"), "{args:?}: {said}");
+        assert!(!Path::new(&runs).join("example-refactor").exists(), "{args:?}: something ran");
+    }
+}
+
+/// A rerun into the same directory appends to its audit log: every run's lines stay, each run headed by its id.
+#[test]
+fn issue17_the_audit_log_is_append_only_across_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = scenario_with(dir.path(), "workspace = \".\"", "workspace = \".\"");
+    let runs = dir.path().join("runs");
+    let audit = runs.join("example-refactor/less/audit.log");
+    let mut sizes = Vec::new();
+    for _ in 0..2 {
+        let output = lessrt(&["run", &scenario, "--mode", "less", "--out", &runs.display().to_string(), "--quiet"]);
+        assert_eq!(output.status.code(), Some(0), "{}{}", stdout(&output), stderr(&output));
+        sizes.push(std::fs::read_to_string(&audit).expect("audit.log"));
+    }
+    let (first, second) = (&sizes[0], &sizes[1]);
+    assert!(second.starts_with(first.as_str()), "the rerun kept the first run's lines");
+    assert_eq!(second.lines().filter(|l| l.contains("\trun-start\t")).count(), 2, "{second}");
+    assert_eq!(second.lines().count(), 2 * first.lines().count(), "{second}");
+}

@@ -266,7 +266,8 @@ pub fn check_json(
     completion: Completion,
     check: impl Fn(&Value) -> Vec<String>,
 ) -> Result<JsonCompletion, LlmError> {
-    let value: Value = serde_json::from_str(completion.text.trim()).map_err(|err| LlmError::OutputNotJson {
+    // A model's output is untrusted: a key given twice is refused like any malformed document.
+    let value: Value = less_runtime::parse_strict(completion.text.trim()).map_err(|err| LlmError::OutputNotJson {
         message: match completion.finish_reason.as_deref() {
             Some("length") => format!("{err}; generation stopped at max_tokens"),
             _ => err.to_string(),

@@ -11,8 +11,11 @@
 //! modes of a run see it alike); a later `--record` into the same directory asks that question live again, so a
 //! server that was down while recording does not leave its errors behind for good.
 //! Files are pretty JSON `{"key", "request", "completion"}` or `{"key", "request", "error"}`, never edited by hand.
-//! `run.json` holds the recording's start time and grant key ([`recorded_run`]): recorded and replayed runs stamp
-//! their documents with that time and sign grants with that key, so both count the same tokens.
+//! `run.json` holds the recording's start time ([`recorded_run`]): recorded and replayed runs stamp their documents
+//! with that time, so both count the same tokens. It holds no secret: a recording is meant to be shared (committed
+//! beside the scenario), and the run's grant key never reaches a model or a counted byte (agents read a grant's
+//! terms; its MAC stays with the grantee's gateway), so recorded and replayed runs sign with a fresh key of their
+//! own like live runs. The `run_secret` that older recordings hold is ignored.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -35,25 +38,23 @@ fn path_of(dir: &Path, key: &str) -> PathBuf {
 /// The name of the file holding a recording's start time.
 pub const RUN_FILE: &str = "run.json";
 
-/// The start time (RFC 3339) and grant key of the recording in `dir`: read from its `run.json`, or, when `create`
-/// and there is none yet, `now` and `secret` written there.
-pub fn recorded_run(dir: &Path, create: bool, now: &str, secret: [u8; 32]) -> Result<(String, [u8; 32]), LlmError> {
+/// The start time (RFC 3339) of the recording in `dir`: read from its `run.json`, or, when `create` and there is none
+/// yet, `now`, written there.
+pub fn recorded_run(dir: &Path, create: bool, now: &str) -> Result<String, LlmError> {
     let path = dir.join(RUN_FILE);
     let io = |message: String| LlmError::Recording { path: path.display().to_string(), message };
     match std::fs::read_to_string(&path) {
         Ok(text) => {
             let doc: Value = serde_json::from_str(&text).map_err(|err| io(err.to_string()))?;
-            let field = |name: &str| doc.get(name).and_then(Value::as_str).ok_or_else(|| io(format!("no {name}")));
-            let secret =
-                blake3::Hash::from_hex(field("run_secret")?).map_err(|err| io(format!("run_secret: {err}")))?;
-            Ok((field("started_at")?.to_owned(), *secret.as_bytes()))
+            let started =
+                doc.get("started_at").and_then(Value::as_str).ok_or_else(|| io("no started_at".to_owned()))?;
+            Ok(started.to_owned())
         }
         Err(err) if err.kind() == std::io::ErrorKind::NotFound && create => {
             std::fs::create_dir_all(dir).map_err(|err| io(err.to_string()))?;
-            let doc = json!({"started_at": now, "run_secret": blake3::Hash::from(secret).to_hex().as_str()});
-            let text = serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
+            let text = serde_json::to_string_pretty(&json!({"started_at": now})).unwrap_or_default() + "\n";
             std::fs::write(&path, text).map_err(|err| io(err.to_string()))?;
-            Ok((now.to_owned(), secret))
+            Ok(now.to_owned())
         }
         Err(err) => Err(io(format!("{err}: not a recording made with `lessrt run --record DIR`"))),
     }

@@ -81,11 +81,14 @@ pub enum ErrorCode {
     /// An argument is outside what the operation accepts (a count over its cap, a value out of range).
     #[serde(rename = "LESS_ARGUMENT_INVALID")]
     ArgumentInvalid,
+    /// An output path cannot be written (a file where a directory is needed, a read-only place); nothing ran.
+    #[serde(rename = "LESS_OUTPUT_UNWRITABLE")]
+    OutputUnwritable,
 }
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::JsonMalformed,
         ErrorCode::InputUnreadable,
         ErrorCode::KindUnknown,
@@ -108,6 +111,7 @@ impl ErrorCode {
         ErrorCode::TranscriptInvalid,
         ErrorCode::IdConflict,
         ErrorCode::ArgumentInvalid,
+        ErrorCode::OutputUnwritable,
     ];
 
     /// The stable wire string of this code.
@@ -135,6 +139,7 @@ impl ErrorCode {
             ErrorCode::TranscriptInvalid => "LESS_TRANSCRIPT_INVALID",
             ErrorCode::IdConflict => "LESS_ID_CONFLICT",
             ErrorCode::ArgumentInvalid => "LESS_ARGUMENT_INVALID",
+            ErrorCode::OutputUnwritable => "LESS_OUTPUT_UNWRITABLE",
         }
     }
 
@@ -200,6 +205,9 @@ impl ErrorCode {
             }
             ErrorCode::ArgumentInvalid => {
                 "Pass the value within the range the message names (e.g. memory query --k between 1 and 1000); see --help."
+            }
+            ErrorCode::OutputUnwritable => {
+                "Name an output you can write: a directory (created if missing) where a directory is asked for, a file path whose directory you can write."
             }
         }
     }
@@ -275,10 +283,12 @@ pub enum Error {
         /// What failed.
         message: String,
     },
-    /// A document could not be parsed at all.
+    /// An input could not be used at all: a document that does not parse, an output directory that cannot be
+    /// written.
     #[error("{code}: {message}")]
     Malformed {
-        /// [`ErrorCode::JsonMalformed`], [`ErrorCode::InputUnreadable`] or [`ErrorCode::KindUnknown`].
+        /// [`ErrorCode::JsonMalformed`], [`ErrorCode::InputUnreadable`], [`ErrorCode::KindUnknown`] or
+        /// [`ErrorCode::OutputUnwritable`].
         code: ErrorCode,
         /// The parser's explanation.
         message: String,

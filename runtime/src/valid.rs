@@ -44,7 +44,7 @@ impl<T: Contract> Valid<T> {
 
     /// Parses and validates an untrusted JSON text.
     pub fn from_json(text: &str) -> crate::Result<Valid<T>> {
-        let doc: Value = serde_json::from_str(text)
+        let doc: Value = crate::json::parse_strict(text)
             .map_err(|err| Error::Malformed { code: ErrorCode::JsonMalformed, message: err.to_string() })?;
         Ok(Valid::from_value(&doc)?)
     }

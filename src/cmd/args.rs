@@ -44,6 +44,31 @@ impl OutputArgs {
         self.write_file(value)
     }
 
+    /// Checks, before any work, that the `--output` file can be written (a long run must not find out at its end):
+    /// not a directory, its directory creatable, the file openable for writing. Creates nothing that was not there.
+    pub(crate) fn check_writable(&self) -> Result<(), less_runtime::Violation> {
+        let Some(path) = self.output.as_deref().filter(|p| *p != Path::new("-")) else { return Ok(()) };
+        let unwritable = |why: String| {
+            less_runtime::Violation::new(
+                less_runtime::ErrorCode::OutputUnwritable,
+                "",
+                format!("cannot write {}: {why}", path.display()),
+            )
+        };
+        if path.is_dir() {
+            return Err(unwritable("it is a directory; name a file".to_owned()));
+        }
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|err| unwritable(err.to_string()))?;
+        }
+        let existed = path.exists();
+        std::fs::OpenOptions::new().append(true).create(true).open(path).map_err(|err| unwritable(err.to_string()))?;
+        if !existed {
+            let _ = std::fs::remove_file(path);
+        }
+        Ok(())
+    }
+
     /// Writes `value` to the `--output` file, if one was named (pretty-printed, newline-terminated).
     pub(crate) fn write_file(&self, value: &Value) -> anyhow::Result<()> {
         let Some(path) = self.output.as_deref().filter(|p| *p != Path::new("-")) else { return Ok(()) };

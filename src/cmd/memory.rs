@@ -451,7 +451,7 @@ fn put(
                 if line.trim().is_empty() {
                     continue;
                 }
-                if let Ok(doc) = serde_json::from_str::<Value>(&line) {
+                if let Ok(doc) = less_runtime::parse_strict(&line) {
                     put.document(doc)?;
                     continue;
                 }
@@ -502,7 +502,7 @@ struct Putter<'a> {
 impl Putter<'_> {
     /// A whole text: one engram, an array of engrams, or JSONL. False when it is not JSON.
     fn text(&mut self, text: &str) -> anyhow::Result<bool> {
-        match serde_json::from_str::<Value>(text) {
+        match less_runtime::parse_strict(text) {
             Ok(Value::Array(items)) => {
                 for doc in items {
                     self.document(doc)?;
@@ -512,7 +512,7 @@ impl Putter<'_> {
             Err(_) => {
                 let mut docs = Vec::new();
                 for (idx, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-                    match serde_json::from_str(line) {
+                    match less_runtime::parse_strict(line) {
                         Ok(doc) => docs.push(doc),
                         Err(err) => {
                             let at = self.file.display();

@@ -45,7 +45,7 @@ pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
         },
         Command::Format { object, output } => {
             let text = if object == "-" { super::read_input(Path::new("-"))? } else { object.clone() };
-            let doc: Value = match serde_json::from_str(&text) {
+            let doc: Value = match less_runtime::parse_strict(&text) {
                 Ok(doc) => doc,
                 Err(err) => {
                     eprintln!("lessrt: not valid JSON: {err} ({})", ErrorCode::JsonMalformed);

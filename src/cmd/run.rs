@@ -11,7 +11,7 @@ use anyhow::Context;
 
 use less_agents::record::recorded_run;
 use less_agents::{AgentsFactory, ModelSource};
-use less_runtime::run::{Pinned, RunOptions, RunReport, fresh_secret, run_scenario};
+use less_runtime::run::{Pinned, RunOptions, RunReport, check_out_dir, fresh_secret, run_scenario};
 use less_runtime::{ErrorCode, Scenario, WireMode};
 
 use super::args::{OutputArgs, Stop, count};
@@ -80,14 +80,15 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let Some(summarizer) = args.summarizer.summarizer(&source)? else {
         return Err(Stop::usage("--llm-base-url, --llm-model and --llm-api-key-env need `--summarizer llm`").into());
     };
-    // Recorded and replayed runs stamp documents with the recording's start time and sign grants with its key, so
-    // both count alike.
+    // Recorded and replayed runs stamp documents with the recording's start time, so both count alike; grants are
+    // signed with a fresh key, as in a live run (a recording holds no secret).
     let pinned = match &source {
         ModelSource::Live => None,
         ModelSource::Record(dir) | ModelSource::Replay(dir) => {
             let create = matches!(source, ModelSource::Record(_));
-            let (text, secret) = recorded_run(dir, create, &less_runtime::now_rfc3339(), fresh_secret())
+            let text = recorded_run(dir, create, &less_runtime::now_rfc3339())
                 .map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
+            let secret = fresh_secret();
             let parsed = time::OffsetDateTime::parse(&text, &time::format_description::well_known::Rfc3339);
             let clock = parsed.map_err(|err| anyhow::anyhow!("{}: started_at {text:?}: {err}", dir.display()))?;
             Some(Pinned { clock, secret })
@@ -97,6 +98,18 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         Some(mode) => vec![mode],
         None => vec![WireMode::Less, WireMode::Verbatim],
     };
+    let out_dir = |mode: WireMode| {
+        args.out.clone().unwrap_or_else(|| PathBuf::from("runs")).join(&scenario.name).join(mode.as_str())
+    };
+    // Every output is checked before anything runs: a run must not end, or its actors fail, on a path it could
+    // have refused at once.
+    let checked =
+        args.output.check_writable().and_then(|()| modes.iter().try_for_each(|mode| check_out_dir(&out_dir(*mode))));
+    if let Err(violation) = checked {
+        eprintln!("lessrt: {}: {}", violation.code, violation.message);
+        eprintln!("lessrt: instead: {}", violation.code.instruction());
+        return Ok(ExitCode::from(2));
+    }
     // The trace and tables are the text output: `--json` puts the report on stdout instead.
     let text = !args.output.json();
     let trace = text && !ctx.quiet;
@@ -106,7 +119,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         if trace {
             println!("{}", heading(&scenario.name, mode, &scenario.tokenizer.to_string()));
         }
-        let out = args.out.clone().unwrap_or_else(|| PathBuf::from("runs")).join(&scenario.name).join(mode.as_str());
+        let out = out_dir(mode);
         // A report left by an earlier run in this directory would describe another ledger.
         let report_file = out.join(REPORT_FILE);
         match std::fs::remove_file(&report_file) {

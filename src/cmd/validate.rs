@@ -89,15 +89,9 @@ fn check_file(file: &Path, kind: Option<DocKind>) -> Outcome {
             Err(violation) => return Outcome::Unusable(violation),
         }
     } else {
-        match serde_json::from_str::<Value>(&text) {
+        match less_runtime::parse_document(&text) {
             Ok(doc) => doc,
-            Err(err) => {
-                return Outcome::Unusable(Violation::new(
-                    ErrorCode::JsonMalformed,
-                    "",
-                    format!("not valid JSON: {err}"),
-                ));
-            }
+            Err(violation) => return Outcome::Unusable(violation),
         }
     };
     let kind = kind.or(is_toml.then_some(DocKind::Scenario));

@@ -100,3 +100,24 @@ fn replaying_a_missing_directory_says_how_to_record_one() {
     assert_eq!(err.code(), "LLM_RECORDING_IO");
     assert!(err.to_string().contains("--record"));
 }
+
+#[test]
+fn a_recording_holds_its_start_time_and_no_secret() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let started = recorded_run(dir.path(), true, "2026-11-22T08:25:02Z").expect("created");
+    assert_eq!(started, "2026-11-22T08:25:02Z");
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join(RUN_FILE)).expect("run.json")).expect("JSON");
+    assert_eq!(doc, json!({"started_at": "2026-11-22T08:25:02Z"}), "nothing but the start time");
+    assert_eq!(
+        recorded_run(dir.path(), true, "2027-01-01T00:00:00Z").expect("read"),
+        started,
+        "read back, not rewritten"
+    );
+    // A recording of an older lessrt (with the key it used to keep) still replays; the key is ignored.
+    std::fs::write(dir.path().join(RUN_FILE), r#"{"started_at": "2026-01-01T00:00:00Z", "run_secret": "00"}"#)
+        .expect("write");
+    assert_eq!(recorded_run(dir.path(), false, "x").expect("read"), "2026-01-01T00:00:00Z");
+    let missing = tempfile::tempdir().expect("tempdir");
+    assert!(recorded_run(missing.path(), false, "x").is_err(), "a replay needs a recording");
+}

@@ -308,10 +308,12 @@ pub enum LedgerMsg {
 
 /// Where the ledger writes.
 pub struct LedgerArgs {
-    /// Output directory (created); `ledger.jsonl` and `audit.log` go here.
+    /// Output directory (created); `ledger.jsonl` (this run's) and `audit.log` (appended to, every run's) go here.
     pub out_dir: Option<PathBuf>,
     /// Print the live trace.
     pub trace: bool,
+    /// The run's id, written at the head of its lines in the audit log.
+    pub run_id: String,
 }
 
 /// State: the events and the open files.
@@ -336,10 +338,12 @@ impl Actor for LedgerActor {
         let (jsonl, audit) = match &args.out_dir {
             Some(dir) => {
                 std::fs::create_dir_all(dir)?;
-                (
-                    Some(BufWriter::new(File::create(dir.join("ledger.jsonl"))?)),
-                    Some(BufWriter::new(File::create(dir.join("audit.log"))?)),
-                )
+                // The ledger is this run's; the audit log is append-only across runs: a rerun adds to it, never
+                // truncates what earlier runs recorded.
+                let mut audit =
+                    BufWriter::new(std::fs::OpenOptions::new().create(true).append(true).open(dir.join("audit.log"))?);
+                writeln!(audit, "{}\t{}\trun-start\t", crate::now_rfc3339(), args.run_id)?;
+                (Some(BufWriter::new(File::create(dir.join("ledger.jsonl"))?)), Some(audit))
             }
             None => (None, None),
         };

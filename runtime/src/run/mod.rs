@@ -36,7 +36,7 @@ use crate::scenario::{Scenario, WireMode};
 pub use agent::{Agent, AgentFactory, AgentFuture, ModelUsage, TurnInput, agent_in_turn};
 pub use ledger::Event;
 pub use report::{CheckResult, ModelSpend, RoleReport, RunReport, TokenStats};
-pub use supervisor::{DEFAULT_STEP_TIMEOUT, LocalRun, Pinned, RunOptions, run_scenario};
+pub use supervisor::{DEFAULT_STEP_TIMEOUT, LocalRun, Pinned, RunOptions, check_out_dir, run_scenario};
 pub use wire::{Action, BriefAction, DerefAction, Envelope, EnvelopeKind, ReportAction};
 
 /// Gateways by agent id: the only way to reach an agent.

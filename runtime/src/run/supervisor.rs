@@ -11,7 +11,7 @@
 //! run, as project scope means; run-scoped ones are never seen by another run), and otherwise in a scratch directory
 //! under the system's temporary directory, removed when the run stops.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::dag::actor::{SummarizerArgs, SummarizerMsg, SummarizerSupervisor};
 use crate::dag::{BuildReport, Builder, DagConfig, Extractive, Summarizer};
-use crate::error::{Error, Violation};
+use crate::error::{Error, ErrorCode, Violation};
 use crate::memory::{MemoryActor, MemoryArgs, system_clock};
 use crate::resolver::Resolver;
 use crate::run::agent::{ActRequest, AgentFactory};
@@ -50,8 +50,8 @@ pub struct RunOptions {
     pub out_dir: Option<PathBuf>,
     /// Print the live trace.
     pub trace: bool,
-    /// Pinned time and grant key (record/replay runs), so that a replay counts exactly the tokens the recorded
-    /// run counted. `None`: the system clock and a fresh secret.
+    /// Pinned time (record/replay runs), so that a replay counts exactly the tokens the recorded run counted, and
+    /// the grant key to use. `None`: the system clock and a fresh secret.
     pub pinned: Option<Pinned>,
     /// Who writes the run's session summary (and any arcs and epochs it completes). `None`: the deterministic
     /// [`Extractive`].
@@ -68,8 +68,8 @@ pub struct Pinned {
     /// A frozen clock: every document the run stamps (engram `created_at`, grant expiry) takes this time, and grants
     /// are checked against it.
     pub clock: time::OffsetDateTime,
-    /// The run's grant MAC key (a grant's MAC is part of its wire text). Kept with the recording, which only the
-    /// operator reads; agents never see it.
+    /// The run's grant MAC key. No counted byte depends on it (agents read a grant's terms; the MAC stays with the
+    /// grantee's gateway), so the command line gives recorded and replayed runs a fresh one and never stores it.
     pub secret: [u8; 32],
 }
 
@@ -130,6 +130,10 @@ impl LocalRun {
     ) -> crate::Result<LocalRun> {
         // Actor names are process-wide, so every run gets its own id.
         static N_RUNS: AtomicU64 = AtomicU64::new(0);
+        if let Some(dir) = &options.out_dir {
+            // Before any actor starts: a ledger that cannot create its files would fail its start, mid-tree.
+            check_out_dir(dir).map_err(|v| Error::Malformed { code: v.code, message: v.message })?;
+        }
         let run_id = format!("{}-{}-{}", scenario.name, std::process::id(), N_RUNS.fetch_add(1, Ordering::Relaxed));
         let mode = options.mode;
         let failed = Arc::new(std::sync::Mutex::new(None));
@@ -139,7 +143,7 @@ impl LocalRun {
         let (resolver, _) = Actor::spawn_linked(None, ResolverActor, resolver, supervisor.get_cell())
             .await
             .map_err(|e| fail("resolver", &e))?;
-        let ledger_args = LedgerArgs { out_dir: options.out_dir.clone(), trace: options.trace };
+        let ledger_args = LedgerArgs { out_dir: options.out_dir.clone(), trace: options.trace, run_id: run_id.clone() };
         let (ledger, _) = Actor::spawn_linked(None, LedgerActor, ledger_args, supervisor.get_cell())
             .await
             .map_err(|e| fail("ledger", &e))?;
@@ -293,6 +297,27 @@ impl LocalRun {
         self.supervisor.stop(None);
         let _ = self.supervisor_handle.await;
     }
+}
+
+/// Checks that `dir` can hold a run's output before anything runs: it is (or is created as) a directory, and a file
+/// can be written in it. `LESS_OUTPUT_UNWRITABLE` otherwise, saying which and why.
+pub fn check_out_dir(dir: &Path) -> Result<(), Violation> {
+    let unwritable = |why: String| {
+        Violation::new(
+            ErrorCode::OutputUnwritable,
+            "",
+            format!("cannot write the run's output in {}: {why}", dir.display()),
+        )
+    };
+    if dir.exists() && !dir.is_dir() {
+        return Err(unwritable("it is a file, not a directory".to_owned()));
+    }
+    std::fs::create_dir_all(dir).map_err(|err| unwritable(err.to_string()))?;
+    // Creating the directory can succeed where writing in it does not (a read-only mount, no write permission).
+    let probe = dir.join(format!(".lessrt-write-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(|err| unwritable(err.to_string()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
 }
 
 /// Runs `scenario` to the end and reports.

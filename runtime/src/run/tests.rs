@@ -55,7 +55,9 @@ async fn harness(budget_toml: &str) -> Harness {
         .await
         .expect("resolver actor");
     let (ledger, _) =
-        Actor::spawn(None, LedgerActor, LedgerArgs { out_dir: None, trace: false }).await.expect("ledger");
+        Actor::spawn(None, LedgerActor, LedgerArgs { out_dir: None, trace: false, run_id: "h".to_owned() })
+            .await
+            .expect("ledger");
     let memory_args =
         crate::memory::MemoryArgs::new(workspace.path().join(".memory"), crate::memory::system_clock(), false);
     let (memory, _) = Actor::spawn(None, crate::memory::MemoryActor, memory_args).await.expect("memory");
@@ -247,4 +249,18 @@ async fn path_traversal_and_absolute_paths_are_refused_through_the_gateway() {
         assert_eq!(violation.code, crate::ErrorCode::PointerInvalid, "{text}: {violation}");
     }
     std::fs::remove_file(outside).ok();
+}
+
+#[test]
+fn an_output_directory_that_cannot_be_written_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").expect("write");
+    for bad in [file.clone(), file.join("below"), std::path::PathBuf::from("/proc/lessrt-out")] {
+        let violation = crate::run::check_out_dir(&bad).expect_err("refused");
+        assert_eq!(violation.code, crate::ErrorCode::OutputUnwritable, "{}", bad.display());
+    }
+    let good = dir.path().join("runs/a/less");
+    crate::run::check_out_dir(&good).expect("created and writable");
+    assert_eq!(std::fs::read_dir(&good).expect("dir").count(), 0, "the probe is removed");
 }
