@@ -49,8 +49,8 @@ pub use message::{GateStatus, Payload, Severity, TaskStatus, TypedMessage, WaveS
 pub use pointer::{MAX_REF_CHARS, MAX_SPAN_CHARS, Pointer, PointerType};
 pub use resolver::{Resolved, Resolver, SamSource};
 pub use scenario::{
-    AgentKind, AgentSpec, Budgets, Check, DEFAULT_LLM_BASE_URL, EngramSpec, Expect, GrantSpec, LlmSpec, Misbehaviour,
-    Plan, ReportKind, ReportStep, Scenario, Step, WireMode, scenario_document,
+    AgentKind, AgentSpec, Budgets, Check, DEFAULT_LLM_BASE_URL, EngramSpec, Expect, Gold, GrantSpec, LlmSpec,
+    Misbehaviour, OneOf, Plan, ReportKind, ReportStep, Scenario, Step, Task, TaskKind, WireMode, scenario_document,
 };
 pub use schema::{DocKind, SCHEMA_BASE, SCHEMA_FILES, schema_document};
 pub use tokens::{CacheStats, Encoding, TokenCounter};

@@ -13,7 +13,9 @@
 //! are deterministic.
 
 pub(crate) mod agent;
+pub(crate) mod baseline;
 pub(crate) mod gateway;
+pub(crate) mod grade;
 pub(crate) mod ledger;
 pub(crate) mod report;
 pub(crate) mod resolver_actor;
@@ -34,7 +36,8 @@ use crate::run::resolver_actor::ResolverMsg;
 use crate::scenario::{Scenario, WireMode};
 
 pub use agent::{Agent, AgentFactory, AgentFuture, ModelUsage, TurnInput};
-pub use report::{CheckResult, ModelSpend, RoleReport, RunReport, TokenStats};
+pub use grade::{Answer, TaskReport, TaskVerdict, covers, states};
+pub use report::{CheckResult, CheckStatus, ModelSpend, RoleReport, RunReport, TokenStats};
 pub use supervisor::{LocalRun, Pinned, RunOptions, run_scenario};
 pub use wire::{Action, BriefAction, DerefAction, Envelope, EnvelopeKind, ReportAction};
 
