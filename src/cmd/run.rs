@@ -18,7 +18,8 @@ use super::summarizer::SummarizerChoice;
 pub(crate) struct Args {
     /// The scenario file (TOML).
     scenario: PathBuf,
-    /// Wire mode: less (engrams, pointers, budgets) or verbatim (the baseline). Both when omitted.
+    /// Wire mode: less (engrams, pointers, budgets), verbatim (the fair baseline: what a careful orchestrator without
+    /// LESS sends) or verbatim-whole (whole files and every prior report pasted). less and verbatim when omitted.
     #[arg(long, value_parser = parse_mode)]
     mode: Option<WireMode>,
     /// Write the report as JSON to this file.
@@ -141,7 +142,14 @@ fn print_report(report: &RunReport) {
     }
     println!();
     for check in &report.checks {
-        println!("{} {} — {}", if check.passed { "PASS" } else { "FAIL" }, check.name, check.detail);
+        println!("{} {} — {}", check.status.label(), check.name, check.detail);
+    }
+    if report.tasks.graded > 0 {
+        println!("\ntasks: {} of {} solved", report.tasks.solved, report.tasks.graded);
+        for task in &report.tasks.items {
+            let verdict = if task.solved { "SOLVED" } else { "UNSOLVED" };
+            println!("{verdict} {} ({}, {}) — {}", task.id, task.kind.as_str(), task.agent, task.evidence);
+        }
     }
     println!();
 }
