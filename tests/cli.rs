@@ -347,6 +347,16 @@ fn uc1_runs_in_both_modes_and_less_is_a_small_fraction() {
     let node = &dag["nodes"][0];
     assert!(node["token_count"].as_u64() < node["input_tokens"].as_u64(), "{node}");
     assert!(node["content"].as_str().expect("content").contains("(sam:msg:m-"), "{node}");
+    // The run did not wait for the embedding model: its archive is indexed for hash recall, and the messages are
+    // embedded by the first query that reranks.
+    let unembedded = || {
+        let index = less_runtime::dag::index_dir(&out.join("uc1-refactor/less/memory"));
+        less_runtime::memory::Memory::open(&index).expect("index").unembedded().expect("count")
+    };
+    assert!(unembedded() >= delivered.min(5) as usize, "the run embedded its archive");
+    let query = lessrt(&["dag", "query", "payment capture", "--store", &store, "--json"]);
+    assert_eq!(query.status.code(), Some(0), "{}", stderr(&query));
+    assert_eq!(unembedded(), 0, "the first reranked query embeds what was pending");
 }
 
 /// The lossless memory from the command line: ingest transcripts, build the DAG, look at it, expand it, ask it,

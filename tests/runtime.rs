@@ -309,3 +309,30 @@ fn digests_of_dereferenced_content_are_recorded_in_the_citing_engram() {
     let pointer = &delivered[0]["doc"]["engrams"][0]["pointers"][0];
     assert!(pointer["digest"].as_str().is_some_and(|d| d.starts_with("blake3:")), "{pointer}");
 }
+
+/// Runs a shipped scenario with a pinned clock and grant key; the report as JSON.
+fn run_shipped(name: &str, mode: WireMode, clock: time::OffsetDateTime, secret: u8) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(format!("{name}.toml"));
+    let scenario = Arc::new(Scenario::load(&path).unwrap_or_else(|v| panic!("{name}: {v}")));
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let pinned = Some(less_runtime::run::Pinned { clock, secret: [secret; 32] });
+    let options = RunOptions { mode, out_dir: None, trace: false, pinned, summarizer: None };
+    let report = runtime.block_on(run_scenario(scenario, Arc::new(ScriptedFactory), options)).expect("run completes");
+    serde_json::to_value(&report).expect("report is JSON")
+}
+
+#[test]
+fn the_same_scenario_counts_the_same_tokens_whatever_the_clock_and_grant_key() {
+    // Another day, another time of day, another grant key: nothing a run stamps may change what it counts.
+    let at = |unix| time::OffsetDateTime::from_unix_timestamp(unix).expect("a time");
+    let (first, second) = (at(1_767_225_600), at(1_942_358_287));
+    for name in ["uc1-refactor", "uc2-contradictions", "uc3-review", "uc4-shared-knowledge"] {
+        for mode in [WireMode::Less, WireMode::Verbatim] {
+            let a = run_shipped(name, mode, first, 1);
+            let b = run_shipped(name, mode, second, 2);
+            assert_eq!(a["roles"], b["roles"], "{name} {mode:?}: per-role counts differ between runs");
+            assert_eq!(a["totals"], b["totals"], "{name} {mode:?}");
+            assert!(a["totals"]["inline_tokens"]["total"].as_u64().unwrap_or(0) > 0, "{name} {mode:?} counted nothing");
+        }
+    }
+}

@@ -167,7 +167,9 @@ impl Actor for SummarizerSupervisor {
                 if let Some(index) = state.index.take() {
                     let (index, flushed) = tokio::task::spawn_blocking(move || {
                         let mut index = index;
-                        let flushed = index.flush();
+                        // Commit only: embedding the archive waits for the first query that reranks, so a run
+                        // never ends by loading the model.
+                        let flushed = index.save();
                         (index, flushed)
                     })
                     .await?;

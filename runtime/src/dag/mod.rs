@@ -502,9 +502,9 @@ impl Dag {
         Ok(self.builder.backfill(&mut self.archive, session, now)?)
     }
 
-    /// Commits the message index.
+    /// Commits the message index (no embedding: messages are embedded before the first query that reranks).
     pub fn flush(&mut self) -> Result<(), DagError> {
-        Ok(self.index.flush()?)
+        Ok(self.index.save()?)
     }
 
     fn indexed_path(&self) -> PathBuf {

@@ -183,26 +183,27 @@ pub fn shared_embedder() -> Result<Arc<Embedder>, String> {
     SHARED.get_or_init(|| Embedder::load(&ModelPaths::from_env()).map(Arc::new).map_err(|e| e.to_string())).clone()
 }
 
-/// Pending engrams by (project, id): one entry each however often they change before the next flush.
-fn by_place(wanted: Vec<vectors::Wanted>) -> std::collections::BTreeMap<(String, String), vectors::Wanted> {
-    wanted.into_iter().map(|w| ((w.project.clone(), w.id.clone()), w)).collect()
-}
-
 /// Stage 2's parts, present when the model is installed. The model itself is loaded on first need (a query, or an
 /// engram without a vector), so commands that only read or move rows never pay for it.
 struct Semantic {
     embedder: Option<Arc<Embedder>>,
     vectors: VectorIndex,
-    /// Engrams put since the last flush, to embed in one batch.
+    /// Engrams put or changed since the last embedding pass, to embed (or re-enter) in one batch.
     pending: std::collections::BTreeMap<(String, String), vectors::Wanted>,
+    /// The store may hold hot engrams without a vector that `pending` does not list (set on open): the next
+    /// embedding pass asks the store for them.
+    backlog: bool,
 }
 
 /// The store and its recall indexes, kept in step.
 ///
-/// A put is acknowledged after the store's commit; the indexes take the engram lazily, before the next query (an
-/// index commit costs about ten times a store commit, and embedding in batches is several times faster). A crash in
-/// between leaves an index behind the store's generation, and the next open rebuilds it, so nothing acknowledged is
-/// ever missing from recall.
+/// A put is acknowledged after the store's commit; the indexes take the engram lazily (an index commit costs about
+/// ten times a store commit, and embedding in batches is several times faster). The hash index is committed before
+/// the next query and by [`Memory::commit`]; claims are embedded only before a query that reranks, or by an explicit
+/// [`Memory::flush`], never on the way to an acknowledgement and never when the memory is dropped, so writers and
+/// read-only commands never wait for the model. A crash in between leaves an index behind the store's generation,
+/// and the next open rebuilds it (the vectors are kept in the store), so nothing acknowledged is ever missing from
+/// recall.
 pub struct Memory {
     store: Store,
     index: RecallIndex,
@@ -212,6 +213,8 @@ pub struct Memory {
     fusion: Fusion,
     /// Limits of the access rules and hygiene (`policy.rs`).
     policy: MemoryPolicy,
+    /// Told `(done, total)` as an embedding pass makes durable progress.
+    progress: Option<Box<dyn FnMut(usize, usize) + Send>>,
 }
 
 impl Semantic {
@@ -273,6 +276,7 @@ impl Memory {
                 embedder,
                 vectors: VectorIndex::open(&dir.join("vectors"))?,
                 pending: Default::default(),
+                backlog: true,
             }),
             Err(reason) => Err(reason),
         };
@@ -283,6 +287,7 @@ impl Memory {
             semantic,
             fusion: Fusion::default(),
             policy: MemoryPolicy::default(),
+            progress: None,
         };
         let generation = memory.store.generation()?;
         if memory.index.generation() != generation {
@@ -305,8 +310,13 @@ impl Memory {
         }
     }
 
+    /// Reports `(done, total)` of each embedding pass to `progress` (a progress bar; the runtime prints nothing).
+    pub fn on_embed_progress(&mut self, progress: impl FnMut(usize, usize) + Send + 'static) {
+        self.progress = Some(Box::new(progress));
+    }
+
     /// Brings the vector index in line with the store: adopts the saved file when it reflects `generation`,
-    /// rebuilds it from stored vectors otherwise, and embeds hot engrams that have no vector yet.
+    /// rebuilds it from stored vectors otherwise. Hot engrams without a vector are embedded by the next pass.
     fn sync_vectors(&mut self, generation: u64) -> Result<(), MemoryError> {
         let Ok(semantic) = &mut self.semantic else { return Ok(()) };
         let stored = self.store.hot_vectors(embed::MODEL_ID)?;
@@ -314,8 +324,8 @@ impl Memory {
         if !current {
             semantic.vectors.rebuild(&stored)?;
         }
-        semantic.pending = by_place(self.store.unembedded(embed::MODEL_ID)?);
-        self.flush()
+        semantic.backlog = true;
+        Ok(())
     }
 
     /// Rebuilds every derived index from the store; returns how many hot engrams they hold (cold ones are in the
@@ -325,7 +335,8 @@ impl Memory {
         if let Ok(semantic) = &mut self.semantic {
             let stored = self.store.hot_vectors(embed::MODEL_ID)?;
             semantic.vectors.rebuild(&stored)?;
-            semantic.pending = by_place(self.store.unembedded(embed::MODEL_ID)?);
+            semantic.pending.clear();
+            semantic.backlog = true;
         }
         self.flush()?;
         Ok(n)
@@ -372,7 +383,10 @@ impl Memory {
 
     /// Answers a query: stage-1 candidates and nearest vectors, fused and ordered by [`rank::rank`].
     pub fn recall(&mut self, request: &RecallRequest<'_>) -> Result<Recall, MemoryError> {
-        self.flush()?;
+        self.commit()?;
+        if request.stages != Stages::Hash && self.rerank_unavailable().is_none() {
+            self.embed_pending()?;
+        }
         let started = std::time::Instant::now();
         let mut phases = [std::time::Duration::ZERO; 4];
         let filter = &request.filter;
@@ -471,47 +485,94 @@ impl Memory {
         Ok(Recall { stages, degraded, hits })
     }
 
-    /// Commits pending index changes and embeds pending engrams (queries do this first).
-    pub fn flush(&mut self) -> Result<(), MemoryError> {
+    /// Commits the hash index's pending changes (cheap; no model). Queries do this first.
+    pub fn commit(&mut self) -> Result<(), MemoryError> {
         if self.index_dirty {
             self.index.commit(self.store.generation()?)?;
             self.index_dirty = false;
         }
-        if let Ok(semantic) = &mut self.semantic
-            && !semantic.pending.is_empty()
-        {
-            let pending: Vec<vectors::Wanted> = std::mem::take(&mut semantic.pending).into_values().collect();
-            // A revived engram kept its vector: only the ones without one are embedded.
-            let mut missing = Vec::new();
-            for wanted in &pending {
-                match self.store.vector(embed::MODEL_ID, &wanted.project, &wanted.id)? {
-                    Some(vector) => semantic.vectors.add(&wanted.project, &wanted.id, &wanted.vis, &vector)?,
-                    None => missing.push(wanted),
-                }
+        Ok(())
+    }
+
+    /// Commits the hash index and embeds every hot engram without a vector (a query that reranks does this first;
+    /// bulk loads and benches call it to pay for the model up front).
+    pub fn flush(&mut self) -> Result<(), MemoryError> {
+        self.commit()?;
+        self.embed_pending()
+    }
+
+    /// How many hot engrams wait for their vector (counted in the store; no model).
+    pub fn unembedded(&self) -> Result<usize, MemoryError> {
+        Ok(self.store.unembedded_count(embed::MODEL_ID)?)
+    }
+
+    /// Re-enters pending engrams that already have a vector (revived, or their scope changed) into the vector index;
+    /// no model. The ones without a vector stay pending.
+    fn enter_stored_vectors(&mut self) -> Result<(), MemoryError> {
+        let Ok(semantic) = &mut self.semantic else { return Ok(()) };
+        let mut entered = Vec::new();
+        for (place, wanted) in &semantic.pending {
+            if let Some(vector) = self.store.vector(embed::MODEL_ID, &wanted.project, &wanted.id)? {
+                semantic.vectors.add(&wanted.project, &wanted.id, &wanted.vis, &vector)?;
+                entered.push(place.clone());
             }
-            // In chunks, each stored durably before the next: memory stays bounded, and a large backlog (an archive
-            // indexed before the model was provisioned) makes progress that survives an interrupted process.
-            let total = missing.len();
-            for (n, chunk) in missing.chunks(EMBED_CHUNK).enumerate() {
-                let texts: Vec<&str> = chunk.iter().map(|w| w.text.as_str()).collect();
-                match semantic.embedder().map_err(EmbedError::Model).and_then(|embedder| embedder.embed(&texts)) {
-                    Ok(computed) => {
-                        let items: Vec<(&vectors::Wanted, &[f32])> =
-                            chunk.iter().copied().zip(computed.iter().map(Vec::as_slice)).collect();
-                        self.store.put_vectors(embed::MODEL_ID, &items)?;
-                        for (wanted, vector) in items {
-                            semantic.vectors.add(&wanted.project, &wanted.id, &wanted.vis, vector)?;
-                        }
-                        if total > EMBED_CHUNK {
-                            let done = (n * EMBED_CHUNK + chunk.len()).min(total);
-                            tracing::info!(target: "less.memory", done, total, "embedded");
-                        }
+        }
+        for place in entered {
+            semantic.pending.remove(&place);
+        }
+        Ok(())
+    }
+
+    /// Embeds pending engrams and re-enters changed ones into the vector index.
+    fn embed_pending(&mut self) -> Result<(), MemoryError> {
+        let Ok(semantic) = &mut self.semantic else { return Ok(()) };
+        if semantic.backlog {
+            for wanted in self.store.unembedded(embed::MODEL_ID)? {
+                semantic.pending.entry((wanted.project.clone(), wanted.id.clone())).or_insert(wanted);
+            }
+            semantic.backlog = false;
+        }
+        if semantic.pending.is_empty() {
+            return Ok(());
+        }
+        let pending: Vec<vectors::Wanted> = std::mem::take(&mut semantic.pending).into_values().collect();
+        // A revived engram kept its vector: only the ones without one are embedded.
+        let mut missing = Vec::new();
+        for wanted in &pending {
+            match self.store.vector(embed::MODEL_ID, &wanted.project, &wanted.id)? {
+                Some(vector) => semantic.vectors.add(&wanted.project, &wanted.id, &wanted.vis, &vector)?,
+                None => missing.push(wanted),
+            }
+        }
+        // In chunks, each stored durably before the next: memory stays bounded, and a large backlog (an archive
+        // indexed before the model was needed) makes progress that survives an interrupted process.
+        let total = missing.len();
+        if let Some(progress) = &mut self.progress {
+            progress(0, total);
+        }
+        for (n, chunk) in missing.chunks(EMBED_CHUNK).enumerate() {
+            let texts: Vec<&str> = chunk.iter().map(|w| w.text.as_str()).collect();
+            match semantic.embedder().map_err(EmbedError::Model).and_then(|embedder| embedder.embed(&texts)) {
+                Ok(computed) => {
+                    let items: Vec<(&vectors::Wanted, &[f32])> =
+                        chunk.iter().copied().zip(computed.iter().map(Vec::as_slice)).collect();
+                    self.store.put_vectors(embed::MODEL_ID, &items)?;
+                    for (wanted, vector) in items {
+                        semantic.vectors.add(&wanted.project, &wanted.id, &wanted.vis, vector)?;
                     }
-                    // The engrams are stored and recallable by stage 1; they are embedded on the next open.
-                    Err(err) => {
-                        tracing::warn!("embedding {} engrams failed: {err}", total - n * EMBED_CHUNK);
-                        break;
+                    let done = (n * EMBED_CHUNK + chunk.len()).min(total);
+                    if total > EMBED_CHUNK {
+                        tracing::info!(target: "less.memory", done, total, "embedded");
                     }
+                    if let Some(progress) = &mut self.progress {
+                        progress(done, total);
+                    }
+                }
+                // The engrams are stored and recallable by stage 1; the next pass embeds them.
+                Err(err) => {
+                    tracing::warn!(target: "less.memory", "embedding {} engrams failed: {err}", total - n * EMBED_CHUNK);
+                    semantic.backlog = true;
+                    break;
                 }
             }
         }
@@ -586,9 +647,12 @@ impl Memory {
         Ok(self.store.stats()?)
     }
 
-    /// Saves the vector index (done on drop; call it to hand the directory to another process).
+    /// Commits the hash index and saves the vector index without embedding anything (done on drop; call it to hand
+    /// the directory to another process). Engrams still without a vector are embedded by the next pass, in whichever
+    /// process needs them.
     pub fn save(&mut self) -> Result<(), MemoryError> {
-        self.flush()?;
+        self.commit()?;
+        self.enter_stored_vectors()?;
         let generation = self.store.generation()?;
         if let Ok(semantic) = &mut self.semantic {
             semantic.vectors.save(generation)?;

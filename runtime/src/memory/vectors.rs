@@ -120,6 +120,18 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// How many hot engrams have no vector of `model`.
+    pub(super) fn unembedded_count(&self, model: &str) -> Result<usize, StoreError> {
+        let n: i64 = self.conn.query_row(
+            "SELECT count(*) FROM engrams e
+             LEFT JOIN embeddings v ON v.project = e.project AND v.id = e.id AND v.model = ?1
+             WHERE e.tier = 'hot' AND v.id IS NULL",
+            [model],
+            |r| r.get(0),
+        )?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
     /// Stores vectors of `model`, in one transaction.
     pub(super) fn put_vectors(&mut self, model: &str, items: &[(&Wanted, &[f32])]) -> Result<(), StoreError> {
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;

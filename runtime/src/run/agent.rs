@@ -415,7 +415,11 @@ impl AgentState {
                         grant.terms.uses += 10;
                     }
                     let doc = serde_json::to_value(&grant).unwrap_or_default();
-                    let envelope = self.envelope(&spec.to, EnvelopeKind::Grant, doc.clone(), doc.to_string());
+                    // The grantee's gateway verifies and keeps the MAC; the agent reads, and is charged for, the
+                    // terms (it presents a grant by id). Counting the MAC's random hex would also make the same
+                    // run count differently each time.
+                    let wire = serde_json::to_string(&grant.terms).unwrap_or_default();
+                    let envelope = self.envelope(&spec.to, EnvelopeKind::Grant, doc, wire);
                     // A refused grant is in the ledger and the outcome; the brief still goes out.
                     let _ = self.deliver(envelope, outcome).await;
                 }

@@ -582,6 +582,14 @@ impl GatewayState {
     /// was on the wire too (`{"verbatim": text, "doc": document}`): an LLM agent reads what it was sent.
     fn forward(&mut self, envelope: Envelope) {
         let doc = match self.ctx.mode {
+            // The agent gets a grant's terms; the MAC stays with this gateway, which verified it and holds the grant.
+            _ if envelope.kind == EnvelopeKind::Grant => {
+                let mut terms = envelope.doc;
+                if let Some(fields) = terms.as_object_mut() {
+                    fields.remove("mac");
+                }
+                Arc::new(terms)
+            }
             mode if mode.is_baseline() && !envelope.wire.is_empty() => {
                 Arc::new(serde_json::json!({ "verbatim": envelope.wire, "doc": envelope.doc }))
             }
