@@ -20,6 +20,8 @@ struct Cli {
 enum Command {
     /// Run a PAS scenario through the actor tree, in LESS and verbatim modes, and report tokens per role and the checks.
     Run(cmd::run::Args),
+    /// Benchmark scenarios in LESS and the baselines: graded tasks, tokens per role, bench.json/csv, summary.md, plots.
+    Bench(cmd::bench::Args),
     /// Validate engrams, pointers, briefs, grants, deref requests, typed messages or scenarios against the schemas.
     Validate(cmd::validate::Args),
     /// Count the tokens of a text with a real tokenizer.
@@ -75,6 +77,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(true).init();
     let result = match cli.command {
         Command::Run(args) => cmd::run::run(&args),
+        Command::Bench(args) => cmd::bench::run(&args),
         Command::Validate(args) => cmd::validate::run(&args),
         Command::Tokens(args) => cmd::tokens::run(&args),
         Command::Pointer(command) => cmd::pointer::run(&command),

@@ -16,6 +16,7 @@
 //! * Expected failures are values, never panics: the gateway that later enforces budgets replies with violations.
 //! * This crate knows no LLM provider and no concrete agent; those live in `less-agents`.
 
+pub mod bench;
 mod brief;
 mod budget;
 pub mod context;

@@ -1,5 +1,6 @@
 //! One module per sub-command; each exposes `Args` (or `Command`) and `run`.
 
+pub(crate) mod bench;
 pub(crate) mod compact;
 pub(crate) mod dag;
 pub(crate) mod doctor;

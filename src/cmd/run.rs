@@ -63,19 +63,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let Some(summarizer) = args.summarizer.summarizer(&source)? else {
         return Ok(ExitCode::from(2));
     };
-    // Recorded and replayed runs stamp documents with the recording's start time and sign grants with its key, so
-    // both count alike.
-    let pinned = match &source {
-        ModelSource::Live => None,
-        ModelSource::Record(dir) | ModelSource::Replay(dir) => {
-            let create = matches!(source, ModelSource::Record(_));
-            let (text, secret) = recorded_run(dir, create, &less_runtime::now_rfc3339(), fresh_secret())
-                .map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
-            let parsed = time::OffsetDateTime::parse(&text, &time::format_description::well_known::Rfc3339);
-            let clock = parsed.map_err(|err| anyhow::anyhow!("{}: started_at {text:?}: {err}", dir.display()))?;
-            Some(Pinned { clock, secret })
-        }
-    };
+    let pinned = pinned_for(&source)?;
     let modes = match args.mode {
         Some(mode) => vec![mode],
         None => vec![WireMode::Less, WireMode::Verbatim],
@@ -110,7 +98,22 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     Ok(if reports.iter().all(RunReport::passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-fn print_report(report: &RunReport) {
+/// Recorded and replayed runs stamp documents with the recording's start time and sign grants with its key, so both
+/// count alike; a live run is not pinned.
+pub(crate) fn pinned_for(source: &ModelSource) -> anyhow::Result<Option<Pinned>> {
+    let (dir, create) = match source {
+        ModelSource::Live => return Ok(None),
+        ModelSource::Record(dir) => (dir, true),
+        ModelSource::Replay(dir) => (dir, false),
+    };
+    let (text, secret) = recorded_run(dir, create, &less_runtime::now_rfc3339(), fresh_secret())
+        .map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
+    let parsed = time::OffsetDateTime::parse(&text, &time::format_description::well_known::Rfc3339);
+    let clock = parsed.map_err(|err| anyhow::anyhow!("{}: started_at {text:?}: {err}", dir.display()))?;
+    Ok(Some(Pinned { clock, secret }))
+}
+
+pub(crate) fn print_report(report: &RunReport) {
     println!(
         "\n{:<12} {:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>6} {:>8} {:>5} {:>5} {:>5} {:>5}",
         "role", "turns", "mean", "p50", "p95", "max", "total", "derefs", "deref_tok", "rej", "resnd", "esc", "rst"

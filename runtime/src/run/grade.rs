@@ -33,6 +33,8 @@ pub struct TaskVerdict {
     pub kind: TaskKind,
     /// The agent expected to answer.
     pub agent: String,
+    /// Its role.
+    pub role: String,
     /// Whether a delivered engram of the agent satisfies the gold answer.
     pub solved: bool,
     /// The engram that solved it, or the closest one the agent delivered (none if it delivered no engram).
@@ -56,7 +58,15 @@ pub struct Answer {
 
 /// Grades every task of `scenario` against the delivered messages among `events`.
 pub fn grade(scenario: &Scenario, events: &[Event]) -> TaskReport {
-    let items: Vec<TaskVerdict> = scenario.tasks.iter().map(|task| grade_task(task, events)).collect();
+    let items: Vec<TaskVerdict> = scenario
+        .tasks
+        .iter()
+        .map(|task| {
+            let mut verdict = grade_task(task, events);
+            verdict.role = scenario.agent(&task.agent).map(|a| a.role.clone()).unwrap_or_default();
+            verdict
+        })
+        .collect();
     TaskReport { graded: items.len() as u32, solved: items.iter().filter(|v| v.solved).count() as u32, items }
 }
 
@@ -116,7 +126,15 @@ fn grade_task(task: &Task, events: &[Event]) -> TaskVerdict {
 }
 
 fn verdict(task: &Task, solved: bool, answer: Option<Answer>, evidence: String) -> TaskVerdict {
-    TaskVerdict { id: task.id.clone(), kind: task.kind, agent: task.agent.clone(), solved, answer, evidence }
+    TaskVerdict {
+        id: task.id.clone(),
+        kind: task.kind,
+        agent: task.agent.clone(),
+        role: String::new(),
+        solved,
+        answer,
+        evidence,
+    }
 }
 
 /// What `claim` citing `cited` lacks of `gold`.

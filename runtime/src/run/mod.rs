@@ -38,7 +38,7 @@ use crate::scenario::{Scenario, WireMode};
 pub use agent::{Agent, AgentFactory, AgentFuture, ModelUsage, TurnInput};
 pub use grade::{Answer, TaskReport, TaskVerdict, covers, states};
 pub use report::{CheckResult, CheckStatus, ModelSpend, RoleReport, RunReport, TokenStats};
-pub use supervisor::{LocalRun, Pinned, RunOptions, run_scenario};
+pub use supervisor::{LocalRun, Pinned, RunOptions, run_scenario, run_scenario_with};
 pub use wire::{Action, BriefAction, DerefAction, Envelope, EnvelopeKind, ReportAction};
 
 /// Gateways by agent id: the only way to reach an agent.
