@@ -282,7 +282,7 @@ fn a_run_recorded_against_a_dead_server_replays_its_failures() {
     let escalations = recorded["totals"]["escalations"].as_u64().expect("escalations");
     assert!(escalations >= 3, "each reviewer escalated instead of reporting: {recorded}");
     let check = recorded["checks"].as_array().expect("checks").iter().find(|c| c["name"] == "0 escalations").cloned();
-    assert_eq!(check.map(|c| c["passed"].clone()), Some(json!(false)), "the scenario's own check sees them");
+    assert_eq!(check.map(|c| c["status"].clone()), Some(json!("fail")), "the scenario's own check sees them");
     assert_eq!(run("--replay", "replay"), recorded, "the replay fails where the recorded run failed");
 }
 
