@@ -31,6 +31,7 @@ fn uc1(c: &mut Criterion) {
                     trace: false,
                     pinned: None,
                     summarizer: None,
+                    step_timeout: None,
                 };
                 let report =
                     runtime.block_on(run_scenario(scenario.clone(), Arc::new(ScriptedFactory), options)).expect("run");

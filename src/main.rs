@@ -1,17 +1,29 @@
 //! The `lessrt` command line: argument parsing and wiring only; the work is done by `less-runtime`.
 //!
-//! Exit codes: 0 success, 1 a document broke the contract, 2 bad usage or input that cannot be read or parsed.
+//! Exit codes, the same for every command (`cmd::args::EXIT_CODES`, shown by every `--help`): 0 yes (done, valid,
+//! found, every check passed), 1 no (a check failed, nothing found, an invalid document), 2 could not run (bad
+//! arguments, unreadable input, missing model or data, refused, runtime failure).
 
 mod cmd;
+mod progress;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+use crate::cmd::args::{EXIT_CODES, Stop};
+
+/// `lessrt --version`: the package version and the commit it was built from.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("LESSRT_GIT_COMMIT"), ")");
 
 /// lessrt: a runtime for hierarchies of cooperating AI agents that exchange budgeted engrams, not pasted context.
 #[derive(Debug, Parser)]
-#[command(name = "lessrt", version, about, long_about = None, propagate_version = true)]
+#[command(name = "lessrt", version = VERSION, about, long_about = None, propagate_version = true)]
 struct Cli {
+    /// No live trace, no progress bars, no notes on stderr (errors and warnings still print).
+    #[arg(short, long, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -22,6 +34,9 @@ enum Command {
     Run(cmd::run::Args),
     /// Benchmark scenarios in LESS and the baselines: graded tasks, tokens per role, bench.json/csv, summary.md, plots.
     Bench(cmd::bench::Args),
+    /// Re-render a finished run from its directory: the trace, the per-role tables and the checks.
+    #[command(subcommand)]
+    Runs(cmd::runs::Command),
     /// Validate engrams, pointers, briefs, grants, deref requests, typed messages or scenarios against the schemas.
     Validate(cmd::validate::Args),
     /// Count the tokens of a text with a real tokenizer.
@@ -44,14 +59,35 @@ enum Command {
     Doctor(cmd::doctor::Args),
     /// Print a published JSON Schema, or list them.
     Schema(cmd::schema::Args),
-    /// List the stable error codes with what to send instead.
+    /// List the stable error codes (the contract's and the model providers') with what to do instead.
     Errors(cmd::errors::Args),
+    /// Print shell completions for lessrt (e.g. `lessrt completions bash > ~/.local/share/bash-completion/completions/lessrt`).
+    Completions(cmd::completions::Args),
 }
 
-/// `lessrt dag show | head` closes the pipe early: the shell user wants the head, not a panic about printing. Rust
-/// ignores SIGPIPE, so a `println!` into a closed pipe panics; this hook ends such a process quietly (status 141,
-/// what a process killed by SIGPIPE reports) and leaves every other panic to the default hook.
-fn exit_quietly_on_broken_pipe() {
+/// What every command may read besides its own arguments.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ctx {
+    /// `--quiet`: no trace, no progress, no notes.
+    pub(crate) quiet: bool,
+}
+
+/// The command line's definition, with the exit codes at the end of every `--help`.
+pub(crate) fn command() -> clap::Command {
+    fn with_exit_codes(command: clap::Command) -> clap::Command {
+        command.after_help(EXIT_CODES).mut_subcommands(with_exit_codes)
+    }
+    with_exit_codes(Cli::command())
+}
+
+/// The panic hook: quiet for what the runtime catches and answers, loud for real crashes.
+///
+/// - `lessrt dag show | head` closes the pipe early: Rust ignores SIGPIPE, so a `println!` into a closed pipe panics;
+///   such a process ends quietly with status 141 (what a process killed by SIGPIPE reports).
+/// - An agent that panics in its turn is caught by its actor and restarted by its gateway, which the trace and the
+///   ledger show: one line on stderr says so (none with `--quiet`), instead of a backtrace in the middle of the trace.
+/// - Everything else is a bug of lessrt: the default hook prints it whole.
+fn install_panic_hook(quiet: bool) {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let message = info
@@ -63,37 +99,70 @@ fn exit_quietly_on_broken_pipe() {
         if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
             std::process::exit(141);
         }
+        if let Some(agent) = less_runtime::run::agent_in_turn() {
+            if !quiet {
+                eprintln!("lessrt: agent {agent} panicked (its gateway restarts it): {message}");
+            }
+            return;
+        }
         default(info);
     }));
 }
 
 fn main() -> ExitCode {
-    exit_quietly_on_broken_pipe();
-    let cli = Cli::parse();
+    let matches = command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(err) => err.exit(),
+    };
+    install_panic_hook(cli.quiet);
     // Telemetry (less.engram.put, less.deref.request, less.deref.grant, less.budget.reject, …) goes to stderr when
     // LESSRT_LOG asks for it, e.g. LESSRT_LOG=info or LESSRT_LOG=less.budget.reject=info; quiet otherwise.
     let filter = tracing_subscriber::EnvFilter::try_from_env("LESSRT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(true).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(true)
+        .init();
+    let ctx = Ctx { quiet: cli.quiet };
     let result = match cli.command {
-        Command::Run(args) => cmd::run::run(&args),
-        Command::Bench(args) => cmd::bench::run(&args),
+        Command::Run(args) => cmd::run::run(&args, ctx),
+        Command::Bench(args) => cmd::bench::run(&args, ctx),
+        Command::Runs(command) => cmd::runs::run(&command, ctx),
         Command::Validate(args) => cmd::validate::run(&args),
         Command::Tokens(args) => cmd::tokens::run(&args),
         Command::Pointer(command) => cmd::pointer::run(&command),
-        Command::Compact(args) => cmd::compact::run(&args),
-        Command::Eval(command) => cmd::eval::run(&command),
-        Command::Memory(command) => cmd::memory::run(&command),
-        Command::Dag(command) => cmd::dag::run(&command),
+        Command::Compact(args) => cmd::compact::run(&args, ctx),
+        Command::Eval(command) => cmd::eval::run(&command, ctx),
+        Command::Memory(command) => cmd::memory::run(&command, ctx),
+        Command::Dag(command) => cmd::dag::run(&command, ctx),
         Command::Doctor(args) => cmd::doctor::run(&args),
         Command::Schema(args) => cmd::schema::run(&args),
         Command::Errors(args) => cmd::errors::run(&args),
+        Command::Completions(args) => cmd::completions::run(&args),
     };
     match result {
         Ok(code) => code,
-        Err(err) => {
-            eprintln!("lessrt: {err:#}");
-            ExitCode::from(2)
-        }
+        Err(err) => match err.downcast_ref::<Stop>() {
+            Some(stop) => {
+                eprintln!("lessrt: {stop}");
+                ExitCode::from(stop.code)
+            }
+            None => {
+                eprintln!("lessrt: {err:#}");
+                ExitCode::from(2)
+            }
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// clap's own checks of the definition (unique names, valid defaults, conflicts that exist), for every command.
+    #[test]
+    fn the_command_line_is_consistent() {
+        crate::command().debug_assert();
     }
 }

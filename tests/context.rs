@@ -24,7 +24,8 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
-/// A conversation with a correction, a secret and an address in the cold history, and eight tail-able messages.
+/// A conversation with a correction, a secret and an address in the cold history, chatter (so the ledger is
+/// smaller than what it replaces), and eight tail-able messages.
 fn transcript() -> Vec<Value> {
     let mut messages = vec![
         json!({"role": "system", "content": "You are terse."}),
@@ -33,6 +34,13 @@ fn transcript() -> Vec<Value> {
         json!({"role": "assistant", "content": "TODO: rotate that key."}),
         json!({"role": "user", "content": "Correction: the deploy target is now beta-02."}),
     ];
+    for i in 0..12 {
+        let content = format!(
+            "Chatter {i}: the coffee machine on the third floor was broken again this morning, so everybody queued \
+             downstairs and talked about the weekend, the weather and the football results for a good while."
+        );
+        messages.push(json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": content}));
+    }
     for i in 0..8 {
         messages.push(json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("turn {i}")}));
     }
@@ -69,7 +77,7 @@ fn compact_reads_jsonl_and_reports_stats_with_json() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let report = stdout_json(&output);
     let stats = &report["stats"];
-    assert_eq!(stats["messages_in"], 13);
+    assert_eq!(stats["messages_in"], 25);
     assert_eq!(stats["messages_out"], 1 + 1 + 3);
     assert_eq!(stats["hot_tail_unchanged"], true);
     assert!(stats["tokens_in"].as_u64().expect("tokens_in") > 0);
@@ -121,6 +129,53 @@ fn compact_refuses_malformed_input_with_a_stable_code_and_what_to_send() {
     let missing = lessrt(&["compact", "/nonexistent/chat.json"]);
     assert_eq!(missing.status.code(), Some(2));
     assert!(stderr(&missing).contains("LESS_INPUT_UNREADABLE"), "{}", stderr(&missing));
+}
+
+/// The README's short chat: its ledger would cost more tokens than the messages it replaces, so `compact` returns
+/// them unchanged and says so (stderr, and `stats.note` in the report); every engine, every tail.
+#[test]
+fn compact_never_returns_more_tokens_than_it_was_given() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let short: Vec<Value> = [
+        "The deploy target is alpha-01.",
+        "api_key=Q7fK2mZp9LxW3vB8, and the bastion is 10.20.30.40",
+        "TODO: rotate that key.",
+        "Decision: use PostgreSQL for storage.",
+        "Correction: the deploy target is now beta-02.",
+        "Decision changed: use SQLite instead of PostgreSQL.",
+        "Open question: who owns the backup rotation?",
+        "Надо обновить сертификаты.",
+        "ok",
+        "thanks",
+    ]
+    .iter()
+    .map(|text| json!({"role": "user", "content": text}))
+    .collect();
+    let file = write(dir.path(), "chat.json", &Value::Array(short.clone()).to_string());
+    let path = file.to_str().expect("utf-8 path");
+    for engine in ["ledger", "hot-tail", "truncate"] {
+        for tail in ["0", "2", "6"] {
+            let output = lessrt(&["compact", path, "--engine", engine, "--hot-tail", tail, "--budget", "40", "--json"]);
+            assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+            let report = stdout_json(&output);
+            let stats = &report["stats"];
+            let (tokens_in, tokens_out) = (stats["tokens_in"].as_u64(), stats["tokens_out"].as_u64());
+            assert!(tokens_out <= tokens_in, "{engine} tail {tail}: {stats}");
+            if let Some(note) = stats["note"].as_str() {
+                assert_eq!(report["messages"], Value::Array(short.clone()), "{engine}: unchanged when noted");
+                assert!(stderr(&output).contains(note), "the note is on stderr too: {}", stderr(&output));
+            }
+        }
+    }
+    // The ledger engine with a tail of 2 is the README's example: noted, unchanged.
+    let output = lessrt(&["compact", path, "--hot-tail", "2", "--json"]);
+    let report = stdout_json(&output);
+    assert!(report["stats"]["note"].as_str().is_some_and(|n| n.contains("unchanged")), "{report}");
+    assert_eq!(report["stats"]["tokens_out"], report["stats"]["tokens_in"]);
+    // Quiet means no note on stderr; the answer is the same.
+    let quiet = lessrt(&["compact", path, "--hot-tail", "2", "--quiet"]);
+    assert_eq!(stderr(&quiet), "");
+    assert_eq!(stdout_json(&quiet), Value::Array(short));
 }
 
 #[test]

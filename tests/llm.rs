@@ -107,12 +107,12 @@ fn llm_reviewers_run_uc3_through_the_gateways_and_replay_to_the_same_report() {
     let (rec, live_out, replay_out) = (dir.path().join("rec"), dir.path().join("live"), dir.path().join("replay"));
     let (live_json, replay_json) = (dir.path().join("live.json"), dir.path().join("replay.json"));
     let s = |p: &Path| p.display().to_string();
-    run_ok(&["run", &scenario, "--quiet", "--record", &s(&rec), "--out", &s(&live_out), "--json", &s(&live_json)]);
+    run_ok(&["run", &scenario, "--quiet", "--record", &s(&rec), "--out", &s(&live_out), "-o", &s(&live_json)]);
     check_ledger(&ledger(&live_out, "less"));
     let n_exchanges = std::fs::read_dir(&rec).expect("recording").count();
     assert!(n_exchanges >= 4, "3 reports and a resend at least: {n_exchanges}");
 
-    run_ok(&["run", &scenario, "--quiet", "--replay", &s(&rec), "--out", &s(&replay_out), "--json", &s(&replay_json)]);
+    run_ok(&["run", &scenario, "--quiet", "--replay", &s(&rec), "--out", &s(&replay_out), "-o", &s(&replay_json)]);
     assert_eq!(read_json(&live_json), read_json(&replay_json), "the replayed run reports the same");
     check_ledger(&ledger(&replay_out, "less"));
 
@@ -259,8 +259,8 @@ fn a_run_recorded_against_a_dead_server_replays_its_failures() {
         let json = dir.path().join(format!("{name}.json"));
         let out = dir.path().join(name);
         let output = Command::new(env!("CARGO_BIN_EXE_lessrt"))
-            .args(["run", &scenario, "--mode", "less", "--quiet", source, &s(&rec), "--out", &s(&out)])
-            .args(["--json", &s(&json)])
+            .args(["run", &scenario, "--mode", "less", source, &s(&rec), "--out", &s(&out)])
+            .args(["-o", &s(&json)])
             .env(less_agents::BASE_URL_ENV, format!("http://127.0.0.1:{port}/v1"))
             .output()
             .expect("lessrt runs");
@@ -270,6 +270,13 @@ fn a_run_recorded_against_a_dead_server_replays_its_failures() {
             "checks fail, nothing crashes: {}",
             String::from_utf8_lossy(&output.stderr)
         );
+        // The failure is on the console where it happens, with its code, not only in ledger.jsonl.
+        let trace = String::from_utf8_lossy(&output.stdout);
+        for reviewer in ["correctness-reviewer", "concurrency-reviewer", "test-impact-reviewer"] {
+            let line = format!("{reviewer}: model failed LLM_UNREACHABLE: ");
+            let shown = trace.lines().find(|l| l.trim_start().starts_with(&line));
+            assert!(shown.is_some_and(|l| l.ends_with("→ escalated to review-lead")), "{reviewer}:\n{trace}");
+        }
         read_json(&json)
     };
     let recorded = run("--record", "live");
@@ -294,8 +301,7 @@ fn the_committed_recording_replays_without_a_server() {
     let recording = root().join("scenarios/recordings/uc3-review-llm").display().to_string();
     let out = dir.path().display().to_string();
     let json = dir.path().join("report.json");
-    let text =
-        run_ok(&["run", &scenario, "--replay", &recording, "--out", &out, "--json", &json.display().to_string()]);
+    let text = run_ok(&["run", &scenario, "--replay", &recording, "--out", &out, "-o", &json.display().to_string()]);
     assert!(text.contains("PASS concurrency-reviewer rejected then resent"), "{text}");
     check_ledger(&ledger(dir.path(), "less"));
     let expected = read_json(&root().join("scenarios/recordings/uc3-review-llm.report.json"));

@@ -93,6 +93,11 @@ fn the_readme_documents_every_error_code() {
         let row = format!("| `{code}` | {} |", code.instruction());
         assert!(readme.contains(&row), "README.md lacks the row:\n{row}");
     }
+    // The model providers' codes, as `lessrt errors` lists them.
+    for (code, what) in less_agents::provider::LlmError::CODES {
+        let row = format!("| `{code}` | {what} |");
+        assert!(readme.contains(&row), "README.md lacks the row:\n{row}");
+    }
 }
 
 #[test]

@@ -73,12 +73,32 @@ impl ModelSource {
 /// handed to the runtime turn by turn (`Agent::take_usage`), which records it in the ledger and the report.
 pub struct AgentsFactory {
     models: HashMap<String, (Arc<dyn CompletionModel>, Sampling)>,
+    /// The longest turn of each `llm` agent (see [`turn_timeout`]).
+    turn_timeouts: HashMap<String, Duration>,
+}
+
+/// Completions an LLM agent may ask for in one turn: the report, a corrective retry of unusable output, and one
+/// resend after a gateway's refusal.
+const COMPLETIONS_PER_TURN: u32 = 2 + llm_agent::OUTPUT_RETRIES;
+/// What a turn does besides asking its model (deliveries, dereferences, memory puts), at most.
+const TURN_MARGIN: Duration = Duration::from_secs(60);
+
+/// The longest one turn of an LLM agent with `spec` may take: each completion it may ask for
+/// ([`COMPLETIONS_PER_TURN`]) running every attempt to its timeout, with the longest backoffs between attempts,
+/// plus a margin for the rest of the turn. A step limit below this would end a run whose model is only slow.
+pub fn turn_timeout(spec: &LlmSpec) -> Duration {
+    let attempts = spec.retries.saturating_add(1);
+    let per_attempt = Duration::from_secs(spec.timeout_secs);
+    let backoffs = openai::MAX_RETRY_AFTER.saturating_mul(spec.retries);
+    let per_completion = per_attempt.saturating_mul(attempts).saturating_add(backoffs);
+    per_completion.saturating_mul(COMPLETIONS_PER_TURN).saturating_add(TURN_MARGIN)
 }
 
 impl AgentsFactory {
     /// Models for every `llm` agent of `scenario`, from `source`.
     pub fn for_scenario(scenario: &Scenario, source: &ModelSource) -> Result<AgentsFactory, LlmError> {
         let mut models = HashMap::new();
+        let mut turn_timeouts = HashMap::new();
         for agent in scenario.agents.iter().filter(|a| a.kind == AgentKind::Llm) {
             let spec = agent.llm.clone().unwrap_or_default();
             let model = model_for(live_model(&spec), source)?;
@@ -86,8 +106,9 @@ impl AgentsFactory {
                 agent.id.clone(),
                 (model, Sampling { temperature: spec.temperature, max_tokens: spec.max_tokens }),
             );
+            turn_timeouts.insert(agent.id.clone(), turn_timeout(&spec));
         }
-        Ok(AgentsFactory { models })
+        Ok(AgentsFactory { models, turn_timeouts })
     }
 }
 
@@ -121,6 +142,10 @@ impl AgentFactory for AgentsFactory {
             Some((model, sampling)) => Box::new(LlmAgent::new(&spec.id, model.clone(), *sampling)),
             None => Box::new(ScriptedAgent),
         }
+    }
+
+    fn turn_timeout(&self, spec: &AgentSpec) -> Option<Duration> {
+        self.turn_timeouts.get(&spec.id).copied()
     }
 }
 
@@ -197,5 +222,27 @@ fn actions_for(input: &TurnInput) -> Vec<Action> {
             assert!(input.attempt > 0, "scripted panic of {agent} (first attempt)");
             Vec::new()
         }
+    }
+}
+
+#[cfg(test)]
+mod turn_timeout_tests {
+    use std::time::Duration;
+
+    use less_runtime::LlmSpec;
+
+    use super::turn_timeout;
+
+    #[test]
+    fn a_turn_may_take_every_attempt_of_every_completion_it_can_ask_for() {
+        // The defaults (120 s × 4 attempts per completion, 3 completions) are far above the old fixed 120 s.
+        let default = turn_timeout(&LlmSpec::default());
+        assert!(default >= Duration::from_secs(3 * 4 * 120), "{default:?}");
+        // A fast model with no retries: 3 completions of 5 s and the margin.
+        let quick = LlmSpec { timeout_secs: 5, retries: 0, ..LlmSpec::default() };
+        assert_eq!(turn_timeout(&quick), Duration::from_secs(3 * 5 + 60));
+        // More retries, more time.
+        let patient = LlmSpec { timeout_secs: 5, retries: 2, ..LlmSpec::default() };
+        assert_eq!(turn_timeout(&patient), Duration::from_secs(3 * (3 * 5 + 2 * 20) + 60));
     }
 }

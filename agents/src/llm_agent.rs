@@ -37,7 +37,7 @@ const DEFAULT_CLAIM_CHARS: usize = 300;
 /// The confidences a model may choose: servers do not enforce numeric bounds, but they do enforce an enum.
 const CONFIDENCE_LEVELS: [f64; 3] = [0.5, 0.7, 0.9];
 /// Corrective retries of unusable output in a turn.
-const OUTPUT_RETRIES: u32 = 1;
+pub(crate) const OUTPUT_RETRIES: u32 = 1;
 
 /// Sampling settings of an LLM agent.
 #[derive(Debug, Clone, Copy, PartialEq)]

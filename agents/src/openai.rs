@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::provider::{Completion, CompletionModel, CompletionRequest, LlmError, ModelFuture, Usage};
 
 /// The most a `Retry-After` header may make us wait.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(20);
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(20);
 
 /// Settings of an OpenAI-compatible endpoint.
 #[derive(Debug, Clone, PartialEq)]

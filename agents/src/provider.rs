@@ -182,6 +182,24 @@ pub enum LlmError {
 }
 
 impl LlmError {
+    /// Every code [`LlmError::code`] returns, with what it means and what to do (`lessrt errors` lists them).
+    pub const CODES: [(&'static str, &'static str); 11] = [
+        ("LLM_API_KEY_MISSING", "The variable `api_key_env` names is unset: export it."),
+        ("LLM_TIMEOUT", "No answer within `timeout_secs` on any attempt: check the server or raise the timeout."),
+        ("LLM_RATE_LIMITED", "HTTP 429 on every attempt (backoff honours `Retry-After`): lower the rate or wait."),
+        ("LLM_SERVER_ERROR", "HTTP 5xx on every attempt: the server's body is in the message."),
+        (
+            "LLM_UNREACHABLE",
+            "Connection failed on every attempt: start the server (`scripts/local-llm.sh start`) or fix `base_url`.",
+        ),
+        ("LLM_REQUEST_REFUSED", "Another 4xx (not retried): the request or the schema is not accepted by that server."),
+        ("LLM_RESPONSE_MALFORMED", "The body is not an OpenAI-style completion (not retried)."),
+        ("LLM_OUTPUT_NOT_JSON", "The model's text is not one JSON document (often: cut at `max_tokens`)."),
+        ("LLM_OUTPUT_INVALID", "The model's JSON breaks the requested schema or cites pointers it was not given."),
+        ("LLM_REPLAY_MISSING", "A replay met a request the recording lacks: record again with `--record`."),
+        ("LLM_RECORDING_IO", "A recording cannot be read or written (or `--replay` names no recording)."),
+    ];
+
     /// The stable code.
     pub fn code(&self) -> &'static str {
         match self {
@@ -273,5 +291,53 @@ pub fn schema_violations(schema: &Value, value: &Value) -> Vec<String> {
     match jsonschema::validator_for(schema) {
         Ok(validator) => validator.iter_errors(value).map(|e| format!("{}: {}", e.instance_path(), e)).collect(),
         Err(err) => vec![format!("the output schema does not compile: {err}")],
+    }
+}
+
+#[cfg(test)]
+mod codes_tests {
+    use super::LlmError;
+
+    /// Fails to compile when a variant is added, so the list below is updated with it.
+    fn listed_below(err: &LlmError) {
+        match err {
+            LlmError::MissingApiKey { .. }
+            | LlmError::Timeout { .. }
+            | LlmError::RateLimited { .. }
+            | LlmError::Server { .. }
+            | LlmError::Unreachable { .. }
+            | LlmError::Refused { .. }
+            | LlmError::MalformedResponse { .. }
+            | LlmError::OutputNotJson { .. }
+            | LlmError::OutputInvalid { .. }
+            | LlmError::ReplayMissing { .. }
+            | LlmError::Recording { .. } => {}
+        }
+    }
+
+    /// `LlmError::CODES` is the closed set: every variant's code is listed once, and nothing else is.
+    #[test]
+    fn every_variant_has_its_code_listed_once() {
+        let s = String::new;
+        let variants = [
+            LlmError::MissingApiKey { var: s() },
+            LlmError::Timeout { attempts: 1 },
+            LlmError::RateLimited { attempts: 1 },
+            LlmError::Server { status: 500, attempts: 1, body: s() },
+            LlmError::Unreachable { attempts: 1, message: s() },
+            LlmError::Refused { status: 400, body: s() },
+            LlmError::MalformedResponse { message: s() },
+            LlmError::OutputNotJson { message: s() },
+            LlmError::OutputInvalid { violations: Vec::new() },
+            LlmError::ReplayMissing { key: s(), dir: s() },
+            LlmError::Recording { path: s(), message: s() },
+        ];
+        variants.iter().for_each(listed_below);
+        let mut codes: Vec<&str> = variants.iter().map(LlmError::code).collect();
+        let mut listed: Vec<&str> = LlmError::CODES.iter().map(|(code, _)| *code).collect();
+        codes.sort_unstable();
+        listed.sort_unstable();
+        assert_eq!(codes, listed);
+        assert!(LlmError::CODES.iter().all(|(_, what)| what.len() > 20));
     }
 }

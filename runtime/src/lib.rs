@@ -29,6 +29,7 @@ mod grant;
 pub mod memory;
 mod message;
 mod pointer;
+mod progress;
 mod resolver;
 pub mod run;
 mod scenario;
@@ -48,6 +49,7 @@ pub use error::{Error, ErrorCode, Result, Violation, Violations};
 pub use grant::{Grant, GrantTerms};
 pub use message::{GateStatus, Payload, Severity, TaskStatus, TypedMessage, WaveState};
 pub use pointer::{MAX_REF_CHARS, MAX_SPAN_CHARS, Pointer, PointerType};
+pub use progress::{Progress, Silent, silent};
 pub use resolver::{Resolved, Resolver, SamSource};
 pub use scenario::{
     AgentKind, AgentSpec, Budgets, Check, DEFAULT_LLM_BASE_URL, EngramSpec, Expect, Gold, GrantSpec, LlmSpec,

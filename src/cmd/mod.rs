@@ -1,7 +1,9 @@
 //! One module per sub-command; each exposes `Args` (or `Command`) and `run`.
 
+pub(crate) mod args;
 pub(crate) mod bench;
 pub(crate) mod compact;
+pub(crate) mod completions;
 pub(crate) mod dag;
 pub(crate) mod doctor;
 pub(crate) mod errors;
@@ -9,6 +11,7 @@ pub(crate) mod eval;
 pub(crate) mod memory;
 pub(crate) mod pointer;
 pub(crate) mod run;
+pub(crate) mod runs;
 pub(crate) mod schema;
 pub(crate) mod summarizer;
 pub(crate) mod tokens;

@@ -5,13 +5,18 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
 
 use less_agents::record::recorded_run;
 use less_agents::{AgentsFactory, ModelSource};
 use less_runtime::run::{Pinned, RunOptions, RunReport, fresh_secret, run_scenario};
 use less_runtime::{ErrorCode, Scenario, WireMode};
 
+use super::args::{OutputArgs, Stop, count};
 use super::summarizer::SummarizerChoice;
+use crate::Ctx;
 
 /// Arguments of `lessrt run`.
 #[derive(Debug, clap::Args)]
@@ -22,14 +27,12 @@ pub(crate) struct Args {
     /// LESS sends) or verbatim-whole (whole files and every prior report pasted). less and verbatim when omitted.
     #[arg(long, value_parser = parse_mode)]
     mode: Option<WireMode>,
-    /// Write the report as JSON to this file.
-    #[arg(long)]
-    json: Option<PathBuf>,
-    /// No live trace.
-    #[arg(long)]
-    quiet: bool,
-    /// Where ledger.jsonl and audit.log go: DIR/<scenario>/<mode>/ (default DIR: runs).
-    #[arg(long)]
+    /// The report: one object per mode (an array of two when both ran). `--json` replaces the trace and tables.
+    #[command(flatten)]
+    output: OutputArgs,
+    /// Where each mode's ledger.jsonl, audit.log, report.json and memory go: DIR/<scenario>/<mode>/ (default DIR:
+    /// runs); `lessrt runs show DIR/<scenario>` prints a finished run again.
+    #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Record every model exchange of the `llm` agents in this directory.
     #[arg(long, value_name = "DIR", conflicts_with = "replay")]
@@ -37,15 +40,22 @@ pub(crate) struct Args {
     /// Answer the `llm` agents from a recording made with --record, without a server.
     #[arg(long, value_name = "DIR")]
     replay: Option<PathBuf>,
+    /// Longest one step may take, in seconds (default: 120, or for an `llm` agent what its model may take: its
+    /// timeout_secs × attempts for each completion of a turn, plus a margin).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    step_timeout: Option<u64>,
     #[command(flatten)]
     summarizer: SummarizerChoice,
 }
+
+/// The file in a run directory that holds its report; written when the run finished.
+pub(crate) const REPORT_FILE: &str = "report.json";
 
 fn parse_mode(text: &str) -> Result<WireMode, String> {
     text.parse()
 }
 
-pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let scenario = match Scenario::load(&args.scenario) {
         Ok(s) => Arc::new(s),
         Err(violations) => {
@@ -61,40 +71,57 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let source = ModelSource::from_dirs(args.record.as_deref(), args.replay.as_deref());
     // The run's summarizer actors: extractive, or a model answering like the agents' (live, recorded, replayed).
     let Some(summarizer) = args.summarizer.summarizer(&source)? else {
-        return Ok(ExitCode::from(2));
+        return Err(Stop::usage("--llm-base-url, --llm-model and --llm-api-key-env need `--summarizer llm`").into());
     };
     let pinned = pinned_for(&source)?;
     let modes = match args.mode {
         Some(mode) => vec![mode],
         None => vec![WireMode::Less, WireMode::Verbatim],
     };
-    // An agent that panics is caught by its actor and restarted by its gateway, and the restart is in the trace and the
-    // ledger; one line on stderr says where, instead of a backtrace in the middle of the trace.
-    std::panic::set_hook(Box::new(|info| eprintln!("lessrt: an agent panicked (it will be restarted): {info}")));
+    // The trace and tables are the text output: `--json` puts the report on stdout instead.
+    let text = !args.output.json();
+    let trace = text && !ctx.quiet;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let mut reports = Vec::new();
     for mode in modes {
-        if !args.quiet {
-            println!("== {} ({} mode, {})", scenario.name, mode.as_str(), scenario.tokenizer);
+        if trace {
+            println!("{}", heading(&scenario.name, mode, &scenario.tokenizer.to_string()));
         }
         let out = args.out.clone().unwrap_or_else(|| PathBuf::from("runs")).join(&scenario.name).join(mode.as_str());
-        let options =
-            RunOptions { mode, out_dir: Some(out), trace: !args.quiet, pinned, summarizer: Some(summarizer.clone()) };
+        // A report left by an earlier run in this directory would describe another ledger.
+        let report_file = out.join(REPORT_FILE);
+        match std::fs::remove_file(&report_file) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                return Err(anyhow::anyhow!("cannot remove {}: {err}", report_file.display()));
+            }
+            _ => {}
+        }
+        let options = RunOptions {
+            mode,
+            out_dir: Some(out),
+            trace,
+            pinned,
+            summarizer: Some(summarizer.clone()),
+            step_timeout: args.step_timeout.map(Duration::from_secs),
+        };
         let factory = Arc::new(
             AgentsFactory::for_scenario(&scenario, &source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?,
         );
         let report =
             runtime.block_on(run_scenario(scenario.clone(), factory, options)).map_err(|v| anyhow::anyhow!("{v}"))?;
-        print_report(&report);
+        let mut json = serde_json::to_string_pretty(&report)?;
+        json.push('\n');
+        std::fs::write(&report_file, json).with_context(|| format!("cannot write {}", report_file.display()))?;
+        if text {
+            print_report(&report);
+        }
         reports.push(report);
     }
-    if reports.len() == 2 {
+    if text && reports.len() == 2 {
         print_comparison(&reports[0], &reports[1]);
     }
-    if let Some(path) = &args.json {
-        let doc = if reports.len() == 1 { serde_json::to_value(&reports[0])? } else { serde_json::to_value(&reports)? };
-        std::fs::write(path, serde_json::to_string_pretty(&doc)?)?;
-    }
+    let doc = if reports.len() == 1 { serde_json::to_value(&reports[0])? } else { serde_json::to_value(&reports)? };
+    args.output.emit(&doc, || {})?;
     Ok(if reports.iter().all(RunReport::passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
@@ -113,15 +140,23 @@ pub(crate) fn pinned_for(source: &ModelSource) -> anyhow::Result<Option<Pinned>>
     Ok(Some(Pinned { clock, secret }))
 }
 
+/// The line that opens a mode's trace.
+pub(crate) fn heading(scenario: &str, mode: WireMode, tokenizer: &str) -> String {
+    format!("== {scenario} ({} mode, {tokenizer})", mode.as_str())
+}
+
+/// The per-role table, each role's model usage and the checks.
 pub(crate) fn print_report(report: &RunReport) {
+    // The role column is as wide as the longest role name.
+    let width = report.roles.keys().map(|r| r.chars().count()).chain([5]).max().unwrap_or(5);
     println!(
-        "\n{:<12} {:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>6} {:>8} {:>5} {:>5} {:>5} {:>5}",
+        "\n{:<width$} {:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>6} {:>9} {:>5} {:>5} {:>5} {:>5}",
         "role", "turns", "mean", "p50", "p95", "max", "total", "derefs", "deref_tok", "rej", "resnd", "esc", "rst"
     );
     for (role, r) in report.roles.iter().chain(std::iter::once((&"TOTAL".to_owned(), &report.totals))) {
         let t = &r.inline_tokens;
         println!(
-            "{role:<12} {:>5} {:>8.1} {:>6} {:>6} {:>6} {:>9} {:>6} {:>8} {:>5} {:>5} {:>5} {:>5}",
+            "{role:<width$} {:>5} {:>8.1} {:>6} {:>6} {:>6} {:>9} {:>6} {:>9} {:>5} {:>5} {:>5} {:>5}",
             r.turns,
             t.mean,
             t.p50,
@@ -139,8 +174,11 @@ pub(crate) fn print_report(report: &RunReport) {
     for (role, r) in report.roles.iter().filter(|(_, r)| r.model.calls > 0) {
         let m = &r.model;
         println!(
-            "model usage {role}: {} calls ({} unusable), {} prompt + {} completion tokens (provider's count)",
-            m.calls, m.unusable, m.prompt_tokens, m.completion_tokens
+            "model usage {role}: {} ({} unusable), {} prompt + {} completion tokens (provider's count)",
+            count(m.calls, "call"),
+            m.unusable,
+            m.prompt_tokens,
+            m.completion_tokens
         );
     }
     println!();
@@ -157,18 +195,23 @@ pub(crate) fn print_report(report: &RunReport) {
     println!();
 }
 
-fn print_comparison(less: &RunReport, verbatim: &RunReport) {
+/// LESS against verbatim, per role.
+pub(crate) fn print_comparison(less: &RunReport, verbatim: &RunReport) {
     // LESS moves content out of messages into metered derefs, so its cost is shown with and without them; the
     // verbatim baseline already has everything pasted inline.
+    let width = less.roles.keys().chain(verbatim.roles.keys()).map(|r| r.chars().count()).chain([5]).max().unwrap_or(5);
     println!("tokens, LESS vs verbatim (inline; inline + deref'd content):");
-    println!("  {:<22} {:>9} {:>9} {:>9} {:>8} {:>8}", "role", "LESS", "LESS+drf", "verbatim", "inline%", "+deref%");
+    println!(
+        "  {:<width$} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "role", "LESS", "LESS+drf", "verbatim", "inline%", "+deref%"
+    );
     let pct = |a: u64, b: u64| if b == 0 { "—".to_owned() } else { format!("{:.1}%", 100.0 * a as f64 / b as f64) };
     let rows = less.roles.iter().map(|(role, r)| (role.as_str(), r, verbatim.roles.get(role)));
     for (role, r, v) in rows.chain(std::iter::once(("TOTAL", &less.totals, Some(&verbatim.totals)))) {
         let base = v.map_or(0, |v| v.inline_tokens.total);
         let (inline, with_deref) = (r.inline_tokens.total, r.inline_tokens.total + r.deref_tokens);
         println!(
-            "  {role:<22} {inline:>9} {with_deref:>9} {base:>9} {:>8} {:>8}",
+            "  {role:<width$} {inline:>9} {with_deref:>9} {base:>9} {:>8} {:>8}",
             pct(inline, base),
             pct(with_deref, base)
         );
@@ -178,7 +221,7 @@ fn print_comparison(less: &RunReport, verbatim: &RunReport) {
     }
     // What the models read and wrote, as their provider counted it: the prompt is where pasted context costs.
     println!("model tokens, LESS vs verbatim (prompt + completion, provider's count):");
-    println!("  {:<22} {:>9} {:>9} {:>9} {:>9} {:>8}", "role", "LESS in", "LESS out", "verb in", "verb out", "in%");
+    println!("  {:<width$} {:>9} {:>9} {:>9} {:>9} {:>8}", "role", "LESS in", "LESS out", "verb in", "verb out", "in%");
     let rows = less.roles.iter().map(|(role, r)| (role.as_str(), r.model, verbatim.roles.get(role).map(|v| v.model)));
     for (role, l, v) in rows.chain(std::iter::once(("TOTAL", less.totals.model, Some(verbatim.totals.model)))) {
         let v = v.unwrap_or_default();
@@ -186,7 +229,7 @@ fn print_comparison(less: &RunReport, verbatim: &RunReport) {
             continue;
         }
         println!(
-            "  {role:<22} {:>9} {:>9} {:>9} {:>9} {:>8}",
+            "  {role:<width$} {:>9} {:>9} {:>9} {:>9} {:>8}",
             l.prompt_tokens,
             l.completion_tokens,
             v.prompt_tokens,

@@ -49,11 +49,10 @@ impl SummarizerChoice {
         llm_only && !self.is_llm()
     }
 
-    /// The summarizer the options name, its model answering as `source` says; `None` (after saying why on stderr)
-    /// when the options do not fit together, a usage error.
+    /// The summarizer the options name, its model answering as `source` says; `None` when the options do not fit
+    /// together (a model option without `--summarizer llm`), a usage error the caller reports.
     pub(crate) fn summarizer(&self, source: &ModelSource) -> anyhow::Result<Option<Arc<dyn Summarizer>>> {
         if self.misplaced_llm_option() {
-            eprintln!("lessrt: --llm-base-url, --llm-model and --llm-api-key-env need `--summarizer llm`");
             return Ok(None);
         }
         match self.summarizer {

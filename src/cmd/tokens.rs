@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use less_runtime::{Encoding, TokenCounter};
 use serde_json::json;
 
+use super::args::OutputArgs;
+
 /// Arguments of `lessrt tokens`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -14,9 +16,9 @@ pub(crate) struct Args {
     /// The tokenizer encoding.
     #[arg(long, default_value = "o200k_base", value_parser = parse_encoding)]
     encoding: Encoding,
-    /// Print {"tokens": N, "encoding": "...", "bytes": N}.
-    #[arg(long)]
-    json: bool,
+    /// JSON: {"tokens": N, "encoding": "...", "bytes": N}.
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 fn parse_encoding(text: &str) -> Result<Encoding, String> {
@@ -27,10 +29,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let path = args.file.clone().unwrap_or_else(|| PathBuf::from("-"));
     let text = super::read_input(&path)?;
     let n_tokens = TokenCounter::shared(args.encoding).count(&text);
-    if args.json {
-        super::print_json(&json!({"tokens": n_tokens, "encoding": args.encoding, "bytes": text.len()}));
-    } else {
-        println!("{n_tokens}");
-    }
+    let doc = json!({"tokens": n_tokens, "encoding": args.encoding, "bytes": text.len()});
+    args.output.emit(&doc, || println!("{n_tokens}"))?;
     Ok(ExitCode::SUCCESS)
 }

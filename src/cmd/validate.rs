@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use less_runtime::{DocKind, ErrorCode, Violation, scenario_document, validate, validate_inferred};
 use serde_json::{Value, json};
 
+use super::args::OutputArgs;
+
 /// Arguments of `lessrt validate`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -15,9 +17,9 @@ pub(crate) struct Args {
     /// The kind of every file; inferred from each file's fields when omitted.
     #[arg(long, value_parser = parse_kind)]
     kind: Option<DocKind>,
-    /// Print one JSON report: {"valid": bool, "errors": [{"code","file","path","message"}]}.
-    #[arg(long)]
-    json: bool,
+    /// JSON: one report, {"valid": bool, "errors": [{"code","file","path","message"}]}.
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 fn parse_kind(text: &str) -> Result<DocKind, String> {
@@ -47,27 +49,25 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             }
             Outcome::Unusable(violation) => {
                 n_unusable += 1;
-                if !args.json {
+                if !args.output.json() {
                     eprintln!("lessrt: {name}: {} ({})", violation.message, violation.code);
                 }
                 report.push((name, violation));
             }
         }
     }
-    if args.json {
-        let errors: Vec<Value> = report
-            .iter()
-            .map(|(file, v)| json!({"code": v.code, "file": file, "path": v.path, "message": v.message}))
-            .collect();
-        super::print_json(&json!({"valid": report.is_empty(), "errors": errors}));
-    } else {
+    let errors: Vec<Value> = report
+        .iter()
+        .map(|(file, v)| json!({"code": v.code, "file": file, "path": v.path, "message": v.message}))
+        .collect();
+    args.output.emit(&json!({"valid": report.is_empty(), "errors": errors}), || {
         for (file, v) in
             report.iter().filter(|(_, v)| !matches!(v.code, ErrorCode::JsonMalformed | ErrorCode::InputUnreadable))
         {
             println!("{}\t{file}\t{}\t{}", v.code, v.path, v.message.replace(['\t', '\n'], " "));
         }
         eprintln!("lessrt: {n_valid} valid, {n_invalid} invalid, {n_unusable} unreadable");
-    }
+    })?;
     Ok(ExitCode::from(if n_unusable > 0 {
         2
     } else if n_invalid > 0 {

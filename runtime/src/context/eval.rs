@@ -166,7 +166,10 @@ pub fn evaluate(scenarios: &[Scenario]) -> EvalReport {
         report.n_messages += scenario.messages.len();
         let base = CompactConfig { hot_tail: scenario.hot_tail, ..CompactConfig::default() };
         let ledger_out = compact_report(&scenario.messages, &base).messages;
-        let ledger_tokens: u32 = ledger_out
+        // The truncation baseline gets the ledger's size even where the ledger was not used (it would not have
+        // made the chat smaller, so `compact` returned the chat unchanged).
+        let ledger_full = compact_report(&scenario.messages, &CompactConfig { keep_if_larger: true, ..base }).messages;
+        let ledger_tokens: u32 = ledger_full
             .iter()
             .filter(|m| m.is_system() && is_ledger(&m.content))
             .map(|m| counter.count(&m.content))

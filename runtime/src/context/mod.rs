@@ -12,6 +12,8 @@
 //! * Fail closed: if an engine panics or its output breaks the shape (hot tail changed, not exactly one ledger),
 //!   [`compact_report`] returns the original messages unchanged with a warning: losing context silently is worse
 //!   than not compacting.
+//! * Never larger: an output with at least as many tokens as the input (a short chat, whose ledger costs more than
+//!   what it replaces) is dropped and the input returned unchanged with a note.
 //! * Idempotent: a ledger in the input is parsed back into the state and extended, so compacting a compacted
 //!   conversation gives the same conversation, and a continued one keeps every entry of the first ledger.
 //! * Two baselines share the interface for the evaluation (`eval.rs`): [`Engine::HotTail`] (system messages and the
@@ -119,21 +121,32 @@ pub struct CompactConfig {
     pub budget_tokens: u32,
     /// The tokenizer for budgets and statistics.
     pub encoding: Encoding,
+    /// Return the compaction even when it has more tokens than the input (to export a short chat's ledger entries
+    /// as engrams); by default such an input comes back unchanged, with a note.
+    pub keep_if_larger: bool,
 }
 
 impl Default for CompactConfig {
     fn default() -> CompactConfig {
-        CompactConfig { hot_tail: 6, engine: Engine::Ledger, budget_tokens: 2000, encoding: Encoding::O200kBase }
+        CompactConfig {
+            hot_tail: 6,
+            engine: Engine::Ledger,
+            budget_tokens: 2000,
+            encoding: Encoding::O200kBase,
+            keep_if_larger: false,
+        }
     }
 }
 
-/// The result of a compaction: the messages, and a warning when it failed closed.
+/// The result of a compaction: the messages, and why they are the input unchanged if they are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Compaction {
-    /// The compacted messages (the input unchanged when `warning` is set).
+    /// The compacted messages (the input unchanged when `warning` or `note` is set).
     pub messages: Vec<ChatMessage>,
-    /// Why the input came back unchanged.
+    /// Why the input came back unchanged after a failure (an engine panicked, erred or broke the output's shape).
     pub warning: Option<String>,
+    /// Why the input came back unchanged although compaction worked: it would not have made the chat smaller.
+    pub note: Option<String>,
 }
 
 /// Sizes before and after, for `lessrt compact --json`.
@@ -175,7 +188,7 @@ pub(crate) fn compact_with(
     let outcome = catch_unwind(AssertUnwindSafe(|| engine(messages, config)));
     let failure = match outcome {
         Ok(Ok(output)) => match check_shape(messages, &output, config) {
-            Ok(()) => return Compaction { messages: output, warning: None },
+            Ok(()) => return no_larger(messages, output, config),
             Err(why) => why,
         },
         Ok(Err(why)) => why,
@@ -191,6 +204,32 @@ pub(crate) fn compact_with(
     Compaction {
         messages: messages.to_vec(),
         warning: Some(format!("compaction failed closed, the original messages are returned unchanged: {failure}")),
+        note: None,
+    }
+}
+
+/// `output`, unless it has at least as many tokens as `input` (a short chat, whose ledger costs more than the
+/// messages it replaces): then `input` unchanged with a note, so compaction never makes a chat bigger.
+fn no_larger(input: &[ChatMessage], output: Vec<ChatMessage>, config: &CompactConfig) -> Compaction {
+    if config.keep_if_larger || output.as_slice() == input {
+        return Compaction { messages: output, warning: None, note: None };
+    }
+    let counter = TokenCounter::shared(config.encoding);
+    let tokens =
+        |messages: &[ChatMessage]| -> u64 { messages.iter().map(|m| u64::from(counter.count(&m.content))).sum() };
+    let (tokens_in, tokens_out) = (tokens(input), tokens(&output));
+    if tokens_out < tokens_in {
+        return Compaction { messages: output, warning: None, note: None };
+    }
+    Compaction {
+        messages: input.to_vec(),
+        warning: None,
+        note: Some(format!(
+            "not compacted: the {} engine's output would have {tokens_out} tokens for {tokens_in} in, so the {} \
+             messages are returned unchanged",
+            config.engine,
+            input.len()
+        )),
     }
 }
 

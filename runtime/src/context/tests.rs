@@ -34,8 +34,10 @@ fn section<'l>(ledger: &'l str, name: &str) -> Vec<&'l str> {
     eval::section_lines(ledger, name)
 }
 
+/// The ledger engine's output whatever its size: these tests read what it extracts from short chats, which the
+/// default returns unchanged (their ledger is larger than they are; see `a_chat_is_never_made_larger`).
 fn compact_default(messages: &[ChatMessage]) -> Vec<ChatMessage> {
-    let compaction = compact_report(messages, &CompactConfig::default());
+    let compaction = compact_report(messages, &CompactConfig { keep_if_larger: true, ..CompactConfig::default() });
     assert_eq!(compaction.warning, None);
     compaction.messages
 }
@@ -432,6 +434,26 @@ fn the_truncation_baseline_keeps_whole_messages_within_its_budget_and_says_what_
 }
 
 #[test]
+fn a_chat_is_never_made_larger() {
+    // The README's short chat: its ledger (headers, reading rules, retrieval notes) costs more than the messages.
+    let messages = conversation(&["The deploy target is alpha-01.", "Decision: use PostgreSQL for storage."], 2);
+    let compaction = compact_report(&messages, &CompactConfig { hot_tail: 2, ..CompactConfig::default() });
+    assert_eq!(compaction.messages, messages, "returned unchanged");
+    assert_eq!(compaction.warning, None, "not a failure");
+    let note = compaction.note.expect("a note says why");
+    assert!(note.contains("tokens") && note.contains("unchanged"), "{note}");
+    // Asked to keep it anyway (to export the entries as engrams), the ledger comes back.
+    let config = CompactConfig { hot_tail: 2, keep_if_larger: true, ..CompactConfig::default() };
+    let kept = compact_report(&messages, &config);
+    assert!(kept.note.is_none());
+    assert!(ledger_of(&kept.messages).contains("deploy target: alpha-01"));
+    // A long chat is compacted as before, without a note.
+    let long = conversation(&["The deploy target is alpha-01."; 50], 6);
+    let compaction = compact_report(&long, &CompactConfig::default());
+    assert!(compaction.note.is_none() && compaction.messages.len() < long.len());
+}
+
+#[test]
 fn engines_and_stats_report_what_they_did() {
     assert_eq!("hot-tail".parse::<Engine>(), Ok(Engine::HotTail));
     assert!("summary".parse::<Engine>().is_err());
@@ -617,7 +639,7 @@ proptest! {
     fn planted_secrets_never_survive_and_compaction_is_deterministic_and_idempotent(
         (messages, secrets, hot_tail) in planted_conversation()
     ) {
-        let config = CompactConfig { hot_tail, ..CompactConfig::default() };
+        let config = CompactConfig { hot_tail, keep_if_larger: true, ..CompactConfig::default() };
         let compaction = compact_report(&messages, &config);
         prop_assert_eq!(&compaction.warning, &None);
         let output = compaction.messages;
@@ -632,6 +654,22 @@ proptest! {
         }
         prop_assert_eq!(&compact(&messages, &config), &output, "same input, same bytes");
         prop_assert_eq!(&compact(&output, &config), &output, "idempotent");
+    }
+
+    /// Whatever the engine, the output never has more tokens than the input: a compaction that would is dropped
+    /// and the input comes back byte for byte, with a note.
+    #[test]
+    fn compaction_never_returns_more_tokens_than_it_was_given(
+        (messages, _, hot_tail) in planted_conversation(),
+        engine in prop::sample::select(Engine::ALL.to_vec()),
+    ) {
+        let config = CompactConfig { hot_tail, engine, budget_tokens: 200, ..CompactConfig::default() };
+        let compaction = compact_report(&messages, &config);
+        let stats = compact_stats(&messages, &compaction.messages, &config);
+        prop_assert!(stats.tokens_out <= stats.tokens_in, "{:?}", stats);
+        if compaction.note.is_some() {
+            prop_assert_eq!(&compaction.messages, &messages);
+        }
     }
 
     /// Redaction is idempotent and never grows a reference out of a reference.

@@ -177,13 +177,23 @@ pub struct Segment {
     pub gate: serde_json::Value,
 }
 
+/// The kinds of event the archive logs (`lessrt dag log --kind`).
+pub const EVENT_KINDS: [&str; 7] = [
+    "session_skipped",
+    "session_summarized",
+    "arc_built",
+    "epoch_built",
+    "escalated",
+    "backfilled",
+    "summarize_failed",
+];
+
 /// One entry of the archive's event log.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DagEvent {
     /// When (unix seconds).
     pub at: i64,
-    /// `session_skipped`, `session_summarized`, `arc_built`, `epoch_built`, `escalated`, `backfilled`,
-    /// `summarize_failed`.
+    /// One of [`EVENT_KINDS`].
     pub kind: String,
     /// Details.
     pub detail: serde_json::Value,

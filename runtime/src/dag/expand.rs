@@ -96,9 +96,9 @@ pub struct ImpactItem {
     pub layer: u8,
     /// `will_break`, `likely_affected`, `may_need_testing`.
     pub label: &'static str,
-    /// `engram` or the node kind.
+    /// `engram`, `message` (a raw archived message) or the node kind.
     pub kind: String,
-    /// The engram or node id.
+    /// The engram, message or node id.
     pub id: String,
     /// Its project.
     pub project: String,
@@ -106,7 +106,7 @@ pub struct ImpactItem {
     pub confidence: f64,
     /// What it depends on (the pointer, an engram id, a node id).
     pub via: String,
-    /// The claim, or the summary's first line.
+    /// The claim, the summary's first line, or the start of the message.
     pub text: String,
 }
 
@@ -327,6 +327,14 @@ impl ImpactWalk<'_> {
                         found.push(node_item(n, &via));
                     }
                 }
+                // Raw messages that cite it (a review that quoted the span, say): found whether or not a summary kept
+                // the citation.
+                let ids = self.archive.messages_mentioning(&format!("{}:{}", p.ty(), p.location()))?;
+                for m in self.archive.messages_by_id(&ids)? {
+                    if cites(&m.content, p) {
+                        found.push(message_item(&m, &via));
+                    }
+                }
                 if p.ty() == PointerType::Sam {
                     if let Some(id) = p.location().strip_prefix("msg:")
                         && let Some(node) = self.archive.node_of_message(id)?
@@ -391,6 +399,26 @@ fn engram_item(s: &Stored, via: &str) -> (ImpactItem, Dep) {
     (item, Dep::Engram(e.id.clone()))
 }
 
+fn message_item(m: &RawMessage, via: &str) -> (ImpactItem, Dep) {
+    let speaker = m.name.as_deref().unwrap_or(&m.role);
+    let text: String = m.content.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(200).collect();
+    let item = ImpactItem {
+        layer: 0,
+        label: "",
+        kind: "message".to_owned(),
+        id: m.id.clone(),
+        project: m.project.clone(),
+        // Verbatim: the message says what it says.
+        confidence: 1.0,
+        via: via.to_owned(),
+        text: format!("{speaker} in session {}: {text}", m.session),
+    };
+    // What depends on the message: the session node that holds it, at the next layer.
+    let dep = Pointer::new(PointerType::Sam, &format!("msg:{}", m.id), None)
+        .map_or_else(|_| Dep::Engram(m.id.clone()), Dep::Pointer);
+    (item, dep)
+}
+
 fn node_item(n: &Node, via: &str) -> (ImpactItem, Dep) {
     let item = ImpactItem {
         layer: 0,
@@ -416,14 +444,16 @@ pub fn overlaps(a: &Pointer, b: &Pointer) -> bool {
         }
 }
 
-/// Whether `content` cites a pointer overlapping `p`.
+/// Whether `content` cites a pointer overlapping `p`: a pointer in its text form, in prose (quoted, in backticks
+/// or brackets, ending a sentence) or in a summary's citations.
 fn cites(content: &str, p: &Pointer) -> bool {
     let needle = format!("{}:{}", p.ty(), p.location());
     if !content.contains(&needle) {
         return false;
     }
     content
-        .split(|c: char| c.is_whitespace() || matches!(c, '[' | ']' | '(' | ')' | ','))
+        .split(|c: char| c.is_whitespace() || matches!(c, '[' | ']' | '(' | ')' | '<' | '>' | ',' | '`' | '"' | '\''))
+        .map(|t| t.trim_end_matches(['.', ';', ':', '!', '?']))
         .filter(|t| t.contains(&needle))
         .filter_map(|t| Pointer::parse(t).ok())
         .any(|q| overlaps(p, &q))

@@ -32,7 +32,8 @@ use std::sync::Arc;
 use serde::Serialize;
 
 pub use archive::{
-    Archive, ArchiveStats, DagEvent, MESSAGE_FRAMING_TOKENS, NewMessage, Node, NodeKind, RawMessage, Segment,
+    Archive, ArchiveStats, DagEvent, EVENT_KINDS, MESSAGE_FRAMING_TOKENS, NewMessage, Node, NodeKind, RawMessage,
+    Segment,
 };
 pub use expand::{Answer, Child, Citation, Expansion, Impact, ImpactItem};
 pub use gate::{GateConfig, GateReport};
@@ -45,6 +46,7 @@ pub use transcript::parse_transcript;
 use crate::engram::{Engram, EngramKind, MAX_CLAIM_CHARS, Scope, Source};
 use crate::memory::{Memory, MemoryError, StoreError};
 use crate::pointer::{Pointer, PointerType};
+use crate::progress::{Progress, silent};
 use crate::tokens::{Encoding, TokenCounter};
 use crate::ttl::Ttl;
 use crate::valid::Valid;
@@ -147,6 +149,8 @@ pub struct Builder {
     config: DagConfig,
     summarizer: Arc<dyn Summarizer>,
     counter: &'static TokenCounter,
+    /// Where long builds report how far they got (sessions, arcs, epochs made).
+    progress: Arc<dyn Progress>,
 }
 
 impl std::fmt::Debug for Builder {
@@ -158,7 +162,14 @@ impl std::fmt::Debug for Builder {
 impl Builder {
     /// A builder with `config` and `summarizer`.
     pub fn new(config: DagConfig, summarizer: Arc<dyn Summarizer>) -> Builder {
-        Builder { config, summarizer, counter: TokenCounter::shared(Encoding::default()) }
+        Builder { config, summarizer, counter: TokenCounter::shared(Encoding::default()), progress: silent() }
+    }
+
+    /// The same builder, reporting its progress to `progress` (phases `summarizing sessions`, `backfilling
+    /// sessions`, `making arcs`, `making epochs`; in nodes).
+    pub fn with_progress(mut self, progress: Arc<dyn Progress>) -> Builder {
+        self.progress = progress;
+        self
     }
 
     /// The configuration.
@@ -178,9 +189,13 @@ impl Builder {
     /// Summarizes (or skips, by the gate) the unprocessed messages of every ended session.
     pub fn summarize_pending(&self, archive: &mut Archive, now: i64) -> Result<BuildReport, StoreError> {
         let mut report = BuildReport::default();
-        for (project, session, from) in archive.pending_sessions()? {
+        let pending = archive.pending_sessions()?;
+        let total = pending.len() as u64;
+        for (n, (project, session, from)) in pending.into_iter().enumerate() {
+            self.progress.update("summarizing sessions", n as u64, total);
             report.add(&self.summarize_session(archive, &project, &session, from, now)?);
         }
+        self.progress.update("summarizing sessions", total, total);
         Ok(report)
     }
 
@@ -242,7 +257,10 @@ impl Builder {
     pub fn backfill(&self, archive: &mut Archive, session: Option<&str>, now: i64) -> Result<BuildReport, StoreError> {
         let mut report = BuildReport::default();
         let mut projects = std::collections::BTreeSet::new();
-        for mut segment in archive.skipped_segments(session)? {
+        let skipped = archive.skipped_segments(session)?;
+        let total = skipped.len() as u64;
+        for (n, mut segment) in skipped.into_iter().enumerate() {
+            self.progress.update("backfilling sessions", n as u64, total);
             let messages =
                 archive.session_range(&segment.project, &segment.session, segment.first_turn, segment.last_turn)?;
             if messages.is_empty() {
@@ -258,6 +276,7 @@ impl Builder {
             report.truncated += usize::from(summary.level > 2);
             projects.insert(segment.project);
         }
+        self.progress.update("backfilling sessions", total, total);
         for project in projects {
             report.add(&self.condense(archive, &project, now)?);
         }
@@ -288,7 +307,10 @@ impl Builder {
         let mut report = BuildReport::default();
         // Orphans are read once: each node made here takes the next `every` of them, oldest first.
         let orphans = archive.orphans(project, below)?;
-        for children in orphans.chunks_exact(every) {
+        let phase = if kind == NodeKind::Arc { "making arcs" } else { "making epochs" };
+        let total = (orphans.len() / every) as u64;
+        for (n, children) in orphans.chunks_exact(every).enumerate() {
+            self.progress.update(phase, n as u64, total);
             let items: Vec<SummaryItem> = children
                 .iter()
                 .map(|c| SummaryItem {
@@ -324,6 +346,7 @@ impl Builder {
             report.escalated += usize::from(summary.level > 1);
             report.truncated += usize::from(summary.level > 2);
         }
+        self.progress.update(phase, total, total);
         Ok(report)
     }
 

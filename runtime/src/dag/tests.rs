@@ -442,12 +442,19 @@ fn impact_finds_dependents_by_layer_above_the_confidence_floor() {
     let layer =
         |n: u8| -> BTreeSet<String> { impact.items.iter().filter(|i| i.layer == n).map(|i| i.id.clone()).collect() };
     let (session, arc, epoch) = (find(NodeKind::Session), find(NodeKind::Arc), find(NodeKind::Epoch));
-    // Layer 1: the engram citing an overlapping span and every summary citing it (the session's; the arc's too,
-    // as arcs keep decisions); layer 2: the engram citing that engram, and the nodes above; layer 3: the rest.
-    assert!(layer(1).is_superset(&BTreeSet::from([e1.id.clone(), session.clone()])), "{impact:#?}");
+    // The raw message whose report cites an overlapping span (L12-L20).
+    let first = dag.archive().session_messages("shop", "s1", 0).expect("succeeds")[0].id.clone();
+    // Layer 1: the engram citing an overlapping span, the raw message citing one, and every summary citing it (the
+    // session's; the arc's too, as arcs keep decisions); layer 2: the engram citing that engram, and the nodes
+    // above; layer 3: the rest.
+    assert!(layer(1).is_superset(&BTreeSet::from([e1.id.clone(), first.clone(), session.clone()])), "{impact:#?}");
     assert!(layer(2).contains(&e2.id), "{impact:#?}");
     let everything: BTreeSet<String> = impact.items.iter().map(|i| i.id.clone()).collect();
-    assert_eq!(everything, BTreeSet::from([e1.id.clone(), e2.id.clone(), session.clone(), arc.clone(), epoch.clone()]));
+    let expected = [&e1.id, &e2.id, &first, &session, &arc, &epoch].map(|id| id.clone());
+    assert_eq!(everything, BTreeSet::from(expected));
+    let message = impact.items.iter().find(|i| i.id == first).expect("the message");
+    assert_eq!((message.kind.as_str(), message.project.as_str()), ("message", "shop"));
+    assert!(message.text.contains("capture keeps one row per order id"), "{message:?}");
     let layer_of = |id: &str| impact.items.iter().find(|i| i.id == id).expect("succeeds").layer;
     assert!(layer_of(&arc) <= layer_of(&session) + 1 && layer_of(&epoch) <= layer_of(&arc) + 1);
     assert!(impact.items.windows(2).all(|w| w[0].layer <= w[1].layer), "layer by layer");
@@ -464,7 +471,6 @@ fn impact_finds_dependents_by_layer_above_the_confidence_floor() {
     // A span nothing cites: nothing depends on it.
     assert!(dag.impact(&p("repo:src/billing.rs#L100-L120"), 0.0).expect("succeeds").items.is_empty());
     // A raw message: its session node, then up the DAG.
-    let first = dag.archive().session_messages("shop", "s1", 0).expect("succeeds")[0].id.clone();
     let by_message = dag.impact(&p(&format!("sam:msg:{first}")), 0.5).expect("succeeds");
     // (The arc keeps the decision line citing that message, so it is a direct dependent too.)
     let kinds: BTreeMap<&str, u8> = by_message.items.iter().map(|i| (i.kind.as_str(), i.layer)).collect();

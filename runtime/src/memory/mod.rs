@@ -584,6 +584,16 @@ impl Memory {
         Ok(self.store.get(project, id)?)
     }
 
+    /// The projects that hold engrams, sorted (an operator choosing where to act).
+    pub fn projects(&self) -> Result<Vec<String>, MemoryError> {
+        Ok(self.store.projects()?)
+    }
+
+    /// The projects that hold a copy of engram `id` (an operator finding out why a read was refused).
+    pub fn owners(&self, id: &str) -> Result<Vec<String>, MemoryError> {
+        Ok(self.store.get_any(id)?.into_iter().map(|s| s.project).collect())
+    }
+
     /// Moves expired engrams to the cold tier and out of recall; returns how many moved.
     pub fn evict_expired(&mut self, now: i64) -> Result<usize, MemoryError> {
         let moved = self.store.evict_expired(now)?;

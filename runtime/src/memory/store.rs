@@ -346,6 +346,13 @@ impl Store {
         rows.map(|row| self.decode_row(row?)).collect()
     }
 
+    /// The projects that hold engrams (hot or cold), sorted.
+    pub fn projects(&self) -> Result<Vec<String>, StoreError> {
+        let mut stmt = self.conn.prepare_cached("SELECT DISTINCT project FROM engrams ORDER BY project")?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// The hot engrams of `project` with subject key `subject`, newest first.
     pub fn hot_by_subject(&self, project: &str, subject: &str) -> Result<Vec<Stored>, StoreError> {
         let mut stmt = self.conn.prepare(&format!(

@@ -92,6 +92,12 @@ pub struct ModelUsage {
 pub trait AgentFactory: Send + Sync + 'static {
     /// A fresh agent for `spec`.
     fn make(&self, spec: &AgentSpec) -> Box<dyn Agent>;
+
+    /// The longest one turn of `spec`'s agent may legitimately take (an LLM agent: its model's timeout × attempts ×
+    /// completions per turn, plus a margin); `None`: the runtime's default step timeout.
+    fn turn_timeout(&self, _spec: &AgentSpec) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// A turn request from the driver.
@@ -119,6 +125,17 @@ impl ActOutcome {
     pub(crate) fn down(_agent: &str) -> ActOutcome {
         ActOutcome { agent_down: true, refusals: Vec::new() }
     }
+}
+
+tokio::task_local! {
+    /// The agent whose code is running on this task (its turn or its answer to a refusal).
+    static AGENT_TURN: String;
+}
+
+/// The agent whose code the current task is running, if any: a panic there is the agent's, caught by its actor and
+/// answered by a restart (a process's panic hook uses this to keep such panics quiet and real crashes loud).
+pub fn agent_in_turn() -> Option<String> {
+    AGENT_TURN.try_with(Clone::clone).ok()
 }
 
 /// The actor hosting one agent.
@@ -187,7 +204,7 @@ impl Actor for AgentActor {
                     mode: state.ctx.mode,
                 };
                 // A panicking agent unwinds out of here; the gateway restarts it and the driver retries the step.
-                let actions = state.agent.act(&input).await;
+                let actions = AGENT_TURN.scope(state.spec.id.clone(), state.agent.act(&input)).await;
                 let mut outcome = ActOutcome::default();
                 for action in actions {
                     state.perform(action, &mut outcome).await;
@@ -572,7 +589,10 @@ impl AgentState {
                 }
                 Err(violation) => {
                     n_refusals += 1;
-                    match self.agent.on_rejection(&action, &violation, n_refusals).await {
+                    match AGENT_TURN
+                        .scope(self.spec.id.clone(), self.agent.on_rejection(&action, &violation, n_refusals))
+                        .await
+                    {
                         Some(resend) if n_refusals < 2 => action = resend,
                         _ => return,
                     }

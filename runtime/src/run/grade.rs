@@ -6,7 +6,7 @@
 //! a scripted answer and a model's answer are graded alike. Both wire modes deliver the same typed message (the
 //! baseline's wire text restates it as prose), so LESS and the baseline are graded by the same rule.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::pointer::Pointer;
@@ -14,7 +14,7 @@ use crate::run::ledger::Event;
 use crate::scenario::{Gold, OneOf, Scenario, Task, TaskKind};
 
 /// The graded tasks of one run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TaskReport {
     /// Tasks graded (all of the scenario's).
     pub graded: u32,
@@ -25,7 +25,7 @@ pub struct TaskReport {
 }
 
 /// One task's verdict, with the evidence.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskVerdict {
     /// The task.
     pub id: String,
@@ -44,7 +44,7 @@ pub struct TaskVerdict {
 }
 
 /// A delivered engram, as graded.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Answer {
     /// The message that carried it.
     pub msg_id: String,

@@ -9,14 +9,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::ErrorCode;
 use crate::run::wire::EnvelopeKind;
 
-/// One thing that happened in a run.
-#[derive(Debug, Clone, Serialize)]
+/// One thing that happened in a run (a line of `ledger.jsonl`; read back by `lessrt runs show`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 #[allow(missing_docs)]
 pub enum Event {
@@ -87,7 +87,7 @@ pub enum Event {
         stages: Vec<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         code: Option<ErrorCode>,
-        #[serde(skip_serializing_if = "String::is_empty")]
+        #[serde(default, skip_serializing_if = "String::is_empty")]
         message: String,
     },
     /// An engram of a delivered report put into the memory as its sender: `status` is stored, duplicate, revived or
@@ -96,13 +96,13 @@ pub enum Event {
         agent: String,
         id: String,
         status: String,
-        #[serde(skip_serializing_if = "Vec::is_empty")]
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
         superseded: Vec<String>,
-        #[serde(skip_serializing_if = "Vec::is_empty")]
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
         contradictions: Vec<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         code: Option<ErrorCode>,
-        #[serde(skip_serializing_if = "String::is_empty")]
+        #[serde(default, skip_serializing_if = "String::is_empty")]
         message: String,
     },
     /// A promotion: `id` of the engram promoted (none: no engram of that subject), or refused with `code`.
@@ -113,7 +113,7 @@ pub enum Event {
         id: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         code: Option<ErrorCode>,
-        #[serde(skip_serializing_if = "String::is_empty")]
+        #[serde(default, skip_serializing_if = "String::is_empty")]
         message: String,
     },
     Restart {
@@ -202,11 +202,19 @@ impl Event {
         format!("{at}\t{}", fields.join("\t"))
     }
 
-    /// The live trace line, for people.
-    fn trace_line(&self) -> Option<String> {
+    /// The live trace line(s), for people (`lessrt run` prints them as they happen, `lessrt runs show` again from
+    /// `ledger.jsonl`).
+    pub fn trace_line(&self) -> Option<String> {
         Some(match self {
-            Event::Delivered { from, to, kind, tokens, max_tokens, .. } => {
-                format!("  {from} → {to}  {:<10} {tokens:>6} tok  (≤{max_tokens})", kind.as_str())
+            Event::Delivered { from, to, kind, tokens, max_tokens, doc, .. } => {
+                let mut line = format!("  {from} → {to}  {:<10} {tokens:>6} tok  (≤{max_tokens})", kind.as_str());
+                // An escalation an agent wrote itself (a gateway's are `Escalated` events): say why, so a failing
+                // model is seen where it happens, not only in ledger.jsonl.
+                if *kind != EnvelopeKind::Escalation && doc.get("type").and_then(Value::as_str) == Some("escalation") {
+                    let reason = doc.get("reason").and_then(Value::as_str).unwrap_or_default();
+                    line.push_str(&format!("\n    {}", escalation_note(from, to, reason)));
+                }
+                line
             }
             Event::Rejected { from, to, code, tokens, attempt, .. } => {
                 format!("  {from} → {to}  REJECTED   {tokens:>6} tok  {code} (refusal {attempt})")
@@ -270,6 +278,22 @@ impl Event {
             Event::AgentDown { agent, reason } => format!("  DOWN {agent}: {reason}"),
             Event::Step { index, agent, action } => format!("step {index}: {agent} {action}"),
         })
+    }
+}
+
+/// One line on an escalation an agent sent: `reviewer: model failed LLM_UNREACHABLE: … → escalated to lead` when its
+/// model failed (the reason starts with the provider's code), else the reason.
+fn escalation_note(from: &str, to: &str, reason: &str) -> String {
+    let short = |text: &str| -> String {
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        if text.chars().count() > 160 { text.chars().take(159).collect::<String>() + "…" } else { text }
+    };
+    match reason.split_once(": ") {
+        Some((code, rest)) if code.starts_with("LLM_") && !code.contains(' ') => {
+            let rest = rest.strip_prefix("the model could not write the report: ").unwrap_or(rest);
+            format!("{from}: model failed {code}: {} → escalated to {to}", short(rest))
+        }
+        _ => format!("{from} escalates to {to}: {}", short(reason)),
     }
 }
 
@@ -416,5 +440,94 @@ impl LedgerState {
             self.jsonl = None;
             self.audit = None;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `ledger.jsonl` is read back (`lessrt runs show`): every event comes back as it was written, the fields a line
+    /// leaves out when empty included.
+    #[test]
+    fn events_read_back_as_written() {
+        let events = vec![
+            Event::Step { index: 3, agent: "dev".into(), action: "report".into() },
+            Event::Delivered {
+                from: "dev".into(),
+                to: "lead".into(),
+                msg_id: "m1".into(),
+                kind: EnvelopeKind::Message,
+                tokens: 12,
+                max_tokens: 800,
+                doc: Arc::new(serde_json::json!({"type": "escalation", "reason": "LLM_TIMEOUT: slow"})),
+                prose: None,
+                restated: Vec::new(),
+            },
+            Event::MemoryPut {
+                agent: "dev".into(),
+                id: "eg_1".into(),
+                status: "stored".into(),
+                superseded: Vec::new(),
+                contradictions: Vec::new(),
+                code: None,
+                message: String::new(),
+            },
+            Event::Query {
+                agent: "dev".into(),
+                text: "q".into(),
+                returned: Vec::new(),
+                tokens: 0,
+                stages: Vec::new(),
+                code: Some(ErrorCode::ScopeDenied),
+                message: "no".into(),
+            },
+            Event::Promote {
+                agent: "lead".into(),
+                subject: "s".into(),
+                to: crate::engram::Scope::Org,
+                id: None,
+                code: None,
+                message: String::new(),
+            },
+            Event::ModelUsage {
+                agent: "dev".into(),
+                calls: 1,
+                prompt_tokens: 10,
+                completion_tokens: 2,
+                unusable: Vec::new(),
+            },
+        ];
+        for event in events {
+            let line = serde_json::to_string(&event).expect("serializes");
+            let back: Event = serde_json::from_str(&line).expect("reads back");
+            assert_eq!(serde_json::to_string(&back).expect("serializes"), line);
+            assert_eq!(back.trace_line(), event.trace_line());
+        }
+    }
+
+    #[test]
+    fn an_agents_own_escalation_says_why_in_the_trace() {
+        let doc = serde_json::json!({"type": "escalation", "reason":
+            "LLM_UNREACHABLE: the model could not write the report: cannot reach the model server after 4 attempts"});
+        let event = Event::Delivered {
+            from: "reviewer".into(),
+            to: "lead".into(),
+            msg_id: "m".into(),
+            kind: EnvelopeKind::Message,
+            tokens: 40,
+            max_tokens: 800,
+            doc: Arc::new(doc),
+            prose: None,
+            restated: Vec::new(),
+        };
+        let trace = event.trace_line().expect("a line");
+        assert!(
+            trace.ends_with(
+                "\n    reviewer: model failed LLM_UNREACHABLE: cannot reach the model server after 4 attempts → escalated to lead"
+            ),
+            "{trace}"
+        );
+        assert_eq!(escalation_note("dev", "lead", "tests keep failing"), "dev escalates to lead: tests keep failing");
     }
 }

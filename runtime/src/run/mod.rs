@@ -31,14 +31,15 @@ use ractor::ActorRef;
 use crate::dag::actor::SummarizerMsg;
 use crate::memory::{MemoryMsg, Principal};
 use crate::run::gateway::GatewayMsg;
-use crate::run::ledger::{Event, LedgerMsg};
+use crate::run::ledger::LedgerMsg;
 use crate::run::resolver_actor::ResolverMsg;
 use crate::scenario::{Scenario, WireMode};
 
-pub use agent::{Agent, AgentFactory, AgentFuture, ModelUsage, TurnInput};
+pub use agent::{Agent, AgentFactory, AgentFuture, ModelUsage, TurnInput, agent_in_turn};
 pub use grade::{Answer, TaskReport, TaskVerdict, covers, states};
+pub use ledger::Event;
 pub use report::{CheckResult, CheckStatus, ModelSpend, RoleReport, RunReport, TokenStats};
-pub use supervisor::{LocalRun, Pinned, RunOptions, run_scenario, run_scenario_with};
+pub use supervisor::{DEFAULT_STEP_TIMEOUT, LocalRun, Pinned, RunOptions, run_scenario, run_scenario_with};
 pub use wire::{Action, BriefAction, DerefAction, Envelope, EnvelopeKind, ReportAction};
 
 /// Gateways by agent id: the only way to reach an agent.

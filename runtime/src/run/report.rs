@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::pointer::Pointer;
@@ -16,7 +16,7 @@ use crate::run::ledger::Event;
 use crate::scenario::{Check, Scenario, WireMode};
 
 /// Inline tokens per turn.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct TokenStats {
     /// Mean.
     pub mean: f64,
@@ -43,7 +43,8 @@ impl TokenStats {
 }
 
 /// One role's line of the report.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RoleReport {
     /// Turns: messages delivered from this role, plus recall answers it received.
     pub turns: u32,
@@ -71,7 +72,8 @@ pub struct RoleReport {
 }
 
 /// Completions and tokens as a model provider counted them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ModelSpend {
     /// Completions asked for.
     pub calls: u64,
@@ -93,7 +95,7 @@ impl ModelSpend {
 }
 
 /// One check's verdict.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CheckResult {
     /// Which check.
     pub name: String,
@@ -111,7 +113,7 @@ impl CheckResult {
 }
 
 /// A check's outcome.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CheckStatus {
     /// It held.
     #[serde(rename = "pass")]
@@ -139,8 +141,8 @@ impl CheckStatus {
     }
 }
 
-/// The whole report (`lessrt run --json`).
-#[derive(Debug, Clone, Serialize)]
+/// The whole report (`lessrt run --json`; `report.json` of a run directory, read back by `lessrt runs show`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunReport {
     /// Scenario name.
     pub scenario: String,

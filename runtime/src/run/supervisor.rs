@@ -37,8 +37,9 @@ use crate::scenario::{Scenario, Step, WireMode};
 /// Longest the summarizers may take to finish a run's session.
 const SUMMARY_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Longest a single turn may take.
-const STEP_TIMEOUT: Duration = Duration::from_secs(120);
+/// Longest a single turn may take unless the agent's factory says its agent needs longer (an LLM agent: its model's
+/// timeout and retries) or [`RunOptions::step_timeout`] says otherwise.
+pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How to run.
 pub struct RunOptions {
@@ -55,6 +56,10 @@ pub struct RunOptions {
     /// Who writes the run's session summary (and any arcs and epochs it completes). `None`: the deterministic
     /// [`Extractive`].
     pub summarizer: Option<Arc<dyn Summarizer>>,
+    /// Longest one step may take, for every agent. `None`: per agent, what its factory says it may need
+    /// ([`AgentFactory::turn_timeout`], e.g. an LLM agent's model timeout × attempts), at least
+    /// [`DEFAULT_STEP_TIMEOUT`].
+    pub step_timeout: Option<Duration>,
 }
 
 /// What a replayable run keeps fixed.
@@ -106,6 +111,7 @@ impl Actor for RunSupervisor {
 /// [`run_scenario`] drives one to the end; benches and embedders deliver envelopes to it directly.
 pub struct LocalRun {
     ctx: Arc<RunContext>,
+    step_timeout: Option<Duration>,
     failed: Arc<std::sync::Mutex<Option<String>>>,
     supervisor: ActorRef<()>,
     supervisor_handle: tokio::task::JoinHandle<()>,
@@ -192,7 +198,7 @@ impl LocalRun {
             .map_err(|e| fail("gateway", &e))?;
             ctx.directory.insert(agent.id.clone(), gateway);
         }
-        Ok(LocalRun { ctx, failed, supervisor, supervisor_handle })
+        Ok(LocalRun { ctx, step_timeout: options.step_timeout, failed, supervisor, supervisor_handle })
     }
 
     /// Delivers `envelope` to its receiver's gateway: the token count, or the refusal.
@@ -223,10 +229,11 @@ impl LocalRun {
             let agent = step_agent(step).to_owned();
             ctx.record(Event::Step { index, agent: agent.clone(), action: step_name(step).to_owned() });
             let gateway = ctx.directory.get(&agent).ok_or_else(|| fail("step", &format!("no agent {agent}")))?;
+            let timeout = self.step_timeout(&agent);
             let mut attempt = 0u32;
             loop {
                 let request = ActRequest { index, step: step.clone(), attempt };
-                match gateway.call(|reply| GatewayMsg::Act(request, reply), Some(STEP_TIMEOUT)).await {
+                match gateway.call(|reply| GatewayMsg::Act(request, reply), Some(timeout)).await {
                     Ok(CallResult::Success(outcome)) => {
                         if outcome.agent_down {
                             tracing::warn!("{agent} is down; step {index} skipped");
@@ -242,7 +249,11 @@ impl LocalRun {
                     Ok(CallResult::Timeout) => {
                         return Err(fail(
                             "step",
-                            &format!("{agent} did not finish step {index} within {STEP_TIMEOUT:?}"),
+                            &format!(
+                                "{agent} did not finish step {index} within {}s (the step timeout: `lessrt run \
+                                 --step-timeout`, or the agent's model timeout_secs and retries)",
+                                timeout.as_secs()
+                            ),
                         ));
                     }
                     Ok(CallResult::SenderError) | Err(_) => {
@@ -255,6 +266,15 @@ impl LocalRun {
             }
         }
         Ok(())
+    }
+
+    /// Longest `agent`'s turn may take: the run's setting, else what its factory says, at least the default.
+    fn step_timeout(&self, agent: &str) -> Duration {
+        if let Some(timeout) = self.step_timeout {
+            return timeout;
+        }
+        let needed = self.ctx.scenario.agent(agent).and_then(|spec| self.ctx.factory.turn_timeout(spec));
+        needed.map_or(DEFAULT_STEP_TIMEOUT, |needed| needed.max(DEFAULT_STEP_TIMEOUT))
     }
 
     /// The report of what happened so far.

@@ -95,7 +95,7 @@ pub struct DerefAction {
 }
 
 /// What kind of document an envelope carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EnvelopeKind {
     /// A SharedBriefMicro (LESS) or its verbatim restatement.

@@ -1,0 +1,206 @@
+//! The options every command shares, defined once so they mean the same everywhere: `--json` and `-o/--output`
+//! (where the result goes), `--store` (which store), `--project` (which project, and what happens when it is
+//! omitted), and the exit codes every `--help` ends with. `--quiet` is global (`main.rs`).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde_json::Value;
+
+/// What every `--help` ends with.
+pub(crate) const EXIT_CODES: &str = "\
+Exit status:
+  0  yes: done, valid, found, every check passed
+  1  no: a check failed, nothing was found, a document is invalid
+  2  could not run: bad arguments, unreadable input or store, missing model or data, refused by the access rules,
+     a runtime failure";
+
+/// Where a command's result goes.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct OutputArgs {
+    /// Print the result as JSON on standard output, instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Also write the result as JSON to FILE (`-`: standard output, as `--json`).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
+}
+
+impl OutputArgs {
+    /// Whether standard output carries JSON rather than text.
+    pub(crate) fn json(&self) -> bool {
+        self.json || self.output.as_deref() == Some(Path::new("-"))
+    }
+
+    /// Delivers `value`: JSON on standard output (`--json`) or the text `text` prints; and the JSON document in the
+    /// `--output` file.
+    pub(crate) fn emit(&self, value: &Value, text: impl FnOnce()) -> anyhow::Result<()> {
+        if self.json() {
+            super::print_json(value);
+        } else {
+            text();
+        }
+        self.write_file(value)
+    }
+
+    /// Writes `value` to the `--output` file, if one was named (pretty-printed, newline-terminated).
+    pub(crate) fn write_file(&self, value: &Value) -> anyhow::Result<()> {
+        let Some(path) = self.output.as_deref().filter(|p| *p != Path::new("-")) else { return Ok(()) };
+        let mut text = serde_json::to_string_pretty(value)?;
+        text.push('\n');
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        let mut file = std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
+        file.write_all(text.as_bytes()).with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(())
+    }
+}
+
+/// `--store`: the directory of the engram store and the lossless archive.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct StoreArgs {
+    /// The store directory (engrams, the message archive and their indexes).
+    #[arg(long, value_name = "DIR", default_value = ".lessrt")]
+    pub(crate) store: PathBuf,
+}
+
+impl StoreArgs {
+    /// The store for a command that only reads: it must exist (opening would create an empty one and answer
+    /// nothing, which looks like a store without matches).
+    pub(crate) fn existing(&self) -> Result<&Path, Stop> {
+        let dir = self.store.as_path();
+        if dir.join("memory.sqlite3").is_file() {
+            Ok(dir)
+        } else {
+            Err(Stop::usage(format!(
+                "no store in {}: `lessrt memory put` or `lessrt memory ingest` creates one there, or pass --store DIR",
+                dir.display()
+            )))
+        }
+    }
+}
+
+/// `--project`: the project a command acts in.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct ProjectArgs {
+    /// The project to act in (projects never see each other's run and project engrams). When omitted: the store's
+    /// only project, said on stderr; with several, the command stops (exit 2) and names them.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) project: Option<String>,
+}
+
+impl ProjectArgs {
+    /// The project to act in: the one given, else the only one of `known` (said on stderr unless `quiet`).
+    /// An empty store has no project to choose: `empty` says what to do then (`Ok(None)`: the caller decides).
+    pub(crate) fn resolve(&self, known: &[String], what: &str, quiet: bool) -> Result<Option<String>, Stop> {
+        if let Some(project) = &self.project {
+            return Ok(Some(project.clone()));
+        }
+        match known {
+            [] => Ok(None),
+            [only] => {
+                if !quiet {
+                    eprintln!("lessrt: project {only:?} (the only one in this {what}; --project chooses)");
+                }
+                Ok(Some(only.clone()))
+            }
+            several => Err(Stop::usage(format!(
+                "this {what} holds {} projects ({}): pass --project NAME",
+                several.len(),
+                several.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>().join(", ")
+            ))),
+        }
+    }
+
+    /// The project a write goes to: the one given, else the store's only one; an empty store needs `--project`.
+    pub(crate) fn for_write(&self, known: &[String], what: &str, quiet: bool) -> Result<String, Stop> {
+        self.resolve(known, what, quiet)?.ok_or_else(|| {
+            Stop::usage(format!("this {what} is empty: pass --project NAME to say which project this belongs to"))
+        })
+    }
+}
+
+/// A command that stops early with an exit code and a message for stderr (exit 1: the answer is no; 2: it could
+/// not run).
+#[derive(Debug)]
+pub(crate) struct Stop {
+    /// The exit code.
+    pub(crate) code: u8,
+    /// What to print on stderr (after `lessrt: `).
+    pub(crate) message: String,
+}
+
+impl Stop {
+    /// Could not run (exit 2).
+    pub(crate) fn usage(message: impl Into<String>) -> Stop {
+        Stop { code: 2, message: message.into() }
+    }
+
+    /// The answer is no (exit 1).
+    pub(crate) fn no(message: impl Into<String>) -> Stop {
+        Stop { code: 1, message: message.into() }
+    }
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Stop {}
+
+/// `n` and the noun, plural unless `n` is 1 (`1 session`, `2 sessions`, `3 summaries`).
+pub(crate) fn count(n: impl Into<u64>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        return format!("1 {noun}");
+    }
+    match noun.strip_suffix('y') {
+        Some(stem) if !stem.ends_with(['a', 'e', 'i', 'o', 'u']) => format!("{n} {stem}ies"),
+        _ => format!("{n} {noun}s"),
+    }
+}
+
+/// A unix time as RFC 3339 UTC (`2026-11-22T20:03:11Z`), for people; the number itself if it is out of range.
+pub(crate) fn rfc3339(at: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(at)
+        .ok()
+        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .unwrap_or_else(|| at.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_singular_only_for_one() {
+        assert_eq!(count(0u64, "session"), "0 sessions");
+        assert_eq!(count(1u64, "session"), "1 session");
+        assert_eq!(count(2u32, "message"), "2 messages");
+        assert_eq!(count(3u64, "session summary"), "3 session summaries");
+        assert_eq!(count(2u64, "day"), "2 days");
+    }
+
+    #[test]
+    fn unix_times_read_as_rfc3339_utc() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_767_603_600), "2026-01-05T09:00:00Z");
+    }
+
+    #[test]
+    fn a_missing_project_is_the_only_one_or_a_usage_error() {
+        let none = ProjectArgs::default();
+        assert_eq!(none.resolve(&[], "store", true).expect("empty"), None);
+        assert_eq!(none.resolve(&["shop".into()], "store", true).expect("one"), Some("shop".into()));
+        let err = none.resolve(&["a".into(), "b".into()], "store", true).expect_err("two");
+        assert_eq!(err.code, 2);
+        assert!(err.message.contains("\"a\", \"b\""), "{}", err.message);
+        assert_eq!(none.for_write(&[], "store", true).expect_err("empty").code, 2);
+        let given = ProjectArgs { project: Some("x".into()) };
+        assert_eq!(given.resolve(&["a".into(), "b".into()], "store", true).expect("given"), Some("x".into()));
+    }
+}
