@@ -171,8 +171,9 @@ impl Bench {
         let modes = self.modes();
         let baselines: Vec<WireMode> = modes.iter().copied().filter(|m| m.is_baseline()).collect();
         if modes.contains(&WireMode::Less) {
-            for &base in &baselines {
-                self.comparison_table(&mut out, base);
+            // Per role against the first baseline (the fair one when it ran); totals only against the others.
+            for (idx, &base) in baselines.iter().enumerate() {
+                self.comparison_table(&mut out, base, idx == 0);
             }
         }
         self.tasks_table(&mut out, &modes);
@@ -180,8 +181,9 @@ impl Bench {
         out
     }
 
-    fn comparison_table(&self, out: &mut String, base: WireMode) {
-        let _ = writeln!(out, "LESS against `{base}`, tokens ({}):\n", self.tokenizer());
+    fn comparison_table(&self, out: &mut String, base: WireMode, by_role: bool) {
+        let per = if by_role { "per scenario and role" } else { "per scenario" };
+        let _ = writeln!(out, "LESS against `{base}`, tokens ({}) {per}:\n", self.tokenizer());
         let _ = writeln!(
             out,
             "| scenario | role | LESS inline | LESS + deref | {base} inline | {base} + deref | inline | with derefs | LESS p95 | {base} p95 |"
@@ -193,6 +195,9 @@ impl Bench {
             };
             let head = format!("**{scenario}** (depth {}, {} agents)", less.depth, less.agents);
             row(out, &head, "**total**", &less.report.totals, Some(&other.report.totals), true);
+            if !by_role {
+                continue;
+            }
             for (role, r) in &less.report.roles {
                 row(out, "", role, r, other.report.roles.get(role), false);
             }

@@ -94,6 +94,19 @@ fn the_comparison_table_compares_inline_and_with_derefs() {
     assert!(summary.contains("|  | dev | 200 | 500 | 1,100 | 1,100 | 18.2% | 45.5% |"), "{summary}");
     assert!(summary.contains("| tiny | 1 | locate_rule 1 | 1/1 | 600 | 0/1 | — |"), "{summary}");
     assert!(summary.contains("| tiny | lead | verbatim | 900 |"), "{summary}");
+    // A second baseline gets its totals only.
+    let s = scenario();
+    let mut b = bench();
+    let whole = [delivered("lead", "dev", 3000, None), delivered("dev", "lead", 1000, None)];
+    b.runs.push(BenchRun::new(&s, RunReport::build(&s, WireMode::VerbatimWhole, &whole), 1));
+    let summary = b.summary_markdown();
+    let (fair, rest) =
+        summary.split_once("LESS against `verbatim-whole`, tokens (o200k_base) per scenario:").expect("2nd table");
+    assert!(fair.starts_with("LESS against `verbatim`, tokens (o200k_base) per scenario and role:"), "{summary}");
+    let table = rest.split("\n\n").nth(1).expect("table");
+    assert_eq!(table.lines().count(), 3, "header, rule, one total row: {table}");
+    assert!(table.contains("| **300** | **600** | **4,000** | **4,000** | **7.5%** | **15.0%** |"), "{table}");
+    assert!(summary.contains("| solved less | per solved task less | solved verbatim | per solved task verbatim | solved verbatim-whole |"), "{summary}");
 }
 
 #[test]
