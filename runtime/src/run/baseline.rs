@@ -190,4 +190,6 @@ fn wire_name<T: serde::Serialize>(value: &T) -> String {
 }
 
 #[cfg(test)]
+mod actors;
+#[cfg(test)]
 mod tests;
