@@ -144,7 +144,7 @@ pub struct AgentActor;
 /// Messages to an agent (only its gateway sends them).
 pub enum AgentMsg {
     /// Take a turn.
-    Act(ActRequest, RpcReplyPort<ActOutcome>),
+    Act(Box<ActRequest>, RpcReplyPort<ActOutcome>),
     /// A delivered document.
     Inbox(Arc<Value>),
 }

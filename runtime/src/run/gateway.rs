@@ -409,7 +409,7 @@ impl Actor for GatewayActor {
             GatewayMsg::Act(request, reply) => match &state.agent {
                 Some(agent) => {
                     // The reply port travels with the request, so this gateway stays free to serve the agent's derefs.
-                    if let Err(err) = agent.send_message(AgentMsg::Act(request, reply)) {
+                    if let Err(err) = agent.send_message(AgentMsg::Act(Box::new(request), reply)) {
                         tracing::warn!(agent = %state.agent_id, "act not delivered: {err}");
                     }
                 }
