@@ -248,3 +248,28 @@ fn exit_codes_say_what_went_wrong() {
     assert!(text(&output.stderr).contains("gone less #1 failed"), "{}", text(&output.stderr));
     assert!(Path::new(&out).join("bench.json").exists());
 }
+
+/// A bar per run and one over all runs on a terminal; none under `--quiet` or on a pipe.
+#[test]
+fn progress_bars_show_on_a_terminal_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().display().to_string();
+    let bin = env!("CARGO_BIN_EXE_lessrt");
+    let on_a_terminal = |extra: &str| -> String {
+        let command = format!("{bin} bench scenarios/uc2-contradictions.toml --out {out} {extra}");
+        let output = Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .current_dir(root())
+            .output()
+            .expect("`script` (util-linux) gives the command a terminal");
+        assert!(output.status.success(), "{command}: {}", text(&output.stdout));
+        text(&output.stdout)
+    };
+    let shown = on_a_terminal("");
+    assert!(shown.contains("uc2-contradictions less #1"), "a bar for the run: {shown}");
+    assert!(shown.contains("/2 runs"), "a bar over all runs: {shown}");
+    let quiet = on_a_terminal("--quiet");
+    assert!(!quiet.contains("uc2-contradictions less #1") && !quiet.contains("/2 runs"), "{quiet}");
+    let piped = lessrt(&["bench", "scenarios/uc2-contradictions.toml", "--out", &out]);
+    assert!(!text(&piped.stderr).contains("uc2-contradictions less #1"), "{}", text(&piped.stderr));
+}
