@@ -197,23 +197,23 @@ pub(crate) fn print_report(report: &RunReport) {
 
 /// LESS against verbatim, per role.
 pub(crate) fn print_comparison(less: &RunReport, verbatim: &RunReport) {
-    // LESS moves content out of messages into metered derefs, so its cost is shown with and without them; the
-    // verbatim baseline already has everything pasted inline.
+    // LESS moves content out of messages into metered derefs, so both sides are shown with and without them: the
+    // fair baseline pastes what LESS dereferences and reads only what nobody pasted to it.
     let width = less.roles.keys().chain(verbatim.roles.keys()).map(|r| r.chars().count()).chain([5]).max().unwrap_or(5);
-    println!("tokens, LESS vs verbatim (inline; inline + deref'd content):");
+    println!("tokens, LESS vs {} (inline; inline + deref'd content):", verbatim.mode);
     println!(
-        "  {:<width$} {:>9} {:>9} {:>9} {:>8} {:>8}",
-        "role", "LESS", "LESS+drf", "verbatim", "inline%", "+deref%"
+        "  {:<width$} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "role", "LESS", "LESS+drf", "baseline", "base+drf", "inline%", "+deref%"
     );
     let pct = |a: u64, b: u64| if b == 0 { "—".to_owned() } else { format!("{:.1}%", 100.0 * a as f64 / b as f64) };
     let rows = less.roles.iter().map(|(role, r)| (role.as_str(), r, verbatim.roles.get(role)));
     for (role, r, v) in rows.chain(std::iter::once(("TOTAL", &less.totals, Some(&verbatim.totals)))) {
-        let base = v.map_or(0, |v| v.inline_tokens.total);
+        let (base, base_all) = v.map_or((0, 0), |v| (v.inline_tokens.total, v.inline_tokens.total + v.deref_tokens));
         let (inline, with_deref) = (r.inline_tokens.total, r.inline_tokens.total + r.deref_tokens);
         println!(
-            "  {role:<width$} {inline:>9} {with_deref:>9} {base:>9} {:>8} {:>8}",
+            "  {role:<width$} {inline:>9} {with_deref:>9} {base:>9} {base_all:>9} {:>8} {:>8}",
             pct(inline, base),
-            pct(with_deref, base)
+            pct(with_deref, base_all)
         );
     }
     if less.totals.model.calls + verbatim.totals.model.calls == 0 {
