@@ -66,6 +66,8 @@ fn envelope(doc: Value, inline_code: Option<String>) -> Envelope {
         doc,
         inline_code,
         code_sources: vec!["repo:src/orders/pricing.rs".to_owned()],
+        prose: None,
+        restated: Vec::new(),
     }
 }
 

@@ -32,6 +32,8 @@ struct Cli {
 enum Command {
     /// Run a PAS scenario through the actor tree, in LESS and verbatim modes, and report tokens per role and the checks.
     Run(cmd::run::Args),
+    /// Benchmark scenarios in LESS and the baselines: graded tasks, tokens per role, bench.json/csv, summary.md, plots.
+    Bench(cmd::bench::Args),
     /// Re-render a finished run from its directory: the trace, the per-role tables and the checks.
     #[command(subcommand)]
     Runs(cmd::runs::Command),
@@ -127,6 +129,7 @@ fn main() -> ExitCode {
     let ctx = Ctx { quiet: cli.quiet };
     let result = match cli.command {
         Command::Run(args) => cmd::run::run(&args, ctx),
+        Command::Bench(args) => cmd::bench::run(&args, ctx),
         Command::Runs(command) => cmd::runs::run(&command, ctx),
         Command::Validate(args) => cmd::validate::run(&args),
         Command::Tokens(args) => cmd::tokens::run(&args),

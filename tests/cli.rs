@@ -607,10 +607,19 @@ fn uc1_runs_in_both_modes_and_less_is_a_small_fraction() {
     let (less, verbatim) = (&reports[0], &reports[1]);
     assert_eq!((less["mode"].as_str(), verbatim["mode"].as_str()), (Some("less"), Some("verbatim")));
     let total = |r: &Value| r["totals"]["inline_tokens"]["total"].as_u64().expect("total");
-    assert!(total(less) * 10 < total(verbatim), "LESS {} vs verbatim {}", total(less), total(verbatim));
+    // Against the fair baseline (spans pasted, not whole files) UC1's LESS inline total is about 15% of verbatim.
+    assert!(total(less) * 4 < total(verbatim), "LESS {} vs verbatim {}", total(less), total(verbatim));
     assert!(less["totals"]["inline_tokens"]["p95"].as_u64().expect("p95") <= 800);
     assert_eq!(less["roles"]["reviewer"]["restarts"], json!(1));
-    assert!(less["checks"].as_array().expect("checks").iter().all(|c| c["passed"] == json!(true)));
+    assert!(less["checks"].as_array().expect("checks").iter().all(|c| c["status"] == json!("pass")), "{less}");
+    // The baseline enforces no budget and meters no deref: those checks do not apply to it, and say so.
+    let status_of = |name: &str| {
+        let checks = verbatim["checks"].as_array().expect("checks");
+        checks.iter().find(|c| c["name"].as_str().is_some_and(|n| n.starts_with(name))).map(|c| c["status"].clone())
+    };
+    assert_eq!(status_of("no turn over budget"), Some(json!("n/a")), "{verbatim}");
+    assert_eq!(status_of("derefs of programmer"), Some(json!("n/a")), "{verbatim}");
+    assert_eq!(status_of("risk engram cites"), Some(json!("pass")), "{verbatim}");
     let audit = std::fs::read_to_string(out.join("uc1-refactor/less/audit.log")).expect("audit.log");
     assert!(audit.lines().any(|l| l.contains("\treject\t") && l.contains("LESS_BUDGET_EXCEEDED")), "{audit}");
     assert!(audit.lines().any(|l| l.contains("\tderef-denied\t") && l.contains("LESS_DEREF_DENIED")));

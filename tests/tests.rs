@@ -1,5 +1,7 @@
 //! The one integration-test binary of lessrt. Each module tests one surface a user touches.
 
+/// `lessrt bench`: every scenario in both modes, graded tasks, the bench files, the README's table.
+mod bench;
 /// The `lessrt` command line, run as a user runs it: exit codes, output lines, JSON reports.
 mod cli;
 /// `lessrt compact` and `lessrt eval context`: the context ledger from the command line.

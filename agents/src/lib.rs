@@ -177,13 +177,14 @@ impl Agent for ScriptedAgent {
 
 fn actions_for(input: &TurnInput) -> Vec<Action> {
     match &input.step {
-        Step::Brief { to, now, constraints, risks, packs, grants, .. } => vec![Action::Brief(BriefAction {
+        Step::Brief { to, now, constraints, risks, packs, grants, tasks, .. } => vec![Action::Brief(BriefAction {
             to: to.clone(),
             now: now.clone(),
             constraints: constraints.clone(),
             risks: risks.clone(),
             packs: packs.clone(),
             grants: grants.clone(),
+            tasks: tasks.clone(),
         })],
         Step::Deref { pointers, reason, intended_use, grant, .. } => vec![Action::Deref(DerefAction {
             pointers: pointers.clone(),

@@ -16,6 +16,7 @@
 //! * Expected failures are values, never panics: the gateway that later enforces budgets replies with violations.
 //! * This crate knows no LLM provider and no concrete agent; those live in `less-agents`.
 
+pub mod bench;
 mod brief;
 mod budget;
 pub mod context;
@@ -53,8 +54,8 @@ pub use pointer::{MAX_REF_CHARS, MAX_SPAN_CHARS, Pointer, PointerType};
 pub use progress::{Progress, Silent, silent};
 pub use resolver::{Resolved, Resolver, SamSource};
 pub use scenario::{
-    AgentKind, AgentSpec, Budgets, Check, DEFAULT_LLM_BASE_URL, EngramSpec, Expect, GrantSpec, LlmSpec, Misbehaviour,
-    Plan, ReportKind, ReportStep, Scenario, Step, WireMode, scenario_document,
+    AgentKind, AgentSpec, Budgets, Check, DEFAULT_LLM_BASE_URL, EngramSpec, Expect, Gold, GrantSpec, LlmSpec,
+    Misbehaviour, OneOf, Plan, ReportKind, ReportStep, Scenario, Step, Task, TaskKind, WireMode, scenario_document,
 };
 pub use schema::{DocKind, SCHEMA_BASE, SCHEMA_FILES, schema_document};
 pub use tokens::{CacheStats, Encoding, TokenCounter};

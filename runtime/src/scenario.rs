@@ -51,6 +51,92 @@ pub struct Scenario {
     pub steps: Vec<Step>,
     /// Checks on the outcome.
     pub expect: Vec<Expect>,
+    /// Graded tasks: questions agents are briefed with, and their gold answers (never shown to an agent).
+    pub tasks: Vec<Task>,
+}
+
+/// A graded task: a question or job one agent must answer, and the gold answer its report is graded against.
+///
+/// The question reaches the agent through the briefs that name the task (`tasks = [id]` of a brief step: a line
+/// `Task <id>: <question>` for the child on the way to the agent). The answer is graded from what the agent actually
+/// delivered ([`crate::run::RunReport`]'s `tasks`): one engram of a delivered message of the agent must cite every
+/// gold pointer (an overlapping one) and state every gold term in its claim.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Task {
+    /// Unique within the scenario.
+    pub id: String,
+    /// What sort of work it is.
+    pub kind: TaskKind,
+    /// The agent expected to answer it.
+    pub agent: String,
+    /// The question or job, as the agent's brief states it.
+    pub question: String,
+    /// The gold answer.
+    pub gold: Gold,
+}
+
+/// The kinds of graded work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskKind {
+    /// Locate the code that implements a rule and state the rule.
+    LocateRule,
+    /// Find the two documents (or a document and the code) that contradict each other and say how.
+    Contradiction,
+    /// Review a diff and name the test it breaks (or the rule it breaks).
+    DiffReview,
+    /// Answer a question that needs two spans from different files.
+    TwoSpans,
+}
+
+impl TaskKind {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskKind::LocateRule => "locate_rule",
+            TaskKind::Contradiction => "contradiction",
+            TaskKind::DiffReview => "diff_review",
+            TaskKind::TwoSpans => "two_spans",
+        }
+    }
+}
+
+/// A gold answer. One engram must satisfy all of it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gold {
+    /// Every entry must be cited by a pointer of the engram that overlaps it (same source; intersecting line ranges,
+    /// or the same section, diff path or test); an entry that is a list is satisfied by any one of its pointers.
+    #[serde(default)]
+    pub cites: Vec<OneOf>,
+    /// Every entry must appear in the claim, case-insensitively and as whole words; a list entry by any one of its
+    /// terms.
+    #[serde(default)]
+    pub terms: Vec<OneOf>,
+    /// Every regular expression must match the claim (case-insensitive unless it says `(?-i)`).
+    #[serde(default)]
+    pub patterns: Vec<String>,
+}
+
+/// One value, or alternatives of which any one will do.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum OneOf {
+    /// Exactly this.
+    One(String),
+    /// Any of these.
+    Any(Vec<String>),
+}
+
+impl OneOf {
+    /// The alternatives (one for [`OneOf::One`]).
+    pub fn options(&self) -> &[String] {
+        match self {
+            OneOf::One(one) => std::slice::from_ref(one),
+            OneOf::Any(any) => any,
+        }
+    }
 }
 
 /// The plan of a run.
@@ -317,6 +403,10 @@ pub enum Step {
         /// Grants issued with the brief.
         #[serde(default)]
         grants: Vec<GrantSpec>,
+        /// Graded tasks this brief hands down: each child on the way to a task's agent gets the line
+        /// `Task <id>: <question>` after `now`.
+        #[serde(default)]
+        tasks: Vec<String>,
     },
     /// An agent dereferences pointers through its gateway.
     Deref {
@@ -529,22 +619,44 @@ fn default_p95() -> u32 {
 }
 
 /// How messages are written on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, serde::Serialize)]
 pub enum WireMode {
     /// Engrams, pointers, micro-briefs; budgets enforced.
+    #[serde(rename = "less")]
     Less,
-    /// The baseline: everything restated and pasted; no budgets.
+    /// The fair baseline: what a careful orchestrator without LESS sends. Briefs restate the goal, the criteria and
+    /// the prior reports the parent knows (as prose) and paste the spans the pack points to (a whole file only where
+    /// the pack names a whole file); reports paste the spans they cite. No budgets, no grants; nothing refused.
+    #[serde(rename = "verbatim")]
     Verbatim,
+    /// The whole-file baseline: every brief also pastes the plan's documents, every packed file whole and every prior
+    /// report of the run with what it pasted. An upper bound on what pasting costs, not a fair comparison.
+    #[serde(rename = "verbatim-whole")]
+    VerbatimWhole,
 }
 
 impl WireMode {
-    /// The lowercase name.
+    /// Every mode, LESS first.
+    pub const ALL: [WireMode; 3] = [WireMode::Less, WireMode::Verbatim, WireMode::VerbatimWhole];
+
+    /// The name on the command line and in reports.
     pub fn as_str(self) -> &'static str {
         match self {
             WireMode::Less => "less",
             WireMode::Verbatim => "verbatim",
+            WireMode::VerbatimWhole => "verbatim-whole",
         }
+    }
+
+    /// A baseline without LESS: budgets are not enforced and nothing is refused.
+    pub fn is_baseline(self) -> bool {
+        self != WireMode::Less
+    }
+}
+
+impl std::fmt::Display for WireMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -552,11 +664,10 @@ impl std::str::FromStr for WireMode {
     type Err = String;
 
     fn from_str(text: &str) -> Result<WireMode, String> {
-        match text {
-            "less" => Ok(WireMode::Less),
-            "verbatim" => Ok(WireMode::Verbatim),
-            other => Err(format!("unknown mode {other:?}; expected less or verbatim")),
-        }
+        WireMode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == text)
+            .ok_or_else(|| format!("unknown mode {text:?}; expected less, verbatim or verbatim-whole"))
     }
 }
 
@@ -603,6 +714,8 @@ struct ScenarioDoc {
     steps: Vec<Step>,
     #[serde(default)]
     expect: Vec<Expect>,
+    #[serde(default)]
+    tasks: Vec<Task>,
 }
 
 #[derive(Default, Deserialize)]
@@ -648,6 +761,7 @@ impl Scenario {
             agents: doc.agents,
             steps: doc.steps,
             expect: doc.expect,
+            tasks: doc.tasks,
         })
     }
 
@@ -681,6 +795,38 @@ impl Scenario {
     /// The children of `id`.
     pub fn children(&self, id: &str) -> Vec<&AgentSpec> {
         self.agents.iter().filter(|a| a.parent.as_deref() == Some(id)).collect()
+    }
+
+    /// The task with `id`.
+    pub fn task(&self, id: &str) -> Option<&Task> {
+        self.tasks.iter().find(|t| t.id == id)
+    }
+
+    /// The brief lines `child` gets for the tasks named in `task_ids`: those whose agent is `child` or below it.
+    pub fn task_lines(&self, task_ids: &[String], child: &str) -> Vec<String> {
+        task_ids
+            .iter()
+            .filter_map(|id| self.task(id))
+            .filter(|t| t.agent == child || self.is_ancestor(child, &t.agent))
+            .map(|t| format!("Task {}: {}", t.id, t.question))
+            .collect()
+    }
+
+    /// How deep the hierarchy is: 1 for a lone lead, 2 for a lead with children, and so on.
+    pub fn depth(&self) -> usize {
+        let depth_of = |agent: &AgentSpec| {
+            let mut n = 1;
+            let mut cursor = agent.parent.as_deref();
+            while let Some(parent) = cursor {
+                n += 1;
+                if n > self.agents.len() {
+                    break;
+                }
+                cursor = self.agent(parent).and_then(|a| a.parent.as_deref());
+            }
+            n
+        };
+        self.agents.iter().map(depth_of).max().unwrap_or(0)
     }
 }
 

@@ -278,6 +278,117 @@ fn check_scenario(doc: &Value, out: &mut Vec<Violation>) {
         let parent = |id: &str| index_of.get(id).and_then(|&idx| parent_of(idx));
         let hierarchy = Hierarchy { known: &|id: &str| index_of.contains_key(id), parent: &parent, size: agents.len() };
         check_scenario_steps(doc, &hierarchy, out);
+        // Tasks are routed through the hierarchy: only a sound one says where a task may go.
+        check_scenario_tasks(doc, out);
+    }
+}
+
+/// Graded tasks: unique ids, an answering agent that exists below the lead, gold patterns that compile, something
+/// for the claim to state, every task handed down by a brief of one of its agent's ancestors to a recipient on the
+/// way to that agent, and room in each brief for its task lines.
+fn check_scenario_tasks(doc: &Value, out: &mut Vec<Violation>) {
+    let list = |v: Option<&Value>| v.and_then(Value::as_array).cloned().unwrap_or_default();
+    let str_of = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
+    let agents = list(doc.get("agents"));
+    let parent: HashMap<String, Option<String>> =
+        agents.iter().filter_map(|a| Some((str_of(a, "id")?, str_of(a, "parent")))).collect();
+    // Whether `above` is `agent` or one of its ancestors (bounded: a cycle is reported elsewhere).
+    let at_or_above = |above: &str, agent: &str| {
+        let mut cursor = Some(agent.to_owned());
+        for _ in 0..=parent.len() {
+            match cursor {
+                Some(id) if id == above => return true,
+                Some(id) => cursor = parent.get(&id).cloned().flatten(),
+                None => return false,
+            }
+        }
+        false
+    };
+    let invalid = |path: String, message: String| Violation::new(ErrorCode::ScenarioInvalid, path, message);
+    let tasks = list(doc.get("tasks"));
+    let mut task_agent: HashMap<String, String> = HashMap::new();
+    for (idx, task) in tasks.iter().enumerate() {
+        let (Some(id), Some(agent)) = (str_of(task, "id"), str_of(task, "agent")) else { continue };
+        if task_agent.insert(id.clone(), agent.clone()).is_some() {
+            out.push(invalid(format!("/tasks/{idx}/id"), format!("task id {id:?} is used twice")));
+        }
+        match parent.get(&agent) {
+            None => {
+                out.push(invalid(format!("/tasks/{idx}/agent"), format!("{agent:?} is not an agent of this scenario")))
+            }
+            Some(None) => out.push(invalid(
+                format!("/tasks/{idx}/agent"),
+                format!("{agent:?} is the lead: nobody briefs it, so a task must go to an agent below it"),
+            )),
+            Some(Some(_)) => {}
+        }
+        for (p_idx, pattern) in list(task.pointer("/gold/patterns")).iter().enumerate() {
+            if let Some(Err(err)) = pattern.as_str().map(|p| regex::RegexBuilder::new(p).case_insensitive(true).build())
+            {
+                out.push(invalid(
+                    format!("/tasks/{idx}/gold/patterns/{p_idx}"),
+                    format!("not a regular expression: {err}"),
+                ));
+            }
+        }
+        if list(task.pointer("/gold/terms")).is_empty() && list(task.pointer("/gold/patterns")).is_empty() {
+            out.push(invalid(
+                format!("/tasks/{idx}/gold"),
+                "a gold answer needs terms or patterns the claim must state".to_owned(),
+            ));
+        }
+    }
+    let mut asked: HashSet<String> = HashSet::new();
+    for (s_idx, step) in list(doc.get("steps")).iter().enumerate() {
+        let ids = list(step.get("tasks"));
+        if ids.is_empty() {
+            continue;
+        }
+        let Some(briefer) = str_of(step, "agent") else { continue };
+        let recipients: Vec<String> = match list(step.get("to")) {
+            to if !to.is_empty() => to.iter().filter_map(|t| t.as_str().map(str::to_owned)).collect(),
+            _ => parent
+                .iter()
+                .filter(|(_, p)| p.as_deref() == Some(briefer.as_str()))
+                .map(|(id, _)| id.clone())
+                .collect(),
+        };
+        for (t_idx, id) in ids.iter().enumerate() {
+            let Some(id) = id.as_str() else { continue };
+            let path = format!("/steps/{s_idx}/tasks/{t_idx}");
+            // Named, so not "never handed down"; a wrong route is reported here.
+            asked.insert(id.to_owned());
+            match task_agent.get(id) {
+                None => out.push(invalid(path, format!("no task {id:?} in this scenario's [[tasks]]"))),
+                Some(agent) if !recipients.iter().any(|r| at_or_above(r, agent)) => out.push(invalid(
+                    path,
+                    format!("task {id:?} is for {agent:?}, who is neither a recipient of this brief nor below one"),
+                )),
+                Some(_) => {}
+            }
+        }
+        let n_now = list(step.get("now")).len();
+        if n_now + ids.len() > 10 {
+            out.push(invalid(
+                format!("/steps/{s_idx}/tasks"),
+                format!(
+                    "{n_now} now lines and {} task lines exceed the brief's 10 lines of what matters now",
+                    ids.len()
+                ),
+            ));
+        }
+    }
+    for (idx, task) in tasks.iter().enumerate() {
+        if let Some(id) = str_of(task, "id")
+            && !asked.contains(&id)
+        {
+            out.push(invalid(
+                format!("/tasks/{idx}"),
+                format!(
+                    "task {id:?} is never handed down: name it in `tasks` of a brief by one of its agent's ancestors"
+                ),
+            ));
+        }
     }
 }
 
@@ -423,6 +534,18 @@ fn check_scenario_pointers(doc: &Value, out: &mut Vec<Violation>) {
         for (e_idx, engram) in list(step.get("engrams")).iter().enumerate() {
             for (idx, text) in list(engram.get("pointers")).iter().enumerate() {
                 check(text, format!("/steps/{s_idx}/engrams/{e_idx}/pointers/{idx}"));
+            }
+        }
+    }
+    for (t_idx, task) in list(doc.get("tasks")).iter().enumerate() {
+        for (c_idx, cite) in list(task.pointer("/gold/cites")).iter().enumerate() {
+            match cite.as_array() {
+                Some(any) => {
+                    for (idx, text) in any.iter().enumerate() {
+                        check(text, format!("/tasks/{t_idx}/gold/cites/{c_idx}/{idx}"));
+                    }
+                }
+                None => check(cite, format!("/tasks/{t_idx}/gold/cites/{c_idx}")),
             }
         }
     }

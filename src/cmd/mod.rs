@@ -1,6 +1,7 @@
 //! One module per sub-command; each exposes `Args` (or `Command`) and `run`.
 
 pub(crate) mod args;
+pub(crate) mod bench;
 pub(crate) mod compact;
 pub(crate) mod completions;
 pub(crate) mod dag;

@@ -23,7 +23,8 @@ use crate::Ctx;
 pub(crate) struct Args {
     /// The scenario file (TOML).
     scenario: PathBuf,
-    /// Wire mode: less (engrams, pointers, budgets) or verbatim (the baseline). Both when omitted.
+    /// Wire mode: less (engrams, pointers, budgets), verbatim (the fair baseline: what a careful orchestrator without
+    /// LESS sends) or verbatim-whole (whole files and every prior report pasted). less and verbatim when omitted.
     #[arg(long, value_parser = parse_mode)]
     mode: Option<WireMode>,
     /// The report: one object per mode (an array of two when both ran). `--json` replaces the trace and tables.
@@ -82,18 +83,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     };
     // Recorded and replayed runs stamp documents with the recording's start time, so both count alike; grants are
     // signed with a fresh key, as in a live run (a recording holds no secret).
-    let pinned = match &source {
-        ModelSource::Live => None,
-        ModelSource::Record(dir) | ModelSource::Replay(dir) => {
-            let create = matches!(source, ModelSource::Record(_));
-            let text = recorded_run(dir, create, &less_runtime::now_rfc3339())
-                .map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
-            let secret = fresh_secret();
-            let parsed = time::OffsetDateTime::parse(&text, &time::format_description::well_known::Rfc3339);
-            let clock = parsed.map_err(|err| anyhow::anyhow!("{}: started_at {text:?}: {err}", dir.display()))?;
-            Some(Pinned { clock, secret })
-        }
-    };
+    let pinned = pinned_for(&source)?;
     let modes = match args.mode {
         Some(mode) => vec![mode],
         None => vec![WireMode::Less, WireMode::Verbatim],
@@ -157,6 +147,22 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     Ok(if reports.iter().all(RunReport::passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
+/// Recorded and replayed runs stamp documents with the recording's start time and sign grants with its key, so both
+/// count alike; a live run is not pinned.
+pub(crate) fn pinned_for(source: &ModelSource) -> anyhow::Result<Option<Pinned>> {
+    let (dir, create) = match source {
+        ModelSource::Live => return Ok(None),
+        ModelSource::Record(dir) => (dir, true),
+        ModelSource::Replay(dir) => (dir, false),
+    };
+    let text = recorded_run(dir, create, &less_runtime::now_rfc3339())
+        .map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
+    let secret = fresh_secret();
+    let parsed = time::OffsetDateTime::parse(&text, &time::format_description::well_known::Rfc3339);
+    let clock = parsed.map_err(|err| anyhow::anyhow!("{}: started_at {text:?}: {err}", dir.display()))?;
+    Ok(Some(Pinned { clock, secret }))
+}
+
 /// The line that opens a mode's trace.
 pub(crate) fn heading(scenario: &str, mode: WireMode, tokenizer: &str) -> String {
     format!("== {scenario} ({} mode, {tokenizer})", mode.as_str())
@@ -200,30 +206,37 @@ pub(crate) fn print_report(report: &RunReport) {
     }
     println!();
     for check in &report.checks {
-        println!("{} {} — {}", if check.passed { "PASS" } else { "FAIL" }, check.name, check.detail);
+        println!("{} {} — {}", check.status.label(), check.name, check.detail);
+    }
+    if report.tasks.graded > 0 {
+        println!("\ntasks: {} of {} solved", report.tasks.solved, report.tasks.graded);
+        for task in &report.tasks.items {
+            let verdict = if task.solved { "SOLVED" } else { "UNSOLVED" };
+            println!("{verdict} {} ({}, {}) — {}", task.id, task.kind.as_str(), task.agent, task.evidence);
+        }
     }
     println!();
 }
 
 /// LESS against verbatim, per role.
 pub(crate) fn print_comparison(less: &RunReport, verbatim: &RunReport) {
-    // LESS moves content out of messages into metered derefs, so its cost is shown with and without them; the
-    // verbatim baseline already has everything pasted inline.
+    // LESS moves content out of messages into metered derefs, so both sides are shown with and without them: the
+    // fair baseline pastes what LESS dereferences and reads only what nobody pasted to it.
     let width = less.roles.keys().chain(verbatim.roles.keys()).map(|r| r.chars().count()).chain([5]).max().unwrap_or(5);
-    println!("tokens, LESS vs verbatim (inline; inline + deref'd content):");
+    println!("tokens, LESS vs {} (inline; inline + deref'd content):", verbatim.mode);
     println!(
-        "  {:<width$} {:>9} {:>9} {:>9} {:>8} {:>8}",
-        "role", "LESS", "LESS+drf", "verbatim", "inline%", "+deref%"
+        "  {:<width$} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "role", "LESS", "LESS+drf", "baseline", "base+drf", "inline%", "+deref%"
     );
     let pct = |a: u64, b: u64| if b == 0 { "—".to_owned() } else { format!("{:.1}%", 100.0 * a as f64 / b as f64) };
     let rows = less.roles.iter().map(|(role, r)| (role.as_str(), r, verbatim.roles.get(role)));
     for (role, r, v) in rows.chain(std::iter::once(("TOTAL", &less.totals, Some(&verbatim.totals)))) {
-        let base = v.map_or(0, |v| v.inline_tokens.total);
+        let (base, base_all) = v.map_or((0, 0), |v| (v.inline_tokens.total, v.inline_tokens.total + v.deref_tokens));
         let (inline, with_deref) = (r.inline_tokens.total, r.inline_tokens.total + r.deref_tokens);
         println!(
-            "  {role:<width$} {inline:>9} {with_deref:>9} {base:>9} {:>8} {:>8}",
+            "  {role:<width$} {inline:>9} {with_deref:>9} {base:>9} {base_all:>9} {:>8} {:>8}",
             pct(inline, base),
-            pct(with_deref, base)
+            pct(with_deref, base_all)
         );
     }
     if less.totals.model.calls + verbatim.totals.model.calls == 0 {

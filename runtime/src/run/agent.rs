@@ -6,7 +6,7 @@
 //! The hosting [`AgentActor`] turns the agent's logical [`Action`]s into envelopes in the run's wire mode and sends
 //! them through gateways: it never holds another agent's `ActorRef`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -22,6 +22,7 @@ use crate::memory::{EngramRef, MemoryError, MemoryMsg, PromoteRequest, PutReques
 use crate::message::{Payload, TypedMessage};
 use crate::pointer::Pointer;
 use crate::run::RunContext;
+use crate::run::baseline::{self, BriefText, WholeBriefText, holds};
 use crate::run::gateway::AgentMemory;
 use crate::run::gateway::GatewayMsg;
 use crate::run::ledger::{Event, LedgerMsg};
@@ -143,7 +144,7 @@ pub struct AgentActor;
 /// Messages to an agent (only its gateway sends them).
 pub enum AgentMsg {
     /// Take a turn.
-    Act(ActRequest, RpcReplyPort<ActOutcome>),
+    Act(Box<ActRequest>, RpcReplyPort<ActOutcome>),
     /// A delivered document.
     Inbox(Arc<Value>),
 }
@@ -228,23 +229,18 @@ impl Actor for AgentActor {
 impl AgentState {
     async fn perform(&mut self, action: Action, outcome: &mut ActOutcome) {
         match &action {
-            Action::Deref(deref) => match ractor::call!(self.gateway, GatewayMsg::Deref, deref.clone()) {
-                Ok(result) => match result.result {
-                    Ok(resolved) => {
-                        for r in resolved {
-                            let key = Pointer::new(r.pointer.ty(), r.pointer.reference(), r.pointer.span())
-                                .map(|p| p.to_string())
-                                .unwrap_or_default();
-                            self.seen.insert(key.clone(), r.digest);
-                            // What the gateway let through is what the agent knows (an LLM agent's prompt).
-                            self.inbox
-                                .push(Arc::new(json!({ "dereferenced": { "pointer": key, "content": r.content } })));
-                        }
+            Action::Deref(deref) => {
+                let mut deref = deref.clone();
+                if self.ctx.mode == WireMode::Verbatim {
+                    // Without LESS the agent reads what it holds already in its context, not through a deref.
+                    let held = self.held();
+                    deref.pointers.retain(|t| !Pointer::parse(t).is_ok_and(|p| held.iter().any(|h| holds(h, &p))));
+                    if deref.pointers.is_empty() {
+                        return;
                     }
-                    Err(violation) => outcome.refusals.push(violation.code),
-                },
-                Err(err) => tracing::warn!("deref failed: {err}"),
-            },
+                }
+                self.deref(deref, outcome).await;
+            }
             Action::Query { text, k, project, scope } => {
                 let options =
                     QueryOptions { k: *k, project: project.clone(), scope: *scope, ..QueryOptions::default() };
@@ -259,13 +255,53 @@ impl AgentState {
         }
     }
 
+    /// Pulls content through the gateway; what it lets through joins the inbox, with its digest remembered.
+    async fn deref(&mut self, deref: crate::run::wire::DerefAction, outcome: &mut ActOutcome) {
+        match ractor::call!(self.gateway, GatewayMsg::Deref, deref) {
+            Ok(result) => match result.result {
+                Ok(resolved) => {
+                    for r in resolved {
+                        let key = Pointer::new(r.pointer.ty(), r.pointer.reference(), r.pointer.span())
+                            .map(|p| p.to_string())
+                            .unwrap_or_default();
+                        self.seen.insert(key.clone(), r.digest);
+                        // What the gateway let through is what the agent knows (an LLM agent's prompt).
+                        self.inbox.push(Arc::new(json!({ "dereferenced": { "pointer": key, "content": r.content } })));
+                    }
+                }
+                Err(violation) => outcome.refusals.push(violation.code),
+            },
+            Err(err) => tracing::warn!("deref failed: {err}"),
+        }
+    }
+
+    /// What this agent has in its context already in the fair baseline: the spans pasted into its briefs and into
+    /// the reports it received, and what it dereferenced.
+    fn held(&self) -> Vec<Pointer> {
+        let mut held = Vec::new();
+        for item in &self.inbox {
+            if let Some(text) = item.pointer("/dereferenced/pointer").and_then(Value::as_str) {
+                held.extend(Pointer::parse(text).ok());
+            }
+            let Some(doc) = item.get("verbatim").and(item.get("doc")) else { continue };
+            for pack in doc.get("pointer_packs").and_then(Value::as_object).into_iter().flat_map(|p| p.values()) {
+                held.extend(pack.as_array().into_iter().flatten().filter_map(|t| Pointer::parse(t.as_str()?).ok()));
+            }
+            for engram in doc.get("engrams").and_then(Value::as_array).into_iter().flatten() {
+                let pointers = engram.get("pointers").and_then(Value::as_array).into_iter().flatten();
+                held.extend(pointers.filter_map(|p| serde_json::from_value::<Pointer>(p.clone()).ok()));
+            }
+        }
+        held
+    }
+
     /// The agent sent a message: its gateway starts a new deref budget.
     fn end_turn(&self) {
         self.gateway.send_message(GatewayMsg::EndTurn).ok();
     }
 
-    /// Recall through the run's memory as this agent. The verbatim baseline gets the same engrams (the same logic)
-    /// but is charged for reading every prior report, as an orchestrator without memory does.
+    /// Recall through the run's memory as this agent. A baseline gets the same engrams (the same logic) but is
+    /// charged for reading every prior report of the run, as an agent without a shared memory has to.
     async fn query(&mut self, text: &str, options: QueryOptions, outcome: &mut ActOutcome) {
         let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
         let request = QueryRequest { who: self.ctx.principal(&self.spec.id), text: text.to_owned(), options };
@@ -291,7 +327,7 @@ impl AgentState {
             // A refused query reads nothing.
             _ if code.is_some() => 0,
             WireMode::Less => counter.count(&Value::Array(engrams.clone()).to_string()),
-            WireMode::Verbatim => {
+            WireMode::Verbatim | WireMode::VerbatimWhole => {
                 let history = ractor::call!(self.ctx.ledger, LedgerMsg::History).unwrap_or_default();
                 counter.count(&history.join("\n"))
             }
@@ -387,7 +423,9 @@ impl AgentState {
     }
 
     async fn brief(&mut self, brief: &BriefAction, outcome: &mut ActOutcome) {
-        for spec in &brief.grants {
+        // The fair baseline has no grants: without LESS nothing is refused, so there is nothing to allow.
+        let grants = if self.ctx.mode == WireMode::Verbatim { &[][..] } else { &brief.grants[..] };
+        for spec in grants {
             match ractor::call!(self.gateway, GatewayMsg::IssueGrant, spec.clone()) {
                 Ok(Ok(mut grant)) => {
                     if spec.tamper {
@@ -413,7 +451,7 @@ impl AgentState {
         };
         for child in children {
             let role = self.ctx.scenario.agent(&child).map(|a| a.role.clone()).unwrap_or_default();
-            let packs: std::collections::BTreeMap<String, Vec<PointerText>> = brief
+            let packs: BTreeMap<String, Vec<PointerText>> = brief
                 .packs
                 .iter()
                 .filter(|(r, _)| **r == role)
@@ -421,10 +459,12 @@ impl AgentState {
                     (r.clone(), texts.iter().filter_map(|t| Pointer::parse(t).ok().map(PointerText)).collect())
                 })
                 .collect();
+            let mut now = brief.now.clone();
+            now.extend(self.ctx.scenario.task_lines(&brief.tasks, &child));
             let doc_brief = SharedBriefMicro {
                 brief_id: self.ctx.next_msg_id(&self.spec.id),
                 from: self.spec.id.clone(),
-                what_matters_now: brief.now.clone(),
+                what_matters_now: now.clone(),
                 constraints: brief.constraints.clone(),
                 top_risks: brief.risks.clone(),
                 pointer_packs: packs.clone(),
@@ -432,52 +472,86 @@ impl AgentState {
                 grants: Vec::new(),
             };
             let doc = serde_json::to_value(&doc_brief).unwrap_or_default();
-            let wire = match self.ctx.mode {
-                WireMode::Less => doc.to_string(),
-                WireMode::Verbatim => self.verbatim_brief(&child, brief, &packs).await,
+            let mut envelope = self.envelope(&child, EnvelopeKind::Brief, doc, String::new());
+            envelope.wire = match self.ctx.mode {
+                WireMode::Less => envelope.doc.to_string(),
+                WireMode::Verbatim => {
+                    let (wire, restated) = self.fair_brief(&child, brief, &now, &packs).await;
+                    envelope.restated = restated;
+                    wire
+                }
+                WireMode::VerbatimWhole => self.whole_brief(&child, brief, &now, &packs).await,
             };
-            let envelope = self.envelope(&child, EnvelopeKind::Brief, doc, wire);
             let _ = self.deliver(envelope, outcome).await;
         }
         self.end_turn();
     }
 
-    async fn verbatim_brief(
+    /// The fair baseline's brief to `child`, and the prior reports (message ids) it restates.
+    async fn fair_brief(
         &self,
         child: &str,
         brief: &BriefAction,
-        packs: &std::collections::BTreeMap<String, Vec<PointerText>>,
-    ) -> String {
-        let plan = &self.ctx.scenario.plan;
-        let mut text =
-            format!("Brief from {} to {child}.\n\n# Plan\n{}\n\n# Acceptance criteria\n", self.spec.id, plan.goal);
-        for (idx, criterion) in plan.criteria.iter().enumerate() {
-            text.push_str(&format!("{}. {criterion}\n", idx + 1));
-        }
-        // Each file is pasted whole, once per brief, however many of its sections or spans are cited.
-        let mut pasted: Vec<(crate::pointer::PointerType, String)> = Vec::new();
-        for artifact in &plan.artifacts {
-            if let Ok(pointer) = Pointer::parse(artifact)
-                && !already_pasted(&mut pasted, &pointer)
-            {
-                text.push_str(&format!("\n# {}\n{}\n", pointer.location(), self.read_whole(&pointer).await));
-            }
-        }
-        text.push_str("\n# Prior reports\n");
-        for report in ractor::call!(self.ctx.ledger, LedgerMsg::History).unwrap_or_default() {
-            text.push_str(&report);
-            text.push('\n');
-        }
-        text.push_str("\n# What matters now\n");
-        for line in brief.now.iter().chain(&brief.constraints).chain(&brief.risks) {
-            text.push_str(&format!("- {line}\n"));
-        }
+        now: &[String],
+        packs: &BTreeMap<String, Vec<PointerText>>,
+    ) -> (String, Vec<String>) {
+        let known = ractor::call!(self.ctx.ledger, LedgerMsg::Known, self.spec.id.clone()).unwrap_or_default();
+        let (restated, prior_reports): (Vec<String>, Vec<String>) = known.into_iter().unzip();
+        let mut pasted = Vec::new();
         for pointer in packs.values().flatten() {
-            if !already_pasted(&mut pasted, &pointer.0) {
-                text.push_str(&format!("\n# File {}\n{}\n", pointer.0.location(), self.read_whole(&pointer.0).await));
+            let text = pointer.0.to_string();
+            if !pasted.iter().any(|(p, _)| *p == text) {
+                pasted.push((text, self.read_span(&pointer.0).await));
             }
         }
-        text
+        let text = baseline::fair_brief(&BriefText {
+            from: &self.spec.id,
+            to: child,
+            plan: Some(&self.ctx.scenario.plan),
+            prior_reports: &prior_reports,
+            now,
+            constraints: &brief.constraints,
+            risks: &brief.risks,
+            pasted: &pasted,
+        });
+        (text, restated)
+    }
+
+    /// The whole-file baseline's brief to `child`: the plan's documents and each packed file whole, once each, and
+    /// every report delivered so far in the run.
+    async fn whole_brief(
+        &self,
+        child: &str,
+        brief: &BriefAction,
+        now: &[String],
+        packs: &BTreeMap<String, Vec<PointerText>>,
+    ) -> String {
+        let mut seen: Vec<(crate::pointer::PointerType, String)> = Vec::new();
+        let mut plan_documents = Vec::new();
+        for artifact in &self.ctx.scenario.plan.artifacts {
+            if let Ok(pointer) = Pointer::parse(artifact)
+                && !already_pasted(&mut seen, &pointer)
+            {
+                plan_documents.push((pointer.location().to_owned(), self.read_whole(&pointer).await));
+            }
+        }
+        let mut files = Vec::new();
+        for pointer in packs.values().flatten() {
+            if !already_pasted(&mut seen, &pointer.0) {
+                files.push((pointer.0.location().to_owned(), self.read_whole(&pointer.0).await));
+            }
+        }
+        let all_reports = ractor::call!(self.ctx.ledger, LedgerMsg::History).unwrap_or_default();
+        let lines: Vec<String> = now.iter().chain(&brief.constraints).chain(&brief.risks).cloned().collect();
+        baseline::whole_brief(&WholeBriefText {
+            from: &self.spec.id,
+            to: child,
+            plan: Some(&self.ctx.scenario.plan),
+            plan_documents: &plan_documents,
+            all_reports: &all_reports,
+            lines: &lines,
+            files: &files,
+        })
     }
 
     /// The whole file (or section owner) behind `pointer`, for pasting; nothing is metered or pinned.
@@ -571,8 +645,10 @@ impl AgentState {
         }
         let cited: Vec<Pointer> =
             report.engrams.iter().flat_map(|e| e.pointers.iter()).filter_map(|t| Pointer::parse(t).ok()).collect();
-        // Misbehaviour pastes every cited file whole; the verbatim baseline pastes what it cites (the spans).
+        // Misbehaviour pastes every cited file whole; the baselines paste what they cite (the spans; the fair one each
+        // span once).
         let mut pasted = String::new();
+        let mut spans: Vec<(String, String)> = Vec::new();
         if report.paste_sources {
             let mut files = Vec::new();
             for pointer in &cited {
@@ -580,9 +656,16 @@ impl AgentState {
                     pasted.push_str(&format!("=== {} ===\n{}\n", pointer.location(), self.read_whole(pointer).await));
                 }
             }
-        } else if self.ctx.mode == WireMode::Verbatim {
+        } else if self.ctx.mode == WireMode::VerbatimWhole {
             for pointer in &cited {
                 pasted.push_str(&format!("=== {pointer} ===\n{}\n", self.read_span(pointer).await));
+            }
+        } else if self.ctx.mode == WireMode::Verbatim {
+            for pointer in &cited {
+                let text = pointer.to_string();
+                if !spans.iter().any(|(p, _)| *p == text) {
+                    spans.push((text, self.read_span(pointer).await));
+                }
             }
         }
         let payload = match &report.kind {
@@ -615,9 +698,14 @@ impl AgentState {
             payload,
         };
         let doc = serde_json::to_value(&message).unwrap_or_default();
-        let wire = match self.ctx.mode {
-            WireMode::Less => doc.to_string(),
+        let (wire, prose) = match self.ctx.mode {
+            WireMode::Less => (doc.to_string(), None),
             WireMode::Verbatim => {
+                let prose =
+                    baseline::report_prose(&self.spec.id, &to, &message.payload, &report.summary, &message.engrams);
+                (baseline::fair_report(&prose, &spans), Some(prose))
+            }
+            WireMode::VerbatimWhole => {
                 let mut text = format!(
                     "Report from {} to {to} ({}).\n\n{}\n\n",
                     self.spec.id,
@@ -629,7 +717,8 @@ impl AgentState {
                 }
                 text.push_str("\nSources:\n");
                 text.push_str(&pasted);
-                text
+                // The whole-file baseline restates every report as it was on the wire.
+                (text.clone(), Some(text))
             }
         };
         let (inline_code, code_sources) = if report.paste_sources && !pasted.is_empty() {
@@ -646,6 +735,8 @@ impl AgentState {
             wire,
             inline_code,
             code_sources,
+            prose,
+            restated: Vec::new(),
         }
     }
 
@@ -659,6 +750,8 @@ impl AgentState {
             wire,
             inline_code: None,
             code_sources: Vec::new(),
+            prose: None,
+            restated: Vec::new(),
         }
     }
 

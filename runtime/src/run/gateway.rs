@@ -7,7 +7,7 @@
 //! and the instruction; the second consecutive refusal of the same sender also escalates to the sender's parent.
 //! Derefs are metered per turn (MAX_REPO_SPANS, MAX_ARTIFACT_SECTIONS, MAX_SAM_ITEMS, MAX_DEREF_TOKENS_TOTAL); what
 //! the budget cannot cover needs a valid grant, else LESS_DEREF_DENIED.
-//! Verbatim mode is the baseline: everything is counted, nothing is refused.
+//! The baselines (verbatim, verbatim-whole): everything is counted, nothing is refused.
 //!
 //! Restart policy: the gateway supervises its agent. An agent that panics is restarted from its arguments, at most
 //! [`MAX_RESTARTS`] times per [`RESTART_WINDOW`]; past that the agent stays down and the gateway escalates to its parent.
@@ -409,7 +409,7 @@ impl Actor for GatewayActor {
             GatewayMsg::Act(request, reply) => match &state.agent {
                 Some(agent) => {
                     // The reply port travels with the request, so this gateway stays free to serve the agent's derefs.
-                    if let Err(err) = agent.send_message(AgentMsg::Act(request, reply)) {
+                    if let Err(err) = agent.send_message(AgentMsg::Act(Box::new(request), reply)) {
                         tracing::warn!(agent = %state.agent_id, "act not delivered: {err}");
                     }
                 }
@@ -492,8 +492,8 @@ impl GatewayState {
         // The wire is counted once; the cache makes any later count of the same text free.
         let n_tokens = counter.count(&envelope.wire);
         let verdict = match self.ctx.mode {
-            WireMode::Verbatim => Ok(()),
             WireMode::Less => self.check_less(&envelope, n_tokens, counter).await,
+            WireMode::Verbatim | WireMode::VerbatimWhole => Ok(()),
         };
         if let Err(violation) = verdict {
             self.refuse(&envelope, n_tokens, &violation);
@@ -570,15 +570,16 @@ impl GatewayState {
             tokens: n_tokens,
             max_tokens: self.budget.max_inline_tokens,
             doc: doc.clone(),
-            report_wire: (envelope.kind == EnvelopeKind::Message).then(|| envelope.wire.clone()),
+            prose: envelope.prose.clone(),
+            restated: envelope.restated.clone(),
         });
         self.ctx.resolver.send_message(ResolverMsg::Remember(envelope.msg_id.clone(), doc)).ok();
         let content = if envelope.wire.is_empty() { envelope.doc.to_string() } else { envelope.wire.clone() };
         self.ctx.archive(&envelope.from, content);
     }
 
-    /// Hands a delivered document to the agent and remembers it for a restart. In the verbatim baseline the agent
-    /// gets what was on the wire too (`{"verbatim": text, "doc": document}`): an LLM agent reads what it was sent.
+    /// Hands a delivered document to the agent and remembers it for a restart. In a baseline run the agent gets what
+    /// was on the wire too (`{"verbatim": text, "doc": document}`): an LLM agent reads what it was sent.
     fn forward(&mut self, envelope: Envelope) {
         let doc = match self.ctx.mode {
             // The agent gets a grant's terms; the MAC stays with this gateway, which verified it and holds the grant.
@@ -589,7 +590,7 @@ impl GatewayState {
                 }
                 Arc::new(terms)
             }
-            WireMode::Verbatim if !envelope.wire.is_empty() => {
+            mode if mode.is_baseline() && !envelope.wire.is_empty() => {
                 Arc::new(serde_json::json!({ "verbatim": envelope.wire, "doc": envelope.doc }))
             }
             _ => Arc::new(envelope.doc),
@@ -665,6 +666,8 @@ impl GatewayState {
             wire,
             inline_code: None,
             code_sources: Vec::new(),
+            prose: None,
+            restated: Vec::new(),
         };
         self.ctx.record(Event::Escalated { about: about.to_owned(), to: parent.clone(), reason });
         self.record_delivery(&envelope, n_tokens);

@@ -1,6 +1,7 @@
 //! The ledger actor: the token ledger (every delivery, refusal and deref with its token cost), the append-only audit
 //! log (`audit.log`, one tab-separated line per action) and the live trace, all from one ordered event stream.
-//! It also keeps the wire text of delivered reports, which the verbatim baseline restates.
+//! It also keeps what a baseline orchestrator restates of each delivered report, and which reports each agent knows
+//! (received, or restated to it in a brief), so a baseline brief restates only what its writer could know.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -27,9 +28,12 @@ pub enum Event {
         tokens: u32,
         max_tokens: u32,
         doc: Arc<Value>,
-        /// The wire text of a typed message: what a verbatim orchestrator restates as "prior reports".
+        /// What a baseline orchestrator restates of a typed message in later briefs ("prior reports").
         #[serde(skip)]
-        report_wire: Option<String>,
+        prose: Option<String>,
+        /// The prior reports (message ids) a baseline brief restated.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        restated: Vec<String>,
     },
     /// A message for an agent that is down; not delivered.
     Dropped {
@@ -300,8 +304,11 @@ pub struct LedgerActor;
 pub enum LedgerMsg {
     /// Append an event.
     Record(Box<Event>),
-    /// The wire text of every typed message delivered so far: the prior reports a verbatim orchestrator restates.
+    /// The restatement of every typed message delivered so far: what reading every prior report costs.
     History(RpcReplyPort<Vec<String>>),
+    /// The reports an agent knows, oldest first, as `(msg_id, restatement)`: those delivered to it and those a brief
+    /// delivered to it restated.
+    Known(String, RpcReplyPort<Vec<(String, String)>>),
     /// All events so far; flushes the files.
     Snapshot(RpcReplyPort<Vec<Event>>),
 }
@@ -319,7 +326,10 @@ pub struct LedgerArgs {
 /// State: the events and the open files.
 pub struct LedgerState {
     events: Vec<Event>,
-    histories: Vec<String>,
+    /// `(msg_id, restatement)` of every delivered typed message, in delivery order.
+    histories: Vec<(String, String)>,
+    /// Per agent, the message ids of the reports it knows, in the order it learned them.
+    known: std::collections::HashMap<String, Vec<String>>,
     jsonl: Option<BufWriter<File>>,
     audit: Option<BufWriter<File>>,
     trace: bool,
@@ -347,7 +357,14 @@ impl Actor for LedgerActor {
             }
             None => (None, None),
         };
-        Ok(LedgerState { events: Vec::new(), histories: Vec::new(), jsonl, audit, trace: args.trace })
+        Ok(LedgerState {
+            events: Vec::new(),
+            histories: Vec::new(),
+            known: Default::default(),
+            jsonl,
+            audit,
+            trace: args.trace,
+        })
     }
 
     async fn handle(
@@ -359,7 +376,10 @@ impl Actor for LedgerActor {
         match msg {
             LedgerMsg::Record(event) => state.record(*event),
             LedgerMsg::History(reply) => {
-                let _ = reply.send(state.histories.clone());
+                let _ = reply.send(state.histories.iter().map(|(_, prose)| prose.clone()).collect());
+            }
+            LedgerMsg::Known(agent, reply) => {
+                let _ = reply.send(state.known_to(&agent));
             }
             LedgerMsg::Snapshot(reply) => {
                 let flushed = [state.jsonl.as_mut().map(Write::flush), state.audit.as_mut().map(Write::flush)];
@@ -377,8 +397,12 @@ impl LedgerState {
     /// Appends an event. A failing file (disk full, say) is reported once and then left alone: the events stay in
     /// memory and the run goes on, rather than a dead ledger taking the run down.
     fn record(&mut self, event: Event) {
-        if let Event::Delivered { report_wire: Some(wire), .. } = &event {
-            self.histories.push(wire.clone());
+        if let Event::Delivered { msg_id, to, prose, restated, .. } = &event {
+            if let Some(prose) = prose {
+                self.histories.push((msg_id.clone(), prose.clone()));
+                self.learn(to, std::slice::from_ref(msg_id));
+            }
+            self.learn(to, restated);
         }
         if self.trace
             && let Some(line) = event.trace_line()
@@ -396,6 +420,22 @@ impl LedgerState {
             self.file_failed(result);
         }
         self.events.push(event);
+    }
+
+    /// `agent` now knows the reports `msg_ids`.
+    fn learn(&mut self, agent: &str, msg_ids: &[String]) {
+        let known = self.known.entry(agent.to_owned()).or_default();
+        for id in msg_ids {
+            if !known.contains(id) {
+                known.push(id.clone());
+            }
+        }
+    }
+
+    /// The reports `agent` knows, with their restatements.
+    fn known_to(&self, agent: &str) -> Vec<(String, String)> {
+        let ids = self.known.get(agent).map(Vec::as_slice).unwrap_or_default();
+        ids.iter().filter_map(|id| self.histories.iter().find(|(m, _)| m == id).cloned()).collect()
     }
 
     fn file_failed(&mut self, result: std::io::Result<()>) {
@@ -425,7 +465,8 @@ mod tests {
                 tokens: 12,
                 max_tokens: 800,
                 doc: Arc::new(serde_json::json!({"type": "escalation", "reason": "LLM_TIMEOUT: slow"})),
-                report_wire: None,
+                prose: None,
+                restated: Vec::new(),
             },
             Event::MemoryPut {
                 agent: "dev".into(),
@@ -481,7 +522,8 @@ mod tests {
             tokens: 40,
             max_tokens: 800,
             doc: Arc::new(doc),
-            report_wire: None,
+            prose: None,
+            restated: Vec::new(),
         };
         let trace = event.trace_line().expect("a line");
         assert!(

@@ -13,7 +13,9 @@
 //! are deterministic.
 
 pub(crate) mod agent;
+pub(crate) mod baseline;
 pub(crate) mod gateway;
+pub(crate) mod grade;
 pub(crate) mod ledger;
 pub(crate) mod report;
 pub(crate) mod resolver_actor;
@@ -34,9 +36,12 @@ use crate::run::resolver_actor::ResolverMsg;
 use crate::scenario::{Scenario, WireMode};
 
 pub use agent::{Agent, AgentFactory, AgentFuture, ModelUsage, TurnInput, agent_in_turn};
+pub use grade::{Answer, TaskReport, TaskVerdict, covers, states};
 pub use ledger::Event;
-pub use report::{CheckResult, ModelSpend, RoleReport, RunReport, TokenStats};
-pub use supervisor::{DEFAULT_STEP_TIMEOUT, LocalRun, Pinned, RunOptions, check_out_dir, run_scenario};
+pub use report::{CheckResult, CheckStatus, ModelSpend, RoleReport, RunReport, TokenStats};
+pub use supervisor::{
+    DEFAULT_STEP_TIMEOUT, LocalRun, Pinned, RunOptions, check_out_dir, run_scenario, run_scenario_with,
+};
 pub use wire::{Action, BriefAction, DerefAction, Envelope, EnvelopeKind, ReportAction};
 
 /// Gateways by agent id: the only way to reach an agent.

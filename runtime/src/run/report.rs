@@ -1,4 +1,9 @@
-//! The run report: per-role token statistics, counts, and the scenario's checks, as printed and as `--json`.
+//! The run report: per-role token statistics, counts, the scenario's checks and its graded tasks, as printed and as
+//! `--json`.
+//!
+//! A check has three outcomes: it passed, it failed, or it does not apply to the run's mode ("n/a"): budgets,
+//! refusals, derefs and digests are LESS mechanisms, so in a baseline run the checks about them are not applicable
+//! rather than passed.
 
 use std::collections::BTreeMap;
 
@@ -6,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::pointer::Pointer;
+use crate::run::grade::{TaskReport, grade};
 use crate::run::ledger::Event;
 use crate::scenario::{Check, Scenario, WireMode};
 
@@ -44,6 +50,8 @@ pub struct RoleReport {
     pub turns: u32,
     /// Inline tokens of the messages sent.
     pub inline_tokens: TokenStats,
+    /// Inline tokens of each turn, in order (what `inline_tokens` summarizes).
+    pub per_turn: Vec<u32>,
     /// Derefs granted.
     pub derefs: u32,
     /// Tokens dereferenced.
@@ -91,10 +99,46 @@ impl ModelSpend {
 pub struct CheckResult {
     /// Which check.
     pub name: String,
-    /// Whether it held.
-    pub passed: bool,
+    /// Whether it held, or does not apply to the run's mode.
+    pub status: CheckStatus,
     /// Why.
     pub detail: String,
+}
+
+impl CheckResult {
+    /// Whether the check failed (a check that does not apply has not failed).
+    pub fn failed(&self) -> bool {
+        self.status == CheckStatus::Fail
+    }
+}
+
+/// A check's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CheckStatus {
+    /// It held.
+    #[serde(rename = "pass")]
+    Pass,
+    /// It did not.
+    #[serde(rename = "fail")]
+    Fail,
+    /// It is about a mechanism the run's mode does not have (budgets, refusals, derefs or digests in a baseline).
+    #[serde(rename = "n/a")]
+    NotApplicable,
+}
+
+impl CheckStatus {
+    /// `PASS`, `FAIL` or `N/A`, as printed.
+    pub fn label(self) -> &'static str {
+        match self {
+            CheckStatus::Pass => "PASS",
+            CheckStatus::Fail => "FAIL",
+            CheckStatus::NotApplicable => "N/A",
+        }
+    }
+
+    fn of(passed: bool) -> CheckStatus {
+        if passed { CheckStatus::Pass } else { CheckStatus::Fail }
+    }
 }
 
 /// The whole report (`lessrt run --json`; `report.json` of a run directory, read back by `lessrt runs show`).
@@ -110,14 +154,19 @@ pub struct RunReport {
     pub roles: BTreeMap<String, RoleReport>,
     /// The scenario's checks.
     pub checks: Vec<CheckResult>,
+    /// The scenario's graded tasks, from what the agents delivered.
+    pub tasks: TaskReport,
+    /// Messages that reached an agent over its MAX_INLINE_TOKENS (`msg_id: tokens>cap`). In LESS mode a gateway
+    /// refuses them, so any here is a defect; a baseline enforces no cap and lists what exceeded it.
+    pub over_cap: Vec<String>,
     /// Sums over roles.
     pub totals: RoleReport,
 }
 
 impl RunReport {
-    /// Whether every check passed.
+    /// Whether no check failed (checks that do not apply to the mode have not failed).
     pub fn passed(&self) -> bool {
-        self.checks.iter().all(|c| c.passed)
+        !self.checks.iter().any(CheckResult::failed)
     }
 
     /// Builds the report from the ledger's events.
@@ -125,6 +174,7 @@ impl RunReport {
         let role_of = |id: &str| scenario.agent(id).map(|a| a.role.clone());
         let mut samples: BTreeMap<String, Vec<u32>> = BTreeMap::new();
         let mut roles: BTreeMap<String, RoleReport> = BTreeMap::new();
+        let mut in_order = Vec::new();
         for agent in &scenario.agents {
             roles.entry(agent.role.clone()).or_default();
         }
@@ -137,12 +187,14 @@ impl RunReport {
                     report.turns += 1;
                     report.escalations += u32::from(is_agent_escalation(scenario, event));
                     samples.entry(role).or_default().push(*tokens);
+                    in_order.push(*tokens);
                 }
                 // A recall answer is inline context for the asking agent: one turn of its role.
                 Event::Query { agent, tokens, .. } => {
                     if let Some(role) = role_of(agent) {
                         roles.entry(role.clone()).or_default().turns += 1;
                         samples.entry(role).or_default().push(*tokens);
+                        in_order.push(*tokens);
                     }
                 }
                 Event::Rejected { from, tokens, .. } => {
@@ -192,9 +244,11 @@ impl RunReport {
         for (role, report) in &mut roles {
             let role_samples = samples.remove(role).unwrap_or_default();
             all_samples.extend(&role_samples);
-            report.inline_tokens = TokenStats::of(role_samples);
+            report.inline_tokens = TokenStats::of(role_samples.clone());
+            report.per_turn = role_samples;
         }
-        let mut totals = RoleReport { inline_tokens: TokenStats::of(all_samples), ..RoleReport::default() };
+        let mut totals =
+            RoleReport { inline_tokens: TokenStats::of(all_samples), per_turn: in_order, ..RoleReport::default() };
         for r in roles.values() {
             totals.turns += r.turns;
             totals.derefs += r.derefs;
@@ -218,9 +272,24 @@ impl RunReport {
             tokenizer: scenario.tokenizer.to_string(),
             roles,
             checks,
+            tasks: grade(scenario, events),
+            over_cap: over_cap(events),
             totals,
         }
     }
+}
+
+/// Messages delivered over their receiver's MAX_INLINE_TOKENS.
+fn over_cap(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Delivered { msg_id, tokens, max_tokens, .. } if tokens > max_tokens => {
+                Some(format!("{msg_id}: {tokens}>{max_tokens}"))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 fn delivered_engrams(events: &[Event]) -> impl Iterator<Item = (&str, &Value)> {
@@ -258,7 +327,31 @@ fn base_id(id: &str) -> &str {
     id.split_once("~r").map_or(id, |(base, _)| base)
 }
 
+/// Why a check about a LESS mechanism does not apply to a baseline run, if it does not.
+fn not_applicable(check: &Check, mode: WireMode) -> Option<&'static str> {
+    if !mode.is_baseline() {
+        return None;
+    }
+    match check {
+        Check::NoTurnOverBudget { .. } => Some("the baseline enforces no inline budget"),
+        Check::RejectedThenResent { .. } => Some("the baseline refuses nothing"),
+        Check::Derefs { .. } => Some("the baseline pastes content instead of metering derefs"),
+        Check::DigestsRecorded => Some("the baseline pastes content; there are no dereferenced pointers to pin"),
+        _ => None,
+    }
+}
+
 fn evaluate(check: &Check, scenario: &Scenario, mode: WireMode, events: &[Event], totals: &RoleReport) -> CheckResult {
+    let result = evaluate_rule(check, scenario, events, totals);
+    match not_applicable(check, mode) {
+        Some(why) => {
+            CheckResult { status: CheckStatus::NotApplicable, detail: format!("{why} ({})", result.detail), ..result }
+        }
+        None => result,
+    }
+}
+
+fn evaluate_rule(check: &Check, scenario: &Scenario, events: &[Event], totals: &RoleReport) -> CheckResult {
     let (name, passed, detail) = match check {
         Check::EngramCites { kind, pointers } => {
             let kind_name = kind.as_str();
@@ -310,19 +403,10 @@ fn evaluate(check: &Check, scenario: &Scenario, mode: WireMode, events: &[Event]
             )
         }
         Check::NoTurnOverBudget { p95 } => {
-            let over: Vec<String> = events
-                .iter()
-                .filter_map(|e| match e {
-                    Event::Delivered { msg_id, tokens, max_tokens, .. } if tokens > max_tokens => {
-                        Some(format!("{msg_id}: {tokens}>{max_tokens}"))
-                    }
-                    _ => None,
-                })
-                .collect();
-            let p95_ok = mode == WireMode::Verbatim || totals.inline_tokens.p95 <= *p95;
+            let over = over_cap(events);
             (
                 format!("no turn over budget, p95 ≤ {p95}"),
-                (over.is_empty() || mode == WireMode::Verbatim) && p95_ok,
+                over.is_empty() && totals.inline_tokens.p95 <= *p95,
                 format!(
                     "p95 {} tok; over budget: {}",
                     totals.inline_tokens.p95,
@@ -424,5 +508,8 @@ fn evaluate(check: &Check, scenario: &Scenario, mode: WireMode, events: &[Event]
             (format!("≥{min} engrams{whose} put into memory"), n >= *min, format!("{n} put"))
         }
     };
-    CheckResult { name, passed, detail }
+    CheckResult { name, status: CheckStatus::of(passed), detail }
 }
+
+#[cfg(test)]
+mod tests;

@@ -220,8 +220,15 @@ impl LocalRun {
     /// the agent completed before panicking are repeated (at-least-once). After [`MAX_RESTARTS`] restarts the
     /// gateway leaves the agent down and answers the turn as skipped; the run goes on.
     pub async fn drive(&self) -> crate::Result<()> {
+        self.drive_with(|_, _| {}).await
+    }
+
+    /// [`LocalRun::drive`], calling `on_step(index, n_steps)` before each step (a progress bar, say).
+    pub async fn drive_with(&self, mut on_step: impl FnMut(usize, usize) + Send) -> crate::Result<()> {
         let ctx = &self.ctx;
+        let n_steps = ctx.scenario.steps.len();
         for (index, step) in ctx.scenario.steps.iter().enumerate() {
+            on_step(index, n_steps);
             let agent = step_agent(step).to_owned();
             ctx.record(Event::Step { index, agent: agent.clone(), action: step_name(step).to_owned() });
             let gateway = ctx.directory.get(&agent).ok_or_else(|| fail("step", &format!("no agent {agent}")))?;
@@ -326,8 +333,18 @@ pub async fn run_scenario(
     factory: Arc<dyn AgentFactory>,
     options: RunOptions,
 ) -> crate::Result<RunReport> {
+    run_scenario_with(scenario, factory, options, |_, _| {}).await
+}
+
+/// [`run_scenario`], calling `on_step(index, n_steps)` before each step.
+pub async fn run_scenario_with(
+    scenario: Arc<Scenario>,
+    factory: Arc<dyn AgentFactory>,
+    options: RunOptions,
+    on_step: impl FnMut(usize, usize) + Send,
+) -> crate::Result<RunReport> {
     let run = LocalRun::start(scenario, factory, &options).await?;
-    let driven = run.drive().await;
+    let driven = run.drive_with(on_step).await;
     if let Err(err) = run.end_session().await {
         // The run's messages stay archived; `lessrt dag build` summarizes them later.
         tracing::warn!("run session not summarized: {err}");

@@ -124,6 +124,8 @@ fn message(idx: usize, body: &str, n_engrams: usize, code: bool) -> Envelope {
         wire,
         inline_code: code.then(|| body.to_owned()),
         code_sources: vec!["repo:a.rs".to_owned()],
+        prose: None,
+        restated: Vec::new(),
     }
 }
 
@@ -224,6 +226,8 @@ async fn a_forged_grant_delivered_to_a_gateway_is_refused() {
             doc,
             inline_code: None,
             code_sources: Vec::new(),
+            prose: None,
+            restated: Vec::new(),
         };
         let verdict = ractor::call!(gateway, GatewayMsg::Deliver, Box::new(envelope)).expect("deliver");
         assert_eq!(verdict.is_ok(), ok, "{verdict:?}");

@@ -2,9 +2,10 @@
 //! for it in the run's [`WireMode`].
 //!
 //! LESS mode writes the contract documents (SharedBriefMicro, typed messages with engrams and pointers, grants) as
-//! compact JSON. Verbatim mode writes what a v1 orchestrator sends: every brief restates the plan, the acceptance
-//! criteria, all prior reports and the full content of every file it points to; every report pastes what it cites and
-//! a prose summary. Same logic, only the wire differs, so the two token counts compare honestly.
+//! compact JSON. The verbatim baseline writes what a careful orchestrator without LESS sends: every brief restates the
+//! goal, the acceptance criteria and the prior reports its writer knows (as prose), and pastes the spans its pack
+//! points to; every report is a prose summary with its claims and pastes the spans it cites. The whole-file baseline
+//! pastes whole files and every prior report instead. Same logic, only the wire differs, so the token counts compare.
 
 use serde_json::Value;
 
@@ -55,6 +56,8 @@ pub struct BriefAction {
     pub packs: std::collections::BTreeMap<String, Vec<String>>,
     /// Grants to issue.
     pub grants: Vec<GrantSpec>,
+    /// Graded tasks (ids) handed down: each child on the way to a task's agent gets its question.
+    pub tasks: Vec<String>,
 }
 
 /// A typed message.
@@ -136,4 +139,9 @@ pub struct Envelope {
     pub inline_code: Option<String>,
     /// The pointers (text form) the pasted code was read from; a code grant must cover them.
     pub code_sources: Vec<String>,
+    /// Baseline runs: what a later brief restates of this report (its prose, or in the whole-file baseline its wire
+    /// text). None for briefs, grants and LESS runs.
+    pub prose: Option<String>,
+    /// Baseline briefs: the prior reports (message ids) restated, which the receiver then knows.
+    pub restated: Vec<String>,
 }

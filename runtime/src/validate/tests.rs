@@ -528,6 +528,75 @@ fn other_vectors() -> Vec<Vector> {
             |d| set(d, "/steps/0/action", json!("paste")),
             [(SchemaInvalid, "/steps/0/action")]
         ),
+        v!(
+            "scenario task of an unknown kind",
+            Scenario,
+            |d| set(d, "/tasks/0/kind", json!("trivia")),
+            [(SchemaInvalid, "/tasks/0/kind")]
+        ),
+        v!(
+            "scenario task without gold citations",
+            Scenario,
+            |d| remove(d, "/tasks/0/gold/cites"),
+            [(SchemaInvalid, "/tasks/0/gold/cites")]
+        ),
+        v!(
+            "scenario task whose gold states nothing",
+            Scenario,
+            |d| remove(d, "/tasks/0/gold/terms"),
+            [(ScenarioInvalid, "/tasks/0/gold")]
+        ),
+        v!(
+            "scenario task with a bad gold pointer",
+            Scenario,
+            |d| set(d, "/tasks/0/gold/cites/0", json!(["repo:a.rs#L1-L2", "repo:a.rs@x#L1"])),
+            [(PointerInvalid, "/tasks/0/gold/cites/0/1")]
+        ),
+        v!(
+            "scenario task with a broken pattern",
+            Scenario,
+            |d| insert(d, "/tasks/0/gold/patterns", json!(["ok", "(unclosed"])),
+            [(ScenarioInvalid, "/tasks/0/gold/patterns/1")]
+        ),
+        v!(
+            "scenario task for an unknown agent",
+            Scenario,
+            |d| set(d, "/tasks/0/agent", json!("ghost")),
+            [(ScenarioInvalid, "/tasks/0/agent"), (ScenarioInvalid, "/steps/0/tasks/0")]
+        ),
+        v!(
+            "scenario task for the lead",
+            Scenario,
+            |d| set(d, "/tasks/0/agent", json!("architect")),
+            [(ScenarioInvalid, "/tasks/0/agent"), (ScenarioInvalid, "/steps/0/tasks/0")]
+        ),
+        v!(
+            "scenario task never handed down",
+            Scenario,
+            |d| remove(d, "/steps/0/tasks"),
+            [(ScenarioInvalid, "/tasks/0")]
+        ),
+        v!(
+            "scenario brief naming an unknown task",
+            Scenario,
+            |d| set(d, "/steps/0/tasks", json!(["budget-checks", "nope"])),
+            [(ScenarioInvalid, "/steps/0/tasks/1")]
+        ),
+        v!(
+            "scenario task with a duplicate id",
+            Scenario,
+            |d| {
+                let task = d.pointer("/tasks/0").cloned().expect("task");
+                d["tasks"].as_array_mut().expect("tasks").push(task);
+            },
+            [(ScenarioInvalid, "/tasks/1/id")]
+        ),
+        v!(
+            "scenario brief with too many lines once its tasks are added",
+            Scenario,
+            |d| set(d, "/steps/0/now", json!(vec!["n"; 10])),
+            [(ScenarioInvalid, "/steps/0/tasks")]
+        ),
     ]
 }
 

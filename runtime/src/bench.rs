@@ -1,0 +1,330 @@
+//! The benchmark's results: every run of every scenario in every mode (and repeat), and what `lessrt bench` writes
+//! from them: `bench.json`, `bench.csv` (one row per scenario × mode × repeat × role) and `summary.md` (the tables the
+//! README shows). Pure functions of the run reports, so the same runs give the same bytes.
+//!
+//! LESS is compared with each baseline on two totals: the inline tokens of every delivered message and recall answer,
+//! and the same plus the content dereferenced. The fair baseline pastes what LESS dereferences, so "with derefs" is
+//! the like-for-like figure; the inline one is what the hierarchy's messages carry.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::run::{RoleReport, RunReport};
+use crate::scenario::{TaskKind, WireMode};
+
+/// One run of the benchmark: the run report (as `lessrt run --json` writes it) and where it sits in the bench.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchRun {
+    /// The report, with its graded tasks.
+    #[serde(flatten)]
+    pub report: RunReport,
+    /// 1-based repeat.
+    pub repeat: u32,
+    /// Levels of the scenario's hierarchy (a lead with children is 2).
+    pub depth: usize,
+    /// Agents in the scenario.
+    pub agents: usize,
+    /// How many scenario tasks of each kind there are.
+    pub task_kinds: BTreeMap<TaskKind, u32>,
+    /// The role of the lead (the agent without a parent).
+    pub lead: String,
+}
+
+impl BenchRun {
+    /// A run of `scenario` reported as `report`.
+    pub fn new(scenario: &crate::Scenario, report: RunReport, repeat: u32) -> BenchRun {
+        let mut task_kinds = BTreeMap::new();
+        for task in &scenario.tasks {
+            *task_kinds.entry(task.kind).or_insert(0) += 1;
+        }
+        let lead = scenario.agents.iter().find(|a| a.parent.is_none()).map(|a| a.role.clone()).unwrap_or_default();
+        BenchRun { report, repeat, depth: scenario.depth(), agents: scenario.agents.len(), task_kinds, lead }
+    }
+}
+
+/// Every run of one `lessrt bench`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Bench {
+    /// In the order they ran: scenario by scenario, mode by mode, repeat by repeat.
+    pub runs: Vec<BenchRun>,
+    /// Runs that did not finish (a runtime failure, not a failed check), if any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<BenchFailure>,
+}
+
+/// A run that did not finish.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchFailure {
+    /// The scenario.
+    pub scenario: String,
+    /// The mode.
+    pub mode: WireMode,
+    /// 1-based repeat.
+    pub repeat: u32,
+    /// What went wrong.
+    pub error: String,
+}
+
+impl Bench {
+    /// The scenarios, in the order they ran.
+    pub fn scenarios(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for run in &self.runs {
+            if !names.contains(&run.report.scenario.as_str()) {
+                names.push(&run.report.scenario);
+            }
+        }
+        names
+    }
+
+    /// The modes, LESS first.
+    pub fn modes(&self) -> Vec<WireMode> {
+        let mut modes: Vec<WireMode> = self.runs.iter().map(|r| r.report.mode).collect();
+        modes.sort();
+        modes.dedup();
+        modes
+    }
+
+    /// The first repeat of `scenario` in `mode`.
+    pub fn run(&self, scenario: &str, mode: WireMode) -> Option<&BenchRun> {
+        self.runs.iter().find(|r| r.report.scenario == scenario && r.report.mode == mode)
+    }
+
+    /// LESS-mode messages that reached an agent over its MAX_INLINE_TOKENS (a gateway should have refused them).
+    pub fn less_over_cap(&self) -> Vec<String> {
+        self.runs
+            .iter()
+            .filter(|r| r.report.mode == WireMode::Less)
+            .flat_map(|r| {
+                r.report.over_cap.iter().map(move |m| format!("{} (repeat {}): {m}", r.report.scenario, r.repeat))
+            })
+            .collect()
+    }
+
+    /// Where repeats of the same scenario and mode counted different tokens: `scenario mode role: a vs b`.
+    pub fn differing_repeats(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for run in self.runs.iter().filter(|r| r.repeat > 1) {
+            let Some(first) = self.run(&run.report.scenario, run.report.mode) else { continue };
+            for (role, r) in &run.report.roles {
+                let a = first.report.roles.get(role).map(|f| (f.inline_tokens.total, f.deref_tokens));
+                let b = Some((r.inline_tokens.total, r.deref_tokens));
+                if a != b {
+                    out.push(format!(
+                        "{} {} {role}: repeat 1 {:?} vs repeat {} {:?} (inline, deref)",
+                        run.report.scenario, run.report.mode, a, run.repeat, b
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// `bench.csv`: a header and one row per scenario × mode × repeat × role, plus a `TOTAL` row per run.
+    pub fn csv(&self) -> String {
+        let mut out = String::from(
+            "scenario,mode,repeat,depth,role,turns,inline_total,inline_mean,inline_p50,inline_p95,inline_max,\
+             derefs,deref_tokens,rejections,rejected_tokens,resends,escalations,restarts,\
+             model_calls,model_prompt_tokens,model_completion_tokens,tasks_graded,tasks_solved\n",
+        );
+        for run in &self.runs {
+            let report = &run.report;
+            let rows = report.roles.iter().map(|(role, r)| (role.as_str(), r)).chain([("TOTAL", &report.totals)]);
+            for (role, r) in rows {
+                let (graded, solved) = tasks_of_role(run, role);
+                let t = &r.inline_tokens;
+                let _ = writeln!(
+                    out,
+                    "{},{},{},{},{role},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{},{},{},{graded},{solved}",
+                    report.scenario,
+                    report.mode,
+                    run.repeat,
+                    run.depth,
+                    r.turns,
+                    t.total,
+                    t.mean,
+                    t.p50,
+                    t.p95,
+                    t.max,
+                    r.derefs,
+                    r.deref_tokens,
+                    r.rejections,
+                    r.rejected_tokens,
+                    r.resends,
+                    r.escalations,
+                    r.restarts,
+                    r.model.calls,
+                    r.model.prompt_tokens,
+                    r.model.completion_tokens,
+                );
+            }
+        }
+        out
+    }
+
+    /// `summary.md`: LESS against each baseline per scenario and role, the graded tasks, and the lead's tokens per
+    /// turn. Only the first repeat of each run is shown.
+    pub fn summary_markdown(&self) -> String {
+        let mut out = String::new();
+        let modes = self.modes();
+        let baselines: Vec<WireMode> = modes.iter().copied().filter(|m| m.is_baseline()).collect();
+        if modes.contains(&WireMode::Less) {
+            // Per role against the first baseline (the fair one when it ran); totals only against the others.
+            for (idx, &base) in baselines.iter().enumerate() {
+                self.comparison_table(&mut out, base, idx == 0);
+            }
+        }
+        self.tasks_table(&mut out, &modes);
+        self.lead_table(&mut out, &modes);
+        out
+    }
+
+    fn comparison_table(&self, out: &mut String, base: WireMode, by_role: bool) {
+        let per = if by_role { "per scenario and role" } else { "per scenario" };
+        let _ = writeln!(out, "LESS against `{base}`, tokens ({}) {per}:\n", self.tokenizer());
+        let _ = writeln!(
+            out,
+            "| scenario | role | LESS inline | LESS + deref | {base} inline | {base} + deref | inline | with derefs | LESS p95 | {base} p95 |"
+        );
+        out.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        for scenario in self.scenarios() {
+            let (Some(less), Some(other)) = (self.run(scenario, WireMode::Less), self.run(scenario, base)) else {
+                continue;
+            };
+            let head = format!("**{scenario}** (depth {}, {} agents)", less.depth, less.agents);
+            row(out, &head, "**total**", &less.report.totals, Some(&other.report.totals), true);
+            if !by_role {
+                continue;
+            }
+            for (role, r) in &less.report.roles {
+                row(out, "", role, r, other.report.roles.get(role), false);
+            }
+            // Roles only the baseline has (none today; a gateway's escalations exist only where something is refused).
+            for (role, r) in other.report.roles.iter().filter(|(role, _)| !less.report.roles.contains_key(*role)) {
+                row(out, "", role, &RoleReport::default(), Some(r), false);
+            }
+        }
+        out.push('\n');
+    }
+
+    fn tasks_table(&self, out: &mut String, modes: &[WireMode]) {
+        let with_tasks: Vec<&str> = self
+            .scenarios()
+            .into_iter()
+            .filter(|s| self.runs.iter().any(|r| r.report.scenario == *s && r.report.tasks.graded > 0))
+            .collect();
+        if with_tasks.is_empty() {
+            return;
+        }
+        out.push_str("Graded tasks: solved, and tokens (inline + deref) per solved task:\n\n");
+        let mut header = String::from("| scenario | tasks | kinds |");
+        let mut rule = String::from("|---|---:|---|");
+        for mode in modes {
+            let _ = write!(header, " solved {mode} | per solved task {mode} |");
+            rule.push_str("---:|---:|");
+        }
+        let _ = writeln!(out, "{header}\n{rule}");
+        let mut totals: Vec<(u64, u32, u32)> = vec![(0, 0, 0); modes.len()];
+        for scenario in with_tasks {
+            let Some(first) = modes.iter().find_map(|m| self.run(scenario, *m)) else { continue };
+            let kinds: Vec<String> = first.task_kinds.iter().map(|(k, n)| format!("{} {n}", k.as_str())).collect();
+            let _ = write!(out, "| {scenario} | {} | {} |", first.report.tasks.graded, kinds.join(", "));
+            for (idx, mode) in modes.iter().enumerate() {
+                match self.run(scenario, *mode) {
+                    Some(run) => {
+                        let spent = spent(&run.report.totals);
+                        let tasks = &run.report.tasks;
+                        totals[idx].0 += spent;
+                        totals[idx].1 += tasks.solved;
+                        totals[idx].2 += tasks.graded;
+                        let _ = write!(out, " {}/{} | {} |", tasks.solved, tasks.graded, per_task(spent, tasks.solved));
+                    }
+                    None => out.push_str(" — | — |"),
+                }
+            }
+            out.push('\n');
+        }
+        let graded = totals.first().map_or(0, |t| t.2);
+        let _ = write!(out, "| **all** | **{graded}** | |");
+        for (spent, solved, graded) in &totals {
+            let _ = write!(out, " **{solved}/{graded}** | **{}** |", per_task(*spent, *solved));
+        }
+        out.push_str("\n\n");
+    }
+
+    fn lead_table(&self, out: &mut String, modes: &[WireMode]) {
+        out.push_str("Inline tokens of each turn of the lead (the role of the agent without a parent), in order:\n\n");
+        out.push_str("| scenario | lead | mode | tokens per turn |\n|---|---|---|---|\n");
+        for scenario in self.scenarios() {
+            for mode in modes {
+                let Some(run) = self.run(scenario, *mode) else { continue };
+                let lead = run.lead.as_str();
+                let Some(r) = run.report.roles.get(lead) else { continue };
+                let turns: Vec<String> = r.per_turn.iter().map(|n| thousands(u64::from(*n))).collect();
+                let _ = writeln!(out, "| {scenario} | {lead} | {mode} | {} |", turns.join(" · "));
+            }
+        }
+        out.push('\n');
+    }
+
+    fn tokenizer(&self) -> &str {
+        self.runs.first().map_or("o200k_base", |r| r.report.tokenizer.as_str())
+    }
+}
+
+/// Tasks graded and solved whose answering agent has `role` (all for `TOTAL`).
+fn tasks_of_role(run: &BenchRun, role: &str) -> (u32, u32) {
+    let items = run.report.tasks.items.iter().filter(|t| role == "TOTAL" || t.role == role);
+    items.fold((0, 0), |(graded, solved), t| (graded + 1, solved + u32::from(t.solved)))
+}
+
+/// Inline plus dereferenced tokens.
+fn spent(r: &RoleReport) -> u64 {
+    r.inline_tokens.total + r.deref_tokens
+}
+
+fn per_task(spent: u64, solved: u32) -> String {
+    if solved == 0 { "—".to_owned() } else { thousands((spent as f64 / f64::from(solved)).round() as u64) }
+}
+
+fn row(out: &mut String, scenario: &str, role: &str, less: &RoleReport, base: Option<&RoleReport>, bold: bool) {
+    let base = base.cloned().unwrap_or_default();
+    let b = |text: String| if bold { format!("**{text}**") } else { text };
+    let (l_inline, l_all) = (less.inline_tokens.total, spent(less));
+    let (v_inline, v_all) = (base.inline_tokens.total, spent(&base));
+    let _ = writeln!(
+        out,
+        "| {scenario} | {role} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        b(thousands(l_inline)),
+        b(thousands(l_all)),
+        b(thousands(v_inline)),
+        b(thousands(v_all)),
+        b(percent(l_inline, v_inline)),
+        b(percent(l_all, v_all)),
+        b(thousands(u64::from(less.inline_tokens.p95))),
+        b(thousands(u64::from(base.inline_tokens.p95))),
+    );
+}
+
+/// `a` as a percentage of `b`, one decimal; a dash when `b` is zero.
+pub fn percent(a: u64, b: u64) -> String {
+    if b == 0 { "—".to_owned() } else { format!("{:.1}%", 100.0 * a as f64 / b as f64) }
+}
+
+/// `12,345`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (idx, c) in digits.chars().enumerate() {
+        if idx > 0 && (digits.len() - idx).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

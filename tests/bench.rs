@@ -1,0 +1,275 @@
+//! `lessrt bench` end to end: every shipped scenario (UC1–UC4 and the graded ones) in LESS and both baselines, the
+//! files it writes, the README's table against a fresh run, grading a wrong answer, repeats that count alike, and
+//! the exit codes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn lessrt(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lessrt")).args(args).current_dir(root()).output().expect("lessrt runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The command the README's LESS-vs-verbatim table comes from (run from the repository root).
+const README_COMMAND: &str =
+    "lessrt bench scenarios/ --modes less,verbatim,verbatim-whole --replay scenarios/recordings";
+
+/// One bench of every shipped scenario, both modes, as the README's command runs it; shared by the tests below.
+struct Shared {
+    out: PathBuf,
+    output: Output,
+    bench: Value,
+}
+
+fn shared() -> &'static Shared {
+    static SHARED: OnceLock<Shared> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-shared");
+        let _ = std::fs::remove_dir_all(&out);
+        let mut args: Vec<String> = README_COMMAND.split(' ').skip(1).map(str::to_owned).collect();
+        args.extend(["--out".to_owned(), out.display().to_string(), "--json".to_owned()]);
+        let output = lessrt(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let bench = serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
+            panic!("bench.json on stdout ({err}); stderr: {}", text(&output.stderr));
+        });
+        Shared { out, output, bench }
+    })
+}
+
+fn runs(bench: &Value) -> &Vec<Value> {
+    bench["runs"].as_array().expect("runs")
+}
+
+fn run<'a>(bench: &'a Value, scenario: &str, mode: &str) -> &'a Value {
+    runs(bench)
+        .iter()
+        .find(|r| r["scenario"] == json!(scenario) && r["mode"] == json!(mode))
+        .unwrap_or_else(|| panic!("no run of {scenario} in {mode}"))
+}
+
+#[test]
+fn every_scenario_runs_in_both_modes_and_every_graded_task_is_solved() {
+    let shared = shared();
+    assert_eq!(shared.output.status.code(), Some(0), "stderr: {}", text(&shared.output.stderr));
+    let scenarios = [
+        "audit-tidepool",
+        "review-lanternfish",
+        "uc1-refactor",
+        "uc2-contradictions",
+        "uc3-review",
+        "uc3-review-llm",
+        "uc4-shared-knowledge",
+        "waves-harbor",
+    ];
+    assert_eq!(runs(&shared.bench).len(), scenarios.len() * 3);
+    let mut graded = 0;
+    for scenario in scenarios {
+        for mode in ["less", "verbatim", "verbatim-whole"] {
+            let r = run(&shared.bench, scenario, mode);
+            assert_eq!(r["repeat"], json!(1));
+            // The scenarios' checks hold, or do not apply to the baseline. (In the recorded LLM run the baseline's
+            // concurrency reviewer escalates: the model's result, which its scenario's check reports as a failure.)
+            for check in r["checks"].as_array().expect("checks") {
+                if scenario == "uc3-review-llm" && mode != "less" {
+                    continue;
+                }
+                assert!(
+                    check["status"] == json!("pass") || check["status"] == json!("n/a"),
+                    "{scenario} {mode}: {check}"
+                );
+                if mode == "less" {
+                    assert_eq!(check["status"], json!("pass"), "{scenario}: {check}");
+                }
+            }
+            if mode == "less" {
+                assert_eq!(r["over_cap"], json!([]), "{scenario}: no LESS message reached an agent over its cap");
+            }
+            let tasks = &r["tasks"];
+            assert_eq!(tasks["graded"], tasks["solved"], "{scenario} {mode}: {tasks}");
+            assert_eq!(tasks["items"].as_array().map(Vec::len), tasks["graded"].as_u64().map(|n| n as usize));
+            if mode == "less" {
+                graded += tasks["graded"].as_u64().expect("graded");
+            }
+        }
+    }
+    assert!(graded >= 24, "at least 24 graded tasks, got {graded}");
+    let waves = run(&shared.bench, "waves-harbor", "verbatim");
+    assert_eq!(waves["depth"], json!(2));
+    assert_eq!(run(&shared.bench, "review-lanternfish", "less")["depth"], json!(4));
+    // The baseline restates prior waves to every spawn: its orchestrator's briefs grow wave by wave, LESS's do not.
+    let turns = |r: &Value| -> Vec<u64> {
+        r["roles"]["orchestrator"]["per_turn"].as_array().expect("per_turn").iter().filter_map(Value::as_u64).collect()
+    };
+    let (less, verbatim) = (turns(run(&shared.bench, "waves-harbor", "less")), turns(waves));
+    assert_eq!((less.len(), verbatim.len()), (9, 9));
+    let wave = |t: &[u64], w: usize| t[3 * w..3 * w + 3].iter().sum::<u64>();
+    assert!(wave(&verbatim, 0) < wave(&verbatim, 1) && wave(&verbatim, 1) < wave(&verbatim, 2), "{verbatim:?}");
+    assert!(wave(&less, 2) < wave(&less, 0) * 2, "{less:?}");
+}
+
+#[test]
+fn the_bench_writes_its_files() {
+    let shared = shared();
+    let read = |name: &str| std::fs::read_to_string(shared.out.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let on_disk: Value = serde_json::from_str(&read("bench.json")).expect("bench.json");
+    assert_eq!(on_disk, shared.bench, "--json prints what bench.json holds");
+    let csv = read("bench.csv");
+    let header: Vec<&str> = csv.lines().next().expect("header").split(',').collect();
+    assert_eq!(&header[..5], ["scenario", "mode", "repeat", "depth", "role"]);
+    let n_rows: usize = runs(&shared.bench).iter().map(|r| r["roles"].as_object().expect("roles").len() + 1).sum();
+    assert_eq!(csv.lines().count(), 1 + n_rows, "one row per scenario × mode × role, and a TOTAL per run");
+    assert!(csv.lines().any(|l| l.starts_with("waves-harbor,verbatim,1,2,orchestrator,9,")), "{csv}");
+    let summary = read("summary.md");
+    assert!(summary.contains("| **waves-harbor** (depth 2, 10 agents) | **total** |"), "{summary}");
+    for plot in [
+        "tokens-per-turn-waves-harbor.svg",
+        "tokens-per-turn-uc1-refactor.svg",
+        "tasks-solved.svg",
+        "tokens-per-solved-task.svg",
+    ] {
+        let svg = read(plot);
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{plot}");
+        assert!(!svg.contains("plot failed"), "{plot}");
+        assert!(svg.contains("verbatim") && svg.contains("less"), "{plot} has a series per mode");
+    }
+    assert!(shared.out.join("runs/uc1-refactor/less/1/ledger.jsonl").exists(), "each run's ledger is kept");
+}
+
+/// The README's table is the bench's `summary.md`, byte for byte, between its markers: it cannot drift.
+#[test]
+fn the_readme_table_is_a_fresh_bench_run() {
+    let shared = shared();
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    assert!(readme.contains(README_COMMAND), "the README names the command its table comes from");
+    let (start, end) = ("<!-- bench:summary:start -->\n", "<!-- bench:summary:end -->");
+    let from = readme.find(start).expect("start marker") + start.len();
+    let to = readme[from..].find(end).expect("end marker") + from;
+    let summary = std::fs::read_to_string(shared.out.join("summary.md")).expect("summary.md");
+    assert_eq!(&readme[from..to], summary, "regenerate the README's table from summary.md");
+}
+
+/// A scripted answer that cites the wrong span is graded unsolved, with the evidence; an unsolved task is a result,
+/// not an error (exit 0).
+#[test]
+fn a_wrong_answer_is_graded_unsolved() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let original = std::fs::read_to_string(root().join("scenarios/waves-harbor.toml")).expect("scenario");
+    let workspace = root().join("scenarios/fixtures/uc1-refactor").display().to_string();
+    let wrong = original
+        .replace("workspace = \"fixtures/uc1-refactor\"", &format!("workspace = {workspace:?}"))
+        .replace(
+            "pointers = [\"repo:src/tax.rs#L159-L167\", \"repo:src/money.rs#L239-L263\"], confidence = 0.95",
+            "pointers = [\"repo:src/tax.rs#L100-L120\"], confidence = 0.95",
+        )
+        .replace("(expects one PaymentCaptured)", "(expects one event)")
+        .replace("no PaymentCaptured or PaymentDeclined event is recorded", "no event is kept");
+    assert_ne!(wrong, original);
+    let path = dir.path().join("waves-harbor.toml");
+    std::fs::write(&path, wrong).expect("write");
+    let out = dir.path().join("out").display().to_string();
+    let output = lessrt(&["bench", &path.display().to_string(), "--modes", "less", "--out", &out, "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let bench: Value = serde_json::from_slice(&output.stdout).expect("bench.json");
+    let tasks = &run(&bench, "waves-harbor", "less")["tasks"];
+    assert_eq!((tasks["graded"].as_u64(), tasks["solved"].as_u64()), (Some(9), Some(7)), "{tasks}");
+    let item = |id: &str| tasks["items"].as_array().expect("items").iter().find(|t| t["id"] == json!(id)).cloned();
+    let tax = item("tax-rounding").expect("tax-rounding");
+    assert_eq!(tax["solved"], json!(false));
+    assert!(tax["evidence"].as_str().is_some_and(|e| e.contains("cites nothing overlapping")), "{tax}");
+    let diff = item("diff-breaks-tests").expect("diff-breaks-tests");
+    assert!(diff["evidence"].as_str().is_some_and(|e| e.contains("does not state")), "{diff}");
+    assert!(text(&output.stderr).contains("7 of 9 tasks solved"), "{}", text(&output.stderr));
+}
+
+#[test]
+fn repeats_count_the_same_tokens() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().display().to_string();
+    let output = lessrt(&[
+        "bench",
+        "scenarios/uc1-refactor.toml",
+        "scenarios/uc4-shared-knowledge.toml",
+        "--repeat",
+        "2",
+        "--out",
+        &out,
+        "--json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(!text(&output.stderr).contains("repeats counted different tokens"), "{}", text(&output.stderr));
+    let bench: Value = serde_json::from_slice(&output.stdout).expect("bench.json");
+    assert_eq!(runs(&bench).len(), 8);
+    for first in runs(&bench).iter().filter(|r| r["repeat"] == json!(1)) {
+        let second = runs(&bench)
+            .iter()
+            .find(|r| r["repeat"] == json!(2) && r["scenario"] == first["scenario"] && r["mode"] == first["mode"])
+            .expect("second repeat");
+        assert_eq!(first["roles"], second["roles"], "{} {}", first["scenario"], first["mode"]);
+        assert_eq!(first["tasks"], second["tasks"]);
+    }
+}
+
+#[test]
+fn exit_codes_say_what_went_wrong() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out").display().to_string();
+    // No such path: usage (2).
+    let missing = lessrt(&["bench", "scenarios/nope.toml", "--out", &out]);
+    assert_eq!(missing.status.code(), Some(2), "{}", text(&missing.stderr));
+    assert!(text(&missing.stderr).contains("no such scenario"), "{}", text(&missing.stderr));
+    // An unknown mode: usage (2).
+    assert_eq!(lessrt(&["bench", "scenarios/uc1-refactor.toml", "--modes", "less,terse"]).status.code(), Some(2));
+    // A scenario that breaks its schema: 1, with the violation.
+    let invalid = dir.path().join("invalid.toml");
+    std::fs::write(&invalid, "name = \"Bad Name\"\n[[agents]]\nid = \"a\"\nrole = \"a\"\n").expect("write");
+    let output = lessrt(&["bench", &invalid.display().to_string(), "--out", &out]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(text(&output.stdout).contains("LESS_SCHEMA_INVALID"), "{}", text(&output.stdout));
+    // A run that cannot start (its workspace is gone) fails the bench (1) and is listed, the others still run.
+    let gone = dir.path().join("gone.toml");
+    std::fs::write(&gone, "name = \"gone\"\nworkspace = \"no-such-dir\"\n[[agents]]\nid = \"a\"\nrole = \"a\"\n")
+        .expect("write");
+    let output =
+        lessrt(&["bench", &gone.display().to_string(), "scenarios/uc2-contradictions.toml", "--out", &out, "--json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let bench: Value = serde_json::from_slice(&output.stdout).expect("bench.json");
+    assert_eq!(runs(&bench).len(), 2, "uc2 ran in both modes");
+    assert_eq!(bench["failed"].as_array().map(Vec::len), Some(2), "gone failed in both modes: {bench}");
+    assert!(text(&output.stderr).contains("gone less #1 failed"), "{}", text(&output.stderr));
+    assert!(Path::new(&out).join("bench.json").exists());
+}
+
+/// A bar per run and one over all runs on a terminal; none under `--quiet` or on a pipe.
+#[test]
+fn progress_bars_show_on_a_terminal_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().display().to_string();
+    let bin = env!("CARGO_BIN_EXE_lessrt");
+    let on_a_terminal = |extra: &str| -> String {
+        let command = format!("{bin} bench scenarios/uc2-contradictions.toml --out {out} {extra}");
+        let output = Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .current_dir(root())
+            .output()
+            .expect("`script` (util-linux) gives the command a terminal");
+        assert!(output.status.success(), "{command}: {}", text(&output.stdout));
+        text(&output.stdout)
+    };
+    let shown = on_a_terminal("");
+    assert!(shown.contains("uc2-contradictions less #1"), "a bar for the run: {shown}");
+    assert!(shown.contains("/2 runs"), "a bar over all runs: {shown}");
+    let quiet = on_a_terminal("--quiet");
+    assert!(!quiet.contains("uc2-contradictions less #1") && !quiet.contains("/2 runs"), "{quiet}");
+    let piped = lessrt(&["bench", "scenarios/uc2-contradictions.toml", "--out", &out]);
+    assert!(!text(&piped.stderr).contains("uc2-contradictions less #1"), "{}", text(&piped.stderr));
+}
