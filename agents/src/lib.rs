@@ -15,7 +15,7 @@ pub mod provider;
 pub mod record;
 pub mod summarizer;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,12 +27,18 @@ use crate::openai::{OpenAiCompatible, OpenAiConfig};
 use crate::provider::{CompletionModel, LlmError};
 use crate::record::{Recorder, Replayer};
 
-use less_runtime::run::{Action, Agent, AgentFactory, AgentFuture, BriefAction, DerefAction, ReportAction, TurnInput};
-use less_runtime::{AgentSpec, Misbehaviour, Step, Violation, WireMode};
+use less_runtime::run::{
+    Action, Agent, AgentFactory, AgentFuture, BriefAction, DerefAction, Done, EnvelopeKind, Outcome, ReportAction,
+    SendAction, TurnInput,
+};
+use less_runtime::{AgentSpec, Grant, GrantSpec, GrantTerms, Misbehaviour, Step, WireMode};
 
-/// Follows the steps of a scenario.
+/// Follows the steps of a scenario: each step's actions in order, then the turn is done.
 #[derive(Debug, Default)]
-pub struct ScriptedAgent;
+pub struct ScriptedAgent {
+    /// What is left of the current turn's script.
+    queue: VecDeque<Action>,
+}
 
 /// Builds a [`ScriptedAgent`] for every agent of a scenario.
 #[derive(Debug, Default)]
@@ -40,7 +46,7 @@ pub struct ScriptedFactory;
 
 impl AgentFactory for ScriptedFactory {
     fn make(&self, _spec: &AgentSpec) -> Box<dyn Agent> {
-        Box::new(ScriptedAgent)
+        Box::new(ScriptedAgent::default())
     }
 }
 
@@ -140,7 +146,7 @@ impl AgentFactory for AgentsFactory {
     fn make(&self, spec: &AgentSpec) -> Box<dyn Agent> {
         match self.models.get(&spec.id) {
             Some((model, sampling)) => Box::new(LlmAgent::new(&spec.id, model.clone(), *sampling)),
-            None => Box::new(ScriptedAgent),
+            None => Box::new(ScriptedAgent::default()),
         }
     }
 
@@ -150,42 +156,58 @@ impl AgentFactory for AgentsFactory {
 }
 
 impl Agent for ScriptedAgent {
-    fn act<'a>(&'a mut self, input: &'a TurnInput) -> AgentFuture<'a, Vec<Action>> {
-        Box::pin(async move { actions_for(input) })
-    }
-
-    fn on_rejection<'a>(
-        &'a mut self,
-        action: &'a Action,
-        _violation: &'a Violation,
-        _attempt: u32,
-    ) -> AgentFuture<'a, Option<Action>> {
-        Box::pin(async move {
-            match action {
-                // `paste_twice` resends the same over-budget message, so the receiver's gateway escalates.
-                Action::Report(report) if report.repeat_offender => Some(action.clone()),
-                // The compliant resend: the same engrams and pointers, nothing pasted, nothing padded.
-                Action::Report(report) => {
-                    let compliant = ReportAction { paste_sources: false, pad_engrams: false, ..report.clone() };
-                    Some(Action::Report(compliant))
-                }
-                _ => None,
-            }
-        })
+    fn next<'a>(&'a mut self, turn: &'a TurnInput) -> AgentFuture<'a, Action> {
+        Box::pin(async move { self.next_action(turn) })
     }
 }
 
-fn actions_for(input: &TurnInput) -> Vec<Action> {
-    match &input.step {
-        Step::Brief { to, now, constraints, risks, packs, grants, tasks, .. } => vec![Action::Brief(BriefAction {
-            to: to.clone(),
-            now: now.clone(),
-            constraints: constraints.clone(),
-            risks: risks.clone(),
-            packs: packs.clone(),
-            grants: grants.clone(),
-            tasks: tasks.clone(),
-        })],
+impl ScriptedAgent {
+    fn next_action(&mut self, turn: &TurnInput) -> Action {
+        if turn.done.is_empty() {
+            self.queue = actions_for(turn).into();
+        }
+        if let Some(Done { action: Action::Report(report), outcome: Outcome::Refused(_) }) = turn.last() {
+            // `paste_twice` resends the same over-budget message, so the receiver's gateway escalates; otherwise the
+            // compliant resend: the same engrams and pointers, nothing pasted, nothing padded.
+            return match &turn.step {
+                Step::Report(step) if step.misbehave == Some(Misbehaviour::PasteTwice) => {
+                    Action::Report(report.clone())
+                }
+                Step::Report(step) => Action::Report(ReportAction {
+                    engrams: step.engrams.clone(),
+                    paste_sources: false,
+                    ..report.clone()
+                }),
+                _ => Action::Finish,
+            };
+        }
+        self.queue.pop_front().unwrap_or(Action::Finish)
+    }
+}
+
+/// The scripted actions of a turn's step, in order.
+fn actions_for(turn: &TurnInput) -> Vec<Action> {
+    match &turn.step {
+        Step::Brief { to, now, constraints, risks, packs, grants, tasks, .. } => {
+            // A tampered grant is forged by the agent itself (signed with a key that is not the run's), so the
+            // grantee's gateway must refuse it; the fair baseline has no grants at all.
+            let (forged, issued): (Vec<GrantSpec>, Vec<GrantSpec>) = grants.iter().cloned().partition(|g| g.tamper);
+            let mut actions: Vec<Action> = if turn.mode == WireMode::Verbatim {
+                Vec::new()
+            } else {
+                forged.iter().filter_map(|spec| forged_grant(turn, spec)).collect()
+            };
+            actions.push(Action::Brief(BriefAction {
+                to: to.clone(),
+                now: now.clone(),
+                constraints: constraints.clone(),
+                risks: risks.clone(),
+                packs: packs.clone(),
+                grants: issued,
+                tasks: tasks.clone(),
+            }));
+            actions
+        }
         Step::Deref { pointers, reason, intended_use, grant, .. } => vec![Action::Deref(DerefAction {
             pointers: pointers.clone(),
             reason: reason.clone(),
@@ -195,23 +217,21 @@ fn actions_for(input: &TurnInput) -> Vec<Action> {
         Step::Report(step) => {
             // Misbehaviour exercises the gateways; the verbatim baseline has none, and its reports paste what they
             // cite anyway, so there the agent sends its ordinary report and the comparison stays like for like.
-            let misbehave = if input.mode == WireMode::Less { step.misbehave } else { None };
-            let (paste_sources, pad_engrams) = match misbehave {
-                Some(Misbehaviour::PasteFiles | Misbehaviour::PasteTwice) => (true, false),
-                Some(Misbehaviour::TooManyEngrams) => (false, true),
-                None => (false, false),
+            let misbehave = if turn.mode == WireMode::Less { step.misbehave } else { None };
+            let engrams = if misbehave == Some(Misbehaviour::TooManyEngrams) && !step.engrams.is_empty() {
+                // The schema's limit: more than a receiver budget below 12 allows.
+                step.engrams.iter().cycle().take(MAX_MESSAGE_ENGRAMS).cloned().collect()
+            } else {
+                step.engrams.clone()
             };
-            let report = ReportAction {
+            vec![Action::Report(ReportAction {
                 to: step.to.clone(),
                 kind: step.kind.clone(),
-                engrams: step.engrams.clone(),
+                engrams,
                 summary: step.summary.clone(),
-                paste_sources,
-                pad_engrams,
+                paste_sources: matches!(misbehave, Some(Misbehaviour::PasteFiles | Misbehaviour::PasteTwice)),
                 grant: step.grant.clone(),
-                repeat_offender: misbehave == Some(Misbehaviour::PasteTwice),
-            };
-            vec![Action::Report(report)]
+            })]
         }
         Step::Query { text, k, project, scope, .. } => {
             vec![Action::Query { text: text.clone(), k: *k, project: project.clone(), scope: *scope }]
@@ -219,10 +239,34 @@ fn actions_for(input: &TurnInput) -> Vec<Action> {
         Step::Promote { subject, to, .. } => vec![Action::Promote { subject: subject.clone(), to: *to }],
         Step::Panic { agent } => {
             // Scripted crash, once: the restarted agent runs the step again with attempt 1 and carries on.
-            assert!(input.attempt > 0, "scripted panic of {agent} (first attempt)");
+            assert!(turn.attempt > 0, "scripted panic of {agent} (first attempt)");
             Vec::new()
         }
     }
+}
+
+/// The most engrams a typed message may carry (`message.v0.1.json`).
+const MAX_MESSAGE_ENGRAMS: usize = 12;
+
+/// A grant written by the agent itself and signed with a key of its own: what a tampering agent sends.
+fn forged_grant(turn: &TurnInput, spec: &GrantSpec) -> Option<Action> {
+    let now = time::OffsetDateTime::parse(&turn.now, &time::format_description::well_known::Rfc3339).ok()?;
+    let ttl = less_runtime::Ttl::parse(&spec.ttl).ok()?;
+    let expires_at = (now + ttl.duration()).format(&time::format_description::well_known::Rfc3339).ok()?;
+    let terms = GrantTerms {
+        grant_id: spec.id.clone(),
+        issuer: turn.spec.id.clone(),
+        grantee: spec.to.clone(),
+        patterns: spec.patterns.clone(),
+        max_derefs: spec.max_derefs,
+        max_tokens: spec.max_tokens,
+        inline_code_tokens: spec.inline_code_tokens,
+        expires_at,
+        uses: spec.uses,
+    };
+    let forged = Grant::issue(terms, &[7u8; 32]);
+    let doc = serde_json::to_value(&forged).ok()?;
+    Some(Action::Send(SendAction { to: spec.to.clone(), kind: EnvelopeKind::Grant, doc }))
 }
 
 #[cfg(test)]

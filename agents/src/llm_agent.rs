@@ -13,7 +13,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use less_runtime::run::{Action, Agent, AgentFuture, ModelUsage, ReportAction, TurnInput};
+use less_runtime::run::{Action, Agent, AgentFuture, Done, ModelUsage, Outcome, ReportAction, TurnInput};
 use less_runtime::{
     EngramKind, EngramSpec, ErrorCode, MAX_CLAIM_CHARS, Misbehaviour, Pointer, ReportKind, ReportStep, Scope, Severity,
     Step, Violation, WireMode, schema_document,
@@ -58,6 +58,8 @@ pub struct LlmAgent {
     last: Option<Conversation>,
     /// Spent since the last `take_usage`.
     spent: ModelUsage,
+    /// Carries out the steps a model does not write.
+    script: crate::ScriptedAgent,
 }
 
 /// A report exchange kept for a resend.
@@ -71,7 +73,14 @@ struct Conversation {
 impl LlmAgent {
     /// An agent asking `model`.
     pub fn new(agent: &str, model: Arc<dyn CompletionModel>, sampling: Sampling) -> LlmAgent {
-        LlmAgent { model, sampling, agent: agent.to_owned(), last: None, spent: ModelUsage::default() }
+        LlmAgent {
+            model,
+            sampling,
+            agent: agent.to_owned(),
+            last: None,
+            spent: ModelUsage::default(),
+            script: crate::ScriptedAgent::default(),
+        }
     }
 
     async fn ask(&mut self, request: &CompletionRequest, known: &[String]) -> Result<JsonCompletion, LlmError> {
@@ -114,9 +123,7 @@ impl LlmAgent {
                         engrams,
                         summary,
                         paste_sources: matches!(misbehave, Some(Misbehaviour::PasteFiles | Misbehaviour::PasteTwice)),
-                        pad_engrams: misbehave == Some(Misbehaviour::TooManyEngrams),
                         grant: step.grant.clone(),
-                        repeat_offender: false,
                     });
                 }
                 Err(err) if tries < OUTPUT_RETRIES && !err.is_transient() => {
@@ -152,14 +159,7 @@ impl LlmAgent {
                 let (summary, engrams) = read_report(&done.value);
                 let n_engrams = engrams.len();
                 self.last = Some(Conversation { request, answer: done.completion.text, known: last.known, n_engrams });
-                Some(Action::Report(ReportAction {
-                    engrams,
-                    summary,
-                    paste_sources: false,
-                    pad_engrams: false,
-                    repeat_offender: false,
-                    ..report.clone()
-                }))
+                Some(Action::Report(ReportAction { engrams, summary, paste_sources: false, ..report.clone() }))
             }
             Err(err) => {
                 let step = ReportStep {
@@ -178,22 +178,20 @@ impl LlmAgent {
 }
 
 impl Agent for LlmAgent {
-    fn act<'a>(&'a mut self, input: &'a TurnInput) -> AgentFuture<'a, Vec<Action>> {
+    fn next<'a>(&'a mut self, turn: &'a TurnInput) -> AgentFuture<'a, Action> {
         Box::pin(async move {
-            match &input.step {
-                Step::Report(step) => vec![self.report(input, step).await],
-                _ => crate::actions_for(input),
+            let Step::Report(step) = &turn.step else {
+                // The hierarchy's plumbing (briefs, dereferences, queries) is carried out as written.
+                return self.script.next(turn).await;
+            };
+            match turn.last() {
+                None => self.report(turn, step).await,
+                Some(Done { action, outcome: Outcome::Refused(violation) }) if matches!(action, Action::Report(_)) => {
+                    self.resend(action, violation).await.unwrap_or(Action::Finish)
+                }
+                Some(_) => Action::Finish,
             }
         })
-    }
-
-    fn on_rejection<'a>(
-        &'a mut self,
-        action: &'a Action,
-        violation: &'a Violation,
-        _attempt: u32,
-    ) -> AgentFuture<'a, Option<Action>> {
-        Box::pin(async move { self.resend(action, violation).await })
     }
 
     fn take_usage(&mut self) -> ModelUsage {
@@ -306,16 +304,7 @@ fn escalation(step: &ReportStep, err: &LlmError) -> Action {
         reason = reason.chars().take(MAX_CLAIM_CHARS - 1).collect::<String>() + "…";
     }
     tracing::warn!(target: "less.llm", "{}: escalating: {reason}", step.agent);
-    Action::Report(ReportAction {
-        to: None,
-        kind: ReportKind::Escalation { reason: reason.clone(), severity: Severity::Warning, refs: Vec::new() },
-        engrams: Vec::new(),
-        summary: reason,
-        paste_sources: false,
-        pad_engrams: false,
-        grant: None,
-        repeat_offender: false,
-    })
+    Action::Escalate { reason, severity: Severity::Warning }
 }
 
 /// The limits a resend must meet, from the refusal: `(engrams, claim characters)`.

@@ -84,11 +84,19 @@ pub enum ErrorCode {
     /// An output path cannot be written (a file where a directory is needed, a read-only place); nothing ran.
     #[serde(rename = "LESS_OUTPUT_UNWRITABLE")]
     OutputUnwritable,
+    /// The store (SQLite and its derived indexes) could not be read or written: a full or read-only disk, a damaged
+    /// file, another process holding it too long. What was acknowledged before stays.
+    #[serde(rename = "LESS_STORE_FAILED")]
+    StoreFailed,
+    /// A run could not go on: one of its actors failed (not an agent, which its gateway restarts) or stopped
+    /// answering; the run ended with what it had.
+    #[serde(rename = "LESS_RUN_FAILED")]
+    RunFailed,
 }
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::JsonMalformed,
         ErrorCode::InputUnreadable,
         ErrorCode::KindUnknown,
@@ -112,6 +120,8 @@ impl ErrorCode {
         ErrorCode::IdConflict,
         ErrorCode::ArgumentInvalid,
         ErrorCode::OutputUnwritable,
+        ErrorCode::StoreFailed,
+        ErrorCode::RunFailed,
     ];
 
     /// The stable wire string of this code.
@@ -140,6 +150,8 @@ impl ErrorCode {
             ErrorCode::IdConflict => "LESS_ID_CONFLICT",
             ErrorCode::ArgumentInvalid => "LESS_ARGUMENT_INVALID",
             ErrorCode::OutputUnwritable => "LESS_OUTPUT_UNWRITABLE",
+            ErrorCode::StoreFailed => "LESS_STORE_FAILED",
+            ErrorCode::RunFailed => "LESS_RUN_FAILED",
         }
     }
 
@@ -208,6 +220,12 @@ impl ErrorCode {
             }
             ErrorCode::OutputUnwritable => {
                 "Name an output you can write: a directory (created if missing) where a directory is asked for, a file path whose directory you can write."
+            }
+            ErrorCode::StoreFailed => {
+                "Check the store directory's disk space and permissions and retry (another process may have held it); `lessrt memory reindex` rebuilds damaged indexes from SQLite."
+            }
+            ErrorCode::RunFailed => {
+                "Read the message for the part that failed, fix its cause (disk, model server, workspace) and run again; report it as a bug if it repeats."
             }
         }
     }

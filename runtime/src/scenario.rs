@@ -226,6 +226,10 @@ pub struct AgentSpec {
     /// The model of an `llm` agent (`[agents.llm]`; defaults when absent).
     #[serde(default)]
     pub llm: Option<LlmSpec>,
+    /// The most actions one turn may take (default [`crate::run::DEFAULT_TURN_LIMIT`]); the turn ends there, with
+    /// an escalation to the parent, so a loop that does not converge never hangs a run.
+    #[serde(default)]
+    pub turn_limit: Option<usize>,
 }
 
 /// The model behind an `llm` agent: an OpenAI-compatible endpoint. The runtime only carries it to the factory.

@@ -80,10 +80,19 @@ fn input() -> TurnInput {
             parent: Some("lead".to_owned()),
             kind: less_runtime::AgentKind::Llm,
             llm: None,
+            turn_limit: None,
         },
         inbox: vec![Arc::new(brief), Arc::new(read)],
         mode: WireMode::Less,
+        done: Vec::new(),
+        limit: 12,
+        now: "2026-11-23T00:00:00Z".to_owned(),
     }
+}
+
+/// The first action of a turn.
+async fn first(agent: &mut LlmAgent, input: &TurnInput) -> Action {
+    agent.next(input).await
 }
 
 fn good(n: usize) -> String {
@@ -124,7 +133,7 @@ async fn report_comes_from_the_model_and_the_prompt_from_the_inbox_only() {
     let model = Answers::new(&[&good(2)]);
     let mut agent = agent(model.clone());
     let input = input();
-    let actions = agent.act(&input).await;
+    let actions = [first(&mut agent, &input).await];
     let report = report_of(&actions);
     assert_eq!(report.engrams.len(), 2);
     assert_eq!(report.engrams[0].pointers, vec![DIFF.to_owned(), SPAN.to_owned()]);
@@ -144,7 +153,7 @@ async fn unusable_output_is_retried_once_with_the_error() {
     let unknown = json!({"summary": "s", "engrams": [{"kind": "risk", "claim": "c", "pointers": ["repo:other.rs#L1-L2"], "confidence": 0.5}]});
     let model = Answers::new(&[&unknown.to_string(), &good(1)]);
     let mut agent = agent(model.clone());
-    let actions = agent.act(&input()).await;
+    let actions = [first(&mut agent, &input()).await];
     assert_eq!(report_of(&actions).engrams.len(), 1);
     let seen = model.seen();
     assert_eq!(seen.len(), 2);
@@ -160,32 +169,30 @@ async fn unusable_output_is_retried_once_with_the_error() {
 async fn output_unusable_after_the_retry_becomes_an_escalation() {
     let model = Answers::new(&["not json at all", "{\"summary\": 3}"]);
     let mut agent = agent(model);
-    let actions = agent.act(&input()).await;
-    let report = report_of(&actions);
-    match &report.kind {
-        ReportKind::Escalation { reason, .. } => assert!(reason.starts_with("LLM_OUTPUT_INVALID"), "{reason}"),
+    let actions = [first(&mut agent, &input()).await];
+    match &actions[0] {
+        Action::Escalate { reason, .. } => assert!(reason.starts_with("LLM_OUTPUT_INVALID"), "{reason}"),
         other => panic!("expected an escalation, got {other:?}"),
     }
-    assert!(report.engrams.is_empty());
 }
 
 #[tokio::test]
 async fn a_dead_server_becomes_an_escalation() {
     let mut agent = agent(Answers::new(&[]));
-    let actions = agent.act(&input()).await;
-    assert!(
-        matches!(&report_of(&actions).kind, ReportKind::Escalation { reason, .. } if reason.starts_with("LLM_SERVER_ERROR"))
-    );
+    let actions = [first(&mut agent, &input()).await];
+    assert!(matches!(&actions[0], Action::Escalate { reason, .. } if reason.starts_with("LLM_SERVER_ERROR")));
 }
 
 #[tokio::test]
 async fn a_refusal_goes_back_to_the_model_with_a_tightened_schema() {
     let model = Answers::new(&[&good(2), &good(1)]);
     let mut agent = agent(model.clone());
-    let actions = agent.act(&input()).await;
+    let actions = [first(&mut agent, &input()).await];
     let violation =
         Violation::new(ErrorCode::BudgetExceeded, "/engrams", "2 engrams; the receiver accepts at most 1".to_owned());
-    let resend = agent.on_rejection(&actions[0], &violation, 1).await.expect("a resend");
+    let mut turn = input();
+    turn.done.push(Done { action: actions[0].clone(), outcome: Outcome::Refused(violation) });
+    let resend = agent.next(&turn).await;
     assert_eq!(report_of(std::slice::from_ref(&resend)).engrams.len(), 1);
     let seen = model.seen();
     let last = &seen[1];
@@ -200,7 +207,11 @@ async fn scripted_steps_other_than_reports_are_carried_out_as_written() {
     let mut agent = agent(Answers::new(&[]));
     let mut input = input();
     input.step = Step::Promote { agent: "rev".to_owned(), subject: "s".to_owned(), to: Scope::Project };
-    assert!(matches!(agent.act(&input).await.as_slice(), [Action::Promote { .. }]));
+    assert!(matches!(first(&mut agent, &input).await, Action::Promote { .. }));
+    input
+        .done
+        .push(Done { action: Action::Promote { subject: "s".to_owned(), to: Scope::Project }, outcome: Outcome::Done });
+    assert!(matches!(agent.next(&input).await, Action::Finish), "one step, one action");
 }
 
 #[tokio::test]
@@ -213,7 +224,7 @@ async fn in_the_verbatim_baseline_the_prompt_is_what_was_sent() {
     let wire = "Brief from lead to rev.\n\n# File src/store.rs\npub struct Store { PASTED WHOLE FILE }";
     input.inbox[0] = Arc::new(json!({"verbatim": wire, "doc": brief}));
     assert_eq!(known_pointers(&input.inbox), vec![DIFF.to_owned(), SPAN.to_owned()]);
-    agent.act(&input).await;
+    first(&mut agent, &input).await;
     let prompt = model.seen()[0].messages[0].content.clone();
     assert!(prompt.contains("PASTED WHOLE FILE"), "{prompt}");
     assert!(!prompt.contains("Check the lock rules."), "the document is not restated beside its wire text: {prompt}");

@@ -19,6 +19,7 @@ use crate::digest::Digest;
 use crate::engram::{Engram, Provenance, Source};
 use crate::error::{ErrorCode, Violation};
 use crate::memory::{EngramRef, MemoryError, MemoryMsg, PromoteRequest, PutRequest, QueryOptions, QueryRequest};
+use crate::message::Severity;
 use crate::message::{Payload, TypedMessage};
 use crate::pointer::Pointer;
 use crate::run::RunContext;
@@ -27,19 +28,16 @@ use crate::run::gateway::AgentMemory;
 use crate::run::gateway::GatewayMsg;
 use crate::run::ledger::{Event, LedgerMsg};
 use crate::run::resolver_actor::ResolverMsg;
-use crate::run::wire::{Action, BriefAction, Envelope, EnvelopeKind, ReportAction};
-use crate::scenario::{AgentSpec, ReportKind, Step, WireMode};
+use crate::run::wire::{Action, AskGrantAction, BriefAction, Envelope, EnvelopeKind, ReportAction};
+use crate::scenario::{AgentSpec, GrantSpec, ReportKind, Step, WireMode};
 use crate::tokens::TokenCounter;
 use crate::ttl::Ttl;
 use crate::valid::Valid;
 
-/// The most engrams a typed message may carry (`message.v0.1.json`).
-const SCHEMA_MAX_ENGRAMS: usize = 12;
-
 /// A boxed future, so `Agent` stays object-safe while implementations may await (an LLM call, say).
 pub type AgentFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// What an agent sees when asked to take a turn.
+/// What an agent sees when it decides its next action: the turn so far.
 #[derive(Debug, Clone)]
 pub struct TurnInput {
     /// The scenario step (the task, for an LLM agent).
@@ -54,20 +52,90 @@ pub struct TurnInput {
     pub inbox: Vec<Arc<Value>>,
     /// The run's wire mode (scripted misbehaviour only matters where a gateway can refuse it).
     pub mode: WireMode,
+    /// The actions of this turn so far, each with what came of it, in order.
+    pub done: Vec<Done>,
+    /// The most actions this turn may take; the turn ends there (with an escalation to the parent).
+    pub limit: usize,
+    /// The run's clock (RFC 3339), for documents an agent writes itself.
+    pub now: String,
+}
+
+impl TurnInput {
+    /// What came of the previous action of this turn, if there was one.
+    pub fn last(&self) -> Option<&Done> {
+        self.done.last()
+    }
+}
+
+/// An action of the turn and what came of it.
+#[derive(Debug, Clone)]
+pub struct Done {
+    /// The action.
+    pub action: Action,
+    /// What came of it.
+    pub outcome: Outcome,
+}
+
+/// What came of an action.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Carried out (delivered, read, recalled).
+    Done,
+    /// Refused, with the violation that says why and what to do instead.
+    Refused(Violation),
+    /// The parent answered a deref request with this grant (present it with the deref).
+    Granted {
+        /// The grant's id.
+        grant_id: String,
+    },
+    /// The parent refused a deref request.
+    Denied {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A child's request for a dereference over its budget, as its parent decides on it.
+#[derive(Debug, Clone)]
+pub struct GrantAsk {
+    /// The request (its pointers, reason and use).
+    pub request: crate::deref::DerefRequest,
+    /// What the requester's pointers cost, in tokens, if they resolve.
+    pub tokens: u32,
+}
+
+/// A parent's answer to a deref request.
+#[derive(Debug, Clone)]
+pub enum Decision {
+    /// Grant it: the spec's `to` is set to the requester by the runtime.
+    Grant(GrantSpec),
+    /// Refuse it, saying why.
+    Deny(String),
+}
+
+/// What a parent sees when deciding on a child's deref request.
+#[derive(Debug, Clone)]
+pub struct DecideInput {
+    /// The request.
+    pub ask: GrantAsk,
+    /// The parent.
+    pub spec: AgentSpec,
+    /// Everything delivered to the parent so far (the request's message among it).
+    pub inbox: Vec<Arc<Value>>,
+    /// The run's wire mode.
+    pub mode: WireMode,
 }
 
 /// Decides what an agent does.
 pub trait Agent: Send + Sync + 'static {
-    /// The actions of one turn.
-    fn act<'a>(&'a mut self, input: &'a TurnInput) -> AgentFuture<'a, Vec<Action>>;
+    /// The next action of the turn ([`Action::Finish`] ends it).
+    fn next<'a>(&'a mut self, turn: &'a TurnInput) -> AgentFuture<'a, Action>;
 
-    /// `action` was refused for `violation` (the `attempt`-th refusal); the resend, if any.
-    fn on_rejection<'a>(
-        &'a mut self,
-        action: &'a Action,
-        violation: &'a Violation,
-        attempt: u32,
-    ) -> AgentFuture<'a, Option<Action>>;
+    /// A child asks for a dereference it cannot afford: grant it or say why not. The default refuses.
+    fn decide<'a>(&'a mut self, input: &'a DecideInput) -> AgentFuture<'a, Decision> {
+        let who = input.spec.id.clone();
+        Box::pin(async move { Decision::Deny(format!("{who} grants nothing on request")) })
+    }
 
     /// What the agent's model spent since the last call, as its provider counted it (none for agents without one).
     fn take_usage(&mut self) -> ModelUsage {
@@ -147,7 +215,13 @@ pub enum AgentMsg {
     Act(Box<ActRequest>, RpcReplyPort<ActOutcome>),
     /// A delivered document.
     Inbox(Arc<Value>),
+    /// A child asks for a dereference over its budget (through this agent's gateway); the answer goes back to the
+    /// child's waiting turn.
+    Decide(Box<GrantAsk>, RpcReplyPort<Outcome>),
 }
+
+/// The most actions one turn may take unless the agent's spec says otherwise.
+pub const DEFAULT_TURN_LIMIT: usize = 12;
 
 /// What an agent actor starts from.
 pub struct AgentArgs {
@@ -196,29 +270,11 @@ impl Actor for AgentActor {
         match msg {
             AgentMsg::Inbox(doc) => state.inbox.push(doc),
             AgentMsg::Act(request, reply) => {
-                let input = TurnInput {
-                    step: request.step,
-                    attempt: request.attempt,
-                    spec: state.spec.clone(),
-                    inbox: state.inbox.clone(),
-                    mode: state.ctx.mode,
-                };
-                // A panicking agent unwinds out of here; the gateway restarts it and the driver retries the step.
-                let actions = AGENT_TURN.scope(state.spec.id.clone(), state.agent.act(&input)).await;
-                let mut outcome = ActOutcome::default();
-                for action in actions {
-                    state.perform(action, &mut outcome).await;
-                }
-                let usage = state.agent.take_usage();
-                if usage.calls > 0 {
-                    state.ctx.record(Event::ModelUsage {
-                        agent: state.spec.id.clone(),
-                        calls: usage.calls,
-                        prompt_tokens: usage.prompt_tokens,
-                        completion_tokens: usage.completion_tokens,
-                        unusable: usage.unusable,
-                    });
-                }
+                let outcome = state.take_turn(*request).await;
+                let _ = reply.send(outcome);
+            }
+            AgentMsg::Decide(ask, reply) => {
+                let outcome = state.decide(*ask).await;
                 let _ = reply.send(outcome);
             }
         }
@@ -227,8 +283,68 @@ impl Actor for AgentActor {
 }
 
 impl AgentState {
-    async fn perform(&mut self, action: Action, outcome: &mut ActOutcome) {
-        match &action {
+    /// One turn: the agent's actions, one at a time, each carried out before the agent decides the next.
+    async fn take_turn(&mut self, request: ActRequest) -> ActOutcome {
+        let mut turn = TurnInput {
+            step: request.step,
+            attempt: request.attempt,
+            spec: self.spec.clone(),
+            inbox: self.inbox.clone(),
+            mode: self.ctx.mode,
+            done: Vec::new(),
+            limit: self.spec.turn_limit.unwrap_or(DEFAULT_TURN_LIMIT),
+            now: self.ctx.now_rfc3339(),
+        };
+        let mut outcome = ActOutcome::default();
+        loop {
+            if turn.done.len() >= turn.limit {
+                self.ctx.record(Event::TurnLimit { agent: self.spec.id.clone(), actions: turn.done.len() });
+                let reason = format!(
+                    "{} did not finish its turn within {} actions; it ends here with what it has",
+                    self.spec.id, turn.limit
+                );
+                self.escalate(&reason, Severity::Warning, &turn.done, &mut outcome).await;
+                break;
+            }
+            // A panicking agent unwinds out of here; the gateway restarts it and the driver retries the step.
+            let action = AGENT_TURN.scope(self.spec.id.clone(), self.agent.next(&turn)).await;
+            if matches!(action, Action::Finish) {
+                break;
+            }
+            let result = self.perform(&action, &turn.done, &mut outcome).await;
+            let refused_twice = matches!(result, Outcome::Refused(_))
+                && matches!(action, Action::Report(_) | Action::Escalate { .. } | Action::Send(_))
+                && turn.done.iter().rev().take_while(|d| !matches!(d.outcome, Outcome::Done)).any(|d| {
+                    matches!(d.action, Action::Report(_) | Action::Escalate { .. } | Action::Send(_))
+                        && matches!(d.outcome, Outcome::Refused(_))
+                });
+            turn.done.push(Done { action, outcome: result });
+            turn.inbox = self.inbox.clone();
+            // One resend after a refusal; the receiver's gateway escalated the second refusal.
+            if refused_twice {
+                break;
+            }
+        }
+        self.record_usage();
+        outcome
+    }
+
+    /// What the model spent, as a ledger event (nothing for agents without one).
+    fn record_usage(&mut self) {
+        let usage = self.agent.take_usage();
+        if usage.calls > 0 {
+            self.ctx.record(Event::ModelUsage {
+                agent: self.spec.id.clone(),
+                calls: usage.calls,
+                prompt_tokens: usage.prompt_tokens,
+                completion_tokens: usage.completion_tokens,
+                unusable: usage.unusable,
+            });
+        }
+    }
+
+    async fn perform(&mut self, action: &Action, done: &[Done], outcome: &mut ActOutcome) -> Outcome {
+        match action {
             Action::Deref(deref) => {
                 let mut deref = deref.clone();
                 if self.ctx.mode == WireMode::Verbatim {
@@ -236,42 +352,254 @@ impl AgentState {
                     let held = self.held();
                     deref.pointers.retain(|t| !Pointer::parse(t).is_ok_and(|p| held.iter().any(|h| holds(h, &p))));
                     if deref.pointers.is_empty() {
-                        return;
+                        return Outcome::Done;
                     }
                 }
-                self.deref(deref, outcome).await;
+                self.deref(deref, outcome).await
+            }
+            Action::AskGrant(ask) => self.ask_grant(ask, outcome).await,
+            Action::Grant(spec) => {
+                if self.ctx.mode == WireMode::Verbatim {
+                    // The fair baseline has no grants: without LESS nothing is refused, so there is nothing to allow.
+                    return Outcome::Done;
+                }
+                self.grant(spec, None, outcome).await
             }
             Action::Query { text, k, project, scope } => {
                 let options =
                     QueryOptions { k: *k, project: project.clone(), scope: *scope, ..QueryOptions::default() };
-                self.query(text, options, outcome).await;
+                self.query(text, options, outcome).await
             }
             Action::Promote { subject, to } => self.promote(subject, *to, outcome).await,
             Action::Brief(brief) => self.brief(brief, outcome).await,
-            Action::Report(_) => {
-                self.send_report(action, outcome).await;
+            Action::Report(report) => {
+                let result = self.send_report(report, resending(done), outcome).await;
                 self.end_turn();
+                result
             }
+            Action::Escalate { reason, severity } => self.escalate(reason, *severity, done, outcome).await,
+            Action::Send(send) => {
+                let envelope = self.envelope(&send.to, send.kind, send.doc.clone(), send.doc.to_string());
+                let result = self.deliver(envelope, outcome).await;
+                if send.kind == EnvelopeKind::Message {
+                    self.end_turn();
+                }
+                match result {
+                    Ok(()) => Outcome::Done,
+                    Err(violation) => Outcome::Refused(violation),
+                }
+            }
+            Action::Finish => Outcome::Done,
         }
     }
 
+    /// An escalation to the parent, as a typed message (nothing when the agent is the lead).
+    async fn escalate(&mut self, reason: &str, severity: Severity, done: &[Done], outcome: &mut ActOutcome) -> Outcome {
+        if self.spec.parent.is_none() {
+            tracing::warn!(target: "less.run", "{}: nobody to escalate to: {reason}", self.spec.id);
+            return Outcome::Done;
+        }
+        let reason: String = if reason.chars().count() > crate::MAX_CLAIM_CHARS {
+            reason.chars().take(crate::MAX_CLAIM_CHARS - 1).collect::<String>() + "…"
+        } else {
+            reason.to_owned()
+        };
+        let report = ReportAction {
+            to: None,
+            kind: ReportKind::Escalation { reason: reason.clone(), severity, refs: Vec::new() },
+            engrams: Vec::new(),
+            summary: reason,
+            paste_sources: false,
+            grant: None,
+        };
+        let result = self.send_report(&report, resending(done), outcome).await;
+        self.end_turn();
+        result
+    }
+
     /// Pulls content through the gateway; what it lets through joins the inbox, with its digest remembered.
-    async fn deref(&mut self, deref: crate::run::wire::DerefAction, outcome: &mut ActOutcome) {
+    async fn deref(&mut self, deref: crate::run::wire::DerefAction, outcome: &mut ActOutcome) -> Outcome {
         match ractor::call!(self.gateway, GatewayMsg::Deref, deref) {
             Ok(result) => match result.result {
                 Ok(resolved) => {
                     for r in resolved {
                         let key = Pointer::new(r.pointer.ty(), r.pointer.reference(), r.pointer.span())
                             .map(|p| p.to_string())
-                            .unwrap_or_default();
+                            .unwrap_or_else(|_| r.pointer.to_string());
                         self.seen.insert(key.clone(), r.digest);
                         // What the gateway let through is what the agent knows (an LLM agent's prompt).
                         self.inbox.push(Arc::new(json!({ "dereferenced": { "pointer": key, "content": r.content } })));
                     }
+                    Outcome::Done
                 }
-                Err(violation) => outcome.refusals.push(violation.code),
+                Err(violation) => {
+                    outcome.refusals.push(violation.code);
+                    Outcome::Refused(violation)
+                }
             },
-            Err(err) => tracing::warn!("deref failed: {err}"),
+            Err(err) => Outcome::Refused(run_failed("deref", &err.to_string())),
+        }
+    }
+
+    /// Asks the parent for a dereference over this turn's budget: a `question` carrying the `deref_request` goes to
+    /// the parent's gateway (counted like any message), then the parent decides while this turn waits.
+    async fn ask_grant(&mut self, ask: &AskGrantAction, outcome: &mut ActOutcome) -> Outcome {
+        if self.ctx.mode != WireMode::Less {
+            return Outcome::Denied { reason: "this run meters no dereference: read it with a deref".to_owned() };
+        }
+        let Some(parent) = self.spec.parent.clone() else {
+            return Outcome::Refused(Violation::new(
+                ErrorCode::ScenarioInvalid,
+                "",
+                format!("{} is the lead: there is nobody to ask for a grant", self.spec.id),
+            ));
+        };
+        let pointers: Result<Vec<Pointer>, Violation> = ask.pointers.iter().map(|t| Pointer::parse(t)).collect();
+        let pointers = match pointers {
+            Ok(p) if !p.is_empty() => p,
+            Ok(_) => {
+                return Outcome::Refused(Violation::new(ErrorCode::SchemaInvalid, "/pointers", "name 1..12 pointers"));
+            }
+            Err(violation) => return Outcome::Refused(violation),
+        };
+        let clip = |text: &str| -> String {
+            let text = if text.trim().is_empty() { "over my deref budget" } else { text.trim() };
+            text.chars().take(200).collect()
+        };
+        let msg_id = self.ctx.next_msg_id(&self.spec.id);
+        let request = crate::deref::DerefRequest {
+            request_id: format!("dr-{msg_id}"),
+            requester: self.spec.id.clone(),
+            pointers: pointers.clone(),
+            reason: clip(&ask.reason),
+            intended_use: clip(&ask.intended_use),
+            grant_id: None,
+        };
+        let message = TypedMessage {
+            from: self.spec.id.clone(),
+            msg_id: msg_id.clone(),
+            to: Some(parent.clone()),
+            engrams: Vec::new(),
+            deref_requests: vec![request.clone()],
+            body: None,
+            grant_id: None,
+            payload: Payload::Question {
+                question: "May I read these? They are over my deref budget.".to_owned(),
+                refs: Vec::new(),
+            },
+        };
+        let doc = match serde_json::to_value(&message) {
+            Ok(doc) => doc,
+            Err(err) => return Outcome::Refused(run_failed("deref request", &err.to_string())),
+        };
+        let wire = doc.to_string();
+        let envelope = Envelope { msg_id, ..self.envelope(&parent, EnvelopeKind::Message, doc, wire) };
+        if let Err(violation) = self.deliver(envelope, outcome).await {
+            return Outcome::Refused(violation);
+        }
+        self.ctx.record(Event::GrantAsked {
+            requester: self.spec.id.clone(),
+            parent: parent.clone(),
+            request_id: request.request_id.clone(),
+            pointers: ask.pointers.clone(),
+        });
+        let tokens = self.cost(&pointers).await;
+        let Some(gateway) = self.ctx.directory.get(&parent) else {
+            return Outcome::Denied { reason: format!("no agent {parent}") };
+        };
+        let ask = Box::new(GrantAsk { request, tokens });
+        match ractor::call!(gateway, GatewayMsg::AskGrant, ask) {
+            Ok(Outcome::Granted { grant_id }) => Outcome::Granted { grant_id },
+            Ok(other) => other,
+            Err(err) => Outcome::Denied { reason: format!("{parent} did not answer: {err}") },
+        }
+    }
+
+    /// What the content behind `pointers` would cost, in tokens (0 for what does not resolve): the parent weighs it.
+    async fn cost(&self, pointers: &[Pointer]) -> u32 {
+        let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
+        let mut tokens = 0;
+        for pointer in pointers {
+            tokens += counter.count(&self.read_span(pointer).await);
+        }
+        tokens
+    }
+
+    /// This agent, as a parent, decides on a child's deref request and carries the decision out: a grant issued by
+    /// its gateway and delivered to the child, or a denial (a failed `gate_report` naming the request).
+    async fn decide(&mut self, ask: GrantAsk) -> Outcome {
+        let requester = ask.request.requester.clone();
+        let request_id = ask.request.request_id.clone();
+        let input = DecideInput { ask, spec: self.spec.clone(), inbox: self.inbox.clone(), mode: self.ctx.mode };
+        let decision = AGENT_TURN.scope(self.spec.id.clone(), self.agent.decide(&input)).await;
+        self.record_usage();
+        let mut outcome = ActOutcome::default();
+        let reason = match decision {
+            Decision::Grant(spec) => {
+                let spec = GrantSpec { to: requester.clone(), ..spec };
+                match self.grant(&spec, Some(&request_id), &mut outcome).await {
+                    Outcome::Done => return Outcome::Granted { grant_id: spec.id },
+                    Outcome::Refused(violation) => {
+                        format!("the grant was refused: {}: {}", violation.code, violation.message)
+                    }
+                    other => return other,
+                }
+            }
+            Decision::Deny(reason) => reason,
+        };
+        let reason: String = reason.chars().take(200).collect();
+        self.ctx.record(Event::GrantDenied {
+            issuer: self.spec.id.clone(),
+            requester: requester.clone(),
+            request_id: request_id.clone(),
+            reason: reason.clone(),
+        });
+        let msg_id = self.ctx.next_msg_id(&self.spec.id);
+        let message = TypedMessage {
+            from: self.spec.id.clone(),
+            msg_id: msg_id.clone(),
+            to: Some(requester.clone()),
+            engrams: Vec::new(),
+            deref_requests: Vec::new(),
+            body: None,
+            grant_id: None,
+            payload: Payload::GateReport {
+                gate_id: request_id,
+                status: crate::message::GateStatus::Fail,
+                report_ref: None,
+            },
+        };
+        if let Ok(doc) = serde_json::to_value(&message) {
+            let wire = doc.to_string();
+            let envelope = Envelope { msg_id, ..self.envelope(&requester, EnvelopeKind::Message, doc, wire) };
+            let _ = self.deliver(envelope, &mut outcome).await;
+        }
+        Outcome::Denied { reason }
+    }
+
+    /// Issues a grant through this agent's gateway and delivers it to the grantee (whose gateway checks it).
+    async fn grant(&mut self, spec: &GrantSpec, answers: Option<&str>, outcome: &mut ActOutcome) -> Outcome {
+        match ractor::call!(self.gateway, GatewayMsg::IssueGrant, spec.clone(), answers.map(str::to_owned)) {
+            Ok(Ok(grant)) => {
+                let doc = match serde_json::to_value(&grant) {
+                    Ok(doc) => doc,
+                    Err(err) => return Outcome::Refused(run_failed("grant", &err.to_string())),
+                };
+                // The grantee's gateway verifies and keeps the MAC; the agent reads, and is charged for, the terms
+                // (it presents a grant by id). Counting the MAC's random hex would also make the same run count
+                // differently each time.
+                let wire = serde_json::to_string(&grant.terms).unwrap_or_else(|_| doc.to_string());
+                let envelope = self.envelope(&spec.to, EnvelopeKind::Grant, doc, wire);
+                match self.deliver(envelope, outcome).await {
+                    Ok(()) => Outcome::Done,
+                    Err(violation) => Outcome::Refused(violation),
+                }
+            }
+            Ok(Err(violation)) => {
+                outcome.refusals.push(violation.code);
+                Outcome::Refused(violation)
+            }
+            Err(err) => Outcome::Refused(run_failed("grant", &err.to_string())),
         }
     }
 
@@ -302,13 +630,14 @@ impl AgentState {
 
     /// Recall through the run's memory as this agent. A baseline gets the same engrams (the same logic) but is
     /// charged for reading every prior report of the run, as an agent without a shared memory has to.
-    async fn query(&mut self, text: &str, options: QueryOptions, outcome: &mut ActOutcome) {
+    async fn query(&mut self, text: &str, options: QueryOptions, outcome: &mut ActOutcome) -> Outcome {
         let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
         let request = QueryRequest { who: self.ctx.principal(&self.spec.id), text: text.to_owned(), options };
         let recalled = match ractor::call!(self.ctx.memory, MemoryMsg::Query, Box::new(request)) {
             Ok(result) => result,
             Err(err) => Err(MemoryError::Unavailable(err.to_string())),
         };
+        let mut result = Outcome::Done;
         let (engrams, stages, code, message) = match recalled {
             Ok(recall) => {
                 let engrams: Vec<Value> =
@@ -320,6 +649,8 @@ impl AgentState {
             }
             Err(err) => {
                 outcome.refusals.extend(err.code());
+                let code = err.code().unwrap_or(ErrorCode::StoreFailed);
+                result = Outcome::Refused(Violation::new(code, "", err.message()));
                 (Vec::new(), Vec::new(), err.code(), err.message())
             }
         };
@@ -345,10 +676,11 @@ impl AgentState {
             code,
             message,
         });
+        result
     }
 
     /// Widens the newest engram of `subject` to `to`, as this agent; a refusal is in the ledger and the outcome.
-    async fn promote(&mut self, subject: &str, to: crate::engram::Scope, outcome: &mut ActOutcome) {
+    async fn promote(&mut self, subject: &str, to: crate::engram::Scope, outcome: &mut ActOutcome) -> Outcome {
         let request = PromoteRequest {
             who: self.ctx.principal(&self.spec.id),
             target: EngramRef::Subject(subject.to_owned()),
@@ -358,10 +690,13 @@ impl AgentState {
             Ok(result) => result,
             Err(err) => Err(MemoryError::Unavailable(err.to_string())),
         };
+        let mut answer = Outcome::Done;
         let (id, code, message) = match result {
             Ok(stored) => (stored.map(|s| s.engram.id), None, String::new()),
             Err(err) => {
                 outcome.refusals.extend(err.code());
+                answer =
+                    Outcome::Refused(Violation::new(err.code().unwrap_or(ErrorCode::StoreFailed), "", err.message()));
                 (None, err.code(), err.message())
             }
         };
@@ -373,6 +708,7 @@ impl AgentState {
             code,
             message,
         });
+        answer
     }
 
     /// Puts the engrams of a delivered report into the run's memory as this agent, in the scenario's project.
@@ -422,26 +758,16 @@ impl AgentState {
         }
     }
 
-    async fn brief(&mut self, brief: &BriefAction, outcome: &mut ActOutcome) {
+    async fn brief(&mut self, brief: &BriefAction, outcome: &mut ActOutcome) -> Outcome {
+        let mut result = Outcome::Done;
         // The fair baseline has no grants: without LESS nothing is refused, so there is nothing to allow.
         let grants = if self.ctx.mode == WireMode::Verbatim { &[][..] } else { &brief.grants[..] };
         for spec in grants {
-            match ractor::call!(self.gateway, GatewayMsg::IssueGrant, spec.clone()) {
-                Ok(Ok(mut grant)) => {
-                    if spec.tamper {
-                        grant.terms.uses += 10;
-                    }
-                    let doc = serde_json::to_value(&grant).unwrap_or_default();
-                    // The grantee's gateway verifies and keeps the MAC; the agent reads, and is charged for, the
-                    // terms (it presents a grant by id). Counting the MAC's random hex would also make the same
-                    // run count differently each time.
-                    let wire = serde_json::to_string(&grant.terms).unwrap_or_default();
-                    let envelope = self.envelope(&spec.to, EnvelopeKind::Grant, doc, wire);
-                    // A refused grant is in the ledger and the outcome; the brief still goes out.
-                    let _ = self.deliver(envelope, outcome).await;
-                }
-                Ok(Err(violation)) => outcome.refusals.push(violation.code),
-                Err(err) => tracing::warn!("grant failed: {err}"),
+            // A refused grant is in the ledger and the outcome; the brief still goes out.
+            if let refused @ Outcome::Refused(_) = self.grant(spec, None, outcome).await
+                && result == Outcome::Done
+            {
+                result = refused;
             }
         }
         let children: Vec<String> = if brief.to.is_empty() {
@@ -471,7 +797,10 @@ impl AgentState {
                 budgets: [(role.clone(), self.ctx.scenario.budgets.of(&role))].into_iter().collect(),
                 grants: Vec::new(),
             };
-            let doc = serde_json::to_value(&doc_brief).unwrap_or_default();
+            let doc = match serde_json::to_value(&doc_brief) {
+                Ok(doc) => doc,
+                Err(err) => return Outcome::Refused(run_failed("brief", &err.to_string())),
+            };
             let mut envelope = self.envelope(&child, EnvelopeKind::Brief, doc, String::new());
             envelope.wire = match self.ctx.mode {
                 WireMode::Less => envelope.doc.to_string(),
@@ -482,9 +811,14 @@ impl AgentState {
                 }
                 WireMode::VerbatimWhole => self.whole_brief(&child, brief, &now, &packs).await,
             };
-            let _ = self.deliver(envelope, outcome).await;
+            if let Err(violation) = self.deliver(envelope, outcome).await
+                && result == Outcome::Done
+            {
+                result = Outcome::Refused(violation);
+            }
         }
         self.end_turn();
+        result
     }
 
     /// The fair baseline's brief to `child`, and the prior reports (message ids) it restates.
@@ -570,45 +904,29 @@ impl AgentState {
         }
     }
 
-    async fn send_report(&mut self, mut action: Action, outcome: &mut ActOutcome) {
-        let mut n_refusals = 0u32;
-        loop {
-            let Action::Report(report) = &action else { return };
-            let envelope = self.render_report(report).await;
-            let msg_id = envelope.msg_id.clone();
-            let to = envelope.to.clone();
-            let engrams = envelope.doc.get("engrams").and_then(Value::as_array).cloned().unwrap_or_default();
-            match self.deliver(envelope, outcome).await {
-                Ok(()) => {
-                    if n_refusals > 0 {
-                        self.ctx.record(Event::Resent { from: self.spec.id.clone(), to, msg_id });
-                    }
-                    // Only what was delivered is remembered: a refused message's engrams never reach the memory.
-                    self.remember(&engrams).await;
-                    return;
+    /// Delivers a typed message; `resending` says it answers a refusal earlier in the turn (a `resend` event).
+    /// Only what was delivered is remembered: a refused message's engrams never reach the memory.
+    async fn send_report(&mut self, report: &ReportAction, resending: bool, outcome: &mut ActOutcome) -> Outcome {
+        let envelope = self.render_report(report).await;
+        let msg_id = envelope.msg_id.clone();
+        let to = envelope.to.clone();
+        let engrams = envelope.doc.get("engrams").and_then(Value::as_array).cloned().unwrap_or_default();
+        match self.deliver(envelope, outcome).await {
+            Ok(()) => {
+                if resending {
+                    self.ctx.record(Event::Resent { from: self.spec.id.clone(), to, msg_id });
                 }
-                Err(violation) => {
-                    n_refusals += 1;
-                    match AGENT_TURN
-                        .scope(self.spec.id.clone(), self.agent.on_rejection(&action, &violation, n_refusals))
-                        .await
-                    {
-                        Some(resend) if n_refusals < 2 => action = resend,
-                        _ => return,
-                    }
-                }
+                self.remember(&engrams).await;
+                Outcome::Done
             }
+            Err(violation) => Outcome::Refused(violation),
         }
     }
 
     async fn render_report(&self, report: &ReportAction) -> Envelope {
         let to = report.to.clone().or_else(|| self.spec.parent.clone()).unwrap_or_else(|| self.spec.id.clone());
         let mut engrams = Vec::new();
-        let specs: Vec<&crate::scenario::EngramSpec> = if report.pad_engrams && !report.engrams.is_empty() {
-            report.engrams.iter().cycle().take(SCHEMA_MAX_ENGRAMS).collect()
-        } else {
-            report.engrams.iter().collect()
-        };
+        let specs: Vec<&crate::scenario::EngramSpec> = report.engrams.iter().collect();
         {
             for (idx, spec) in specs.into_iter().enumerate() {
                 let pointers: Vec<Pointer> = spec
@@ -697,7 +1015,7 @@ impl AgentState {
             grant_id: report.grant.clone(),
             payload,
         };
-        let doc = serde_json::to_value(&message).unwrap_or_default();
+        let doc = serde_json::to_value(&message).unwrap_or_else(|err| json!({ "unserializable": err.to_string() }));
         let (wire, prose) = match self.ctx.mode {
             WireMode::Less => (doc.to_string(), None),
             WireMode::Verbatim => {
@@ -757,7 +1075,11 @@ impl AgentState {
 
     async fn deliver(&self, envelope: Envelope, outcome: &mut ActOutcome) -> Result<(), Violation> {
         let Some(gateway) = self.ctx.directory.get(&envelope.to) else {
-            return Err(Violation::new(ErrorCode::PointerUnresolved, "", format!("no agent {}", envelope.to)));
+            return Err(Violation::new(
+                ErrorCode::ScenarioInvalid,
+                "/to",
+                format!("no agent {} in this run: send to an agent of the scenario", envelope.to),
+            ));
         };
         match ractor::call!(gateway, GatewayMsg::Deliver, Box::new(envelope)) {
             Ok(Ok(_)) => Ok(()),
@@ -765,9 +1087,22 @@ impl AgentState {
                 outcome.refusals.push(violation.code);
                 Err(violation)
             }
-            Err(err) => Err(Violation::new(ErrorCode::PointerUnresolved, "", err.to_string())),
+            Err(err) => Err(run_failed("delivery", &err.to_string())),
         }
     }
+}
+
+/// Whether the turn's last action was a message its receiver refused (so the next one is its resend).
+fn resending(done: &[Done]) -> bool {
+    done.last().is_some_and(|d| {
+        matches!(d.action, Action::Report(_) | Action::Escalate { .. } | Action::Send(_))
+            && matches!(d.outcome, Outcome::Refused(_))
+    })
+}
+
+/// An actor of the run that did not answer (`LESS_RUN_FAILED`).
+fn run_failed(what: &str, err: &str) -> Violation {
+    Violation::new(ErrorCode::RunFailed, "", format!("{what}: an actor of the run did not answer: {err}"))
 }
 
 /// Whether the file behind `pointer` was pasted already; records it when not.

@@ -26,7 +26,7 @@ use crate::grant::{Grant, GrantTerms};
 use crate::pointer::{Pointer, PointerType};
 use crate::resolver::Resolved;
 use crate::run::RunContext;
-use crate::run::agent::{ActOutcome, ActRequest, AgentActor, AgentArgs, AgentMsg};
+use crate::run::agent::{ActOutcome, ActRequest, AgentActor, AgentArgs, AgentMsg, GrantAsk, Outcome};
 use crate::run::ledger::Event;
 use crate::run::resolver_actor::ResolverMsg;
 use crate::run::wire::{DerefAction, Envelope, EnvelopeKind};
@@ -306,8 +306,10 @@ pub enum GatewayMsg {
     Deref(DerefAction, RpcReplyPort<DerefOutcome>),
     /// The agent sent a message: its turn is over (the deref budget starts again).
     EndTurn,
-    /// The agent issues a grant to a descendant.
-    IssueGrant(GrantSpec, RpcReplyPort<Result<Grant, Violation>>),
+    /// The agent issues a grant to a descendant (answering the deref request named, if any).
+    IssueGrant(GrantSpec, Option<String>, RpcReplyPort<Result<Grant, Violation>>),
+    /// A child asks this agent for a dereference over its budget; the agent decides (the child's turn waits).
+    AskGrant(Box<GrantAsk>, RpcReplyPort<Outcome>),
     /// A receiver's gateway asks to spend one use of this agent's inline-code grant on a message it sent.
     SpendCodeGrant(CodeGrantRequest, RpcReplyPort<Result<u32, Violation>>),
 }
@@ -422,9 +424,20 @@ impl Actor for GatewayActor {
                 let _ = reply.send(outcome);
             }
             GatewayMsg::EndTurn => state.turn += 1,
-            GatewayMsg::IssueGrant(spec, reply) => {
-                let _ = reply.send(state.issue_grant(&spec));
+            GatewayMsg::IssueGrant(spec, answers, reply) => {
+                let _ = reply.send(state.issue_grant(&spec, answers.as_deref()));
             }
+            GatewayMsg::AskGrant(ask, reply) => match &state.agent {
+                // The reply port travels with the request, so this gateway stays free to issue the grant.
+                Some(agent) => {
+                    if let Err(err) = agent.send_message(AgentMsg::Decide(ask, reply)) {
+                        tracing::warn!(agent = %state.agent_id, "deref request not delivered: {err}");
+                    }
+                }
+                None => {
+                    let _ = reply.send(Outcome::Denied { reason: format!("{} is down", state.agent_id) });
+                }
+            },
             GatewayMsg::SpendCodeGrant(request, reply) => {
                 let now = state.ctx.now();
                 let verdict = state.grants.authorize_code(
@@ -769,7 +782,7 @@ impl GatewayState {
         DerefOutcome { result: Err(violation) }
     }
 
-    fn issue_grant(&self, spec: &GrantSpec) -> Result<Grant, Violation> {
+    fn issue_grant(&self, spec: &GrantSpec, answers: Option<&str>) -> Result<Grant, Violation> {
         if !self.ctx.scenario.is_ancestor(&self.agent_id, &spec.to) {
             return Err(grant_invalid(
                 &spec.id,
@@ -799,6 +812,7 @@ impl GatewayState {
             issuer: self.agent_id.clone(),
             grantee: spec.to.clone(),
             grant_id: spec.id.clone(),
+            answers: answers.map(str::to_owned),
         });
         Ok(grant)
     }

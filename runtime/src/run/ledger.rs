@@ -75,6 +75,28 @@ pub enum Event {
         issuer: String,
         grantee: String,
         grant_id: String,
+        /// The deref request it answers (`Action::AskGrant`), if it was asked for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answers: Option<String>,
+    },
+    /// An agent asked its parent for a dereference over its budget.
+    GrantAsked {
+        requester: String,
+        parent: String,
+        request_id: String,
+        pointers: Vec<String>,
+    },
+    /// A parent refused a child's deref request.
+    GrantDenied {
+        issuer: String,
+        requester: String,
+        request_id: String,
+        reason: String,
+    },
+    /// An agent's turn reached its action limit without finishing.
+    TurnLimit {
+        agent: String,
+        actions: usize,
     },
     /// A memory query (refused: `code`, nothing returned).
     Query {
@@ -165,9 +187,21 @@ impl Event {
                     code.map(|c| format!("\t{c}")).unwrap_or_default()
                 ),
             ],
-            Event::GrantIssued { issuer, grantee, grant_id } => {
-                vec![issuer.clone(), "grant".into(), format!("{grant_id}->{grantee}")]
+            Event::GrantIssued { issuer, grantee, grant_id, answers } => vec![
+                issuer.clone(),
+                "grant".into(),
+                format!(
+                    "{grant_id}->{grantee}{}",
+                    answers.as_ref().map(|r| format!("\tanswers={r}")).unwrap_or_default()
+                ),
+            ],
+            Event::GrantAsked { requester, parent, request_id, pointers } => {
+                vec![requester.clone(), "ask-grant".into(), format!("{request_id}->{parent}\t{}", pointers.join(","))]
             }
+            Event::GrantDenied { issuer, requester, request_id, reason } => {
+                vec![issuer.clone(), "deny-grant".into(), format!("{request_id}->{requester}\t{reason}")]
+            }
+            Event::TurnLimit { agent, actions } => vec![agent.clone(), "turn-limit".into(), actions.to_string()],
             Event::Query { agent, returned, tokens, code, .. } => vec![
                 agent.clone(),
                 "query".into(),
@@ -232,7 +266,19 @@ impl Event {
                     (None, None) => String::new(),
                 }
             ),
-            Event::GrantIssued { issuer, grantee, grant_id } => format!("  {issuer} grants {grant_id} to {grantee}"),
+            Event::GrantIssued { issuer, grantee, grant_id, answers } => match answers {
+                Some(request) => format!("  {issuer} grants {grant_id} to {grantee} (answers {request})"),
+                None => format!("  {issuer} grants {grant_id} to {grantee}"),
+            },
+            Event::GrantAsked { requester, parent, request_id, pointers } => {
+                format!("  {requester} asks {parent} for a grant ({request_id}): {}", pointers.join(" "))
+            }
+            Event::GrantDenied { issuer, requester, request_id, reason } => {
+                format!("  {issuer} DENIES {requester}'s request {request_id}: {reason}")
+            }
+            Event::TurnLimit { agent, actions } => {
+                format!("  {agent} did not finish its turn within {actions} actions: the turn ends")
+            }
             Event::Query { agent, returned, tokens, stages, code: None, .. } => {
                 format!("  {agent} queries memory ({}): {} engrams, {tokens} tok", stages.join("+"), returned.len())
             }

@@ -35,14 +35,17 @@ use crate::run::ledger::LedgerMsg;
 use crate::run::resolver_actor::ResolverMsg;
 use crate::scenario::{Scenario, WireMode};
 
-pub use agent::{Agent, AgentFactory, AgentFuture, ModelUsage, TurnInput, agent_in_turn};
+pub use agent::{
+    Agent, AgentFactory, AgentFuture, DEFAULT_TURN_LIMIT, DecideInput, Decision, Done, GrantAsk, ModelUsage, Outcome,
+    TurnInput, agent_in_turn,
+};
 pub use grade::{Answer, TaskReport, TaskVerdict, covers, states};
 pub use ledger::Event;
 pub use report::{CheckResult, CheckStatus, ModelSpend, RoleReport, RunReport, TokenStats};
 pub use supervisor::{
     DEFAULT_STEP_TIMEOUT, LocalRun, Pinned, RunOptions, check_out_dir, run_scenario, run_scenario_with,
 };
-pub use wire::{Action, BriefAction, DerefAction, Envelope, EnvelopeKind, ReportAction};
+pub use wire::{Action, AskGrantAction, BriefAction, DerefAction, Envelope, EnvelopeKind, ReportAction, SendAction};
 
 /// Gateways by agent id: the only way to reach an agent.
 #[derive(Default)]

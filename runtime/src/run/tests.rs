@@ -14,19 +14,15 @@ use crate::run::ledger::{LedgerActor, LedgerArgs};
 use crate::run::resolver_actor::ResolverActor;
 use crate::run::wire::{Action, DerefAction, Envelope, EnvelopeKind};
 use crate::scenario::{Scenario, WireMode};
-use crate::{Pointer, Resolver, Violation};
+use crate::{Pointer, Resolver};
 
 /// Records what the agent saw in its inbox at each turn (a test double for the logic around the gateway).
 struct Recorder(Arc<Mutex<Vec<Vec<Value>>>>);
 
 impl Agent for Recorder {
-    fn act<'a>(&'a mut self, input: &'a TurnInput) -> AgentFuture<'a, Vec<Action>> {
+    fn next<'a>(&'a mut self, input: &'a TurnInput) -> AgentFuture<'a, Action> {
         self.0.lock().expect("lock").push(input.inbox.iter().map(|doc| (**doc).clone()).collect());
-        Box::pin(async { Vec::new() })
-    }
-
-    fn on_rejection<'a>(&'a mut self, _: &'a Action, _: &'a Violation, _: u32) -> AgentFuture<'a, Option<Action>> {
-        Box::pin(async { None })
+        Box::pin(async { Action::Finish })
     }
 }
 
@@ -261,10 +257,10 @@ fn an_output_directory_that_cannot_be_written_is_refused_before_the_run() {
     let file = dir.path().join("a-file");
     std::fs::write(&file, "x").expect("write");
     for bad in [file.clone(), file.join("below"), std::path::PathBuf::from("/proc/lessrt-out")] {
-        let violation = crate::run::check_out_dir(&bad).expect_err("refused");
+        let violation = check_out_dir(&bad).expect_err("refused");
         assert_eq!(violation.code, crate::ErrorCode::OutputUnwritable, "{}", bad.display());
     }
     let good = dir.path().join("runs/a/less");
-    crate::run::check_out_dir(&good).expect("created and writable");
+    check_out_dir(&good).expect("created and writable");
     assert_eq!(std::fs::read_dir(&good).expect("dir").count(), 0, "the probe is removed");
 }

@@ -10,17 +10,24 @@
 use serde_json::Value;
 
 use crate::engram::Scope;
+use crate::message::Severity;
 use crate::scenario::{EngramSpec, GrantSpec, ReportKind};
 
-/// What an agent decided to do on one turn, before it is written on the wire.
+/// One thing an agent decides to do. A turn is a loop: the agent returns one action, the runtime performs it
+/// through the agent's gateway and shows the agent what came of it ([`crate::run::Turn::last`]), until the agent
+/// returns [`Action::Finish`] or the turn reaches its limit. Every agent — scripted, LLM-backed, or a user's own
+/// `impl Agent` — speaks this vocabulary; the gateways judge every document it produces.
 #[derive(Debug, Clone)]
 pub enum Action {
-    /// Brief children.
+    /// Brief children (a SharedBriefMicro each, with the pointers the parent chooses for them).
     Brief(BriefAction),
-    /// Send a typed message.
-    Report(ReportAction),
-    /// Pull content through the gateway.
+    /// Pull content through the gateway, metered against the turn's deref budget or a grant.
     Deref(DerefAction),
+    /// Ask the parent for a dereference the agent cannot afford: a `question` carrying a `deref_request`; the parent
+    /// answers with a grant or a denial before the turn goes on.
+    AskGrant(AskGrantAction),
+    /// Issue a grant to a descendant (unasked; an asked grant is the answer of [`crate::run::Agent::decide`]).
+    Grant(GrantSpec),
     /// Ask what the others learned (the run's memory, as this agent).
     Query {
         /// The question.
@@ -39,6 +46,38 @@ pub enum Action {
         /// The scope it widens to.
         to: Scope,
     },
+    /// Send a typed message with engrams (by default to the parent).
+    Report(ReportAction),
+    /// Hand a problem to the parent (an `escalation` message).
+    Escalate {
+        /// What went wrong (at most 500 characters are sent).
+        reason: String,
+        /// How bad.
+        severity: Severity,
+    },
+    /// Send a document the agent wrote itself, as it is: the receiver's gateway validates it like any other. Scripted
+    /// misbehaviour (a forged grant, say) uses it; so may an agent that writes its own documents.
+    Send(SendAction),
+    /// The turn is done.
+    Finish,
+}
+
+impl Action {
+    /// Its name in traces and refusals (`deref`, `report`, …).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::Brief(_) => "brief",
+            Action::Deref(_) => "deref",
+            Action::AskGrant(_) => "ask_grant",
+            Action::Grant(_) => "grant",
+            Action::Query { .. } => "query",
+            Action::Promote { .. } => "promote",
+            Action::Report(_) => "report",
+            Action::Escalate { .. } => "escalate",
+            Action::Send(_) => "send",
+            Action::Finish => "finish",
+        }
+    }
 }
 
 /// A brief to some children.
@@ -69,16 +108,13 @@ pub struct ReportAction {
     pub kind: ReportKind,
     /// Engrams.
     pub engrams: Vec<EngramSpec>,
-    /// Prose summary (verbatim mode).
+    /// Prose summary (what a baseline writes; LESS mode sends none).
     pub summary: String,
-    /// Paste the full content of every cited source into the body (refused in LESS mode).
+    /// Paste the whole files the engrams cite into the body: inline code, which a receiver accepts only under a
+    /// code grant named by `grant`.
     pub paste_sources: bool,
-    /// Cycle the engrams until the message carries 12, the schema's limit (refused over a smaller MAX_ENGRAMS).
-    pub pad_engrams: bool,
     /// A grant allowing inline code in this message.
     pub grant: Option<String>,
-    /// Resend the same message after a refusal instead of a compliant one (scripted `paste_twice`).
-    pub repeat_offender: bool,
 }
 
 /// A dereference.
@@ -92,6 +128,28 @@ pub struct DerefAction {
     pub intended_use: String,
     /// Grant to present.
     pub grant: Option<String>,
+}
+
+/// A request to the parent for a dereference over the agent's budget.
+#[derive(Debug, Clone)]
+pub struct AskGrantAction {
+    /// Pointers in text form.
+    pub pointers: Vec<String>,
+    /// Why (at most 200 characters are sent).
+    pub reason: String,
+    /// What for (at most 200 characters are sent).
+    pub intended_use: String,
+}
+
+/// A document sent as the agent wrote it.
+#[derive(Debug, Clone)]
+pub struct SendAction {
+    /// Receiver.
+    pub to: String,
+    /// What it carries.
+    pub kind: EnvelopeKind,
+    /// The document.
+    pub doc: Value,
 }
 
 /// What kind of document an envelope carries.

@@ -579,7 +579,7 @@ fn other_vectors() -> Vec<Vector> {
         v!(
             "scenario brief naming an unknown task",
             Scenario,
-            |d| set(d, "/steps/0/tasks", json!(["budget-checks", "nope"])),
+            |d| set(d, "/steps/0/tasks", json!(["inline-cap", "nope"])),
             [(ScenarioInvalid, "/steps/0/tasks/1")]
         ),
         v!(

@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use crate::AgentSpec;
-use crate::Violation;
 use crate::run::agent::{Agent, AgentFactory, AgentFuture, TurnInput};
 use crate::run::ledger::Event;
 use crate::run::wire::{Action, BriefAction, DerefAction, ReportAction};
@@ -24,7 +23,10 @@ struct Follower {
 }
 
 impl Agent for Follower {
-    fn act<'a>(&'a mut self, input: &'a TurnInput) -> AgentFuture<'a, Vec<Action>> {
+    fn next<'a>(&'a mut self, input: &'a TurnInput) -> AgentFuture<'a, Action> {
+        if !input.done.is_empty() {
+            return Box::pin(async { Action::Finish });
+        }
         let inbox = input.inbox.iter().map(|doc| (**doc).clone()).collect();
         self.seen.lock().expect("lock").push((self.id.clone(), inbox));
         let action = match &input.step {
@@ -49,17 +51,11 @@ impl Agent for Follower {
                 engrams: step.engrams.clone(),
                 summary: step.summary.clone(),
                 paste_sources: false,
-                pad_engrams: false,
                 grant: None,
-                repeat_offender: false,
             }),
-            _ => return Box::pin(async { Vec::new() }),
+            _ => Action::Finish,
         };
-        Box::pin(async move { vec![action] })
-    }
-
-    fn on_rejection<'a>(&'a mut self, _: &'a Action, _: &'a Violation, _: u32) -> AgentFuture<'a, Option<Action>> {
-        Box::pin(async { None })
+        Box::pin(async move { action })
     }
 }
 
