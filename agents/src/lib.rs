@@ -79,13 +79,16 @@ impl ModelSource {
 /// handed to the runtime turn by turn (`Agent::take_usage`), which records it in the ledger and the report.
 pub struct AgentsFactory {
     models: HashMap<String, (Arc<dyn CompletionModel>, Sampling)>,
+    /// The scenario, for LLM parents (children, questions, the lead's pointers).
+    scenario: Arc<Scenario>,
     /// The longest turn of each `llm` agent (see [`turn_timeout`]).
     turn_timeouts: HashMap<String, Duration>,
 }
 
-/// Completions an LLM agent may ask for in one turn: the report, a corrective retry of unusable output, and one
-/// resend after a gateway's refusal.
-const COMPLETIONS_PER_TURN: u32 = 2 + llm_agent::OUTPUT_RETRIES;
+/// Completions an LLM agent's turn may wait for: choosing what to read and the report, each with a corrective retry
+/// of unusable output, one resend after a gateway's refusal, and its parent's decision on a deref request (with its
+/// retry).
+const COMPLETIONS_PER_TURN: u32 = 2 * (1 + llm_agent::OUTPUT_RETRIES) + 1 + (1 + llm_agent::OUTPUT_RETRIES);
 /// What a turn does besides asking its model (deliveries, dereferences, memory puts), at most.
 const TURN_MARGIN: Duration = Duration::from_secs(60);
 
@@ -114,7 +117,7 @@ impl AgentsFactory {
             );
             turn_timeouts.insert(agent.id.clone(), turn_timeout(&spec));
         }
-        Ok(AgentsFactory { models, turn_timeouts })
+        Ok(AgentsFactory { models, turn_timeouts, scenario: Arc::new(scenario.clone()) })
     }
 }
 
@@ -145,7 +148,9 @@ pub fn live_model_at(spec: &LlmSpec) -> Arc<dyn CompletionModel> {
 impl AgentFactory for AgentsFactory {
     fn make(&self, spec: &AgentSpec) -> Box<dyn Agent> {
         match self.models.get(&spec.id) {
-            Some((model, sampling)) => Box::new(LlmAgent::new(&spec.id, model.clone(), *sampling)),
+            Some((model, sampling)) => {
+                Box::new(LlmAgent::new(&spec.id, model.clone(), *sampling).with_scenario(self.scenario.clone()))
+            }
             None => Box::new(ScriptedAgent::default()),
         }
     }

@@ -10,13 +10,15 @@
 //! message and instruction go back to the model, with the schema tightened where the refusal says how, for one
 //! resend.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
-use less_runtime::run::{Action, Agent, AgentFuture, Done, ModelUsage, Outcome, ReportAction, TurnInput};
+use less_runtime::run::{
+    Action, Agent, AgentFuture, DecideInput, Decision, Done, ModelUsage, Outcome, ReportAction, TurnInput,
+};
 use less_runtime::{
-    EngramKind, EngramSpec, ErrorCode, MAX_CLAIM_CHARS, Misbehaviour, Pointer, ReportKind, ReportStep, Scope, Severity,
-    Step, Violation, WireMode, schema_document,
+    EngramKind, EngramSpec, ErrorCode, MAX_CLAIM_CHARS, Pointer, ReportKind, ReportStep, Scenario, Scope, Severity,
+    Step, Violation, schema_document,
 };
 use serde_json::{Value, json};
 
@@ -60,6 +62,12 @@ pub struct LlmAgent {
     spent: ModelUsage,
     /// Carries out the steps a model does not write.
     script: crate::ScriptedAgent,
+    /// The scenario, for a parent's children, their questions and the lead's pointers (none: reports only).
+    scenario: Option<Arc<Scenario>>,
+    /// The rest of a turn the model planned at once (a parent's briefs).
+    queue: VecDeque<Action>,
+    /// Pointers the model chose to read in earlier turns (not offered again).
+    chosen: Vec<String>,
 }
 
 /// A report exchange kept for a resend.
@@ -80,7 +88,17 @@ impl LlmAgent {
             last: None,
             spent: ModelUsage::default(),
             script: crate::ScriptedAgent::default(),
+            scenario: None,
+            queue: VecDeque::new(),
+            chosen: Vec::new(),
         }
+    }
+
+    /// The agent in `scenario`: as a parent its model writes its children's briefs and answers their deref
+    /// requests; as a worker it chooses what to read.
+    pub fn with_scenario(mut self, scenario: Arc<Scenario>) -> LlmAgent {
+        self.scenario = Some(scenario);
+        self
     }
 
     async fn ask(&mut self, request: &CompletionRequest, known: &[String]) -> Result<JsonCompletion, LlmError> {
@@ -114,15 +132,13 @@ impl LlmAgent {
                         known,
                         n_engrams: engrams.len(),
                     });
-                    // Scripted misbehaviour still applies where a gateway can refuse it: it is how a scenario makes
-                    // sure a refusal reaches the model.
-                    let misbehave = if input.mode == WireMode::Less { step.misbehave } else { None };
+                    // Scripted misbehaviour is the scripted agent's: a model's report is what the model wrote.
                     return Action::Report(ReportAction {
                         to: step.to.clone(),
                         kind: step.kind.clone(),
                         engrams,
                         summary,
-                        paste_sources: matches!(misbehave, Some(Misbehaviour::PasteFiles | Misbehaviour::PasteTwice)),
+                        paste_sources: false,
                         grant: step.grant.clone(),
                     });
                 }
@@ -180,18 +196,42 @@ impl LlmAgent {
 impl Agent for LlmAgent {
     fn next<'a>(&'a mut self, turn: &'a TurnInput) -> AgentFuture<'a, Action> {
         Box::pin(async move {
-            let Step::Report(step) = &turn.step else {
-                // The hierarchy's plumbing (briefs, dereferences, queries) is carried out as written.
-                return self.script.next(turn).await;
-            };
-            match turn.last() {
-                None => self.report(turn, step).await,
-                Some(Done { action, outcome: Outcome::Refused(violation) }) if matches!(action, Action::Report(_)) => {
-                    self.resend(action, violation).await.unwrap_or(Action::Finish)
+            match &turn.step {
+                Step::Brief { .. } if self.scenario.is_some() => self.brief_turn(turn).await,
+                Step::Deref { .. } if self.scenario.is_some() => self.read_step(turn).await.unwrap_or(Action::Finish),
+                Step::Report(step) => {
+                    let reported =
+                        turn.done.iter().any(|d| matches!(d.action, Action::Report(_) | Action::Escalate { .. }));
+                    if !reported {
+                        // A worker that has read nothing yet reads first (the model chooses what).
+                        let read_before = turn.inbox.iter().any(|d| d.get("dereferenced").is_some());
+                        let reading =
+                            turn.done.iter().any(|d| matches!(d.action, Action::Deref(_) | Action::AskGrant(_)));
+                        if self.scenario.is_some()
+                            && (reading || !read_before)
+                            && let Some(action) = self.read_step(turn).await
+                        {
+                            return action;
+                        }
+                        return self.report(turn, step).await;
+                    }
+                    match turn.last() {
+                        Some(Done { action, outcome: Outcome::Refused(violation) })
+                            if matches!(action, Action::Report(_)) =>
+                        {
+                            self.resend(action, violation).await.unwrap_or(Action::Finish)
+                        }
+                        _ => Action::Finish,
+                    }
                 }
-                Some(_) => Action::Finish,
+                // The rest of the hierarchy's plumbing (queries, promotions) is carried out as written.
+                _ => self.script.next(turn).await,
             }
         })
+    }
+
+    fn decide<'a>(&'a mut self, input: &'a DecideInput) -> AgentFuture<'a, Decision> {
+        Box::pin(async move { self.decide_with_model(input).await })
     }
 
     fn take_usage(&mut self) -> ModelUsage {
@@ -299,11 +339,16 @@ fn unusable_reason(err: &LlmError) -> String {
 
 /// The escalation an agent sends instead of a report its model could not write.
 fn escalation(step: &ReportStep, err: &LlmError) -> Action {
-    let mut reason = format!("{}: the model could not write the report: {err}", err.code());
+    escalation_for(&step.agent, "write the report", err)
+}
+
+/// The escalation an agent sends when its model could not do `what`.
+fn escalation_for(agent: &str, what: &str, err: &LlmError) -> Action {
+    let mut reason = format!("{}: the model could not {what}: {err}", err.code());
     if reason.chars().count() > MAX_CLAIM_CHARS {
         reason = reason.chars().take(MAX_CLAIM_CHARS - 1).collect::<String>() + "…";
     }
-    tracing::warn!(target: "less.llm", "{}: escalating: {reason}", step.agent);
+    tracing::warn!(target: "less.llm", "{agent}: escalating: {reason}");
     Action::Escalate { reason, severity: Severity::Warning }
 }
 
@@ -361,9 +406,20 @@ fn user_prompt(input: &TurnInput, step: &ReportStep) -> String {
         ReportKind::Escalation { reason, .. } => format!("Escalate to {to}: {reason}"),
         ReportKind::Question { question, .. } => format!("Ask {to}: {question}"),
     };
-    text.push_str(&format!(
-        "\n# Task\n{task} List your findings as engrams: a risk for each problem found, citing the exact pointers.\n"
-    ));
+    // Graded questions reach an agent as `Task <id>: <question>` lines of its briefs.
+    let questions = input.inbox.iter().any(|doc| {
+        let doc = doc.get("doc").unwrap_or(doc);
+        doc.get("what_matters_now")
+            .and_then(Value::as_array)
+            .is_some_and(|lines| lines.iter().filter_map(Value::as_str).any(|l| l.starts_with("Task ")))
+    });
+    let how = if questions {
+        "Answer each Task question in one engram whose claim gives the whole answer (the values and names the sources \
+         show), citing the pointers that show it."
+    } else {
+        "List your findings as engrams: a risk for each problem found, citing the exact pointers."
+    };
+    text.push_str(&format!("\n# Task\n{task} {how}\n"));
     text
 }
 
@@ -455,6 +511,8 @@ pub fn known_pointers(inbox: &[Arc<Value>]) -> Vec<String> {
     }
     known
 }
+
+mod roles;
 
 #[cfg(test)]
 mod tests;

@@ -801,6 +801,36 @@ impl Scenario {
         self.agents.iter().filter(|a| a.parent.as_deref() == Some(id)).collect()
     }
 
+    /// The scenario with every agent backed by a model: each keeps its own `[agents.llm]` settings, the others take
+    /// those of the scenario's first `llm` agent, or the defaults.
+    pub fn with_every_agent_llm(mut self) -> Scenario {
+        let first = self.agents.iter().find_map(|a| a.llm.clone()).unwrap_or_default();
+        for agent in &mut self.agents {
+            agent.kind = AgentKind::Llm;
+            if agent.llm.is_none() {
+                agent.llm = Some(first.clone());
+            }
+        }
+        self
+    }
+
+    /// The pointers the lead holds when the run starts: the plan's artifacts and every pointer a brief step packs,
+    /// in first-mention order. An LLM lead chooses its children's packs from these; a parent below it holds what
+    /// it was handed.
+    pub fn catalogue(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.plan.artifacts.clone();
+        for step in &self.steps {
+            if let Step::Brief { packs, .. } = step {
+                for text in packs.values().flatten() {
+                    if !all.contains(text) {
+                        all.push(text.clone());
+                    }
+                }
+            }
+        }
+        all
+    }
+
     /// The task with `id`.
     pub fn task(&self, id: &str) -> Option<&Task> {
         self.tasks.iter().find(|t| t.id == id)

@@ -229,3 +229,33 @@ mod tests {
         assert_eq!(given.resolve(&["a".into(), "b".into()], "store", true).expect("given"), Some("x".into()));
     }
 }
+
+/// Who decides what the agents do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum AgentsChoice {
+    /// As each scenario says (`kind = "scripted"` or `"llm"`).
+    #[default]
+    AsWritten,
+    /// Every agent asks its model: parents write briefs and answer deref requests, workers choose what to read and
+    /// write their reports; the scenario's steps say only whose turn it is and what for.
+    Llm,
+}
+
+/// `--agents`: the scenario's agents as written, or every one of them backed by a model.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct AgentsArgs {
+    /// as-written: each agent as its scenario says; llm: every agent asks a model (the settings of the scenario's
+    /// first `llm` agent, or the defaults: the local server of scripts/local-llm.sh).
+    #[arg(long, value_enum, default_value_t = AgentsChoice::AsWritten)]
+    pub(crate) agents: AgentsChoice,
+}
+
+impl AgentsArgs {
+    /// `scenario` as these arguments want its agents.
+    pub(crate) fn apply(&self, scenario: less_runtime::Scenario) -> less_runtime::Scenario {
+        match self.agents {
+            AgentsChoice::AsWritten => scenario,
+            AgentsChoice::Llm => scenario.with_every_agent_llm(),
+        }
+    }
+}

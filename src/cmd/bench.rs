@@ -21,7 +21,7 @@ use less_runtime::bench::{Bench, BenchFailure, BenchRun};
 use less_runtime::run::{RunOptions, run_scenario_with};
 use less_runtime::{AgentKind, ErrorCode, Scenario, WireMode};
 
-use super::args::{OutputArgs, Stop};
+use super::args::{AgentsArgs, OutputArgs, Stop};
 use super::run::pinned_for;
 use super::summarizer::SummarizerChoice;
 use crate::Ctx;
@@ -54,6 +54,8 @@ pub(crate) struct Args {
     step_timeout: Option<u64>,
     #[command(flatten)]
     summarizer: SummarizerChoice,
+    #[command(flatten)]
+    agents: AgentsArgs,
 }
 
 fn parse_mode(text: &str) -> Result<WireMode, String> {
@@ -67,7 +69,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let mut unusable = None;
     for file in &files {
         match Scenario::load(file) {
-            Ok(s) => scenarios.push(Arc::new(s)),
+            Ok(s) => scenarios.push(Arc::new(args.agents.apply(s))),
             Err(violations) => {
                 for v in &violations.0 {
                     println!("{}\t{}\t{}\t{}", v.code, file.display(), v.path, v.message);

@@ -14,7 +14,7 @@ use less_agents::{AgentsFactory, ModelSource};
 use less_runtime::run::{Pinned, RunOptions, RunReport, check_out_dir, fresh_secret, run_scenario};
 use less_runtime::{ErrorCode, Scenario, WireMode};
 
-use super::args::{OutputArgs, Stop, count};
+use super::args::{AgentsArgs, OutputArgs, Stop, count};
 use super::summarizer::SummarizerChoice;
 use crate::Ctx;
 
@@ -46,6 +46,8 @@ pub(crate) struct Args {
     step_timeout: Option<u64>,
     #[command(flatten)]
     summarizer: SummarizerChoice,
+    #[command(flatten)]
+    agents: AgentsArgs,
 }
 
 /// The file in a run directory that holds its report; written when the run finished.
@@ -57,7 +59,7 @@ fn parse_mode(text: &str) -> Result<WireMode, String> {
 
 pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let scenario = match Scenario::load(&args.scenario) {
-        Ok(s) => Arc::new(s),
+        Ok(s) => Arc::new(args.agents.apply(s)),
         Err(violations) => {
             let file = args.scenario.display().to_string();
             let errors: Vec<serde_json::Value> = violations

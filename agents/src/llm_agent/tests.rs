@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 
-use less_runtime::{AgentSpec, ReportStep, TaskStatus};
+use less_runtime::{AgentSpec, ReportStep, TaskStatus, WireMode};
 
 use super::*;
 use crate::provider::{Completion, ModelFuture, Usage};
@@ -228,4 +228,200 @@ async fn in_the_verbatim_baseline_the_prompt_is_what_was_sent() {
     let prompt = model.seen()[0].messages[0].content.clone();
     assert!(prompt.contains("PASTED WHOLE FILE"), "{prompt}");
     assert!(!prompt.contains("Check the lock rules."), "the document is not restated beside its wire text: {prompt}");
+}
+
+// ---- every role: a parent's briefs and decisions, a worker's reads -------------------------------------------------
+
+const ROLES_SCENARIO: &str = r#"
+name = "roles"
+workspace = "."
+[plan]
+goal = "Check the store."
+artifacts = ["repo:src/plan.md"]
+[[agents]]
+id = "lead"
+role = "lead"
+[[agents]]
+id = "a"
+role = "reviewer"
+parent = "lead"
+[[agents]]
+id = "b"
+role = "reviewer"
+parent = "lead"
+[[tasks]]
+id = "t1"
+kind = "locate_rule"
+agent = "a"
+question = "Where is the guard taken?"
+gold = { cites = ["repo:src/store.rs#L53-L55"], terms = ["guard"] }
+[[steps]]
+action = "brief"
+agent = "lead"
+now = ["scripted line"]
+packs = { reviewer = ["repo:src/store.rs#L53-L55", "repo:src/store.rs#L90-L99"] }
+tasks = ["t1"]
+[[steps]]
+action = "report"
+agent = "a"
+type = "task_result"
+task = "1"
+status = "pass"
+engrams = [{ kind = "fact", claim = "c", pointers = ["repo:src/store.rs#L53-L55"] }]
+"#;
+
+fn roles_scenario() -> Arc<Scenario> {
+    Arc::new(Scenario::from_toml(ROLES_SCENARIO, std::path::Path::new(".")).expect("scenario"))
+}
+
+fn turn_of(scenario: &Scenario, agent: &str, step: usize, inbox: Vec<Arc<Value>>) -> TurnInput {
+    TurnInput {
+        step: scenario.steps[step].clone(),
+        attempt: 0,
+        spec: scenario.agent(agent).expect("agent").clone(),
+        inbox,
+        mode: WireMode::Less,
+        done: Vec::new(),
+        limit: 12,
+        now: "2026-11-23T00:00:00Z".to_owned(),
+    }
+}
+
+#[tokio::test]
+async fn a_parent_model_writes_one_brief_per_child_from_the_pointers_it_holds() {
+    let scenario = roles_scenario();
+    let answer = json!({
+        "a": {"now": ["Find the guard."], "pointers": ["repo:src/store.rs#L53-L55"]},
+        "b": {"now": ["Read the flush."], "pointers": ["repo:src/store.rs#L90-L99", "repo:src/plan.md"]},
+    });
+    let model = Answers::new(&[&answer.to_string()]);
+    let mut agent = agent(model.clone()).with_scenario(scenario.clone());
+    let mut turn = turn_of(&scenario, "lead", 0, Vec::new());
+    let mut briefs = Vec::new();
+    loop {
+        match agent.next(&turn).await {
+            Action::Finish => break,
+            action => {
+                turn.done.push(Done { action: action.clone(), outcome: Outcome::Done });
+                briefs.push(action);
+            }
+        }
+    }
+    let [Action::Brief(to_a), Action::Brief(to_b)] = briefs.as_slice() else { panic!("two briefs: {briefs:?}") };
+    assert_eq!((to_a.to.as_slice(), to_b.to.as_slice()), (&["a".to_owned()][..], &["b".to_owned()][..]));
+    // Each child gets its own pack under its role (both are reviewers), the model's lines, and the step's tasks.
+    assert_eq!(to_a.packs["reviewer"], vec!["repo:src/store.rs#L53-L55".to_owned()]);
+    assert_eq!(to_b.packs["reviewer"], vec!["repo:src/store.rs#L90-L99".to_owned(), "repo:src/plan.md".to_owned()]);
+    assert_eq!(to_a.now, vec!["Find the guard.".to_owned()]);
+    assert_eq!(to_a.tasks, vec!["t1".to_owned()]);
+    assert!(to_a.grants.is_empty(), "grants answer requests; none is issued unasked");
+    // The model was asked once, under a schema naming every child and only the pointers the lead holds.
+    let seen = model.seen();
+    assert_eq!(seen.len(), 1);
+    let schema = &seen[0].schema.as_ref().expect("schema").schema;
+    assert_eq!(schema["required"], json!(["a", "b"]));
+    assert_eq!(
+        schema.pointer("/properties/a/properties/pointers/items/enum"),
+        Some(&json!(["repo:src/plan.md", "repo:src/store.rs#L53-L55", "repo:src/store.rs#L90-L99"]))
+    );
+    let prompt = &seen[0].messages[0].content;
+    assert!(prompt.contains("Task t1: Where is the guard taken?"), "{prompt}");
+    assert!(!prompt.contains("scripted line"), "the script's brief never reaches the model: {prompt}");
+}
+
+#[tokio::test]
+async fn a_parent_whose_model_fails_escalates_instead_of_briefing() {
+    let scenario = roles_scenario();
+    let mut agent = agent(Answers::new(&["not json", "still not json"])).with_scenario(scenario.clone());
+    let turn = turn_of(&scenario, "lead", 0, Vec::new());
+    match agent.next(&turn).await {
+        Action::Escalate { reason, .. } => assert!(reason.starts_with("LLM_OUTPUT_NOT_JSON"), "{reason}"),
+        other => panic!("expected an escalation, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_worker_reads_what_it_chooses_asks_when_over_budget_and_reads_with_the_grant() {
+    let scenario = roles_scenario();
+    let brief = json!({
+        "brief_id": "lead-m1", "from": "lead", "what_matters_now": ["Task t1: Where is the guard taken?"],
+        "pointer_packs": {"reviewer": ["repo:src/store.rs#L53-L55", "repo:src/store.rs#L90-L99"]},
+        "budgets": {}, "grants": [],
+    });
+    let choice = json!({"read": ["repo:src/store.rs#L90-L99", "repo:src/store.rs#L53-L55"]});
+    let model = Answers::new(&[&choice.to_string()]);
+    let mut agent = agent(model.clone()).with_scenario(scenario.clone());
+    let mut turn = turn_of(&scenario, "a", 1, vec![Arc::new(brief)]);
+    let chosen = vec!["repo:src/store.rs#L90-L99".to_owned(), "repo:src/store.rs#L53-L55".to_owned()];
+    let Action::Deref(deref) = agent.next(&turn).await else { panic!("a read first") };
+    assert_eq!((deref.pointers.clone(), deref.grant.clone()), (chosen.clone(), None));
+    let seen = model.seen();
+    let schema = &seen[0].schema.as_ref().expect("schema").schema;
+    assert_eq!(schema.pointer("/properties/read/items/enum/0"), Some(&json!("repo:src/store.rs#L53-L55")));
+    // Over budget: the runtime's refusal becomes a request to the parent, for the same pointers.
+    let denied = Violation::new(ErrorCode::DerefDenied, "", "2 pointers exceed this turn's deref budget".to_owned());
+    turn.done.push(Done { action: Action::Deref(deref), outcome: Outcome::Refused(denied) });
+    let Action::AskGrant(ask) = agent.next(&turn).await else { panic!("a request for a grant") };
+    assert_eq!(ask.pointers, chosen);
+    // Granted: the same read, presenting the grant; then reading is over and the report is next.
+    turn.done.push(Done { action: Action::AskGrant(ask), outcome: Outcome::Granted { grant_id: "g-1".to_owned() } });
+    let Action::Deref(again) = agent.next(&turn).await else { panic!("the granted read") };
+    assert_eq!((again.pointers.clone(), again.grant.as_deref()), (chosen, Some("g-1")));
+    turn.done.push(Done { action: Action::Deref(again), outcome: Outcome::Done });
+    assert!(agent.read_step(&turn).await.is_none(), "reading is over");
+    assert_eq!(model.seen().len(), 1, "numbers, not the model, decided the request and the granted read");
+}
+
+#[tokio::test]
+async fn a_denied_request_reads_the_first_pointer_alone() {
+    let scenario = roles_scenario();
+    let mut agent = agent(Answers::new(&[])).with_scenario(scenario.clone());
+    let mut turn = turn_of(&scenario, "a", 1, Vec::new());
+    let ask = less_runtime::run::AskGrantAction {
+        pointers: vec!["repo:src/a.rs#L1-L9".to_owned(), "repo:src/b.rs#L1-L9".to_owned()],
+        reason: "r".to_owned(),
+        intended_use: "u".to_owned(),
+    };
+    turn.done.push(Done { action: Action::AskGrant(ask), outcome: Outcome::Denied { reason: "no".to_owned() } });
+    let Some(Action::Deref(deref)) = agent.read_step(&turn).await else { panic!("a smaller read") };
+    assert_eq!((deref.pointers, deref.grant), (vec!["repo:src/a.rs#L1-L9".to_owned()], None));
+}
+
+fn decide_input(scenario: &Scenario) -> DecideInput {
+    let request = less_runtime::DerefRequest {
+        request_id: "dr-a-m2".to_owned(),
+        requester: "a".to_owned(),
+        pointers: vec![Pointer::parse("repo:src/store.rs#L90-L99").expect("pointer")],
+        reason: "over my deref budget".to_owned(),
+        intended_use: "cite it".to_owned(),
+        grant_id: None,
+    };
+    DecideInput {
+        ask: less_runtime::run::GrantAsk { request, tokens: 321 },
+        spec: scenario.agent("lead").expect("lead").clone(),
+        inbox: Vec::new(),
+        mode: WireMode::Less,
+    }
+}
+
+#[tokio::test]
+async fn a_parent_model_grants_exactly_what_was_asked_or_denies_with_its_reason() {
+    let scenario = roles_scenario();
+    let input = decide_input(&scenario);
+    let yes = json!({"grant": true, "reason": "needed for t1"}).to_string();
+    let no = json!({"grant": false, "reason": "the span you hold answers it"}).to_string();
+    let mut agent = agent(Answers::new(&[&yes, &no, "garbage", "garbage"])).with_scenario(scenario.clone());
+    match agent.decide(&input).await {
+        Decision::Grant(spec) => {
+            assert_eq!((spec.to.as_str(), spec.patterns.as_slice()), ("a", &["repo:src/store.rs".to_owned()][..]));
+            assert_eq!((spec.max_derefs, spec.max_tokens, spec.uses), (1, 321, 1));
+            assert_eq!(spec.id, "g-dr-a-m2");
+        }
+        other => panic!("expected a grant, got {other:?}"),
+    }
+    assert!(matches!(agent.decide(&input).await, Decision::Deny(reason) if reason == "the span you hold answers it"));
+    match agent.decide(&input).await {
+        Decision::Deny(reason) => assert!(reason.starts_with("LLM_OUTPUT_NOT_JSON"), "{reason}"),
+        other => panic!("a model that cannot answer denies, got {other:?}"),
+    }
 }

@@ -1,0 +1,339 @@
+//! The model's part in every role besides writing reports: a parent writes its children's briefs and answers their
+//! deref requests; a worker chooses what to read. Each question is one completion constrained by a schema that
+//! allows only what the agent may use (its children, the pointers it holds, the pointers it has not read yet);
+//! what the runtime can decide from numbers, it decides (a read over budget becomes a request to the parent, a
+//! granted request is read with its grant), so the model only makes the choices a number cannot.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use less_runtime::run::{Action, AskGrantAction, BriefAction, DecideInput, DerefAction, Done, Outcome, TurnInput};
+use less_runtime::{ErrorCode, GrantSpec, Scenario, Step};
+use serde_json::{Value, json};
+
+use super::{LlmAgent, describe, known_pointers};
+use crate::provider::{ChatMessage, CompletionRequest, LlmError, OutputSchema};
+
+/// Lines of "what matters now" a model writes per child (task lines are added by the runtime).
+const MAX_NOW_LINES: usize = 2;
+/// Characters of one such line.
+const MAX_NOW_CHARS: usize = 160;
+/// Pointers a model may pack for one child.
+const MAX_PACK: usize = 6;
+/// Pointers a worker reads in one deref.
+const MAX_READ: usize = 3;
+/// Lines of what matters now a brief may carry (`shared_brief_micro.v0.1.json`).
+const MAX_BRIEF_LINES: usize = 10;
+
+impl LlmAgent {
+    /// Asks the model for one JSON answer under `schema`, with one corrective retry of unusable output.
+    pub(super) async fn ask_json(
+        &mut self,
+        system: String,
+        user: String,
+        name: &str,
+        schema: Value,
+    ) -> Result<Value, LlmError> {
+        let mut request = CompletionRequest {
+            system,
+            messages: vec![ChatMessage::user(user)],
+            temperature: self.sampling.temperature,
+            max_tokens: self.sampling.max_tokens,
+            schema: Some(OutputSchema { name: name.to_owned(), schema }),
+        };
+        let mut tries = 0;
+        loop {
+            match self.ask(&request, &[]).await {
+                Ok(done) => return Ok(done.value),
+                Err(err) if tries < super::OUTPUT_RETRIES && !err.is_transient() => {
+                    tries += 1;
+                    self.spent.unusable.push(super::unusable_reason(&err));
+                    request.messages.push(ChatMessage::user(format!(
+                        "That answer was unusable ({}: {err}). Answer again with one JSON object that follows the schema.",
+                        err.code()
+                    )));
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// A parent's brief turn: the model writes one brief per child, the runtime hands the step's tasks down with
+    /// them; then the turn is done.
+    pub(super) async fn brief_turn(&mut self, turn: &TurnInput) -> Action {
+        if turn.done.is_empty() {
+            self.queue.clear();
+            match self.write_briefs(turn).await {
+                Ok(briefs) => self.queue.extend(briefs),
+                Err(err) => return super::escalation_for(&turn.spec.id, "write the briefs", &err),
+            }
+        }
+        self.queue.pop_front().unwrap_or(Action::Finish)
+    }
+
+    async fn write_briefs(&mut self, turn: &TurnInput) -> Result<Vec<Action>, LlmError> {
+        let Step::Brief { to, tasks, .. } = &turn.step else { return Ok(Vec::new()) };
+        let Some(scenario) = self.scenario.clone() else { return Ok(Vec::new()) };
+        let children: Vec<(String, String)> = scenario
+            .children(&turn.spec.id)
+            .into_iter()
+            .filter(|c| to.is_empty() || to.contains(&c.id))
+            .map(|c| (c.id.clone(), c.role.clone()))
+            .collect();
+        if children.is_empty() {
+            return Ok(Vec::new());
+        }
+        let catalogue = holdings(&scenario, turn);
+        let pointer = if catalogue.is_empty() { json!({"type": "string"}) } else { json!({"enum": catalogue}) };
+        let mut properties = serde_json::Map::new();
+        for (child, _) in &children {
+            properties.insert(
+                child.clone(),
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "now": {"type": "array", "minItems": 1, "maxItems": MAX_NOW_LINES,
+                                "items": {"type": "string", "minLength": 1, "maxLength": MAX_NOW_CHARS}},
+                        "pointers": {"type": "array", "minItems": usize::from(!catalogue.is_empty()),
+                                     "maxItems": MAX_PACK.min(catalogue.len().max(1)), "items": pointer},
+                    },
+                    "required": ["now", "pointers"],
+                    "additionalProperties": false,
+                }),
+            );
+        }
+        let names: Vec<&String> = children.iter().map(|(c, _)| c).collect();
+        let schema =
+            json!({"type": "object", "properties": properties, "required": names, "additionalProperties": false});
+        let mut user = String::new();
+        for doc in &turn.inbox {
+            describe(doc, &mut user);
+        }
+        if turn.inbox.is_empty() {
+            user.push_str(&format!("\n# Plan\n{}\n", scenario.plan.goal));
+            for (idx, criterion) in scenario.plan.criteria.iter().enumerate() {
+                user.push_str(&format!("Criterion {}: {criterion}\n", idx + 1));
+            }
+        }
+        user.push_str("\n# Your children and their questions\n");
+        for (child, role) in &children {
+            let lines = scenario.task_lines(tasks, child);
+            user.push_str(&format!(
+                "- {child} (role {role}): {}\n",
+                if lines.is_empty() { "no graded question".to_owned() } else { lines.join(" ") }
+            ));
+        }
+        user.push_str("\n# Pointers you hold\n");
+        for text in &catalogue {
+            user.push_str(&format!("- {text}\n"));
+        }
+        user.push_str(
+            "\n# Task\nWrite one brief for each child: one or two short lines of what matters now, and the pointers from your list that the child needs for its questions (only those; fewer is better). Never paste content.\n",
+        );
+        let system = format!(
+            "You are {} (role {}), a parent in a hierarchy of agents that exchange pointers to sources instead of pasting them. Answer with one JSON object: for each child, its brief.",
+            turn.spec.id, turn.spec.role
+        );
+        let value = self.ask_json(system, user, "briefs", schema).await?;
+        let mut actions = Vec::new();
+        for (child, role) in &children {
+            let brief = value.get(child);
+            let list = |key: &str| -> Vec<String> {
+                brief
+                    .and_then(|b| b.get(key))
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .map(|t| t.trim().to_owned())
+                    .filter(|t| !t.is_empty())
+                    .collect()
+            };
+            let mut pointers: Vec<String> = Vec::new();
+            for text in list("pointers") {
+                if catalogue.contains(&text) && !pointers.contains(&text) {
+                    pointers.push(text);
+                }
+            }
+            let n_tasks = scenario.task_lines(tasks, child).len();
+            let room = MAX_BRIEF_LINES.saturating_sub(n_tasks).clamp(1, MAX_NOW_LINES);
+            let mut now: Vec<String> = list("now").into_iter().take(room).collect();
+            if now.is_empty() {
+                now.push("Answer your questions, citing what you read.".to_owned());
+            }
+            actions.push(Action::Brief(BriefAction {
+                to: vec![child.clone()],
+                now,
+                constraints: Vec::new(),
+                risks: Vec::new(),
+                packs: BTreeMap::from([(role.clone(), pointers)]),
+                grants: Vec::new(),
+                tasks: tasks.clone(),
+            }));
+        }
+        Ok(actions)
+    }
+
+    /// A parent decides on a child's deref request with its model; a model that fails denies.
+    pub(super) async fn decide_with_model(&mut self, input: &DecideInput) -> less_runtime::run::Decision {
+        use less_runtime::run::Decision;
+        let request = &input.ask.request;
+        let pointers: Vec<String> = request.pointers.iter().map(ToString::to_string).collect();
+        let mut user = String::new();
+        for doc in &input.inbox {
+            describe(doc, &mut user);
+        }
+        user.push_str(&format!(
+            "\n# Request {}\nYour child {} asks to read {} ({} tokens), more than its budget allows this turn.\nReason: {}\nUse: {}\n\n# Task\nGrant it if the child needs it for its questions; deny it otherwise, saying why in one short sentence.\n",
+            request.request_id,
+            request.requester,
+            pointers.join(", "),
+            input.ask.tokens,
+            request.reason,
+            request.intended_use
+        ));
+        let schema = json!({
+            "type": "object",
+            "properties": {"grant": {"type": "boolean"}, "reason": {"type": "string", "minLength": 1, "maxLength": 160}},
+            "required": ["grant", "reason"],
+            "additionalProperties": false,
+        });
+        let system = format!(
+            "You are {} (role {}), a parent in a hierarchy of agents. A child asks for a grant to read sources over its budget. Answer with one JSON object.",
+            input.spec.id, input.spec.role
+        );
+        match self.ask_json(system, user, "decision", schema).await {
+            Ok(value) if value.get("grant").and_then(Value::as_bool) == Some(true) => Decision::Grant(GrantSpec {
+                id: format!("g-{}", request.request_id),
+                to: request.requester.clone(),
+                patterns: request.pointers.iter().map(|p| format!("{}:{}", p.ty(), p.location())).collect(),
+                max_derefs: u32::try_from(request.pointers.len()).unwrap_or(u32::MAX),
+                max_tokens: input.ask.tokens.max(1),
+                uses: 1,
+                ttl: "PT1H".to_owned(),
+                inline_code_tokens: 0,
+                tamper: false,
+            }),
+            Ok(value) => Decision::Deny(
+                value.get("reason").and_then(Value::as_str).unwrap_or("denied").chars().take(160).collect(),
+            ),
+            Err(err) => Decision::Deny(format!("{}: the model could not decide", err.code())),
+        }
+    }
+
+    /// The reading part of a worker's turn: the model chooses what to read among the pointers it holds and has not
+    /// read; a read over budget becomes a request to the parent, a granted request is read with the grant. `None`
+    /// when reading is over for this turn.
+    pub(super) async fn read_step(&mut self, turn: &TurnInput) -> Option<Action> {
+        let reading: Vec<&Done> = turn.done.iter().filter(|d| is_reading(&d.action)).collect();
+        match reading.last() {
+            None => {
+                // What it chose before counts as read: a baseline holds it pasted, a refused read was answered.
+                let unread: Vec<String> =
+                    unread(&turn.inbox).into_iter().filter(|p| !self.chosen.contains(p)).collect();
+                if unread.is_empty() {
+                    return None;
+                }
+                match self.choose_reads(turn, &unread).await {
+                    Ok(pointers) if !pointers.is_empty() => {
+                        self.chosen.extend(pointers.iter().cloned());
+                        Some(Action::Deref(DerefAction {
+                            pointers,
+                            reason: "to answer my questions".to_owned(),
+                            intended_use: "cite it in my report".to_owned(),
+                            grant: None,
+                        }))
+                    }
+                    Ok(_) => None,
+                    Err(err) => {
+                        tracing::warn!(target: "less.llm", "{}: could not choose what to read: {}", turn.spec.id, err.code());
+                        None
+                    }
+                }
+            }
+            Some(Done { action: Action::Deref(deref), outcome: Outcome::Refused(violation) })
+                if violation.code == ErrorCode::DerefDenied && deref.grant.is_none() =>
+            {
+                Some(Action::AskGrant(AskGrantAction {
+                    pointers: deref.pointers.clone(),
+                    reason: "over my deref budget; needed for my questions".to_owned(),
+                    intended_use: "cite it in my report".to_owned(),
+                }))
+            }
+            Some(Done { action: Action::AskGrant(ask), outcome: Outcome::Granted { grant_id } }) => {
+                Some(Action::Deref(DerefAction {
+                    pointers: ask.pointers.clone(),
+                    reason: "granted by my parent".to_owned(),
+                    intended_use: "cite it in my report".to_owned(),
+                    grant: Some(grant_id.clone()),
+                }))
+            }
+            Some(Done { action: Action::AskGrant(ask), outcome: Outcome::Denied { .. } }) if ask.pointers.len() > 1 => {
+                // Denied: read the first alone, which the budget may cover.
+                Some(Action::Deref(DerefAction {
+                    pointers: ask.pointers[..1].to_vec(),
+                    reason: "the most needed one, within my budget".to_owned(),
+                    intended_use: "cite it in my report".to_owned(),
+                    grant: None,
+                }))
+            }
+            Some(_) => None,
+        }
+    }
+
+    async fn choose_reads(&mut self, turn: &TurnInput, unread: &[String]) -> Result<Vec<String>, LlmError> {
+        let mut user = String::new();
+        for doc in &turn.inbox {
+            describe(doc, &mut user);
+        }
+        user.push_str(&format!(
+            "\n# Task\nChoose what to read (at most {MAX_READ}) among the pointers you were given and have not read: the ones your questions need.\n"
+        ));
+        let schema = json!({
+            "type": "object",
+            "properties": {"read": {"type": "array", "minItems": 1, "maxItems": MAX_READ, "items": {"enum": unread}}},
+            "required": ["read"],
+            "additionalProperties": false,
+        });
+        let system = format!(
+            "You are {} (role {}) in a hierarchy of agents that exchange pointers to sources. Reading costs budget: read only what you need. Answer with one JSON object.",
+            turn.spec.id, turn.spec.role
+        );
+        let value = self.ask_json(system, user, "read", schema).await?;
+        let mut chosen: Vec<String> = Vec::new();
+        for text in value.get("read").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+            if unread.iter().any(|u| u == text) && !chosen.iter().any(|c| c == text) {
+                chosen.push(text.to_owned());
+            }
+        }
+        Ok(chosen)
+    }
+}
+
+fn is_reading(action: &Action) -> bool {
+    matches!(action, Action::Deref(_) | Action::AskGrant(_))
+}
+
+/// The pointers a parent holds: the lead (or a parent nobody briefed, which starts the work), the scenario's
+/// catalogue; any other, what it was handed.
+fn holdings(scenario: &Arc<Scenario>, turn: &TurnInput) -> Vec<String> {
+    let mut held = known_pointers(&turn.inbox);
+    let briefed = turn.inbox.iter().any(|d| d.get("brief_id").is_some() || d.pointer("/doc/brief_id").is_some());
+    if turn.spec.parent.is_none() || !briefed {
+        for text in scenario.catalogue() {
+            if !held.contains(&text) {
+                held.push(text);
+            }
+        }
+    }
+    held
+}
+
+/// Pointers the agent was given and has not read yet (nor read a span containing them).
+fn unread(inbox: &[Arc<Value>]) -> Vec<String> {
+    let read: Vec<String> = inbox
+        .iter()
+        .filter_map(|d| d.pointer("/dereferenced/pointer").and_then(Value::as_str).map(str::to_owned))
+        .collect();
+    known_pointers(inbox).into_iter().filter(|p| !read.contains(p)).collect()
+}
