@@ -330,7 +330,9 @@ fn a_run_recorded_against_a_dead_server_replays_its_failures() {
         .filter_map(|e| std::fs::read_to_string(e.expect("entry").path()).ok())
         .filter(|text| text.contains("\"unreachable\""))
         .count();
-    assert_eq!(failures, 3, "each reviewer's failed exchange is recorded");
+    // Each reviewer asked two questions (what to read, then its report; a question asked again is answered from
+    // the recording), and each failed exchange is recorded.
+    assert_eq!(failures, 6, "each reviewer's failed exchanges are recorded");
     let escalations = recorded["totals"]["escalations"].as_u64().expect("escalations");
     assert!(escalations >= 3, "each reviewer escalated instead of reporting: {recorded}");
     let check = recorded["checks"].as_array().expect("checks").iter().find(|c| c["name"] == "0 escalations").cloned();
@@ -350,19 +352,19 @@ fn the_committed_recording_replays_without_a_server() {
         run_finished(&["run", &scenario, "--replay", &recording, "--out", &out, "-o", &json.display().to_string()]);
     assert!(text.contains("PASS concurrency-reviewer rejected then resent"), "{text}");
     less_checks_pass(&read_json(&json));
-    // In the recorded baseline run the concurrency reviewer's model gave unusable output twice and escalated: a
-    // result of the model, which the scenario's check reports (FAIL 0 escalations, exit 1), not a crash.
-    assert_eq!(code, 1, "{text}");
-    assert!(text.contains("FAIL 0 escalations — 1 escalations"), "{text}");
+    // Every check of the scenario held in the recorded run, in both modes (the checks about LESS mechanisms are n/a
+    // in the baseline).
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("PASS 0 escalations — 0 escalations"), "{text}");
     check_ledger(&ledger(dir.path(), "less"));
     let expected = read_json(&root().join("scenarios/recordings/uc3-review-llm.report.json"));
     assert_eq!(read_json(&json), expected, "the replay reports what the recorded run reported");
-    // The providers' counts per role, beside the runtime's; the refused reviewer asked twice (its report, then the
-    // compliant resend).
+    // The providers' counts per role, beside the runtime's; the refused reviewer asked three times: what to read, its
+    // report, then the compliant resend.
     let report = read_json(&json);
     let (less, verbatim) = (&report[0], &report[1]);
     assert_eq!((&less["mode"], &verbatim["mode"]), (&json!("less"), &json!("verbatim")));
-    assert_eq!(less["roles"]["concurrency-reviewer"]["model"]["calls"], json!(2));
+    assert_eq!(less["roles"]["concurrency-reviewer"]["model"]["calls"], json!(3));
     let prompt = |r: &Value| r["totals"]["model"]["prompt_tokens"].as_u64().expect("prompt tokens");
     let by_role: u64 = less["roles"]
         .as_object()
@@ -371,19 +373,20 @@ fn the_committed_recording_replays_without_a_server() {
         .map(|r| r["model"]["prompt_tokens"].as_u64().expect("prompt tokens"))
         .sum();
     assert_eq!(by_role, prompt(less), "the totals add the roles up");
-    // Against the fair baseline the reviewers' prompts are not smaller in LESS mode: LESS pays for the spans it
-    // dereferences and for the refused first answer, the baseline pastes each span once (README, LLM agents).
     assert!(0 < prompt(less) && 0 < prompt(verbatim), "{} vs {}", prompt(less), prompt(verbatim));
-    // A thrown-away answer is accounted for where it happened: in the report and, with its reason, in the ledger.
-    let unusable = verbatim["totals"]["model"]["unusable"].as_u64().expect("unusable");
-    let reasons: Vec<String> = ledger(dir.path(), "verbatim")
-        .iter()
-        .filter(|e| e["event"] == "model_usage")
-        .flat_map(|e| e["unusable"].as_array().cloned().unwrap_or_default())
-        .map(|r| r.as_str().expect("a reason").to_owned())
-        .collect();
-    assert_eq!(reasons.len() as u64, unusable, "{reasons:?}");
-    assert!(unusable >= 1 && reasons.iter().all(|r| r.starts_with("LLM_OUTPUT_")), "{reasons:?}");
+    // A thrown-away answer would be accounted for where it happened: in the report and, with its reason, in the
+    // ledger (this recording has none; the agents' unit tests throw answers away).
+    for (mode, stats) in [("less", less), ("verbatim", verbatim)] {
+        let unusable = stats["totals"]["model"]["unusable"].as_u64().expect("unusable");
+        let reasons: Vec<String> = ledger(dir.path(), mode)
+            .iter()
+            .filter(|e| e["event"] == "model_usage")
+            .flat_map(|e| e["unusable"].as_array().cloned().unwrap_or_default())
+            .map(|r| r.as_str().expect("a reason").to_owned())
+            .collect();
+        assert_eq!(reasons.len() as u64, unusable, "{mode}: {reasons:?}");
+        assert!(reasons.iter().all(|r| r.starts_with("LLM_OUTPUT_")), "{reasons:?}");
+    }
 }
 
 /// `scripts/local-llm.sh` knows each model it can serve by a pinned sha256 of the whole `.gguf`, serves SmolLM2-135M
