@@ -415,7 +415,7 @@ fn user_prompt(input: &TurnInput, step: &ReportStep) -> String {
     });
     let how = if questions {
         "Answer each Task question in one engram whose claim gives the whole answer (the values and names the sources \
-         show), citing the pointers that show it."
+         show; state the answer, never repeat the question), citing the pointers that show it."
     } else {
         "List your findings as engrams: a risk for each problem found, citing the exact pointers."
     };

@@ -20,8 +20,9 @@ const MAX_NOW_LINES: usize = 2;
 const MAX_NOW_CHARS: usize = 160;
 /// Pointers a model may pack for one child.
 const MAX_PACK: usize = 6;
-/// Pointers a worker reads in one deref.
-const MAX_READ: usize = 3;
+/// Pointers a worker may choose to read at once (a brief packs at most 6 per child); its budget, not this cap, says
+/// how many it may read without asking.
+const MAX_READ: usize = 6;
 /// Lines of what matters now a brief may carry (`shared_brief_micro.v0.1.json`).
 const MAX_BRIEF_LINES: usize = 10;
 
@@ -286,12 +287,12 @@ impl LlmAgent {
         for doc in &turn.inbox {
             describe(doc, &mut user);
         }
-        user.push_str(&format!(
-            "\n# Task\nChoose what to read (at most {MAX_READ}) among the pointers you were given and have not read: the ones your questions need.\n"
-        ));
+        user.push_str(
+            "\n# Task\nChoose what to read among the pointers you were given and have not read: the ones your questions need.\n",
+        );
         let schema = json!({
             "type": "object",
-            "properties": {"read": {"type": "array", "minItems": 1, "maxItems": MAX_READ, "items": {"enum": unread}}},
+            "properties": {"read": {"type": "array", "minItems": 1, "maxItems": MAX_READ.min(unread.len()), "items": {"enum": unread}}},
             "required": ["read"],
             "additionalProperties": false,
         });
