@@ -287,3 +287,57 @@ fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// The command of the README's table of the graded scenarios with every agent an LLM agent, replayed from the
+/// committed recording (made against qwen2.5-coder-1.5b on the local server; `scenarios/recordings/llm/README.md`).
+const LLM_COMMAND: &str = "lessrt bench scenarios/audit-tidepool.toml scenarios/review-lanternfish.toml scenarios/waves-harbor.toml --agents llm --replay scenarios/recordings/llm";
+
+/// The recorded LLM bench replays without a server to the committed bench.json, byte for byte, and the README's
+/// table is its summary. In it the models did the hierarchy's work: parents' briefs and grant decisions are model
+/// calls in the ledger, a grant answers a child's deref request, and both modes grade every task.
+#[test]
+fn the_recorded_llm_bench_replays_to_its_committed_bench_json() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("bench");
+    let mut args: Vec<String> = LLM_COMMAND.split(' ').skip(1).map(str::to_owned).collect();
+    args.extend(["--out".to_owned(), out.display().to_string(), "--quiet".to_owned()]);
+    let output = lessrt(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(output.status.code().is_some_and(|c| c <= 1), "{}", text(&output.stderr));
+    let replayed = std::fs::read(out.join("bench.json")).expect("bench.json");
+    let committed = std::fs::read(root().join("scenarios/recordings/llm/bench.json")).expect("committed bench.json");
+    assert!(replayed == committed, "the replay must write the committed bench.json byte for byte");
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    let (start, end) = ("<!-- bench-llm:summary:start -->\n", "<!-- bench-llm:summary:end -->");
+    let from = readme.find(start).expect("start marker") + start.len();
+    let to = readme.find(end).expect("end marker");
+    let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
+    assert_eq!(&readme[from..to], summary, "regenerate the README's LLM table from summary.md");
+
+    let bench: Value = serde_json::from_slice(&committed).expect("bench.json");
+    for mode in ["less", "verbatim"] {
+        let graded: u64 = runs(&bench)
+            .iter()
+            .filter(|r| r["mode"] == json!(mode))
+            .map(|r| r["tasks"]["graded"].as_u64().expect("graded"))
+            .sum();
+        assert!(graded >= 24, "{mode}: {graded} graded tasks");
+    }
+    let mut answered = 0;
+    let mut parent_calls = 0;
+    for scenario in ["audit-tidepool", "review-lanternfish", "waves-harbor"] {
+        let ledger = std::fs::read_to_string(out.join(format!("runs/{scenario}/less/1/ledger.jsonl"))).expect("ledger");
+        let events: Vec<Value> = ledger.lines().map(|l| serde_json::from_str(l).expect("event")).collect();
+        answered += events.iter().filter(|e| e["event"] == "grant_issued" && e["answers"].is_string()).count();
+        // A brief step's model usage is its parent's model writing the briefs.
+        let mut step_action = String::new();
+        for event in &events {
+            if event["event"] == "step" {
+                step_action = event["action"].as_str().unwrap_or_default().to_owned();
+            } else if event["event"] == "model_usage" && step_action == "brief" {
+                parent_calls += 1;
+            }
+        }
+    }
+    assert!(parent_calls >= 3, "the parents' models wrote their briefs: {parent_calls}");
+    assert!(answered >= 1, "a grant answers a child's deref request");
+}

@@ -159,7 +159,7 @@ pub(crate) fn pinned_for(source: &ModelSource) -> anyhow::Result<Option<Pinned>>
     };
     let text = recorded_run(dir, create, &less_runtime::now_rfc3339())
         .map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
-    let secret = fresh_secret();
+    let secret = fresh_secret().map_err(|err| anyhow::anyhow!("{}: {err}", err.code))?;
     let parsed = time::OffsetDateTime::parse(&text, &time::format_description::well_known::Rfc3339);
     let clock = parsed.map_err(|err| anyhow::anyhow!("{}: started_at {text:?}: {err}", dir.display()))?;
     Ok(Some(Pinned { clock, secret }))

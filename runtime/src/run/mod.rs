@@ -29,6 +29,7 @@ use std::sync::{Arc, RwLock};
 use ractor::ActorRef;
 
 use crate::dag::actor::SummarizerMsg;
+use crate::error::{ErrorCode, Violation};
 use crate::memory::{MemoryMsg, Principal};
 use crate::run::gateway::GatewayMsg;
 use crate::run::ledger::LedgerMsg;
@@ -145,16 +146,16 @@ impl RunContext {
 #[cfg(test)]
 mod tests;
 
-/// 32 bytes from the operating system's random source, for the run's grant secret.
-/// 32 bytes from the OS (a run's grant MAC key).
-pub fn fresh_secret() -> [u8; 32] {
-    use std::io::Read;
+/// 32 bytes from the operating system's random source: a run's grant MAC key. Without one there is no key agents
+/// cannot guess, so the run does not start (`LESS_RUN_FAILED`).
+pub fn fresh_secret() -> Result<[u8; 32], Violation> {
     let mut secret = [0u8; 32];
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut secret));
-    if read.is_err() {
-        // Without an OS source, mix the clock and the process id; still unknown to agents, who never see it.
-        let seed = format!("{:?}{}", std::time::SystemTime::now(), std::process::id());
-        secret = *blake3::hash(seed.as_bytes()).as_bytes();
-    }
-    secret
+    getrandom::fill(&mut secret).map_err(|err| {
+        Violation::new(
+            ErrorCode::RunFailed,
+            "",
+            format!("the operating system gave no random bytes for the run's grant key: {err}"),
+        )
+    })?;
+    Ok(secret)
 }

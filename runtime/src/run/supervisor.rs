@@ -179,7 +179,10 @@ impl LocalRun {
             },
             mode,
             scenario: scenario.clone(),
-            secret: options.pinned.map_or_else(fresh_secret, |p| p.secret),
+            secret: match options.pinned {
+                Some(pinned) => pinned.secret,
+                None => fresh_secret().map_err(|err| fail("grant key", &err))?,
+            },
             directory: Directory::default(),
             resolver,
             ledger,

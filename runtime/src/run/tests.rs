@@ -188,7 +188,7 @@ async fn a_changed_source_is_a_digest_mismatch_through_the_resolver_actor() {
     assert!(first.is_ok());
     std::fs::write(h._workspace.path().join("a.rs"), "fn a() { changed() }\n").expect("rewrite");
     let second = ractor::call!(h.ctx.resolver, ResolverMsg::Resolve, vec![pointer]).expect("call");
-    assert_eq!(second.expect_err("changed").code, crate::ErrorCode::DigestMismatch);
+    assert_eq!(second.expect_err("changed").code, ErrorCode::DigestMismatch);
     // Path traversal cannot even be written as a pointer; the resolver refuses it too if handed a raw path.
     assert!(Pointer::parse("repo:../etc/passwd").is_err());
     let _ = Path::new("..");
@@ -228,7 +228,7 @@ async fn a_forged_grant_delivered_to_a_gateway_is_refused() {
         let verdict = ractor::call!(gateway, GatewayMsg::Deliver, Box::new(envelope)).expect("deliver");
         assert_eq!(verdict.is_ok(), ok, "{verdict:?}");
         if let Err(v) = verdict {
-            assert_eq!(v.code, crate::ErrorCode::GrantInvalid);
+            assert_eq!(v.code, ErrorCode::GrantInvalid);
         }
     }
 }
@@ -246,7 +246,7 @@ async fn path_traversal_and_absolute_paths_are_refused_through_the_gateway() {
             DerefAction { pointers: vec![text.to_owned()], reason: "r".into(), intended_use: "u".into(), grant: None };
         let outcome = ractor::call!(gateway, GatewayMsg::Deref, action).expect("deref answered");
         let violation = outcome.result.expect_err(text);
-        assert_eq!(violation.code, crate::ErrorCode::PointerInvalid, "{text}: {violation}");
+        assert_eq!(violation.code, ErrorCode::PointerInvalid, "{text}: {violation}");
     }
     std::fs::remove_file(outside).ok();
 }
@@ -258,9 +258,16 @@ fn an_output_directory_that_cannot_be_written_is_refused_before_the_run() {
     std::fs::write(&file, "x").expect("write");
     for bad in [file.clone(), file.join("below"), std::path::PathBuf::from("/proc/lessrt-out")] {
         let violation = check_out_dir(&bad).expect_err("refused");
-        assert_eq!(violation.code, crate::ErrorCode::OutputUnwritable, "{}", bad.display());
+        assert_eq!(violation.code, ErrorCode::OutputUnwritable, "{}", bad.display());
     }
     let good = dir.path().join("runs/a/less");
     check_out_dir(&good).expect("created and writable");
     assert_eq!(std::fs::read_dir(&good).expect("dir").count(), 0, "the probe is removed");
+}
+
+#[test]
+fn each_run_gets_a_grant_key_of_its_own_from_the_os() {
+    let (a, b) = (fresh_secret().expect("random bytes"), fresh_secret().expect("random bytes"));
+    assert_ne!(a, b);
+    assert_ne!(a, [0u8; 32]);
 }
