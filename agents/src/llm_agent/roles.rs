@@ -185,7 +185,7 @@ impl LlmAgent {
             describe(doc, &mut user);
         }
         user.push_str(&format!(
-            "\n# Request {}\nYour child {} asks to read {} ({} tokens), more than its budget allows this turn.\nReason: {}\nUse: {}\n\n# Task\nGrant it if the child needs it for its questions; deny it otherwise, saying why in one short sentence.\n",
+            "\n# Request {}\nYour child {} asks to read {} ({} tokens), more than its budget allows this turn.\nReason: {}\nUse: {}\n\n# Task\nFirst say in one short sentence whether the child needs it for its questions; then grant it if it does, deny it if it does not.\n",
             request.request_id,
             request.requester,
             pointers.join(", "),
@@ -195,8 +195,10 @@ impl LlmAgent {
         ));
         let schema = json!({
             "type": "object",
-            "properties": {"grant": {"type": "boolean"}, "reason": {"type": "string", "minLength": 1, "maxLength": 160}},
-            "required": ["grant", "reason"],
+            // Keys are written in order (serde_json sorts them), so `because` comes first: the model says what the
+            // child needs before it decides.
+            "properties": {"because": {"type": "string", "minLength": 1, "maxLength": 160}, "grant": {"type": "boolean"}},
+            "required": ["because", "grant"],
             "additionalProperties": false,
         });
         let system = format!(
@@ -216,7 +218,7 @@ impl LlmAgent {
                 tamper: false,
             }),
             Ok(value) => Decision::Deny(
-                value.get("reason").and_then(Value::as_str).unwrap_or("denied").chars().take(160).collect(),
+                value.get("because").and_then(Value::as_str).unwrap_or("denied").chars().take(160).collect(),
             ),
             Err(err) => Decision::Deny(format!("{}: the model could not decide", err.code())),
         }

@@ -408,8 +408,8 @@ fn decide_input(scenario: &Scenario) -> DecideInput {
 async fn a_parent_model_grants_exactly_what_was_asked_or_denies_with_its_reason() {
     let scenario = roles_scenario();
     let input = decide_input(&scenario);
-    let yes = json!({"grant": true, "reason": "needed for t1"}).to_string();
-    let no = json!({"grant": false, "reason": "the span you hold answers it"}).to_string();
+    let yes = json!({"because": "needed for t1", "grant": true}).to_string();
+    let no = json!({"because": "the span you hold answers it", "grant": false}).to_string();
     let mut agent = agent(Answers::new(&[&yes, &no, "garbage", "garbage"])).with_scenario(scenario.clone());
     match agent.decide(&input).await {
         Decision::Grant(spec) => {
