@@ -284,14 +284,16 @@ mod turn_timeout_tests {
 
     #[test]
     fn a_turn_may_take_every_attempt_of_every_completion_it_can_ask_for() {
-        // The defaults (120 s × 4 attempts per completion, 3 completions) are far above the old fixed 120 s.
+        // A turn may wait for 7 completions: what to read and the report (each with a corrective retry), a resend,
+        // and the parent's decision on a deref request (with its retry).
+        // The defaults (120 s × 4 attempts per completion) are far above the old fixed 120 s.
         let default = turn_timeout(&LlmSpec::default());
-        assert!(default >= Duration::from_secs(3 * 4 * 120), "{default:?}");
-        // A fast model with no retries: 3 completions of 5 s and the margin.
+        assert!(default >= Duration::from_secs(7 * 4 * 120), "{default:?}");
+        // A fast model with no retries: 7 completions of 5 s and the margin.
         let quick = LlmSpec { timeout_secs: 5, retries: 0, ..LlmSpec::default() };
-        assert_eq!(turn_timeout(&quick), Duration::from_secs(3 * 5 + 60));
+        assert_eq!(turn_timeout(&quick), Duration::from_secs(7 * 5 + 60));
         // More retries, more time.
         let patient = LlmSpec { timeout_secs: 5, retries: 2, ..LlmSpec::default() };
-        assert_eq!(turn_timeout(&patient), Duration::from_secs(3 * (3 * 5 + 2 * 20) + 60));
+        assert_eq!(turn_timeout(&patient), Duration::from_secs(7 * (3 * 5 + 2 * 20) + 60));
     }
 }
