@@ -1115,3 +1115,6 @@ fn already_pasted(pasted: &mut Vec<(crate::pointer::PointerType, String)>, point
         false
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,193 @@
+//! The turn loop through the real actor tree, with test agents: a turn that never finishes ends at its limit with an
+//! escalation and the run goes on; a child's request for a read over its budget reaches its parent, whose decision
+//! the gateways carry out (a grant the child reads with, or a denial it is told of).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::run::{Action, Agent, AgentFactory, AgentFuture, DecideInput, Decision, Outcome, RunOptions, TurnInput};
+use crate::run::{AskGrantAction, DerefAction, run_scenario};
+use crate::scenario::{AgentSpec, GrantSpec, Scenario, WireMode};
+
+/// `looper` never finishes; `asker` reads over its budget, asks, and reads with the grant; the others finish at once.
+/// As a parent each grants what it is asked when `grants`, else denies.
+struct Tester {
+    id: String,
+    grants: bool,
+}
+
+impl Agent for Tester {
+    fn next<'a>(&'a mut self, turn: &'a TurnInput) -> AgentFuture<'a, Action> {
+        let span = "repo:a.rs#L1-L20".to_owned();
+        let action = match (turn.spec.id.as_str(), turn.last()) {
+            ("looper", _) => Action::Query { text: "again".to_owned(), k: 1, project: None, scope: None },
+            ("asker", None) => Action::Deref(DerefAction {
+                pointers: vec![span],
+                reason: "read it".to_owned(),
+                intended_use: "report".to_owned(),
+                grant: None,
+            }),
+            ("asker", Some(done)) => match (&done.action, &done.outcome) {
+                (Action::Deref(_), Outcome::Refused(_)) => Action::AskGrant(AskGrantAction {
+                    pointers: vec![span],
+                    reason: "it is over my budget".to_owned(),
+                    intended_use: "report".to_owned(),
+                }),
+                (Action::AskGrant(_), Outcome::Granted { grant_id }) => Action::Deref(DerefAction {
+                    pointers: vec![span],
+                    reason: "granted".to_owned(),
+                    intended_use: "report".to_owned(),
+                    grant: Some(grant_id.clone()),
+                }),
+                _ => Action::Finish,
+            },
+            _ => Action::Finish,
+        };
+        Box::pin(async move { action })
+    }
+
+    fn decide<'a>(&'a mut self, input: &'a DecideInput) -> AgentFuture<'a, Decision> {
+        let decision = if self.grants {
+            Decision::Grant(GrantSpec {
+                id: format!("g-{}", input.ask.request.request_id),
+                to: String::new(),
+                patterns: vec!["repo:a.rs".to_owned()],
+                max_derefs: 1,
+                max_tokens: input.ask.tokens,
+                uses: 1,
+                ttl: "PT1H".to_owned(),
+                inline_code_tokens: 0,
+                tamper: false,
+            })
+        } else {
+            Decision::Deny(format!("{} keeps its budget", self.id))
+        };
+        Box::pin(async move { decision })
+    }
+}
+
+struct Testers {
+    grants: bool,
+}
+
+impl AgentFactory for Testers {
+    fn make(&self, spec: &AgentSpec) -> Box<dyn Agent> {
+        Box::new(Tester { id: spec.id.clone(), grants: self.grants })
+    }
+}
+
+const SCENARIO: &str = r#"
+name = "turns"
+[budgets.roles.dev]
+max_deref_tokens_total = 20
+[[agents]]
+id = "lead"
+role = "lead"
+[[agents]]
+id = "looper"
+role = "dev"
+parent = "lead"
+turn_limit = 3
+[[agents]]
+id = "asker"
+role = "dev"
+parent = "lead"
+[[steps]]
+action = "query"
+agent = "looper"
+text = "x"
+[[steps]]
+action = "query"
+agent = "asker"
+text = "x"
+[[steps]]
+action = "query"
+agent = "lead"
+text = "after"
+"#;
+
+/// Runs the scenario over a 20-line file in LESS mode: the ledger's events as JSON.
+fn run(grants: bool) -> Vec<Value> {
+    let workspace = tempfile::tempdir().expect("tempdir");
+    let text: String = (1..=20).map(|i| format!("fn line_{i}() {{ let value = {i}; }}\n")).collect();
+    std::fs::write(workspace.path().join("a.rs"), text).expect("write");
+    let scenario = Arc::new(Scenario::from_toml(SCENARIO, workspace.path()).unwrap_or_else(|v| panic!("{v}")));
+    let out = tempfile::tempdir().expect("out");
+    let options = RunOptions {
+        mode: WireMode::Less,
+        out_dir: Some(out.path().to_owned()),
+        trace: false,
+        pinned: None,
+        summarizer: None,
+        step_timeout: None,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    runtime.block_on(run_scenario(scenario, Arc::new(Testers { grants }), options)).expect("run");
+    let ledger = std::fs::read_to_string(out.path().join("ledger.jsonl")).expect("ledger");
+    ledger.lines().map(|l| serde_json::from_str(l).expect("event")).collect()
+}
+
+fn of<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["event"] == kind).collect()
+}
+
+#[test]
+fn a_turn_that_never_finishes_ends_at_its_limit_with_an_escalation_and_the_run_goes_on() {
+    let events = run(true);
+    let limits = of(&events, "turn_limit");
+    assert_eq!(limits.len(), 1, "{limits:?}");
+    assert_eq!((&limits[0]["agent"], &limits[0]["actions"]), (&Value::from("looper"), &Value::from(3)));
+    let queries = of(&events, "query").into_iter().filter(|e| e["agent"] == "looper").count();
+    assert_eq!(queries, 3, "three actions, then the limit");
+    let escalation = of(&events, "delivered")
+        .into_iter()
+        .find(|e| e["from"] == "looper" && e["doc"]["type"] == "escalation")
+        .expect("an escalation to the parent");
+    assert_eq!(escalation["to"], "lead");
+    assert!(escalation["doc"]["reason"].as_str().expect("reason").contains("within 3 actions"));
+    // The steps after it ran.
+    assert!(of(&events, "step").iter().any(|e| e["agent"] == "lead"), "the run went on");
+}
+
+#[test]
+fn a_read_over_budget_is_asked_for_granted_by_the_parent_and_read_with_the_grant() {
+    let events = run(true);
+    let derefs: Vec<(bool, Option<&str>)> = of(&events, "deref")
+        .iter()
+        .filter(|e| e["agent"] == "asker")
+        .map(|e| (e["granted"].as_bool().expect("granted"), e["via_grant"].as_str()))
+        .collect();
+    let asked = of(&events, "grant_asked");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let request = asked[0]["request_id"].as_str().expect("request id");
+    assert_eq!(asked[0]["parent"], "lead");
+    let grant_id = format!("g-{request}");
+    assert_eq!(derefs, vec![(false, None), (true, Some(grant_id.as_str()))]);
+    let issued = of(&events, "grant_issued");
+    assert_eq!(issued.len(), 1);
+    assert_eq!((&issued[0]["answers"], &issued[0]["grantee"]), (&Value::from(request), &Value::from("asker")));
+    // The request travelled as a counted question carrying the deref_request.
+    let question = of(&events, "delivered")
+        .into_iter()
+        .find(|e| e["from"] == "asker" && e["doc"]["type"] == "question")
+        .expect("the request's message");
+    assert_eq!(question["doc"]["deref_requests"][0]["request_id"], Value::from(request));
+    assert!(question["tokens"].as_u64().expect("tokens") > 0);
+}
+
+#[test]
+fn a_denied_request_is_told_to_the_child_and_grants_nothing() {
+    let events = run(false);
+    let denied = of(&events, "grant_denied");
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    assert_eq!(denied[0]["reason"], "lead keeps its budget");
+    assert!(of(&events, "grant_issued").is_empty());
+    let told = of(&events, "delivered")
+        .into_iter()
+        .find(|e| e["to"] == "asker" && e["doc"]["type"] == "gate_report")
+        .expect("a failed gate_report to the child");
+    assert_eq!((&told["doc"]["status"], &told["doc"]["gate_id"]), (&Value::from("fail"), &denied[0]["request_id"]));
+    let reads = of(&events, "deref").into_iter().filter(|e| e["agent"] == "asker").count();
+    assert_eq!(reads, 1, "only the refused read");
+}
