@@ -74,14 +74,7 @@ fn envelope(doc: Value, inline_code: Option<String>) -> Envelope {
 fn bench_gateway(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let scenario = Arc::new(Scenario::from_toml(SCENARIO, Path::new(".")).expect("scenario"));
-    let options = RunOptions {
-        mode: WireMode::Less,
-        out_dir: None,
-        trace: false,
-        pinned: None,
-        summarizer: None,
-        step_timeout: None,
-    };
+    let options = RunOptions::new(WireMode::Less);
     let run = runtime.block_on(LocalRun::start(scenario, Arc::new(ScriptedFactory), &options)).expect("run starts");
     // Warm the BPE tables and the schemas outside the measurement.
     runtime.block_on(run.deliver(compliant())).expect("deliver").expect("accepted");

@@ -25,14 +25,7 @@ fn uc1(c: &mut Criterion) {
         group.bench_function(format!("uc1_refactor_{}", mode.as_str()), |b| {
             b.iter(|| {
                 let out = tempfile::tempdir().expect("out");
-                let options = RunOptions {
-                    mode,
-                    out_dir: Some(out.path().to_owned()),
-                    trace: false,
-                    pinned: None,
-                    summarizer: None,
-                    step_timeout: None,
-                };
+                let options = RunOptions { out_dir: Some(out.path().to_owned()), ..RunOptions::new(mode) };
                 let report =
                     runtime.block_on(run_scenario(scenario.clone(), Arc::new(ScriptedFactory), options)).expect("run");
                 assert!(report.passed(), "UC1 checks fail");

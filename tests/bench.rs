@@ -323,11 +323,13 @@ fn the_recorded_llm_bench_replays_to_its_committed_bench_json() {
         assert!(graded >= 24, "{mode}: {graded} graded tasks");
     }
     let mut answered = 0;
+    let mut asked = 0;
     let mut parent_calls = 0;
     for scenario in ["audit-tidepool", "review-lanternfish", "waves-harbor"] {
         let ledger = std::fs::read_to_string(out.join(format!("runs/{scenario}/less/1/ledger.jsonl"))).expect("ledger");
         let events: Vec<Value> = ledger.lines().map(|l| serde_json::from_str(l).expect("event")).collect();
         answered += events.iter().filter(|e| e["event"] == "grant_issued" && e["answers"].is_string()).count();
+        asked += events.iter().filter(|e| e["event"] == "grant_asked").count();
         // A brief step's model usage is its parent's model writing the briefs.
         let mut step_action = String::new();
         for event in &events {
@@ -340,4 +342,37 @@ fn the_recorded_llm_bench_replays_to_its_committed_bench_json() {
     }
     assert!(parent_calls >= 3, "the parents' models wrote their briefs: {parent_calls}");
     assert!(answered >= 1, "a grant answers a child's deref request");
+
+    // The README's totals are the sums of bench.json and the ledgers, as written.
+    let sum = |mode: &str, field: &dyn Fn(&Value) -> u64| -> u64 {
+        runs(&bench).iter().filter(|r| r["mode"] == json!(mode)).map(field).sum()
+    };
+    let n = |v: &Value| v.as_u64().expect("a count");
+    let totals = |mode: &str| {
+        let solved = sum(mode, &|r| n(&r["tasks"]["solved"]));
+        let graded = sum(mode, &|r| n(&r["tasks"]["graded"]));
+        let inline = sum(mode, &|r| n(&r["totals"]["inline_tokens"]["total"]));
+        let deref = sum(mode, &|r| n(&r["totals"]["deref_tokens"]));
+        let model = |key: &str| sum(mode, &|r| r["totals"]["model"][key].as_u64().unwrap_or(0));
+        (solved, graded, inline, inline + deref, model("prompt_tokens"), model("completion_tokens"), model("calls"))
+    };
+    let (less, base) = (totals("less"), totals("verbatim"));
+    let pct = |a: u64, b: u64| format!("{:.1}%", 100.0 * a as f64 / b as f64);
+    let t = less_runtime::bench::thousands;
+    for row in [
+        format!("| tasks solved | {} / {} | {} / {} |", less.0, less.1, base.0, base.1),
+        format!("| inline tokens | {} | {} (LESS: {}) |", t(less.2), t(base.2), pct(less.2, base.2)),
+        format!("| inline + dereferenced tokens | {} | {} (LESS: {}) |", t(less.3), t(base.3), pct(less.3, base.3)),
+        format!(
+            "| model prompt tokens (provider's count) | {} | {} (LESS: {}) |",
+            t(less.4),
+            t(base.4),
+            pct(less.4, base.4)
+        ),
+        format!("| model completion tokens | {} | {} |", t(less.5), t(base.5)),
+        format!("| model calls | {} | {} |", less.6, base.6),
+        format!("| deref requests asked by a child / granted by its parent's model | {asked} / {answered} | — |"),
+    ] {
+        assert!(readme.contains(&row), "README.md lacks the row {row:?}: regenerate it from bench.json");
+    }
 }

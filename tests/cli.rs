@@ -6,27 +6,27 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
-fn lessrt(args: &[&str]) -> Output {
+pub(crate) fn lessrt(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_lessrt")).args(args).output().expect("lessrt runs")
 }
 
-fn lessrt_stdin(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lessrt"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("lessrt starts");
+pub(crate) fn lessrt_stdin(args: &[&str], stdin: &str) -> Output {
+    with_stdin(Command::new(env!("CARGO_BIN_EXE_lessrt")).args(args), stdin)
+}
+
+/// Runs `command` with `stdin` written to its standard input; what it printed.
+pub(crate) fn with_stdin(command: &mut Command, stdin: &str) -> Output {
+    let mut child =
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("lessrt starts");
     child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
     child.wait_with_output().expect("lessrt runs")
 }
 
-fn stdout(output: &Output) -> String {
+pub(crate) fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-fn stderr(output: &Output) -> String {
+pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 

@@ -387,6 +387,58 @@ fn the_committed_recording_replays_without_a_server() {
         assert_eq!(reasons.len() as u64, unusable, "{mode}: {reasons:?}");
         assert!(reasons.iter().all(|r| r.starts_with("LLM_OUTPUT_")), "{reasons:?}");
     }
+    readme_tables_are_the_report(less, verbatim);
+}
+
+/// The README's two uc3-review-llm tables (tokens per role, the models' tokens per role) are the committed report's.
+fn readme_tables_are_the_report(less: &Value, verbatim: &Value) {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    let t = less_runtime::bench::thousands;
+    let n = |v: &Value| v.as_u64().expect("a count");
+    let pct = |a: u64, b: u64| format!("{:.1}%", 100.0 * a as f64 / b as f64);
+    let inline = |r: &Value| n(&r["inline_tokens"]["total"]);
+    let with_derefs = |r: &Value| inline(r) + n(&r["deref_tokens"]);
+    let mut rows = Vec::new();
+    for (role, kind) in [
+        ("lead", "scripted"),
+        ("review-lead", "scripted"),
+        ("correctness-reviewer", "LLM"),
+        ("concurrency-reviewer", "LLM"),
+        ("test-impact-reviewer", "LLM"),
+    ] {
+        let (l, v) = (&less["roles"][role], &verbatim["roles"][role]);
+        rows.push(format!(
+            "| {role} ({kind}) | {} | {} | {} | {} | {} |",
+            t(inline(l)),
+            t(with_derefs(l)),
+            t(inline(v)),
+            t(with_derefs(v)),
+            pct(with_derefs(l), with_derefs(v))
+        ));
+        if kind == "LLM" {
+            let (lm, vm) = (&l["model"], &v["model"]);
+            rows.push(format!(
+                "| {role} | {} | {} | {} | {} | {} |",
+                t(n(&lm["prompt_tokens"])),
+                t(n(&lm["completion_tokens"])),
+                t(n(&vm["prompt_tokens"])),
+                t(n(&vm["completion_tokens"])),
+                pct(n(&lm["prompt_tokens"]), n(&vm["prompt_tokens"]))
+            ));
+        }
+    }
+    let (l, v) = (&less["totals"], &verbatim["totals"]);
+    rows.push(format!(
+        "| **total** | **{}** | **{}** | **{}** | **{}** | **{}** |",
+        t(inline(l)),
+        t(with_derefs(l)),
+        t(inline(v)),
+        t(with_derefs(v)),
+        pct(with_derefs(l), with_derefs(v))
+    ));
+    for row in rows {
+        assert!(readme.contains(&row), "README.md lacks {row:?}: regenerate it from the committed report");
+    }
 }
 
 /// `scripts/local-llm.sh` knows each model it can serve by a pinned sha256 of the whole `.gguf`, serves SmolLM2-135M

@@ -1,15 +1,12 @@
 //! Regression tests of issue 17 (reliability and attack resistance): each runs the built `lessrt` the way the defect
 //! was found and fails on the code before its fix.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-fn lessrt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lessrt")).args(args).output().expect("lessrt runs")
-}
+use crate::cli::{lessrt, lessrt_stdin, stderr, stdout, with_stdin};
 
 /// `lessrt` without the embedding model (hash recall only): a command that must be quick does not load it.
 fn lessrt_hash_only(args: &[&str]) -> Output {
@@ -18,26 +15,6 @@ fn lessrt_hash_only(args: &[&str]) -> Output {
         .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
         .output()
         .expect("lessrt runs")
-}
-
-fn lessrt_stdin(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lessrt"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("lessrt starts");
-    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
-    child.wait_with_output().expect("lessrt runs")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// An engram of the shipped example's shape with its own id, claim, scope and TTL.
@@ -143,16 +120,10 @@ fn issue17_a_run_never_takes_over_another_runs_engram_and_a_taken_id_is_refused(
 }
 
 fn lessrt_hash_only_stdin(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lessrt"))
-        .args(args)
-        .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("lessrt starts");
-    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
-    child.wait_with_output().expect("lessrt runs")
+    with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_lessrt")).args(args).env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model"),
+        stdin,
+    )
 }
 
 /// Four `memory put` loops and two `memory query` loops, each command its own process, on one store: every command

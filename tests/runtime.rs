@@ -59,14 +59,7 @@ fn run(body: &str, mode: WireMode) -> (RunReport, Vec<Value>) {
     let toml = format!("name = \"t\"\nworkspace = \".\"\n{body}\n{HIERARCHY}");
     let scenario = Arc::new(Scenario::from_toml(&toml, dir.path()).unwrap_or_else(|v| panic!("scenario: {v}")));
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    let options = RunOptions {
-        mode,
-        out_dir: Some(out.path().to_owned()),
-        trace: false,
-        pinned: None,
-        summarizer: None,
-        step_timeout: None,
-    };
+    let options = RunOptions { out_dir: Some(out.path().to_owned()), ..RunOptions::new(mode) };
     let report = runtime.block_on(run_scenario(scenario, Arc::new(ScriptedFactory), options)).expect("run completes");
     let ledger = std::fs::read_to_string(out.path().join("ledger.jsonl")).expect("ledger.jsonl");
     let events = ledger.lines().map(|l| serde_json::from_str(l).expect("event is JSON")).collect();
@@ -325,7 +318,7 @@ fn run_shipped(name: &str, mode: WireMode, clock: time::OffsetDateTime, secret: 
     let scenario = Arc::new(Scenario::load(&path).unwrap_or_else(|v| panic!("{name}: {v}")));
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let pinned = Some(less_runtime::run::Pinned { clock, secret: [secret; 32] });
-    let options = RunOptions { mode, out_dir: None, trace: false, pinned, summarizer: None, step_timeout: None };
+    let options = RunOptions { pinned, ..RunOptions::new(mode) };
     let report = runtime.block_on(run_scenario(scenario, Arc::new(ScriptedFactory), options)).expect("run completes");
     serde_json::to_value(&report).expect("report is JSON")
 }

@@ -31,7 +31,7 @@ use less_runtime::run::{
     Action, Agent, AgentFactory, AgentFuture, BriefAction, DerefAction, Done, EnvelopeKind, Outcome, ReportAction,
     SendAction, TurnInput,
 };
-use less_runtime::{AgentSpec, Grant, GrantSpec, GrantTerms, Misbehaviour, Step, WireMode};
+use less_runtime::{AgentSpec, Grant, GrantSpec, Misbehaviour, Step, WireMode};
 
 /// Follows the steps of a scenario: each step's actions in order, then the turn is done.
 #[derive(Debug, Default)]
@@ -256,19 +256,7 @@ const MAX_MESSAGE_ENGRAMS: usize = 12;
 /// A grant written by the agent itself and signed with a key of its own: what a tampering agent sends.
 fn forged_grant(turn: &TurnInput, spec: &GrantSpec) -> Option<Action> {
     let now = time::OffsetDateTime::parse(&turn.now, &time::format_description::well_known::Rfc3339).ok()?;
-    let ttl = less_runtime::Ttl::parse(&spec.ttl).ok()?;
-    let expires_at = (now + ttl.duration()).format(&time::format_description::well_known::Rfc3339).ok()?;
-    let terms = GrantTerms {
-        grant_id: spec.id.clone(),
-        issuer: turn.spec.id.clone(),
-        grantee: spec.to.clone(),
-        patterns: spec.patterns.clone(),
-        max_derefs: spec.max_derefs,
-        max_tokens: spec.max_tokens,
-        inline_code_tokens: spec.inline_code_tokens,
-        expires_at,
-        uses: spec.uses,
-    };
+    let terms = spec.terms(&turn.spec.id, now).ok()?;
     let forged = Grant::issue(terms, &[7u8; 32]);
     let doc = serde_json::to_value(&forged).ok()?;
     Some(Action::Send(SendAction { to: spec.to.clone(), kind: EnvelopeKind::Grant, doc }))

@@ -362,6 +362,30 @@ pub struct GrantSpec {
     pub tamper: bool,
 }
 
+impl GrantSpec {
+    /// The terms of this grant issued by `issuer` at `now`: it expires `ttl` later, to the second.
+    /// `LESS_TTL_INVALID` when the ttl is not an ISO-8601 duration.
+    pub fn terms(&self, issuer: &str, now: time::OffsetDateTime) -> Result<crate::GrantTerms, Violation> {
+        let expires = now + crate::Ttl::parse(&self.ttl)?.duration();
+        let expires_at = expires
+            .replace_nanosecond(0)
+            .unwrap_or(expires)
+            .format(&time::format_description::well_known::Rfc3339)
+            .map_err(|err| Violation::new(ErrorCode::TtlInvalid, "/ttl", format!("expiry out of range: {err}")))?;
+        Ok(crate::GrantTerms {
+            grant_id: self.id.clone(),
+            issuer: issuer.to_owned(),
+            grantee: self.to.clone(),
+            patterns: self.patterns.clone(),
+            max_derefs: self.max_derefs,
+            max_tokens: self.max_tokens,
+            inline_code_tokens: self.inline_code_tokens,
+            expires_at,
+            uses: self.uses,
+        })
+    }
+}
+
 fn one() -> u32 {
     1
 }

@@ -312,13 +312,10 @@ impl AgentState {
                 break;
             }
             let result = self.perform(&action, &turn.done, &mut outcome).await;
-            let refused_twice = matches!(result, Outcome::Refused(_))
-                && matches!(action, Action::Report(_) | Action::Escalate { .. } | Action::Send(_))
-                && turn.done.iter().rev().take_while(|d| !matches!(d.outcome, Outcome::Done)).any(|d| {
-                    matches!(d.action, Action::Report(_) | Action::Escalate { .. } | Action::Send(_))
-                        && matches!(d.outcome, Outcome::Refused(_))
-                });
+            // A message refused right after a refused message: its resend was refused too.
+            let resent = resending(&turn.done);
             turn.done.push(Done { action, outcome: result });
+            let refused_twice = resent && resending(&turn.done);
             turn.inbox = self.inbox.clone();
             // One resend after a refusal; the receiver's gateway escalated the second refusal.
             if refused_twice {

@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use crate::budget::Budget;
 use crate::error::{ErrorCode, Violation};
-use crate::grant::{Grant, GrantTerms};
+use crate::grant::Grant;
 use crate::pointer::{Pointer, PointerType};
 use crate::resolver::Resolved;
 use crate::run::RunContext;
@@ -33,7 +33,6 @@ use crate::run::wire::{DerefAction, Envelope, EnvelopeKind};
 use crate::scenario::{GrantSpec, WireMode};
 use crate::schema::DocKind;
 use crate::tokens::TokenCounter;
-use crate::ttl::Ttl;
 use crate::validate::validate;
 
 /// Most restarts of one agent per window.
@@ -789,24 +788,7 @@ impl GatewayState {
                 &format!("{} may only grant to its descendants, not {}", self.agent_id, spec.to),
             ));
         }
-        let ttl = Ttl::parse(&spec.ttl)?;
-        let expires = self.ctx.now() + ttl.duration();
-        let expires_at = expires
-            .replace_nanosecond(0)
-            .unwrap_or(expires)
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_default();
-        let terms = GrantTerms {
-            grant_id: spec.id.clone(),
-            issuer: self.agent_id.clone(),
-            grantee: spec.to.clone(),
-            patterns: spec.patterns.clone(),
-            max_derefs: spec.max_derefs,
-            max_tokens: spec.max_tokens,
-            inline_code_tokens: spec.inline_code_tokens,
-            expires_at,
-            uses: spec.uses,
-        };
+        let terms = spec.terms(&self.agent_id, self.ctx.now())?;
         let grant = Grant::issue(terms, &self.ctx.secret);
         self.ctx.record(Event::GrantIssued {
             issuer: self.agent_id.clone(),

@@ -146,6 +146,27 @@ impl RunContext {
 #[cfg(test)]
 mod tests;
 
+/// Test support: runs `scenario` (TOML) over a scratch workspace holding `files` (name, text) with `factory`'s agents
+/// in `mode`; the run's `ledger.jsonl`.
+#[cfg(test)]
+pub(crate) fn ledger_of_test_run(
+    scenario: &str,
+    files: &[(&str, String)],
+    factory: Arc<dyn AgentFactory>,
+    mode: WireMode,
+) -> String {
+    let workspace = tempfile::tempdir().expect("tempdir");
+    for (name, text) in files {
+        std::fs::write(workspace.path().join(name), text).expect("write");
+    }
+    let scenario = Arc::new(Scenario::from_toml(scenario, workspace.path()).unwrap_or_else(|v| panic!("{v}")));
+    let out = tempfile::tempdir().expect("out");
+    let options = RunOptions { out_dir: Some(out.path().to_owned()), ..RunOptions::new(mode) };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    runtime.block_on(run_scenario(scenario, factory, options)).expect("run");
+    std::fs::read_to_string(out.path().join("ledger.jsonl")).expect("ledger")
+}
+
 /// 32 bytes from the operating system's random source: a run's grant MAC key. Without one there is no key agents
 /// cannot guess, so the run does not start (`LESS_RUN_FAILED`).
 pub fn fresh_secret() -> Result<[u8; 32], Violation> {

@@ -62,6 +62,14 @@ pub struct RunOptions {
     pub step_timeout: Option<Duration>,
 }
 
+impl RunOptions {
+    /// A run in `mode` that writes nothing, prints no trace, reads the system clock, and takes the default summarizer
+    /// and step timeouts; set the other fields with struct update syntax.
+    pub fn new(mode: WireMode) -> RunOptions {
+        RunOptions { mode, out_dir: None, trace: false, pinned: None, summarizer: None, step_timeout: None }
+    }
+}
+
 /// What a replayable run keeps fixed.
 #[derive(Debug, Clone, Copy)]
 pub struct Pinned {

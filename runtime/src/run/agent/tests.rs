@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::run::{Action, Agent, AgentFactory, AgentFuture, DecideInput, Decision, Outcome, RunOptions, TurnInput};
-use crate::run::{AskGrantAction, DerefAction, run_scenario};
-use crate::scenario::{AgentSpec, GrantSpec, Scenario, WireMode};
+use crate::run::{Action, Agent, AgentFactory, AgentFuture, DecideInput, Decision, Outcome, TurnInput};
+use crate::run::{AskGrantAction, DerefAction, ledger_of_test_run};
+use crate::scenario::{AgentSpec, GrantSpec, WireMode};
 
 /// `looper` never finishes; `asker` reads over its budget, asks, and reads with the grant; the others finish at once.
 /// As a parent each grants what it is asked when `grants`, else denies.
@@ -109,22 +109,8 @@ text = "after"
 
 /// Runs the scenario over a 20-line file in LESS mode: the ledger's events as JSON.
 fn run(grants: bool) -> Vec<Value> {
-    let workspace = tempfile::tempdir().expect("tempdir");
     let text: String = (1..=20).map(|i| format!("fn line_{i}() {{ let value = {i}; }}\n")).collect();
-    std::fs::write(workspace.path().join("a.rs"), text).expect("write");
-    let scenario = Arc::new(Scenario::from_toml(SCENARIO, workspace.path()).unwrap_or_else(|v| panic!("{v}")));
-    let out = tempfile::tempdir().expect("out");
-    let options = RunOptions {
-        mode: WireMode::Less,
-        out_dir: Some(out.path().to_owned()),
-        trace: false,
-        pinned: None,
-        summarizer: None,
-        step_timeout: None,
-    };
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    runtime.block_on(run_scenario(scenario, Arc::new(Testers { grants }), options)).expect("run");
-    let ledger = std::fs::read_to_string(out.path().join("ledger.jsonl")).expect("ledger");
+    let ledger = ledger_of_test_run(SCENARIO, &[("a.rs", text)], Arc::new(Testers { grants }), WireMode::Less);
     ledger.lines().map(|l| serde_json::from_str(l).expect("event")).collect()
 }
 

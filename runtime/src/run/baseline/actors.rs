@@ -8,9 +8,9 @@ use serde_json::Value;
 use crate::AgentSpec;
 use crate::run::agent::{Agent, AgentFactory, AgentFuture, TurnInput};
 use crate::run::ledger::Event;
+use crate::run::ledger_of_test_run;
 use crate::run::wire::{Action, BriefAction, DerefAction, ReportAction};
-use crate::run::{RunOptions, run_scenario};
-use crate::scenario::{Scenario, Step, WireMode};
+use crate::scenario::{Step, WireMode};
 
 /// What each agent had in its inbox at each of its turns.
 type Inboxes = Arc<Mutex<Vec<(String, Vec<Value>)>>>;
@@ -149,23 +149,9 @@ summary = "mid done"
 
 /// Runs the scenario over a 20-line file in `mode`: the inboxes each agent had at its turns, and the ledger.
 fn run(mode: WireMode) -> (Vec<(String, Vec<Value>)>, Vec<Event>) {
-    let workspace = tempfile::tempdir().expect("tempdir");
     let text: String = (1..=20).map(|i| format!("fn line_{i}() {{}}\n")).collect();
-    std::fs::write(workspace.path().join("a.rs"), text).expect("write");
-    let scenario = Arc::new(Scenario::from_toml(SCENARIO, workspace.path()).unwrap_or_else(|v| panic!("{v}")));
     let seen: Inboxes = Arc::default();
-    let out = tempfile::tempdir().expect("out");
-    let options = RunOptions {
-        mode,
-        out_dir: Some(out.path().to_owned()),
-        trace: false,
-        pinned: None,
-        summarizer: None,
-        step_timeout: None,
-    };
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    runtime.block_on(run_scenario(scenario, Arc::new(Followers(seen.clone())), options)).expect("run");
-    let ledger = std::fs::read_to_string(out.path().join("ledger.jsonl")).expect("ledger");
+    let ledger = ledger_of_test_run(SCENARIO, &[("a.rs", text)], Arc::new(Followers(seen.clone())), mode);
     let events = ledger.lines().map(|l| serde_json::from_str(l).expect("event")).collect();
     let seen = seen.lock().expect("lock").clone();
     (seen, events)

@@ -1,6 +1,7 @@
 //! Tests of the gateway's pure rules: the deref meter and the grant book.
 
 use super::*;
+use crate::GrantTerms;
 
 fn grant(secret: &[u8; 32], grantee: &str, patterns: &[&str], uses: u32, expires_at: &str) -> Grant {
     Grant::issue(
