@@ -68,6 +68,8 @@ pub struct LlmAgent {
     queue: VecDeque<Action>,
     /// Pointers the model chose to read in earlier turns (not offered again).
     chosen: Vec<String>,
+    /// The scenario's workspace, read for a one-line description of each pointer the agent holds.
+    workspace: Option<less_runtime::Resolver>,
 }
 
 /// A report exchange kept for a resend.
@@ -75,6 +77,8 @@ struct Conversation {
     request: CompletionRequest,
     answer: String,
     known: Vec<String>,
+    /// The graded questions the report answers, one engram each (`(id, question)`).
+    questions: Vec<(String, String)>,
     n_engrams: usize,
 }
 
@@ -91,45 +95,67 @@ impl LlmAgent {
             scenario: None,
             queue: VecDeque::new(),
             chosen: Vec::new(),
+            workspace: None,
         }
     }
 
     /// The agent in `scenario`: as a parent its model writes its children's briefs and answers their deref
     /// requests; as a worker it chooses what to read.
     pub fn with_scenario(mut self, scenario: Arc<Scenario>) -> LlmAgent {
+        self.workspace = less_runtime::Resolver::new(&scenario.workspace).ok();
         self.scenario = Some(scenario);
         self
     }
 
-    async fn ask(&mut self, request: &CompletionRequest, known: &[String]) -> Result<JsonCompletion, LlmError> {
+    /// `pointer` as a line of a catalogue: the pointer, then what it holds (`Resolver::about`) when that is known.
+    fn catalogue_line(&self, pointer: &str) -> String {
+        let about = self.workspace.as_ref().zip(Pointer::parse(pointer).ok()).and_then(|(w, p)| w.about(&p));
+        match about {
+            Some(about) => format!("- {pointer} — {about}\n"),
+            None => format!("- {pointer}\n"),
+        }
+    }
+
+    async fn ask(
+        &mut self,
+        request: &CompletionRequest,
+        known: &[String],
+        questions: &[(String, String)],
+    ) -> Result<JsonCompletion, LlmError> {
         let completion = self.model.complete(request).await?;
         self.spent.calls += 1;
         self.spent.prompt_tokens += completion.usage.prompt_tokens;
         self.spent.completion_tokens += completion.usage.completion_tokens;
         // Every answer costs tokens, usable or not: counted above, before the checks.
-        check_json(request, completion, |value| check_report(value, known))
+        check_json(request, completion, |value| check_report(value, known, questions))
     }
 
     /// Writes the report of `step` with the model, or an escalation when its output stays unusable.
     async fn report(&mut self, input: &TurnInput, step: &ReportStep) -> Action {
         let known = known_pointers(&input.inbox);
-        let schema = report_schema(&known, DEFAULT_ENGRAMS, DEFAULT_CLAIM_CHARS);
+        let questions = task_questions(&input.inbox);
+        let schema = if questions.is_empty() {
+            report_schema(&known, DEFAULT_ENGRAMS, DEFAULT_CLAIM_CHARS)
+        } else {
+            answers_schema(&known, &questions, DEFAULT_CLAIM_CHARS)
+        };
         let mut request = CompletionRequest {
             system: system_prompt(input),
-            messages: vec![ChatMessage::user(user_prompt(input, step))],
+            messages: vec![ChatMessage::user(user_prompt(input, step, &questions))],
             temperature: self.sampling.temperature,
             max_tokens: self.sampling.max_tokens,
             schema: Some(OutputSchema { name: "report".to_owned(), schema }),
         };
         let mut tries = 0;
         loop {
-            match self.ask(&request, &known).await {
+            match self.ask(&request, &known, &questions).await {
                 Ok(done) => {
-                    let (summary, engrams) = read_report(&done.value);
+                    let (summary, engrams) = read_report(&done.value, &questions);
                     self.last = Some(Conversation {
                         request: request.clone(),
                         answer: done.completion.text.clone(),
                         known,
+                        questions,
                         n_engrams: engrams.len(),
                     });
                     // Scripted misbehaviour is the scripted agent's: a model's report is what the model wrote.
@@ -166,15 +192,25 @@ impl LlmAgent {
         request.messages.push(ChatMessage::assistant(last.answer.clone()));
         request.messages.push(ChatMessage::user(rejection_prompt(violation)));
         let (max_engrams, max_claim) = tightened(violation, last.n_engrams);
-        request.schema = Some(OutputSchema {
-            name: "report".to_owned(),
-            schema: report_schema(&last.known, max_engrams, max_claim),
-        });
-        match self.ask(&request, &last.known).await {
+        // One answer per question while the receiver takes that many engrams; else as many findings as it takes.
+        let questions = if max_engrams >= last.questions.len() { last.questions } else { Vec::new() };
+        let schema = if questions.is_empty() {
+            report_schema(&last.known, max_engrams, max_claim)
+        } else {
+            answers_schema(&last.known, &questions, max_claim)
+        };
+        request.schema = Some(OutputSchema { name: "report".to_owned(), schema });
+        match self.ask(&request, &last.known, &questions).await {
             Ok(done) => {
-                let (summary, engrams) = read_report(&done.value);
+                let (summary, engrams) = read_report(&done.value, &questions);
                 let n_engrams = engrams.len();
-                self.last = Some(Conversation { request, answer: done.completion.text, known: last.known, n_engrams });
+                self.last = Some(Conversation {
+                    request,
+                    answer: done.completion.text,
+                    known: last.known,
+                    questions,
+                    n_engrams,
+                });
                 Some(Action::Report(ReportAction { engrams, summary, paste_sources: false, ..report.clone() }))
             }
             Err(err) => {
@@ -243,6 +279,46 @@ impl Agent for LlmAgent {
 /// `schemas/engram.v0.1.json`, whose confidence is one of [`CONFIDENCE_LEVELS`] within that schema's bounds, whose
 /// claim has at most `max_claim` characters and whose pointers are among `known`.
 pub fn report_schema(known: &[String], max_engrams: usize, max_claim: usize) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "summary": {"type": "string", "minLength": 1, "maxLength": 300},
+            "engrams": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": max_engrams.clamp(1, MAX_REPORT_ENGRAMS),
+                "items": engram_item_schema(known, max_claim),
+            },
+        },
+        "required": ["summary", "engrams"],
+        "additionalProperties": false,
+    })
+}
+
+/// The JSON Schema of a report that answers graded questions: `answers`, one engram (as in [`report_schema`]) under
+/// each question's id, and a summary. A small model answers a question it sees named far better than it maps
+/// findings to questions itself.
+pub fn answers_schema(known: &[String], questions: &[(String, String)], max_claim: usize) -> Value {
+    let mut answers = serde_json::Map::new();
+    for (id, _) in questions {
+        answers.insert(id.clone(), engram_item_schema(known, max_claim));
+    }
+    let ids: Vec<&String> = questions.iter().map(|(id, _)| id).collect();
+    json!({
+        "type": "object",
+        // serde_json writes keys sorted: `answers` before `summary`, each answer's `claim` before its `pointers`.
+        "properties": {
+            "answers": {"type": "object", "properties": answers, "required": ids, "additionalProperties": false},
+            "summary": {"type": "string", "minLength": 1, "maxLength": 300},
+        },
+        "required": ["answers", "summary"],
+        "additionalProperties": false,
+    })
+}
+
+/// One engram of an answer: a kind from `schemas/engram.v0.1.json`, a claim of at most `max_claim` characters, 1–2
+/// pointers among `known`, a confidence among [`CONFIDENCE_LEVELS`] within the schema's bounds.
+fn engram_item_schema(known: &[String], max_claim: usize) -> Value {
     let engram = schema_document("engram.v0.1.json").unwrap_or_default();
     let kind = engram.pointer("/properties/kind").cloned().unwrap_or_else(|| json!({"type": "string"}));
     let bound = |name: &str, default: f64| {
@@ -254,42 +330,73 @@ pub fn report_schema(known: &[String], max_engrams: usize, max_claim: usize) -> 
     json!({
         "type": "object",
         "properties": {
-            "summary": {"type": "string", "minLength": 1, "maxLength": 300},
-            "engrams": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": max_engrams.clamp(1, MAX_REPORT_ENGRAMS),
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "kind": kind,
-                        "claim": {"type": "string", "minLength": 1, "maxLength": max_claim.min(MAX_CLAIM_CHARS)},
-                        "pointers": {"type": "array", "minItems": 1, "maxItems": MAX_ENGRAM_POINTERS, "items": pointer},
-                        "confidence": {"enum": levels},
-                    },
-                    "required": ["kind", "claim", "pointers", "confidence"],
-                    "additionalProperties": false,
-                },
-            },
+            "kind": kind,
+            "claim": {"type": "string", "minLength": 1, "maxLength": max_claim.min(MAX_CLAIM_CHARS)},
+            "pointers": {"type": "array", "minItems": 1, "maxItems": MAX_ENGRAM_POINTERS, "items": pointer},
+            "confidence": {"enum": levels},
         },
-        "required": ["summary", "engrams"],
+        "required": ["kind", "claim", "pointers", "confidence"],
         "additionalProperties": false,
     })
 }
 
+/// The engrams of an answer: its `engrams`, or its `answers` in the order of `questions` (`/answers/<id>`).
+fn answer_engrams<'a>(value: &'a Value, questions: &'a [(String, String)]) -> Vec<(String, &'a Value)> {
+    if questions.is_empty() {
+        let engrams = value.get("engrams").and_then(Value::as_array).into_iter().flatten();
+        engrams.enumerate().map(|(i, e)| (format!("/engrams/{i}"), e)).collect()
+    } else {
+        let answers = value.get("answers");
+        questions.iter().filter_map(|(id, _)| Some((format!("/answers/{id}"), answers?.get(id)?))).collect()
+    }
+}
+
+/// The graded questions an agent's briefs carry, as `Task <id>: <question>` lines: `(id, question)`, in order.
+pub fn task_questions(inbox: &[Arc<Value>]) -> Vec<(String, String)> {
+    let mut questions: Vec<(String, String)> = Vec::new();
+    for doc in inbox {
+        let doc = doc.get("doc").unwrap_or(doc);
+        let lines = doc.get("what_matters_now").and_then(Value::as_array).into_iter().flatten();
+        for line in lines.filter_map(Value::as_str) {
+            if let Some((id, question)) = line.strip_prefix("Task ").and_then(|rest| rest.split_once(": "))
+                && !id.is_empty()
+                && !id.contains(char::is_whitespace)
+                && !questions.iter().any(|(q, _)| q == id)
+            {
+                questions.push((id.to_owned(), question.trim().to_owned()));
+            }
+        }
+    }
+    questions
+}
+
+/// Whether `claim` asks rather than answers: it ends with a question mark or holds one between sentences. Small
+/// models copy the question into the claim.
+fn asks(claim: &str) -> bool {
+    let claim = claim.trim();
+    claim.ends_with('?') || claim.contains("? ")
+}
+
 /// What the schema cannot say: claims not blank, pointers in the text grammar and among those the agent knows.
-fn check_report(value: &Value, known: &[String]) -> Vec<String> {
+/// What the schema cannot say: claims not blank (and, answering questions, not a question), pointers in the text
+/// grammar and among those the agent knows.
+fn check_report(value: &Value, known: &[String], questions: &[(String, String)]) -> Vec<String> {
     let mut violations = Vec::new();
-    for (i, engram) in value.get("engrams").and_then(Value::as_array).into_iter().flatten().enumerate() {
-        if engram.get("claim").and_then(Value::as_str).is_none_or(|c| c.trim().is_empty()) {
-            violations.push(format!("/engrams/{i}/claim: blank"));
+    for (path, engram) in answer_engrams(value, questions) {
+        let claim = engram.get("claim").and_then(Value::as_str).unwrap_or_default();
+        if claim.trim().is_empty() {
+            violations.push(format!("{path}/claim: blank"));
+        } else if !questions.is_empty() && asks(claim) {
+            violations.push(format!(
+                "{path}/claim: asks a question; state the answer the sources you read show (values, names), not the question"
+            ));
         }
         for (j, pointer) in engram.get("pointers").and_then(Value::as_array).into_iter().flatten().enumerate() {
             let text = pointer.as_str().unwrap_or_default();
             if Pointer::parse(text).is_err() {
-                violations.push(format!("/engrams/{i}/pointers/{j}: not a pointer: {text:?}"));
+                violations.push(format!("{path}/pointers/{j}: not a pointer: {text:?}"));
             } else if !known.is_empty() && !known.iter().any(|k| k == text) {
-                violations.push(format!("/engrams/{i}/pointers/{j}: not one of the pointers you were given: {text:?}"));
+                violations.push(format!("{path}/pointers/{j}: not one of the pointers you were given: {text:?}"));
             }
         }
     }
@@ -297,13 +404,11 @@ fn check_report(value: &Value, known: &[String]) -> Vec<String> {
 }
 
 /// The summary and engrams of a checked answer.
-fn read_report(value: &Value) -> (String, Vec<EngramSpec>) {
+fn read_report(value: &Value, questions: &[(String, String)]) -> (String, Vec<EngramSpec>) {
     let summary = value.get("summary").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let engrams = value
-        .get("engrams")
-        .and_then(Value::as_array)
+    let engrams = answer_engrams(value, questions)
         .into_iter()
-        .flatten()
+        .map(|(_, e)| e)
         .filter_map(|e| {
             Some(EngramSpec {
                 kind: serde_json::from_value::<EngramKind>(e.get("kind")?.clone()).ok()?,
@@ -387,7 +492,7 @@ fn system_prompt(input: &TurnInput) -> String {
 }
 
 /// The task and everything the gateway delivered, in the order it arrived.
-fn user_prompt(input: &TurnInput, step: &ReportStep) -> String {
+fn user_prompt(input: &TurnInput, step: &ReportStep, questions: &[(String, String)]) -> String {
     let mut text = String::new();
     for doc in &input.inbox {
         describe(doc, &mut text);
@@ -406,20 +511,22 @@ fn user_prompt(input: &TurnInput, step: &ReportStep) -> String {
         ReportKind::Escalation { reason, .. } => format!("Escalate to {to}: {reason}"),
         ReportKind::Question { question, .. } => format!("Ask {to}: {question}"),
     };
-    // Graded questions reach an agent as `Task <id>: <question>` lines of its briefs.
-    let questions = input.inbox.iter().any(|doc| {
-        let doc = doc.get("doc").unwrap_or(doc);
-        doc.get("what_matters_now")
-            .and_then(Value::as_array)
-            .is_some_and(|lines| lines.iter().filter_map(Value::as_str).any(|l| l.starts_with("Task ")))
-    });
-    let how = if questions {
-        "Answer each Task question in one engram whose claim gives the whole answer (the values and names the sources \
-         show; state the answer, never repeat the question), citing the pointers that show it."
+    // Graded questions reach an agent as `Task <id>: <question>` lines of its briefs; each is answered under its id.
+    if questions.is_empty() {
+        let how = "List your findings as engrams: a risk for each problem found, citing the exact pointers.";
+        text.push_str(&format!("\n# Task\n{task} {how}\n"));
     } else {
-        "List your findings as engrams: a risk for each problem found, citing the exact pointers."
-    };
-    text.push_str(&format!("\n# Task\n{task} {how}\n"));
+        text.push_str("\n# Questions\n");
+        for (id, question) in questions {
+            text.push_str(&format!("- {id}: {question}\n"));
+        }
+        text.push_str(&format!(
+            "\n# Task\n{task} Under `answers`, answer each question under its id in one engram: the claim states the \
+             answer in one or two sentences, with the values and names the sources you read show (never repeat the \
+             question), and cites the pointers that show it; a risk where the sources disagree or the code breaks a \
+             rule, else a fact.\n"
+        ));
+    }
     text
 }
 

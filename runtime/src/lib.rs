@@ -52,7 +52,7 @@ pub use json::{parse_document, parse_strict};
 pub use message::{GateStatus, Payload, Severity, TaskStatus, TypedMessage, WaveState};
 pub use pointer::{MAX_REF_CHARS, MAX_SPAN_CHARS, Pointer, PointerType};
 pub use progress::{Progress, Silent, silent};
-pub use resolver::{Resolved, Resolver, SamSource};
+pub use resolver::{MAX_ABOUT_CHARS, Resolved, Resolver, SamSource, about};
 pub use scenario::{
     AgentKind, AgentSpec, Budgets, Check, DEFAULT_LLM_BASE_URL, EngramSpec, Expect, Gold, GrantSpec, LlmSpec,
     Misbehaviour, OneOf, Plan, ReportKind, ReportStep, Scenario, Step, Task, TaskKind, WireMode, scenario_document,

@@ -107,6 +107,12 @@ impl Resolver {
         self.content_of(pointer, sam)
     }
 
+    /// One line saying what is behind `pointer` (see [`about`]), read without pinning; `None` when it does not
+    /// resolve or there is nothing to say. What an agent's catalogue shows beside a pointer it has not read.
+    pub fn about(&self, pointer: &Pointer) -> Option<String> {
+        about(pointer, &self.content_of(pointer, &()).ok()?)
+    }
+
     fn content_of(&self, pointer: &Pointer, sam: &dyn SamSource) -> Result<String, Violation> {
         match pointer.ty() {
             PointerType::Repo => {
@@ -200,6 +206,83 @@ impl Resolver {
         file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text).map_err(|err| unresolved(err.to_string()))?;
         Ok(text)
     }
+}
+
+/// Characters of a pointer's one-line description.
+pub const MAX_ABOUT_CHARS: usize = 120;
+
+/// One line saying what `content`, the text behind `pointer`, is about: for code (repo spans, tests) its first doc
+/// comment line, or else its first line; for a Markdown section, the first line of its body (the heading is in the
+/// pointer); for a diff, the lines it adds and removes and where; at most [`MAX_ABOUT_CHARS`] characters. `None`
+/// for sam and url pointers and for blank content.
+pub fn about(pointer: &Pointer, content: &str) -> Option<String> {
+    let nonblank = || content.lines().map(str::trim).filter(|l| !l.is_empty());
+    let line = match pointer.ty() {
+        PointerType::Test | PointerType::Repo
+            if pointer.ty() == PointerType::Test || !is_markdown(pointer.location()) =>
+        {
+            let doc = nonblank()
+                .filter_map(|l| l.strip_prefix("///").or_else(|| l.strip_prefix("//!")))
+                .map(str::trim)
+                .find(|l| !l.is_empty());
+            // A test without a doc comment: what it asserts first says more than its signature (its name is in
+            // the pointer already).
+            let first = if pointer.ty() == PointerType::Test {
+                nonblank().find(|l| l.starts_with("assert")).or_else(|| nonblank().find(|l| !l.starts_with("#[")))
+            } else {
+                nonblank().find(|l| !l.starts_with("#["))
+            };
+            doc.or(first)?.to_owned()
+        }
+        PointerType::Repo | PointerType::Artifact | PointerType::Test => {
+            let mut lines = nonblank().peekable();
+            if pointer.span().is_some_and(|s| s.starts_with("sec=")) {
+                lines.next_if(|l| l.starts_with('#'));
+            }
+            lines.next()?.trim_start_matches(['#', '-', '*', ' ']).to_owned()
+        }
+        PointerType::Diff => {
+            let (mut added, mut removed) = (0usize, 0usize);
+            let mut places: Vec<&str> = Vec::new();
+            for l in content.lines() {
+                if l.starts_with("+++") || l.starts_with("---") {
+                    continue;
+                }
+                if l.starts_with('+') {
+                    added += 1;
+                } else if l.starts_with('-') {
+                    removed += 1;
+                } else if let Some(hunk) = l.strip_prefix("@@") {
+                    let place = hunk.split_once("@@").map_or("", |(_, p)| p.trim());
+                    if !place.is_empty() && !places.contains(&place) {
+                        places.push(place);
+                    }
+                }
+            }
+            if added + removed == 0 {
+                return None;
+            }
+            let mut line = format!("+{added} -{removed} lines");
+            if !places.is_empty() {
+                line.push_str(&format!(" in {}", places.join("; ")));
+            }
+            line
+        }
+        PointerType::Sam | PointerType::Url => return None,
+    };
+    let line = line.trim();
+    if line.is_empty() {
+        return None;
+    }
+    Some(if line.chars().count() > MAX_ABOUT_CHARS {
+        line.chars().take(MAX_ABOUT_CHARS - 1).collect::<String>() + "…"
+    } else {
+        line.to_owned()
+    })
+}
+
+fn is_markdown(path: &str) -> bool {
+    path.ends_with(".md") || path.ends_with(".markdown")
 }
 
 /// The text form without a digest: the identity under which a pointer's digest is pinned.

@@ -18,8 +18,9 @@ use crate::provider::{ChatMessage, CompletionRequest, LlmError, OutputSchema};
 const MAX_NOW_LINES: usize = 2;
 /// Characters of one such line.
 const MAX_NOW_CHARS: usize = 160;
-/// Pointers a model may pack for one child.
-const MAX_PACK: usize = 6;
+/// Pointers a model may pack for one child: as many as a pointer pack holds (`shared_brief_micro.v0.1.json`), so
+/// that a lead's child that is itself a parent can be handed what all of its children need.
+const MAX_PACK: usize = 12;
 /// Pointers a worker may choose to read at once (a brief packs at most 6 per child); its budget, not this cap, says
 /// how many it may read without asking.
 const MAX_READ: usize = 6;
@@ -44,7 +45,7 @@ impl LlmAgent {
         };
         let mut tries = 0;
         loop {
-            match self.ask(&request, &[]).await {
+            match self.ask(&request, &[], &[]).await {
                 Ok(done) => return Ok(done.value),
                 Err(err) if tries < super::OUTPUT_RETRIES && !err.is_transient() => {
                     tries += 1;
@@ -124,12 +125,12 @@ impl LlmAgent {
                 if lines.is_empty() { "no graded question".to_owned() } else { lines.join(" ") }
             ));
         }
-        user.push_str("\n# Pointers you hold\n");
+        user.push_str("\n# Pointers you hold (each with what it holds)\n");
         for text in &catalogue {
-            user.push_str(&format!("- {text}\n"));
+            user.push_str(&self.catalogue_line(text));
         }
         user.push_str(
-            "\n# Task\nWrite one brief for each child: one or two short lines of what matters now, and the pointers from your list that the child needs for its questions (only those; fewer is better). Never paste content.\n",
+            "\n# Task\nWrite one brief for each child: one or two short lines of what matters now, and the pointers from your list whose description shows they hold what that child's questions ask about (a question comparing two sources needs a pointer to each; leave out the rest). Never paste content.\n",
         );
         let system = format!(
             "You are {} (role {}), a parent in a hierarchy of agents that exchange pointers to sources instead of pasting them. Answer with one JSON object: for each child, its brief.",
@@ -288,6 +289,10 @@ impl LlmAgent {
         let mut user = String::new();
         for doc in &turn.inbox {
             describe(doc, &mut user);
+        }
+        user.push_str("\n# Pointers you have not read (each with what it holds)\n");
+        for text in unread {
+            user.push_str(&self.catalogue_line(text));
         }
         user.push_str(
             "\n# Task\nChoose what to read among the pointers you were given and have not read: the ones your questions need.\n",

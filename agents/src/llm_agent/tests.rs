@@ -425,3 +425,120 @@ async fn a_parent_model_grants_exactly_what_was_asked_or_denies_with_its_reason(
         other => panic!("a model that cannot answer denies, got {other:?}"),
     }
 }
+
+// ---- graded questions and the catalogue -----------------------------------------------------------------------------
+
+/// The report turn of `input()` whose brief carries two graded questions.
+fn questions_input() -> TurnInput {
+    let mut turn = input();
+    let brief = json!({
+        "brief_id": "lead-m1", "from": "lead",
+        "what_matters_now": ["Task t1: Where is the guard taken?", "Task t2: What does flush save?", "Look at the store."],
+        "constraints": [], "top_risks": [], "pointer_packs": {"reviewer": [DIFF]}, "budgets": {}, "grants": [],
+    });
+    turn.inbox[0] = Arc::new(brief);
+    turn
+}
+
+#[test]
+fn graded_questions_are_read_from_the_briefs_task_lines() {
+    let turn = questions_input();
+    assert_eq!(
+        task_questions(&turn.inbox),
+        vec![
+            ("t1".to_owned(), "Where is the guard taken?".to_owned()),
+            ("t2".to_owned(), "What does flush save?".to_owned())
+        ]
+    );
+    assert!(task_questions(&input().inbox).is_empty(), "a brief without Task lines asks nothing");
+}
+
+#[tokio::test]
+async fn a_worker_answers_each_graded_question_under_its_id_and_a_claim_that_asks_is_asked_again() {
+    let answer = |claim1: &str| {
+        json!({
+            "answers": {
+                "t1": {"kind": "fact", "claim": claim1, "pointers": [SPAN], "confidence": 0.9},
+                "t2": {"kind": "fact", "claim": "flush saves every bucket, six of them.", "pointers": [DIFF], "confidence": 0.7},
+            },
+            "summary": "Both answered.",
+        })
+        .to_string()
+    };
+    let echo = answer("Where is the guard taken?");
+    let right = answer("The guard is taken by self.map.lock() and held across backend.save().await.");
+    let model = Answers::new(&[&echo, &right]);
+    let mut agent = agent(model.clone());
+    let report = match first(&mut agent, &questions_input()).await {
+        Action::Report(report) => report,
+        other => panic!("a report, got {other:?}"),
+    };
+    // One engram per question, in the order the questions came.
+    let claims: Vec<&str> = report.engrams.iter().map(|e| e.claim.as_str()).collect();
+    assert_eq!(
+        claims,
+        [
+            "The guard is taken by self.map.lock() and held across backend.save().await.",
+            "flush saves every bucket, six of them."
+        ]
+    );
+    assert_eq!(report.engrams[0].pointers, vec![SPAN.to_owned()]);
+    // The first answer restated a question: unusable, asked once more with the reason.
+    let seen = model.seen();
+    assert_eq!(seen.len(), 2);
+    assert!(seen[1].messages.last().expect("retry").content.contains("/answers/t1/claim: asks a question"));
+    assert_eq!(agent.take_usage().unusable.len(), 1);
+    // The schema names every question; the prompt lists them and tells the model how to answer.
+    let schema = &seen[0].schema.as_ref().expect("schema").schema;
+    assert_eq!(schema.pointer("/properties/answers/required"), Some(&json!(["t1", "t2"])));
+    assert_eq!(
+        schema.pointer("/properties/answers/properties/t2/properties/pointers/items/enum/0"),
+        Some(&json!(DIFF))
+    );
+    let prompt = &seen[0].messages[0].content;
+    assert!(prompt.contains("- t1: Where is the guard taken?\n- t2: What does flush save?"), "{prompt}");
+}
+
+#[tokio::test]
+async fn a_report_without_questions_keeps_the_findings_schema_and_may_ask() {
+    // Findings may be phrased as questions: only a graded answer must state its answer.
+    let findings = json!({"summary": "s", "engrams": [{"kind": "risk", "claim": "Is the guard held across the await?", "pointers": [SPAN], "confidence": 0.5}]});
+    let model = Answers::new(&[&findings.to_string()]);
+    let mut agent = agent(model.clone());
+    let Action::Report(report) = first(&mut agent, &input()).await else { panic!("a report") };
+    assert_eq!(report.engrams.len(), 1);
+    assert_eq!(model.seen().len(), 1);
+    assert!(model.seen()[0].schema.as_ref().expect("schema").schema.pointer("/properties/engrams").is_some());
+}
+
+#[tokio::test]
+async fn the_pointers_a_model_chooses_among_come_with_what_they_hold() {
+    // The roles scenario over a workspace whose store has a documented span.
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("src")).expect("mkdir");
+    let mut store: Vec<String> = (1..=99).map(|i| format!("// line {i}")).collect();
+    store[52] = "/// Takes the map's lock for one bucket.".to_owned();
+    store[89] = "/// Saves every bucket to the backend.".to_owned();
+    std::fs::write(dir.path().join("src/store.rs"), store.join("\n")).expect("write");
+    let scenario = Arc::new(Scenario::from_toml(ROLES_SCENARIO, dir.path()).expect("scenario"));
+    let answer = json!({"a": {"now": ["n"], "pointers": ["repo:src/store.rs#L53-L55"]}, "b": {"now": ["n"], "pointers": ["repo:src/store.rs#L90-L99"]}});
+    let model = Answers::new(&[&answer.to_string()]);
+    let mut agent = agent(model.clone()).with_scenario(scenario.clone());
+    agent.next(&turn_of(&scenario, "lead", 0, Vec::new())).await;
+    let prompt = &model.seen()[0].messages[0].content;
+    assert!(prompt.contains("- repo:src/store.rs#L53-L55 — Takes the map's lock for one bucket.\n"), "{prompt}");
+    assert!(prompt.contains("- repo:src/store.rs#L90-L99 — Saves every bucket to the backend.\n"), "{prompt}");
+    assert!(prompt.contains("- repo:src/plan.md\n"), "a pointer that does not resolve is listed bare: {prompt}");
+    // A worker choosing what to read sees the same lines for the pointers it has not read.
+    let brief = json!({
+        "brief_id": "lead-m1", "from": "lead", "what_matters_now": ["Task t1: Where is the guard taken?"],
+        "pointer_packs": {"reviewer": ["repo:src/store.rs#L53-L55"]}, "budgets": {}, "grants": [],
+    });
+    let model = Answers::new(&[&json!({"read": ["repo:src/store.rs#L53-L55"]}).to_string()]);
+    let mut worker = LlmAgent::new("a", model.clone(), Sampling { temperature: 0.0, max_tokens: 64 })
+        .with_scenario(scenario.clone());
+    worker.next(&turn_of(&scenario, "a", 1, vec![Arc::new(brief)])).await;
+    let prompt = &model.seen()[0].messages[0].content;
+    assert!(prompt.contains("# Pointers you have not read"), "{prompt}");
+    assert!(prompt.contains("- repo:src/store.rs#L53-L55 — Takes the map's lock for one bucket.\n"), "{prompt}");
+}

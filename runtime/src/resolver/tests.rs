@@ -104,3 +104,35 @@ fn changed_content_is_a_digest_mismatch() {
     let err = fresh.resolve(&first.pointer, &()).expect_err("stale digest");
     assert_eq!(err.code, ErrorCode::DigestMismatch);
 }
+
+#[test]
+fn about_says_in_one_line_what_a_pointer_holds() {
+    let (dir, resolver) = workspace();
+    let about = |text: &str| resolver.about(&Pointer::parse(text).expect("pointer"));
+    // Code: the first doc comment line, else the first line that is not an attribute.
+    assert_eq!(about("test:budget::spend_never_exceeds").as_deref(), Some("Docs."));
+    assert_eq!(about("repo:src/lib.rs#L2-L3").as_deref(), Some("line 2"));
+    std::fs::write(
+        dir.path().join("tests/plain.rs"),
+        "#[test]\nfn checks() {\n    let x = 2;\n    assert_eq!(x, 2);\n}\n",
+    )
+    .expect("write");
+    assert_eq!(about("test:plain::checks").as_deref(), Some("assert_eq!(x, 2);"), "a test: what it asserts");
+    // A Markdown section: the first line under its heading; a file: its first line.
+    assert_eq!(about("artifact:docs/SPEC.md#sec=Budget Rules").as_deref(), Some("rule one"));
+    assert_eq!(about("artifact:docs/SPEC.md").as_deref(), Some("Spec"));
+    // A diff: what it adds and removes.
+    assert_eq!(about("diff:a..b#src/x.rs").as_deref(), Some("+1 -1 lines"));
+    // Nothing to say: unresolved, sam, url.
+    assert_eq!(about("repo:src/missing.rs#L1-L2"), None);
+    assert_eq!(about("sam:msg:m1"), None);
+    // One line, cut to MAX_ABOUT_CHARS.
+    let long = format!("/// {}\nfn f() {{}}\n", "word ".repeat(60));
+    let p = Pointer::parse("repo:src/lib.rs#L1-L2").expect("pointer");
+    let line = crate::resolver::about(&p, &long).expect("a line");
+    assert_eq!(line.chars().count(), MAX_ABOUT_CHARS);
+    assert!(line.ends_with('…') && !line.contains('\n'), "{line}");
+    let diff = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@ impl Bucket {\n-a\n+b\n+c\n";
+    let p = Pointer::parse("diff:a..b#x").expect("pointer");
+    assert_eq!(crate::resolver::about(&p, diff).as_deref(), Some("+2 -1 lines in impl Bucket {"));
+}
