@@ -129,3 +129,27 @@ fn ci_runs_the_readme_test_command() {
         assert!(ci.lines().any(|l| l.trim() == command), "scripts/ci.sh does not run `{command}`");
     }
 }
+
+#[test]
+fn every_tracing_target_is_in_the_observability_table() {
+    let codemap = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let table = codemap.split("**Observability.**").nth(1).expect("an observability section");
+    let mut files = Vec::new();
+    for dir in ["runtime/src", "agents/src", "src"] {
+        files_with_extension(&root().join(dir), "rs", &mut files);
+    }
+    let mut targets = std::collections::BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("source");
+        for rest in text.split("target: \"").skip(1) {
+            let target = rest.split('"').next().expect("a closing quote");
+            if target.starts_with("less.") {
+                targets.insert(target.to_owned());
+            }
+        }
+    }
+    assert!(targets.len() >= 5, "the sources log under less.* targets: {targets:?}");
+    for target in targets {
+        assert!(table.contains(&format!("`{target}`")), "ARCHITECTURE.md's observability table lacks `{target}`");
+    }
+}
