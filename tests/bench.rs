@@ -357,6 +357,8 @@ fn the_recorded_llm_bench_replays_to_its_committed_bench_json() {
         (solved, graded, inline, inline + deref, model("prompt_tokens"), model("completion_tokens"), model("calls"))
     };
     let (less, base) = (totals("less"), totals("verbatim"));
+    let escalations = |mode: &str| sum(mode, &|r| n(&r["totals"]["escalations"]));
+    let unusable = |mode: &str| sum(mode, &|r| n(&r["totals"]["model"]["unusable"]));
     let pct = |a: u64, b: u64| format!("{:.1}%", 100.0 * a as f64 / b as f64);
     let t = less_runtime::bench::thousands;
     for row in [
@@ -371,6 +373,13 @@ fn the_recorded_llm_bench_replays_to_its_committed_bench_json() {
         ),
         format!("| model completion tokens | {} | {} |", t(less.5), t(base.5)),
         format!("| model calls | {} | {} |", less.6, base.6),
+        format!(
+            "| escalations, unusable answers | {}, {} | {}, {} |",
+            escalations("less"),
+            unusable("less"),
+            escalations("verbatim"),
+            unusable("verbatim")
+        ),
         format!("| deref requests asked by a child / granted by its parent's model | {asked} / {answered} | — |"),
     ] {
         assert!(readme.contains(&row), "README.md lacks the row {row:?}: regenerate it from bench.json");
