@@ -1,9 +1,11 @@
 //! [`LlmAgent`]: an agent whose reports a language model writes.
 //!
-//! The scenario's steps are its tasks. Briefs, dereferences, queries and promotions are carried out as written (the
-//! hierarchy's plumbing); a report step becomes a completion: the prompt is built only from what the agent's gateway
+//! The scenario's steps say whose turn it is and what for. A parent's briefs, a worker's reads and a parent's answer
+//! to a deref request are the model's choices (`roles`); queries and promotions are carried out as written; a report
+//! step becomes a completion: the prompt is built only from what the agent's gateway
 //! delivered (briefs with their pointer packs, reports, recalled engrams, dereferenced content — never the step's
-//! scripted engrams or summary), the answer is constrained by [`report_schema`] (derived from
+//! scripted engrams or summary), the answer is constrained by [`report_schema`] (or, answering the agent's graded
+//! questions, [`answers_schema`]: one engram under each question's id; both derived from
 //! `schemas/engram.v0.1.json`, its pointers an enum of the pointers the agent was given or read) and checked again
 //! here (small models ignore bounds). Unusable output gets one corrective retry; after that the agent escalates to
 //! its parent instead of reporting, so a bad model never crashes a run. When a gateway refuses the report, the code,
@@ -116,6 +118,21 @@ impl LlmAgent {
         }
     }
 
+    /// The graded questions the agent's report answers: among its briefs' `Task <id>: …` lines, in order, those of
+    /// its own tasks (a parent's briefs carry its descendants' questions too, and a model may copy task lines into
+    /// the lines it writes), worded as the scenario words them. Without a scenario, every such line.
+    fn questions_for(&self, input: &TurnInput) -> Vec<(String, String)> {
+        let questions = task_questions(&input.inbox);
+        match &self.scenario {
+            Some(scenario) => questions
+                .into_iter()
+                .filter_map(|(id, _)| scenario.task(&id).filter(|t| t.agent == input.spec.id))
+                .map(|t| (t.id.clone(), t.question.clone()))
+                .collect(),
+            None => questions,
+        }
+    }
+
     async fn ask(
         &mut self,
         request: &CompletionRequest,
@@ -133,7 +150,7 @@ impl LlmAgent {
     /// Writes the report of `step` with the model, or an escalation when its output stays unusable.
     async fn report(&mut self, input: &TurnInput, step: &ReportStep) -> Action {
         let known = known_pointers(&input.inbox);
-        let questions = task_questions(&input.inbox);
+        let questions = self.questions_for(input);
         let schema = if questions.is_empty() {
             report_schema(&known, DEFAULT_ENGRAMS, DEFAULT_CLAIM_CHARS)
         } else {
@@ -190,10 +207,10 @@ impl LlmAgent {
         let last = self.last.take()?;
         let mut request = last.request.clone();
         request.messages.push(ChatMessage::assistant(last.answer.clone()));
-        request.messages.push(ChatMessage::user(rejection_prompt(violation)));
-        let (max_engrams, max_claim) = tightened(violation, last.n_engrams);
-        // One answer per question while the receiver takes that many engrams; else as many findings as it takes.
-        let questions = if max_engrams >= last.questions.len() { last.questions } else { Vec::new() };
+        request.messages.push(ChatMessage::user(rejection_prompt(violation, &last.questions)));
+        let (max_engrams, max_claim) = tightened(violation, last.n_engrams, !last.questions.is_empty());
+        // An answer per question, as many as the receiver takes.
+        let questions: Vec<(String, String)> = last.questions.into_iter().take(max_engrams).collect();
         let schema = if questions.is_empty() {
             report_schema(&last.known, max_engrams, max_claim)
         } else {
@@ -340,7 +357,8 @@ fn engram_item_schema(known: &[String], max_claim: usize) -> Value {
     })
 }
 
-/// The engrams of an answer: its `engrams`, or its `answers` in the order of `questions` (`/answers/<id>`).
+/// The engrams of an answer: its `engrams`, or its `answers` in the order of `questions` (`/answers/<id>`); an
+/// answer missing from `answers` is left out (the schema requires every one).
 fn answer_engrams<'a>(value: &'a Value, questions: &'a [(String, String)]) -> Vec<(String, &'a Value)> {
     if questions.is_empty() {
         let engrams = value.get("engrams").and_then(Value::as_array).into_iter().flatten();
@@ -370,23 +388,35 @@ pub fn task_questions(inbox: &[Arc<Value>]) -> Vec<(String, String)> {
     questions
 }
 
-/// Whether `claim` asks rather than answers: it ends with a question mark or holds one between sentences. Small
-/// models copy the question into the claim.
-fn asks(claim: &str) -> bool {
+/// Whether `claim` asks rather than answers `question` (small models copy the question into the claim): it holds
+/// the question's words in order, or ends with a question mark after a word (not after code such as `.await?`).
+fn asks(claim: &str, question: &str) -> bool {
+    let words = |text: &str| -> String {
+        let lower = text.to_lowercase();
+        let kept: String = lower.chars().map(|c| if c.is_alphanumeric() { c } else { ' ' }).collect();
+        kept.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let question = words(question);
+    if question.split(' ').count() >= 4 && words(claim).contains(&question) {
+        return true;
+    }
     let claim = claim.trim();
-    claim.ends_with('?') || claim.contains("? ")
+    let last = claim.split_whitespace().last().unwrap_or_default();
+    claim.ends_with('?') && !last.contains(['.', '(', ')', '`', ':', '!'])
 }
 
-/// What the schema cannot say: claims not blank, pointers in the text grammar and among those the agent knows.
 /// What the schema cannot say: claims not blank (and, answering questions, not a question), pointers in the text
 /// grammar and among those the agent knows.
 fn check_report(value: &Value, known: &[String], questions: &[(String, String)]) -> Vec<String> {
     let mut violations = Vec::new();
-    for (path, engram) in answer_engrams(value, questions) {
+    for (idx, (path, engram)) in answer_engrams(value, questions).into_iter().enumerate() {
         let claim = engram.get("claim").and_then(Value::as_str).unwrap_or_default();
+        let question = questions.get(idx).map(|(_, q)| q.as_str());
         if claim.trim().is_empty() {
             violations.push(format!("{path}/claim: blank"));
-        } else if !questions.is_empty() && asks(claim) {
+        } else if let Some(question) = question
+            && asks(claim, question)
+        {
             violations.push(format!(
                 "{path}/claim: asks a question; state the answer the sources you read show (values, names), not the question"
             ));
@@ -458,7 +488,7 @@ fn escalation_for(agent: &str, what: &str, err: &LlmError) -> Action {
 }
 
 /// The limits a resend must meet, from the refusal: `(engrams, claim characters)`.
-fn tightened(violation: &Violation, n_engrams: usize) -> (usize, usize) {
+fn tightened(violation: &Violation, n_engrams: usize, answering: bool) -> (usize, usize) {
     if violation.code != ErrorCode::BudgetExceeded {
         return (n_engrams.max(1), DEFAULT_CLAIM_CHARS);
     }
@@ -470,12 +500,24 @@ fn tightened(violation: &Violation, n_engrams: usize) -> (usize, usize) {
     if violation.path == "/body" {
         return (n_engrams.max(1), DEFAULT_CLAIM_CHARS);
     }
-    // Too many inline tokens: fewer, shorter engrams.
+    // Too many inline tokens: shorter claims, and fewer engrams unless each answers a question.
+    if answering {
+        return (n_engrams.max(1), 160);
+    }
     (n_engrams.saturating_sub(1).max(1), 240)
 }
 
-fn rejection_prompt(violation: &Violation) -> String {
-    let path = if violation.path.is_empty() { String::new() } else { format!(" at {}", violation.path) };
+/// What a refusal says to the model; a path into an answered report's engrams names the answer (`/answers/<id>`:
+/// its engrams are the answers in question order).
+fn rejection_prompt(violation: &Violation, questions: &[(String, String)]) -> String {
+    let mut at = violation.path.clone();
+    if let Some(rest) = at.strip_prefix("/engrams/") {
+        let (idx, tail) = rest.split_once('/').map_or((rest, ""), |(i, t)| (i, t));
+        if let Some((id, _)) = idx.parse::<usize>().ok().and_then(|i| questions.get(i)) {
+            at = if tail.is_empty() { format!("/answers/{id}") } else { format!("/answers/{id}/{tail}") };
+        }
+    }
+    let path = if at.is_empty() { String::new() } else { format!(" at {at}") };
     format!(
         "The receiver's gateway refused that message: {}{path}: {}. {} Answer again with the corrected JSON only: cite pointers, never paste content.",
         violation.code,

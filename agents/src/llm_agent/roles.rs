@@ -21,7 +21,7 @@ const MAX_NOW_CHARS: usize = 160;
 /// Pointers a model may pack for one child: as many as a pointer pack holds (`shared_brief_micro.v0.1.json`), so
 /// that a lead's child that is itself a parent can be handed what all of its children need.
 const MAX_PACK: usize = 12;
-/// Pointers a worker may choose to read at once (a brief packs at most 6 per child); its budget, not this cap, says
+/// Pointers a worker may choose to read at once; its budget, not this cap, says
 /// how many it may read without asking.
 const MAX_READ: usize = 6;
 /// Lines of what matters now a brief may carry (`shared_brief_micro.v0.1.json`).

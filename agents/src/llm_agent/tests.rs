@@ -542,3 +542,107 @@ async fn the_pointers_a_model_chooses_among_come_with_what_they_hold() {
     assert!(prompt.contains("# Pointers you have not read"), "{prompt}");
     assert!(prompt.contains("- repo:src/store.rs#L53-L55 — Takes the map's lock for one bucket.\n"), "{prompt}");
 }
+
+#[test]
+fn a_claim_asks_when_it_restates_its_question_or_ends_asking_but_not_when_it_quotes_code() {
+    let q = "Do the security policy and the code agree on how long a session token lives?";
+    assert!(asks("Do the security policy and the code agree on how long a session token lives? Cite both.", q));
+    assert!(asks("The task: do the security policy and the code agree on how long a session token lives", q));
+    assert!(asks("Is the guard held?", q));
+    assert!(!asks("No: the policy says 12 hours, SESSION_TTL is 7 days.", q));
+    assert!(!asks("flush calls self.backend.save(key, *snapshot).await?", q));
+    assert!(!asks("It propagates the error with `?`", q));
+}
+
+#[test]
+fn a_refusal_of_an_answered_report_names_the_answer_it_is_about() {
+    let questions = vec![("t1".to_owned(), "q1".to_owned()), ("t2".to_owned(), "q2".to_owned())];
+    let violation = Violation::new(ErrorCode::BudgetExceeded, "/engrams/1/claim", "too long".to_owned());
+    let text = rejection_prompt(&violation, &questions);
+    assert!(text.contains(" at /answers/t2/claim: too long"), "{text}");
+    assert!(rejection_prompt(&violation, &[]).contains(" at /engrams/1/claim:"), "findings keep their paths");
+}
+
+/// The roles scenario's agent `who` reporting with a brief that carries `lines`.
+fn report_turn(scenario: &Scenario, who: &str, lines: &[&str]) -> TurnInput {
+    let brief = json!({
+        "brief_id": "lead-m1", "from": "lead", "what_matters_now": lines,
+        "pointer_packs": {"reviewer": [SPAN]}, "budgets": {}, "grants": [],
+    });
+    let read = json!({"dereferenced": {"pointer": SPAN, "content": "let guard = self.map.lock();"}});
+    let mut turn = turn_of(scenario, who, 1, vec![Arc::new(brief), Arc::new(read)]);
+    if let Step::Report(step) = &mut turn.step {
+        step.agent = who.to_owned();
+    }
+    turn
+}
+
+#[tokio::test]
+async fn only_the_agents_own_tasks_are_answered_by_name_worded_as_the_scenario_words_them() {
+    let scenario = roles_scenario();
+    // `a` answers t1 (its task) even when a model's line copied it first with other words; `lead` does not answer
+    // its descendants' questions by name.
+    let lines = ["Task t1: guard? Task t9: what else?", "Task t1: Where is the guard taken?", "Task nope: unknown"];
+    let answer = json!({"answers": {"t1": {"kind": "fact", "claim": "self.map.lock() takes it.", "pointers": [SPAN], "confidence": 0.9}}, "summary": "s"});
+    let model = Answers::new(&[&answer.to_string()]);
+    let mut agent = agent(model.clone()).with_scenario(scenario.clone());
+    let Action::Report(report) = agent.next(&report_turn(&scenario, "a", &lines)).await else { panic!("a report") };
+    assert_eq!(report.engrams.len(), 1);
+    let seen = model.seen();
+    assert_eq!(
+        seen[0].schema.as_ref().expect("schema").schema.pointer("/properties/answers/required"),
+        Some(&json!(["t1"]))
+    );
+    assert!(
+        seen[0].messages[0].content.contains("- t1: Where is the guard taken?\n"),
+        "{}",
+        seen[0].messages[0].content
+    );
+
+    let findings =
+        json!({"summary": "s", "engrams": [{"kind": "fact", "claim": "c", "pointers": [SPAN], "confidence": 0.9}]});
+    let model = Answers::new(&[&findings.to_string()]);
+    let mut lead = LlmAgent::new("lead", model.clone(), Sampling { temperature: 0.0, max_tokens: 64 })
+        .with_scenario(scenario.clone());
+    let mut turn = report_turn(&scenario, "lead", &lines);
+    turn.spec = scenario.agent("lead").expect("lead").clone();
+    turn.done.push(Done { action: Action::Finish, outcome: Outcome::Done });
+    let Action::Report(_) = lead.next(&turn).await else { panic!("the lead's report") };
+    assert!(model.seen()[0].schema.as_ref().expect("schema").schema.pointer("/properties/engrams").is_some());
+}
+
+#[tokio::test]
+async fn a_refused_answered_report_is_resent_with_every_answer_shorter_or_as_many_as_are_taken() {
+    let answer = |claim: &str| {
+        json!({"answers": {
+            "t1": {"kind": "fact", "claim": claim, "pointers": [SPAN], "confidence": 0.9},
+            "t2": {"kind": "fact", "claim": claim, "pointers": [DIFF], "confidence": 0.9}}, "summary": "s"})
+        .to_string()
+    };
+    let (long, short) = (answer("a long answer"), answer("short"));
+    let model = Answers::new(&[&long, &short]);
+    let mut agent = agent(model.clone());
+    let turn = questions_input();
+    let first_report = first(&mut agent, &turn).await;
+    // Too many inline tokens: both answers again, with shorter claims.
+    let tokens =
+        Violation::new(ErrorCode::BudgetExceeded, "", "900 inline tokens; the receiver accepts at most 800".to_owned());
+    let Some(Action::Report(resent)) = agent.resend(&first_report, &tokens).await else { panic!("a resend") };
+    assert_eq!(resent.engrams.len(), 2);
+    let seen = model.seen();
+    let schema = &seen[1].schema.as_ref().expect("schema").schema;
+    assert_eq!(schema.pointer("/properties/answers/required"), Some(&json!(["t1", "t2"])));
+    assert_eq!(schema.pointer("/properties/answers/properties/t1/properties/claim/maxLength"), Some(&json!(160)));
+    // A receiver that takes one engram: the first question's answer alone.
+    let only_t1 = json!({"answers": {"t1": {"kind": "fact", "claim": "one", "pointers": [SPAN], "confidence": 0.9}}, "summary": "s"});
+    let model = Answers::new(&[&long, &only_t1.to_string()]);
+    let mut taker = LlmAgent::new("rev", model.clone(), Sampling { temperature: 0.0, max_tokens: 256 });
+    let first_report = first(&mut taker, &turn).await;
+    let one =
+        Violation::new(ErrorCode::BudgetExceeded, "/engrams", "2 engrams; the receiver accepts at most 1".to_owned());
+    let Some(Action::Report(resent)) = taker.resend(&first_report, &one).await else { panic!("a resend") };
+    assert_eq!(resent.engrams.len(), 1);
+    let seen = model.seen();
+    let schema = &seen[1].schema.as_ref().expect("schema").schema;
+    assert_eq!(schema.pointer("/properties/answers/required"), Some(&json!(["t1"])));
+}
