@@ -66,7 +66,7 @@ pub struct LlmAgent {
     script: crate::ScriptedAgent,
     /// The scenario, for a parent's children, their questions and the lead's pointers (none: reports only).
     scenario: Option<Arc<Scenario>>,
-    /// The rest of a turn the model planned at once (a parent's briefs).
+    /// The rest of a turn the model planned at once (a parent's briefs; a worker's recall and read).
     queue: VecDeque<Action>,
     /// Pointers the model chose to read in earlier turns (not offered again).
     chosen: Vec<String>,
@@ -249,6 +249,10 @@ impl LlmAgent {
 impl Agent for LlmAgent {
     fn next<'a>(&'a mut self, turn: &'a TurnInput) -> AgentFuture<'a, Action> {
         Box::pin(async move {
+            if turn.done.is_empty() {
+                // What a turn planned ends with it.
+                self.queue.clear();
+            }
             match &turn.step {
                 Step::Brief { .. } if self.scenario.is_some() => self.brief_turn(turn).await,
                 Step::Deref { .. } if self.scenario.is_some() => self.read_step(turn).await.unwrap_or(Action::Finish),

@@ -862,11 +862,15 @@ impl Scenario {
 
     /// The brief lines `child` gets for the tasks named in `task_ids`: those whose agent is `child` or below it.
     pub fn task_lines(&self, task_ids: &[String], child: &str) -> Vec<String> {
+        self.tasks_below(task_ids, child).into_iter().map(|t| format!("Task {}: {}", t.id, t.question)).collect()
+    }
+
+    /// The tasks named in `task_ids` whose agent is `child` or below it, in the order named.
+    pub fn tasks_below(&self, task_ids: &[String], child: &str) -> Vec<&Task> {
         task_ids
             .iter()
             .filter_map(|id| self.task(id))
             .filter(|t| t.agent == child || self.is_ancestor(child, &t.agent))
-            .map(|t| format!("Task {}: {}", t.id, t.question))
             .collect()
     }
 

@@ -248,14 +248,24 @@ pub(crate) struct AgentsArgs {
     /// first `llm` agent, or the defaults: the local server of scripts/local-llm.sh).
     #[arg(long, value_enum, default_value_t = AgentsChoice::AsWritten)]
     pub(crate) agents: AgentsChoice,
+    /// Seconds one model request of an `llm` agent may take before it is retried (default: as the scenario says,
+    /// else 120). A small model on a CPU reading a verbatim baseline's pasted files needs several minutes.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) model_timeout: Option<u64>,
 }
 
 impl AgentsArgs {
     /// `scenario` as these arguments want its agents.
     pub(crate) fn apply(&self, scenario: less_runtime::Scenario) -> less_runtime::Scenario {
-        match self.agents {
+        let mut scenario = match self.agents {
             AgentsChoice::AsWritten => scenario,
             AgentsChoice::Llm => scenario.with_every_agent_llm(),
+        };
+        if let Some(secs) = self.model_timeout {
+            for llm in scenario.agents.iter_mut().filter_map(|a| a.llm.as_mut()) {
+                llm.timeout_secs = secs;
+            }
         }
+        scenario
     }
 }

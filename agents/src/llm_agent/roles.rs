@@ -1,5 +1,5 @@
 //! The model's part in every role besides writing reports: a parent writes its children's briefs and answers their
-//! deref requests; a worker chooses what to read. Each question is one completion constrained by a schema that
+//! deref requests; a worker chooses what to read and what to recall from the run's memory. Each question is one completion constrained by a schema that
 //! allows only what the agent may use (its children, the pointers it holds, the pointers it has not read yet);
 //! what the runtime can decide from numbers, it decides (a read over budget becomes a request to the parent, a
 //! granted request is read with its grant), so the model only makes the choices a number cannot.
@@ -21,9 +21,16 @@ const MAX_NOW_CHARS: usize = 160;
 /// Pointers a model may pack for one child: as many as a pointer pack holds (`shared_brief_micro.v0.1.json`), so
 /// that a lead's child that is itself a parent can be handed what all of its children need.
 const MAX_PACK: usize = 12;
+/// Pointers a model may choose for one graded question (a contradiction needs both sides, a cross-file rule both
+/// files; a third for the spec that states it).
+const MAX_PER_QUESTION: usize = 3;
 /// Pointers a worker may choose to read at once; its budget, not this cap, says
 /// how many it may read without asking.
 const MAX_READ: usize = 6;
+/// Characters of a worker's memory query.
+const MAX_RECALL_CHARS: usize = 120;
+/// Engrams a worker's memory query recalls.
+const RECALL_K: usize = 3;
 /// Lines of what matters now a brief may carry (`shared_brief_micro.v0.1.json`).
 const MAX_BRIEF_LINES: usize = 10;
 
@@ -64,7 +71,6 @@ impl LlmAgent {
     /// them; then the turn is done.
     pub(super) async fn brief_turn(&mut self, turn: &TurnInput) -> Action {
         if turn.done.is_empty() {
-            self.queue.clear();
             match self.write_briefs(turn).await {
                 Ok(briefs) => self.queue.extend(briefs),
                 Err(err) => return super::escalation_for(&turn.spec.id, "write the briefs", &err),
@@ -87,22 +93,42 @@ impl LlmAgent {
         }
         let catalogue = holdings(&scenario, turn);
         let pointer = if catalogue.is_empty() { json!({"type": "string"}) } else { json!({"enum": catalogue}) };
+        let now = json!({"type": "array", "minItems": 1, "maxItems": MAX_NOW_LINES,
+                         "items": {"type": "string", "minLength": 1, "maxLength": MAX_NOW_CHARS}});
         let mut properties = serde_json::Map::new();
         for (child, _) in &children {
-            properties.insert(
-                child.clone(),
+            let questions: Vec<&str> = scenario.tasks_below(tasks, child).iter().map(|t| t.id.as_str()).collect();
+            let brief = if questions.is_empty() {
+                // No graded question: the child's pack is one list.
                 json!({
                     "type": "object",
                     "properties": {
-                        "now": {"type": "array", "minItems": 1, "maxItems": MAX_NOW_LINES,
-                                "items": {"type": "string", "minLength": 1, "maxLength": MAX_NOW_CHARS}},
+                        "now": now,
                         "pointers": {"type": "array", "minItems": usize::from(!catalogue.is_empty()),
                                      "maxItems": MAX_PACK.min(catalogue.len().max(1)), "items": pointer},
                     },
                     "required": ["now", "pointers"],
                     "additionalProperties": false,
-                }),
-            );
+                })
+            } else {
+                // One list per question: a small model that picks the pointers of one question at a time packs
+                // what each needs, where one list for all of them stops after the first one or two.
+                let per_question = json!({"type": "array", "minItems": usize::from(!catalogue.is_empty()),
+                                          "maxItems": MAX_PER_QUESTION.min(catalogue.len().max(1)), "items": pointer});
+                let lists: serde_json::Map<String, Value> =
+                    questions.iter().map(|id| ((*id).to_owned(), per_question.clone())).collect();
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "now": now,
+                        "questions": {"type": "object", "properties": lists, "required": questions,
+                                      "additionalProperties": false},
+                    },
+                    "required": ["now", "questions"],
+                    "additionalProperties": false,
+                })
+            };
+            properties.insert(child.clone(), brief);
         }
         let names: Vec<&String> = children.iter().map(|(c, _)| c).collect();
         let schema =
@@ -119,19 +145,23 @@ impl LlmAgent {
         }
         user.push_str("\n# Your children and their questions\n");
         for (child, role) in &children {
-            let lines = scenario.task_lines(tasks, child);
-            user.push_str(&format!(
-                "- {child} (role {role}): {}\n",
-                if lines.is_empty() { "no graded question".to_owned() } else { lines.join(" ") }
-            ));
+            let below = scenario.tasks_below(tasks, child);
+            if below.is_empty() {
+                user.push_str(&format!("- {child} (role {role}): no graded question\n"));
+            } else {
+                user.push_str(&format!("- {child} (role {role}):\n"));
+                for task in below {
+                    user.push_str(&format!("  - question {}: {}\n", task.id, task.question));
+                }
+            }
         }
         user.push_str("\n# Pointers you hold (each with what it holds)\n");
         for text in &catalogue {
             user.push_str(&self.catalogue_line(text));
         }
-        user.push_str(
-            "\n# Task\nWrite one brief for each child: one or two short lines of what matters now, and the pointers from your list whose description shows they hold what that child's questions ask about (a question comparing two sources needs a pointer to each; leave out the rest). Never paste content.\n",
-        );
+        user.push_str(&format!(
+            "\n# Task\nWrite one brief for each child: one or two short lines of what matters now, and under `questions`, for each of the child's questions, the pointers (one to {MAX_PER_QUESTION}) from your list whose description shows they hold that question's answer (a question comparing two sources needs a pointer to each). Never paste content.\n",
+        ));
         let system = format!(
             "You are {} (role {}), a parent in a hierarchy of agents that exchange pointers to sources instead of pasting them. Answer with one JSON object: for each child, its brief.",
             turn.spec.id, turn.spec.role
@@ -140,10 +170,8 @@ impl LlmAgent {
         let mut actions = Vec::new();
         for (child, role) in &children {
             let brief = value.get(child);
-            let list = |key: &str| -> Vec<String> {
-                brief
-                    .and_then(|b| b.get(key))
-                    .and_then(Value::as_array)
+            let texts = |list: Option<&Value>| -> Vec<String> {
+                list.and_then(Value::as_array)
                     .into_iter()
                     .flatten()
                     .filter_map(Value::as_str)
@@ -151,15 +179,24 @@ impl LlmAgent {
                     .filter(|t| !t.is_empty())
                     .collect()
             };
+            // The pack: the pointers chosen for each question, in question order, each once.
+            let below = scenario.tasks_below(tasks, child);
+            let chosen: Vec<String> = if below.is_empty() {
+                texts(brief.and_then(|b| b.get("pointers")))
+            } else {
+                below
+                    .iter()
+                    .flat_map(|t| texts(brief.and_then(|b| b.pointer(&format!("/questions/{}", t.id)))))
+                    .collect()
+            };
             let mut pointers: Vec<String> = Vec::new();
-            for text in list("pointers") {
-                if catalogue.contains(&text) && !pointers.contains(&text) {
+            for text in chosen {
+                if catalogue.contains(&text) && !pointers.contains(&text) && pointers.len() < MAX_PACK {
                     pointers.push(text);
                 }
             }
-            let n_tasks = scenario.task_lines(tasks, child).len();
-            let room = MAX_BRIEF_LINES.saturating_sub(n_tasks).clamp(1, MAX_NOW_LINES);
-            let mut now: Vec<String> = list("now").into_iter().take(room).collect();
+            let room = MAX_BRIEF_LINES.saturating_sub(below.len()).clamp(1, MAX_NOW_LINES);
+            let mut now: Vec<String> = texts(brief.and_then(|b| b.get("now"))).into_iter().take(room).collect();
             if now.is_empty() {
                 now.push("Answer your questions, citing what you read.".to_owned());
             }
@@ -229,8 +266,14 @@ impl LlmAgent {
     /// read; a read over budget becomes a request to the parent, a granted request is read with the grant. `None`
     /// when reading is over for this turn.
     pub(super) async fn read_step(&mut self, turn: &TurnInput) -> Option<Action> {
+        if let Some(action) = self.queue.pop_front() {
+            // The read the model chose with its query, after the recall.
+            return Some(action);
+        }
         let reading: Vec<&Done> = turn.done.iter().filter(|d| is_reading(&d.action)).collect();
+        let queried = turn.done.iter().any(|d| matches!(d.action, Action::Query { .. }));
         match reading.last() {
+            None if queried => None,
             None => {
                 // What it chose before counts as read: a baseline holds it pasted, a refused read was answered.
                 let unread: Vec<String> =
@@ -239,16 +282,22 @@ impl LlmAgent {
                     return None;
                 }
                 match self.choose_reads(turn, &unread).await {
-                    Ok(pointers) if !pointers.is_empty() => {
+                    Ok(Reads { pointers, recall }) => {
                         self.chosen.extend(pointers.iter().cloned());
-                        Some(Action::Deref(DerefAction {
-                            pointers,
-                            reason: "to answer my questions".to_owned(),
-                            intended_use: "cite it in my report".to_owned(),
-                            grant: None,
-                        }))
+                        if !pointers.is_empty() {
+                            self.queue.push_back(Action::Deref(DerefAction {
+                                pointers,
+                                reason: "to answer my questions".to_owned(),
+                                intended_use: "cite it in my report".to_owned(),
+                                grant: None,
+                            }));
+                        }
+                        // The recall first: what others reported is in the prompt beside what the worker reads.
+                        if let Some(text) = recall {
+                            self.queue.push_front(Action::Query { text, k: RECALL_K, project: None, scope: None });
+                        }
+                        self.queue.pop_front()
                     }
-                    Ok(_) => None,
                     Err(err) => {
                         tracing::warn!(target: "less.llm", "{}: could not choose what to read: {}", turn.spec.id, err.code());
                         None
@@ -285,7 +334,7 @@ impl LlmAgent {
         }
     }
 
-    async fn choose_reads(&mut self, turn: &TurnInput, unread: &[String]) -> Result<Vec<String>, LlmError> {
+    async fn choose_reads(&mut self, turn: &TurnInput, unread: &[String]) -> Result<Reads, LlmError> {
         let mut user = String::new();
         for doc in &turn.inbox {
             describe(doc, &mut user);
@@ -295,12 +344,15 @@ impl LlmAgent {
             user.push_str(&self.catalogue_line(text));
         }
         user.push_str(
-            "\n# Task\nChoose what to read among the pointers you were given and have not read: the ones your questions need.\n",
+            "\n# Task\nChoose what to read among the pointers you were given and have not read: the ones your questions need. Under `recall`, write a short search of the run's memory for what other agents already reported about your questions (a few key words), or leave it empty when you need nothing from them.\n",
         );
         let schema = json!({
             "type": "object",
-            "properties": {"read": {"type": "array", "minItems": 1, "maxItems": MAX_READ.min(unread.len()), "items": {"enum": unread}}},
-            "required": ["read"],
+            "properties": {
+                "read": {"type": "array", "minItems": 1, "maxItems": MAX_READ.min(unread.len()), "items": {"enum": unread}},
+                "recall": {"type": "string", "maxLength": MAX_RECALL_CHARS},
+            },
+            "required": ["read", "recall"],
             "additionalProperties": false,
         });
         let system = format!(
@@ -308,14 +360,21 @@ impl LlmAgent {
             turn.spec.id, turn.spec.role
         );
         let value = self.ask_json(system, user, "read", schema).await?;
-        let mut chosen: Vec<String> = Vec::new();
+        let mut pointers: Vec<String> = Vec::new();
         for text in value.get("read").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
-            if unread.iter().any(|u| u == text) && !chosen.iter().any(|c| c == text) {
-                chosen.push(text.to_owned());
+            if unread.iter().any(|u| u == text) && !pointers.iter().any(|c| c == text) {
+                pointers.push(text.to_owned());
             }
         }
-        Ok(chosen)
+        let recall = value.get("recall").and_then(Value::as_str).map(str::trim).filter(|t| !t.is_empty());
+        Ok(Reads { pointers, recall: recall.map(|t| t.chars().take(MAX_RECALL_CHARS).collect()) })
     }
+}
+
+/// A worker model's choice: what to read, and what to recall from the run's memory.
+struct Reads {
+    pointers: Vec<String>,
+    recall: Option<String>,
 }
 
 fn is_reading(action: &Action) -> bool {

@@ -290,8 +290,9 @@ fn turn_of(scenario: &Scenario, agent: &str, step: usize, inbox: Vec<Arc<Value>>
 #[tokio::test]
 async fn a_parent_model_writes_one_brief_per_child_from_the_pointers_it_holds() {
     let scenario = roles_scenario();
+    // `a` has a graded question: its pointers are chosen under the question's id; `b` has none: one list.
     let answer = json!({
-        "a": {"now": ["Find the guard."], "pointers": ["repo:src/store.rs#L53-L55"]},
+        "a": {"now": ["Find the guard."], "questions": {"t1": ["repo:src/store.rs#L53-L55"]}},
         "b": {"now": ["Read the flush."], "pointers": ["repo:src/store.rs#L90-L99", "repo:src/plan.md"]},
     });
     let model = Answers::new(&[&answer.to_string()]);
@@ -320,12 +321,12 @@ async fn a_parent_model_writes_one_brief_per_child_from_the_pointers_it_holds() 
     assert_eq!(seen.len(), 1);
     let schema = &seen[0].schema.as_ref().expect("schema").schema;
     assert_eq!(schema["required"], json!(["a", "b"]));
-    assert_eq!(
-        schema.pointer("/properties/a/properties/pointers/items/enum"),
-        Some(&json!(["repo:src/plan.md", "repo:src/store.rs#L53-L55", "repo:src/store.rs#L90-L99"]))
-    );
+    let held = json!(["repo:src/plan.md", "repo:src/store.rs#L53-L55", "repo:src/store.rs#L90-L99"]);
+    assert_eq!(schema.pointer("/properties/a/properties/questions/properties/t1/items/enum"), Some(&held));
+    assert_eq!(schema.pointer("/properties/a/properties/questions/required"), Some(&json!(["t1"])));
+    assert_eq!(schema.pointer("/properties/b/properties/pointers/items/enum"), Some(&held));
     let prompt = &seen[0].messages[0].content;
-    assert!(prompt.contains("Task t1: Where is the guard taken?"), "{prompt}");
+    assert!(prompt.contains("  - question t1: Where is the guard taken?\n"), "{prompt}");
     assert!(!prompt.contains("scripted line"), "the script's brief never reaches the model: {prompt}");
 }
 
@@ -348,7 +349,7 @@ async fn a_worker_reads_what_it_chooses_asks_when_over_budget_and_reads_with_the
         "pointer_packs": {"reviewer": ["repo:src/store.rs#L53-L55", "repo:src/store.rs#L90-L99"]},
         "budgets": {}, "grants": [],
     });
-    let choice = json!({"read": ["repo:src/store.rs#L90-L99", "repo:src/store.rs#L53-L55"]});
+    let choice = json!({"read": ["repo:src/store.rs#L90-L99", "repo:src/store.rs#L53-L55"], "recall": " "});
     let model = Answers::new(&[&choice.to_string()]);
     let mut agent = agent(model.clone()).with_scenario(scenario.clone());
     let mut turn = turn_of(&scenario, "a", 1, vec![Arc::new(brief)]);
@@ -370,6 +371,69 @@ async fn a_worker_reads_what_it_chooses_asks_when_over_budget_and_reads_with_the
     turn.done.push(Done { action: Action::Deref(again), outcome: Outcome::Done });
     assert!(agent.read_step(&turn).await.is_none(), "reading is over");
     assert_eq!(model.seen().len(), 1, "numbers, not the model, decided the request and the granted read");
+}
+
+#[tokio::test]
+async fn a_parent_packs_for_each_question_what_the_model_chose_for_it_in_question_order_each_pointer_once() {
+    let two_questions = ROLES_SCENARIO
+        .replace(
+            "[[steps]]\naction = \"brief\"",
+            "[[tasks]]\nid = \"t2\"\nkind = \"locate_rule\"\nagent = \"a\"\nquestion = \"Where is it flushed?\"\n\
+             gold = { cites = [\"repo:src/store.rs#L90-L99\"], terms = [\"flush\"] }\n[[steps]]\naction = \"brief\"",
+        )
+        .replace("tasks = [\"t1\"]", "tasks = [\"t1\", \"t2\"]");
+    let scenario = Arc::new(Scenario::from_toml(&two_questions, std::path::Path::new(".")).expect("scenario"));
+    let answer = json!({
+        "a": {"now": ["n"], "questions": {
+            "t2": ["repo:src/store.rs#L90-L99", "repo:src/store.rs#L53-L55"],
+            "t1": ["repo:src/store.rs#L53-L55"],
+        }},
+        "b": {"now": ["n"], "pointers": ["repo:src/plan.md"]},
+    });
+    let model = Answers::new(&[&answer.to_string()]);
+    let mut agent = agent(model.clone()).with_scenario(scenario.clone());
+    let Action::Brief(to_a) = agent.next(&turn_of(&scenario, "lead", 0, Vec::new())).await else { panic!("a brief") };
+    // t1's pointers first (the step's order, not the answer's), a pointer chosen twice packed once.
+    assert_eq!(
+        to_a.packs["reviewer"],
+        vec!["repo:src/store.rs#L53-L55".to_owned(), "repo:src/store.rs#L90-L99".to_owned()]
+    );
+    let seen = model.seen();
+    let schema = &seen[0].schema.as_ref().expect("schema").schema;
+    assert_eq!(schema.pointer("/properties/a/properties/questions/required"), Some(&json!(["t1", "t2"])));
+    assert_eq!(schema.pointer("/properties/a/properties/questions/properties/t2/maxItems"), Some(&json!(3)));
+}
+
+#[tokio::test]
+async fn a_worker_recalls_what_its_model_asks_for_before_it_reads_and_then_reports() {
+    let scenario = roles_scenario();
+    let brief = json!({
+        "brief_id": "lead-m1", "from": "lead", "what_matters_now": ["Task t1: Where is the guard taken?"],
+        "pointer_packs": {"reviewer": ["repo:src/store.rs#L53-L55"]}, "budgets": {}, "grants": [],
+    });
+    let choice = json!({"read": ["repo:src/store.rs#L53-L55"], "recall": "  store lock guard  "});
+    let model = Answers::new(&[&choice.to_string()]);
+    let mut agent = agent(model.clone()).with_scenario(scenario.clone());
+    let mut turn = turn_of(&scenario, "a", 1, vec![Arc::new(brief)]);
+    let Action::Query { text, k, project, scope } = agent.next(&turn).await else { panic!("the recall first") };
+    assert_eq!((text.as_str(), k, project, scope), ("store lock guard", 3, None, None));
+    turn.done.push(Done { action: Action::Query { text, k, project: None, scope: None }, outcome: Outcome::Done });
+    let Action::Deref(deref) = agent.next(&turn).await else { panic!("then the read the model chose") };
+    assert_eq!(deref.pointers, vec!["repo:src/store.rs#L53-L55".to_owned()]);
+    let seen = model.seen();
+    let schema = &seen[0].schema.as_ref().expect("schema").schema;
+    assert_eq!(schema.pointer("/properties/recall/maxLength"), Some(&json!(120)));
+    // A new turn forgets what the last one planned: the read queued behind a recall is not carried over.
+    let mut agent = agent_with(Answers::new(&[&choice.to_string()]), &scenario);
+    let first = turn_of(&scenario, "a", 1, turn.inbox.clone());
+    assert!(matches!(agent.next(&first).await, Action::Query { .. }));
+    let next_turn = turn_of(&scenario, "a", 1, turn.inbox.clone());
+    let action = agent.next(&next_turn).await;
+    assert!(!matches!(action, Action::Deref(_)), "the last turn's read leaked into this one: {action:?}");
+}
+
+fn agent_with(model: Arc<Answers>, scenario: &Arc<Scenario>) -> LlmAgent {
+    agent(model).with_scenario(scenario.clone())
 }
 
 #[tokio::test]
@@ -521,7 +585,7 @@ async fn the_pointers_a_model_chooses_among_come_with_what_they_hold() {
     store[89] = "/// Saves every bucket to the backend.".to_owned();
     std::fs::write(dir.path().join("src/store.rs"), store.join("\n")).expect("write");
     let scenario = Arc::new(Scenario::from_toml(ROLES_SCENARIO, dir.path()).expect("scenario"));
-    let answer = json!({"a": {"now": ["n"], "pointers": ["repo:src/store.rs#L53-L55"]}, "b": {"now": ["n"], "pointers": ["repo:src/store.rs#L90-L99"]}});
+    let answer = json!({"a": {"now": ["n"], "questions": {"t1": ["repo:src/store.rs#L53-L55"]}}, "b": {"now": ["n"], "pointers": ["repo:src/store.rs#L90-L99"]}});
     let model = Answers::new(&[&answer.to_string()]);
     let mut agent = agent(model.clone()).with_scenario(scenario.clone());
     agent.next(&turn_of(&scenario, "lead", 0, Vec::new())).await;
@@ -534,7 +598,7 @@ async fn the_pointers_a_model_chooses_among_come_with_what_they_hold() {
         "brief_id": "lead-m1", "from": "lead", "what_matters_now": ["Task t1: Where is the guard taken?"],
         "pointer_packs": {"reviewer": ["repo:src/store.rs#L53-L55"]}, "budgets": {}, "grants": [],
     });
-    let model = Answers::new(&[&json!({"read": ["repo:src/store.rs#L53-L55"]}).to_string()]);
+    let model = Answers::new(&[&json!({"read": ["repo:src/store.rs#L53-L55"], "recall": ""}).to_string()]);
     let mut worker = LlmAgent::new("a", model.clone(), Sampling { temperature: 0.0, max_tokens: 64 })
         .with_scenario(scenario.clone());
     worker.next(&turn_of(&scenario, "a", 1, vec![Arc::new(brief)])).await;
