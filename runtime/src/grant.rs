@@ -81,9 +81,35 @@ impl Grant {
 fn mac_of(terms: &GrantTerms, secret: &[u8; 32]) -> Digest {
     let mut hasher = blake3::Hasher::new_keyed(secret);
     hasher.update(GRANT_MAC_CONTEXT);
-    // Field order is the struct's declaration order, so the bytes are canonical; serializing strings and
-    // integers cannot fail.
-    hasher.update(&serde_json::to_vec(terms).unwrap_or_default());
+    // Every field, in declaration order, each string length-prefixed and each list counted: no two sets of terms
+    // give the same bytes, and writing them cannot fail.
+    let GrantTerms {
+        grant_id,
+        issuer,
+        grantee,
+        patterns,
+        max_derefs,
+        max_tokens,
+        inline_code_tokens,
+        expires_at,
+        uses,
+    } = terms;
+    let text = |hasher: &mut blake3::Hasher, s: &str| {
+        hasher.update(&(s.len() as u64).to_le_bytes());
+        hasher.update(s.as_bytes());
+    };
+    text(&mut hasher, grant_id);
+    text(&mut hasher, issuer);
+    text(&mut hasher, grantee);
+    hasher.update(&(patterns.len() as u64).to_le_bytes());
+    for pattern in patterns {
+        text(&mut hasher, pattern);
+    }
+    for n in [max_derefs, max_tokens, inline_code_tokens] {
+        hasher.update(&n.to_le_bytes());
+    }
+    text(&mut hasher, expires_at);
+    hasher.update(&uses.to_le_bytes());
     Digest::from_hash(hasher.finalize())
 }
 
@@ -127,6 +153,25 @@ mod tests {
         let mut forged = grant;
         forged.terms.uses = 100;
         assert_eq!(forged.verify(&secret).expect_err("uses changed").code, ErrorCode::GrantInvalid);
+    }
+
+    #[test]
+    fn terms_that_differ_only_in_where_text_is_split_sign_differently() {
+        let secret = [7u8; 32];
+        let mac = |edit: &dyn Fn(&mut GrantTerms)| {
+            let mut t = terms();
+            edit(&mut t);
+            Grant::issue(t, &secret).mac
+        };
+        let moved = mac(&|t| {
+            t.issuer = "directorp".into();
+            t.grantee = "rogrammer".into();
+        });
+        assert_ne!(mac(&|_| {}), moved, "a character moved from grantee to issuer");
+        let joined = mac(&|t| t.patterns = vec!["repo:src/**repo:docs/**".into()]);
+        let split = mac(&|t| t.patterns = vec!["repo:src/**".into(), "repo:docs/**".into()]);
+        assert_ne!(joined, split, "one pattern is not two");
+        assert_ne!(mac(&|t| t.max_derefs = 3), mac(&|t| t.max_tokens = 601));
     }
 
     /// The shipped example is a real grant, signed with the documented example secret (32 zero bytes).

@@ -263,23 +263,28 @@ fn pattern_covers(pattern: &str, pointer: &Pointer) -> bool {
 }
 
 /// Glob matching for grant patterns: `**` matches anything, `*` anything but `/`, `?` one character but `/`;
-/// everything else matches itself.
+/// everything else matches itself. The pattern is compiled to a regular expression, whose matching takes time
+/// linear in the text whatever the pattern (a parent's model writes patterns; a backtracking matcher is exponential
+/// in the number of stars). A pattern too large to compile covers nothing: a grant fails closed.
 fn glob_matches(pattern: &str, text: &str) -> bool {
-    fn matches(p: &[char], t: &[char]) -> bool {
-        match p {
-            [] => t.is_empty(),
-            ['*', '*', rest @ ..] => (0..=t.len()).any(|skip| matches(rest, &t[skip..])),
-            ['*', rest @ ..] => {
-                let segment = t.iter().position(|&c| c == '/').unwrap_or(t.len());
-                (0..=segment).any(|skip| matches(rest, &t[skip..]))
-            }
-            ['?', rest @ ..] => t.first().is_some_and(|&c| c != '/') && matches(rest, &t[1..]),
-            [c, rest @ ..] => t.first() == Some(c) && matches(rest, &t[1..]),
+    let mut expr = String::with_capacity(pattern.len() * 2 + 2);
+    expr.push('^');
+    let mut rest = pattern;
+    while let Some(c) = rest.chars().next() {
+        if let Some(tail) = rest.strip_prefix("**") {
+            expr.push_str("(?s:.*)");
+            rest = tail;
+            continue;
         }
+        match c {
+            '*' => expr.push_str("[^/]*"),
+            '?' => expr.push_str("[^/]"),
+            _ => expr.push_str(&regex::escape(c.encode_utf8(&mut [0; 4]))),
+        }
+        rest = &rest[c.len_utf8()..];
     }
-    let pattern: Vec<char> = pattern.chars().collect();
-    let text: Vec<char> = text.chars().collect();
-    matches(&pattern, &text)
+    expr.push('$');
+    regex::RegexBuilder::new(&expr).size_limit(1 << 20).build().is_ok_and(|re| re.is_match(text))
 }
 
 fn grant_invalid(grant_id: &str, why: &str) -> Violation {

@@ -88,4 +88,11 @@ fn single_star_stays_within_a_path_segment() {
     assert!(glob_matches("repo:src/?.rs", "repo:src/a.rs"));
     assert!(!glob_matches("repo:src/a.rs", "repo:src/a.rsx"));
     assert!(!glob_matches("repo:docs/**", "repo:src/a.rs"));
+    // Regex metacharacters in a pattern are themselves.
+    assert!(glob_matches("artifact:docs/A (v2).md#sec=Plans [2026]", "artifact:docs/A (v2).md#sec=Plans [2026]"));
+    assert!(!glob_matches("repo:src/a.rs", "repo:src/aXrs"));
+    assert!(!glob_matches("repo:src/.*", "repo:src/a.rs"));
+    // Stars that would make a backtracking matcher exponential are answered at once.
+    let stars = "repo:".to_owned() + &"**a".repeat(40) + "b";
+    assert!(!glob_matches(&stars, &("repo:".to_owned() + &"a".repeat(200))));
 }
