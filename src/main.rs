@@ -3,7 +3,13 @@
 //! Exit codes, the same for every command (`cmd::args::EXIT_CODES`, shown by every `--help`): 0 yes (done, valid,
 //! found, every check passed), 1 no (a check failed, nothing found, an invalid document), 2 could not run (bad
 //! arguments, unreadable input, missing model or data, refused, runtime failure).
+//! A reader that closes the pipe early (`lessrt dag show | head`) ends the command quietly with status 141
+//! (`output`).
 
+#![deny(clippy::print_stdout)]
+
+#[macro_use]
+mod output;
 mod cmd;
 mod progress;
 
@@ -82,8 +88,6 @@ pub(crate) fn command() -> clap::Command {
 
 /// The panic hook: quiet for what the runtime catches and answers, loud for real crashes.
 ///
-/// - `lessrt dag show | head` closes the pipe early: Rust ignores SIGPIPE, so a `println!` into a closed pipe panics;
-///   such a process ends quietly with status 141 (what a process killed by SIGPIPE reports).
 /// - An agent that panics in its turn is caught by its actor and restarted by its gateway, which the trace and the
 ///   ledger show: one line on stderr says so (none with `--quiet`), instead of a backtrace in the middle of the trace.
 /// - Everything else is a bug of lessrt: the default hook prints it whole.
@@ -96,9 +100,6 @@ fn install_panic_hook(quiet: bool) {
             .map(String::as_str)
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or_default();
-        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
-            std::process::exit(141);
-        }
         if let Some(agent) = less_runtime::run::agent_in_turn() {
             if !quiet {
                 eprintln!("lessrt: agent {agent} panicked (its gateway restarts it): {message}");

@@ -72,7 +72,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
             Ok(s) => scenarios.push(Arc::new(args.agents.apply(s))),
             Err(violations) => {
                 for v in &violations.0 {
-                    println!("{}\t{}\t{}\t{}", v.code, file.display(), v.path, v.message);
+                    outln!("{}\t{}\t{}\t{}", v.code, file.display(), v.path, v.message);
                 }
                 let unreadable = violations.0.iter().any(|v| matches!(v.code, ErrorCode::InputUnreadable));
                 unusable = Some(unusable.unwrap_or(false) || unreadable);
@@ -150,7 +150,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         write(&name, &svg)?;
         written.push(name);
     }
-    args.output.emit(&value, || print!("{summary}"))?;
+    args.output.emit(&value, || out!("{summary}"))?;
 
     let over_cap = bench.less_over_cap();
     for line in &over_cap {

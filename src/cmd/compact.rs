@@ -83,7 +83,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
             None => Vec::new(),
         };
         for engram in engrams {
-            println!("{}", serde_json::to_string(&*engram)?);
+            outln!("{}", serde_json::to_string(&*engram)?);
         }
         return Ok(ExitCode::SUCCESS);
     }

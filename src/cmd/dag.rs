@@ -217,7 +217,7 @@ pub(crate) fn ingest(args: &IngestArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let doc = json!({"session": args.session, "project": project, "stored": stored.len(),
                      "duplicates": duplicates, "ended": !args.open, "ids": ids});
     args.output.emit(&doc, || {
-        println!(
+        outln!(
             "archived {} in session {} of project {project:?} ({duplicates} already archived){}",
             count(stored.len() as u64, "message"),
             args.session,
@@ -297,7 +297,7 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
                 .collect();
             output.emit(&serde_json::Value::Array(doc), || {
                 for event in &events {
-                    println!("{}\t{}\t{}", rfc3339(event.at), event.kind, event.detail);
+                    outln!("{}\t{}\t{}", rfc3339(event.at), event.kind, event.detail);
                 }
             })?;
             Ok(if events.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
@@ -307,7 +307,7 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
 
 fn print_build(report: &BuildReport, stats: &ArchiveStats, output: &OutputArgs) -> anyhow::Result<()> {
     output.emit(&json!({"built": report, "archive": stats}), || {
-        println!(
+        outln!(
             "built {} ({} skipped by the gate, {} backfilled), {}, {}; {} escalated",
             count(report.sessions as u64, "session summary"),
             report.skipped,
@@ -316,7 +316,7 @@ fn print_build(report: &BuildReport, stats: &ArchiveStats, output: &OutputArgs) 
             count(report.epochs as u64, "epoch"),
             report.escalated
         );
-        println!("archive: {}", stats_line(stats));
+        outln!("archive: {}", stats_line(stats));
     })?;
     if report.truncated > 0 {
         eprintln!(
@@ -371,11 +371,11 @@ fn show(dag: &Dag, id: Option<&str>, output: &OutputArgs) -> anyhow::Result<Exit
                 return Ok(ExitCode::SUCCESS);
             }
         }
-        println!("{}", stats_line(&archive.stats()?));
+        outln!("{}", stats_line(&archive.stats()?));
         let mut project = None;
         for top in &tops {
             if project != Some(&top.project) {
-                println!("project {:?}", top.project);
+                outln!("project {:?}", top.project);
                 project = Some(&top.project);
             }
             tree(dag, top, 1)?;
@@ -391,19 +391,19 @@ fn show(dag: &Dag, id: Option<&str>, output: &OutputArgs) -> anyhow::Result<Exit
         super::print_json(&expansion);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{}", node_line(&node));
+    outln!("{}", node_line(&node));
     if let Some(parent) = archive.parent(id)? {
-        println!("  in {parent}");
+        outln!("  in {parent}");
     }
     for line in node.content.lines() {
-        println!("  | {line}");
+        outln!("  | {line}");
     }
     tree_children(dag, &node, 1)?;
     Ok(ExitCode::SUCCESS)
 }
 
 fn tree(dag: &Dag, node: &Node, depth: usize) -> anyhow::Result<()> {
-    println!("{}{}", "  ".repeat(depth), node_line(node));
+    outln!("{}{}", "  ".repeat(depth), node_line(node));
     tree_children(dag, node, depth + 1)
 }
 
@@ -414,7 +414,7 @@ fn tree_children(dag: &Dag, node: &Node, depth: usize) -> anyhow::Result<()> {
     if depth <= 2 && node.kind == less_runtime::dag::NodeKind::Session {
         for m in dag.archive().node_messages(&node.id)? {
             let text: String = m.content.chars().take(100).collect::<String>().replace(['\n', '\t'], " ");
-            println!("{}{} {} {}", "  ".repeat(depth), m.id, m.name.as_deref().unwrap_or(&m.role), text);
+            outln!("{}{} {} {}", "  ".repeat(depth), m.id, m.name.as_deref().unwrap_or(&m.role), text);
         }
     }
     Ok(())
@@ -423,13 +423,13 @@ fn tree_children(dag: &Dag, node: &Node, depth: usize) -> anyhow::Result<()> {
 fn print_expansion(expansion: &Expansion) {
     match &expansion.target {
         Child::Node(node) => {
-            println!("{}", node_line(node));
+            outln!("{}", node_line(node));
             for line in node.content.lines() {
-                println!("  | {line}");
+                outln!("  | {line}");
             }
         }
         Child::Message(m) => {
-            println!(
+            outln!(
                 "{} {} {} session {} turn {}",
                 m.id,
                 day(m.at),
@@ -437,23 +437,23 @@ fn print_expansion(expansion: &Expansion) {
                 m.session,
                 m.turn
             );
-            println!("{}", m.content);
+            outln!("{}", m.content);
         }
     }
     if let Some(parent) = &expansion.parent {
-        println!("in {parent}");
+        outln!("in {parent}");
     }
     for child in &expansion.children {
         match child {
             Child::Node(node) => {
-                println!("{}", node_line(node));
+                outln!("{}", node_line(node));
                 for line in node.content.lines() {
-                    println!("  | {line}");
+                    outln!("  | {line}");
                 }
             }
             Child::Message(m) => {
-                println!("--- {} {} {} ({} tok)", m.id, day(m.at), m.name.as_deref().unwrap_or(&m.role), m.tokens);
-                println!("{}", m.content);
+                outln!("--- {} {} {} ({} tok)", m.id, day(m.at), m.name.as_deref().unwrap_or(&m.role), m.tokens);
+                outln!("{}", m.content);
             }
         }
     }
@@ -470,7 +470,7 @@ fn print_answer(answer: &Answer, ctx: Ctx) {
         eprintln!("lessrt: nothing in the archive bears on this question");
         return;
     }
-    print!("{}", answer.text);
+    out!("{}", answer.text);
     if !ctx.quiet {
         eprintln!(
             "lessrt: {} tokens of {}; cites {} through {}",
@@ -484,16 +484,16 @@ fn print_answer(answer: &Answer, ctx: Ctx) {
 
 fn print_impact(impact: &Impact) {
     if impact.items.is_empty() {
-        println!("nothing depends on {} (at confidence ≥ {})", impact.pointer, impact.min_confidence);
+        outln!("nothing depends on {} (at confidence ≥ {})", impact.pointer, impact.min_confidence);
         return;
     }
     let mut layer = 0;
     for item in &impact.items {
         if item.layer != layer {
             layer = item.layer;
-            println!("layer {layer}: {}", item.label.replace('_', " "));
+            outln!("layer {layer}: {}", item.label.replace('_', " "));
         }
-        println!(
+        outln!(
             "  {} {} ({}) conf {:.2} via {}: {}",
             item.kind,
             item.id,

@@ -58,12 +58,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             let mark = if check["ok"] == json!(true) { "ok     " } else { "MISSING" };
             let detail = check.get("detail").or_else(|| check.get("path")).cloned().unwrap_or(Value::Null);
             let detail = detail.as_str().map_or_else(|| detail.to_string(), str::to_owned);
-            println!("{mark} {:<36} {detail}", check["check"].as_str().unwrap_or(""));
+            outln!("{mark} {:<36} {detail}", check["check"].as_str().unwrap_or(""));
         }
         if !healthy {
-            println!("fix: {FIX}");
+            outln!("fix: {FIX}");
         }
-        println!(
+        outln!(
             "{}",
             if healthy {
                 "everything lessrt uses is in place: memory recall runs both stages"

@@ -32,7 +32,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .collect();
     args.output.emit(&Value::Array(doc), || {
         for (code, _, instruction) in &codes {
-            println!("{code}\t{instruction}");
+            outln!("{code}\t{instruction}");
         }
     })?;
     Ok(ExitCode::SUCCESS)

@@ -137,12 +137,14 @@ fn context(args: &ContextArgs) -> anyhow::Result<ExitCode> {
         "engines": engines,
     });
     args.output.emit(&doc, || {
-        println!(
+        outln!(
             "Context ledger evaluation: {} scenarios, {} messages, {} tokens in",
-            report.n_scenarios, report.n_messages, report.tokens_in
+            report.n_scenarios,
+            report.n_messages,
+            report.tokens_in
         );
         let names: Vec<String> = report.engines.iter().map(|s| format!("{:>10}", s.engine.as_str())).collect();
-        println!("{:<30}{}", "miss kind (checks passed)", names.join(""));
+        outln!("{:<30}{}", "miss kind (checks passed)", names.join(""));
         for kind in context::MissKind::ALL {
             let cells: Vec<String> = report
                 .engines
@@ -152,7 +154,7 @@ fn context(args: &ContextArgs) -> anyhow::Result<ExitCode> {
                     format!("{:>10}", cell(p, t))
                 })
                 .collect();
-            println!("{:<30}{}", kind.label(), cells.join(""));
+            outln!("{:<30}{}", kind.label(), cells.join(""));
         }
         let totals: Vec<String> = report
             .engines
@@ -162,9 +164,9 @@ fn context(args: &ContextArgs) -> anyhow::Result<ExitCode> {
                 format!("{:>10}", cell(p, t))
             })
             .collect();
-        println!("{:<30}{}", "total", totals.join(""));
+        outln!("{:<30}{}", "total", totals.join(""));
         let tokens: Vec<String> = report.engines.iter().map(|s| format!("{:>10}", s.tokens_out)).collect();
-        println!("{:<30}{}", "tokens out", tokens.join(""));
+        outln!("{:<30}{}", "tokens out", tokens.join(""));
         // The baselines' misses are expected (`--json` lists them); the ledger's are regressions.
         for score in report.engines.iter().filter(|s| s.engine == Engine::Ledger) {
             for failure in &score.failures {
@@ -301,24 +303,24 @@ fn build_report(
 }
 
 fn print_report(ks: &[usize], report: &Value) {
-    println!(
+    outln!(
         "LoCoMo evidence recall ({} questions, stages: {})",
         report["questions"],
         report["stages"].as_str().unwrap_or("")
     );
     let header: Vec<String> = ks.iter().map(|k| format!("{:>9}", format!("@{k}"))).collect();
-    println!("{:<12}{}", "", header.join(""));
+    outln!("{:<12}{}", "", header.join(""));
     let row = |name: &str, t: &Value| {
         let cells: Vec<String> =
             ks.iter().map(|k| format!("{:>9.1}", t[format!("recall@{k}")].as_f64().unwrap_or(0.0))).collect();
-        println!("{name:<12}{}", cells.join(""));
+        outln!("{name:<12}{}", cells.join(""));
     };
     row("overall", &report["overall"]);
     row("strict", &report["strict"]);
     for (category, t) in report["by_category"].as_object().into_iter().flatten() {
         row(&format!("category {category}"), t);
     }
-    println!("query latency p50 {} ms, p95 {} ms", report["latency_ms"]["p50"], report["latency_ms"]["p95"]);
+    outln!("query latency p50 {} ms, p95 {} ms", report["latency_ms"]["p50"], report["latency_ms"]["p95"]);
 }
 
 /// Every turn of every session, as an engram citing `sam:<sample_id>:<dia_id>`.

@@ -204,7 +204,7 @@ fn stored_json(stored: &Stored) -> Value {
 /// An engram for people: one field per line, times in RFC 3339 UTC.
 fn print_stored(stored: &Stored) {
     let e = &stored.engram;
-    let field = |name: &str, value: &str| println!("{name:<13} {value}");
+    let field = |name: &str, value: &str| outln!("{name:<13} {value}");
     field("id", &e.id);
     field("kind", e.kind.as_str());
     field("claim", &e.claim);
@@ -310,7 +310,7 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
                 for hit in &recall.hits {
                     let e = &hit.stored.engram;
                     let cold = if hit.stored.tier == Tier::Cold { "\tcold" } else { "" };
-                    println!(
+                    outln!(
                         "{}\t{:.3}\t{}\t{}{cold}",
                         e.id,
                         hit.score,
@@ -338,7 +338,7 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
             sweep(&mut memory)?;
             let n = memory.reindex()?;
             bars.clear();
-            output.emit(&json!({"reindexed": n}), || println!("reindexed {}", count(n as u64, "hot engram")))?;
+            output.emit(&json!({"reindexed": n}), || outln!("reindexed {}", count(n as u64, "hot engram")))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Get { id, place, output } => {
@@ -365,12 +365,12 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
             let mut doc = serde_json::to_value(&stats)?;
             doc["projects"] = json!(projects);
             output.emit(&doc, || {
-                println!("hot\t{}\ncold\t{}", stats.hot, stats.cold);
+                outln!("hot\t{}\ncold\t{}", stats.hot, stats.cold);
                 for (kind, n) in &stats.hot_by_kind {
-                    println!("hot.{kind}\t{n}");
+                    outln!("hot.{kind}\t{n}");
                 }
                 for project in &projects {
-                    println!("project\t{project:?}");
+                    outln!("project\t{project:?}");
                 }
             })?;
             Ok(ExitCode::SUCCESS)
@@ -381,7 +381,7 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
             let project = read_project(&memory, place, ctx)?.unwrap_or_default();
             match memory.promote(&principal(&writer.agent, &project, &place.run, None), id, *to) {
                 Ok(Some(stored)) => {
-                    output.emit(&stored_json(&stored), || println!("{id}\t{}", stored.engram.scope.as_str()))?;
+                    output.emit(&stored_json(&stored), || outln!("{id}\t{}", stored.engram.scope.as_str()))?;
                     Ok(ExitCode::SUCCESS)
                 }
                 Ok(None) => Err(Stop::no(format!(
@@ -401,7 +401,7 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
             match memory.evict_as(&principal(&writer.agent, &project, &place.run, None), id) {
                 Ok(moved) => {
                     let status = if moved { "evicted" } else { "not hot" };
-                    output.emit(&json!({"id": id, "evicted": moved}), || println!("{id}\t{status}"))?;
+                    output.emit(&json!({"id": id, "evicted": moved}), || outln!("{id}\t{status}"))?;
                     Ok(if moved { ExitCode::SUCCESS } else { ExitCode::from(1) })
                 }
                 Err(err) => {
@@ -535,7 +535,7 @@ impl Putter<'_> {
             self.results.push(json!({"status": status, "index": idx, "code": v.code, "path": v.path,
                                      "message": v.message}));
         } else {
-            println!("{}\t{}\t/{idx}{}\t{}", v.code, self.file.display(), v.path, v.message);
+            outln!("{}\t{}\t/{idx}{}\t{}", v.code, self.file.display(), v.path, v.message);
         }
     }
 
@@ -578,12 +578,12 @@ impl Putter<'_> {
         }));
         if !self.json_out {
             // The acknowledgement: printed and flushed only after the commit.
-            println!("{status}\t{}", outcome.id());
+            outln!("{status}\t{}", outcome.id());
             for old in &report.superseded {
-                println!("superseded\t{old}");
+                outln!("superseded\t{old}");
             }
             for risk in &report.contradictions {
-                println!("contradiction\t{risk}");
+                outln!("contradiction\t{risk}");
             }
             std::io::stdout().flush().context("cannot write the acknowledgement")?;
         }

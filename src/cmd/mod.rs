@@ -35,5 +35,5 @@ pub(crate) fn read_input(path: &Path) -> anyhow::Result<String> {
 
 /// Prints a JSON value on one line to standard output.
 pub(crate) fn print_json(value: &serde_json::Value) {
-    println!("{value}");
+    outln!("{value}");
 }

@@ -55,7 +55,7 @@ pub(crate) fn run(command: &Command) -> anyhow::Result<ExitCode> {
             match Valid::<Pointer>::from_value(&doc) {
                 Ok(pointer) => {
                     let text = pointer.to_string();
-                    output.emit(&json!({"text": text}), || println!("{text}"))?;
+                    output.emit(&json!({"text": text}), || outln!("{text}"))?;
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(violations) => Ok(refuse(&violations.0)),

@@ -69,7 +69,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
                 .collect();
             args.output.emit(&serde_json::json!({"valid": false, "errors": errors}), || {
                 for v in &violations.0 {
-                    println!("{}\t{file}\t{}\t{}", v.code, v.path, v.message);
+                    outln!("{}\t{file}\t{}\t{}", v.code, v.path, v.message);
                 }
             })?;
             // Input that cannot be read or parsed is a usage problem (2); a scenario that breaks its schema is 1.
@@ -109,7 +109,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let mut reports = Vec::new();
     for mode in modes {
         if trace {
-            println!("{}", heading(&scenario.name, mode, &scenario.tokenizer.to_string()));
+            outln!("{}", heading(&scenario.name, mode, &scenario.tokenizer.to_string()));
         }
         let out = out_dir(mode);
         // A report left by an earlier run in this directory would describe another ledger.
@@ -174,13 +174,25 @@ pub(crate) fn heading(scenario: &str, mode: WireMode, tokenizer: &str) -> String
 pub(crate) fn print_report(report: &RunReport) {
     // The role column is as wide as the longest role name.
     let width = report.roles.keys().map(|r| r.chars().count()).chain([5]).max().unwrap_or(5);
-    println!(
+    outln!(
         "\n{:<width$} {:>5} {:>8} {:>6} {:>6} {:>6} {:>9} {:>6} {:>9} {:>5} {:>5} {:>5} {:>5}",
-        "role", "turns", "mean", "p50", "p95", "max", "total", "derefs", "deref_tok", "rej", "resnd", "esc", "rst"
+        "role",
+        "turns",
+        "mean",
+        "p50",
+        "p95",
+        "max",
+        "total",
+        "derefs",
+        "deref_tok",
+        "rej",
+        "resnd",
+        "esc",
+        "rst"
     );
     for (role, r) in report.roles.iter().chain(std::iter::once((&"TOTAL".to_owned(), &report.totals))) {
         let t = &r.inline_tokens;
-        println!(
+        outln!(
             "{role:<width$} {:>5} {:>8.1} {:>6} {:>6} {:>6} {:>9} {:>6} {:>9} {:>5} {:>5} {:>5} {:>5}",
             r.turns,
             t.mean,
@@ -198,7 +210,7 @@ pub(crate) fn print_report(report: &RunReport) {
     }
     for (role, r) in report.roles.iter().filter(|(_, r)| r.model.calls > 0) {
         let m = &r.model;
-        println!(
+        outln!(
             "model usage {role}: {} ({} unusable), {} prompt + {} completion tokens (provider's count)",
             count(m.calls, "call"),
             m.unusable,
@@ -206,18 +218,18 @@ pub(crate) fn print_report(report: &RunReport) {
             m.completion_tokens
         );
     }
-    println!();
+    outln!();
     for check in &report.checks {
-        println!("{} {} — {}", check.status.label(), check.name, check.detail);
+        outln!("{} {} — {}", check.status.label(), check.name, check.detail);
     }
     if report.tasks.graded > 0 {
-        println!("\ntasks: {} of {} solved", report.tasks.solved, report.tasks.graded);
+        outln!("\ntasks: {} of {} solved", report.tasks.solved, report.tasks.graded);
         for task in &report.tasks.items {
             let verdict = if task.solved { "SOLVED" } else { "UNSOLVED" };
-            println!("{verdict} {} ({}, {}) — {}", task.id, task.kind.as_str(), task.agent, task.evidence);
+            outln!("{verdict} {} ({}, {}) — {}", task.id, task.kind.as_str(), task.agent, task.evidence);
         }
     }
-    println!();
+    outln!();
 }
 
 /// LESS against verbatim, per role.
@@ -225,17 +237,23 @@ pub(crate) fn print_comparison(less: &RunReport, verbatim: &RunReport) {
     // LESS moves content out of messages into metered derefs, so both sides are shown with and without them: the
     // fair baseline pastes what LESS dereferences and reads only what nobody pasted to it.
     let width = less.roles.keys().chain(verbatim.roles.keys()).map(|r| r.chars().count()).chain([5]).max().unwrap_or(5);
-    println!("tokens, LESS vs {} (inline; inline + deref'd content):", verbatim.mode);
-    println!(
+    outln!("tokens, LESS vs {} (inline; inline + deref'd content):", verbatim.mode);
+    outln!(
         "  {:<width$} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
-        "role", "LESS", "LESS+drf", "baseline", "base+drf", "inline%", "+deref%"
+        "role",
+        "LESS",
+        "LESS+drf",
+        "baseline",
+        "base+drf",
+        "inline%",
+        "+deref%"
     );
     let pct = |a: u64, b: u64| if b == 0 { "—".to_owned() } else { format!("{:.1}%", 100.0 * a as f64 / b as f64) };
     let rows = less.roles.iter().map(|(role, r)| (role.as_str(), r, verbatim.roles.get(role)));
     for (role, r, v) in rows.chain(std::iter::once(("TOTAL", &less.totals, Some(&verbatim.totals)))) {
         let (base, base_all) = v.map_or((0, 0), |v| (v.inline_tokens.total, v.inline_tokens.total + v.deref_tokens));
         let (inline, with_deref) = (r.inline_tokens.total, r.inline_tokens.total + r.deref_tokens);
-        println!(
+        outln!(
             "  {role:<width$} {inline:>9} {with_deref:>9} {base:>9} {base_all:>9} {:>8} {:>8}",
             pct(inline, base),
             pct(with_deref, base_all)
@@ -245,15 +263,15 @@ pub(crate) fn print_comparison(less: &RunReport, verbatim: &RunReport) {
         return;
     }
     // What the models read and wrote, as their provider counted it: the prompt is where pasted context costs.
-    println!("model tokens, LESS vs verbatim (prompt + completion, provider's count):");
-    println!("  {:<width$} {:>9} {:>9} {:>9} {:>9} {:>8}", "role", "LESS in", "LESS out", "verb in", "verb out", "in%");
+    outln!("model tokens, LESS vs verbatim (prompt + completion, provider's count):");
+    outln!("  {:<width$} {:>9} {:>9} {:>9} {:>9} {:>8}", "role", "LESS in", "LESS out", "verb in", "verb out", "in%");
     let rows = less.roles.iter().map(|(role, r)| (role.as_str(), r.model, verbatim.roles.get(role).map(|v| v.model)));
     for (role, l, v) in rows.chain(std::iter::once(("TOTAL", less.totals.model, Some(verbatim.totals.model)))) {
         let v = v.unwrap_or_default();
         if l.calls + v.calls == 0 {
             continue;
         }
-        println!(
+        outln!(
             "  {role:<width$} {:>9} {:>9} {:>9} {:>9} {:>8}",
             l.prompt_tokens,
             l.completion_tokens,

@@ -51,11 +51,11 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
         }
         if !ctx.quiet {
             match &run.report {
-                Ok(report) => println!("{}", heading(&report.scenario, report.mode, &report.tokenizer)),
-                Err(_) => println!("== {}", run.dir.display()),
+                Ok(report) => outln!("{}", heading(&report.scenario, report.mode, &report.tokenizer)),
+                Err(_) => outln!("== {}", run.dir.display()),
             }
             for line in run.events.iter().filter_map(Event::trace_line) {
-                println!("{line}");
+                outln!("{line}");
             }
         }
         match &run.report {

@@ -23,7 +23,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         let files: Vec<Value> = SCHEMA_FILES.iter().map(|(file, _)| Value::from(*file)).collect();
         args.output.emit(&Value::Array(files), || {
             for (file, _) in SCHEMA_FILES {
-                println!("{file}");
+                outln!("{file}");
             }
         })?;
         return Ok(ExitCode::SUCCESS);
@@ -34,6 +34,6 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         return Err(Stop::usage(format!("no schema named {name:?}; `lessrt schema` lists them")).into());
     };
     let schema: Value = serde_json::from_str(text)?;
-    args.output.emit(&schema, || print!("{text}"))?;
+    args.output.emit(&schema, || out!("{text}"))?;
     Ok(ExitCode::SUCCESS)
 }

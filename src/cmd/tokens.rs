@@ -30,6 +30,6 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let text = super::read_input(&path)?;
     let n_tokens = TokenCounter::shared(args.encoding).count(&text);
     let doc = json!({"tokens": n_tokens, "encoding": args.encoding, "bytes": text.len()});
-    args.output.emit(&doc, || println!("{n_tokens}"))?;
+    args.output.emit(&doc, || outln!("{n_tokens}"))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -64,7 +64,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         for (file, v) in
             report.iter().filter(|(_, v)| !matches!(v.code, ErrorCode::JsonMalformed | ErrorCode::InputUnreadable))
         {
-            println!("{}\t{file}\t{}\t{}", v.code, v.path, v.message.replace(['\t', '\n'], " "));
+            outln!("{}\t{file}\t{}\t{}", v.code, v.path, v.message.replace(['\t', '\n'], " "));
         }
         eprintln!("lessrt: {n_valid} valid, {n_invalid} invalid, {n_unusable} unreadable");
     })?;
