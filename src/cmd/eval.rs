@@ -196,13 +196,15 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
         ks.push(10);
     }
     let k_max = ks.iter().copied().max().unwrap_or(10);
-    let dir = tempfile_dir()?;
-    let mut memory = if stages == Stages::Hash { Memory::open_without_model(&dir) } else { Memory::open(&dir) }
+    // Removed when the evaluation ends, early or not (after `memory`, declared later, is dropped).
+    let scratch =
+        tempfile::Builder::new().prefix("lessrt-eval-").tempdir().context("cannot make a scratch directory")?;
+    let dir = scratch.path();
+    let mut memory = if stages == Stages::Hash { Memory::open_without_model(dir) } else { Memory::open(dir) }
         .context("cannot open a scratch memory")?;
     if let Some(reason) = memory.rerank_unavailable()
         && stages != Stages::Hash
     {
-        let _ = std::fs::remove_dir_all(&dir);
         return Err(Stop::usage(format!("--stages {} needs the embedding model: {reason}", stages.as_str())).into());
     }
     if let Some(w) = &args.fusion {
@@ -238,7 +240,6 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
     }
     bars.clear();
     let report = build_report(&ks, &per_question, &mut latencies_ms, stages.as_str());
-    let _ = std::fs::remove_dir_all(&dir);
     args.output.emit(&report, || print_report(&ks, &report))?;
     if let Some(floor) = args.min_recall_at_10 {
         let at10 = report["overall"]["recall@10"].as_f64().unwrap_or(0.0);
@@ -357,16 +358,6 @@ fn turns_as_engrams(sample: &Sample) -> anyhow::Result<Vec<Valid<Engram>>> {
 
 fn dia_id_of(pointer: &Pointer, sample_id: &str) -> String {
     pointer.location().strip_prefix(&format!("{sample_id}:")).unwrap_or(pointer.location()).to_owned()
-}
-
-fn tempfile_dir() -> anyhow::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("lessrt-eval-{}-{}", std::process::id(), rand_suffix()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
-}
-
-fn rand_suffix() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
 }
 
 #[cfg(test)]

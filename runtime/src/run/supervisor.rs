@@ -157,12 +157,15 @@ impl LocalRun {
             .map_err(|e| fail("ledger", &e))?;
         let (memory_dir, remove_on_stop) = match &options.out_dir {
             Some(dir) => (dir.join("memory"), false),
-            None => (std::env::temp_dir().join(format!("lessrt-memory-{run_id}-{}", mode.as_str())), true),
+            // A fresh directory of its own, which the memory actor removes when it stops.
+            None => {
+                let scratch = tempfile::Builder::new()
+                    .prefix(&format!("lessrt-memory-{run_id}-{}-", mode.as_str()))
+                    .tempdir()
+                    .map_err(|e| fail("memory directory", &e))?;
+                (scratch.keep(), true)
+            }
         };
-        if remove_on_stop {
-            // A scratch directory of a process that died with the same id: nothing in it was ours to keep.
-            let _ = std::fs::remove_dir_all(&memory_dir);
-        }
         let summarizer_args = SummarizerArgs {
             dir: memory_dir.clone(),
             builder: Builder::new(
