@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use less_agents::live_model;
 use less_agents::provider::CompletionModel;
 use less_agents::record::{Recorder, Replayer};
 use less_agents::summarizer::LlmSummarizer;
+use less_agents::{ModelSettings, live_model};
 use less_runtime::dag::{NodeKind, SummaryInput, SummaryItem, escalate};
 use less_runtime::{DocKind, Encoding, LlmSpec, TokenCounter, validate};
 use serde_json::{Value, json};
@@ -282,7 +282,7 @@ fn summarizer_against_the_server(dir: &Path) {
     let counter = TokenCounter::shared(Encoding::O200kBase);
     let rec = dir.join("summaries");
     let live: Arc<dyn CompletionModel> =
-        Arc::new(Recorder::new(live_model(&LlmSpec::default()), &rec).expect("recorder"));
+        Arc::new(Recorder::new(live_model(&ModelSettings::from_env(&LlmSpec::default())), &rec).expect("recorder"));
     let summary = escalate(&LlmSummarizer::new(live, "llm:smollm2", 0.0), &input, 160, counter);
     assert!(summary.level <= 2, "the model's summary was accepted at level 1 or 2: {:?}", summary.attempts);
     assert!(summary.tokens <= 160 && !summary.content.is_empty());

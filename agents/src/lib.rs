@@ -52,6 +52,66 @@ impl AgentFactory for ScriptedFactory {
 
 /// Overrides every `llm` agent's `base_url` (e.g. a server on another port).
 pub const BASE_URL_ENV: &str = "LESSRT_LLM_BASE_URL";
+/// Where `scripts/local-llm.sh start` serves its model: the base URL of a model a scenario does not place.
+pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:8437/v1";
+/// The model a scenario that names none asks for (what `scripts/local-llm.sh` serves by default).
+pub const DEFAULT_MODEL: &str = "smollm2-135m-instruct";
+/// The most tokens per completion when a scenario does not say.
+pub const DEFAULT_MAX_TOKENS: u32 = 512;
+/// Seconds one request may take when a scenario does not say.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
+/// Retries of a failed request when a scenario does not say.
+pub const DEFAULT_RETRIES: u32 = 3;
+
+/// An `llm` agent's model settings with every default filled in: what a scenario's [`LlmSpec`] leaves out, the
+/// provider decides.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelSettings {
+    /// Base URL up to the API version.
+    pub base_url: String,
+    /// Model name sent with each request.
+    pub model: String,
+    /// The environment variable holding the API key; none for a local server.
+    pub api_key_env: Option<String>,
+    /// Sampling temperature.
+    pub temperature: f64,
+    /// The most tokens per completion.
+    pub max_tokens: u32,
+    /// Timeout of one request in seconds.
+    pub timeout_secs: u64,
+    /// Retries of a request after a timeout, connection error, 429 or 5xx.
+    pub retries: u32,
+}
+
+impl ModelSettings {
+    /// `spec` with the defaults filled in, its base URL exactly as written (no environment override).
+    pub fn of(spec: &LlmSpec) -> ModelSettings {
+        ModelSettings {
+            base_url: spec.base_url.clone().unwrap_or_else(|| DEFAULT_BASE_URL.to_owned()),
+            model: spec.model.clone().unwrap_or_else(|| DEFAULT_MODEL.to_owned()),
+            api_key_env: spec.api_key_env.clone(),
+            temperature: spec.temperature,
+            max_tokens: spec.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            timeout_secs: spec.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS),
+            retries: spec.retries.unwrap_or(DEFAULT_RETRIES),
+        }
+    }
+
+    /// `spec` with the defaults filled in, `LESSRT_LLM_BASE_URL` (when set) overriding its base URL.
+    pub fn from_env(spec: &LlmSpec) -> ModelSettings {
+        let mut settings = ModelSettings::of(spec);
+        if let Some(url) = std::env::var(BASE_URL_ENV).ok().filter(|u| !u.is_empty()) {
+            settings.base_url = url;
+        }
+        settings
+    }
+}
+
+impl Default for ModelSettings {
+    fn default() -> ModelSettings {
+        ModelSettings::of(&LlmSpec::default())
+    }
+}
 
 /// Where LLM agents get their answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +155,7 @@ const TURN_MARGIN: Duration = Duration::from_secs(60);
 /// The longest one turn of an LLM agent with `spec` may take: each completion it may ask for
 /// ([`COMPLETIONS_PER_TURN`]) running every attempt to its timeout, with the longest backoffs between attempts,
 /// plus a margin for the rest of the turn. A step limit below this would end a run whose model is only slow.
-pub fn turn_timeout(spec: &LlmSpec) -> Duration {
+pub fn turn_timeout(spec: &ModelSettings) -> Duration {
     let attempts = spec.retries.saturating_add(1);
     let per_attempt = Duration::from_secs(spec.timeout_secs);
     let backoffs = openai::MAX_RETRY_AFTER.saturating_mul(spec.retries);
@@ -109,7 +169,7 @@ impl AgentsFactory {
         let mut models = HashMap::new();
         let mut turn_timeouts = HashMap::new();
         for agent in scenario.agents.iter().filter(|a| a.kind == AgentKind::Llm) {
-            let spec = agent.llm.clone().unwrap_or_default();
+            let spec = ModelSettings::from_env(&agent.llm.clone().unwrap_or_default());
             let model = model_for(live_model(&spec), source)?;
             models.insert(
                 agent.id.clone(),
@@ -130,14 +190,8 @@ pub fn model_for(live: Arc<dyn CompletionModel>, source: &ModelSource) -> Result
     })
 }
 
-/// The OpenAI-compatible client `spec` describes (`LESSRT_LLM_BASE_URL` overriding its base URL).
-pub fn live_model(spec: &LlmSpec) -> Arc<dyn CompletionModel> {
-    let base_url = std::env::var(BASE_URL_ENV).ok().filter(|u| !u.is_empty()).unwrap_or_else(|| spec.base_url.clone());
-    live_model_at(&LlmSpec { base_url, ..spec.clone() })
-}
-
-/// The OpenAI-compatible client `spec` describes, at exactly its base URL (no environment override).
-pub fn live_model_at(spec: &LlmSpec) -> Arc<dyn CompletionModel> {
+/// The OpenAI-compatible client `spec` describes.
+pub fn live_model(spec: &ModelSettings) -> Arc<dyn CompletionModel> {
     let mut config = OpenAiConfig::new(spec.base_url.clone(), spec.model.clone());
     config.api_key_env = spec.api_key_env.clone();
     config.timeout = Duration::from_secs(spec.timeout_secs);
@@ -266,22 +320,20 @@ fn forged_grant(turn: &TurnInput, spec: &GrantSpec) -> Option<Action> {
 mod turn_timeout_tests {
     use std::time::Duration;
 
-    use less_runtime::LlmSpec;
-
-    use super::turn_timeout;
+    use super::{ModelSettings, turn_timeout};
 
     #[test]
     fn a_turn_may_take_every_attempt_of_every_completion_it_can_ask_for() {
         // A turn may wait for 7 completions: what to read and the report (each with a corrective retry), a resend,
         // and the parent's decision on a deref request (with its retry).
         // The defaults (120 s × 4 attempts per completion) are far above the old fixed 120 s.
-        let default = turn_timeout(&LlmSpec::default());
+        let default = turn_timeout(&ModelSettings::default());
         assert!(default >= Duration::from_secs(7 * 4 * 120), "{default:?}");
         // A fast model with no retries: 7 completions of 5 s and the margin.
-        let quick = LlmSpec { timeout_secs: 5, retries: 0, ..LlmSpec::default() };
+        let quick = ModelSettings { timeout_secs: 5, retries: 0, ..ModelSettings::default() };
         assert_eq!(turn_timeout(&quick), Duration::from_secs(7 * 5 + 60));
         // More retries, more time.
-        let patient = LlmSpec { timeout_secs: 5, retries: 2, ..LlmSpec::default() };
+        let patient = ModelSettings { timeout_secs: 5, retries: 2, ..ModelSettings::default() };
         assert_eq!(turn_timeout(&patient), Duration::from_secs(7 * (3 * 5 + 2 * 20) + 60));
     }
 }

@@ -54,8 +54,8 @@ pub use pointer::{MAX_REF_CHARS, MAX_SPAN_CHARS, Pointer, PointerType};
 pub use progress::{Progress, Silent, silent};
 pub use resolver::{MAX_ABOUT_CHARS, Resolved, Resolver, SamSource, about};
 pub use scenario::{
-    AgentKind, AgentSpec, Budgets, Check, DEFAULT_LLM_BASE_URL, EngramSpec, Expect, Gold, GrantSpec, LlmSpec,
-    Misbehaviour, OneOf, Plan, ReportKind, ReportStep, Scenario, Step, Task, TaskKind, WireMode, scenario_document,
+    AgentKind, AgentSpec, Budgets, Check, EngramSpec, Expect, Gold, GrantSpec, LlmSpec, Misbehaviour, OneOf, Plan,
+    ReportKind, ReportStep, Scenario, Step, Task, TaskKind, WireMode, scenario_document,
 };
 pub use schema::{DocKind, SCHEMA_BASE, SCHEMA_FILES, schema_document};
 pub use tokens::{CacheStats, Encoding, TokenCounter};

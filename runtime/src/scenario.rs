@@ -232,69 +232,33 @@ pub struct AgentSpec {
     pub turn_limit: Option<usize>,
 }
 
-/// The model behind an `llm` agent: an OpenAI-compatible endpoint. The runtime only carries it to the factory.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// The model behind an `llm` agent, as the scenario writes it (`[agents.llm]`): an OpenAI-compatible endpoint. Every
+/// field but the temperature may be left out; the provider (`less-agents`) knows the defaults and fills them in.
+/// The runtime only carries the settings to the agent factory.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LlmSpec {
-    /// Base URL up to the API version (default: the local server of `scripts/local-llm.sh`); the environment
-    /// variable `LESSRT_LLM_BASE_URL` overrides it.
-    #[serde(default = "default_llm_base_url")]
-    pub base_url: String,
+    /// Base URL up to the API version; the environment variable `LESSRT_LLM_BASE_URL` overrides it.
+    #[serde(default)]
+    pub base_url: Option<String>,
     /// Model name sent with each request.
-    #[serde(default = "default_llm_model")]
-    pub model: String,
+    #[serde(default)]
+    pub model: Option<String>,
     /// The environment variable holding the API key; none for a local server.
     #[serde(default)]
     pub api_key_env: Option<String>,
     /// Sampling temperature (default 0: reproducible).
     #[serde(default)]
     pub temperature: f64,
-    /// The most tokens per completion (default 512).
-    #[serde(default = "default_llm_max_tokens")]
-    pub max_tokens: u32,
-    /// Timeout of one request in seconds (default 120).
-    #[serde(default = "default_llm_timeout")]
-    pub timeout_secs: u64,
-    /// Retries of a request after a timeout, connection error, 429 or 5xx (default 3).
-    #[serde(default = "default_llm_retries")]
-    pub retries: u32,
-}
-
-/// Where `scripts/local-llm.sh start` serves its model.
-pub const DEFAULT_LLM_BASE_URL: &str = "http://127.0.0.1:8437/v1";
-
-fn default_llm_base_url() -> String {
-    DEFAULT_LLM_BASE_URL.to_owned()
-}
-
-fn default_llm_model() -> String {
-    "smollm2-135m-instruct".to_owned()
-}
-
-fn default_llm_max_tokens() -> u32 {
-    512
-}
-
-fn default_llm_timeout() -> u64 {
-    120
-}
-
-fn default_llm_retries() -> u32 {
-    3
-}
-
-impl Default for LlmSpec {
-    fn default() -> LlmSpec {
-        LlmSpec {
-            base_url: default_llm_base_url(),
-            model: default_llm_model(),
-            api_key_env: None,
-            temperature: 0.0,
-            max_tokens: default_llm_max_tokens(),
-            timeout_secs: default_llm_timeout(),
-            retries: default_llm_retries(),
-        }
-    }
+    /// The most tokens per completion.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// Timeout of one request in seconds.
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+    /// Retries of a request after a timeout, connection error, 429 or 5xx.
+    #[serde(default)]
+    pub retries: Option<u32>,
 }
 
 /// What an engram in a step says; the runtime fills in ids, provenance and digests.

@@ -262,8 +262,9 @@ impl AgentsArgs {
             AgentsChoice::Llm => scenario.with_every_agent_llm(),
         };
         if let Some(secs) = self.model_timeout {
-            for llm in scenario.agents.iter_mut().filter_map(|a| a.llm.as_mut()) {
-                llm.timeout_secs = secs;
+            let llm_agents = scenario.agents.iter_mut().filter(|a| a.kind == less_runtime::AgentKind::Llm);
+            for agent in llm_agents {
+                agent.llm.get_or_insert_default().timeout_secs = Some(secs);
             }
         }
         scenario

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use less_agents::summarizer::LlmSummarizer;
-use less_agents::{ModelSource, live_model, live_model_at, model_for};
+use less_agents::{ModelSettings, ModelSource, live_model, model_for};
 use less_runtime::LlmSpec;
 use less_runtime::dag::{Extractive, Summarizer};
 
@@ -58,16 +58,17 @@ impl SummarizerChoice {
         match self.summarizer {
             SummarizerKind::Extractive => Ok(Some(Arc::new(Extractive))),
             SummarizerKind::Llm => {
-                let mut spec = LlmSpec::default();
-                if let Some(model) = &self.llm_model {
-                    spec.model.clone_from(model);
-                }
-                spec.api_key_env.clone_from(&self.llm_api_key_env);
-                // An explicit URL beats the environment, which beats the default.
-                let live = match &self.llm_base_url {
-                    Some(url) => live_model_at(&LlmSpec { base_url: url.clone(), ..spec.clone() }),
-                    None => live_model(&spec),
+                let spec = LlmSpec {
+                    model: self.llm_model.clone(),
+                    api_key_env: self.llm_api_key_env.clone(),
+                    ..LlmSpec::default()
                 };
+                // An explicit URL beats the environment, which beats the default.
+                let spec = match &self.llm_base_url {
+                    Some(url) => ModelSettings::of(&LlmSpec { base_url: Some(url.clone()), ..spec }),
+                    None => ModelSettings::from_env(&spec),
+                };
+                let live = live_model(&spec);
                 let model = model_for(live, source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
                 Ok(Some(Arc::new(LlmSummarizer::new(model, format!("llm:{}", spec.model), spec.temperature))))
             }
