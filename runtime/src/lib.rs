@@ -17,6 +17,7 @@
 //! * This crate knows no LLM provider and no concrete agent; those live in `less-agents`.
 
 pub mod bench;
+mod blocking;
 mod brief;
 mod budget;
 pub mod context;

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use less_runtime::memory::{MAX_K, Memory, MemoryError, Principal, PutOutcome, QueryOptions, Stored, Tier, keys};
+use less_runtime::memory::{MAX_K, Memory, MemoryError, Principal, PutOutcome, QueryOptions, Stored, Tier};
 use less_runtime::{Engram, ErrorCode, Progress, Scope, Valid};
 use serde_json::{Value, json};
 
@@ -544,7 +544,7 @@ impl Putter<'_> {
         let idx = self.n_seen;
         self.n_seen += 1;
         let engram = match Valid::<Engram>::from_value(&doc) {
-            Ok(engram) => with_keys(engram),
+            Ok(engram) => engram,
             Err(violations) => {
                 self.n_invalid += 1;
                 for v in &violations.0 {
@@ -589,15 +589,4 @@ impl Putter<'_> {
         }
         Ok(())
     }
-}
-
-/// Fills in the engram's hash keys when it has none (they are derived from its content).
-fn with_keys(engram: Valid<Engram>) -> Valid<Engram> {
-    if engram.hash_keys.is_some() {
-        return engram;
-    }
-    let mut inner = engram.clone().into_inner();
-    inner.hash_keys = Some(keys::stored_keys(&inner));
-    // Generated keys always fit the schema (≤32 keys of 16 hex digits); keep the original if that ever changes.
-    Valid::new(inner).unwrap_or(engram)
 }

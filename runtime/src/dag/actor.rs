@@ -3,7 +3,7 @@
 //! The runtime feeds the supervisor as messages are delivered (`Record`, a cast: agents never wait on it) and as
 //! sessions end (`EndSession`). The supervisor archives and indexes messages; the session summarizer summarizes
 //! ended sessions (through the significance gate) and tells the supervisor, which wakes the arc summarizer, which in
-//! turn wakes the epoch summarizer. All archive work runs on blocking threads (`spawn_blocking`), never on the async
+//! turn wakes the epoch summarizer. All archive work runs on blocking threads (`crate::blocking`), never on the async
 //! executor. A failed piece of work is retried with backoff (three attempts); what still fails stays pending in the
 //! archive and is picked up by the next wake-up or `Drain`. A level actor that dies is restarted by the supervisor
 //! (at most [`MAX_LEVEL_RESTARTS`] times). `Drain` (a call) returns once every level has done all pending work.
@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
+use crate::blocking;
 use crate::dag::archive::{Archive, NewMessage, NodeKind};
 use crate::dag::{BuildReport, Builder, index_dir, index_messages};
 use crate::memory::{Clock, Memory, StoreError};
@@ -70,10 +71,16 @@ pub struct SummarizerArgs {
 /// The supervisor.
 pub struct SummarizerSupervisor;
 
+/// What the supervisor's blocking work needs.
+struct Held {
+    archive: Archive,
+    index: Option<Memory>,
+}
+
 /// Its state.
 pub struct SupervisorState {
-    archive: Option<Archive>,
-    index: Option<Memory>,
+    /// The archive and the message index, moved onto the blocking pool for each piece of work.
+    held: Option<Held>,
     levels: Vec<(NodeKind, ActorRef<LevelMsg>, u32)>,
     args: SummarizerArgs,
 }
@@ -105,17 +112,17 @@ impl Actor for SummarizerSupervisor {
         args: SummarizerArgs,
     ) -> Result<SupervisorState, ActorProcessingErr> {
         let (dir, with_index) = (args.dir.clone(), args.index);
-        let (archive, index) = tokio::task::spawn_blocking(move || -> Result<_, ActorProcessingErr> {
+        let held = blocking::run(move || -> Result<_, ActorProcessingErr> {
             let archive = Archive::open(&dir)?;
             let index = if with_index { Some(Memory::open(&index_dir(&dir))?) } else { None };
-            Ok((archive, index))
+            Ok(Held { archive, index })
         })
         .await??;
         let mut levels = Vec::new();
         for kind in [NodeKind::Session, NodeKind::Arc, NodeKind::Epoch] {
             levels.push((kind, spawn_level(kind, &args, &myself).await?, 0));
         }
-        Ok(SupervisorState { archive: Some(archive), index, levels, args })
+        Ok(SupervisorState { held: Some(held), levels, args })
     }
 
     async fn handle(
@@ -164,19 +171,14 @@ impl Actor for SummarizerSupervisor {
                         Err(err) => tracing::error!(target: "less.dag", "{} summarizer: {err}", kind.as_str()),
                     }
                 }
-                if let Some(index) = state.index.take() {
-                    let (index, flushed) = tokio::task::spawn_blocking(move || {
-                        let mut index = index;
-                        // Commit only: embedding the archive waits for the first query that reranks, so a run
-                        // never ends by loading the model.
-                        let flushed = index.save();
-                        (index, flushed)
-                    })
-                    .await?;
-                    state.index = Some(index);
-                    if let Err(err) = flushed {
-                        tracing::warn!(target: "less.dag", "message index not committed: {err}");
-                    }
+                // Commit only: embedding the archive waits for the first query that reranks, so a run never ends
+                // by loading the model.
+                let flushed = blocking::with_taken(&mut state.held, "the archive", |held| {
+                    held.index.as_mut().map_or(Ok(()), Memory::save)
+                })
+                .await?;
+                if let Err(err) = flushed {
+                    tracing::warn!(target: "less.dag", "message index not committed: {err}");
                 }
                 let _ = reply.send(report);
             }
@@ -209,8 +211,8 @@ impl Actor for SummarizerSupervisor {
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
         // Dropping the index commits it: blocking work.
-        if let Some(index) = state.index.take() {
-            tokio::task::spawn_blocking(move || drop(index)).await?;
+        if let Some(held) = state.held.take() {
+            blocking::run(move || drop(held)).await?;
         }
         Ok(())
     }
@@ -233,16 +235,8 @@ impl SupervisorState {
         &mut self,
         work: impl FnOnce(&mut Archive, Option<&mut Memory>) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<Result<T, StoreError>, ActorProcessingErr> {
-        let mut archive = self.archive.take().ok_or("the archive was lost by an earlier failed task")?;
-        let mut index = self.index.take();
-        let (archive, index, result) = tokio::task::spawn_blocking(move || {
-            let result = work(&mut archive, index.as_mut());
-            (archive, index, result)
-        })
-        .await?;
-        self.archive = Some(archive);
-        self.index = index;
-        Ok(result)
+        blocking::with_taken(&mut self.held, "the archive", move |held| work(&mut held.archive, held.index.as_mut()))
+            .await
     }
 }
 
@@ -272,7 +266,7 @@ impl Actor for LevelSummarizer {
 
     async fn pre_start(&self, _myself: ActorRef<LevelMsg>, args: LevelArgs) -> Result<LevelState, ActorProcessingErr> {
         let dir = args.dir.clone();
-        let archive = tokio::task::spawn_blocking(move || Archive::open(&dir)).await??;
+        let archive = blocking::run(move || Archive::open(&dir)).await??;
         Ok(LevelState { archive: Some(archive), args, done: BuildReport::default() })
     }
 
@@ -298,37 +292,32 @@ impl LevelState {
     async fn work(&mut self) -> Result<bool, ActorProcessingErr> {
         let kind = self.args.kind;
         for attempt in 1..=ATTEMPTS {
-            let mut archive = self.archive.take().ok_or("the archive was lost by an earlier failed task")?;
             let builder = self.args.builder.clone();
             let now = (self.args.clock)();
-            let (archive, result) = tokio::task::spawn_blocking(move || {
-                let result = match kind {
-                    NodeKind::Session => builder.summarize_pending(&mut archive, now),
-                    level => {
-                        let mut report = BuildReport::default();
-                        let projects = archive.projects();
-                        match projects {
-                            Ok(projects) => {
-                                let mut failed = None;
-                                for project in projects {
-                                    match builder.condense_level(&mut archive, &project, level, now) {
-                                        Ok(r) => report.add(&r),
-                                        Err(err) => {
-                                            failed = Some(err);
-                                            break;
-                                        }
+            let result = blocking::with_taken(&mut self.archive, "the archive", move |archive| match kind {
+                NodeKind::Session => builder.summarize_pending(archive, now),
+                level => {
+                    let mut report = BuildReport::default();
+                    let projects = archive.projects();
+                    match projects {
+                        Ok(projects) => {
+                            let mut failed = None;
+                            for project in projects {
+                                match builder.condense_level(archive, &project, level, now) {
+                                    Ok(r) => report.add(&r),
+                                    Err(err) => {
+                                        failed = Some(err);
+                                        break;
                                     }
                                 }
-                                failed.map_or(Ok(report), Err)
                             }
-                            Err(err) => Err(err),
+                            failed.map_or(Ok(report), Err)
                         }
+                        Err(err) => Err(err),
                     }
-                };
-                (archive, result)
+                }
             })
             .await?;
-            self.archive = Some(archive);
             match result {
                 Ok(report) => {
                     let made = report != BuildReport::default();

@@ -2,7 +2,7 @@
 //! with RPC replies.
 //!
 //! SQLite and tantivy block, so the actor never touches the memory on the async executor: each message moves the
-//! memory into `tokio::task::spawn_blocking` and back. This works on a multi-threaded and a current-thread runtime
+//! memory onto the blocking pool and back (`crate::blocking::with_taken`). This works on a multi-threaded and a current-thread runtime
 //! alike, and the actor still handles one message at a time, so every reply reflects every earlier message.
 //! Expected failures (`LESS_SCOPE_DENIED`, `LESS_RATE_LIMITED`) and failures of the store are values in the reply;
 //! the actor fails only when a blocking task panicked and took the memory with it.
@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
+use crate::blocking;
 use crate::engram::{Engram, Scope};
 use crate::memory::policy::{MemoryPolicy, Principal, PutReport, QueryOptions};
 use crate::memory::store::{StoreStats, Stored};
@@ -159,7 +160,7 @@ impl Actor for MemoryActor {
     ) -> Result<MemoryState, ActorProcessingErr> {
         let dir = args.dir.clone();
         let policy = args.policy;
-        let memory = tokio::task::spawn_blocking(move || {
+        let memory = blocking::run(move || {
             Memory::open(&dir).map(|mut memory| {
                 memory.set_policy(policy);
                 memory
@@ -254,7 +255,7 @@ impl Actor for MemoryActor {
     async fn post_stop(&self, _myself: ActorRef<MemoryMsg>, state: &mut MemoryState) -> Result<(), ActorProcessingErr> {
         // Dropping the memory commits the index: blocking work, so off the executor.
         if let Some(memory) = state.memory.take() {
-            tokio::task::spawn_blocking(move || drop(memory)).await?;
+            blocking::run(move || drop(memory)).await?;
         }
         if state.remove_on_stop
             && let Err(err) = std::fs::remove_dir_all(&state.dir)
@@ -272,22 +273,18 @@ impl MemoryState {
         &mut self,
         work: impl FnOnce(&mut Memory, i64) -> T + Send + 'static,
     ) -> Result<T, ActorProcessingErr> {
-        let mut memory = self.memory.take().ok_or("the memory was lost by an earlier failed task")?;
         let now = (self.clock)();
         let sweep = now >= self.next_sweep;
         if sweep {
             self.next_sweep = now.saturating_add(self.sweep_every);
         }
-        let (memory, result) = tokio::task::spawn_blocking(move || {
+        blocking::with_taken(&mut self.memory, "the memory", move |memory| {
             // A failed sweep is retried at the next one; queries leave expired engrams out meanwhile.
             if sweep && let Err(err) = memory.evict_expired(now) {
                 tracing::warn!(target: "less.memory", "sweep of expired engrams failed: {err}");
             }
-            let result = work(&mut memory, now);
-            (memory, result)
+            work(memory, now)
         })
-        .await?;
-        self.memory = Some(memory);
-        Ok(result)
+        .await
     }
 }

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 
 use crate::engram::Engram;
 use crate::pointer::Pointer;
+use crate::valid::Valid;
 
 /// Most keys stored in an engram's `hash_keys` (the schema's limit).
 pub const MAX_STORED_KEYS: usize = 32;
@@ -127,6 +128,19 @@ pub fn stored_keys(engram: &Engram) -> Vec<String> {
     features.iter().take(MAX_STORED_KEYS).map(|f| key(f)).collect()
 }
 
+/// `engram` with its `hash_keys` derived from its content ([`stored_keys`]) when it has none; as it is otherwise.
+/// Every put goes through this (`Store::put_many_placed`), so an engram stored during a run carries its keys like
+/// one put from the command line.
+pub fn with_stored_keys(engram: &Valid<Engram>) -> Valid<Engram> {
+    if engram.hash_keys.is_some() {
+        return engram.clone();
+    }
+    let mut inner = engram.clone().into_inner();
+    inner.hash_keys = Some(stored_keys(&inner));
+    // Generated keys always fit the schema (≤32 keys of 16 hex digits: tested); the original if that ever changes.
+    Valid::new(inner).unwrap_or_else(|_| engram.clone())
+}
+
 /// Splits an identifier or path at `/`, `.`, `::`, `_`, `-` and camelCase boundaries, lowercased; parts of one
 /// character are dropped.
 fn identifier_parts(token: &str) -> Vec<String> {
@@ -201,6 +215,6 @@ mod tests {
         assert_eq!(stored[0], key("tag:billing"), "tags come first");
         let mut with_keys = e.clone();
         with_keys.hash_keys = Some(stored);
-        assert!(crate::Valid::new(with_keys).is_ok());
+        assert!(Valid::new(with_keys).is_ok());
     }
 }

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::engram::{Engram, Scope};
+use crate::memory::keys;
 use crate::memory::policy::subject_key;
 use crate::pointer::Pointer;
 use crate::valid::Valid;
@@ -317,7 +318,7 @@ impl Store {
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let mut outcomes = Vec::with_capacity(engrams.len());
         for engram in engrams {
-            outcomes.push(put_in(&tx, engram, placement, now)?);
+            outcomes.push(put_in(&tx, &keys::with_stored_keys(engram), placement, now)?);
         }
         if outcomes.iter().any(|o| !matches!(o, PutOutcome::Duplicate { .. })) {
             bump_generation(&tx)?;
@@ -864,7 +865,8 @@ mod tests {
         let store = Store::open(dir.path()).expect("reopen");
         let stored = store.get("kelp", &e.id).expect("get").expect("present");
         assert!(store.get("other", &e.id).expect("get").is_none(), "another project does not see it");
-        assert_eq!(stored.engram, *e);
+        assert_eq!(stored.engram, *keys::with_stored_keys(&e), "stored with the hash keys of its content");
+        assert!(stored.engram.hash_keys.as_ref().is_some_and(|k| !k.is_empty()));
         assert_eq!((stored.project.as_str(), stored.tier, stored.expires_at), ("kelp", Tier::Hot, 1000 + 7 * 86400));
     }
 
@@ -925,7 +927,11 @@ mod tests {
         let mut store = Store::open(dir.path()).expect("open");
         let e = engram("Port is 5173.", Ttl::days(7));
         store.put(&e, "", 0).expect("put");
-        assert_eq!(store.get("", &e.id).expect("get").expect("there").engram, *e, "read once: decoded and cached");
+        assert_eq!(
+            store.get("", &e.id).expect("get").expect("there").engram,
+            *keys::with_stored_keys(&e),
+            "read once: decoded and cached"
+        );
         store.conn.execute("UPDATE engrams SET doc = '{\"claim\": 1}'", []).expect("damage");
         assert!(matches!(store.get("", &e.id), Err(StoreError::Corrupt { .. })), "a changed text is validated again");
         // A hand edit that still parses but breaks a rule (a claim over 500 characters) is refused too.

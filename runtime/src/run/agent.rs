@@ -635,10 +635,17 @@ impl AgentState {
             Err(err) => Err(MemoryError::Unavailable(err.to_string())),
         };
         let mut result = Outcome::Done;
+        // An agent reads the claims, not the index's keys: the hash keys stay in the store.
+        let recalled = recalled.and_then(|recall| {
+            let engrams = recall.hits.iter().map(|h| {
+                let mut engram = h.stored.engram.clone();
+                engram.hash_keys = None;
+                serde_json::to_value(&engram).map_err(|e| MemoryError::Unavailable(format!("recall answer: {e}")))
+            });
+            Ok((engrams.collect::<Result<Vec<Value>, _>>()?, recall))
+        });
         let (engrams, stages, code, message) = match recalled {
-            Ok(recall) => {
-                let engrams: Vec<Value> =
-                    recall.hits.iter().map(|h| serde_json::to_value(&h.stored.engram).unwrap_or_default()).collect();
+            Ok((engrams, recall)) => {
                 if let Some(why) = &recall.degraded {
                     tracing::warn!(target: "less.memory.query", "{}: {why}", self.spec.id);
                 }

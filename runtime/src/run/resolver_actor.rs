@@ -6,12 +6,18 @@ use std::collections::HashMap;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::Value;
 
+use crate::blocking;
 use crate::error::Violation;
 use crate::pointer::Pointer;
 use crate::resolver::{Resolved, Resolver, SamSource};
 
 /// The actor.
 pub struct ResolverActor;
+
+/// What the blocking helper calls the resolver.
+const RESOLVER: &str = "the resolver";
+/// The error when a panic in a resolution took the resolver with it.
+const LOST: &str = "the resolver was lost by an earlier failed task";
 
 /// Messages to the resolver.
 pub enum ResolverMsg {
@@ -24,8 +30,12 @@ pub enum ResolverMsg {
     Remember(String, std::sync::Arc<Value>),
 }
 
-/// State: the resolver and the episodic index.
+/// State: the resolver and the episodic index, moved onto the blocking pool to resolve (a resolution reads files).
 pub struct ResolverState {
+    held: Option<Held>,
+}
+
+struct Held {
     resolver: Resolver,
     sam: SamIndex,
 }
@@ -49,7 +59,7 @@ impl Actor for ResolverActor {
         _myself: ActorRef<ResolverMsg>,
         resolver: Resolver,
     ) -> Result<ResolverState, ActorProcessingErr> {
-        Ok(ResolverState { resolver, sam: SamIndex::default() })
+        Ok(ResolverState { held: Some(Held { resolver, sam: SamIndex::default() }) })
     }
 
     async fn handle(
@@ -60,22 +70,28 @@ impl Actor for ResolverActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             ResolverMsg::Resolve(pointers, reply) => {
-                let _ = reply.send(state.resolver.resolve_all(&pointers, &state.sam));
+                let resolved =
+                    blocking::with_taken(&mut state.held, RESOLVER, move |h| h.resolver.resolve_all(&pointers, &h.sam));
+                let _ = reply.send(resolved.await?);
             }
             ResolverMsg::ReadUnpinned(pointer, reply) => {
-                let _ = reply.send(state.resolver.read_unpinned(&pointer, &state.sam));
+                let read = blocking::with_taken(&mut state.held, RESOLVER, move |h| {
+                    h.resolver.read_unpinned(&pointer, &h.sam)
+                });
+                let _ = reply.send(read.await?);
             }
             ResolverMsg::Remember(msg_id, doc) => {
-                state.sam.0.insert(("msg".into(), msg_id), doc.to_string());
+                let sam = &mut state.held.as_mut().ok_or(LOST)?.sam;
+                sam.0.insert(("msg".into(), msg_id), doc.to_string());
                 for engram in doc.get("engrams").and_then(Value::as_array).into_iter().flatten() {
                     let text = engram.to_string();
                     let id = engram.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
                     let kind = engram.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
-                    state.sam.0.insert(("engram".into(), id.clone()), text.clone());
-                    state.sam.0.insert((kind.clone(), id), text.clone());
+                    sam.0.insert(("engram".into(), id.clone()), text.clone());
+                    sam.0.insert((kind.clone(), id), text.clone());
                     for tag in engram.get("tags").and_then(Value::as_array).into_iter().flatten() {
                         if let Some(tag) = tag.as_str() {
-                            state.sam.0.insert((kind.clone(), tag.to_owned()), text.clone());
+                            sam.0.insert((kind.clone(), tag.to_owned()), text.clone());
                         }
                     }
                 }

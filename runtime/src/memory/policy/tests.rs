@@ -478,7 +478,7 @@ async fn the_memory_actor_answers_every_message() {
     let recall = ractor::call!(actor, MemoryMsg::Query, query).expect("call").expect("query");
     assert_eq!(ids(&recall), sorted(vec![&old.id, &new.id]));
     let got = ractor::call!(actor, MemoryMsg::Get, dev.clone(), old.id.clone()).expect("call").expect("get");
-    assert_eq!(got.expect("there").engram, *old);
+    assert_eq!(got.expect("there").engram, *crate::memory::keys::with_stored_keys(&old));
     let outsider = Principal::agent("x", "programmer", "b", "r1");
     let denied = ractor::call!(actor, MemoryMsg::Get, outsider, old.id.clone()).expect("call").expect_err("denied");
     assert_eq!(denied.code(), Some(ErrorCode::ScopeDenied));
