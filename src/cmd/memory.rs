@@ -337,6 +337,7 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
             memory.on_embed_progress(bars.embedding());
             sweep(&mut memory)?;
             let n = memory.reindex()?;
+            memory.close()?;
             bars.clear();
             output.emit(&json!({"reindexed": n}), || outln!("reindexed {}", count(n as u64, "hot engram")))?;
             Ok(ExitCode::SUCCESS)
@@ -475,13 +476,16 @@ fn put(
         super::print_json(&doc);
     }
     output.write_file(&doc)?;
-    Ok(if put.n_refused > 0 {
+    let code = if put.n_refused > 0 {
         ExitCode::from(2)
     } else if put.n_invalid > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
-    })
+    };
+    // Every acknowledged put is in the store already; closing saves the recall indexes beside it.
+    store.close().context("recall indexes not saved (rebuilt from the store on the next open)")?;
+    Ok(code)
 }
 
 struct Putter<'a> {

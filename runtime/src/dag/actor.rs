@@ -210,9 +210,11 @@ impl Actor for SummarizerSupervisor {
         _myself: ActorRef<SummarizerMsg>,
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
-        // Dropping the index commits it: blocking work.
-        if let Some(held) = state.held.take() {
-            blocking::run(move || drop(held)).await?;
+        // Closing the index saves it and the archive closes its database: blocking work.
+        if let Some(held) = state.held.take()
+            && let Err(err) = blocking::run(move || held.index.map_or(Ok(()), Memory::close)).await?
+        {
+            tracing::warn!(target: "less.dag", "message index not saved at shutdown (rebuilt on next open): {err}");
         }
         Ok(())
     }

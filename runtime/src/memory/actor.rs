@@ -12,7 +12,7 @@
 //! TTLs: a query never returns an engram whose TTL ran out (the query carries the clock's time), and the actor moves
 //! such engrams to the cold tier on a schedule: before any message once [`MemoryArgs::sweep_every`] seconds of the
 //! clock passed since the last sweep, and on a timer of the same period while the actor is idle.
-//! Shutdown: `post_stop` drops the memory on a blocking thread (committing the index), then removes the directory
+//! Shutdown: `post_stop` closes the memory on a blocking thread (saving the indexes), then removes the directory
 //! when the run asked for a scratch store.
 
 use std::path::PathBuf;
@@ -254,8 +254,10 @@ impl Actor for MemoryActor {
 
     async fn post_stop(&self, _myself: ActorRef<MemoryMsg>, state: &mut MemoryState) -> Result<(), ActorProcessingErr> {
         // Dropping the memory commits the index: blocking work, so off the executor.
-        if let Some(memory) = state.memory.take() {
-            blocking::run(move || drop(memory)).await?;
+        if let Some(memory) = state.memory.take()
+            && let Err(err) = blocking::run(move || memory.close()).await?
+        {
+            tracing::warn!(target: "less.memory", "recall indexes not saved at shutdown (rebuilt on next open): {err}");
         }
         if state.remove_on_stop
             && let Err(err) = std::fs::remove_dir_all(&state.dir)

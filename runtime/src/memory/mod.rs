@@ -220,6 +220,8 @@ pub struct Memory {
     policy: MemoryPolicy,
     /// Told `(done, total)` as an embedding pass makes durable progress.
     progress: Option<Box<dyn FnMut(usize, usize) + Send>>,
+    /// Saved by [`Memory::close`]: nothing is left for `Drop`.
+    closed: bool,
 }
 
 impl Semantic {
@@ -293,6 +295,7 @@ impl Memory {
             fusion: Fusion::default(),
             policy: MemoryPolicy::default(),
             progress: None,
+            closed: false,
         };
         // The hash index is caught up lazily (before a query, and after this process's writes): a command that only
         // reads rows never writes the index, and never waits for another process's write lock.
@@ -724,9 +727,24 @@ impl Memory {
     }
 }
 
+impl Memory {
+    /// Saves what the indexes hold ([`Memory::save`]: a commit and the vectors already computed; never the model)
+    /// and closes the memory, saying whether that worked. Owners that can report a failure close explicitly; a
+    /// memory merely dropped saves best-effort.
+    pub fn close(mut self) -> Result<(), MemoryError> {
+        let saved = self.save();
+        self.closed = true;
+        saved
+    }
+}
+
 impl Drop for Memory {
     fn drop(&mut self) {
-        // Best effort: a failed commit here only means the next open rebuilds the index from the store.
+        if self.closed {
+            return;
+        }
+        // Best effort, and never the model: a failed commit here only means the next open rebuilds the index from
+        // the store.
         if let Err(err) = self.save() {
             tracing::warn!("recall indexes left behind the store, rebuilt on next open: {err}");
         }
