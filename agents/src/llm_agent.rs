@@ -1,7 +1,8 @@
 //! [`LlmAgent`]: an agent whose reports a language model writes.
 //!
 //! The scenario's steps say whose turn it is and what for. A parent's briefs, a worker's reads and a parent's answer
-//! to a deref request are the model's choices (`roles`); queries and promotions are carried out as written; a report
+//! to a deref request, a worker's memory query are the model's choices (`roles`); scripted query and promotion steps
+//! are carried out as written; a report
 //! step becomes a completion: the prompt is built only from what the agent's gateway
 //! delivered (briefs with their pointer packs, reports, recalled engrams, dereferenced content — never the step's
 //! scripted engrams or summary), the answer is constrained by [`report_schema`] (or, answering the agent's graded

@@ -1,6 +1,7 @@
 //! The model's part in every role besides writing reports: a parent writes its children's briefs and answers their
-//! deref requests; a worker chooses what to read and what to recall from the run's memory. Each question is one completion constrained by a schema that
-//! allows only what the agent may use (its children, the pointers it holds, the pointers it has not read yet);
+//! deref requests; a worker chooses what to read and what to recall from the run's memory. Each question is one
+//! completion constrained by a schema that allows only what the agent may use (its children, the pointers it holds,
+//! the pointers it has not read yet);
 //! what the runtime can decide from numbers, it decides (a read over budget becomes a request to the parent, a
 //! granted request is read with its grant), so the model only makes the choices a number cannot.
 
@@ -186,7 +187,7 @@ impl LlmAgent {
             } else {
                 below
                     .iter()
-                    .flat_map(|t| texts(brief.and_then(|b| b.pointer(&format!("/questions/{}", t.id)))))
+                    .flat_map(|t| texts(brief.and_then(|b| b.get("questions")).and_then(|q| q.get(&t.id))))
                     .collect()
             };
             let mut pointers: Vec<String> = Vec::new();
