@@ -662,10 +662,11 @@ impl AgentState {
             // A refused query reads nothing.
             _ if code.is_some() => 0,
             WireMode::Less => counter.count(&Value::Array(engrams.clone()).to_string()),
-            WireMode::Verbatim | WireMode::VerbatimWhole => {
-                let history = ractor::call!(self.ctx.ledger, LedgerMsg::History).unwrap_or_default();
-                counter.count(&history.join("\n"))
-            }
+            WireMode::Verbatim | WireMode::VerbatimWhole => match ractor::call!(self.ctx.ledger, LedgerMsg::History) {
+                Ok(history) => counter.count(&history.join("\n")),
+                // Without the history the baseline's cost is unknown: the query fails rather than count it as free.
+                Err(err) => return Outcome::Refused(run_failed("ledger", &err.to_string())),
+            },
         };
         let ids = engrams.iter().map(|e| e.get("id").and_then(Value::as_str).unwrap_or_default().to_owned()).collect();
         for engram in &engrams {
@@ -806,14 +807,17 @@ impl AgentState {
                 Err(err) => return Outcome::Refused(run_failed("brief", &err.to_string())),
             };
             let mut envelope = self.envelope(&child, EnvelopeKind::Brief, doc, String::new());
-            envelope.wire = match self.ctx.mode {
-                WireMode::Less => envelope.doc.to_string(),
-                WireMode::Verbatim => {
-                    let (wire, restated) = self.fair_brief(&child, brief, &now, &packs).await;
+            let wire = match self.ctx.mode {
+                WireMode::Less => Ok(envelope.doc.to_string()),
+                WireMode::Verbatim => self.fair_brief(&child, brief, &now, &packs).await.map(|(wire, restated)| {
                     envelope.restated = restated;
                     wire
-                }
+                }),
                 WireMode::VerbatimWhole => self.whole_brief(&child, brief, &now, &packs).await,
+            };
+            envelope.wire = match wire {
+                Ok(wire) => wire,
+                Err(violation) => return Outcome::Refused(violation),
             };
             if let Err(violation) = self.deliver(envelope, outcome).await
                 && result == Outcome::Done
@@ -832,8 +836,10 @@ impl AgentState {
         brief: &BriefAction,
         now: &[String],
         packs: &BTreeMap<String, Vec<PointerText>>,
-    ) -> (String, Vec<String>) {
-        let known = ractor::call!(self.ctx.ledger, LedgerMsg::Known, self.spec.id.clone()).unwrap_or_default();
+    ) -> Result<(String, Vec<String>), Violation> {
+        // What the baseline restates is the ledger's: without it the brief would silently undercount the baseline.
+        let known = ractor::call!(self.ctx.ledger, LedgerMsg::Known, self.spec.id.clone())
+            .map_err(|err| run_failed("ledger", &err.to_string()))?;
         let (restated, prior_reports): (Vec<String>, Vec<String>) = known.into_iter().unzip();
         let mut pasted = Vec::new();
         for pointer in packs.values().flatten() {
@@ -852,7 +858,7 @@ impl AgentState {
             risks: &brief.risks,
             pasted: &pasted,
         });
-        (text, restated)
+        Ok((text, restated))
     }
 
     /// The whole-file baseline's brief to `child`: the plan's documents and each packed file whole, once each, and
@@ -863,7 +869,7 @@ impl AgentState {
         brief: &BriefAction,
         now: &[String],
         packs: &BTreeMap<String, Vec<PointerText>>,
-    ) -> String {
+    ) -> Result<String, Violation> {
         let mut seen: Vec<(crate::pointer::PointerType, String)> = Vec::new();
         let mut plan_documents = Vec::new();
         for artifact in &self.ctx.scenario.plan.artifacts {
@@ -879,9 +885,10 @@ impl AgentState {
                 files.push((pointer.0.location().to_owned(), self.read_whole(&pointer.0).await));
             }
         }
-        let all_reports = ractor::call!(self.ctx.ledger, LedgerMsg::History).unwrap_or_default();
+        let all_reports =
+            ractor::call!(self.ctx.ledger, LedgerMsg::History).map_err(|err| run_failed("ledger", &err.to_string()))?;
         let lines: Vec<String> = now.iter().chain(&brief.constraints).chain(&brief.risks).cloned().collect();
-        baseline::whole_brief(&WholeBriefText {
+        Ok(baseline::whole_brief(&WholeBriefText {
             from: &self.spec.id,
             to: child,
             plan: Some(&self.ctx.scenario.plan),
@@ -889,7 +896,7 @@ impl AgentState {
             all_reports: &all_reports,
             lines: &lines,
             files: &files,
-        })
+        }))
     }
 
     /// The whole file (or section owner) behind `pointer`, for pasting; nothing is metered or pinned.
