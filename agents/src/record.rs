@@ -25,10 +25,14 @@ use serde_json::{Value, json};
 
 use crate::provider::{Completion, CompletionModel, CompletionRequest, LlmError, ModelFuture};
 
-/// The key of `request` in a recording.
-pub fn exchange_key(request: &CompletionRequest) -> String {
-    let text = serde_json::to_string(request).unwrap_or_default();
-    blake3::hash(text.as_bytes()).to_hex()[..16].to_owned()
+/// The key of `request` in a recording: 16 hex digits of the blake3 of its JSON. A request that cannot be written
+/// as JSON has no key (`LLM_RECORDING_IO`), rather than the key of the empty text that every such request would share.
+pub fn exchange_key(request: &CompletionRequest) -> Result<String, LlmError> {
+    let text = serde_json::to_string(request).map_err(|err| LlmError::Recording {
+        path: String::new(),
+        message: format!("the request has no JSON form: {err}"),
+    })?;
+    Ok(blake3::hash(text.as_bytes()).to_hex()[..16].to_owned())
 }
 
 fn path_of(dir: &Path, key: &str) -> PathBuf {
@@ -88,7 +92,7 @@ impl Recorder {
 impl CompletionModel for Recorder {
     fn complete<'a>(&'a self, request: &'a CompletionRequest) -> ModelFuture<'a, Result<Completion, LlmError>> {
         Box::pin(async move {
-            let key = exchange_key(request);
+            let key = exchange_key(request)?;
             match read_exchange(&self.dir, &key)? {
                 Some(Ok(recorded)) => return Ok(recorded),
                 Some(Err(failed)) if self.failed_here.lock().unwrap_or_else(PoisonError::into_inner).contains(&key) => {
@@ -155,7 +159,7 @@ impl Replayer {
 impl CompletionModel for Replayer {
     fn complete<'a>(&'a self, request: &'a CompletionRequest) -> ModelFuture<'a, Result<Completion, LlmError>> {
         Box::pin(async move {
-            let key = exchange_key(request);
+            let key = exchange_key(request)?;
             read_exchange(&self.dir, &key)?
                 .unwrap_or_else(|| Err(LlmError::ReplayMissing { key, dir: self.dir.display().to_string() }))
         })

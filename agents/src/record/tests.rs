@@ -42,7 +42,7 @@ async fn a_recording_answers_each_question_once_and_replays_without_the_model() 
     assert_eq!(replayer.complete(&ask("b")).await.expect("b").text, "2");
     let err = replayer.complete(&ask("c")).await.expect_err("never recorded");
     assert_eq!(err.code(), "LLM_REPLAY_MISSING");
-    assert!(err.to_string().contains(&exchange_key(&ask("c"))), "{err}");
+    assert!(err.to_string().contains(&exchange_key(&ask("c")).expect("a key")), "{err}");
 }
 
 /// Fails its first call (the server is down), then answers "up".
