@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use less_runtime::dag::corpus::{CorpusSession, corpus};
-use less_runtime::dag::{Builder, Dag, DagConfig, Extractive, index_dir};
+use less_runtime::dag::{Condenser, Dag, DagConfig, Extractive, index_dir};
 use less_runtime::memory::Memory;
 
 const PER_SESSION: usize = 8;
@@ -29,7 +29,7 @@ fn sessions(messages: usize) -> Vec<CorpusSession> {
 fn open(dir: &Path, with_model: bool) -> Dag {
     let index = if with_model { Memory::open(&index_dir(dir)) } else { Memory::open_without_model(&index_dir(dir)) }
         .expect("message index");
-    Dag::open_with(dir, Builder::new(DagConfig::default(), Arc::new(Extractive)), index).expect("dag")
+    Dag::open_with(dir, Condenser::new(DagConfig::default(), Arc::new(Extractive)), index).expect("dag")
 }
 
 /// Ingests and builds `sessions` into a fresh `dir`; returns the time taken.

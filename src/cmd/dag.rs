@@ -8,8 +8,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use less_agents::ModelSource;
 use less_runtime::dag::{
-    Answer, ArchiveStats, BuildReport, Builder, Child, Dag, DagConfig, DagError, EVENT_KINDS, Expansion, Impact, Node,
-    day, index_dir, parse_transcript,
+    Answer, ArchiveStats, BuildReport, Child, Condenser, Dag, DagConfig, DagError, EVENT_KINDS, Expansion, Impact,
+    Node, day, index_dir, parse_transcript,
 };
 use less_runtime::memory::Memory;
 use less_runtime::{Pointer, Progress};
@@ -171,12 +171,12 @@ fn open_summarizing(
         return Err(Stop::usage("--llm-base-url, --llm-model and --llm-api-key-env need `--summarizer llm`").into());
     };
     let dir = store.existing()?;
-    let builder = Builder::new(config, summarizer).with_progress(progress.clone());
+    let condenser = Condenser::new(config, summarizer).with_progress(progress.clone());
     let mut index =
         Memory::open(&index_dir(dir)).with_context(|| format!("cannot open the message index in {}", dir.display()))?;
     index.on_embed_progress(move |done, total| progress.update("embedding claims", done as u64, total as u64));
-    let dag =
-        Dag::open_with(dir, builder, index).with_context(|| format!("cannot open the archive in {}", dir.display()))?;
+    let dag = Dag::open_with(dir, condenser, index)
+        .with_context(|| format!("cannot open the archive in {}", dir.display()))?;
     Ok(dag)
 }
 
@@ -201,7 +201,7 @@ pub(crate) fn ingest(args: &IngestArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let index =
         Memory::open(&index_dir(dir)).with_context(|| format!("cannot open the message index in {}", dir.display()))?;
     let mut dag =
-        Dag::open_with(dir, Builder::new(DagConfig::default(), Arc::new(less_runtime::dag::Extractive)), index)
+        Dag::open_with(dir, Condenser::new(DagConfig::default(), Arc::new(less_runtime::dag::Extractive)), index)
             .with_context(|| format!("cannot open the archive in {}", dir.display()))?;
     let project = args.project.for_write(&dag.archive().projects()?, "archive", ctx.quiet)?;
     dag.index_mut().on_embed_progress(bars.embedding());

@@ -71,7 +71,7 @@ impl MissKind {
 
 /// One scenario: a transcript and its checks.
 #[derive(Debug, Clone)]
-pub struct Scenario {
+pub struct EvalCase {
     /// A short stable name.
     pub name: String,
     /// The conversation.
@@ -81,7 +81,7 @@ pub struct Scenario {
     checks: Vec<Check>,
 }
 
-impl Scenario {
+impl EvalCase {
     /// How many checks the scenario has.
     pub fn n_checks(&self) -> usize {
         self.checks.len()
@@ -151,7 +151,7 @@ pub struct EvalReport {
 
 /// Runs every engine over `scenarios`. The truncation baseline gets, per scenario, the token budget the ledger
 /// used, so the comparison is at equal size.
-pub fn evaluate(scenarios: &[Scenario]) -> EvalReport {
+pub fn evaluate(scenarios: &[EvalCase]) -> EvalReport {
     let counter = TokenCounter::shared(CompactConfig::default().encoding);
     let mut report = EvalReport { n_scenarios: scenarios.len(), n_messages: 0, tokens_in: 0, engines: Vec::new() };
     for engine in Engine::ALL {
@@ -434,7 +434,7 @@ impl Builder {
 
     /// The transcript: a system prompt, the steps at even spacing (with jitter) in the cold history, filler
     /// elsewhere, and the hot tail (its planted steps last).
-    fn build(mut self) -> Scenario {
+    fn build(mut self) -> EvalCase {
         let n_cold = self.length.saturating_sub(HOT_TAIL + 1).max(self.steps.len());
         let mut slots: Vec<Option<(&'static str, String)>> = vec![None; n_cold];
         let n_steps = self.steps.len();
@@ -465,12 +465,12 @@ impl Builder {
         for (role, text) in std::mem::take(&mut self.tail_steps) {
             messages.push(ChatMessage::new(role, text));
         }
-        Scenario { name: self.name, messages, hot_tail: HOT_TAIL, checks: self.checks }
+        EvalCase { name: self.name, messages, hot_tail: HOT_TAIL, checks: self.checks }
     }
 }
 
 /// The evaluation suite: 34 scenarios, from 40 to 5,000 messages, English and Russian.
-pub fn scenarios() -> Vec<Scenario> {
+pub fn scenarios() -> Vec<EvalCase> {
     use MissKind::*;
     let mut out = Vec::new();
 
@@ -764,7 +764,7 @@ pub fn scenarios() -> Vec<Scenario> {
 }
 
 /// A long English session with every kind of entry.
-fn mixed_en(name: &str, seed: u64, length: usize) -> Scenario {
+fn mixed_en(name: &str, seed: u64, length: usize) -> EvalCase {
     use MissKind::*;
     let mut b = Builder::new(name, seed, length);
     b.user("The deploy target is alpha-01.")
@@ -803,7 +803,7 @@ fn mixed_en(name: &str, seed: u64, length: usize) -> Scenario {
 }
 
 /// A long Russian session with every kind of entry.
-fn mixed_ru(name: &str, seed: u64, length: usize) -> Scenario {
+fn mixed_ru(name: &str, seed: u64, length: usize) -> EvalCase {
     use MissKind::*;
     let mut b = Builder::new(name, seed, length).russian();
     b.user("Сервер сборки — build-7.")
@@ -830,7 +830,7 @@ fn mixed_ru(name: &str, seed: u64, length: usize) -> Scenario {
 }
 
 /// A 5,000-message session switching languages, with a subject that changes five times.
-fn mixed_bilingual(name: &str, seed: u64, length: usize) -> Scenario {
+fn mixed_bilingual(name: &str, seed: u64, length: usize) -> EvalCase {
     use MissKind::*;
     let mut b = Builder::new(name, seed, length).russian();
     b.user("The cache cluster is redis-a.")
@@ -855,7 +855,7 @@ fn mixed_bilingual(name: &str, seed: u64, length: usize) -> Scenario {
 }
 
 /// Ten obligations over 1,000 messages, every other one closed.
-fn many_obligations(name: &str, seed: u64, length: usize) -> Scenario {
+fn many_obligations(name: &str, seed: u64, length: usize) -> EvalCase {
     const TASKS: [&str; 10] = [
         "upgrade the kernel on the workers",
         "clean up the stale feature flags",

@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use crate::{Encoding, ErrorCode, TokenCounter, Violation};
 
 pub use engrams::{LEDGER_TAG, ledger_engrams};
-pub use eval::{EngineScore, EvalReport, MissKind, Scenario, evaluate, scenarios};
+pub use eval::{EngineScore, EvalCase, EvalReport, MissKind, evaluate, scenarios};
 pub use ledger::{LEDGER_HEADER, SECTIONS};
 pub use redact::{CREDENTIAL_REF_PREFIX, REDACTED_IP, Redacted, credential_ref, redact, redact_all};
 

@@ -15,7 +15,7 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, Super
 
 use crate::blocking;
 use crate::dag::archive::{Archive, NewMessage, NodeKind};
-use crate::dag::{BuildReport, Builder, index_dir, index_messages};
+use crate::dag::{BuildReport, Condenser, index_dir, index_messages};
 use crate::memory::{Clock, Memory, StoreError};
 use crate::tokens::{Encoding, TokenCounter};
 
@@ -61,7 +61,7 @@ pub struct SummarizerArgs {
     /// The archive's directory (the memory store's).
     pub dir: PathBuf,
     /// The building rules and summarizer.
-    pub builder: Builder,
+    pub condenser: Condenser,
     /// The clock (unix seconds).
     pub clock: Clock,
     /// Index messages for `expand_query` (the index loads the embedding model when provisioned).
@@ -93,7 +93,7 @@ async fn spawn_level(
     let level_args = LevelArgs {
         kind,
         dir: args.dir.clone(),
-        builder: args.builder.clone(),
+        condenser: args.condenser.clone(),
         clock: args.clock.clone(),
         supervisor: supervisor.clone(),
     };
@@ -246,7 +246,7 @@ impl SupervisorState {
 pub struct LevelArgs {
     kind: NodeKind,
     dir: PathBuf,
-    builder: Builder,
+    condenser: Condenser,
     clock: Clock,
     supervisor: ActorRef<SummarizerMsg>,
 }
@@ -294,10 +294,10 @@ impl LevelState {
     async fn work(&mut self) -> Result<bool, ActorProcessingErr> {
         let kind = self.args.kind;
         for attempt in 1..=ATTEMPTS {
-            let builder = self.args.builder.clone();
+            let condenser = self.args.condenser.clone();
             let now = (self.args.clock)();
             let result = blocking::with_taken(&mut self.archive, "the archive", move |archive| match kind {
-                NodeKind::Session => builder.summarize_pending(archive, now),
+                NodeKind::Session => condenser.summarize_pending(archive, now),
                 level => {
                     let mut report = BuildReport::default();
                     let projects = archive.projects();
@@ -305,7 +305,7 @@ impl LevelState {
                         Ok(projects) => {
                             let mut failed = None;
                             for project in projects {
-                                match builder.condense_level(archive, &project, level, now) {
+                                match condenser.condense_level(archive, &project, level, now) {
                                     Ok(r) => report.add(&r),
                                     Err(err) => {
                                         failed = Some(err);

@@ -9,7 +9,7 @@
 //! - `corpus.rs` — a synthetic, deterministic multi-session corpus (tests, benches, demos).
 //! - `actor.rs` — the `SummarizerSupervisor` and its session, arc and epoch summarizer actors.
 //!
-//! [`Builder`] holds the rules of building (what is pending, when an arc or an epoch forms) over an [`Archive`];
+//! [`Condenser`] holds the rules of building (what is pending, when an arc or an epoch forms) over an [`Archive`];
 //! [`Dag`] adds the message index that `expand_query` recalls from: each message is also an engram (its text in
 //! chunks of at most 500 characters, `sam:msg:<id>` as its pointer) in a [`Memory`] of its own, under
 //! `<dir>/archive-index/`, in project `dag:<project>`. That index is derived: it records the last message it holds
@@ -146,7 +146,7 @@ impl BuildReport {
 /// The building rules over an archive: summarize pending session parts (through the gate), then condense orphan
 /// sessions into arcs and orphan arcs into epochs.
 #[derive(Clone)]
-pub struct Builder {
+pub struct Condenser {
     config: DagConfig,
     summarizer: Arc<dyn Summarizer>,
     counter: &'static TokenCounter,
@@ -154,21 +154,21 @@ pub struct Builder {
     progress: Arc<dyn Progress>,
 }
 
-impl std::fmt::Debug for Builder {
+impl std::fmt::Debug for Condenser {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Builder").field("config", &self.config).field("summarizer", &self.summarizer.name()).finish()
+        f.debug_struct("Condenser").field("config", &self.config).field("summarizer", &self.summarizer.name()).finish()
     }
 }
 
-impl Builder {
-    /// A builder with `config` and `summarizer`.
-    pub fn new(config: DagConfig, summarizer: Arc<dyn Summarizer>) -> Builder {
-        Builder { config, summarizer, counter: TokenCounter::shared(Encoding::default()), progress: silent() }
+impl Condenser {
+    /// A condenser with `config` and `summarizer`.
+    pub fn new(config: DagConfig, summarizer: Arc<dyn Summarizer>) -> Condenser {
+        Condenser { config, summarizer, counter: TokenCounter::shared(Encoding::default()), progress: silent() }
     }
 
-    /// The same builder, reporting its progress to `progress` (phases `summarizing sessions`, `backfilling
+    /// The same condenser, reporting its progress to `progress` (phases `summarizing sessions`, `backfilling
     /// sessions`, `making arcs`, `making epochs`; in nodes).
-    pub fn with_progress(mut self, progress: Arc<dyn Progress>) -> Builder {
+    pub fn with_progress(mut self, progress: Arc<dyn Progress>) -> Condenser {
         self.progress = progress;
         self
     }
@@ -452,10 +452,10 @@ impl Builder {
     }
 }
 
-/// The archive, the builder and the message index, for the CLI and tests (the actors hold the same parts apart).
+/// The archive, the condenser and the message index, for the CLI and tests (the actors hold the same parts apart).
 pub struct Dag {
     archive: Archive,
-    builder: Builder,
+    condenser: Condenser,
     index: Memory,
     dir: PathBuf,
 }
@@ -476,13 +476,13 @@ impl Dag {
     /// loads the embedding model on first need, when it is provisioned.
     pub fn open(dir: &Path, config: DagConfig) -> Result<Dag, DagError> {
         let index = Memory::open(&index_dir(dir))?;
-        Dag::open_with(dir, Builder::new(config, Arc::new(Extractive)), index)
+        Dag::open_with(dir, Condenser::new(config, Arc::new(Extractive)), index)
     }
 
-    /// Opens with a given builder and message index (a model-less index: hash recall only).
-    pub fn open_with(dir: &Path, builder: Builder, index: Memory) -> Result<Dag, DagError> {
+    /// Opens with a given condenser and message index (a model-less index: hash recall only).
+    pub fn open_with(dir: &Path, condenser: Condenser, index: Memory) -> Result<Dag, DagError> {
         let archive = Archive::open(dir)?;
-        let mut dag = Dag { archive, builder, index, dir: dir.to_owned() };
+        let mut dag = Dag { archive, condenser, index, dir: dir.to_owned() };
         dag.catch_up_index()?;
         Ok(dag)
     }
@@ -497,9 +497,9 @@ impl Dag {
         &mut self.archive
     }
 
-    /// The builder.
-    pub fn builder(&self) -> &Builder {
-        &self.builder
+    /// The condenser.
+    pub fn condenser(&self) -> &Condenser {
+        &self.condenser
     }
 
     /// The message index.
@@ -516,7 +516,7 @@ impl Dag {
         messages: &[NewMessage],
         now: i64,
     ) -> Result<Vec<RawMessage>, DagError> {
-        let counter = self.builder.counter;
+        let counter = self.condenser.counter;
         let stored = self.archive.append(project, session, messages, now, &|text| counter.count(text))?;
         index_messages(&mut self.index, &stored, now)?;
         if let Some(last) = stored.last() {
@@ -532,12 +532,12 @@ impl Dag {
 
     /// Builds everything pending.
     pub fn build(&mut self, now: i64) -> Result<BuildReport, DagError> {
-        Ok(self.builder.build(&mut self.archive, now)?)
+        Ok(self.condenser.build(&mut self.archive, now)?)
     }
 
     /// Summarizes skipped parts past the gate.
     pub fn backfill(&mut self, session: Option<&str>, now: i64) -> Result<BuildReport, DagError> {
-        Ok(self.builder.backfill(&mut self.archive, session, now)?)
+        Ok(self.condenser.backfill(&mut self.archive, session, now)?)
     }
 
     /// Commits the message index (no embedding: messages are embedded before the first query that reranks).

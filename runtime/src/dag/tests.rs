@@ -22,8 +22,8 @@ fn load(archive: &mut Archive, sessions: &[CorpusSession]) {
     }
 }
 
-fn builder(config: DagConfig) -> Builder {
-    Builder::new(config, Arc::new(Extractive))
+fn condenser(config: DagConfig) -> Condenser {
+    Condenser::new(config, Arc::new(Extractive))
 }
 
 /// Checks the DAG's invariants and returns the messages reachable from the top nodes.
@@ -99,7 +99,7 @@ fn sixty_four_sessions_build_eight_arcs_and_two_epochs() {
     let mut archive = Archive::open(dir.path()).expect("succeeds");
     let sessions = corpus(&["alpha", "beta"], 32, 10, 7);
     load(&mut archive, &sessions);
-    let report = builder(DagConfig::default()).build(&mut archive, CORPUS_START).expect("succeeds");
+    let report = condenser(DagConfig::default()).build(&mut archive, CORPUS_START).expect("succeeds");
     assert_eq!(report.skipped, 0, "{report:?}");
     assert_eq!((report.sessions, report.arcs, report.epochs), (64, 8, 2), "{report:?}");
     let stats = archive.stats().expect("succeeds");
@@ -140,13 +140,13 @@ fn sixty_four_sessions_build_eight_arcs_and_two_epochs() {
     assert!(cited > 0, "{}", session.content);
     // Building again changes nothing; the same corpus in another archive gets the same node ids.
     assert_eq!(
-        builder(DagConfig::default()).build(&mut archive, CORPUS_START).expect("succeeds"),
+        condenser(DagConfig::default()).build(&mut archive, CORPUS_START).expect("succeeds"),
         BuildReport::default()
     );
     let other = tempfile::tempdir().expect("succeeds");
     let mut again = Archive::open(other.path()).expect("succeeds");
     load(&mut again, &sessions);
-    builder(DagConfig::default()).build(&mut again, CORPUS_START).expect("succeeds");
+    condenser(DagConfig::default()).build(&mut again, CORPUS_START).expect("succeeds");
     let ids = |a: &Archive| a.all_nodes().expect("succeeds").into_iter().map(|n| (n.id, n.content)).collect::<Vec<_>>();
     assert_eq!(ids(&archive), ids(&again), "deterministic");
 }
@@ -182,7 +182,7 @@ fn gate_skips_trivial_sessions_keeps_them_and_backfill_summarizes_them() {
     sessions.push(trivial_session("alpha", "small-talk-2", CORPUS_START + 20));
     load(&mut archive, &sessions);
     let config = DagConfig::default();
-    let report = builder(config.clone()).build(&mut archive, CORPUS_START).expect("succeeds");
+    let report = condenser(config.clone()).build(&mut archive, CORPUS_START).expect("succeeds");
     assert_eq!((report.sessions, report.skipped, report.arcs), (7, 2, 0), "{report:?}");
     let skips = archive.events(Some("session_skipped")).expect("succeeds");
     assert_eq!(skips.len(), 2);
@@ -196,9 +196,9 @@ fn gate_skips_trivial_sessions_keeps_them_and_backfill_summarizes_them() {
     assert_eq!(&reachable | &skipped, all_ids(&archive));
     assert_eq!(archive.session_messages("alpha", "small-talk-2", 0).expect("succeeds").len(), 5);
     // Backfill one session, then the rest: the eighth session node completes an arc.
-    let one = builder(config.clone()).backfill(&mut archive, Some("small-talk-2"), CORPUS_START).expect("succeeds");
+    let one = condenser(config.clone()).backfill(&mut archive, Some("small-talk-2"), CORPUS_START).expect("succeeds");
     assert_eq!((one.backfilled, one.arcs), (1, 1), "{one:?}");
-    let rest = builder(config).backfill(&mut archive, None, CORPUS_START).expect("succeeds");
+    let rest = condenser(config).backfill(&mut archive, None, CORPUS_START).expect("succeeds");
     assert_eq!(rest.backfilled, 1);
     assert_eq!(check_dag(&archive), all_ids(&archive));
     assert_eq!(archive.events(Some("backfilled")).expect("succeeds").len(), 2);
@@ -208,7 +208,7 @@ fn gate_skips_trivial_sessions_keeps_them_and_backfill_summarizes_them() {
     load(&mut archive, &[trivial_session("alpha", "t", 0)]);
     let mut config = DagConfig::default();
     config.gate.enabled = false;
-    assert_eq!(builder(config).build(&mut archive, 0).expect("succeeds").sessions, 1);
+    assert_eq!(condenser(config).build(&mut archive, 0).expect("succeeds").sessions, 1);
 }
 
 #[test]
@@ -217,7 +217,7 @@ fn a_session_that_continues_after_its_summary_gets_a_second_part() {
     let mut archive = Archive::open(dir.path()).expect("succeeds");
     let s = &corpus(&["alpha"], 2, 10, 5);
     load(&mut archive, &s[..1]);
-    let b = builder(DagConfig::default());
+    let b = condenser(DagConfig::default());
     assert_eq!(b.build(&mut archive, 0).expect("succeeds").sessions, 1);
     archive.append("alpha", &s[0].session, &s[1].messages, 0, &|t| counter().count(t)).expect("succeeds");
     assert_eq!(archive.stats().expect("succeeds").pending_messages, 10);
@@ -302,7 +302,7 @@ proptest! {
         let mut archive = Archive::open(dir.path()).expect("succeeds");
         load(&mut archive, &sessions);
         let config = DagConfig { arc_every, epoch_every, ..DagConfig::default() };
-        let b = builder(config);
+        let b = condenser(config);
         let report = b.build(&mut archive, 0).expect("succeeds");
         let reachable = check_dag(&archive);
         let skipped = skipped_messages(&archive);
@@ -325,7 +325,7 @@ fn expand_walks_down_to_the_raw_messages() {
     let index = Memory::open_without_model(&index_dir(dir.path())).expect("succeeds");
     let mut config = DagConfig::default();
     config.gate.enabled = false;
-    let mut dag = Dag::open_with(dir.path(), builder(config), index).expect("succeeds");
+    let mut dag = Dag::open_with(dir.path(), condenser(config), index).expect("succeeds");
     for s in corpus(&["alpha"], 32, 6, 11) {
         dag.ingest(&s.project, &s.session, &s.messages, 0).expect("succeeds");
         dag.end_session(&s.project, &s.session).expect("succeeds");
@@ -414,7 +414,7 @@ fn impact_finds_dependents_by_layer_above_the_confidence_floor() {
     drop(memory);
     let index = Memory::open_without_model(&index_dir(dir.path())).expect("succeeds");
     let config = DagConfig { arc_every: 1, epoch_every: 1, ..DagConfig::default() };
-    let mut dag = Dag::open_with(dir.path(), builder(config), index).expect("succeeds");
+    let mut dag = Dag::open_with(dir.path(), condenser(config), index).expect("succeeds");
     let report = serde_json::json!({"type": "task_result", "engrams": [{
         "kind": "decision", "claim": "capture keeps one row per order id",
         "pointers": ["repo:src/billing.rs#L12-L20"]}]});
@@ -520,7 +520,7 @@ fn summarizer_actors_build_what_runs_record() {
         for (summarizer, sub) in [(Arc::new(Extractive) as Arc<dyn Summarizer>, "ok"), (Arc::new(Broken), "broken")] {
             let args = SummarizerArgs {
                 dir: dir.path().join(sub),
-                builder: Builder::new(config.clone(), summarizer),
+                condenser: Condenser::new(config.clone(), summarizer),
                 clock: Arc::new(|| 0),
                 index: false,
             };
@@ -588,7 +588,7 @@ fn the_archive_and_the_engrams_write_the_same_file_at_once() {
 fn summaries_answers_and_the_message_index_are_redacted_and_raw_messages_are_not() {
     let dir = tempfile::tempdir().expect("succeeds");
     let index = Memory::open_without_model(&index_dir(dir.path())).expect("succeeds");
-    let mut dag = Dag::open_with(dir.path(), builder(DagConfig { arc_every: 2, ..DagConfig::default() }), index)
+    let mut dag = Dag::open_with(dir.path(), condenser(DagConfig { arc_every: 2, ..DagConfig::default() }), index)
         .expect("succeeds");
     let secrets = [
         "AKIAIOSFODNN7EXAMPLE",

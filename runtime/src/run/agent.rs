@@ -24,7 +24,7 @@ use crate::message::{Payload, TypedMessage};
 use crate::pointer::Pointer;
 use crate::run::RunContext;
 use crate::run::baseline::{self, BriefText, WholeBriefText, holds};
-use crate::run::gateway::AgentMemory;
+use crate::run::gateway::AgentKnowledge;
 use crate::run::gateway::GatewayMsg;
 use crate::run::ledger::{Event, LedgerMsg};
 use crate::run::resolver_actor::ResolverMsg;
@@ -229,7 +229,7 @@ pub struct AgentArgs {
     pub(crate) agent_id: String,
     pub(crate) gateway: ActorRef<GatewayMsg>,
     /// What the agent knew before a restart (empty on first start).
-    pub(crate) memory: AgentMemory,
+    pub(crate) memory: AgentKnowledge,
 }
 
 /// Mutable state of an agent actor.

@@ -346,7 +346,7 @@ pub struct GatewayArgs {
 /// What an agent knows, kept by its gateway so a restarted agent starts from it: the documents delivered to it and
 /// the digests of what it dereferenced.
 #[derive(Debug, Clone, Default)]
-pub struct AgentMemory {
+pub struct AgentKnowledge {
     /// Delivered documents, oldest first.
     pub inbox: Vec<Arc<Value>>,
     /// Digest of every pointer the agent dereferenced, by pointer text.
@@ -360,7 +360,7 @@ pub struct GatewayState {
     budget: Budget,
     /// The agent; `None` while it is down for good.
     agent: Option<ActorRef<AgentMsg>>,
-    memory: AgentMemory,
+    memory: AgentKnowledge,
     /// The agent's turn number; a turn ends when the agent sends a message.
     turn: u64,
     meter: DerefMeter,
@@ -388,7 +388,7 @@ impl Actor for GatewayActor {
             agent_id: args.agent_id,
             budget,
             agent: None,
-            memory: AgentMemory::default(),
+            memory: AgentKnowledge::default(),
             turn: 0,
             meter: DerefMeter::default(),
             grants: GrantBook::default(),

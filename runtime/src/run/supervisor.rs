@@ -21,7 +21,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::dag::actor::{SummarizerArgs, SummarizerMsg, SummarizerSupervisor};
-use crate::dag::{BuildReport, Builder, DagConfig, Extractive, Summarizer};
+use crate::dag::{BuildReport, Condenser, DagConfig, Extractive, Summarizer};
 use crate::error::{Error, ErrorCode, Violation};
 use crate::memory::{MemoryActor, MemoryArgs, system_clock};
 use crate::resolver::Resolver;
@@ -168,7 +168,7 @@ impl LocalRun {
         };
         let summarizer_args = SummarizerArgs {
             dir: memory_dir.clone(),
-            builder: Builder::new(
+            condenser: Condenser::new(
                 DagConfig::default(),
                 options.summarizer.clone().unwrap_or_else(|| Arc::new(Extractive) as Arc<dyn Summarizer>),
             ),

@@ -59,7 +59,7 @@ async fn harness(budget_toml: &str) -> Harness {
     let (memory, _) = Actor::spawn(None, crate::memory::MemoryActor, memory_args).await.expect("memory");
     let summarizer_args = crate::dag::actor::SummarizerArgs {
         dir: workspace.path().join(".memory"),
-        builder: crate::dag::Builder::new(crate::dag::DagConfig::default(), Arc::new(crate::dag::Extractive)),
+        condenser: crate::dag::Condenser::new(crate::dag::DagConfig::default(), Arc::new(crate::dag::Extractive)),
         clock: crate::memory::system_clock(),
         index: false,
     };
