@@ -123,6 +123,8 @@ impl DerefMeter {
 #[derive(Debug, Clone)]
 struct HeldGrant {
     grant: Grant,
+    /// The grant's patterns, compiled once when it is accepted.
+    patterns: Vec<GrantPattern>,
     uses_left: u32,
     derefs_left: u32,
     tokens_left: u32,
@@ -162,6 +164,7 @@ impl GrantBook {
             derefs_left: terms.max_derefs,
             tokens_left: terms.max_tokens,
             expires,
+            patterns: terms.patterns.iter().map(|p| GrantPattern::new(p)).collect(),
             grant: grant.clone(),
         };
         self.held.insert(terms.grant_id.clone(), held);
@@ -241,7 +244,8 @@ impl GrantBook {
 /// Every pointer must match one of the grant's patterns.
 fn covers<'a>(held: &HeldGrant, grant_id: &str, pointers: impl Iterator<Item = &'a Pointer>) -> Result<(), Violation> {
     for pointer in pointers {
-        if !held.grant.terms.patterns.iter().any(|pattern| pattern_covers(pattern, pointer)) {
+        let (whole, file) = (pointer.to_string(), format!("{}:{}", pointer.ty(), pointer.location()));
+        if !held.patterns.iter().any(|pattern| pattern.covers(&whole, &file)) {
             return Err(Violation::new(
                 ErrorCode::DerefDenied,
                 "",
@@ -252,21 +256,36 @@ fn covers<'a>(held: &HeldGrant, grant_id: &str, pointers: impl Iterator<Item = &
     Ok(())
 }
 
-/// A pattern without `#` names files (`repo:src/**`) and covers any span and revision of them; a pattern with `#`
-/// is matched against the whole text form (`diff:a..b#**`, `artifact:SPEC.md#sec=*`).
-fn pattern_covers(pattern: &str, pointer: &Pointer) -> bool {
-    if pattern.contains('#') {
-        glob_matches(pattern, &pointer.to_string())
-    } else {
-        glob_matches(pattern, &format!("{}:{}", pointer.ty(), pointer.location()))
+/// One pattern of a held grant. A pattern without `#` names files (`repo:src/**`) and covers any span and revision
+/// of them; a pattern with `#` is matched against the whole text form (`diff:a..b#**`, `artifact:SPEC.md#sec=*`).
+#[derive(Debug, Clone)]
+struct GrantPattern {
+    whole: bool,
+    /// None: too large to compile; it covers nothing (a grant fails closed).
+    glob: Option<regex::Regex>,
+}
+
+impl GrantPattern {
+    fn new(pattern: &str) -> GrantPattern {
+        GrantPattern { whole: pattern.contains('#'), glob: glob_regex(pattern) }
+    }
+
+    /// Whether it covers a pointer whose whole text form is `whole` and whose file form (`type:location`) is `file`.
+    fn covers(&self, whole: &str, file: &str) -> bool {
+        self.glob.as_ref().is_some_and(|glob| glob.is_match(if self.whole { whole } else { file }))
     }
 }
 
-/// Glob matching for grant patterns: `**` matches anything, `*` anything but `/`, `?` one character but `/`;
-/// everything else matches itself. The pattern is compiled to a regular expression, whose matching takes time
-/// linear in the text whatever the pattern (a parent's model writes patterns; a backtracking matcher is exponential
-/// in the number of stars). A pattern too large to compile covers nothing: a grant fails closed.
+#[cfg(test)]
 fn glob_matches(pattern: &str, text: &str) -> bool {
+    glob_regex(pattern).is_some_and(|glob| glob.is_match(text))
+}
+
+/// A grant pattern as a regular expression: `**` matches anything, `*` anything but `/`, `?` one character but
+/// `/`; everything else matches itself. Matching takes time linear in the text whatever the pattern (a parent's
+/// model writes patterns; a backtracking matcher is exponential in the number of stars). None when the pattern is
+/// too large to compile.
+fn glob_regex(pattern: &str) -> Option<regex::Regex> {
     let mut expr = String::with_capacity(pattern.len() * 2 + 2);
     expr.push('^');
     let mut rest = pattern;
@@ -284,7 +303,7 @@ fn glob_matches(pattern: &str, text: &str) -> bool {
         rest = &rest[c.len_utf8()..];
     }
     expr.push('$');
-    regex::RegexBuilder::new(&expr).size_limit(1 << 20).build().is_ok_and(|re| re.is_match(text))
+    regex::RegexBuilder::new(&expr).size_limit(1 << 20).build().ok()
 }
 
 fn grant_invalid(grant_id: &str, why: &str) -> Violation {
