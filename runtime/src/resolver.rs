@@ -217,10 +217,15 @@ pub const MAX_ABOUT_CHARS: usize = 120;
 /// for sam and url pointers and for blank content.
 pub fn about(pointer: &Pointer, content: &str) -> Option<String> {
     let nonblank = || content.lines().map(str::trim).filter(|l| !l.is_empty());
+    let code = match pointer.ty() {
+        PointerType::Test => true,
+        PointerType::Repo => !is_markdown(pointer.location()),
+        _ => false,
+    };
     let line = match pointer.ty() {
-        PointerType::Test | PointerType::Repo
-            if pointer.ty() == PointerType::Test || !is_markdown(pointer.location()) =>
-        {
+        PointerType::Sam | PointerType::Url => return None,
+        PointerType::Diff => diff_about(content)?,
+        _ if code => {
             let doc = nonblank()
                 .filter_map(|l| l.strip_prefix("///").or_else(|| l.strip_prefix("//!")))
                 .map(str::trim)
@@ -234,41 +239,15 @@ pub fn about(pointer: &Pointer, content: &str) -> Option<String> {
             };
             doc.or(first)?.to_owned()
         }
-        PointerType::Repo | PointerType::Artifact | PointerType::Test => {
+        // A document (an artifact, a Markdown file): the first line of its body; a section's heading is in the
+        // pointer.
+        _ => {
             let mut lines = nonblank().peekable();
             if pointer.span().is_some_and(|s| s.starts_with("sec=")) {
                 lines.next_if(|l| l.starts_with('#'));
             }
             lines.next()?.trim_start_matches(['#', '-', '*', ' ']).to_owned()
         }
-        PointerType::Diff => {
-            let (mut added, mut removed) = (0usize, 0usize);
-            let mut places: Vec<&str> = Vec::new();
-            for l in content.lines() {
-                if l.starts_with("+++") || l.starts_with("---") {
-                    continue;
-                }
-                if l.starts_with('+') {
-                    added += 1;
-                } else if l.starts_with('-') {
-                    removed += 1;
-                } else if let Some(hunk) = l.strip_prefix("@@") {
-                    let place = hunk.split_once("@@").map_or("", |(_, p)| p.trim());
-                    if !place.is_empty() && !places.contains(&place) {
-                        places.push(place);
-                    }
-                }
-            }
-            if added + removed == 0 {
-                return None;
-            }
-            let mut line = format!("+{added} -{removed} lines");
-            if !places.is_empty() {
-                line.push_str(&format!(" in {}", places.join("; ")));
-            }
-            line
-        }
-        PointerType::Sam | PointerType::Url => return None,
     };
     let line = line.trim();
     if line.is_empty() {
@@ -283,6 +262,35 @@ pub fn about(pointer: &Pointer, content: &str) -> Option<String> {
 
 fn is_markdown(path: &str) -> bool {
     path.ends_with(".md") || path.ends_with(".markdown")
+}
+
+/// What a diff changes: `+A -R lines`, and where its hunks say they are; `None` when it changes nothing.
+fn diff_about(content: &str) -> Option<String> {
+    let (mut added, mut removed) = (0usize, 0usize);
+    let mut places: Vec<&str> = Vec::new();
+    for l in content.lines() {
+        if l.starts_with("+++") || l.starts_with("---") {
+            continue;
+        }
+        if l.starts_with('+') {
+            added += 1;
+        } else if l.starts_with('-') {
+            removed += 1;
+        } else if let Some(hunk) = l.strip_prefix("@@") {
+            let place = hunk.split_once("@@").map_or("", |(_, p)| p.trim());
+            if !place.is_empty() && !places.contains(&place) {
+                places.push(place);
+            }
+        }
+    }
+    if added + removed == 0 {
+        return None;
+    }
+    let mut line = format!("+{added} -{removed} lines");
+    if !places.is_empty() {
+        line.push_str(&format!(" in {}", places.join("; ")));
+    }
+    Some(line)
 }
 
 /// The text form without a digest: the identity under which a pointer's digest is pinned.
