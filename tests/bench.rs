@@ -341,6 +341,21 @@ fn the_recorded_llm_bench_replays_to_its_committed_bench_json() {
         }
     }
     assert!(parent_calls >= 3, "the parents' models wrote their briefs: {parent_calls}");
+    // The memory queries the agents' models chose to write, and the tokens of what they recalled, per mode.
+    let queries = |mode: &str| -> (usize, u64) {
+        let mut found = (0, 0);
+        for scenario in ["audit-tidepool", "review-lanternfish", "waves-harbor"] {
+            let ledger =
+                std::fs::read_to_string(out.join(format!("runs/{scenario}/{mode}/1/ledger.jsonl"))).expect("ledger");
+            for event in ledger.lines().map(|l| serde_json::from_str::<Value>(l).expect("event")) {
+                if event["event"] == "query" {
+                    found.0 += 1;
+                    found.1 += event["tokens"].as_u64().expect("tokens");
+                }
+            }
+        }
+        found
+    };
     assert!(answered >= 1, "a grant answers a child's deref request");
 
     // The README's totals are the sums of bench.json and the ledgers, as written.
@@ -381,6 +396,14 @@ fn the_recorded_llm_bench_replays_to_its_committed_bench_json() {
             unusable("verbatim")
         ),
         format!("| deref requests asked by a child / granted by its parent's model | {asked} / {answered} | — |"),
+        {
+            let ((lq, lt), (vq, vt)) = (queries("less"), queries("verbatim"));
+            format!(
+                "| memory queries written by an agent's model (tokens recalled) | {lq} ({}) | {vq} ({}) |",
+                t(lt),
+                t(vt)
+            )
+        },
     ] {
         assert!(readme.contains(&row), "README.md lacks the row {row:?}: regenerate it from bench.json");
     }
