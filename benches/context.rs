@@ -10,7 +10,7 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use less_runtime::{ChatMessage, CompactConfig, compact};
+use less_runtime::context::{ChatMessage, CompactConfig, compact};
 use peak_alloc::PeakAlloc;
 
 #[global_allocator]

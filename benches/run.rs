@@ -11,7 +11,7 @@ use std::sync::Arc;
 use criterion::{Criterion, criterion_group, criterion_main};
 use less_agents::ScriptedFactory;
 use less_runtime::dag::Dag;
-use less_runtime::dag::archive::NewMessage;
+use less_runtime::dag::NewMessage;
 use less_runtime::run::{RunOptions, run_scenario};
 use less_runtime::{Scenario, WireMode};
 

@@ -26,7 +26,7 @@ fn files_with_extension(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
 #[test]
 fn every_rust_file_starts_with_a_module_doc() {
     let mut files = Vec::new();
-    for dir in ["src", "runtime", "agents", "tests", "benches"] {
+    for dir in ["src", "schemas", "runtime", "agents", "tests", "benches"] {
         files_with_extension(&root().join(dir), "rs", &mut files);
     }
     assert!(files.len() > 10);
@@ -101,10 +101,12 @@ fn the_readme_documents_every_error_code() {
 }
 
 #[test]
-fn the_architecture_codemap_names_every_runtime_module() {
+fn the_architecture_codemap_names_every_module() {
     let codemap = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
     let mut files = Vec::new();
-    files_with_extension(&root().join("runtime/src"), "rs", &mut files);
+    for dir in ["schemas/src", "runtime/src", "agents/src"] {
+        files_with_extension(&root().join(dir), "rs", &mut files);
+    }
     for file in files {
         let name = file.file_name().and_then(|n| n.to_str()).expect("name");
         if name == "tests.rs" || name == "lib.rs" {
@@ -135,7 +137,7 @@ fn every_tracing_target_is_in_the_observability_table() {
     let codemap = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
     let table = codemap.split("**Observability.**").nth(1).expect("an observability section");
     let mut files = Vec::new();
-    for dir in ["runtime/src", "agents/src", "src"] {
+    for dir in ["schemas/src", "runtime/src", "agents/src", "src"] {
         files_with_extension(&root().join(dir), "rs", &mut files);
     }
     let mut targets = std::collections::BTreeSet::new();
@@ -151,5 +153,19 @@ fn every_tracing_target_is_in_the_observability_table() {
     assert!(targets.len() >= 5, "the sources log under less.* targets: {targets:?}");
     for target in targets {
         assert!(table.contains(&format!("`{target}`")), "ARCHITECTURE.md's observability table lacks `{target}`");
+    }
+}
+
+#[test]
+fn the_contract_crate_links_nothing_that_stores_indexes_embeds_or_runs() {
+    // Whoever only validates documents or counts tokens depends on `less-contract` alone.
+    let manifest: toml::Table =
+        std::fs::read_to_string(root().join("schemas/Cargo.toml")).expect("schemas/Cargo.toml").parse().expect("TOML");
+    let dependencies = manifest.get("dependencies").and_then(|d| d.as_table()).expect("[dependencies]");
+    assert!(dependencies.contains_key("jsonschema") && dependencies.contains_key("tiktoken-rs"), "{dependencies:?}");
+    for heavy in
+        ["rusqlite", "tantivy", "usearch", "fastembed", "ort", "ractor", "tokio", "less-runtime", "less-agents"]
+    {
+        assert!(!dependencies.contains_key(heavy), "less-contract depends on {heavy}");
     }
 }

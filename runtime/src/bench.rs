@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::run::{RoleReport, RunReport};
-use crate::scenario::{TaskKind, WireMode};
+use less_contract::{TaskKind, WireMode};
 
 /// One run of the benchmark: the run report (as `lessrt run --json` writes it) and where it sits in the bench.
 #[derive(Debug, Clone, Serialize)]

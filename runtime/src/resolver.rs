@@ -18,9 +18,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::digest::Digest;
-use crate::error::{ErrorCode, Violation};
-use crate::pointer::{Pointer, PointerType};
+use less_contract::Digest;
+use less_contract::{ErrorCode, Violation};
+use less_contract::{Pointer, PointerType};
 
 /// The largest file the resolver reads.
 pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;

@@ -4,8 +4,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use less_runtime::ErrorCode;
+use less_runtime::context::{CompactConfig, Engine, compact_report};
 use less_runtime::context::{LEDGER_HEADER, compact_stats, ledger_engrams, parse_transcript};
-use less_runtime::{CompactConfig, Engine, ErrorCode, compact_report};
 use serde_json::json;
 
 use super::args::OutputArgs;

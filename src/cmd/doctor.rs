@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use less_runtime::memory::embed::{self, Embedder, ModelPaths};
+use less_runtime::memory::{Embedder, MODEL_FILES, MODEL_ID, ModelPaths};
 use serde_json::{Value, json};
 
 use super::args::OutputArgs;
@@ -24,7 +24,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let paths = ModelPaths::from_env();
     let missing = paths.missing();
     let mut checks: Vec<Value> = Vec::new();
-    for file in embed::MODEL_FILES {
+    for file in MODEL_FILES {
         let path = paths.model_dir.join(file);
         let found = path.is_file();
         checks.push(json!({"check": format!("model file {file}"), "ok": found, "path": path,
@@ -43,7 +43,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }) {
             Ok((loaded, probe, dims)) => json!({"check": "embedding model runs", "ok": true,
                 "detail": format!("{} ({dims} dimensions): loaded in {} ms, one embedding in {:.1} ms",
-                    embed::MODEL_ID, loaded.as_millis(), probe.as_secs_f64() * 1000.0)}),
+                    MODEL_ID, loaded.as_millis(), probe.as_secs_f64() * 1000.0)}),
             Err(err) => json!({"check": "embedding model runs", "ok": false, "detail": err.to_string(), "fix": FIX}),
         }
     } else {

@@ -14,8 +14,9 @@ use std::time::Instant;
 
 use anyhow::Context;
 use less_runtime::context;
+use less_runtime::context::Engine;
 use less_runtime::memory::{Fusion, Memory, RecallRequest, Stages};
-use less_runtime::{Engine, Engram, EngramKind, Pointer, Progress, Scope, Source, Ttl, Valid};
+use less_runtime::{Engram, EngramKind, Pointer, Progress, Scope, Source, Ttl, Valid};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -107,7 +108,7 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
 
 /// Runs the scenario suite; exit 1 when the ledger misses a check (the suite is its contract).
 fn context(args: &ContextArgs) -> anyhow::Result<ExitCode> {
-    let suite = context::scenarios();
+    let suite = context::eval_suite();
     let report = context::evaluate(&suite);
     let cell = |passed: usize, total: usize| format!("{passed}/{total}");
     let engines: serde_json::Map<String, Value> = report

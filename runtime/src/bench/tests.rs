@@ -9,7 +9,7 @@ use serde_json::json;
 use super::*;
 use crate::run::ledger::Event;
 use crate::run::wire::EnvelopeKind;
-use crate::scenario::Scenario;
+use less_contract::Scenario;
 
 const SCENARIO: &str = r#"
 name = "tiny"

@@ -22,6 +22,7 @@
 //!   without bound keep their newest entries and count the rest (`extract.rs`).
 
 mod engrams;
+#[cfg(any(test, feature = "fixtures"))]
 mod eval;
 mod extract;
 mod ledger;
@@ -39,7 +40,8 @@ use serde::{Deserialize, Serialize};
 use crate::{Encoding, ErrorCode, TokenCounter, Violation};
 
 pub use engrams::{LEDGER_TAG, ledger_engrams};
-pub use eval::{EngineScore, EvalCase, EvalReport, MissKind, evaluate, scenarios};
+#[cfg(any(test, feature = "fixtures"))]
+pub use eval::{EngineScore, EvalCase, EvalReport, MissKind, evaluate, suite as eval_suite};
 pub use ledger::{LEDGER_HEADER, SECTIONS};
 pub use redact::{CREDENTIAL_REF_PREFIX, REDACTED_IP, Redacted, credential_ref, redact, redact_all};
 

@@ -325,7 +325,7 @@ fn a_panicking_or_failing_engine_fails_closed_with_the_original_messages() {
 
 #[test]
 fn compacting_a_compacted_conversation_changes_nothing() {
-    for scenario in scenarios().iter().filter(|s| s.messages.len() <= 1200) {
+    for scenario in eval_suite().iter().filter(|s| s.messages.len() <= 1200) {
         let once = compact_default(&scenario.messages);
         let twice = compact_default(&once);
         assert_eq!(once, twice, "{}", scenario.name);
@@ -404,7 +404,7 @@ fn the_rule_table_has_english_and_russian_markers_for_every_act() {
 fn the_key_prefilter_never_hides_a_match() {
     // Every clause of the suite, and the markers with odd casing: wherever a rule's pattern matches, one of its keys
     // is in the lowercased clause, so the prefilter only skips work.
-    let suite = scenarios();
+    let suite = eval_suite();
     let extra = ["TODO: X", "Поправка: Y — Z", "ОТМЕНА: продлить домен", "We DECIDED to go", "Is it ready now?"];
     let clauses = suite
         .iter()
@@ -501,10 +501,10 @@ fn engines_and_stats_report_what_they_did() {
 
 #[test]
 fn the_suite_has_thirty_scenarios_long_ones_among_them_and_is_deterministic() {
-    let suite = scenarios();
+    let suite = eval_suite();
     assert!(suite.len() >= 30, "{}", suite.len());
     assert!(suite.iter().filter(|s| s.messages.len() >= 1000).count() >= 4);
-    let again = scenarios();
+    let again = eval_suite();
     for (a, b) in suite.iter().zip(&again) {
         assert_eq!(a.messages, b.messages, "{}", a.name);
     }
@@ -516,7 +516,7 @@ fn the_suite_has_thirty_scenarios_long_ones_among_them_and_is_deterministic() {
 
 #[test]
 fn the_ledger_passes_every_check_and_the_baselines_do_not() {
-    let report = evaluate(&scenarios());
+    let report = evaluate(&eval_suite());
     let ledger = &report.engines[0];
     assert_eq!(ledger.engine, Engine::Ledger);
     assert!(ledger.failures.is_empty(), "{:#?}", ledger.failures);
@@ -530,7 +530,7 @@ fn the_ledger_passes_every_check_and_the_baselines_do_not() {
 
 #[test]
 fn the_checks_read_the_output_and_fail_a_ledger_that_lies() {
-    let suite = scenarios();
+    let suite = eval_suite();
     let scenario = suite.iter().find(|s| s.name == "supersession_en").expect("scenario");
     let output = compact_default(&scenario.messages);
     assert!(scenario.check(&output).iter().all(|c| c.2));

@@ -17,7 +17,7 @@ use crate::blocking;
 use crate::dag::archive::{Archive, NewMessage, NodeKind};
 use crate::dag::{BuildReport, Condenser, index_dir, index_messages};
 use crate::memory::{Clock, Memory, StoreError};
-use crate::tokens::{Encoding, TokenCounter};
+use less_contract::{Encoding, TokenCounter};
 
 /// Attempts of one piece of work before it is left pending.
 pub const ATTEMPTS: u32 = 3;

@@ -19,12 +19,12 @@ use crate::context::redact;
 use crate::dag::archive::{Archive, Node, RawMessage};
 use crate::dag::summarize::{day, truncate_tokens};
 use crate::dag::{Dag, DagError, index_project};
-use crate::engram::Scope;
 use crate::memory::index::{RecallFilter, vis_key};
 use crate::memory::store::{Store, Stored, Tier};
 use crate::memory::{RecallRequest, Stages};
-use crate::pointer::{Pointer, PointerType};
-use crate::tokens::{Encoding, TokenCounter};
+use less_contract::Scope;
+use less_contract::{Encoding, TokenCounter};
+use less_contract::{Pointer, PointerType};
 
 /// One level below a node (or a message itself).
 #[derive(Debug, Clone, PartialEq, Serialize)]

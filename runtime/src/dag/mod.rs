@@ -6,7 +6,7 @@
 //! - `gate.rs` — the significance gate.
 //! - `expand.rs` — `expand`, `expand_query` and `impact`.
 //! - `transcript.rs` — chat transcripts (JSON array or JSONL) to messages.
-//! - `corpus.rs` — a synthetic, deterministic multi-session corpus (tests, benches, demos).
+//! - `corpus.rs` — a synthetic, deterministic multi-session corpus (tests and benches; the `fixtures` feature).
 //! - `actor.rs` — the `SummarizerSupervisor` and its session, arc and epoch summarizer actors.
 //!
 //! [`Condenser`] holds the rules of building (what is pending, when an arc or an epoch forms) over an [`Archive`];
@@ -15,13 +15,14 @@
 //! `<dir>/archive-index/`, in project `dag:<project>`. That index is derived: it records the last message it holds
 //! and catches up on open.
 
-pub mod actor;
-pub mod archive;
+pub(crate) mod actor;
+pub(crate) mod archive;
+#[cfg(any(test, feature = "fixtures"))]
 pub mod corpus;
-pub mod expand;
-pub mod gate;
-pub mod summarize;
-pub mod transcript;
+pub(crate) mod expand;
+pub(crate) mod gate;
+pub(crate) mod summarize;
+pub(crate) mod transcript;
 
 #[cfg(test)]
 mod tests;
@@ -44,14 +45,14 @@ pub use summarize::{
 pub use transcript::parse_transcript;
 
 use crate::context::{redact, redact_all};
-use crate::engram::{Engram, EngramKind, MAX_CLAIM_CHARS, Scope, Source};
 use crate::memory::{Memory, MemoryError, StoreError};
-use crate::pointer::{Pointer, PointerType};
 use crate::progress::{Progress, silent};
-use crate::tokens::{Encoding, TokenCounter};
-use crate::ttl::Ttl;
-use crate::valid::Valid;
 use archive::{NewNode, node_id};
+use less_contract::Ttl;
+use less_contract::Valid;
+use less_contract::{Encoding, TokenCounter};
+use less_contract::{Engram, EngramKind, MAX_CLAIM_CHARS, Scope, Source};
+use less_contract::{Pointer, PointerType};
 
 /// Errors of the DAG.
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use crate::dag::archive::NodeKind;
-use crate::tokens::TokenCounter;
+use less_contract::TokenCounter;
 
 /// One thing a node summarizes: a raw message (session) or a child summary (arc, epoch).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -524,7 +524,7 @@ impl Summarizer for Extractive {
     }
 
     fn summarize(&self, input: &SummaryInput<'_>, level: Level, target: u32) -> Result<String, SummarizeError> {
-        let counter = TokenCounter::shared(crate::tokens::Encoding::default());
+        let counter = TokenCounter::shared(less_contract::Encoding::default());
         let lvl = usize::from(level == Level::Aggressive);
         let classes = kept(input.kind, level);
         let lines = candidate_lines(input, MAX_SENTENCE_CHARS[lvl]);
@@ -753,6 +753,6 @@ fn document_lines(content: &str) -> Option<Vec<(Class, String, Vec<String>)>> {
 fn pointer_text(value: &serde_json::Value) -> Option<String> {
     match value {
         serde_json::Value::String(text) => Some(text.clone()),
-        object => serde_json::from_value::<crate::pointer::Pointer>(object.clone()).ok().map(|p| p.to_string()),
+        object => serde_json::from_value::<less_contract::Pointer>(object.clone()).ok().map(|p| p.to_string()),
     }
 }

@@ -389,7 +389,7 @@ fn expand_query_answers_from_an_old_raw_message_within_budget() {
 
 #[test]
 fn impact_finds_dependents_by_layer_above_the_confidence_floor() {
-    use crate::engram::{Engram, EngramKind};
+    use less_contract::{Engram, EngramKind};
     let dir = tempfile::tempdir().expect("succeeds");
     let p = |t: &str| Pointer::parse(t).expect("succeeds");
     let mut memory = Memory::open_without_model(dir.path()).expect("succeeds");
@@ -559,7 +559,7 @@ fn summarizer_actors_build_what_runs_record() {
 /// transaction upgraded to a write after the other connection's commit used to fail with "database is locked").
 #[test]
 fn the_archive_and_the_engrams_write_the_same_file_at_once() {
-    use crate::engram::{Engram, EngramKind};
+    use less_contract::{Engram, EngramKind};
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().to_owned();
     let mut memory = Memory::open_without_model(dir.path()).expect("memory");

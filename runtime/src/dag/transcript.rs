@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::dag::archive::NewMessage;
-use crate::error::{ErrorCode, Violation};
+use less_contract::{ErrorCode, Violation};
 
 /// Parses a transcript. Not JSON: `LESS_JSON_MALFORMED` (with the line, for JSONL); JSON that is not a list of
 /// messages: `LESS_TRANSCRIPT_INVALID` with the path of the bad value (`/3/role`).
@@ -15,7 +15,7 @@ pub fn parse_transcript(text: &str) -> Result<Vec<NewMessage>, Violation> {
         return Err(Violation::new(ErrorCode::TranscriptInvalid, "", "the input is empty; expected a transcript"));
     }
     let values: Vec<Value> = if trimmed.starts_with('[') {
-        match crate::json::parse_strict(trimmed) {
+        match less_contract::parse_strict(trimmed) {
             Ok(Value::Array(values)) => values,
             Ok(_) => return Err(invalid("", "expected a JSON array of messages".to_owned())),
             Err(err) => return Err(Violation::new(ErrorCode::JsonMalformed, "", format!("not valid JSON: {err}"))),
@@ -23,7 +23,7 @@ pub fn parse_transcript(text: &str) -> Result<Vec<NewMessage>, Violation> {
     } else {
         let mut values = Vec::new();
         for (n, line) in trimmed.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-            match crate::json::parse_strict(line) {
+            match less_contract::parse_strict(line) {
                 Ok(value) => values.push(value),
                 Err(err) => {
                     return Err(Violation::new(

@@ -21,11 +21,11 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use crate::blocking;
-use crate::engram::{Engram, Scope};
 use crate::memory::policy::{MemoryPolicy, Principal, PutReport, QueryOptions};
 use crate::memory::store::{StoreStats, Stored};
 use crate::memory::{Memory, MemoryError, Recall};
-use crate::valid::Valid;
+use less_contract::Valid;
+use less_contract::{Engram, Scope};
 
 /// The time in unix seconds.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;

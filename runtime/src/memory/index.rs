@@ -30,10 +30,10 @@ use tantivy::schema::{
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term};
 
-use crate::engram::Scope;
 use crate::memory::keys;
 use crate::memory::policy::role_tags;
 use crate::memory::store::{Stored, Tier};
+use less_contract::Scope;
 
 /// Longest wait for the store's write lock before a write gives up with [`IndexError::Busy`].
 pub const WRITE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);

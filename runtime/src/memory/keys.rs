@@ -7,9 +7,9 @@
 
 use std::collections::BTreeSet;
 
-use crate::engram::Engram;
-use crate::pointer::Pointer;
-use crate::valid::Valid;
+use less_contract::Engram;
+use less_contract::Pointer;
+use less_contract::Valid;
 
 /// Most keys stored in an engram's `hash_keys` (the schema's limit).
 pub const MAX_STORED_KEYS: usize = 32;
@@ -92,6 +92,7 @@ pub fn engram_keys(engram: &Engram) -> Vec<String> {
 
 /// The keys of a query text, for recall (sorted, unique). A query can also name pointers (`repo:src/a.rs`), which
 /// match the engrams that cite them.
+#[cfg(test)]
 pub fn query_keys(text: &str) -> Vec<String> {
     keys_of(&query_features(text))
 }
@@ -169,7 +170,7 @@ fn identifier_parts(token: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engram::EngramKind;
+    use less_contract::EngramKind;
 
     fn engram(claim: &str, pointers: &[&str], tags: &[&str]) -> Engram {
         let mut builder = Engram::builder(EngramKind::Fact, claim, "agent").created_at("2026-01-01T00:00:00Z");

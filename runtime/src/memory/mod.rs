@@ -7,14 +7,14 @@
 //! (`policy.rs`: scopes, roles, promotion, rate limits, supersession by subject key, contradictions) wrap these
 //! operations for callers acting as a [`Principal`]; `actor.rs` serves them to a run as the `MemoryActor`.
 
-pub mod actor;
-pub mod embed;
-pub mod index;
-pub mod keys;
-pub mod policy;
-pub mod rank;
-pub mod store;
-pub mod vectors;
+pub(crate) mod actor;
+pub(crate) mod embed;
+pub(crate) mod index;
+pub(crate) mod keys;
+pub(crate) mod policy;
+pub(crate) mod rank;
+pub(crate) mod store;
+pub(crate) mod vectors;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -27,7 +27,7 @@ pub use actor::{
     Clock, DEFAULT_SWEEP_SECS, EngramRef, MemoryActor, MemoryArgs, MemoryMsg, PromoteRequest, PutRequest, QueryRequest,
     SupersedeRequest, system_clock,
 };
-pub use embed::{EmbedError, Embedder, ModelPaths};
+pub use embed::{EmbedError, Embedder, MODEL_FILES, MODEL_ID, ModelPaths};
 pub use index::{Candidate, IndexError, RecallFilter, RecallIndex, vis_key};
 pub use policy::{
     CORRECTION_TAG, DEFAULT_PUTS_PER_WINDOW, DEFAULT_RATE_WINDOW_SECS, MemoryPolicy, PROMOTION_CONFIDENCE_FLOOR,
@@ -37,9 +37,9 @@ pub use rank::{Fusion, Ranked, TieContext};
 pub use store::{Placement, PutOutcome, Store, StoreError, StoreStats, Stored, Tier, content_hash, run_copy_id};
 pub use vectors::{VectorError, VectorIndex};
 
-use crate::engram::{Engram, Scope};
-use crate::error::{ErrorCode, Violation};
-use crate::valid::Valid;
+use less_contract::Valid;
+use less_contract::{Engram, Scope};
+use less_contract::{ErrorCode, Violation};
 
 /// Errors of the memory.
 #[derive(Debug, thiserror::Error)]
@@ -326,7 +326,7 @@ impl Memory {
     /// rebuilds it from stored vectors otherwise. Hot engrams without a vector are embedded by the next pass.
     fn sync_vectors(&mut self, generation: u64) -> Result<(), MemoryError> {
         let Ok(semantic) = &mut self.semantic else { return Ok(()) };
-        let stored = self.store.hot_vectors(embed::MODEL_ID)?;
+        let stored = self.store.hot_vectors(MODEL_ID)?;
         let current = semantic.vectors.generation() == Some(generation) && semantic.vectors.adopt(&stored);
         if !current {
             semantic.vectors.rebuild(&stored)?;
@@ -340,7 +340,7 @@ impl Memory {
     pub fn reindex(&mut self) -> Result<usize, MemoryError> {
         let n = self.reindex_hash()?;
         if let Ok(semantic) = &mut self.semantic {
-            let stored = self.store.hot_vectors(embed::MODEL_ID)?;
+            let stored = self.store.hot_vectors(MODEL_ID)?;
             semantic.vectors.rebuild(&stored)?;
             semantic.pending.clear();
             semantic.backlog = true;
@@ -554,7 +554,7 @@ impl Memory {
 
     /// How many hot engrams wait for their vector (counted in the store; no model).
     pub fn unembedded(&self) -> Result<usize, MemoryError> {
-        Ok(self.store.unembedded_count(embed::MODEL_ID)?)
+        Ok(self.store.unembedded_count(MODEL_ID)?)
     }
 
     /// Re-enters pending engrams that already have a vector (revived, or their scope changed) into the vector index;
@@ -563,7 +563,7 @@ impl Memory {
         let Ok(semantic) = &mut self.semantic else { return Ok(()) };
         let mut entered = Vec::new();
         for (place, wanted) in &semantic.pending {
-            if let Some(vector) = self.store.vector(embed::MODEL_ID, &wanted.project, &wanted.id)? {
+            if let Some(vector) = self.store.vector(MODEL_ID, &wanted.project, &wanted.id)? {
                 semantic.vectors.add(&wanted.project, &wanted.id, &wanted.vis, &vector)?;
                 entered.push(place.clone());
             }
@@ -578,7 +578,7 @@ impl Memory {
     fn embed_pending(&mut self) -> Result<(), MemoryError> {
         let Ok(semantic) = &mut self.semantic else { return Ok(()) };
         if semantic.backlog {
-            for wanted in self.store.unembedded(embed::MODEL_ID)? {
+            for wanted in self.store.unembedded(MODEL_ID)? {
                 semantic.pending.entry((wanted.project.clone(), wanted.id.clone())).or_insert(wanted);
             }
             semantic.backlog = false;
@@ -590,7 +590,7 @@ impl Memory {
         // A revived engram kept its vector: only the ones without one are embedded.
         let mut missing = Vec::new();
         for wanted in &pending {
-            match self.store.vector(embed::MODEL_ID, &wanted.project, &wanted.id)? {
+            match self.store.vector(MODEL_ID, &wanted.project, &wanted.id)? {
                 Some(vector) => semantic.vectors.add(&wanted.project, &wanted.id, &wanted.vis, &vector)?,
                 None => missing.push(wanted),
             }
@@ -607,7 +607,7 @@ impl Memory {
                 Ok(computed) => {
                     let items: Vec<(&vectors::Wanted, &[f32])> =
                         chunk.iter().copied().zip(computed.iter().map(Vec::as_slice)).collect();
-                    self.store.put_vectors(embed::MODEL_ID, &items)?;
+                    self.store.put_vectors(MODEL_ID, &items)?;
                     for (wanted, vector) in items {
                         semantic.vectors.add(&wanted.project, &wanted.id, &wanted.vis, vector)?;
                     }

@@ -47,13 +47,13 @@
 
 use std::collections::BTreeSet;
 
-use crate::engram::{Engram, EngramKind, MAX_CLAIM_CHARS, MAX_POINTERS, Scope, Source};
-use crate::error::{ErrorCode, Violation};
 use crate::memory::index::{RecallFilter, vis_key};
 use crate::memory::store::{Placement, PutOutcome, StoreError, Stored, run_copy_id};
 use crate::memory::{MAX_K, Memory, MemoryError, Recall, RecallRequest};
-use crate::pointer::{Pointer, PointerType};
-use crate::valid::Valid;
+use less_contract::Valid;
+use less_contract::{Engram, EngramKind, MAX_CLAIM_CHARS, MAX_POINTERS, Scope, Source};
+use less_contract::{ErrorCode, Violation};
+use less_contract::{Pointer, PointerType};
 
 /// Least confidence an engram needs to be promoted to org or global scope (LESS spec §13.2).
 pub const PROMOTION_CONFIDENCE_FLOOR: f64 = 0.8;

@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::keys;
 use super::store::Stored;
-use crate::engram::Scope;
+use less_contract::Scope;
 
 /// One candidate with the evidence each stage found for it.
 #[derive(Debug, Clone, PartialEq)]
@@ -145,9 +145,9 @@ fn with_neighbours(candidates: &[Candidate], base: &[f32], share: f32) -> Vec<f3
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engram::{Engram, EngramKind};
     use crate::memory::store::Tier;
-    use crate::pointer::Pointer;
+    use less_contract::Pointer;
+    use less_contract::{Engram, EngramKind};
 
     fn candidate(id: &str, scope: Scope, stored_at: i64, confidence: f64, pointer: &str) -> Candidate {
         let engram = Engram::builder(EngramKind::Fact, format!("claim {id}"), "agent")

@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::engram::{Engram, Scope};
 use crate::memory::keys;
 use crate::memory::policy::subject_key;
-use crate::pointer::Pointer;
-use crate::valid::Valid;
+use less_contract::Pointer;
+use less_contract::Valid;
+use less_contract::{Engram, Scope};
 
 /// Version of the table layout. A store of version 1 or 2 is migrated in place on open (columns added, subject keys
 /// filled in from the stored documents); a store written by any other version is refused, never silently rewritten.
@@ -841,8 +841,8 @@ fn content_hash_at(engram: &Engram, scope: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engram::{EngramKind, Scope};
-    use crate::ttl::Ttl;
+    use less_contract::Ttl;
+    use less_contract::{EngramKind, Scope};
 
     fn engram(claim: &str, ttl: Ttl) -> Valid<Engram> {
         Engram::builder(EngramKind::Fact, claim, "agent")

@@ -5,8 +5,8 @@
 //! when it is missing.
 
 use super::*;
-use crate::engram::EngramKind;
-use crate::pointer::Pointer;
+use less_contract::EngramKind;
+use less_contract::Pointer;
 
 fn engram(kind: EngramKind, claim: &str, pointer: &str, tags: &[&str]) -> Valid<Engram> {
     let mut builder = Engram::builder(kind, claim, "agent")
@@ -261,7 +261,7 @@ fn a_backlog_of_several_embedding_steps_is_embedded_in_full() {
     memory.put_many(&engrams, "kelp", 0).expect("bulk");
     memory.flush().expect("embed");
     let missing =
-        engrams.iter().filter(|e| memory.store.vector(embed::MODEL_ID, "kelp", &e.id).expect("read").is_none()).count();
+        engrams.iter().filter(|e| memory.store.vector(MODEL_ID, "kelp", &e.id).expect("read").is_none()).count();
     assert_eq!(missing, 0, "every engram of the backlog has its stored vector");
     let recall = memory.query("which job keeps module m300 warm", "kelp", None, 3).expect("query");
     assert_eq!(recall.stages, ["hash", "rerank"]);

@@ -18,7 +18,7 @@ use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 use super::embed::DIMENSIONS;
 use super::index::vis_key;
 use super::store::{Store, StoreError};
-use crate::engram::Scope;
+use less_contract::Scope;
 
 /// Errors of the vector index (the table's errors are [`StoreError`]s).
 #[derive(Debug, thiserror::Error)]

@@ -14,14 +14,7 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::{Value, json};
 
-use crate::brief::{PointerText, SharedBriefMicro};
-use crate::digest::Digest;
-use crate::engram::{Engram, Provenance, Source};
-use crate::error::{ErrorCode, Violation};
 use crate::memory::{EngramRef, MemoryError, MemoryMsg, PromoteRequest, PutRequest, QueryOptions, QueryRequest};
-use crate::message::Severity;
-use crate::message::{Payload, TypedMessage};
-use crate::pointer::Pointer;
 use crate::run::RunContext;
 use crate::run::baseline::{self, BriefText, WholeBriefText, holds};
 use crate::run::gateway::AgentKnowledge;
@@ -29,10 +22,17 @@ use crate::run::gateway::GatewayMsg;
 use crate::run::ledger::{Event, LedgerMsg};
 use crate::run::resolver_actor::ResolverMsg;
 use crate::run::wire::{Action, AskGrantAction, BriefAction, Envelope, EnvelopeKind, ReportAction};
-use crate::scenario::{AgentSpec, GrantSpec, ReportKind, Step, WireMode};
-use crate::tokens::TokenCounter;
-use crate::ttl::Ttl;
-use crate::valid::Valid;
+use less_contract::Digest;
+use less_contract::Pointer;
+use less_contract::Severity;
+use less_contract::TokenCounter;
+use less_contract::Ttl;
+use less_contract::Valid;
+use less_contract::{AgentSpec, GrantSpec, ReportKind, Step, WireMode};
+use less_contract::{Engram, Provenance, Source};
+use less_contract::{ErrorCode, Violation};
+use less_contract::{Payload, TypedMessage};
+use less_contract::{PointerText, SharedBriefMicro};
 
 /// A boxed future, so `Agent` stays object-safe while implementations may await (an LLM call, say).
 pub type AgentFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -99,7 +99,7 @@ pub enum Outcome {
 #[derive(Debug, Clone)]
 pub struct GrantAsk {
     /// The request (its pointers, reason and use).
-    pub request: crate::deref::DerefRequest,
+    pub request: less_contract::DerefRequest,
     /// What the requester's pointers cost, in tokens, if they resolve.
     pub tokens: u32,
 }
@@ -464,7 +464,7 @@ impl AgentState {
             text.chars().take(200).collect()
         };
         let msg_id = self.ctx.next_msg_id(&self.spec.id);
-        let request = crate::deref::DerefRequest {
+        let request = less_contract::DerefRequest {
             request_id: format!("dr-{msg_id}"),
             requester: self.spec.id.clone(),
             pointers: pointers.clone(),
@@ -562,7 +562,7 @@ impl AgentState {
             grant_id: None,
             payload: Payload::GateReport {
                 gate_id: request_id,
-                status: crate::message::GateStatus::Fail,
+                status: less_contract::GateStatus::Fail,
                 report_ref: None,
             },
         };
@@ -685,7 +685,7 @@ impl AgentState {
     }
 
     /// Widens the newest engram of `subject` to `to`, as this agent; a refusal is in the ledger and the outcome.
-    async fn promote(&mut self, subject: &str, to: crate::engram::Scope, outcome: &mut ActOutcome) -> Outcome {
+    async fn promote(&mut self, subject: &str, to: less_contract::Scope, outcome: &mut ActOutcome) -> Outcome {
         let request = PromoteRequest {
             who: self.ctx.principal(&self.spec.id),
             target: EngramRef::Subject(subject.to_owned()),
@@ -870,7 +870,7 @@ impl AgentState {
         now: &[String],
         packs: &BTreeMap<String, Vec<PointerText>>,
     ) -> Result<String, Violation> {
-        let mut seen: Vec<(crate::pointer::PointerType, String)> = Vec::new();
+        let mut seen: Vec<(less_contract::PointerType, String)> = Vec::new();
         let mut plan_documents = Vec::new();
         for artifact in &self.ctx.scenario.plan.artifacts {
             if let Ok(pointer) = Pointer::parse(artifact)
@@ -937,7 +937,7 @@ impl AgentState {
     async fn render_report(&self, report: &ReportAction) -> Envelope {
         let to = report.to.clone().or_else(|| self.spec.parent.clone()).unwrap_or_else(|| self.spec.id.clone());
         let mut engrams = Vec::new();
-        let specs: Vec<&crate::scenario::EngramSpec> = report.engrams.iter().collect();
+        let specs: Vec<&less_contract::EngramSpec> = report.engrams.iter().collect();
         {
             for (idx, spec) in specs.into_iter().enumerate() {
                 let pointers: Vec<Pointer> = spec
@@ -1117,7 +1117,7 @@ fn run_failed(what: &str, err: &str) -> Violation {
 }
 
 /// Whether the file behind `pointer` was pasted already; records it when not.
-fn already_pasted(pasted: &mut Vec<(crate::pointer::PointerType, String)>, pointer: &Pointer) -> bool {
+fn already_pasted(pasted: &mut Vec<(less_contract::PointerType, String)>, pointer: &Pointer) -> bool {
     let key = (pointer.ty(), pointer.location().to_owned());
     if pasted.contains(&key) {
         true

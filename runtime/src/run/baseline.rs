@@ -14,10 +14,10 @@
 //! The whole-file baseline (`verbatim-whole`, [`whole_brief`]) is the rule this runtime used first: every brief pastes
 //! the plan's documents and every packed file whole, and restates every prior report of the run with what it pasted.
 
-use crate::engram::Engram;
-use crate::message::Payload;
-use crate::pointer::Pointer;
-use crate::scenario::Plan;
+use less_contract::Engram;
+use less_contract::Payload;
+use less_contract::Plan;
+use less_contract::Pointer;
 
 /// What a fair baseline brief says, with every pasted pointer already read.
 #[derive(Debug, Clone, Default)]

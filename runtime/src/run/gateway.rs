@@ -20,20 +20,20 @@ use std::time::{Duration, Instant};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use serde_json::Value;
 
-use crate::budget::Budget;
-use crate::error::{ErrorCode, Violation};
-use crate::grant::Grant;
-use crate::pointer::{Pointer, PointerType};
 use crate::resolver::Resolved;
 use crate::run::RunContext;
 use crate::run::agent::{ActOutcome, ActRequest, AgentActor, AgentArgs, AgentMsg, GrantAsk, Outcome};
 use crate::run::ledger::Event;
 use crate::run::resolver_actor::ResolverMsg;
 use crate::run::wire::{DerefAction, Envelope, EnvelopeKind};
-use crate::scenario::{GrantSpec, WireMode};
-use crate::schema::DocKind;
-use crate::tokens::TokenCounter;
-use crate::validate::validate;
+use less_contract::Budget;
+use less_contract::DocKind;
+use less_contract::Grant;
+use less_contract::TokenCounter;
+use less_contract::validate;
+use less_contract::{ErrorCode, Violation};
+use less_contract::{GrantSpec, WireMode};
+use less_contract::{Pointer, PointerType};
 
 /// Most restarts of one agent per window.
 pub const MAX_RESTARTS: usize = 3;
@@ -369,7 +369,7 @@ pub struct AgentKnowledge {
     /// Delivered documents, oldest first.
     pub inbox: Vec<Arc<Value>>,
     /// Digest of every pointer the agent dereferenced, by pointer text.
-    pub seen: HashMap<String, crate::digest::Digest>,
+    pub seen: HashMap<String, less_contract::Digest>,
 }
 
 /// A gateway's mutable state.

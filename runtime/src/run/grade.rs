@@ -9,9 +9,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::pointer::Pointer;
 use crate::run::ledger::Event;
-use crate::scenario::{Gold, OneOf, Scenario, Task, TaskKind};
+use less_contract::Pointer;
+use less_contract::{Gold, OneOf, Scenario, Task, TaskKind};
 
 /// The graded tasks of one run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -12,8 +12,8 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::ErrorCode;
 use crate::run::wire::EnvelopeKind;
+use less_contract::ErrorCode;
 
 /// One thing that happened in a run (a line of `ledger.jsonl`; read back by `lessrt runs show`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -131,7 +131,7 @@ pub enum Event {
     Promote {
         agent: String,
         subject: String,
-        to: crate::engram::Scope,
+        to: less_contract::Scope,
         id: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         code: Option<ErrorCode>,
@@ -535,7 +535,7 @@ mod tests {
             Event::Promote {
                 agent: "lead".into(),
                 subject: "s".into(),
-                to: crate::engram::Scope::Org,
+                to: less_contract::Scope::Org,
                 id: None,
                 code: None,
                 message: String::new(),

@@ -29,12 +29,12 @@ use std::sync::{Arc, RwLock};
 use ractor::ActorRef;
 
 use crate::dag::actor::SummarizerMsg;
-use crate::error::{ErrorCode, Violation};
 use crate::memory::{MemoryMsg, Principal};
 use crate::run::gateway::GatewayMsg;
 use crate::run::ledger::LedgerMsg;
 use crate::run::resolver_actor::ResolverMsg;
-use crate::scenario::{Scenario, WireMode};
+use less_contract::{ErrorCode, Violation};
+use less_contract::{Scenario, WireMode};
 
 pub use agent::{
     Agent, AgentFactory, AgentFuture, DEFAULT_TURN_LIMIT, DecideInput, Decision, Done, GrantAsk, ModelUsage, Outcome,

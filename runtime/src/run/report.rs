@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::pointer::Pointer;
 use crate::run::grade::{TaskReport, grade};
 use crate::run::ledger::Event;
-use crate::scenario::{Check, Scenario, WireMode};
+use less_contract::Pointer;
+use less_contract::{Check, Scenario, WireMode};
 
 /// Inline tokens per turn.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -7,9 +7,9 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::Value;
 
 use crate::blocking;
-use crate::error::Violation;
-use crate::pointer::Pointer;
 use crate::resolver::{Resolved, Resolver, SamSource};
+use less_contract::Pointer;
+use less_contract::Violation;
 
 /// The actor.
 pub struct ResolverActor;

@@ -22,7 +22,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::dag::actor::{SummarizerArgs, SummarizerMsg, SummarizerSupervisor};
 use crate::dag::{BuildReport, Condenser, DagConfig, Extractive, Summarizer};
-use crate::error::{Error, ErrorCode, Violation};
 use crate::memory::{MemoryActor, MemoryArgs, system_clock};
 use crate::resolver::Resolver;
 use crate::run::agent::{ActRequest, AgentFactory};
@@ -32,7 +31,8 @@ use crate::run::report::RunReport;
 use crate::run::resolver_actor::ResolverActor;
 use crate::run::wire::Envelope;
 use crate::run::{Directory, RunContext, fresh_secret};
-use crate::scenario::{Scenario, Step, WireMode};
+use less_contract::{Error, ErrorCode, Violation};
+use less_contract::{Scenario, Step, WireMode};
 
 /// Longest the summarizers may take to finish a run's session.
 const SUMMARY_TIMEOUT: Duration = Duration::from_secs(120);

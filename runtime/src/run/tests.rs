@@ -13,8 +13,8 @@ use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg};
 use crate::run::ledger::{LedgerActor, LedgerArgs};
 use crate::run::resolver_actor::ResolverActor;
 use crate::run::wire::{Action, DerefAction, Envelope, EnvelopeKind};
-use crate::scenario::{Scenario, WireMode};
 use crate::{Pointer, Resolver};
+use less_contract::{Scenario, WireMode};
 
 /// Records what the agent saw in its inbox at each turn (a test double for the logic around the gateway).
 struct Recorder(Arc<Mutex<Vec<Vec<Value>>>>);

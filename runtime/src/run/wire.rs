@@ -9,9 +9,9 @@
 
 use serde_json::Value;
 
-use crate::engram::Scope;
-use crate::message::Severity;
-use crate::scenario::{EngramSpec, GrantSpec, ReportKind};
+use less_contract::Scope;
+use less_contract::Severity;
+use less_contract::{EngramSpec, GrantSpec, ReportKind};
 
 /// One thing an agent decides to do. A turn is a loop: the agent returns one action, the runtime performs it
 /// through the agent's gateway and shows the agent what came of it ([`crate::run::Turn::last`]), until the agent

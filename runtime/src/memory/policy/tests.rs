@@ -5,13 +5,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use super::*;
-use crate::engram::{Engram, EngramKind, Scope};
 use crate::memory::actor::{
     EngramRef, MemoryActor, MemoryArgs, MemoryMsg, PromoteRequest, PutRequest, QueryRequest, SupersedeRequest,
 };
 use crate::memory::store::{Store, Tier};
-use crate::pointer::Pointer;
-use crate::ttl::Ttl;
+use less_contract::Pointer;
+use less_contract::Ttl;
+use less_contract::{Engram, EngramKind, Scope};
 
 struct Spec<'a> {
     kind: EngramKind,

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::run::{Action, Agent, AgentFactory, AgentFuture, DecideInput, Decision, Outcome, TurnInput};
 use crate::run::{AskGrantAction, DerefAction, ledger_of_test_run};
-use crate::scenario::{AgentSpec, GrantSpec, WireMode};
+use less_contract::{AgentSpec, GrantSpec, WireMode};
 
 /// `looper` never finishes; `asker` reads over its budget, asks, and reads with the grant; the others finish at once.
 /// As a parent each grants what it is asked when `grants`, else denies.

@@ -10,7 +10,7 @@ use crate::run::agent::{Agent, AgentFactory, AgentFuture, TurnInput};
 use crate::run::ledger::Event;
 use crate::run::ledger_of_test_run;
 use crate::run::wire::{Action, BriefAction, DerefAction, ReportAction};
-use crate::scenario::{Step, WireMode};
+use less_contract::{Step, WireMode};
 
 /// What each agent had in its inbox at each of its turns.
 type Inboxes = Arc<Mutex<Vec<(String, Vec<Value>)>>>;

@@ -2,9 +2,9 @@
 //! and when an agent already holds what it asks to dereference.
 
 use super::*;
-use crate::engram::{EngramKind, Provenance, Scope, Source};
-use crate::message::{GateStatus, TaskStatus};
-use crate::ttl::Ttl;
+use less_contract::Ttl;
+use less_contract::{EngramKind, Provenance, Scope, Source};
+use less_contract::{GateStatus, TaskStatus};
 
 fn plan() -> Plan {
     Plan {

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::engram::{EngramKind, Scope};
-use crate::error::ErrorCode;
 use crate::run::wire::EnvelopeKind;
+use less_contract::ErrorCode;
+use less_contract::{EngramKind, Scope};
 
 const SCENARIO: &str = r#"
 name = "checked"

@@ -12,20 +12,20 @@ use serde_json::Value;
 
 /// Every schema file, by file name, as shipped in `schemas/`.
 pub const SCHEMA_FILES: [(&str, &str); 14] = [
-    ("pointer.v0.1.json", include_str!("../../schemas/pointer.v0.1.json")),
-    ("engram.v0.1.json", include_str!("../../schemas/engram.v0.1.json")),
-    ("budget.v0.1.json", include_str!("../../schemas/budget.v0.1.json")),
-    ("grant.v0.1.json", include_str!("../../schemas/grant.v0.1.json")),
-    ("deref_request.v0.1.json", include_str!("../../schemas/deref_request.v0.1.json")),
-    ("shared_brief_micro.v0.1.json", include_str!("../../schemas/shared_brief_micro.v0.1.json")),
-    ("message.v0.1.json", include_str!("../../schemas/message.v0.1.json")),
-    ("task_claim.v0.1.json", include_str!("../../schemas/task_claim.v0.1.json")),
-    ("task_result.v0.1.json", include_str!("../../schemas/task_result.v0.1.json")),
-    ("gate_report.v0.1.json", include_str!("../../schemas/gate_report.v0.1.json")),
-    ("escalation.v0.1.json", include_str!("../../schemas/escalation.v0.1.json")),
-    ("question.v0.1.json", include_str!("../../schemas/question.v0.1.json")),
-    ("checkpoint.v0.1.json", include_str!("../../schemas/checkpoint.v0.1.json")),
-    ("scenario.v0.1.json", include_str!("../../schemas/scenario.v0.1.json")),
+    ("pointer.v0.1.json", include_str!("../pointer.v0.1.json")),
+    ("engram.v0.1.json", include_str!("../engram.v0.1.json")),
+    ("budget.v0.1.json", include_str!("../budget.v0.1.json")),
+    ("grant.v0.1.json", include_str!("../grant.v0.1.json")),
+    ("deref_request.v0.1.json", include_str!("../deref_request.v0.1.json")),
+    ("shared_brief_micro.v0.1.json", include_str!("../shared_brief_micro.v0.1.json")),
+    ("message.v0.1.json", include_str!("../message.v0.1.json")),
+    ("task_claim.v0.1.json", include_str!("../task_claim.v0.1.json")),
+    ("task_result.v0.1.json", include_str!("../task_result.v0.1.json")),
+    ("gate_report.v0.1.json", include_str!("../gate_report.v0.1.json")),
+    ("escalation.v0.1.json", include_str!("../escalation.v0.1.json")),
+    ("question.v0.1.json", include_str!("../question.v0.1.json")),
+    ("checkpoint.v0.1.json", include_str!("../checkpoint.v0.1.json")),
+    ("scenario.v0.1.json", include_str!("../scenario.v0.1.json")),
 ];
 
 /// The base URI of every schema's `$id`.

@@ -18,19 +18,19 @@ fn exact_round_trip<T: Contract + std::fmt::Debug>(text: &str) {
 
 #[test]
 fn examples_convert_both_ways_exactly() {
-    exact_round_trip::<Engram>(include_str!("../../../schemas/examples/engram.json"));
-    exact_round_trip::<Pointer>(include_str!("../../../schemas/examples/pointer.json"));
-    exact_round_trip::<Budget>(include_str!("../../../schemas/examples/budget.json"));
-    exact_round_trip::<Grant>(include_str!("../../../schemas/examples/grant.json"));
-    exact_round_trip::<DerefRequest>(include_str!("../../../schemas/examples/deref_request.json"));
+    exact_round_trip::<Engram>(include_str!("../../examples/engram.json"));
+    exact_round_trip::<Pointer>(include_str!("../../examples/pointer.json"));
+    exact_round_trip::<Budget>(include_str!("../../examples/budget.json"));
+    exact_round_trip::<Grant>(include_str!("../../examples/grant.json"));
+    exact_round_trip::<DerefRequest>(include_str!("../../examples/deref_request.json"));
     for text in [
-        include_str!("../../../schemas/examples/message.json"),
-        include_str!("../../../schemas/examples/task_claim.json"),
-        include_str!("../../../schemas/examples/task_result.json"),
-        include_str!("../../../schemas/examples/gate_report.json"),
-        include_str!("../../../schemas/examples/escalation.json"),
-        include_str!("../../../schemas/examples/question.json"),
-        include_str!("../../../schemas/examples/checkpoint.json"),
+        include_str!("../../examples/message.json"),
+        include_str!("../../examples/task_claim.json"),
+        include_str!("../../examples/task_result.json"),
+        include_str!("../../examples/gate_report.json"),
+        include_str!("../../examples/escalation.json"),
+        include_str!("../../examples/question.json"),
+        include_str!("../../examples/checkpoint.json"),
     ] {
         exact_round_trip::<TypedMessage>(text);
     }
@@ -38,7 +38,7 @@ fn examples_convert_both_ways_exactly() {
 
 #[test]
 fn partial_budgets_normalize_to_the_spec_defaults() {
-    let text = include_str!("../../../schemas/examples/shared_brief_micro.json");
+    let text = include_str!("../../examples/shared_brief_micro.json");
     let brief = Valid::<SharedBriefMicro>::from_json(text).expect("example brief");
     let reviewer = brief.budgets["reviewer"];
     assert_eq!(reviewer.max_inline_tokens, 400);
@@ -49,7 +49,7 @@ fn partial_budgets_normalize_to_the_spec_defaults() {
 
 #[test]
 fn invalid_documents_never_become_values() {
-    let mut doc: Value = serde_json::from_str(include_str!("../../../schemas/examples/engram.json")).expect("JSON");
+    let mut doc: Value = serde_json::from_str(include_str!("../../examples/engram.json")).expect("JSON");
     doc["claim"] = Value::String("x".repeat(501));
     let err = Valid::<Engram>::from_value(&doc).expect_err("501-char claim");
     assert_eq!(err.code(), Some(ErrorCode::SchemaInvalid));

@@ -177,7 +177,7 @@ mod tests {
     /// The shipped example is a real grant, signed with the documented example secret (32 zero bytes).
     #[test]
     fn the_example_grant_is_signed_with_the_example_secret() {
-        let text = include_str!("../../schemas/examples/grant.json");
+        let text = include_str!("../examples/grant.json");
         let grant = Valid::<Grant>::from_json(text).expect("example is valid");
         let resigned = Grant::issue(grant.terms.clone(), &[0u8; 32]);
         assert_eq!(grant.mac, resigned.mac, "expected mac {}", resigned.mac);

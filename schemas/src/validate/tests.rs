@@ -8,15 +8,15 @@ use crate::error::ErrorCode::*;
 
 fn example(kind: DocKind) -> Value {
     let text = match kind {
-        DocKind::Engram => include_str!("../../../schemas/examples/engram.json"),
-        DocKind::Pointer => include_str!("../../../schemas/examples/pointer.json"),
-        DocKind::Brief => include_str!("../../../schemas/examples/shared_brief_micro.json"),
-        DocKind::Grant => include_str!("../../../schemas/examples/grant.json"),
-        DocKind::Deref => include_str!("../../../schemas/examples/deref_request.json"),
-        DocKind::Message => include_str!("../../../schemas/examples/message.json"),
-        DocKind::Budget => include_str!("../../../schemas/examples/budget.json"),
+        DocKind::Engram => include_str!("../../examples/engram.json"),
+        DocKind::Pointer => include_str!("../../examples/pointer.json"),
+        DocKind::Brief => include_str!("../../examples/shared_brief_micro.json"),
+        DocKind::Grant => include_str!("../../examples/grant.json"),
+        DocKind::Deref => include_str!("../../examples/deref_request.json"),
+        DocKind::Message => include_str!("../../examples/message.json"),
+        DocKind::Budget => include_str!("../../examples/budget.json"),
         DocKind::Scenario => {
-            return crate::scenario_document(include_str!("../../../schemas/examples/scenario.toml"))
+            return crate::scenario_document(include_str!("../../examples/scenario.toml"))
                 .expect("example scenario parses");
         }
     };
