@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use less_agents::ScriptedFactory;
-use less_runtime::run::{Envelope, EnvelopeKind, LocalRun, RunOptions};
+use less_runtime::run::{Draft, Envelope, EnvelopeKind, LocalRun, RunOptions};
 use less_runtime::{Scenario, WireMode};
 use serde_json::{Value, json};
 
@@ -63,7 +63,7 @@ fn envelope(doc: Value, inline_code: Option<String>) -> Envelope {
         msg_id: doc["msg_id"].as_str().unwrap_or_default().to_owned(),
         kind: EnvelopeKind::Message,
         wire: doc.to_string(),
-        doc,
+        doc: Draft::Raw(doc),
         inline_code,
         code_sources: vec!["repo:src/orders/pricing.rs".to_owned()],
         prose: None,

@@ -169,3 +169,32 @@ fn the_contract_crate_links_nothing_that_stores_indexes_embeds_or_runs() {
         assert!(!dependencies.contains_key(heavy), "less-contract depends on {heavy}");
     }
 }
+
+#[test]
+fn every_ledger_event_is_in_the_observability_section() {
+    let codemap = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let section = codemap.split("**Observability.**").nth(1).expect("an observability section");
+    let source = std::fs::read_to_string(root().join("runtime/src/run/ledger.rs")).expect("ledger.rs");
+    let body = source.split("pub enum Event {").nth(1).expect("enum Event").split("\n}\n").next().expect("its end");
+    // A variant is a line of four spaces and a capitalized name (fields are indented further).
+    let events: Vec<String> = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("    "))
+        .filter(|rest| rest.starts_with(|c: char| c.is_ascii_uppercase()))
+        .map(|rest| {
+            let name: String = rest.chars().take_while(char::is_ascii_alphanumeric).collect();
+            let mut snake = String::new();
+            for (i, c) in name.chars().enumerate() {
+                if c.is_ascii_uppercase() && i > 0 {
+                    snake.push('_');
+                }
+                snake.push(c.to_ascii_lowercase());
+            }
+            snake
+        })
+        .collect();
+    assert!(events.len() >= 15 && events.contains(&"grant_issued".to_owned()), "events found: {events:?}");
+    for event in events {
+        assert!(section.contains(&format!("| `{event}` |")), "ARCHITECTURE.md's ledger event table lacks `{event}`");
+    }
+}

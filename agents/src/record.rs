@@ -56,7 +56,8 @@ pub fn recorded_run(dir: &Path, create: bool, now: &str) -> Result<String, LlmEr
         }
         Err(err) if err.kind() == std::io::ErrorKind::NotFound && create => {
             std::fs::create_dir_all(dir).map_err(|err| io(err.to_string()))?;
-            let text = serde_json::to_string_pretty(&json!({"started_at": now})).unwrap_or_default() + "\n";
+            let text =
+                serde_json::to_string_pretty(&json!({"started_at": now})).map_err(|err| io(err.to_string()))? + "\n";
             std::fs::write(&path, text).map_err(|err| io(err.to_string()))?;
             Ok(now.to_owned())
         }
@@ -83,9 +84,9 @@ impl Recorder {
 
     fn write(&self, key: &str, doc: &Value) -> Result<(), LlmError> {
         let path = path_of(&self.dir, key);
-        let text = serde_json::to_string_pretty(doc).unwrap_or_default() + "\n";
-        std::fs::write(&path, text)
-            .map_err(|err| LlmError::Recording { path: path.display().to_string(), message: err.to_string() })
+        let failed = |message: String| LlmError::Recording { path: path.display().to_string(), message };
+        let text = serde_json::to_string_pretty(doc).map_err(|err| failed(err.to_string()))? + "\n";
+        std::fs::write(&path, text).map_err(|err| failed(err.to_string()))
     }
 }
 

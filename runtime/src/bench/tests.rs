@@ -2,13 +2,12 @@
 //! things `lessrt bench` fails on or warns about (LESS messages over their cap, repeats that counted differently).
 
 use std::path::Path;
-use std::sync::Arc;
 
 use serde_json::json;
 
 use super::*;
 use crate::run::ledger::Event;
-use crate::run::wire::EnvelopeKind;
+use crate::run::wire::{Document, EnvelopeKind};
 use less_contract::Scenario;
 
 const SCENARIO: &str = r#"
@@ -53,7 +52,9 @@ fn delivered(from: &str, to: &str, tokens: u32, claim: Option<&str>) -> Event {
         kind: EnvelopeKind::Message,
         tokens,
         max_tokens: 800,
-        doc: Arc::new(json!({"type": "question", "from": from, "msg_id": "m", "question": "?", "engrams": engrams})),
+        doc: Document::message(
+            json!({"type": "question", "from": from, "msg_id": "m", "question": "?", "engrams": engrams}),
+        ),
         prose: None,
         restated: Vec::new(),
     }

@@ -223,7 +223,9 @@ impl Condenser {
                 Ok(recent.into_iter().map(|m| m.content).collect())
             },
         )?;
-        let gate_json = serde_json::to_value(&gate).unwrap_or_default();
+        let gate_json = serde_json::to_value(&gate)
+            // A report with no JSON form (a non-finite score) is a failed write, never a stored `null`.
+            .map_err(|err| StoreError::Sqlite(rusqlite::Error::ToSqlConversionFailure(Box::new(err))))?;
         let mut segment = Segment {
             project: project.to_owned(),
             session: session.to_owned(),

@@ -19,9 +19,9 @@ use crate::run::RunContext;
 use crate::run::baseline::{self, BriefText, WholeBriefText, holds};
 use crate::run::gateway::AgentKnowledge;
 use crate::run::gateway::GatewayMsg;
-use crate::run::ledger::{Event, LedgerMsg};
+use crate::run::ledger::{Event, TokenLedgerMsg};
 use crate::run::resolver_actor::ResolverMsg;
-use crate::run::wire::{Action, AskGrantAction, BriefAction, Envelope, EnvelopeKind, ReportAction};
+use crate::run::wire::{Action, AskGrantAction, BriefAction, Draft, Envelope, EnvelopeKind, ReportAction};
 use less_contract::Digest;
 use less_contract::Pointer;
 use less_contract::Severity;
@@ -357,7 +357,7 @@ impl AgentState {
             Action::AskGrant(ask) => self.ask_grant(ask, outcome).await,
             Action::Grant(spec) => {
                 if self.ctx.mode == WireMode::Verbatim {
-                    // The fair baseline has no grants: without LESS nothing is refused, so there is nothing to allow.
+                    // The fair baseline has no grants: without LESS no budget refuses, so there is nothing to allow.
                     return Outcome::Done;
                 }
                 self.grant(spec, None, outcome).await
@@ -376,7 +376,7 @@ impl AgentState {
             }
             Action::Escalate { reason, severity } => self.escalate(reason, *severity, done, outcome).await,
             Action::Send(send) => {
-                let envelope = self.envelope(&send.to, send.kind, send.doc.clone(), send.doc.to_string());
+                let envelope = self.envelope(&send.to, send.kind, Draft::Raw(send.doc.clone()), send.doc.to_string());
                 let result = self.deliver(envelope, outcome).await;
                 if send.kind == EnvelopeKind::Message {
                     self.end_turn();
@@ -485,12 +485,12 @@ impl AgentState {
                 refs: Vec::new(),
             },
         };
-        let doc = match serde_json::to_value(&message) {
-            Ok(doc) => doc,
-            Err(err) => return Outcome::Refused(run_failed("deref request", &err.to_string())),
+        let draft = Draft::Message(message);
+        let wire = match draft.to_value() {
+            Ok(doc) => doc.to_string(),
+            Err(violation) => return Outcome::Refused(violation),
         };
-        let wire = doc.to_string();
-        let envelope = Envelope { msg_id, ..self.envelope(&parent, EnvelopeKind::Message, doc, wire) };
+        let envelope = Envelope { msg_id, ..self.envelope(&parent, EnvelopeKind::Message, draft, wire) };
         if let Err(violation) = self.deliver(envelope, outcome).await {
             return Outcome::Refused(violation);
         }
@@ -566,9 +566,10 @@ impl AgentState {
                 report_ref: None,
             },
         };
-        if let Ok(doc) = serde_json::to_value(&message) {
+        let draft = Draft::Message(message);
+        if let Ok(doc) = draft.to_value() {
             let wire = doc.to_string();
-            let envelope = Envelope { msg_id, ..self.envelope(&requester, EnvelopeKind::Message, doc, wire) };
+            let envelope = Envelope { msg_id, ..self.envelope(&requester, EnvelopeKind::Message, draft, wire) };
             let _ = self.deliver(envelope, &mut outcome).await;
         }
         Outcome::Denied { reason }
@@ -578,15 +579,14 @@ impl AgentState {
     async fn grant(&mut self, spec: &GrantSpec, answers: Option<&str>, outcome: &mut ActOutcome) -> Outcome {
         match ractor::call!(self.gateway, GatewayMsg::IssueGrant, spec.clone(), answers.map(str::to_owned)) {
             Ok(Ok(grant)) => {
-                let doc = match serde_json::to_value(&grant) {
-                    Ok(doc) => doc,
-                    Err(err) => return Outcome::Refused(run_failed("grant", &err.to_string())),
-                };
                 // The grantee's gateway verifies and keeps the MAC; the agent reads, and is charged for, the terms
                 // (it presents a grant by id). Counting the MAC's random hex would also make the same run count
                 // differently each time.
-                let wire = serde_json::to_string(&grant.terms).unwrap_or_else(|_| doc.to_string());
-                let envelope = self.envelope(&spec.to, EnvelopeKind::Grant, doc, wire);
+                let wire = match serde_json::to_string(&grant.terms) {
+                    Ok(wire) => wire,
+                    Err(err) => return Outcome::Refused(run_failed("grant", &err.to_string())),
+                };
+                let envelope = self.envelope(&spec.to, EnvelopeKind::Grant, Draft::Grant(grant), wire);
                 match self.deliver(envelope, outcome).await {
                     Ok(()) => Outcome::Done,
                     Err(violation) => Outcome::Refused(violation),
@@ -662,11 +662,13 @@ impl AgentState {
             // A refused query reads nothing.
             _ if code.is_some() => 0,
             WireMode::Less => counter.count(&Value::Array(engrams.clone()).to_string()),
-            WireMode::Verbatim | WireMode::VerbatimWhole => match ractor::call!(self.ctx.ledger, LedgerMsg::History) {
-                Ok(history) => counter.count(&history.join("\n")),
-                // Without the history the baseline's cost is unknown: the query fails rather than count it as free.
-                Err(err) => return Outcome::Refused(run_failed("ledger", &err.to_string())),
-            },
+            WireMode::Verbatim | WireMode::VerbatimWhole => {
+                match ractor::call!(self.ctx.ledger, TokenLedgerMsg::History) {
+                    Ok(history) => counter.count(&history.join("\n")),
+                    // Without the history the baseline's cost is unknown: the query fails rather than count it as free.
+                    Err(err) => return Outcome::Refused(run_failed("ledger", &err.to_string())),
+                }
+            }
         };
         let ids = engrams.iter().map(|e| e.get("id").and_then(Value::as_str).unwrap_or_default().to_owned()).collect();
         for engram in &engrams {
@@ -718,10 +720,10 @@ impl AgentState {
 
     /// Puts the engrams of a delivered report into the run's memory as this agent, in the scenario's project.
     /// Refusals (rate limit, scope) are recorded; the report itself was delivered either way.
-    async fn remember(&self, engrams: &[Value]) {
-        for doc in engrams {
-            let id = doc.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
-            let Ok(engram) = Valid::<Engram>::from_value(doc) else {
+    async fn remember(&self, engrams: &[Engram]) {
+        for engram in engrams {
+            let id = engram.id.clone();
+            let Ok(engram) = Valid::new(engram.clone()) else {
                 // The receiver's gateway validated the message, engrams included; nothing invalid gets here.
                 continue;
             };
@@ -765,7 +767,7 @@ impl AgentState {
 
     async fn brief(&mut self, brief: &BriefAction, outcome: &mut ActOutcome) -> Outcome {
         let mut result = Outcome::Done;
-        // The fair baseline has no grants: without LESS nothing is refused, so there is nothing to allow.
+        // The fair baseline has no grants: without LESS no budget refuses, so there is nothing to allow.
         let grants = if self.ctx.mode == WireMode::Verbatim { &[][..] } else { &brief.grants[..] };
         for spec in grants {
             // A refused grant is in the ledger and the outcome; the brief still goes out.
@@ -802,13 +804,14 @@ impl AgentState {
                 budgets: [(role.clone(), self.ctx.scenario.budgets.of(&role))].into_iter().collect(),
                 grants: Vec::new(),
             };
-            let doc = match serde_json::to_value(&doc_brief) {
-                Ok(doc) => doc,
-                Err(err) => return Outcome::Refused(run_failed("brief", &err.to_string())),
+            let draft = Draft::Brief(doc_brief);
+            let less_wire = match draft.to_value() {
+                Ok(doc) => doc.to_string(),
+                Err(violation) => return Outcome::Refused(violation),
             };
-            let mut envelope = self.envelope(&child, EnvelopeKind::Brief, doc, String::new());
+            let mut envelope = self.envelope(&child, EnvelopeKind::Brief, draft, String::new());
             let wire = match self.ctx.mode {
-                WireMode::Less => Ok(envelope.doc.to_string()),
+                WireMode::Less => Ok(less_wire),
                 WireMode::Verbatim => self.fair_brief(&child, brief, &now, &packs).await.map(|(wire, restated)| {
                     envelope.restated = restated;
                     wire
@@ -838,7 +841,7 @@ impl AgentState {
         packs: &BTreeMap<String, Vec<PointerText>>,
     ) -> Result<(String, Vec<String>), Violation> {
         // What the baseline restates is the ledger's: without it the brief would silently undercount the baseline.
-        let known = ractor::call!(self.ctx.ledger, LedgerMsg::Known, self.spec.id.clone())
+        let known = ractor::call!(self.ctx.ledger, TokenLedgerMsg::Known, self.spec.id.clone())
             .map_err(|err| run_failed("ledger", &err.to_string()))?;
         let (restated, prior_reports): (Vec<String>, Vec<String>) = known.into_iter().unzip();
         let mut pasted = Vec::new();
@@ -885,8 +888,8 @@ impl AgentState {
                 files.push((pointer.0.location().to_owned(), self.read_whole(&pointer.0).await));
             }
         }
-        let all_reports =
-            ractor::call!(self.ctx.ledger, LedgerMsg::History).map_err(|err| run_failed("ledger", &err.to_string()))?;
+        let all_reports = ractor::call!(self.ctx.ledger, TokenLedgerMsg::History)
+            .map_err(|err| run_failed("ledger", &err.to_string()))?;
         let lines: Vec<String> = now.iter().chain(&brief.constraints).chain(&brief.risks).cloned().collect();
         Ok(baseline::whole_brief(&WholeBriefText {
             from: &self.spec.id,
@@ -918,10 +921,16 @@ impl AgentState {
     /// Delivers a typed message; `resending` says it answers a refusal earlier in the turn (a `resend` event).
     /// Only what was delivered is remembered: a refused message's engrams never reach the memory.
     async fn send_report(&mut self, report: &ReportAction, resending: bool, outcome: &mut ActOutcome) -> Outcome {
-        let envelope = self.render_report(report).await;
+        let envelope = match self.render_report(report).await {
+            Ok(envelope) => envelope,
+            Err(violation) => return Outcome::Refused(violation),
+        };
         let msg_id = envelope.msg_id.clone();
         let to = envelope.to.clone();
-        let engrams = envelope.doc.get("engrams").and_then(Value::as_array).cloned().unwrap_or_default();
+        let engrams = match &envelope.doc {
+            Draft::Message(message) => message.engrams.clone(),
+            Draft::Brief(_) | Draft::Grant(_) | Draft::Raw(_) => Vec::new(),
+        };
         match self.deliver(envelope, outcome).await {
             Ok(()) => {
                 if resending {
@@ -934,7 +943,7 @@ impl AgentState {
         }
     }
 
-    async fn render_report(&self, report: &ReportAction) -> Envelope {
+    async fn render_report(&self, report: &ReportAction) -> Result<Envelope, Violation> {
         let to = report.to.clone().or_else(|| self.spec.parent.clone()).unwrap_or_else(|| self.spec.id.clone());
         let mut engrams = Vec::new();
         let specs: Vec<&less_contract::EngramSpec> = report.engrams.iter().collect();
@@ -1026,9 +1035,8 @@ impl AgentState {
             grant_id: report.grant.clone(),
             payload,
         };
-        let doc = serde_json::to_value(&message).unwrap_or_else(|err| json!({ "unserializable": err.to_string() }));
         let (wire, prose) = match self.ctx.mode {
-            WireMode::Less => (doc.to_string(), None),
+            WireMode::Less => (Draft::Message(message.clone()).to_value()?.to_string(), None),
             WireMode::Verbatim => {
                 let prose =
                     baseline::report_prose(&self.spec.id, &to, &message.payload, &report.summary, &message.engrams);
@@ -1055,21 +1063,21 @@ impl AgentState {
         } else {
             (None, Vec::new())
         };
-        Envelope {
+        Ok(Envelope {
             from: self.spec.id.clone(),
             to,
             msg_id,
             kind: EnvelopeKind::Message,
-            doc,
+            doc: Draft::Message(message),
             wire,
             inline_code,
             code_sources,
             prose,
             restated: Vec::new(),
-        }
+        })
     }
 
-    fn envelope(&self, to: &str, kind: EnvelopeKind, doc: Value, wire: String) -> Envelope {
+    fn envelope(&self, to: &str, kind: EnvelopeKind, doc: Draft, wire: String) -> Envelope {
         Envelope {
             from: self.spec.id.clone(),
             to: to.to_owned(),

@@ -2,12 +2,13 @@
 //!
 //! Nobody holds an agent's `ActorRef` but its gateway: messages to the agent, the supervisor's turn requests and the
 //! agent's own derefs and grant requests all pass here.
-//! Rules (LESS mode): a delivered document must validate; its wire text must fit the receiver's MAX_INLINE_TOKENS;
-//! it may carry at most MAX_ENGRAMS engrams; inline code needs a grant. A refusal goes back to the sender with the code
+//! Every mode: a delivered document must validate; it is checked once, here, into a typed [`Document`].
+//! Rules (LESS mode): its wire text must fit the receiver's MAX_INLINE_TOKENS; it may carry at most MAX_ENGRAMS
+//! engrams; inline code needs a grant. A refusal goes back to the sender with the code
 //! and the instruction; the second consecutive refusal of the same sender also escalates to the sender's parent.
 //! Derefs are metered per turn (MAX_REPO_SPANS, MAX_ARTIFACT_SECTIONS, MAX_SAM_ITEMS, MAX_DEREF_TOKENS_TOTAL); what
 //! the budget cannot cover needs a valid grant, else LESS_DEREF_DENIED.
-//! The baselines (verbatim, verbatim-whole): everything is counted, nothing is refused.
+//! The baselines (verbatim, verbatim-whole): everything is counted, nothing within the contract is refused.
 //!
 //! Restart policy: the gateway supervises its agent. An agent that panics is restarted from its arguments, at most
 //! [`MAX_RESTARTS`] times per [`RESTART_WINDOW`]; past that the agent stays down and the gateway escalates to its parent.
@@ -25,14 +26,13 @@ use crate::run::RunContext;
 use crate::run::agent::{ActOutcome, ActRequest, AgentActor, AgentArgs, AgentMsg, GrantAsk, Outcome};
 use crate::run::ledger::Event;
 use crate::run::resolver_actor::ResolverMsg;
-use crate::run::wire::{DerefAction, Envelope, EnvelopeKind};
+use crate::run::wire::{DerefAction, Document, Draft, Envelope, EnvelopeKind};
 use less_contract::Budget;
-use less_contract::DocKind;
 use less_contract::Grant;
 use less_contract::TokenCounter;
-use less_contract::validate;
 use less_contract::{ErrorCode, Violation};
 use less_contract::{GrantSpec, WireMode};
+use less_contract::{Payload, Severity, TypedMessage, Valid};
 use less_contract::{Pointer, PointerType};
 
 /// Most restarts of one agent per window.
@@ -40,19 +40,11 @@ pub const MAX_RESTARTS: usize = 3;
 /// The restart window.
 pub const RESTART_WINDOW: Duration = Duration::from_secs(60);
 
-/// Checks an inbound envelope of `n_tokens` tokens against the receiver's budget: the schema and semantic rules,
-/// then the engram count, then MAX_INLINE_TOKENS. Inline code is checked after these by [`check_code`], so a grant's
-/// use is spent only on a message that is otherwise acceptable.
-pub fn check_inbound(envelope: &Envelope, n_tokens: u32, budget: &Budget) -> Result<(), Violation> {
-    let kind = match envelope.kind {
-        EnvelopeKind::Brief => DocKind::Brief,
-        EnvelopeKind::Message | EnvelopeKind::Escalation => DocKind::Message,
-        EnvelopeKind::Grant => DocKind::Grant,
-    };
-    if let Some(first) = validate(kind, &envelope.doc).into_iter().next() {
-        return Err(first);
-    }
-    let n_engrams = envelope.doc.get("engrams").and_then(Value::as_array).map_or(0, Vec::len);
+/// Checks a checked document of `n_tokens` tokens against the receiver's budget: the engram count, then
+/// MAX_INLINE_TOKENS. Inline code is checked after these by [`check_code`], so a grant's use is spent only on a
+/// message that is otherwise acceptable.
+pub fn check_inbound(doc: &Document, n_tokens: u32, budget: &Budget) -> Result<(), Violation> {
+    let n_engrams = doc.engrams().len();
     if n_engrams > budget.max_engrams as usize {
         return Err(Violation::new(
             ErrorCode::BudgetExceeded,
@@ -322,7 +314,7 @@ pub enum GatewayMsg {
     /// A message for the agent, from another agent; the reply is the token count or the refusal.
     Deliver(Box<Envelope>, RpcReplyPort<Result<u32, Violation>>),
     /// A system message (an escalation) already checked and recorded by the gateway that wrote it: only forwarded.
-    Forward(Box<Envelope>),
+    Forward(Box<(Envelope, Arc<Document>)>),
     /// The supervisor asks the agent to take a turn.
     Act(ActRequest, RpcReplyPort<ActOutcome>),
     /// The agent's own deref request.
@@ -430,7 +422,10 @@ impl Actor for GatewayActor {
                 let verdict = state.deliver(*envelope).await;
                 let _ = reply.send(verdict);
             }
-            GatewayMsg::Forward(envelope) => state.forward(*envelope),
+            GatewayMsg::Forward(forwarded) => {
+                let (envelope, doc) = *forwarded;
+                state.forward(&envelope, &doc);
+            }
             GatewayMsg::Act(request, reply) => match &state.agent {
                 Some(agent) => {
                     // The reply port travels with the request, so this gateway stays free to serve the agent's derefs.
@@ -527,14 +522,19 @@ impl GatewayState {
         let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
         // The wire is counted once; the cache makes any later count of the same text free.
         let n_tokens = counter.count(&envelope.wire);
-        let verdict = match self.ctx.mode {
-            WireMode::Less => self.check_less(&envelope, n_tokens, counter).await,
-            WireMode::Verbatim | WireMode::VerbatimWhole => Ok(()),
+        let checked = Document::check(envelope.kind, &envelope.doc);
+        let verdict = match (&checked, self.ctx.mode) {
+            (Err(violation), _) => Err(violation.clone()),
+            (Ok(doc), WireMode::Less) => self.check_less(&envelope, doc, n_tokens, counter).await,
+            (Ok(_), WireMode::Verbatim | WireMode::VerbatimWhole) => Ok(()),
         };
-        if let Err(violation) = verdict {
-            self.refuse(&envelope, n_tokens, &violation);
-            return Err(violation);
-        }
+        let doc = match (verdict, checked) {
+            (Ok(()), Ok(doc)) => doc,
+            (Err(violation), _) | (Ok(()), Err(violation)) => {
+                self.refuse(&envelope, n_tokens, &violation);
+                return Err(violation);
+            }
+        };
         if self.agent.is_none() {
             let violation = Violation::new(
                 ErrorCode::AgentDown,
@@ -549,13 +549,12 @@ impl GatewayState {
             return Err(violation);
         }
         self.refusals_by_sender.remove(&envelope.from);
-        for engram in envelope.doc.get("engrams").and_then(Value::as_array).into_iter().flatten() {
-            let id = engram.get("id").and_then(Value::as_str).unwrap_or_default();
-            let kind = engram.get("kind").and_then(Value::as_str).unwrap_or_default();
-            tracing::info!(target: "less.engram.put", id, kind, from = %envelope.from);
+        for engram in doc.engrams() {
+            tracing::info!(target: "less.engram.put", id = %engram.id, kind = ?engram.kind, from = %envelope.from);
         }
-        self.record_delivery(&envelope, n_tokens);
-        self.forward(envelope);
+        let doc = Arc::new(doc);
+        self.record_delivery(&envelope, &doc, n_tokens);
+        self.forward(&envelope, &doc);
         Ok(n_tokens)
     }
 
@@ -563,22 +562,23 @@ impl GatewayState {
     async fn check_less(
         &mut self,
         envelope: &Envelope,
+        doc: &Document,
         n_tokens: u32,
         counter: &TokenCounter,
     ) -> Result<(), Violation> {
-        check_inbound(envelope, n_tokens, &self.budget)?;
+        check_inbound(doc, n_tokens, &self.budget)?;
         if let Some(code) = &envelope.inline_code {
             let n_code = counter.count(code);
             let mut allowance = 0;
             if n_code > self.budget.max_inline_code
-                && let Some(grant_id) = envelope.doc.get("grant_id").and_then(Value::as_str)
+                && let Some(grant_id) = doc.grant_id()
             {
                 allowance = self.spend_code_grant(envelope, grant_id, n_code).await?;
             }
             check_code(n_code, &self.budget, allowance)?;
         }
-        if envelope.kind == EnvelopeKind::Grant {
-            self.accept_grant(envelope)?;
+        if let Document::Grant(grant) = doc {
+            self.accept_grant(envelope, grant)?;
         }
         Ok(())
     }
@@ -596,8 +596,8 @@ impl GatewayState {
         }
     }
 
-    fn record_delivery(&self, envelope: &Envelope, n_tokens: u32) {
-        let doc = Arc::new(envelope.doc.clone());
+    fn record_delivery(&self, envelope: &Envelope, doc: &Arc<Document>, n_tokens: u32) {
+        let value = Arc::new(doc.to_value());
         self.ctx.record(Event::Delivered {
             from: envelope.from.clone(),
             to: envelope.to.clone(),
@@ -609,27 +609,27 @@ impl GatewayState {
             prose: envelope.prose.clone(),
             restated: envelope.restated.clone(),
         });
-        self.ctx.resolver.send_message(ResolverMsg::Remember(envelope.msg_id.clone(), doc)).ok();
-        let content = if envelope.wire.is_empty() { envelope.doc.to_string() } else { envelope.wire.clone() };
+        let content = if envelope.wire.is_empty() { value.to_string() } else { envelope.wire.clone() };
+        self.ctx.resolver.send_message(ResolverMsg::Remember(envelope.msg_id.clone(), value)).ok();
         self.ctx.archive(&envelope.from, content);
     }
 
     /// Hands a delivered document to the agent and remembers it for a restart. In a baseline run the agent gets what
     /// was on the wire too (`{"verbatim": text, "doc": document}`): an LLM agent reads what it was sent.
-    fn forward(&mut self, envelope: Envelope) {
-        let doc = match self.ctx.mode {
+    fn forward(&mut self, envelope: &Envelope, doc: &Document) {
+        let doc = match (doc, self.ctx.mode) {
             // The agent gets a grant's terms; the MAC stays with this gateway, which verified it and holds the grant.
-            _ if envelope.kind == EnvelopeKind::Grant => {
-                let mut terms = envelope.doc;
-                if let Some(fields) = terms.as_object_mut() {
-                    fields.remove("mac");
+            (Document::Grant(grant), _) => match serde_json::to_value(&grant.terms) {
+                Ok(terms) => Arc::new(terms),
+                Err(err) => {
+                    tracing::warn!(target: "less.run", agent = %self.agent_id, %err, "a grant's terms have no JSON form");
+                    return;
                 }
-                Arc::new(terms)
+            },
+            (doc, mode) if mode.is_baseline() && !envelope.wire.is_empty() => {
+                Arc::new(serde_json::json!({ "verbatim": envelope.wire, "doc": doc.to_value() }))
             }
-            mode if mode.is_baseline() && !envelope.wire.is_empty() => {
-                Arc::new(serde_json::json!({ "verbatim": envelope.wire, "doc": envelope.doc }))
-            }
-            _ => Arc::new(envelope.doc),
+            (doc, _) => Arc::new(doc.to_value()),
         };
         self.memory.inbox.push(doc.clone());
         if let Some(agent) = &self.agent {
@@ -640,8 +640,9 @@ impl GatewayState {
     fn refuse(&mut self, envelope: &Envelope, n_tokens: u32, violation: &Violation) {
         tracing::info!(target: "less.budget.reject", from = %envelope.from, to = %envelope.to, code = %violation.code);
         // The refused document stays reachable (sam:msg:<id>) for whoever handles the escalation.
-        let doc = Arc::new(envelope.doc.clone());
-        self.ctx.resolver.send_message(ResolverMsg::Remember(envelope.msg_id.clone(), doc)).ok();
+        if let Ok(doc) = envelope.doc.to_value() {
+            self.ctx.resolver.send_message(ResolverMsg::Remember(envelope.msg_id.clone(), Arc::new(doc))).ok();
+        }
         let counts = envelope.kind == EnvelopeKind::Message;
         let n_refusals = if counts {
             let n = self.refusals_by_sender.entry(envelope.from.clone()).or_insert(0);
@@ -670,9 +671,8 @@ impl GatewayState {
         }
     }
 
-    fn accept_grant(&mut self, envelope: &Envelope) -> Result<(), Violation> {
-        let grant: Grant = serde_json::from_value(envelope.doc.clone())
-            .map_err(|err| Violation::new(ErrorCode::GrantInvalid, "", err.to_string()))?;
+    fn accept_grant(&mut self, envelope: &Envelope, grant: &Valid<Grant>) -> Result<(), Violation> {
+        let grant = Grant::clone(grant);
         let is_ancestor = self.ctx.scenario.is_ancestor(&grant.terms.issuer, &self.agent_id);
         self.grants.accept(grant, &self.agent_id, &self.ctx.secret, is_ancestor)?;
         tracing::info!(target: "less.deref.grant", grantee = %self.agent_id, from = %envelope.from);
@@ -687,30 +687,48 @@ impl GatewayState {
         let msg_id = self.ctx.next_msg_id(&from);
         let reason: String = reason.chars().take(480).collect();
         let refs: Vec<String> = refused_msg.map(|id| format!("sam:msg:{id}")).into_iter().collect();
-        let doc = serde_json::json!({
-            "type": "escalation", "from": from, "msg_id": msg_id, "to": parent,
-            "reason": reason, "severity": "warning", "refs": refs,
-        });
-        let wire = doc.to_string();
+        let message = TypedMessage {
+            from: from.clone(),
+            msg_id: msg_id.clone(),
+            to: Some(parent.clone()),
+            engrams: Vec::new(),
+            deref_requests: Vec::new(),
+            body: None,
+            grant_id: None,
+            payload: Payload::Escalation { reason: reason.clone(), severity: Severity::Warning, refs },
+        };
+        self.ctx.record(Event::Escalated { about: about.to_owned(), to: parent.clone(), reason });
+        let draft = Draft::Message(message);
+        let checked =
+            draft.to_value().and_then(|value| Ok((value, Document::check(EnvelopeKind::Escalation, &draft)?)));
+        let (value, doc) = match checked {
+            Ok(checked) => checked,
+            Err(violation) => {
+                // Only a bug in this function gets here: an agent id that makes no valid sender id, say.
+                tracing::error!(target: "less.run", %about, %violation, "an escalation broke the contract; not sent");
+                return;
+            }
+        };
+        let wire = value.to_string();
         let n_tokens = TokenCounter::shared(self.ctx.scenario.tokenizer).count(&wire);
         let envelope = Envelope {
-            from: from.clone(),
+            from,
             to: parent.clone(),
             msg_id,
             kind: EnvelopeKind::Escalation,
-            doc,
+            doc: draft,
             wire,
             inline_code: None,
             code_sources: Vec::new(),
             prose: None,
             restated: Vec::new(),
         };
-        self.ctx.record(Event::Escalated { about: about.to_owned(), to: parent.clone(), reason });
-        self.record_delivery(&envelope, n_tokens);
+        let doc = Arc::new(doc);
+        self.record_delivery(&envelope, &doc, n_tokens);
         if parent == self.agent_id {
-            self.forward(envelope);
+            self.forward(&envelope, &doc);
         } else if let Some(gateway) = self.ctx.directory.get(&parent) {
-            gateway.send_message(GatewayMsg::Forward(Box::new(envelope))).ok();
+            gateway.send_message(GatewayMsg::Forward(Box::new((envelope, doc)))).ok();
         }
     }
 

@@ -7,9 +7,9 @@
 //! baseline's wire text restates it as prose), so LESS and the baseline are graded by the same rule.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::run::ledger::Event;
+use less_contract::Engram;
 use less_contract::Pointer;
 use less_contract::{Gold, OneOf, Scenario, Task, TaskKind};
 
@@ -102,11 +102,11 @@ fn grade_task(task: &Task, events: &[Event]) -> TaskVerdict {
     for (msg_id, engram) in delivered_by(events, &task.agent) {
         let answer = Answer {
             msg_id: msg_id.to_owned(),
-            engram: engram.get("id").and_then(Value::as_str).unwrap_or_default().to_owned(),
-            claim: engram.get("claim").and_then(Value::as_str).unwrap_or_default().to_owned(),
-            pointers: pointers_of(engram).iter().map(ToString::to_string).collect(),
+            engram: engram.id.clone(),
+            claim: engram.claim.clone(),
+            pointers: engram.pointers.iter().map(ToString::to_string).collect(),
         };
-        let miss = judge(&task.gold, &answer.claim, &pointers_of(engram));
+        let miss = judge(&task.gold, &answer.claim, &engram.pointers);
         if miss.count() == 0 {
             let evidence = format!("{} in {} cites {}", answer.engram, answer.msg_id, answer.pointers.join(" + "));
             return verdict(task, true, Some(answer), evidence);
@@ -200,26 +200,14 @@ pub fn states(claim: &str, term: &str) -> bool {
 }
 
 /// The engrams of messages `agent` delivered, in delivery order, with their message ids.
-fn delivered_by<'a>(events: &'a [Event], agent: &'a str) -> impl Iterator<Item = (&'a str, &'a Value)> {
+fn delivered_by<'a>(events: &'a [Event], agent: &'a str) -> impl Iterator<Item = (&'a str, &'a Engram)> {
     events
         .iter()
         .filter_map(move |e| match e {
             Event::Delivered { from, msg_id, doc, .. } if from == agent => Some((msg_id.as_str(), doc)),
             _ => None,
         })
-        .flat_map(|(msg_id, doc)| {
-            doc.get("engrams").and_then(Value::as_array).into_iter().flatten().map(move |e| (msg_id, e))
-        })
-}
-
-fn pointers_of(engram: &Value) -> Vec<Pointer> {
-    engram
-        .get("pointers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|p| serde_json::from_value::<Pointer>(p.clone()).ok())
-        .collect()
+        .flat_map(|(msg_id, doc)| doc.engrams().iter().map(move |e| (msg_id, e)))
 }
 
 #[cfg(test)]

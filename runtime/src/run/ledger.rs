@@ -1,5 +1,7 @@
-//! The ledger actor: the token ledger (every delivery, refusal and deref with its token cost), the append-only audit
-//! log (`audit.log`, one tab-separated line per action) and the live trace, all from one ordered event stream.
+//! The token ledger actor ([`TokenLedger`]): every delivery, refusal and deref with its token cost (`ledger.jsonl`),
+//! the append-only audit log (`audit.log`, one tab-separated line per action) and the live trace, all from one
+//! ordered event stream.
+//! (Not the context ledger of `context/`, which compacts a conversation.)
 //! It also keeps what a baseline orchestrator restates of each delivered report, and which reports each agent knows
 //! (received, or restated to it in a brief), so a baseline brief restates only what its writer could know.
 
@@ -10,9 +12,8 @@ use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
-use crate::run::wire::EnvelopeKind;
+use crate::run::wire::{Document, EnvelopeKind};
 use less_contract::ErrorCode;
 
 /// One thing that happened in a run (a line of `ledger.jsonl`; read back by `lessrt runs show`).
@@ -27,7 +28,8 @@ pub enum Event {
         kind: EnvelopeKind,
         tokens: u32,
         max_tokens: u32,
-        doc: Arc<Value>,
+        /// The document as the receiver's gateway checked it.
+        doc: Arc<Document>,
         /// What a baseline orchestrator restates of a typed message in later briefs ("prior reports").
         #[serde(skip)]
         prose: Option<String>,
@@ -244,8 +246,9 @@ impl Event {
                 let mut line = format!("  {from} → {to}  {:<10} {tokens:>6} tok  (≤{max_tokens})", kind.as_str());
                 // An escalation an agent wrote itself (a gateway's are `Escalated` events): say why, so a failing
                 // model is seen where it happens, not only in ledger.jsonl.
-                if *kind != EnvelopeKind::Escalation && doc.get("type").and_then(Value::as_str) == Some("escalation") {
-                    let reason = doc.get("reason").and_then(Value::as_str).unwrap_or_default();
+                if *kind != EnvelopeKind::Escalation
+                    && let Some(reason) = doc.escalation_reason()
+                {
                     line.push_str(&format!("\n    {}", escalation_note(from, to, reason)));
                 }
                 line
@@ -343,11 +346,11 @@ fn escalation_note(from: &str, to: &str, reason: &str) -> String {
     }
 }
 
-/// The actor.
-pub struct LedgerActor;
+/// The token ledger actor of a run.
+pub struct TokenLedger;
 
 /// Messages to the ledger.
-pub enum LedgerMsg {
+pub enum TokenLedgerMsg {
     /// Append an event.
     Record(Box<Event>),
     /// The restatement of every typed message delivered so far: what reading every prior report costs.
@@ -360,7 +363,7 @@ pub enum LedgerMsg {
 }
 
 /// Where the ledger writes.
-pub struct LedgerArgs {
+pub struct TokenLedgerArgs {
     /// Output directory (created); `ledger.jsonl` (this run's) and `audit.log` (appended to, every run's) go here.
     pub out_dir: Option<PathBuf>,
     /// Print the live trace.
@@ -370,7 +373,7 @@ pub struct LedgerArgs {
 }
 
 /// State: the events and the open files.
-pub struct LedgerState {
+pub struct TokenLedgerState {
     events: Vec<Event>,
     /// `(msg_id, restatement)` of every delivered typed message, in delivery order.
     histories: Vec<(String, String)>,
@@ -381,16 +384,16 @@ pub struct LedgerState {
     trace: bool,
 }
 
-impl Actor for LedgerActor {
-    type Msg = LedgerMsg;
-    type State = LedgerState;
-    type Arguments = LedgerArgs;
+impl Actor for TokenLedger {
+    type Msg = TokenLedgerMsg;
+    type State = TokenLedgerState;
+    type Arguments = TokenLedgerArgs;
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<LedgerMsg>,
-        args: LedgerArgs,
-    ) -> Result<LedgerState, ActorProcessingErr> {
+        _myself: ActorRef<TokenLedgerMsg>,
+        args: TokenLedgerArgs,
+    ) -> Result<TokenLedgerState, ActorProcessingErr> {
         let (jsonl, audit) = match &args.out_dir {
             Some(dir) => {
                 std::fs::create_dir_all(dir)?;
@@ -403,7 +406,7 @@ impl Actor for LedgerActor {
             }
             None => (None, None),
         };
-        Ok(LedgerState {
+        Ok(TokenLedgerState {
             events: Vec::new(),
             histories: Vec::new(),
             known: Default::default(),
@@ -415,19 +418,19 @@ impl Actor for LedgerActor {
 
     async fn handle(
         &self,
-        _myself: ActorRef<LedgerMsg>,
-        msg: LedgerMsg,
-        state: &mut LedgerState,
+        _myself: ActorRef<TokenLedgerMsg>,
+        msg: TokenLedgerMsg,
+        state: &mut TokenLedgerState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            LedgerMsg::Record(event) => state.record(*event),
-            LedgerMsg::History(reply) => {
+            TokenLedgerMsg::Record(event) => state.record(*event),
+            TokenLedgerMsg::History(reply) => {
                 let _ = reply.send(state.histories.iter().map(|(_, prose)| prose.clone()).collect());
             }
-            LedgerMsg::Known(agent, reply) => {
+            TokenLedgerMsg::Known(agent, reply) => {
                 let _ = reply.send(state.known_to(&agent));
             }
-            LedgerMsg::Snapshot(reply) => {
+            TokenLedgerMsg::Snapshot(reply) => {
                 let flushed = [state.jsonl.as_mut().map(Write::flush), state.audit.as_mut().map(Write::flush)];
                 for result in flushed.into_iter().flatten() {
                     state.file_failed(result);
@@ -439,7 +442,7 @@ impl Actor for LedgerActor {
     }
 }
 
-impl LedgerState {
+impl TokenLedgerState {
     /// Appends an event. A failing file (disk full, say) is reported once and then left alone: the events stay in
     /// memory and the run goes on, rather than a dead ledger taking the run down.
     fn record(&mut self, event: Event) {
@@ -510,7 +513,8 @@ mod tests {
                 kind: EnvelopeKind::Message,
                 tokens: 12,
                 max_tokens: 800,
-                doc: Arc::new(serde_json::json!({"type": "escalation", "reason": "LLM_TIMEOUT: slow"})),
+                doc: Document::message(serde_json::json!({"type": "escalation", "from": "dev", "msg_id": "m1",
+                    "reason": "LLM_TIMEOUT: slow", "severity": "blocker"})),
                 prose: None,
                 restated: Vec::new(),
             },
@@ -558,8 +562,8 @@ mod tests {
 
     #[test]
     fn an_agents_own_escalation_says_why_in_the_trace() {
-        let doc = serde_json::json!({"type": "escalation", "reason":
-            "LLM_UNREACHABLE: the model could not write the report: cannot reach the model server after 4 attempts"});
+        let doc = serde_json::json!({"type": "escalation", "from": "reviewer", "msg_id": "m", "severity": "blocker",
+            "reason": "LLM_UNREACHABLE: the model could not write the report: cannot reach the model server after 4 attempts"});
         let event = Event::Delivered {
             from: "reviewer".into(),
             to: "lead".into(),
@@ -567,7 +571,7 @@ mod tests {
             kind: EnvelopeKind::Message,
             tokens: 40,
             max_tokens: 800,
-            doc: Arc::new(doc),
+            doc: Document::message(doc),
             prose: None,
             restated: Vec::new(),
         };

@@ -4,7 +4,7 @@
 //! RunSupervisor
 //! ├── MemoryActor            the run's engram memory: agents' reports are put, their queries answered, as them
 //! ├── ResolverActor          pointer → content + digest, confined to the workspace
-//! ├── LedgerActor            every delivery, refusal, deref, grant, restart: ledger.jsonl + audit.log
+//! ├── TokenLedger            every delivery, refusal, deref, grant, restart: ledger.jsonl + audit.log
 //! └── Gateway(agent) → Agent  one budget enforcer per agent; the gateway supervises (and restarts) its agent
 //! ```
 //!
@@ -31,7 +31,7 @@ use ractor::ActorRef;
 use crate::dag::actor::SummarizerMsg;
 use crate::memory::{MemoryMsg, Principal};
 use crate::run::gateway::GatewayMsg;
-use crate::run::ledger::LedgerMsg;
+use crate::run::ledger::TokenLedgerMsg;
 use crate::run::resolver_actor::ResolverMsg;
 use less_contract::{ErrorCode, Violation};
 use less_contract::{Scenario, WireMode};
@@ -46,7 +46,9 @@ pub use report::{CheckResult, CheckStatus, ModelSpend, RoleReport, RunReport, To
 pub use supervisor::{
     DEFAULT_STEP_TIMEOUT, LocalRun, Pinned, RunOptions, check_out_dir, run_scenario, run_scenario_with,
 };
-pub use wire::{Action, AskGrantAction, BriefAction, DerefAction, Envelope, EnvelopeKind, ReportAction, SendAction};
+pub use wire::{
+    Action, AskGrantAction, BriefAction, DerefAction, Document, Draft, Envelope, EnvelopeKind, ReportAction, SendAction,
+};
 
 /// Gateways by agent id: the only way to reach an agent.
 #[derive(Default)]
@@ -79,7 +81,7 @@ pub struct RunContext {
     pub(crate) secret: [u8; 32],
     pub(crate) directory: Directory,
     pub(crate) resolver: ActorRef<ResolverMsg>,
-    pub(crate) ledger: ActorRef<LedgerMsg>,
+    pub(crate) ledger: ActorRef<TokenLedgerMsg>,
     pub(crate) memory: ActorRef<MemoryMsg>,
     /// The summarizers: every delivered message is archived, and the run is one session.
     pub(crate) summarizers: ActorRef<SummarizerMsg>,
@@ -92,7 +94,7 @@ pub struct RunContext {
 impl RunContext {
     /// Records an event in the ledger (fire and forget: the ledger never refuses).
     pub(crate) fn record(&self, event: Event) {
-        if let Err(err) = self.ledger.send_message(LedgerMsg::Record(Box::new(event))) {
+        if let Err(err) = self.ledger.send_message(TokenLedgerMsg::Record(Box::new(event))) {
             tracing::error!("ledger unavailable: {err}");
         }
     }

@@ -8,11 +8,10 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::run::grade::{TaskReport, grade};
 use crate::run::ledger::Event;
-use less_contract::Pointer;
+use less_contract::Engram;
 use less_contract::{Check, Scenario, WireMode};
 
 /// Inline tokens per turn.
@@ -292,33 +291,24 @@ fn over_cap(events: &[Event]) -> Vec<String> {
         .collect()
 }
 
-fn delivered_engrams(events: &[Event]) -> impl Iterator<Item = (&str, &Value)> {
+fn delivered_engrams(events: &[Event]) -> impl Iterator<Item = (&str, &Engram)> {
     events
         .iter()
         .filter_map(|e| match e {
             Event::Delivered { from, doc, .. } => Some((from.as_str(), doc)),
             _ => None,
         })
-        .flat_map(|(from, doc)| {
-            doc.get("engrams").and_then(Value::as_array).into_iter().flatten().map(move |e| (from, e))
-        })
+        .flat_map(|(from, doc)| doc.engrams().iter().map(move |e| (from, e)))
 }
 
-fn pointer_texts(engram: &Value) -> Vec<String> {
-    engram
-        .get("pointers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|p| serde_json::from_value::<Pointer>(p.clone()).ok())
-        .map(|p| p.to_string())
-        .collect()
+fn pointer_texts(engram: &Engram) -> Vec<String> {
+    engram.pointers.iter().map(ToString::to_string).collect()
 }
 
 /// An escalation an agent wrote and delivered itself (a gateway's own escalations are `Event::Escalated`).
 fn is_agent_escalation(scenario: &Scenario, event: &Event) -> bool {
     matches!(event, Event::Delivered { from, doc, .. }
-        if scenario.agent(from).is_some() && doc.get("type").and_then(Value::as_str) == Some("escalation"))
+        if scenario.agent(from).is_some() && doc.escalation_reason().is_some())
 }
 
 /// The id a run delivered for a recalled engram: a run's own copy of a claim another run holds privately is filed
@@ -356,7 +346,7 @@ fn evaluate_rule(check: &Check, scenario: &Scenario, events: &[Event], totals: &
         Check::EngramCites { kind, pointers } => {
             let kind_name = kind.as_str();
             let found = delivered_engrams(events).find(|(_, e)| {
-                e.get("kind").and_then(Value::as_str) == Some(kind_name) && {
+                e.kind == *kind && {
                     let cited = pointer_texts(e);
                     pointers.iter().all(|p| cited.contains(p))
                 }
@@ -364,9 +354,7 @@ fn evaluate_rule(check: &Check, scenario: &Scenario, events: &[Event], totals: &
             (
                 format!("{kind_name} engram cites {}", pointers.join(" + ")),
                 found.is_some(),
-                found.map_or("no such engram was delivered".into(), |(from, e)| {
-                    format!("{} from {from}", e.get("id").and_then(Value::as_str).unwrap_or_default())
-                }),
+                found.map_or("no such engram was delivered".into(), |(from, e)| format!("{} from {from}", e.id)),
             )
         }
         Check::DigestsRecorded => {
@@ -381,8 +369,7 @@ fn evaluate_rule(check: &Check, scenario: &Scenario, events: &[Event], totals: &
                 .collect();
             let (mut n_with, mut missing) = (0usize, Vec::new());
             for (from, engram) in delivered_engrams(events) {
-                for pointer in engram.get("pointers").and_then(Value::as_array).into_iter().flatten() {
-                    let Ok(parsed) = serde_json::from_value::<Pointer>(pointer.clone()) else { continue };
+                for parsed in &engram.pointers {
                     let text = parsed.to_string();
                     if dereferenced.contains(&(from, text.as_str())) {
                         if parsed.digest().is_some() {
@@ -457,10 +444,8 @@ fn evaluate_rule(check: &Check, scenario: &Scenario, events: &[Event], totals: &
                 .flatten()
                 .collect();
             let cites_ok = cites.as_ref().is_none_or(|want| {
-                delivered_engrams(events).any(|(_, e)| {
-                    returned.iter().any(|id| e.get("id").and_then(Value::as_str) == Some(base_id(id)))
-                        && pointer_texts(e).contains(want)
-                })
+                delivered_engrams(events)
+                    .any(|(_, e)| returned.iter().any(|id| e.id == base_id(id)) && pointer_texts(e).contains(want))
             });
             (
                 format!("{agent} recalled ≥{min} engrams"),

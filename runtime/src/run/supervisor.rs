@@ -26,7 +26,7 @@ use crate::memory::{MemoryActor, MemoryArgs, system_clock};
 use crate::resolver::Resolver;
 use crate::run::agent::{ActRequest, AgentFactory};
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg, MAX_RESTARTS};
-use crate::run::ledger::{Event, LedgerActor, LedgerArgs, LedgerMsg};
+use crate::run::ledger::{Event, TokenLedger, TokenLedgerArgs, TokenLedgerMsg};
 use crate::run::report::RunReport;
 use crate::run::resolver_actor::ResolverActor;
 use crate::run::wire::Envelope;
@@ -151,8 +151,9 @@ impl LocalRun {
         let (resolver, _) = Actor::spawn_linked(None, ResolverActor, resolver, supervisor.get_cell())
             .await
             .map_err(|e| fail("resolver", &e))?;
-        let ledger_args = LedgerArgs { out_dir: options.out_dir.clone(), trace: options.trace, run_id: run_id.clone() };
-        let (ledger, _) = Actor::spawn_linked(None, LedgerActor, ledger_args, supervisor.get_cell())
+        let ledger_args =
+            TokenLedgerArgs { out_dir: options.out_dir.clone(), trace: options.trace, run_id: run_id.clone() };
+        let (ledger, _) = Actor::spawn_linked(None, TokenLedger, ledger_args, supervisor.get_cell())
             .await
             .map_err(|e| fail("ledger", &e))?;
         let (memory_dir, remove_on_stop) = match &options.out_dir {
@@ -296,7 +297,7 @@ impl LocalRun {
 
     /// The report of what happened so far.
     pub async fn report(&self) -> crate::Result<RunReport> {
-        let events = ractor::call!(self.ctx.ledger, LedgerMsg::Snapshot).map_err(|e| fail("ledger", &e))?;
+        let events = ractor::call!(self.ctx.ledger, TokenLedgerMsg::Snapshot).map_err(|e| fail("ledger", &e))?;
         Ok(RunReport::build(&self.ctx.scenario, self.ctx.mode, &events))
     }
 

@@ -10,11 +10,11 @@ use serde_json::{Value, json};
 use super::*;
 use crate::run::agent::{ActRequest, Agent, AgentFactory, AgentFuture, TurnInput};
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg};
-use crate::run::ledger::{LedgerActor, LedgerArgs};
+use crate::run::ledger::{Event, TokenLedger, TokenLedgerArgs, TokenLedgerMsg};
 use crate::run::resolver_actor::ResolverActor;
-use crate::run::wire::{Action, DerefAction, Envelope, EnvelopeKind};
+use crate::run::wire::{Action, DerefAction, Document, Draft, Envelope, EnvelopeKind};
 use crate::{Pointer, Resolver};
-use less_contract::{Scenario, WireMode};
+use less_contract::{ErrorCode, Scenario, WireMode};
 
 /// Records what the agent saw in its inbox at each turn (a test double for the logic around the gateway).
 struct Recorder(Arc<Mutex<Vec<Vec<Value>>>>);
@@ -41,6 +41,10 @@ struct Harness {
 }
 
 async fn harness(budget_toml: &str) -> Harness {
+    harness_in(WireMode::Less, budget_toml).await
+}
+
+async fn harness_in(mode: WireMode, budget_toml: &str) -> Harness {
     let workspace = tempfile::tempdir().expect("tempdir");
     std::fs::write(workspace.path().join("a.rs"), "fn a() {}\n").expect("write");
     let toml = format!(
@@ -51,7 +55,7 @@ async fn harness(budget_toml: &str) -> Harness {
         .await
         .expect("resolver actor");
     let (ledger, _) =
-        Actor::spawn(None, LedgerActor, LedgerArgs { out_dir: None, trace: false, run_id: "h".to_owned() })
+        Actor::spawn(None, TokenLedger, TokenLedgerArgs { out_dir: None, trace: false, run_id: "h".to_owned() })
             .await
             .expect("ledger");
     let memory_args =
@@ -69,7 +73,7 @@ async fn harness(budget_toml: &str) -> Harness {
     let ctx = Arc::new(RunContext {
         run_id: format!("h{}", rand_suffix()),
         session_base: format!("h{}", rand_suffix()),
-        mode: WireMode::Less,
+        mode,
         scenario,
         secret: [9u8; 32],
         directory: Directory::default(),
@@ -116,7 +120,7 @@ fn message(idx: usize, body: &str, n_engrams: usize, code: bool) -> Envelope {
         to: "lead".into(),
         msg_id: format!("q{idx}"),
         kind: EnvelopeKind::Message,
-        doc,
+        doc: Draft::Raw(doc),
         wire,
         inline_code: code.then(|| body.to_owned()),
         code_sources: vec!["repo:a.rs".to_owned()],
@@ -181,6 +185,60 @@ proptest! {
 }
 
 #[tokio::test]
+async fn every_mode_checks_a_document_once_into_its_type_and_the_ledger_holds_it_typed() {
+    for mode in [WireMode::Less, WireMode::Verbatim, WireMode::VerbatimWhole] {
+        let h = harness_in(mode, "").await;
+        let gateway = h.ctx.directory.get("lead").expect("lead");
+        let deliver = |envelope: Envelope| {
+            let gateway = gateway.clone();
+            async move { ractor::call!(gateway, GatewayMsg::Deliver, Box::new(envelope)).expect("deliver") }
+        };
+        // A question without its question: the schema refuses it, in the baselines too.
+        let mut broken = message(1, "", 0, false);
+        broken.doc = Draft::Raw(json!({"type": "question", "from": "dev", "msg_id": "q1"}));
+        let refused = deliver(broken).await.expect_err("a document that breaks the contract is refused");
+        assert_eq!(refused.code, ErrorCode::SchemaInvalid, "{mode:?}: {refused:?}");
+        // A grant in a message's envelope: refused as the wrong kind, before anything else looks at it.
+        let terms = crate::GrantTerms {
+            grant_id: "g1".into(),
+            issuer: "lead".into(),
+            grantee: "dev".into(),
+            patterns: vec!["repo:a.rs".into()],
+            max_derefs: 1,
+            max_tokens: 100,
+            inline_code_tokens: 0,
+            expires_at: "2999-01-01T00:00:00Z".into(),
+            uses: 1,
+        };
+        let mut misfiled = message(2, "", 0, false);
+        misfiled.doc = Draft::Grant(crate::Grant::issue(terms, &h.ctx.secret));
+        let refused = deliver(misfiled).await.expect_err("a grant is not a message");
+        assert_eq!(refused.code, ErrorCode::SchemaInvalid, "{mode:?}");
+        assert!(refused.message.contains("another kind"), "{refused:?}");
+        // A valid message with two engrams: delivered; the ledger holds it as a typed message.
+        deliver(message(3, "", 2, false)).await.expect("a valid message is delivered");
+        let events = ractor::call!(h.ctx.ledger, TokenLedgerMsg::Snapshot).expect("ledger");
+        let delivered: Vec<&Document> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Delivered { msg_id, doc, .. } if msg_id == "q3" => Some(&**doc),
+                _ => None,
+            })
+            .collect();
+        let [Document::Message(message)] = delivered.as_slice() else {
+            panic!("{mode:?}: one typed message delivered, not {delivered:?}")
+        };
+        let ids: Vec<&str> = message.engrams.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["eg_0", "eg_1"], "{mode:?}");
+        // What the ledger writes reads back as the same typed document.
+        let line = serde_json::to_string(delivered[0]).expect("serializes");
+        let back: Document = serde_json::from_str(&line).expect("reads back, validated again");
+        assert_eq!(&back, delivered[0]);
+        assert!(serde_json::from_str::<Document>(r#"{"type": "question", "from": "dev"}"#).is_err());
+    }
+}
+
+#[tokio::test]
 async fn a_changed_source_is_a_digest_mismatch_through_the_resolver_actor() {
     let h = harness("").await;
     let pointer = Pointer::parse("repo:a.rs").expect("pointer");
@@ -219,7 +277,7 @@ async fn a_forged_grant_delivered_to_a_gateway_is_refused() {
             msg_id: "g".into(),
             kind: EnvelopeKind::Grant,
             wire: doc.to_string(),
-            doc,
+            doc: Draft::Grant(grant),
             inline_code: None,
             code_sources: Vec::new(),
             prose: None,

@@ -7,11 +7,13 @@
 //! points to; every report is a prose summary with its claims and pastes the spans it cites. The whole-file baseline
 //! pastes whole files and every prior report instead. Same logic, only the wire differs, so the token counts compare.
 
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use less_contract::Scope;
-use less_contract::Severity;
-use less_contract::{EngramSpec, GrantSpec, ReportKind};
+use less_contract::{
+    DocKind, Engram, EngramSpec, ErrorCode, Grant, GrantSpec, Payload, ReportKind, Scope, Severity, SharedBriefMicro,
+    TypedMessage, Valid, Violation,
+};
 
 /// One thing an agent decides to do. A turn is a loop: the agent returns one action, the runtime performs it
 /// through the agent's gateway and shows the agent what came of it ([`crate::run::Turn::last`]), until the agent
@@ -148,7 +150,7 @@ pub struct SendAction {
     pub to: String,
     /// What it carries.
     pub kind: EnvelopeKind,
-    /// The document.
+    /// The document, as the agent wrote it (the receiver's gateway judges it like any other).
     pub doc: Value,
 }
 
@@ -167,6 +169,15 @@ pub enum EnvelopeKind {
 }
 
 impl EnvelopeKind {
+    /// The contract's kind of the document it carries.
+    pub fn doc_kind(self) -> DocKind {
+        match self {
+            EnvelopeKind::Brief => DocKind::Brief,
+            EnvelopeKind::Message | EnvelopeKind::Escalation => DocKind::Message,
+            EnvelopeKind::Grant => DocKind::Grant,
+        }
+    }
+
     /// Lowercase name for traces and the ledger.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -189,8 +200,9 @@ pub struct Envelope {
     pub msg_id: String,
     /// What it carries.
     pub kind: EnvelopeKind,
-    /// The LESS document (brief, typed message or grant) — the logical content the receiver acts on.
-    pub doc: Value,
+    /// The LESS document (brief, typed message or grant) — the logical content the receiver acts on — as its
+    /// sender built it, not yet checked: the receiver's gateway makes it a [`Document`] or refuses it.
+    pub doc: Draft,
     /// The exact text the receiver's prompt would contain; tokens are counted on it.
     pub wire: String,
     /// Source code pasted inline (needs a grant for inline code).
@@ -202,4 +214,147 @@ pub struct Envelope {
     pub prose: Option<String>,
     /// Baseline briefs: the prior reports (message ids) restated, which the receiver then knows.
     pub restated: Vec<String>,
+}
+
+/// A document as its sender hands it to the receiver's gateway: built, not yet checked.
+#[derive(Debug, Clone)]
+pub enum Draft {
+    /// A brief the runtime wrote for a parent.
+    Brief(SharedBriefMicro),
+    /// A typed message the runtime wrote for an agent (a report, a deref request, an answer) or a gateway (an
+    /// escalation).
+    Message(TypedMessage),
+    /// A grant a gateway issued.
+    Grant(Grant),
+    /// A document an agent wrote itself ([`Action::Send`]), judged as the envelope's kind says.
+    Raw(Value),
+}
+
+impl Draft {
+    /// The JSON document the receiver's gateway judges (objects with sorted keys, as it has always been counted).
+    pub fn to_value(&self) -> Result<Value, Violation> {
+        let value = match self {
+            Draft::Brief(brief) => serde_json::to_value(brief),
+            Draft::Message(message) => serde_json::to_value(message),
+            Draft::Grant(grant) => serde_json::to_value(grant),
+            Draft::Raw(doc) => return Ok(doc.clone()),
+        };
+        value.map_err(|err| {
+            Violation::new(ErrorCode::SchemaInvalid, "", format!("the document has no JSON form: {err}"))
+        })
+    }
+}
+
+/// A document a gateway accepted: checked once, against the schema and the semantic rules of its kind, and held
+/// typed from there on (the ledger's `delivered` events, grading, reports). Only an agent's inbox is JSON, because
+/// JSON is what a model reads.
+///
+/// It serializes as the document's JSON object with sorted keys, exactly the JSON the receiver's gateway checked, and
+/// deserializes (reading a ledger back) by validating again.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Document {
+    /// A SharedBriefMicro.
+    Brief(Valid<SharedBriefMicro>),
+    /// A typed message (an escalation among them).
+    Message(Valid<TypedMessage>),
+    /// A grant.
+    Grant(Valid<Grant>),
+}
+
+impl Document {
+    /// Checks `draft` as the document an envelope of `kind` carries: the first violation of the schema or the
+    /// semantic rules, or of the kind (a grant sent as a message), refuses it.
+    pub fn check(kind: EnvelopeKind, draft: &Draft) -> Result<Document, Violation> {
+        let first = |violations: less_contract::Violations| {
+            violations.0.into_iter().next().unwrap_or_else(|| Violation::new(ErrorCode::SchemaInvalid, "", "invalid"))
+        };
+        match (kind, draft) {
+            (EnvelopeKind::Brief, Draft::Brief(brief)) => Valid::new(brief.clone()).map(Document::Brief),
+            (EnvelopeKind::Message | EnvelopeKind::Escalation, Draft::Message(message)) => {
+                Valid::new(message.clone()).map(Document::Message)
+            }
+            (EnvelopeKind::Grant, Draft::Grant(grant)) => Valid::new(grant.clone()).map(Document::Grant),
+            (kind, Draft::Raw(doc)) => Document::from_value(kind.doc_kind(), doc),
+            (kind, _) => {
+                return Err(Violation::new(
+                    ErrorCode::SchemaInvalid,
+                    "",
+                    format!("a {} envelope carries another kind of document", kind.as_str()),
+                ));
+            }
+        }
+        .map_err(first)
+    }
+
+    /// Validates an untrusted JSON document of `kind` (a brief, a message or a grant).
+    fn from_value(kind: DocKind, doc: &Value) -> Result<Document, less_contract::Violations> {
+        match kind {
+            DocKind::Brief => Valid::from_value(doc).map(Document::Brief),
+            DocKind::Grant => Valid::from_value(doc).map(Document::Grant),
+            // Every envelope kind but these two carries a typed message.
+            _ => Valid::from_value(doc).map(Document::Message),
+        }
+    }
+
+    /// The engrams it carries (a typed message's; none for a brief or a grant).
+    pub fn engrams(&self) -> &[Engram] {
+        match self {
+            Document::Message(message) => &message.engrams,
+            Document::Brief(_) | Document::Grant(_) => &[],
+        }
+    }
+
+    /// The reason of an escalation message.
+    pub fn escalation_reason(&self) -> Option<&str> {
+        match self {
+            Document::Message(message) => match &message.payload {
+                Payload::Escalation { reason, .. } => Some(reason),
+                _ => None,
+            },
+            Document::Brief(_) | Document::Grant(_) => None,
+        }
+    }
+
+    /// The grant a typed message names for its inline code.
+    pub fn grant_id(&self) -> Option<&str> {
+        match self {
+            Document::Message(message) => message.grant_id.as_deref(),
+            Document::Brief(_) | Document::Grant(_) => None,
+        }
+    }
+
+    /// Its JSON object (sorted keys).
+    pub fn to_value(&self) -> Value {
+        match self {
+            Document::Brief(brief) => brief.to_value(),
+            Document::Message(message) => message.to_value(),
+            Document::Grant(grant) => grant.to_value(),
+        }
+    }
+}
+
+#[cfg(test)]
+impl Document {
+    /// A typed message for a test's ledger events; panics when `doc` is not a valid message.
+    pub(crate) fn message(doc: Value) -> std::sync::Arc<Document> {
+        std::sync::Arc::new(Document::check(EnvelopeKind::Message, &Draft::Raw(doc)).expect("a valid typed message"))
+    }
+}
+
+impl Serialize for Document {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_value().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Document {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Document, D::Error> {
+        let doc = Value::deserialize(deserializer)?;
+        match DocKind::infer(&doc) {
+            Some(kind @ (DocKind::Brief | DocKind::Message | DocKind::Grant)) => {
+                Document::from_value(kind, &doc).map_err(serde::de::Error::custom)
+            }
+            _ => Err(serde::de::Error::custom("not a brief, a typed message or a grant")),
+        }
+    }
 }

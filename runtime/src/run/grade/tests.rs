@@ -2,12 +2,11 @@
 //! wrong span, a missing side, a missing term, an answer by someone else, an answer that was refused) is not.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use super::*;
-use crate::run::wire::EnvelopeKind;
+use crate::run::wire::{Document, EnvelopeKind};
 
 const SCENARIO: &str = r#"
 name = "graded"
@@ -63,7 +62,9 @@ fn delivered(from: &str, msg_id: &str, engrams: Vec<Value>) -> Event {
         kind: EnvelopeKind::Message,
         tokens: 100,
         max_tokens: 800,
-        doc: Arc::new(json!({"type": "question", "from": from, "msg_id": msg_id, "question": "?", "engrams": engrams})),
+        doc: Document::message(
+            json!({"type": "question", "from": from, "msg_id": msg_id, "question": "?", "engrams": engrams}),
+        ),
         prose: None,
         restated: Vec::new(),
     }

@@ -2,14 +2,13 @@
 //! mechanisms reported as not applicable in the baselines (never as passed).
 
 use std::path::Path;
-use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use super::*;
-use crate::run::wire::EnvelopeKind;
-use less_contract::ErrorCode;
+use crate::run::wire::{Document, EnvelopeKind};
 use less_contract::{EngramKind, Scope};
+use less_contract::{ErrorCode, Pointer};
 
 const SCENARIO: &str = r#"
 name = "checked"
@@ -49,7 +48,9 @@ fn delivered(from: &str, msg_id: &str, tokens: u32, engrams: Vec<Value>) -> Even
         kind: EnvelopeKind::Message,
         tokens,
         max_tokens: 800,
-        doc: Arc::new(json!({"type": "question", "from": from, "msg_id": msg_id, "question": "?", "engrams": engrams})),
+        doc: Document::message(
+            json!({"type": "question", "from": from, "msg_id": msg_id, "question": "?", "engrams": engrams}),
+        ),
         prose: None,
         restated: Vec::new(),
     }
@@ -236,7 +237,7 @@ fn escalations_counts_gateway_and_agent_escalations() {
         kind: EnvelopeKind::Message,
         tokens: 50,
         max_tokens: 800,
-        doc: Arc::new(
+        doc: Document::message(
             json!({"type": "escalation", "from": "dev", "msg_id": "e", "reason": "model down", "severity": "blocker"}),
         ),
         prose: None,
