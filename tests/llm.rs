@@ -11,7 +11,7 @@ use less_agents::provider::CompletionModel;
 use less_agents::record::{Recorder, Replayer};
 use less_agents::summarizer::LlmSummarizer;
 use less_agents::{ModelSettings, live_model};
-use less_runtime::dag::{NodeKind, SummaryInput, SummaryItem, escalate};
+use less_runtime::dag::{Driver, NodeKind, SummaryInput, SummaryItem};
 use less_runtime::{DocKind, Encoding, LlmSpec, TokenCounter, validate};
 use serde_json::{Value, json};
 
@@ -283,11 +283,11 @@ fn summarizer_against_the_server(dir: &Path) {
     let rec = dir.join("summaries");
     let live: Arc<dyn CompletionModel> =
         Arc::new(Recorder::new(live_model(&ModelSettings::from_env(&LlmSpec::default())), &rec).expect("recorder"));
-    let summary = escalate(&LlmSummarizer::new(live, "llm:smollm2", 0.0), &input, 160, counter);
+    let summary = Driver::default().escalate(&LlmSummarizer::new(live, "llm:smollm2", 0.0), &input, 160, counter);
     assert!(summary.level <= 2, "the model's summary was accepted at level 1 or 2: {:?}", summary.attempts);
     assert!(summary.tokens <= 160 && !summary.content.is_empty());
     let replay: Arc<dyn CompletionModel> = Arc::new(Replayer::new(&rec).expect("replayer"));
-    let again = escalate(&LlmSummarizer::new(replay, "llm:smollm2", 0.0), &input, 160, counter);
+    let again = Driver::default().escalate(&LlmSummarizer::new(replay, "llm:smollm2", 0.0), &input, 160, counter);
     assert_eq!(summary, again);
 }
 

@@ -5,8 +5,8 @@
 //! about the target; aggressive: only the essentials as terse bullets). Generation is capped at the level's target
 //! in tokens, so a rambling model is cut, not trusted; `escalate` still measures the answer and falls back to the
 //! next level (and finally to deterministic truncation) when it is empty, too long or the model failed. The
-//! summarizer is synchronous, as the seam is: each call runs the model on a current-thread runtime of its own, from
-//! the blocking thread the DAG's level summarizers call it on.
+//! summarizer is asynchronous, as the seam is: its future is the model call, waited for on the run's runtime (the
+//! DAG's level summarizers) or on the one runtime of a synchronous command's condenser.
 //!
 //! A model that is down costs every call its full retries (seconds each), and a build asks once or twice per node;
 //! so after a call fails in a way retries did not cure (unreachable, timed out, rate-limited, 5xx), the summarizer
@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use less_runtime::dag::{Level, NodeKind, SummarizeError, Summarizer, SummaryInput};
+use less_runtime::dag::{Level, NodeKind, SummarizeError, Summarizer, SummaryFuture, SummaryInput};
 
 use crate::provider::{ChatMessage, CompletionModel, CompletionRequest};
 
@@ -92,36 +92,34 @@ impl Summarizer for LlmSummarizer {
         &self.name
     }
 
-    fn summarize(&self, input: &SummaryInput<'_>, level: Level, target_tokens: u32) -> Result<String, SummarizeError> {
-        {
-            let breaker = self.breaker.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some((until, why)) = breaker.as_ref()
-                && Instant::now() < *until
+    fn summarize<'a>(&'a self, input: SummaryInput<'a>, level: Level, target_tokens: u32) -> SummaryFuture<'a> {
+        Box::pin(async move {
             {
-                let left = until.saturating_duration_since(Instant::now()).as_secs();
-                return Err(SummarizeError(format!("{why} (not asked again for {left} s)")));
-            }
-        }
-        let request = self.request(input, level, target_tokens);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|err| SummarizeError(format!("no runtime for the model call: {err}")))?;
-        match runtime.block_on(self.model.complete(&request)) {
-            Ok(completion) => {
-                *self.breaker.lock().unwrap_or_else(PoisonError::into_inner) = None;
-                Ok(completion.text.trim().to_owned())
-            }
-            Err(err) => {
-                let why = format!("{}: {err}", err.code());
-                // Transient errors were retried already: the model is down or overloaded, not confused.
-                if err.is_transient() && !self.cooldown.is_zero() {
-                    let until = Instant::now() + self.cooldown;
-                    *self.breaker.lock().unwrap_or_else(PoisonError::into_inner) = Some((until, why.clone()));
+                let breaker = self.breaker.lock().unwrap_or_else(PoisonError::into_inner);
+                if let Some((until, why)) = breaker.as_ref()
+                    && Instant::now() < *until
+                {
+                    let left = until.saturating_duration_since(Instant::now()).as_secs();
+                    return Err(SummarizeError(format!("{why} (not asked again for {left} s)")));
                 }
-                Err(SummarizeError(why))
             }
-        }
+            let request = self.request(&input, level, target_tokens);
+            match self.model.complete(&request).await {
+                Ok(completion) => {
+                    *self.breaker.lock().unwrap_or_else(PoisonError::into_inner) = None;
+                    Ok(completion.text.trim().to_owned())
+                }
+                Err(err) => {
+                    let why = format!("{}: {err}", err.code());
+                    // Transient errors were retried already: the model is down or overloaded, not confused.
+                    if err.is_transient() && !self.cooldown.is_zero() {
+                        let until = Instant::now() + self.cooldown;
+                        *self.breaker.lock().unwrap_or_else(PoisonError::into_inner) = Some((until, why.clone()));
+                    }
+                    Err(SummarizeError(why))
+                }
+            }
+        })
     }
 }
 

@@ -35,7 +35,7 @@ impl<T: Contract> Valid<T> {
     /// Validates an untrusted JSON document and converts it.
     pub fn from_value(doc: &Value) -> Result<Valid<T>, Violations> {
         check(T::KIND, doc)?;
-        serde_json::from_value(doc.clone()).map(Valid).map_err(|err| {
+        T::deserialize(doc).map(Valid).map_err(|err| {
             // The schema and the Rust type are kept in agreement by tests; if they ever disagree, refuse rather
             // than guess.
             Violations(vec![Violation::new(ErrorCode::SchemaInvalid, "", err.to_string())])

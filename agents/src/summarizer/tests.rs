@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use less_runtime::TokenCounter;
-use less_runtime::dag::{SummaryItem, escalate};
+use less_runtime::dag::{Driver, SummaryItem};
 
 use super::*;
 use crate::provider::{Completion, LlmError, ModelFuture, Usage};
@@ -71,7 +71,8 @@ fn a_too_long_normal_answer_escalates_to_the_aggressive_level() {
     let summarizer = LlmSummarizer::new(model.clone(), "llm:test", 0.0);
     let items = items();
     let input = SummaryInput { kind: NodeKind::Session, project: "p", session: Some("s"), items: &items };
-    let summary = escalate(&summarizer, &input, 120, TokenCounter::shared(less_runtime::Encoding::O200kBase));
+    let summary =
+        Driver::default().escalate(&summarizer, &input, 120, TokenCounter::shared(less_runtime::Encoding::O200kBase));
     assert_eq!(summary.level, 2, "{summary:?}");
     assert_eq!(summary.content, "- refill clock moved into TokenBucket::refill");
     assert!(summary.attempts[0].rejected.as_deref().is_some_and(|r| r.contains("over the level's target")));
@@ -83,7 +84,8 @@ fn a_failing_model_ends_in_deterministic_truncation() {
     let summarizer = LlmSummarizer::new(answers(&[]), "llm:test", 0.0);
     let items = items();
     let input = SummaryInput { kind: NodeKind::Epoch, project: "p", session: None, items: &items };
-    let summary = escalate(&summarizer, &input, 100, TokenCounter::shared(less_runtime::Encoding::O200kBase));
+    let summary =
+        Driver::default().escalate(&summarizer, &input, 100, TokenCounter::shared(less_runtime::Encoding::O200kBase));
     assert_eq!(summary.level, 3);
     assert!(summary.attempts[0].rejected.as_deref().is_some_and(|r| r.contains("LLM_TIMEOUT")), "{summary:?}");
 }
@@ -96,27 +98,27 @@ fn a_model_that_is_down_is_not_asked_again_until_the_cooldown_ends() {
     let input = SummaryInput { kind: NodeKind::Session, project: "p", session: Some("s"), items: &items };
     let counter = TokenCounter::shared(less_runtime::Encoding::O200kBase);
     for _ in 0..5 {
-        assert_eq!(escalate(&summarizer, &input, 100, counter).level, 3);
+        assert_eq!(Driver::default().escalate(&summarizer, &input, 100, counter).level, 3);
     }
     assert_eq!(
         model.seen.lock().expect("lock").len(),
         1,
         "one failed call opens the breaker: the other nine levels are not asked"
     );
-    let summary = escalate(&summarizer, &input, 100, counter);
+    let summary = Driver::default().escalate(&summarizer, &input, 100, counter);
     let second = summary.attempts[0].rejected.as_deref().unwrap_or_default();
     assert!(second.contains("LLM_TIMEOUT") && second.contains("not asked again"), "{second}");
 
     // A model that recovers is asked again after the cooldown, and a good answer closes the breaker.
     let flaky: Arc<Answers> = answers(&[]);
     let summarizer = LlmSummarizer::new(flaky.clone(), "llm:test", 0.0).with_cooldown(Duration::from_millis(50));
-    assert_eq!(escalate(&summarizer, &input, 100, counter).level, 3);
+    assert_eq!(Driver::default().escalate(&summarizer, &input, 100, counter).level, 3);
     assert_eq!(flaky.seen.lock().expect("lock").len(), 1);
     std::thread::sleep(Duration::from_millis(60));
     flaky.texts.lock().expect("lock").push("- refill clock moved".to_owned());
-    assert_eq!(escalate(&summarizer, &input, 100, counter).level, 1);
+    assert_eq!(Driver::default().escalate(&summarizer, &input, 100, counter).level, 1);
     flaky.texts.lock().expect("lock").push("- boundary test fixed".to_owned());
-    assert_eq!(escalate(&summarizer, &input, 100, counter).level, 1, "the breaker closed");
+    assert_eq!(Driver::default().escalate(&summarizer, &input, 100, counter).level, 1, "the breaker closed");
     assert_eq!(flaky.seen.lock().expect("lock").len(), 3);
 }
 
@@ -129,7 +131,7 @@ fn a_confused_model_keeps_being_asked() {
     let input = SummaryInput { kind: NodeKind::Session, project: "p", session: Some("s"), items: &items };
     let counter = TokenCounter::shared(less_runtime::Encoding::O200kBase);
     for _ in 0..2 {
-        assert_eq!(escalate(&summarizer, &input, 100, counter).level, 3);
+        assert_eq!(Driver::default().escalate(&summarizer, &input, 100, counter).level, 3);
     }
     assert_eq!(model.seen.lock().expect("lock").len(), 4, "both levels asked, both times");
 }

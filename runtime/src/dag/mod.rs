@@ -1,8 +1,8 @@
 //! Lossless memory: every message is kept verbatim, and summaries form a DAG over them (session → arc → epoch).
 //!
 //! - `archive.rs` — the tables: immutable raw messages, summary nodes and their edges, segments, events.
-//! - `summarize.rs` — the [`Summarizer`] seam, the default [`Extractive`] summarizer, and [`escalate`] (normal →
-//!   aggressive → deterministic truncation).
+//! - `summarize.rs` — the async [`Summarizer`] seam, the default [`Extractive`] summarizer, [`escalate`] (normal →
+//!   aggressive → deterministic truncation) and the [`Driver`] that waits for it from synchronous code.
 //! - `gate.rs` — the significance gate.
 //! - `expand.rs` — `expand`, `expand_query` and `impact`.
 //! - `transcript.rs` — chat transcripts (JSON array or JSONL) to messages.
@@ -39,8 +39,8 @@ pub use archive::{
 pub use expand::{Answer, Child, Citation, Expansion, Impact, ImpactItem};
 pub use gate::{GateConfig, GateReport};
 pub use summarize::{
-    Attempt, Class, Extractive, Level, MARKERS, SummarizeError, Summarizer, Summary, SummaryInput, SummaryItem, day,
-    escalate, level_confidence,
+    Attempt, Class, Driver, Extractive, Level, MARKERS, SummarizeError, Summarizer, Summary, SummaryFuture,
+    SummaryInput, SummaryItem, day, escalate, level_confidence,
 };
 pub use transcript::parse_transcript;
 
@@ -153,6 +153,8 @@ pub struct Condenser {
     counter: &'static TokenCounter,
     /// Where long builds report how far they got (sessions, arcs, epochs made).
     progress: Arc<dyn Progress>,
+    /// Waits for the summarizer (the condenser works on the blocking pool or in a synchronous command).
+    driver: Arc<Driver>,
 }
 
 impl std::fmt::Debug for Condenser {
@@ -164,7 +166,13 @@ impl std::fmt::Debug for Condenser {
 impl Condenser {
     /// A condenser with `config` and `summarizer`.
     pub fn new(config: DagConfig, summarizer: Arc<dyn Summarizer>) -> Condenser {
-        Condenser { config, summarizer, counter: TokenCounter::shared(Encoding::default()), progress: silent() }
+        Condenser {
+            config,
+            summarizer,
+            counter: TokenCounter::shared(Encoding::default()),
+            progress: silent(),
+            driver: Arc::default(),
+        }
     }
 
     /// The same condenser, reporting its progress to `progress` (phases `summarizing sessions`, `backfilling
@@ -326,7 +334,8 @@ impl Condenser {
                 })
                 .collect();
             let input = SummaryInput { kind, project, session: None, items: &items };
-            let summary = self.redacted(escalate(&*self.summarizer, &input, self.config.target(kind), self.counter));
+            let summary =
+                self.redacted(self.driver.escalate(&*self.summarizer, &input, self.config.target(kind), self.counter));
             let ids: Vec<String> = children.iter().map(|c| c.id.clone()).collect();
             let node = NewNode {
                 node: self.node(
@@ -413,7 +422,8 @@ impl Condenser {
             })
             .collect();
         let input = SummaryInput { kind: NodeKind::Session, project, session: Some(session), items: &items };
-        let summary = self.redacted(escalate(&*self.summarizer, &input, self.config.session_target, self.counter));
+        let summary =
+            self.redacted(self.driver.escalate(&*self.summarizer, &input, self.config.session_target, self.counter));
         let ids: Vec<String> = messages.iter().map(|m| m.id.clone()).collect();
         let node = NewNode {
             node: self.node(

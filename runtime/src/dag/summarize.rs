@@ -13,6 +13,11 @@
 //! [`MARKERS`].
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::OnceLock;
+use std::task::{Context, Poll};
 
 use serde::Serialize;
 
@@ -69,13 +74,80 @@ pub enum Level {
 #[error("{0}")]
 pub struct SummarizeError(pub String);
 
-/// Turns a node's items into a summary. Implementations: [`Extractive`] (default, deterministic); an LLM-backed one
-/// lives with the LLM agents. Called off the async executor; may block.
+/// What [`Summarizer::summarize`] returns: the summary's text, when it comes.
+pub type SummaryFuture<'a> = Pin<Box<dyn Future<Output = Result<String, SummarizeError>> + Send + 'a>>;
+
+/// Turns a node's items into a summary, asynchronously, as an agent acts: a model-backed summarizer waits for its
+/// provider without holding a thread. Implementations: [`Extractive`] (default, deterministic, ready at once); an
+/// LLM-backed one lives with the LLM agents. The [`Condenser`](crate::dag::Condenser), which works on the blocking
+/// pool, waits for the future through a [`Driver`].
 pub trait Summarizer: Send + Sync {
     /// A short name, recorded on every node it writes.
     fn name(&self) -> &str;
     /// A summary of `input` of at most about `target_tokens` tokens.
-    fn summarize(&self, input: &SummaryInput<'_>, level: Level, target_tokens: u32) -> Result<String, SummarizeError>;
+    fn summarize<'a>(&'a self, input: SummaryInput<'a>, level: Level, target_tokens: u32) -> SummaryFuture<'a>;
+}
+
+/// Waits for summarizer futures from synchronous code: on the runtime of the thread it is called on (a thread of
+/// tokio's blocking pool, where an actor's condenser runs), else on a current-thread runtime of its own, made once
+/// (the CLI's `dag build`).
+///
+/// **Invariant:** never called on an async worker thread, where waiting would stall the executor (tokio panics, and
+/// the panic counts as a failed level).
+#[derive(Debug, Default)]
+pub struct Driver {
+    own: OnceLock<Result<tokio::runtime::Runtime, String>>,
+}
+
+impl Driver {
+    /// [`escalate`], waited for here.
+    pub fn escalate(
+        &self,
+        summarizer: &dyn Summarizer,
+        input: &SummaryInput<'_>,
+        target: u32,
+        counter: &TokenCounter,
+    ) -> Summary {
+        let escalation = escalate(summarizer, input, target, counter);
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            return handle.block_on(escalation);
+        }
+        let own = self.own.get_or_init(|| {
+            tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|err| err.to_string())
+        });
+        match own {
+            Ok(runtime) => runtime.block_on(escalation),
+            Err(why) => {
+                let target = effective_target(input, target);
+                let failed = |level: u8, target: u32| Attempt {
+                    level,
+                    target,
+                    tokens: None,
+                    rejected: Some(format!("failed: no runtime to run the summarizer on: {why}")),
+                };
+                truncation(input, target, counter, vec![failed(1, target), failed(2, (target / 2).max(1))])
+            }
+        }
+    }
+}
+
+/// A summarizer's future, with a panic (while it is made or polled) turned into a failed level.
+struct Guarded<'a>(Option<SummaryFuture<'a>>);
+
+impl Future for Guarded<'_> {
+    type Output = Option<Result<String, SummarizeError>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(future) = self.0.as_mut() else { return Poll::Ready(None) };
+        match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(result)) => Poll::Ready(Some(result)),
+            Err(_) => {
+                self.0 = None;
+                Poll::Ready(None)
+            }
+        }
+    }
 }
 
 /// One level tried by [`escalate`].
@@ -121,18 +193,22 @@ pub fn level_confidence(level: u8) -> f64 {
 
 /// Summarizes `input` with `summarizer`, escalating: normal at T, aggressive at T / 2, then a deterministic
 /// truncation of the input to T / 2 tokens, where T is `target`, or one token less than the input when that is
-/// smaller. Always terminates; the result is
-/// always smaller than a non-empty input. A summarizer that panics counts as a failed level.
-pub fn escalate(summarizer: &dyn Summarizer, input: &SummaryInput<'_>, target: u32, counter: &TokenCounter) -> Summary {
+/// smaller. Always terminates; the result is always smaller than a non-empty input. A summarizer that panics counts
+/// as a failed level.
+pub async fn escalate(
+    summarizer: &dyn Summarizer,
+    input: &SummaryInput<'_>,
+    target: u32,
+    counter: &TokenCounter,
+) -> Summary {
     let input_tokens = input.tokens();
-    // A target at or above the input asks for no compression at all: aim below the input instead.
-    let target = target.min(input_tokens.saturating_sub(1)).max(1);
+    let target = effective_target(input, target);
     let mut attempts = Vec::new();
     for (level, number, level_target) in [(Level::Normal, 1u8, target), (Level::Aggressive, 2, (target / 2).max(1))] {
-        let outcome =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| summarizer.summarize(input, level, level_target)));
+        let future = std::panic::catch_unwind(AssertUnwindSafe(|| summarizer.summarize(*input, level, level_target)));
+        let outcome = Guarded(future.ok()).await;
         let (tokens, rejected) = match outcome {
-            Ok(Ok(content)) => {
+            Some(Ok(content)) => {
                 let tokens = counter.count(&content);
                 if content.trim().is_empty() {
                     (Some(tokens), Some("empty output".to_owned()))
@@ -157,11 +233,22 @@ pub fn escalate(summarizer: &dyn Summarizer, input: &SummaryInput<'_>, target: u
                     };
                 }
             }
-            Ok(Err(err)) => (None, Some(format!("failed: {err}"))),
-            Err(_) => (None, Some("panicked".to_owned())),
+            Some(Err(err)) => (None, Some(format!("failed: {err}"))),
+            None => (None, Some("panicked".to_owned())),
         };
         attempts.push(Attempt { level: number, target: level_target, tokens, rejected });
     }
+    truncation(input, target, counter, attempts)
+}
+
+/// A target at or above the input asks for no compression at all: aim below the input instead.
+fn effective_target(input: &SummaryInput<'_>, target: u32) -> u32 {
+    target.min(input.tokens().saturating_sub(1)).max(1)
+}
+
+/// Level 3: the input's plain lines truncated to half the (effective) target; no summarizer involved.
+fn truncation(input: &SummaryInput<'_>, target: u32, counter: &TokenCounter, mut attempts: Vec<Attempt>) -> Summary {
+    let input_tokens = input.tokens();
     let budget = (target / 2).max(1).min(input_tokens.saturating_sub(1));
     let content = truncate_tokens(&render_plain(input), budget, counter);
     let tokens = counter.count(&content);
@@ -523,7 +610,14 @@ impl Summarizer for Extractive {
         "extractive"
     }
 
-    fn summarize(&self, input: &SummaryInput<'_>, level: Level, target: u32) -> Result<String, SummarizeError> {
+    fn summarize<'a>(&'a self, input: SummaryInput<'a>, level: Level, target: u32) -> SummaryFuture<'a> {
+        Box::pin(std::future::ready(Ok(extract(&input, level, target))))
+    }
+}
+
+/// The extractive summary of `input` at `level` within `target` tokens.
+fn extract(input: &SummaryInput<'_>, level: Level, target: u32) -> String {
+    {
         let counter = TokenCounter::shared(less_contract::Encoding::default());
         let lvl = usize::from(level == Level::Aggressive);
         let classes = kept(input.kind, level);
@@ -553,7 +647,7 @@ impl Summarizer for Extractive {
             chosen.remove(worst);
             out = header_and(&header, &chosen);
         }
-        Ok(out)
+        out
     }
 }
 

@@ -235,15 +235,17 @@ impl Summarizer for Chaos {
         "chaos"
     }
 
-    fn summarize(&self, input: &SummaryInput<'_>, level: Level, target: u32) -> Result<String, SummarizeError> {
+    fn summarize<'a>(&'a self, input: SummaryInput<'a>, level: Level, target: u32) -> SummaryFuture<'a> {
         let salt = self.0 ^ (input.items.len() as u64) ^ u64::from(target) ^ (level as u64);
-        match salt % 5 {
+        let answer = match salt % 6 {
             0 => Err(SummarizeError("model unavailable".into())),
             1 => panic!("summarizer bug"),
             2 => Ok(String::new()),
             3 => Ok(input.items.iter().map(|i| i.content.repeat(2)).collect::<Vec<_>>().join("\n")),
+            4 => return Box::pin(async { panic!("summarizer bug, while it is awaited") }),
             _ => Ok("short".to_owned()),
-        }
+        };
+        Box::pin(std::future::ready(answer))
     }
 }
 
@@ -270,7 +272,7 @@ proptest! {
         let input = SummaryInput { kind: NodeKind::Session, project: "p", session: Some("s"), items: &items };
         let input_tokens = input.tokens();
         for summarizer in [&Chaos(seed) as &dyn Summarizer, &Extractive] {
-            let summary = escalate(summarizer, &input, target, counter());
+            let summary = Driver::default().escalate(summarizer, &input, target, counter());
             prop_assert!((1..=3).contains(&summary.level));
             prop_assert_eq!(summary.attempts.len(), usize::from(summary.level));
             prop_assert!(summary.tokens < input_tokens, "{} !< {}", summary.tokens, input_tokens);
@@ -513,8 +515,8 @@ fn summarizer_actors_build_what_runs_record() {
             fn name(&self) -> &str {
                 "broken"
             }
-            fn summarize(&self, _: &SummaryInput<'_>, _: Level, _: u32) -> Result<String, SummarizeError> {
-                Err(SummarizeError("down".into()))
+            fn summarize<'a>(&'a self, _: SummaryInput<'a>, _: Level, _: u32) -> SummaryFuture<'a> {
+                Box::pin(std::future::ready(Err(SummarizeError("down".into()))))
             }
         }
         for (summarizer, sub) in [(Arc::new(Extractive) as Arc<dyn Summarizer>, "ok"), (Arc::new(Broken), "broken")] {

@@ -314,7 +314,7 @@ pub enum GatewayMsg {
     /// A message for the agent, from another agent; the reply is the token count or the refusal.
     Deliver(Box<Envelope>, RpcReplyPort<Result<u32, Violation>>),
     /// A system message (an escalation) already checked and recorded by the gateway that wrote it: only forwarded.
-    Forward(Box<(Envelope, Arc<Document>)>),
+    Forward(Box<(Envelope, Arc<Document>, Arc<Value>)>),
     /// The supervisor asks the agent to take a turn.
     Act(ActRequest, RpcReplyPort<ActOutcome>),
     /// The agent's own deref request.
@@ -423,8 +423,8 @@ impl Actor for GatewayActor {
                 let _ = reply.send(verdict);
             }
             GatewayMsg::Forward(forwarded) => {
-                let (envelope, doc) = *forwarded;
-                state.forward(&envelope, &doc);
+                let (envelope, doc, value) = *forwarded;
+                state.forward(&envelope, &doc, &value);
             }
             GatewayMsg::Act(request, reply) => match &state.agent {
                 Some(agent) => {
@@ -553,8 +553,9 @@ impl GatewayState {
             tracing::info!(target: "less.engram.put", id = %engram.id, kind = ?engram.kind, from = %envelope.from);
         }
         let doc = Arc::new(doc);
-        self.record_delivery(&envelope, &doc, n_tokens);
-        self.forward(&envelope, &doc);
+        let value = Arc::new(doc.to_value());
+        self.record_delivery(&envelope, &doc, &value, n_tokens);
+        self.forward(&envelope, &doc, &value);
         Ok(n_tokens)
     }
 
@@ -596,8 +597,8 @@ impl GatewayState {
         }
     }
 
-    fn record_delivery(&self, envelope: &Envelope, doc: &Arc<Document>, n_tokens: u32) {
-        let value = Arc::new(doc.to_value());
+    /// Records a delivery; `value` is `doc`'s JSON, made once per delivery.
+    fn record_delivery(&self, envelope: &Envelope, doc: &Arc<Document>, value: &Arc<Value>, n_tokens: u32) {
         self.ctx.record(Event::Delivered {
             from: envelope.from.clone(),
             to: envelope.to.clone(),
@@ -610,13 +611,13 @@ impl GatewayState {
             restated: envelope.restated.clone(),
         });
         let content = if envelope.wire.is_empty() { value.to_string() } else { envelope.wire.clone() };
-        self.ctx.resolver.send_message(ResolverMsg::Remember(envelope.msg_id.clone(), value)).ok();
+        self.ctx.resolver.send_message(ResolverMsg::Remember(envelope.msg_id.clone(), value.clone())).ok();
         self.ctx.archive(&envelope.from, content);
     }
 
     /// Hands a delivered document to the agent and remembers it for a restart. In a baseline run the agent gets what
     /// was on the wire too (`{"verbatim": text, "doc": document}`): an LLM agent reads what it was sent.
-    fn forward(&mut self, envelope: &Envelope, doc: &Document) {
+    fn forward(&mut self, envelope: &Envelope, doc: &Document, value: &Arc<Value>) {
         let doc = match (doc, self.ctx.mode) {
             // The agent gets a grant's terms; the MAC stays with this gateway, which verified it and holds the grant.
             (Document::Grant(grant), _) => match serde_json::to_value(&grant.terms) {
@@ -626,10 +627,10 @@ impl GatewayState {
                     return;
                 }
             },
-            (doc, mode) if mode.is_baseline() && !envelope.wire.is_empty() => {
-                Arc::new(serde_json::json!({ "verbatim": envelope.wire, "doc": doc.to_value() }))
+            (_, mode) if mode.is_baseline() && !envelope.wire.is_empty() => {
+                Arc::new(serde_json::json!({ "verbatim": envelope.wire, "doc": **value }))
             }
-            (doc, _) => Arc::new(doc.to_value()),
+            (_, _) => value.clone(),
         };
         self.memory.inbox.push(doc.clone());
         if let Some(agent) = &self.agent {
@@ -723,12 +724,12 @@ impl GatewayState {
             prose: None,
             restated: Vec::new(),
         };
-        let doc = Arc::new(doc);
-        self.record_delivery(&envelope, &doc, n_tokens);
+        let (doc, value) = (Arc::new(doc), Arc::new(value));
+        self.record_delivery(&envelope, &doc, &value, n_tokens);
         if parent == self.agent_id {
-            self.forward(&envelope, &doc);
+            self.forward(&envelope, &doc, &value);
         } else if let Some(gateway) = self.ctx.directory.get(&parent) {
-            gateway.send_message(GatewayMsg::Forward(Box::new((envelope, doc)))).ok();
+            gateway.send_message(GatewayMsg::Forward(Box::new((envelope, doc, value)))).ok();
         }
     }
 
