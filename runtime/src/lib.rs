@@ -15,6 +15,7 @@ pub mod bench;
 mod blocking;
 pub mod context;
 pub mod dag;
+pub mod desk;
 pub mod memory;
 mod progress;
 mod resolver;

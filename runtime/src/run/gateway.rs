@@ -123,6 +123,17 @@ struct HeldGrant {
     expires: time::OffsetDateTime,
 }
 
+/// What is left of a held grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrantLeft {
+    /// Uses (derefs or messages it may still cover).
+    pub uses: u32,
+    /// Pointers it may still cover.
+    pub derefs: u32,
+    /// Tokens it may still cover.
+    pub tokens: u32,
+}
+
 /// The grants one agent holds.
 #[derive(Debug, Default)]
 pub struct GrantBook {
@@ -161,6 +172,31 @@ impl GrantBook {
         };
         self.held.insert(terms.grant_id.clone(), held);
         Ok(())
+    }
+
+    /// Accepts a grant some of which was spent already (a grant kept outside this book, as the desk keeps them):
+    /// the same checks as [`GrantBook::accept`], then what is `left` of it.
+    pub fn restore(
+        &mut self,
+        grant: Grant,
+        owner: &str,
+        secret: &[u8; 32],
+        issuer_is_ancestor: bool,
+        left: GrantLeft,
+    ) -> Result<(), Violation> {
+        let id = grant.terms.grant_id.clone();
+        self.accept(grant, owner, secret, issuer_is_ancestor)?;
+        if let Some(held) = self.held.get_mut(&id) {
+            held.uses_left = left.uses.min(held.uses_left);
+            held.derefs_left = left.derefs.min(held.derefs_left);
+            held.tokens_left = left.tokens.min(held.tokens_left);
+        }
+        Ok(())
+    }
+
+    /// What is left of `grant_id`, if it is held.
+    pub fn left(&self, grant_id: &str) -> Option<GrantLeft> {
+        self.held.get(grant_id).map(|h| GrantLeft { uses: h.uses_left, derefs: h.derefs_left, tokens: h.tokens_left })
     }
 
     /// Spends one use of `grant_id` on `items` (pointer, tokens); refuses anything the grant does not cover.

@@ -1,0 +1,748 @@
+//! The desk: the LESS rules for clients outside a run — the agents of MCP hosts (`lessrt mcp`).
+//!
+//! A client is an agent: its id is the name its host gives (or a per-call identity); the desk's configuration
+//! ([`DeskConfig`], TOML) gives it a role, a parent, a project and a budget, the same fields as a scenario's.
+//! The rules are the run's: a dereference past the caller's per-turn budget is refused with `LESS_DEREF_DENIED`
+//! unless the caller presents a grant its parent (or another ancestor) issued; only an ancestor grants; a query never
+//! leaves the caller's project; every call is written to the desk's ledger (tokens per client and tool) and its
+//! audit log.
+//!
+//! A **turn** of a client is the calls between two `checkpoint`s on one connection (the first turn starts when the
+//! connection opens): the per-turn deref budget is metered over it, as a run meters an agent's turn.
+//!
+//! Several server processes may serve one store (each MCP host starts its own), so what crosses clients is durable,
+//! in `<store>/desk.sqlite`: grants (signed with a key kept in `<store>/desk.key`, made once, readable by the owner
+//! only), deref requests, and the ledger of calls. Engrams live in the store's [`Memory`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::context::{ChatMessage, CompactConfig, compact_report, compact_stats};
+use crate::memory::{Memory, MemoryError, Principal, QueryOptions};
+use crate::resolver::{Resolver, SamSource};
+use crate::run::{DerefMeter, GrantBook, GrantLeft};
+use less_contract::{
+    Budget, DocKind, Engram, ErrorCode, Grant, GrantTerms, Pointer, Scope, TokenCounter, Ttl, Valid, Violation,
+    validate,
+};
+
+/// The desk's configuration: who its clients are.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeskConfig {
+    /// The project of every client that names none (default `default`).
+    #[serde(default)]
+    pub project: Option<String>,
+    /// The budget of every client that names none (default: the spec's).
+    #[serde(default)]
+    pub budget: Option<Budget>,
+    /// Clients by id.
+    #[serde(default)]
+    pub clients: BTreeMap<String, ClientSpec>,
+}
+
+/// One client's place.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientSpec {
+    /// Its role (default: its id).
+    #[serde(default)]
+    pub role: Option<String>,
+    /// The client it answers to (grants come from there).
+    #[serde(default)]
+    pub parent: Option<String>,
+    /// Its project (default: the desk's).
+    #[serde(default)]
+    pub project: Option<String>,
+    /// Its budget (default: the desk's).
+    #[serde(default)]
+    pub budget: Option<Budget>,
+}
+
+impl DeskConfig {
+    /// Parses and checks a configuration: every parent is a configured client and the hierarchy has no cycle.
+    pub fn from_toml(text: &str) -> Result<DeskConfig, Violation> {
+        // TOML is read where scenarios are read (the contract's one TOML reader), then taken as JSON.
+        let doc = less_contract::scenario_document(text)
+            .map_err(|v| Violation { message: format!("desk configuration: {}", v.message), ..v })?;
+        let config: DeskConfig = serde_json::from_value(doc)
+            .map_err(|err| Violation::new(ErrorCode::ArgumentInvalid, "", format!("desk configuration: {err}")))?;
+        for (id, spec) in &config.clients {
+            let mut seen = vec![id.as_str()];
+            let mut at = spec.parent.as_deref();
+            while let Some(parent) = at {
+                if !config.clients.contains_key(parent) {
+                    return Err(Violation::new(
+                        ErrorCode::ArgumentInvalid,
+                        format!("/clients/{id}/parent"),
+                        format!("{parent} is not a client of this configuration; add [clients.{parent}]"),
+                    ));
+                }
+                if seen.contains(&parent) {
+                    return Err(Violation::new(
+                        ErrorCode::ArgumentInvalid,
+                        format!("/clients/{id}/parent"),
+                        format!("the parents of {id} form a cycle through {parent}"),
+                    ));
+                }
+                seen.push(parent);
+                at = config.clients.get(parent).and_then(|c| c.parent.as_deref());
+            }
+        }
+        Ok(config)
+    }
+
+    /// The client `id` as configured, or with the defaults when it is not.
+    pub fn client(&self, id: &str) -> Client {
+        let spec = self.clients.get(id).cloned().unwrap_or_default();
+        Client {
+            id: id.to_owned(),
+            role: spec.role.unwrap_or_else(|| id.to_owned()),
+            parent: spec.parent,
+            project: spec.project.or_else(|| self.project.clone()).unwrap_or_else(|| "default".to_owned()),
+            budget: spec.budget.or(self.budget).unwrap_or_default(),
+        }
+    }
+
+    /// Whether `ancestor` is above `id` in the hierarchy.
+    pub fn is_ancestor(&self, ancestor: &str, id: &str) -> bool {
+        let mut at = self.clients.get(id).and_then(|c| c.parent.as_deref());
+        while let Some(parent) = at {
+            if parent == ancestor {
+                return true;
+            }
+            at = self.clients.get(parent).and_then(|c| c.parent.as_deref());
+        }
+        false
+    }
+
+    /// The configured clients below `id`.
+    fn descendants(&self, id: &str) -> Vec<String> {
+        self.clients.keys().filter(|c| self.is_ancestor(id, c)).cloned().collect()
+    }
+}
+
+/// A client as the desk sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Client {
+    /// Its id.
+    pub id: String,
+    /// Its role.
+    pub role: String,
+    /// Its parent.
+    pub parent: Option<String>,
+    /// Its project.
+    pub project: String,
+    /// Its budget.
+    pub budget: Budget,
+}
+
+/// What a put did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PutAnswer {
+    /// The id the engram has in the store.
+    pub id: String,
+    /// `stored`, `duplicate`, `revived`, `superseded` (it replaced engrams of its subject) or `risk` (it contradicts
+    /// one, and a risk engram records it).
+    pub outcome: String,
+    /// What it superseded.
+    pub superseded: Vec<String>,
+    /// The risk engrams recording a contradiction.
+    pub contradictions: Vec<String>,
+}
+
+/// One dereferenced pointer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DerefItem {
+    /// The pointer, with its digest.
+    pub pointer: String,
+    /// What it addresses.
+    pub content: String,
+    /// blake3 of the content.
+    pub digest: String,
+    /// Its tokens.
+    pub tokens: u32,
+}
+
+/// A deref request, as its parent sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RequestView {
+    /// Its id.
+    pub request_id: String,
+    /// Who asks.
+    pub requester: String,
+    /// What for.
+    pub pointers: Vec<String>,
+    /// Why.
+    pub reason: String,
+    /// `pending`, `granted` or `denied`.
+    pub status: String,
+}
+
+/// What a parent asks the desk to grant.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewGrant {
+    /// The grantee: a descendant of the issuer.
+    pub to: String,
+    /// Pointers (text forms) or patterns (`repo:src/**`) it covers.
+    pub patterns: Vec<String>,
+    /// Derefs it allows (default 1).
+    pub uses: Option<u32>,
+    /// How long it lives (ISO-8601 duration, default `PT1H`).
+    pub ttl: Option<String>,
+    /// Tokens it covers (default 4,000).
+    pub max_tokens: Option<u32>,
+    /// The deref request it answers.
+    pub answers: Option<String>,
+}
+
+/// A grant a client holds, and what is left of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HeldView {
+    /// The terms.
+    pub terms: GrantTerms,
+    /// Uses left.
+    pub uses_left: u32,
+    /// Pointers left.
+    pub derefs_left: u32,
+    /// Tokens left.
+    pub tokens_left: u32,
+}
+
+/// One row of the ledger report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LedgerRow {
+    /// The client.
+    pub client: String,
+    /// Its role.
+    pub role: String,
+    /// The tool.
+    pub tool: String,
+    /// Calls.
+    pub calls: u64,
+    /// Calls refused.
+    pub refused: u64,
+    /// Tokens of the arguments the client sent.
+    pub tokens_in: u64,
+    /// Tokens of the results it read.
+    pub tokens_out: u64,
+    /// Tokens the same results would have cost without LESS (a deref: the whole files of its spans; other tools:
+    /// what they returned).
+    pub baseline_tokens: u64,
+}
+
+/// The desk of one store.
+pub struct Desk {
+    config: DeskConfig,
+    memory: Mutex<Memory>,
+    resolver: Mutex<Option<Resolver>>,
+    db: Mutex<Connection>,
+    key: [u8; 32],
+    meters: Mutex<HashMap<String, DerefMeter>>,
+    audit: PathBuf,
+    counter: &'static TokenCounter,
+}
+
+impl std::fmt::Debug for Desk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Desk").field("config", &self.config).field("audit", &self.audit).finish_non_exhaustive()
+    }
+}
+
+/// `sam:` pointers have no run to look in at the desk.
+struct NoEpisodes;
+
+impl SamSource for NoEpisodes {
+    fn lookup(&self, _: &str, _: &str) -> Option<String> {
+        None
+    }
+}
+
+fn store_failed(what: &str, err: impl std::fmt::Display) -> Violation {
+    Violation::new(ErrorCode::StoreFailed, "", format!("{what}: {err}"))
+}
+
+fn memory_violation(err: MemoryError) -> Violation {
+    let code = err.code().unwrap_or(ErrorCode::StoreFailed);
+    Violation::new(code, "", err.message())
+}
+
+impl Desk {
+    /// Opens the desk of the store in `dir` (created if missing), resolving pointers in `workspace` when given.
+    pub fn open(dir: &Path, workspace: Option<&Path>, config: DeskConfig) -> Result<Desk, Violation> {
+        std::fs::create_dir_all(dir).map_err(|err| store_failed(&dir.display().to_string(), err))?;
+        let memory = Memory::open(dir).map_err(memory_violation)?;
+        let resolver = workspace.map(Resolver::new).transpose()?;
+        let db = Connection::open(dir.join("desk.sqlite")).map_err(|err| store_failed("desk.sqlite", err))?;
+        db.busy_timeout(std::time::Duration::from_secs(60)).map_err(|err| store_failed("desk.sqlite", err))?;
+        db.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             CREATE TABLE IF NOT EXISTS grants (grant_id TEXT PRIMARY KEY, grantee TEXT NOT NULL, doc TEXT NOT NULL,
+                 uses_left INTEGER NOT NULL, derefs_left INTEGER NOT NULL, tokens_left INTEGER NOT NULL);
+             CREATE TABLE IF NOT EXISTS requests (request_id TEXT PRIMARY KEY, requester TEXT NOT NULL,
+                 parent TEXT NOT NULL, pointers TEXT NOT NULL, reason TEXT NOT NULL, status TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS calls (seq INTEGER PRIMARY KEY, at INTEGER NOT NULL, client TEXT NOT NULL,
+                 role TEXT NOT NULL, tool TEXT NOT NULL, tokens_in INTEGER NOT NULL, tokens_out INTEGER NOT NULL,
+                 baseline INTEGER NOT NULL, code TEXT);",
+        )
+        .map_err(|err| store_failed("desk.sqlite", err))?;
+        let key = desk_key(&dir.join("desk.key"))?;
+        Ok(Desk {
+            config,
+            memory: Mutex::new(memory),
+            resolver: Mutex::new(resolver),
+            db: Mutex::new(db),
+            key,
+            meters: Mutex::default(),
+            audit: dir.join("desk-audit.log"),
+            counter: TokenCounter::shared(less_contract::Encoding::default()),
+        })
+    }
+
+    /// The client `id`.
+    pub fn client(&self, id: &str) -> Client {
+        self.config.client(id)
+    }
+
+    /// Validates `document` (as `kind`, or the kind its fields say).
+    pub fn validate(&self, document: &Value, kind: Option<&str>) -> Result<(DocKind, Vec<Violation>), Violation> {
+        match kind {
+            Some(name) => {
+                let kind: DocKind =
+                    name.parse().map_err(|err: String| Violation::new(ErrorCode::KindUnknown, "/kind", err))?;
+                Ok((kind, validate(kind, document)))
+            }
+            None => match less_contract::validate_inferred(document) {
+                (Some(kind), violations) => Ok((kind, violations)),
+                (None, _) => Err(Violation::new(
+                    ErrorCode::KindUnknown,
+                    "",
+                    "the document's fields say no kind; name it with `kind`",
+                )),
+            },
+        }
+    }
+
+    /// Validates and stores an engram as `who`, in its project.
+    pub fn put_engram(&self, who: &Client, engram: &Value) -> Result<PutAnswer, Violation> {
+        let engram: Valid<Engram> = Valid::from_value(engram).map_err(|v| {
+            v.0.into_iter()
+                .next()
+                .unwrap_or_else(|| Violation::new(ErrorCode::SchemaInvalid, "/engram", "invalid engram"))
+        })?;
+        let mut memory = self.memory.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let report =
+            memory.put_as(&self.principal(who), &engram, &who.project, now_unix()).map_err(memory_violation)?;
+        memory.commit().map_err(memory_violation)?;
+        let outcome = if !report.contradictions.is_empty() {
+            "risk".to_owned()
+        } else if !report.superseded.is_empty() {
+            "superseded".to_owned()
+        } else {
+            match &report.outcome {
+                crate::memory::PutOutcome::Stored { .. } => "stored",
+                crate::memory::PutOutcome::Duplicate { .. } => "duplicate",
+                crate::memory::PutOutcome::Revived { .. } => "revived",
+            }
+            .to_owned()
+        };
+        Ok(PutAnswer {
+            id: report.outcome.id().to_owned(),
+            outcome,
+            superseded: report.superseded,
+            contradictions: report.contradictions,
+        })
+    }
+
+    /// Two-stage recall in `who`'s project.
+    pub fn query(
+        &self,
+        who: &Client,
+        query: &str,
+        k: Option<usize>,
+        kind: Option<&str>,
+        scope: Option<Scope>,
+    ) -> Result<Vec<Engram>, Violation> {
+        let options = QueryOptions {
+            k: k.unwrap_or(5),
+            kind: kind.map(str::to_owned),
+            scope,
+            project: Some(who.project.clone()),
+            include_cold: false,
+            now: Some(now_unix()),
+        };
+        let mut memory = self.memory.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let recall = memory.query_as(&self.principal(who), query, &options).map_err(memory_violation)?;
+        Ok(recall
+            .hits
+            .into_iter()
+            .map(|hit| {
+                let mut engram = hit.stored.engram;
+                engram.hash_keys = None;
+                engram
+            })
+            .collect())
+    }
+
+    /// Dereferences `pointers` as `who`: within this turn's budget, or under `grant_id`.
+    /// Returns the items and what the whole files would have cost (the baseline).
+    pub fn deref(
+        &self,
+        who: &Client,
+        pointers: &[String],
+        grant_id: Option<&str>,
+    ) -> Result<(Vec<DerefItem>, u32), Violation> {
+        let parsed = pointers
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Pointer::parse(t).map_err(|v| Violation { path: format!("/pointers/{i}"), ..v }))
+            .collect::<Result<Vec<Pointer>, Violation>>()?;
+        let mut resolver = self.resolver.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let resolver = resolver.as_mut().ok_or_else(|| {
+            Violation::new(
+                ErrorCode::PointerUnresolved,
+                "",
+                "this server has no workspace to resolve pointers in; start it with --workspace DIR",
+            )
+        })?;
+        let resolved = resolver.resolve_all(&parsed, &NoEpisodes)?;
+        let items: Vec<(Pointer, u32)> =
+            resolved.iter().map(|r| (r.pointer.clone(), self.counter.count(&r.content))).collect();
+        let typed: Vec<_> = items.iter().map(|(p, n)| (p.ty(), *n)).collect();
+        let mut meters = self.meters.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let meter = meters.entry(who.id.clone()).or_default();
+        match (meter.admit(&who.budget, &typed), grant_id) {
+            (Some(next), _) => *meter = next,
+            (None, None) => {
+                let n: u32 = items.iter().map(|(_, n)| n).sum();
+                return Err(Violation::new(
+                    ErrorCode::DerefDenied,
+                    "",
+                    format!(
+                        "{} pointers / {n} tokens exceed this turn's deref budget (tokens used {}/{}); ask your parent \
+                         with less_request_deref, or present a grant",
+                        items.len(),
+                        meter.tokens,
+                        who.budget.max_deref_tokens_total
+                    ),
+                ));
+            }
+            (None, Some(grant_id)) => self.spend_grant(who, grant_id, &items)?,
+        }
+        let mut baseline = 0;
+        for pointer in &parsed {
+            if let Ok(whole) = Pointer::new(pointer.ty(), pointer.reference(), None) {
+                baseline += resolver.read_unpinned(&whole, &NoEpisodes).map_or(0, |text| self.counter.count(&text));
+            }
+        }
+        let items = resolved
+            .into_iter()
+            .zip(items)
+            .map(|(r, (_, tokens))| DerefItem {
+                pointer: r.pointer.to_string(),
+                content: r.content,
+                digest: r.digest.to_string(),
+                tokens,
+            })
+            .collect();
+        Ok((items, baseline))
+    }
+
+    fn spend_grant(&self, who: &Client, grant_id: &str, items: &[(Pointer, u32)]) -> Result<(), Violation> {
+        let db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let row: Option<(String, u32, u32, u32)> = db
+            .query_row(
+                "SELECT doc, uses_left, derefs_left, tokens_left FROM grants WHERE grant_id = ?1",
+                params![grant_id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .optional()
+            .map_err(|err| store_failed("desk grants", err))?;
+        let Some((doc, uses, derefs, tokens)) = row else {
+            return Err(Violation::new(
+                ErrorCode::GrantInvalid,
+                "/grant_id",
+                format!("grant {grant_id}: no such grant was issued (grants cannot be forged)"),
+            ));
+        };
+        let grant: Grant = serde_json::from_str(&doc).map_err(|err| store_failed("desk grant", err))?;
+        let mut book = GrantBook::default();
+        let is_ancestor = self.config.is_ancestor(&grant.terms.issuer, &who.id);
+        book.restore(grant, &who.id, &self.key, is_ancestor, GrantLeft { uses, derefs, tokens })?;
+        book.authorize(grant_id, &who.id, items, time::OffsetDateTime::now_utc())?;
+        let left = book.left(grant_id).unwrap_or(GrantLeft { uses: 0, derefs: 0, tokens: 0 });
+        db.execute(
+            "UPDATE grants SET uses_left = ?2, derefs_left = ?3, tokens_left = ?4 WHERE grant_id = ?1",
+            params![grant_id, left.uses, left.derefs, left.tokens],
+        )
+        .map_err(|err| store_failed("desk grants", err))?;
+        Ok(())
+    }
+
+    /// Files a request to `who`'s parent for a dereference over its budget.
+    pub fn request_deref(&self, who: &Client, pointers: &[String], reason: &str) -> Result<String, Violation> {
+        let parent = who.parent.clone().ok_or_else(|| {
+            Violation::new(
+                ErrorCode::ArgumentInvalid,
+                "",
+                format!(
+                    "{} has no parent to ask; give it one in the desk configuration ([clients.{}] parent)",
+                    who.id, who.id
+                ),
+            )
+        })?;
+        for (i, text) in pointers.iter().enumerate() {
+            Pointer::parse(text).map_err(|v| Violation { path: format!("/pointers/{i}"), ..v })?;
+        }
+        if pointers.is_empty() {
+            return Err(Violation::new(ErrorCode::ArgumentInvalid, "/pointers", "name at least one pointer"));
+        }
+        let reason: String = reason.chars().take(200).collect();
+        let request_id = format!(
+            "dr-{}",
+            &blake3::hash(format!("{}|{pointers:?}|{}", who.id, now_nanos()).as_bytes()).to_hex()[..12]
+        );
+        let db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        db.execute(
+            "INSERT INTO requests (request_id, requester, parent, pointers, reason, status) VALUES (?1, ?2, ?3, ?4, ?5, 'pending')",
+            params![request_id, who.id, parent, serde_json::to_string(pointers).unwrap_or_else(|_| "[]".to_owned()), reason],
+        )
+        .map_err(|err| store_failed("desk requests", err))?;
+        Ok(request_id)
+    }
+
+    /// Issues a grant from `who` to its descendant; answers a request if the grant names it.
+    pub fn issue_grant(&self, who: &Client, grant: &NewGrant) -> Result<Grant, Violation> {
+        let NewGrant { to, patterns, uses, ttl, max_tokens, answers } = grant;
+        let to = to.as_str();
+        if !self.config.is_ancestor(&who.id, to) {
+            return Err(Violation::new(
+                ErrorCode::GrantInvalid,
+                "/to",
+                format!("{} is not above {to} in the desk configuration: only an ancestor grants", who.id),
+            ));
+        }
+        if patterns.is_empty() {
+            return Err(Violation::new(
+                ErrorCode::ArgumentInvalid,
+                "/pointers",
+                "name at least one pointer or pattern",
+            ));
+        }
+        let ttl =
+            Ttl::parse(ttl.as_deref().unwrap_or("PT1H")).map_err(|v| Violation { path: "/ttl".to_owned(), ..v })?;
+        let uses = uses.unwrap_or(1).max(1);
+        let expires =
+            time::OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or_else(|_| time::OffsetDateTime::now_utc())
+                + ttl.duration();
+        let expires_at = expires
+            .format(&time::format_description::well_known::Rfc3339)
+            .map_err(|err| Violation::new(ErrorCode::ArgumentInvalid, "/ttl", err.to_string()))?;
+        let grant_id = format!(
+            "g-{}",
+            &blake3::hash(format!("{}|{to}|{patterns:?}|{}", who.id, now_nanos()).as_bytes()).to_hex()[..12]
+        );
+        let terms = GrantTerms {
+            grant_id: grant_id.clone(),
+            issuer: who.id.clone(),
+            grantee: to.to_owned(),
+            patterns: patterns.to_vec(),
+            max_derefs: u32::try_from(patterns.len()).unwrap_or(u32::MAX).saturating_mul(uses),
+            max_tokens: max_tokens.unwrap_or(4000),
+            inline_code_tokens: 0,
+            expires_at,
+            uses,
+        };
+        let grant = Grant::issue(terms, &self.key);
+        Valid::new(grant.clone()).map_err(|v| {
+            v.0.into_iter().next().unwrap_or_else(|| Violation::new(ErrorCode::SchemaInvalid, "", "invalid grant"))
+        })?;
+        let doc = serde_json::to_string(&grant).map_err(|err| store_failed("desk grant", err))?;
+        let db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        db.execute(
+            "INSERT INTO grants (grant_id, grantee, doc, uses_left, derefs_left, tokens_left) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![grant_id, to, doc, grant.terms.uses, grant.terms.max_derefs, grant.terms.max_tokens],
+        )
+        .map_err(|err| store_failed("desk grants", err))?;
+        if let Some(request) = answers {
+            db.execute(
+                "UPDATE requests SET status = 'granted' WHERE request_id = ?1 AND parent = ?2 AND requester = ?3",
+                params![request, who.id, to],
+            )
+            .map_err(|err| store_failed("desk requests", err))?;
+        }
+        Ok(grant)
+    }
+
+    /// Ends `who`'s turn (its deref budget starts again) and says what waits for it: requests from its children,
+    /// grants it holds.
+    pub fn checkpoint(&self, who: &Client) -> Result<(Vec<RequestView>, Vec<HeldView>), Violation> {
+        self.meters.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&who.id);
+        let db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut statement = db
+            .prepare("SELECT request_id, requester, pointers, reason, status FROM requests WHERE parent = ?1 AND status = 'pending' ORDER BY rowid")
+            .map_err(|err| store_failed("desk requests", err))?;
+        let requests = statement
+            .query_map(params![who.id], |r| {
+                let pointers: String = r.get(2)?;
+                Ok(RequestView {
+                    request_id: r.get(0)?,
+                    requester: r.get(1)?,
+                    pointers: serde_json::from_str(&pointers).unwrap_or_default(),
+                    reason: r.get(3)?,
+                    status: r.get(4)?,
+                })
+            })
+            .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+            .map_err(|err| store_failed("desk requests", err))?;
+        let mut statement = db
+            .prepare("SELECT doc, uses_left, derefs_left, tokens_left FROM grants WHERE grantee = ?1 AND uses_left > 0 ORDER BY rowid")
+            .map_err(|err| store_failed("desk grants", err))?;
+        let held = statement
+            .query_map(params![who.id], |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .and_then(Iterator::collect::<Result<Vec<(String, u32, u32, u32)>, _>>)
+            .map_err(|err| store_failed("desk grants", err))?
+            .into_iter()
+            .filter_map(|(doc, uses_left, derefs_left, tokens_left)| {
+                let grant: Grant = serde_json::from_str(&doc).ok()?;
+                Some(HeldView { terms: grant.terms, uses_left, derefs_left, tokens_left })
+            })
+            .collect();
+        Ok((requests, held))
+    }
+
+    /// The context ledger of `messages` (a JSON array of chat messages).
+    pub fn compact(&self, messages: &Value, hot_tail: Option<usize>) -> Result<Value, Violation> {
+        let messages: Vec<ChatMessage> = serde_json::from_value(messages.clone()).map_err(|err| {
+            Violation::new(ErrorCode::TranscriptInvalid, "/messages", format!("not a list of chat messages: {err}"))
+        })?;
+        let mut config = CompactConfig::default();
+        if let Some(hot_tail) = hot_tail {
+            config.hot_tail = hot_tail;
+        }
+        let compaction = compact_report(&messages, &config);
+        let stats = compact_stats(&messages, &compaction.messages, &config);
+        let report = serde_json::json!({
+            "messages": compaction.messages, "stats": stats, "warning": compaction.warning, "note": compaction.note,
+        });
+        Ok(report)
+    }
+
+    /// Writes one call to the ledger and the audit log.
+    pub fn record(
+        &self,
+        who: &Client,
+        tool: &str,
+        tokens_in: u32,
+        tokens_out: u32,
+        baseline: u32,
+        code: Option<ErrorCode>,
+    ) {
+        let at = now_unix();
+        let db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let written = db.execute(
+            "INSERT INTO calls (at, client, role, tool, tokens_in, tokens_out, baseline, code) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![at, who.id, who.role, tool, tokens_in, tokens_out, baseline, code.map(|c| c.as_str())],
+        );
+        if let Err(err) = written {
+            tracing::warn!(target: "less.desk", %err, "a call was not written to the desk's ledger");
+        }
+        let line = format!(
+            "{at}\t{}\t{}\t{tool}\tin={tokens_in}\tout={tokens_out}\tbaseline={baseline}{}\n",
+            who.id,
+            who.role,
+            code.map(|c| format!("\t{c}")).unwrap_or_default()
+        );
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.audit)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if let Err(err) = appended {
+            tracing::warn!(target: "less.desk", %err, "a call was not written to the desk's audit log");
+        }
+    }
+
+    /// Tokens per client (role) and tool, from the ledger; only `role`'s when given.
+    pub fn ledger_report(&self, role: Option<&str>) -> Result<Vec<LedgerRow>, Violation> {
+        let db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut statement = db
+            .prepare(
+                "SELECT client, role, tool, COUNT(*), SUM(code IS NOT NULL), SUM(tokens_in), SUM(tokens_out), SUM(baseline)
+                 FROM calls WHERE ?1 IS NULL OR role = ?1 GROUP BY client, role, tool ORDER BY client, tool",
+            )
+            .map_err(|err| store_failed("desk ledger", err))?;
+        statement
+            .query_map(params![role], |r| {
+                Ok(LedgerRow {
+                    client: r.get(0)?,
+                    role: r.get(1)?,
+                    tool: r.get(2)?,
+                    calls: r.get::<_, i64>(3)?.unsigned_abs(),
+                    refused: r.get::<_, i64>(4)?.unsigned_abs(),
+                    tokens_in: r.get::<_, i64>(5)?.unsigned_abs(),
+                    tokens_out: r.get::<_, i64>(6)?.unsigned_abs(),
+                    baseline_tokens: r.get::<_, i64>(7)?.unsigned_abs(),
+                })
+            })
+            .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+            .map_err(|err| store_failed("desk ledger", err))
+    }
+
+    /// Tokens of `text` with the desk's tokenizer.
+    pub fn tokens(&self, text: &str) -> u32 {
+        self.counter.count(text)
+    }
+
+    /// Saves the memory's indexes (on shutdown).
+    pub fn close(self) -> Result<(), Violation> {
+        let memory = self.memory.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        memory.close().map_err(memory_violation)
+    }
+
+    fn principal(&self, who: &Client) -> Principal {
+        let mut principal = Principal::agent(&who.id, &who.role, &who.project, "desk");
+        principal.parent_of = self.config.descendants(&who.id);
+        principal
+    }
+}
+
+/// The key grants are signed with: made once per store (32 bytes from the OS), readable by its owner only.
+fn desk_key(path: &Path) -> Result<[u8; 32], Violation> {
+    if let Ok(bytes) = std::fs::read(path) {
+        return <[u8; 32]>::try_from(bytes.as_slice())
+            .map_err(|_| store_failed(&path.display().to_string(), "not a 32-byte key; delete it to make a new one"));
+    }
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key).map_err(|err| store_failed("the OS random source", err))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(mut file) => {
+            file.write_all(&key).map_err(|err| store_failed(&path.display().to_string(), err))?;
+            Ok(key)
+        }
+        // Another process made it first: use theirs.
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => desk_key(path),
+        Err(err) => Err(store_failed(&path.display().to_string(), err)),
+    }
+}
+
+fn now_unix() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+fn now_nanos() -> i128 {
+    time::OffsetDateTime::now_utc().unix_timestamp_nanos()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,137 @@
+//! The desk's rules against a real store and workspace: budgets per turn, grants only from ancestors, requests,
+//! project isolation, the ledger.
+
+use serde_json::json;
+
+use super::*;
+
+const CONFIG: &str = r#"
+project = "demo"
+[budget]
+max_deref_tokens_total = 40
+[clients.lead]
+role = "lead"
+[clients.dev]
+role = "dev"
+parent = "lead"
+[clients.other]
+role = "dev"
+project = "elsewhere"
+"#;
+
+fn desk() -> (Desk, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).expect("mkdir");
+    let long: String = (1..=60).map(|i| format!("fn f{i}() -> u32 {{ {i} }}\n")).collect();
+    std::fs::write(workspace.join("long.rs"), long).expect("write");
+    std::fs::write(workspace.join("short.rs"), "fn a() {}\n").expect("write");
+    let config = DeskConfig::from_toml(CONFIG).expect("config");
+    let desk = Desk::open(&dir.path().join("store"), Some(&workspace), config).expect("desk");
+    (desk, dir)
+}
+
+#[test]
+fn a_configuration_with_an_unknown_parent_or_a_cycle_is_refused() {
+    let unknown = DeskConfig::from_toml("[clients.dev]\nparent = \"boss\"\n").expect_err("unknown parent");
+    assert_eq!(unknown.code, ErrorCode::ArgumentInvalid);
+    assert!(unknown.message.contains("boss"), "{unknown:?}");
+    let cycle = DeskConfig::from_toml("[clients.a]\nparent = \"b\"\n[clients.b]\nparent = \"a\"\n").expect_err("cycle");
+    assert!(cycle.message.contains("cycle"), "{cycle:?}");
+    let typo = DeskConfig::from_toml("[clients.a]\nrloe = \"x\"\n").expect_err("unknown field");
+    assert_eq!(typo.code, ErrorCode::ArgumentInvalid);
+    // An unconfigured client gets the defaults.
+    let config = DeskConfig::from_toml(CONFIG).expect("config");
+    let stranger = config.client("stranger");
+    assert_eq!((stranger.role.as_str(), stranger.project.as_str(), stranger.parent), ("stranger", "demo", None));
+    assert_eq!(stranger.budget.max_deref_tokens_total, 40);
+}
+
+#[test]
+fn over_budget_is_denied_until_the_parent_grants_and_a_checkpoint_starts_a_new_turn() {
+    let (desk, _dir) = desk();
+    let dev = desk.client("dev");
+    let (items, baseline) = desk.deref(&dev, &["repo:short.rs#L1-L1".to_owned()], None).expect("within budget");
+    assert_eq!(items[0].content, "fn a() {}\n");
+    assert!(items[0].digest.starts_with("blake3:"), "{:?}", items[0]);
+    assert!(baseline >= items[0].tokens);
+    let long = vec!["repo:long.rs#L1-L40".to_owned()];
+    let denied = desk.deref(&dev, &long, None).expect_err("over the 40-token budget");
+    assert_eq!(denied.code, ErrorCode::DerefDenied);
+    // The child asks; only its parent can grant, and the grant is spent by the child alone.
+    let request = desk.request_deref(&dev, &long, "need the whole table").expect("filed");
+    let lead = desk.client("lead");
+    let (pending, _) = desk.checkpoint(&lead).expect("checkpoint");
+    assert_eq!(pending.iter().map(|r| r.request_id.as_str()).collect::<Vec<_>>(), [request.as_str()]);
+    let refused = desk
+        .issue_grant(&dev, &NewGrant { to: "lead".into(), patterns: long.clone(), ..NewGrant::default() })
+        .expect_err("a child cannot grant its parent");
+    assert_eq!(refused.code, ErrorCode::GrantInvalid);
+    let order = NewGrant {
+        to: "dev".into(),
+        patterns: long.clone(),
+        uses: Some(1),
+        ttl: Some("PT10M".into()),
+        max_tokens: Some(2000),
+        answers: Some(request.clone()),
+    };
+    let grant = desk.issue_grant(&lead, &order).expect("grant");
+    let other = desk.client("other");
+    let stolen = desk.deref(&other, &long, Some(&grant.terms.grant_id)).expect_err("not its grant");
+    assert_eq!(stolen.code, ErrorCode::GrantInvalid);
+    let (items, _) = desk.deref(&dev, &long, Some(&grant.terms.grant_id)).expect("granted");
+    assert!(items[0].tokens > 40);
+    let spent = desk.deref(&dev, &long, Some(&grant.terms.grant_id)).expect_err("one use only");
+    assert_eq!(spent.code, ErrorCode::GrantInvalid);
+    let forged = desk.deref(&dev, &long, Some("g-000000000000")).expect_err("never issued");
+    assert_eq!(forged.code, ErrorCode::GrantInvalid);
+    let (pending, _) = desk.checkpoint(&lead).expect("checkpoint");
+    assert!(pending.is_empty(), "the request was answered: {pending:?}");
+    // A new turn: the budget is whole again.
+    desk.checkpoint(&dev).expect("checkpoint");
+    desk.deref(&dev, &["repo:short.rs#L1-L1".to_owned()], None).expect("a new turn");
+    let escape =
+        desk.deref(&dev, &["repo:../../etc/passwd#L1-L1".to_owned()], None).expect_err("outside the workspace");
+    assert_ne!(escape.code, ErrorCode::DerefDenied, "{escape:?}");
+}
+
+#[test]
+fn engrams_are_validated_stored_and_recalled_only_in_their_project() {
+    let (desk, _dir) = desk();
+    let dev = desk.client("dev");
+    let engram = json!({
+        "id": "eg_desk_1", "kind": "fact", "claim": "The billing cache is invalidated on every capture.",
+        "pointers": [{"type": "repo", "ref": "short.rs", "span": "L1-L1"}], "confidence": 0.8, "ttl": "P7D",
+        "scope": "project", "provenance": {"created_at": "2026-01-01T00:00:00Z", "created_by": "dev", "source": "agent"}
+    });
+    let put = desk.put_engram(&dev, &engram).expect("stored");
+    assert_eq!((put.id.as_str(), put.outcome.as_str()), ("eg_desk_1", "stored"));
+    assert_eq!(desk.put_engram(&dev, &engram).expect("again").outcome, "duplicate");
+    let mut bad = engram.clone();
+    bad["claim"] = json!("x".repeat(501));
+    assert_eq!(desk.put_engram(&dev, &bad).expect_err("too long").code, ErrorCode::SchemaInvalid);
+    let found = desk.query(&dev, "billing cache capture", Some(3), None, None).expect("recall");
+    assert_eq!(found.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), ["eg_desk_1"]);
+    assert!(found[0].hash_keys.is_none(), "what a client reads carries no index keys");
+    let other = desk.client("other");
+    assert!(desk.query(&other, "billing cache capture", Some(3), None, None).expect("recall").is_empty());
+    let huge = desk.query(&dev, "billing", Some(1 << 40), None, None).expect_err("k is capped");
+    assert_eq!(huge.code, ErrorCode::ArgumentInvalid);
+}
+
+#[test]
+fn every_call_is_on_the_ledger_per_client_and_tool() {
+    let (desk, dir) = desk();
+    let dev = desk.client("dev");
+    desk.record(&dev, "less_deref", 12, 30, 400, None);
+    desk.record(&dev, "less_deref", 10, 0, 0, Some(ErrorCode::DerefDenied));
+    desk.record(&desk.client("lead"), "less_issue_grant", 20, 60, 60, None);
+    let rows = desk.ledger_report(Some("dev")).expect("report");
+    assert_eq!(rows.len(), 1);
+    let row = &rows[0];
+    assert_eq!((row.calls, row.refused, row.tokens_in, row.tokens_out, row.baseline_tokens), (2, 1, 22, 30, 400));
+    assert_eq!(desk.ledger_report(None).expect("report").len(), 2);
+    let audit = std::fs::read_to_string(dir.path().join("store/desk-audit.log")).expect("audit log");
+    assert_eq!(audit.lines().count(), 3);
+    assert!(audit.contains("LESS_DEREF_DENIED"));
+}
