@@ -61,6 +61,7 @@ enum Command {
     /// The lossless memory: raw messages and the session → arc → epoch summary DAG over them.
     #[command(subcommand)]
     Dag(cmd::dag::Command),
+    Mcp(cmd::mcp::Args),
     /// Check what this machine has for lessrt (embedding model, ONNX Runtime) and say how to fix what is missing.
     Doctor(cmd::doctor::Args),
     /// Print a published JSON Schema, or list them.
@@ -139,6 +140,7 @@ fn main() -> ExitCode {
         Command::Eval(command) => cmd::eval::run(&command, ctx),
         Command::Memory(command) => cmd::memory::run(&command, ctx),
         Command::Dag(command) => cmd::dag::run(&command, ctx),
+        Command::Mcp(args) => cmd::mcp::run(&args),
         Command::Doctor(args) => cmd::doctor::run(&args),
         Command::Schema(args) => cmd::schema::run(&args),
         Command::Errors(args) => cmd::errors::run(&args),

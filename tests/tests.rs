@@ -8,6 +8,8 @@ mod cli;
 mod context;
 /// LLM agents against the real local model server, record and replay, the LLM summarizer.
 mod llm;
+/// `lessrt mcp` driven by the official Python MCP SDK over stdio.
+mod mcp;
 /// Regression tests of defects found by trying to break lessrt (issue 17), each through the built binary.
 mod regression;
 /// The runtime through its actors: gateway rules, grants, the resolver, restarts.

@@ -1,0 +1,581 @@
+//! `lessrt mcp`: the desk (`less_runtime::desk`) served over the Model Context Protocol, on stdio.
+//!
+//! Each tool is a thin call of the desk on tokio's blocking pool (SQLite, the indexes and file reads never run on the
+//! executor). A result is one compact JSON text block and the same value as `structuredContent`, with an
+//! `outputSchema` per tool; a refusal is a tool error whose text starts with the stable LESS code and says what to
+//! do instead. Who calls is the client's name from `initialize` (`clientInfo.name`), or the call's
+//! `client_identity` argument; the desk's configuration (`--config`) gives it a role, a parent, a project and a budget.
+//! Standard output carries the protocol alone; logs go to standard error.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
+use rmcp::service::RequestContext;
+use rmcp::{Json, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use less_runtime::desk::{Client, Desk, DeskConfig, NewGrant};
+use less_runtime::{ErrorCode, Scope, Violation};
+
+use crate::cmd::args::Stop;
+
+/// Serve the LESS desk (memory, budgeted derefs, grants, the context ledger) to MCP hosts over stdio.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The store directory (engrams, the desk's grants, requests and ledger); created if missing.
+    #[arg(long, value_name = "DIR", default_value = ".lessrt")]
+    store: PathBuf,
+    /// The directory pointers resolve in (`repo:src/lib.rs#L1-L9`); without it, derefs are refused.
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// The desk's configuration (TOML): `project`, `[budget]`, `[clients.<id>]` with role, parent, project, budget.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+/// `lessrt mcp`.
+pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            DeskConfig::from_toml(&text)
+                .map_err(|v| Stop::usage(format!("{}: {}: {}", v.code, path.display(), v.message)))?
+        }
+        None => DeskConfig::default(),
+    };
+    let desk = Desk::open(&args.store, args.workspace.as_deref(), config)
+        .map_err(|v| Stop::usage(format!("{}: {}", v.code, v.message)))?;
+    let desk = Arc::new(desk);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("no async runtime")?;
+    runtime.block_on(async {
+        let service = LessServer::new(desk.clone()).serve(rmcp::transport::stdio()).await.context("MCP handshake")?;
+        service.waiting().await.context("MCP session")?;
+        anyhow::Ok(())
+    })?;
+    drop(runtime);
+    match Arc::try_unwrap(desk) {
+        Ok(desk) => desk.close().map_err(|v| anyhow::anyhow!("{}: {}", v.code, v.message))?,
+        Err(_) => tracing::warn!(target: "less.desk", "the desk was still in use at shutdown; indexes not saved"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The MCP server: the desk and the tool router.
+#[derive(Clone)]
+struct LessServer {
+    desk: Arc<Desk>,
+    tool_router: ToolRouter<LessServer>,
+}
+
+/// Who calls: the host's client name unless the call names itself.
+fn caller(desk: &Desk, identity: Option<&str>, ctx: &RequestContext<RoleServer>) -> Client {
+    let name = identity
+        .map(str::to_owned)
+        .or_else(|| ctx.client_info().map(|info| info.name))
+        .filter(|name| !name.trim().is_empty())
+        .unwrap_or_else(|| "anonymous".to_owned());
+    desk.client(&name)
+}
+
+/// A refusal as the client reads it: the code first, then what to do instead.
+fn refusal(violation: &Violation) -> String {
+    let at = if violation.path.is_empty() { String::new() } else { format!(" at {}", violation.path) };
+    format!("{}: {}{at} (instead: {})", violation.code, violation.message, violation.code.instruction())
+}
+
+impl LessServer {
+    fn new(desk: Arc<Desk>) -> LessServer {
+        LessServer { desk, tool_router: LessServer::tool_router() }
+    }
+
+    /// The tokens of a call's arguments, as the client sent them.
+    fn tokens_in<A: Serialize>(&self, args: &A) -> u32 {
+        serde_json::to_string(args).map_or(0, |text| self.desk.tokens(&text))
+    }
+
+    /// Runs `work` on the blocking pool as `who`, and writes the call to the desk's ledger: the arguments' tokens,
+    /// the answer's, and the baseline `work` reports (None: the answer itself).
+    async fn call<T: Serialize + Send + 'static>(
+        &self,
+        who: Client,
+        tool: &'static str,
+        tokens_in: u32,
+        work: impl FnOnce(&Desk, &Client) -> Result<(T, Option<u32>), Violation> + Send + 'static,
+    ) -> Result<Json<T>, String> {
+        let desk = self.desk.clone();
+        let outcome = tokio::task::spawn_blocking(move || {
+            let result = work(&desk, &who);
+            match &result {
+                Ok((answer, baseline)) => {
+                    let text = serde_json::to_string(answer).unwrap_or_default();
+                    let tokens_out = desk.tokens(&text);
+                    desk.record(&who, tool, tokens_in, tokens_out, baseline.unwrap_or(tokens_out), None);
+                }
+                Err(violation) => desk.record(&who, tool, tokens_in, 0, 0, Some(violation.code)),
+            }
+            result
+        })
+        .await;
+        match outcome {
+            Ok(Ok((answer, _))) => Ok(Json(answer)),
+            Ok(Err(violation)) => Err(refusal(&violation)),
+            Err(err) => Err(refusal(&Violation::new(ErrorCode::RunFailed, "", format!("{tool} failed: {err}")))),
+        }
+    }
+}
+
+/// `less_validate`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct ValidateArgs {
+    /// The document (engram, pointer, brief, grant, deref request, message, budget or scenario).
+    document: Value,
+    /// Its kind (`engram`, `pointer`, `brief`, `grant`, `deref`, `message`, `budget`, `scenario`); inferred from its
+    /// fields when absent.
+    #[serde(default)]
+    kind: Option<String>,
+}
+
+/// One problem with a document.
+#[derive(Debug, Serialize, JsonSchema)]
+struct Problem {
+    /// The stable LESS code.
+    code: String,
+    /// Where (RFC 6901 path).
+    path: String,
+    /// What is wrong.
+    message: String,
+}
+
+/// `less_validate`'s answer.
+#[derive(Debug, Serialize, JsonSchema)]
+struct ValidateOut {
+    /// The kind it was checked as.
+    kind: String,
+    /// Whether it passed both layers (schema and semantic rules).
+    valid: bool,
+    /// Every problem.
+    violations: Vec<Problem>,
+}
+
+/// `less_put_engram`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct PutArgs {
+    /// An engram v0.1 (`schemas/engram.v0.1.json`).
+    engram: Value,
+    /// Act as this client instead of the host's client name.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// `less_put_engram`'s answer.
+#[derive(Debug, Serialize, JsonSchema)]
+struct PutOut {
+    /// The id it has in the store.
+    id: String,
+    /// `stored`, `duplicate`, `revived`, `superseded` or `risk`.
+    outcome: String,
+    /// Engrams it superseded.
+    superseded: Vec<String>,
+    /// Risk engrams recording a contradiction with it.
+    contradictions: Vec<String>,
+}
+
+/// `less_query_engrams`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct QueryArgs {
+    /// What to recall.
+    query: String,
+    /// Most engrams (1 to 1000; default 5).
+    #[serde(default)]
+    k: Option<usize>,
+    /// Only this kind (`fact`, `decision`, `risk`, …).
+    #[serde(default)]
+    kind: Option<String>,
+    /// Only this scope (`run`, `project`, `org`, `global`).
+    #[serde(default)]
+    scope: Option<String>,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// `less_query_engrams`'s answer.
+#[derive(Debug, Serialize, JsonSchema)]
+struct QueryOut {
+    /// Best first, from the caller's project only.
+    engrams: Vec<Value>,
+}
+
+/// `less_deref`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct DerefArgs {
+    /// Pointers in text form (`repo:src/lib.rs#L1-L20`).
+    pointers: Vec<String>,
+    /// A grant the caller's parent issued, for what this turn's budget cannot cover.
+    #[serde(default)]
+    grant_id: Option<String>,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// One dereferenced pointer.
+#[derive(Debug, Serialize, JsonSchema)]
+struct Item {
+    /// The pointer.
+    pointer: String,
+    /// The content it addresses.
+    content: String,
+    /// blake3 of the content: cite it.
+    digest: String,
+    /// Its tokens.
+    tokens: u32,
+}
+
+/// `less_deref`'s answer.
+#[derive(Debug, Serialize, JsonSchema)]
+struct DerefOut {
+    /// One item per pointer, in order.
+    items: Vec<Item>,
+}
+
+/// `less_request_deref`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct RequestArgs {
+    /// What the caller cannot afford.
+    pointers: Vec<String>,
+    /// Why it needs them (at most 200 characters are kept).
+    reason: String,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// `less_request_deref`'s answer.
+#[derive(Debug, Serialize, JsonSchema)]
+struct RequestOut {
+    /// The request's id; the parent answers it with `less_issue_grant(answers = …)`.
+    request_id: String,
+}
+
+/// `less_issue_grant`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct GrantArgs {
+    /// The grantee: a client below the caller in the desk's configuration.
+    to: String,
+    /// Pointers or patterns (`repo:src/**`) it covers.
+    pointers: Vec<String>,
+    /// Derefs it allows (default 1).
+    #[serde(default)]
+    uses: Option<u32>,
+    /// How long it lives (ISO-8601 duration, default PT1H).
+    #[serde(default)]
+    ttl: Option<String>,
+    /// Tokens it covers (default 4000).
+    #[serde(default)]
+    max_tokens: Option<u32>,
+    /// The deref request it answers.
+    #[serde(default)]
+    answers: Option<String>,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// `less_issue_grant`'s answer.
+#[derive(Debug, Serialize, JsonSchema)]
+struct GrantOut {
+    /// The grant's id, which the grantee presents to `less_deref`.
+    grant_id: String,
+    /// Its terms (the signature stays with the desk).
+    terms: Value,
+}
+
+/// Arguments of calls that take only an identity.
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+struct IdentityArgs {
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// `less_checkpoint`'s answer.
+#[derive(Debug, Serialize, JsonSchema)]
+struct CheckpointOut {
+    /// Deref requests from the caller's children waiting for an answer.
+    requests: Vec<Value>,
+    /// Grants the caller holds, with what is left of them.
+    grants: Vec<Value>,
+}
+
+/// `less_compact`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct CompactArgs {
+    /// Chat messages (`[{"role": "user", "content": "…"}]`).
+    messages: Value,
+    /// Messages kept verbatim at the end (default 6).
+    #[serde(default)]
+    hot_tail: Option<usize>,
+}
+
+/// `less_compact`'s answer.
+#[derive(Debug, Serialize, JsonSchema)]
+struct CompactOut {
+    /// The compacted messages: the ledger, then the hot tail.
+    messages: Value,
+    /// Sizes before and after.
+    stats: Value,
+    /// Why the input came back unchanged after a failure.
+    warning: Value,
+    /// Why it came back unchanged although compaction worked (it would not have been smaller).
+    note: Value,
+}
+
+/// `less_ledger_report`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct LedgerArgs {
+    /// Only this role.
+    #[serde(default)]
+    role: Option<String>,
+}
+
+/// `less_ledger_report`'s answer.
+#[derive(Debug, Serialize, JsonSchema)]
+struct LedgerOut {
+    /// Per client and tool: calls, refusals, tokens in and out, and the baseline (what the answers would have cost
+    /// without LESS: a deref's whole files).
+    rows: Vec<Value>,
+    /// Tokens read by clients in all.
+    tokens_out: u64,
+    /// The baseline of the same calls.
+    baseline_tokens: u64,
+}
+
+fn to_json<T: Serialize>(value: &T) -> Result<Value, Violation> {
+    serde_json::to_value(value)
+        .map_err(|err| Violation::new(ErrorCode::RunFailed, "", format!("an answer has no JSON form: {err}")))
+}
+
+#[tool_router(router = tool_router)]
+impl LessServer {
+    /// Validates a LESS document: schema, then semantic rules; every problem with its code and path.
+    #[tool(description = "Validate a LESS document (engram, pointer, brief, grant, deref request, typed message, \
+                          budget, scenario) against its JSON Schema and semantic rules; every problem has a stable \
+                          code and an RFC 6901 path.")]
+    async fn less_validate(
+        &self,
+        Parameters(args): Parameters<ValidateArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<ValidateOut>, String> {
+        let who = caller(&self.desk, None, &ctx);
+        self.call(who, "less_validate", self.tokens_in(&args), move |desk, _| {
+            let (kind, violations) = desk.validate(&args.document, args.kind.as_deref())?;
+            let violations: Vec<Problem> = violations
+                .into_iter()
+                .map(|v| Problem { code: v.code.to_string(), path: v.path, message: v.message })
+                .collect();
+            Ok((ValidateOut { kind: kind.to_string(), valid: violations.is_empty(), violations }, None))
+        })
+        .await
+    }
+
+    /// Validates and stores an engram in the caller's project.
+    #[tool(description = "Validate and store an engram (v0.1: a claim of at most 500 characters anchored to \
+                          pointers) in the caller's project; returns its id and outcome (stored, duplicate, \
+                          revived, superseded, risk).")]
+    async fn less_put_engram(
+        &self,
+        Parameters(args): Parameters<PutArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<PutOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_put_engram", self.tokens_in(&args), move |desk, who| {
+            let put = desk.put_engram(who, &args.engram)?;
+            Ok((
+                PutOut {
+                    id: put.id,
+                    outcome: put.outcome,
+                    superseded: put.superseded,
+                    contradictions: put.contradictions,
+                },
+                None,
+            ))
+        })
+        .await
+    }
+
+    /// Two-stage recall of engrams in the caller's project.
+    #[tool(description = "Recall engrams of the caller's project: hash-key recall, reranked by local embeddings \
+                          when the model is installed; best first.")]
+    async fn less_query_engrams(
+        &self,
+        Parameters(args): Parameters<QueryArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<QueryOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_query_engrams", self.tokens_in(&args), move |desk, who| {
+            let scope = args
+                .scope
+                .map(|name| {
+                    serde_json::from_value::<Scope>(Value::String(name.clone())).map_err(|_| {
+                        Violation::new(
+                            ErrorCode::ArgumentInvalid,
+                            "/scope",
+                            format!("no scope {name}; use run, project, org or global"),
+                        )
+                    })
+                })
+                .transpose()?;
+            let found = desk.query(who, &args.query, args.k, args.kind.as_deref(), scope)?;
+            let engrams = found.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
+            Ok((QueryOut { engrams }, None))
+        })
+        .await
+    }
+
+    /// Resolves pointers under the caller's per-turn budget, or under a grant.
+    #[tool(description = "Dereference pointers (repo:path#Lx-Ly, artifact:doc#heading, diff:…, test:…) within the \
+                          caller's deref budget for this turn, or under a grant its parent issued; returns each \
+                          pointer's content, blake3 digest and tokens. Over budget without a grant: \
+                          LESS_DEREF_DENIED (ask with less_request_deref).")]
+    async fn less_deref(
+        &self,
+        Parameters(args): Parameters<DerefArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<DerefOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_deref", self.tokens_in(&args), move |desk, who| {
+            let (items, baseline) = desk.deref(who, &args.pointers, args.grant_id.as_deref())?;
+            let items = items
+                .into_iter()
+                .map(|i| Item { pointer: i.pointer, content: i.content, digest: i.digest, tokens: i.tokens })
+                .collect();
+            Ok((DerefOut { items }, Some(baseline)))
+        })
+        .await
+    }
+
+    /// Files a deref request with the caller's parent.
+    #[tool(description = "Ask the caller's parent for a dereference over the caller's budget; the parent sees it \
+                          at its next less_checkpoint and answers with less_issue_grant.")]
+    async fn less_request_deref(
+        &self,
+        Parameters(args): Parameters<RequestArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<RequestOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_request_deref", self.tokens_in(&args), move |desk, who| {
+            let request_id = desk.request_deref(who, &args.pointers, &args.reason)?;
+            Ok((RequestOut { request_id }, None))
+        })
+        .await
+    }
+
+    /// Issues a grant to a descendant (parents only).
+    #[tool(description = "Issue a grant to a client below the caller: the pointers or patterns it covers, its uses, \
+                          lifetime and tokens. Only an ancestor grants (else LESS_GRANT_INVALID).")]
+    async fn less_issue_grant(
+        &self,
+        Parameters(args): Parameters<GrantArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<GrantOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_issue_grant", self.tokens_in(&args), move |desk, who| {
+            let order = NewGrant {
+                to: args.to,
+                patterns: args.pointers,
+                uses: args.uses,
+                ttl: args.ttl,
+                max_tokens: args.max_tokens,
+                answers: args.answers,
+            };
+            let grant = desk.issue_grant(who, &order)?;
+            Ok((GrantOut { grant_id: grant.terms.grant_id.clone(), terms: to_json(&grant.terms)? }, None))
+        })
+        .await
+    }
+
+    /// Ends the caller's turn and lists what waits for it.
+    #[tool(description = "End the caller's turn (its deref budget starts again) and list the deref requests its \
+                          children filed and the grants it holds.")]
+    async fn less_checkpoint(
+        &self,
+        Parameters(args): Parameters<IdentityArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<CheckpointOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_checkpoint", self.tokens_in(&args), move |desk, who| {
+            let (requests, grants) = desk.checkpoint(who)?;
+            let requests = requests.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
+            let grants = grants.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
+            Ok((CheckpointOut { requests, grants }, None))
+        })
+        .await
+    }
+
+    /// The context ledger of a conversation.
+    #[tool(description = "Compact a long chat into the context ledger (facts, decisions, obligations, questions; \
+                          secrets redacted) plus the verbatim hot tail, as `lessrt compact` does.")]
+    async fn less_compact(
+        &self,
+        Parameters(args): Parameters<CompactArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<CompactOut>, String> {
+        let who = caller(&self.desk, None, &ctx);
+        self.call(who, "less_compact", self.tokens_in(&args), move |desk, _| {
+            let mut report = desk.compact(&args.messages, args.hot_tail)?;
+            let mut take = |key: &str| report.get_mut(key).map(Value::take).unwrap_or(Value::Null);
+            Ok((
+                CompactOut {
+                    messages: take("messages"),
+                    stats: take("stats"),
+                    warning: take("warning"),
+                    note: take("note"),
+                },
+                None,
+            ))
+        })
+        .await
+    }
+
+    /// Tokens per client and tool, measured against the baseline.
+    #[tool(description = "Tokens per client (role) and tool from the desk's ledger: calls, refusals, tokens in and \
+                          out, and the baseline (a deref's whole files) with the delta.")]
+    async fn less_ledger_report(
+        &self,
+        Parameters(args): Parameters<LedgerArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<LedgerOut>, String> {
+        let who = caller(&self.desk, None, &ctx);
+        self.call(who, "less_ledger_report", self.tokens_in(&args), move |desk, _| {
+            let rows = desk.ledger_report(args.role.as_deref())?;
+            let tokens_out = rows.iter().map(|r| r.tokens_out).sum();
+            let baseline_tokens = rows.iter().map(|r| r.baseline_tokens).sum();
+            let rows = rows.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
+            Ok((LedgerOut { rows, tokens_out, baseline_tokens }, None))
+        })
+        .await
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for LessServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
+        info.server_info = Implementation::new("lessrt", env!("CARGO_PKG_VERSION"));
+        info.instructions = Some(
+            "LESS: share small typed engrams anchored to pointers instead of pasting context. Recall with \
+             less_query_engrams, read sources with less_deref (metered per turn; a turn ends at less_checkpoint), \
+             ask your parent with less_request_deref when the budget is not enough."
+                .to_owned(),
+        );
+        info
+    }
+}

@@ -1,0 +1,89 @@
+//! `lessrt mcp` driven by a real MCP client: the official Python SDK (`mcp` from PyPI, installed by
+//! `scripts/mcp-clients.sh` into a venv under the cache; never skipped: a missing install fails the test with the
+//! command that installs it). The client script is `tests/mcp_client.py`: every tool called, refusals checked by code.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::cli::lessrt;
+
+const CONFIG: &str = r#"project = "demo"
+[budget]
+max_deref_tokens_total = 40
+[clients.lead]
+role = "lead"
+[clients.dev]
+role = "dev"
+parent = "lead"
+[clients.other]
+role = "dev"
+project = "elsewhere"
+"#;
+
+/// The venv's python with the MCP SDK.
+fn python() -> PathBuf {
+    let cache = std::env::var_os("LESSRT_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/lessrt"));
+    let python = cache.join("mcp-venv/bin/python");
+    assert!(
+        python.is_file(),
+        "the Python MCP client is not installed: run `bash scripts/mcp-clients.sh` once (it installs mcp from PyPI \
+         into {})",
+        python.display()
+    );
+    python
+}
+
+fn workspace(dir: &Path) -> PathBuf {
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(&ws).expect("mkdir");
+    let long: String = (1..=60).map(|i| format!("fn f{i}() -> u32 {{ {i} }}\n")).collect();
+    std::fs::write(ws.join("long.rs"), long).expect("write");
+    std::fs::write(ws.join("short.rs"), "fn a() {}\n").expect("write");
+    std::fs::write(dir.join("desk.toml"), CONFIG).expect("write");
+    ws
+}
+
+#[test]
+fn the_python_sdk_calls_every_tool_over_stdio_and_the_rules_hold() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = workspace(dir.path());
+    let store = dir.path().join("store");
+    let output = Command::new(python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py"))
+        .args([env!("CARGO_BIN_EXE_lessrt").as_ref(), store.as_os_str(), ws.as_os_str()])
+        .arg(dir.path().join("desk.toml"))
+        .output()
+        .expect("python runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the client's checks failed:\n{stderr}");
+    let summary: Value = serde_json::from_slice(&output.stdout).expect("a JSON summary");
+    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(9), "{summary}");
+    // The desk's ledger and audit log outlive the session.
+    let audit = std::fs::read_to_string(store.join("desk-audit.log")).expect("audit log");
+    assert!(
+        audit.lines().any(|l| l.contains("\tdev\tdev\tless_deref\t") && l.ends_with("LESS_DEREF_DENIED")),
+        "{audit}"
+    );
+    assert!(audit.lines().any(|l| l.contains("\tlead\tlead\tless_issue_grant\t")), "{audit}");
+    let key = std::fs::metadata(store.join("desk.key")).expect("a grant key");
+    assert_eq!(key.len(), 32);
+    #[cfg(unix)]
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&key.permissions()) & 0o077, 0, "the key is the owner's alone");
+}
+
+#[test]
+fn a_bad_configuration_is_refused_before_serving() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("desk.toml");
+    std::fs::write(&config, "[clients.dev]\nparent = \"boss\"\n").expect("write");
+    let store = dir.path().join("store");
+    let output = lessrt(&["mcp", "--store", &store.to_string_lossy(), "--config", &config.to_string_lossy()]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("LESS_ARGUMENT_INVALID") && stderr.contains("boss"), "{stderr}");
+    assert!(output.stdout.is_empty(), "stdout is the protocol's alone");
+}

@@ -1,0 +1,122 @@
+"""Drives `lessrt mcp` over stdio with the official Python MCP SDK, as a host does, and checks what it answers.
+
+Usage: python mcp_client.py LESSRT STORE WORKSPACE CONFIG
+Every tool is called; refusals are checked by their LESS code. Exit 0 and a JSON summary on stdout when all holds.
+"""
+
+import asyncio
+import json
+import sys
+
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+
+
+def expect(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def structured(result):
+    expect(not result.is_error, f"a tool error: {result.content}")
+    expect(result.structured_content is not None, "structuredContent is set")
+    text = result.content[0].text
+    expect(json.loads(text) == result.structured_content, "the text block is the structured content")
+    return result.structured_content
+
+
+def refused(result, code):
+    expect(result.is_error, f"expected a refusal {code}, got {result.structured_content}")
+    text = result.content[0].text
+    expect(text.startswith(code), f"the error text starts with {code}: {text}")
+    return text
+
+
+async def main():
+    lessrt, store, workspace, config = sys.argv[1:5]
+    params = StdioServerParameters(
+        command=lessrt, args=["mcp", "--store", store, "--workspace", workspace, "--config", config]
+    )
+    summary = {}
+    async with stdio_client(params) as (read, write):
+        # The host names its client `lead`: calls without `client_identity` are the lead's.
+        lead = types.Implementation(name="lead", version="1.0")
+        async with ClientSession(read, write, client_info=lead) as client:
+            init = await client.initialize()
+            expect(init.server_info.name == "lessrt", f"server name {init.server_info.name}")
+            await client.send_ping()
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            wanted = {
+                "less_validate", "less_put_engram", "less_query_engrams", "less_deref", "less_request_deref",
+                "less_issue_grant", "less_checkpoint", "less_compact", "less_ledger_report",
+            }
+            expect(wanted <= set(tools), f"tools listed: {sorted(tools)}")
+            expect(all(tools[t].output_schema for t in wanted), "every tool has an outputSchema")
+            summary["tools"] = sorted(tools)
+
+            # The validator: a valid pointer, an engram whose claim is too long.
+            ok = structured(await client.call_tool("less_validate", {"document": {"type": "repo", "ref": "a.rs"}}))
+            expect(ok["valid"] and ok["kind"] == "pointer", ok)
+            bad = structured(await client.call_tool("less_validate", {"document": {"claim": "x"}, "kind": "engram"}))
+            expect(not bad["valid"] and bad["violations"][0]["code"] == "LESS_SCHEMA_INVALID", bad)
+
+            # Engrams, as the worker `dev`.
+            engram = {
+                "id": "eg_mcp_1", "kind": "decision", "claim": "Capture moves after pricing; the cache is cleared on capture.",
+                "pointers": [{"type": "repo", "ref": "short.rs", "span": "L1-L1"}], "confidence": 0.9, "ttl": "P7D",
+                "scope": "project",
+                "provenance": {"created_at": "2026-01-01T00:00:00Z", "created_by": "dev", "source": "agent"},
+            }
+            put = structured(await client.call_tool("less_put_engram", {"engram": engram, "client_identity": "dev"}))
+            expect(put["id"] == "eg_mcp_1" and put["outcome"] == "stored", put)
+            found = structured(await client.call_tool(
+                "less_query_engrams", {"query": "capture pricing cache", "k": 3, "client_identity": "dev"}))
+            expect([e["id"] for e in found["engrams"]] == ["eg_mcp_1"], found)
+            elsewhere = structured(await client.call_tool(
+                "less_query_engrams", {"query": "capture pricing cache", "client_identity": "other"}))
+            expect(elsewhere["engrams"] == [], f"a query never crosses projects: {elsewhere}")
+            refused(await client.call_tool("less_put_engram", {"engram": {"claim": "no"}, "client_identity": "dev"}),
+                    "LESS_SCHEMA_INVALID")
+
+            # Derefs under the budget, a refusal over it, a request, a grant from the parent, the granted deref.
+            small = structured(await client.call_tool(
+                "less_deref", {"pointers": ["repo:short.rs#L1-L1"], "client_identity": "dev"}))
+            expect(small["items"][0]["digest"].startswith("blake3:"), small)
+            big = ["repo:long.rs#L1-L40"]
+            text = refused(await client.call_tool("less_deref", {"pointers": big, "client_identity": "dev"}),
+                           "LESS_DEREF_DENIED")
+            expect("less_request_deref" in text, text)
+            request = structured(await client.call_tool(
+                "less_request_deref", {"pointers": big, "reason": "the whole table", "client_identity": "dev"}))
+            waiting = structured(await client.call_tool("less_checkpoint", {}))
+            expect([r["request_id"] for r in waiting["requests"]] == [request["request_id"]], waiting)
+            refused(await client.call_tool("less_issue_grant", {"to": "lead", "pointers": big, "client_identity": "dev"}),
+                    "LESS_GRANT_INVALID")
+            grant = structured(await client.call_tool("less_issue_grant", {
+                "to": "dev", "pointers": big, "answers": request["request_id"]}))
+            granted = structured(await client.call_tool(
+                "less_deref", {"pointers": big, "grant_id": grant["grant_id"], "client_identity": "dev"}))
+            expect(granted["items"][0]["tokens"] > 40, granted)
+            refused(await client.call_tool(
+                "less_deref", {"pointers": big, "grant_id": grant["grant_id"], "client_identity": "dev"}),
+                "LESS_GRANT_INVALID")
+            refused(await client.call_tool(
+                "less_deref", {"pointers": ["repo:../outside.rs#L1-L2"], "client_identity": "dev"}),
+                "LESS_POINTER_")
+
+            # The context ledger.
+            chat = [{"role": "user", "content": f"Note {i}: the deploy target is host-{i}."} for i in range(40)]
+            compacted = structured(await client.call_tool("less_compact", {"messages": chat, "hot_tail": 4}))
+            expect(compacted["stats"]["messages_in"] == 40, compacted["stats"])
+
+            # The ledger saw every call, per client and tool, with the deref baseline.
+            report = structured(await client.call_tool("less_ledger_report", {"role": "dev"}))
+            derefs = [r for r in report["rows"] if r["tool"] == "less_deref"]
+            expect(derefs and derefs[0]["calls"] == 5 and derefs[0]["refused"] == 3, report)
+            expect(derefs[0]["baseline_tokens"] >= derefs[0]["tokens_out"], report)
+            summary["ledger"] = report
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
