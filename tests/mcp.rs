@@ -52,6 +52,30 @@ fn the_python_sdk_calls_every_tool_over_stdio_and_the_rules_hold() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ws = workspace(dir.path());
     let store = dir.path().join("store");
+    // A session in the lossless memory, summarized, for the expand tools.
+    let transcript = dir.path().join("session.json");
+    let chat = serde_json::json!([
+        {"role": "user", "content": "The staging proxy listens on port 8443 since the migration."},
+        {"role": "assistant", "content": "Noted: staging proxy port is 8443; production stays on 443."},
+        {"role": "user", "content": "We decided to keep the billing cache per region."},
+        {"role": "assistant", "content": "Decision recorded: the billing cache stays per region."},
+    ]);
+    std::fs::write(&transcript, chat.to_string()).expect("write");
+    let store_arg = store.to_string_lossy().into_owned();
+    let ingest = lessrt(&[
+        "memory",
+        "ingest",
+        &transcript.to_string_lossy(),
+        "--session",
+        "s1",
+        "--project",
+        "demo",
+        "--store",
+        &store_arg,
+    ]);
+    assert!(ingest.status.success(), "{}", String::from_utf8_lossy(&ingest.stderr));
+    let build = lessrt(&["dag", "build", "--store", &store_arg]);
+    assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
     let output = Command::new(python())
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py"))
         .args([env!("CARGO_BIN_EXE_lessrt").as_ref(), store.as_os_str(), ws.as_os_str()])
@@ -61,7 +85,7 @@ fn the_python_sdk_calls_every_tool_over_stdio_and_the_rules_hold() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "the client's checks failed:\n{stderr}");
     let summary: Value = serde_json::from_slice(&output.stdout).expect("a JSON summary");
-    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(9), "{summary}");
+    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(12), "{summary}");
     // The desk's ledger and audit log outlive the session.
     let audit = std::fs::read_to_string(store.join("desk-audit.log")).expect("audit log");
     assert!(

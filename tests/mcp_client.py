@@ -48,7 +48,8 @@ async def main():
             tools = {t.name: t for t in (await client.list_tools()).tools}
             wanted = {
                 "less_validate", "less_put_engram", "less_query_engrams", "less_deref", "less_request_deref",
-                "less_issue_grant", "less_checkpoint", "less_compact", "less_ledger_report",
+                "less_issue_grant", "less_checkpoint", "less_compact", "less_ledger_report", "less_expand",
+                "less_expand_query", "less_impact",
             }
             expect(wanted <= set(tools), f"tools listed: {sorted(tools)}")
             expect(all(tools[t].output_schema for t in wanted), "every tool has an outputSchema")
@@ -103,6 +104,21 @@ async def main():
             refused(await client.call_tool(
                 "less_deref", {"pointers": ["repo:../outside.rs#L1-L2"], "client_identity": "dev"}),
                 "LESS_POINTER_")
+
+            # The lossless memory (the test archived a session and built its summary before starting the server).
+            answer = structured(await client.call_tool(
+                "less_expand_query", {"question": "which port does the staging proxy use", "client_identity": "dev"}))
+            cited = answer["result"]["citations"]
+            expect(cited and all(c["project"] == "demo" for c in cited), answer)
+            expect(any("8443" in c.get("text", "") for c in cited) or "8443" in answer["result"]["text"], answer)
+            node = answer["result"]["nodes"][0] if answer["result"]["nodes"] else cited[0]["message"].split(":")[-1]
+            expanded = structured(await client.call_tool("less_expand", {"id": node, "client_identity": "dev"}))
+            expect(expanded["result"]["target"]["project"] == "demo", expanded)
+            refused(await client.call_tool("less_expand", {"id": node, "client_identity": "other"}),
+                    "LESS_POINTER_UNRESOLVED")
+            impact = structured(await client.call_tool(
+                "less_impact", {"pointer": "repo:short.rs", "client_identity": "dev"}))
+            expect(any(i["id"] == "eg_mcp_1" for i in impact["result"]["items"]), impact)
 
             # The context ledger.
             chat = [{"role": "user", "content": f"Note {i}: the deploy target is host-{i}."} for i in range(40)]

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::context::{ChatMessage, CompactConfig, compact_report, compact_stats};
+use crate::dag::{Child, Dag, DagConfig, DagError};
 use crate::memory::{Memory, MemoryError, Principal, QueryOptions};
 use crate::resolver::{Resolver, SamSource};
 use crate::run::{DerefMeter, GrantBook, GrantLeft};
@@ -240,6 +241,9 @@ pub struct LedgerRow {
 /// The desk of one store.
 pub struct Desk {
     config: DeskConfig,
+    dir: PathBuf,
+    /// The lossless memory of the store, opened by the first call that reads it.
+    dag: Mutex<Option<Dag>>,
     memory: Mutex<Memory>,
     resolver: Mutex<Option<Resolver>>,
     db: Mutex<Connection>,
@@ -266,6 +270,16 @@ impl SamSource for NoEpisodes {
 
 fn store_failed(what: &str, err: impl std::fmt::Display) -> Violation {
     Violation::new(ErrorCode::StoreFailed, "", format!("{what}: {err}"))
+}
+
+fn dag_violation(err: DagError) -> Violation {
+    match err {
+        DagError::NotFound(id) => {
+            Violation::new(ErrorCode::PointerUnresolved, "/id", format!("no node or message {id}"))
+        }
+        DagError::Memory(err) => memory_violation(err),
+        DagError::Store(err) => store_failed("the archive", err),
+    }
 }
 
 fn memory_violation(err: MemoryError) -> Violation {
@@ -295,6 +309,8 @@ impl Desk {
         let key = desk_key(&dir.join("desk.key"))?;
         Ok(Desk {
             config,
+            dir: dir.to_owned(),
+            dag: Mutex::default(),
             memory: Mutex::new(memory),
             resolver: Mutex::new(resolver),
             db: Mutex::new(db),
@@ -615,6 +631,49 @@ impl Desk {
             })
             .collect();
         Ok((requests, held))
+    }
+
+    /// One level of the lossless memory below `id` (a node or a message of the caller's project).
+    pub fn expand(&self, who: &Client, id: &str) -> Result<Value, Violation> {
+        let expansion = self.with_dag(|dag| dag.expand(id))?;
+        let project = match &expansion.target {
+            Child::Node(node) => &node.project,
+            Child::Message(message) => &message.project,
+        };
+        if *project != who.project {
+            // Said as not found: another project's ids are not the caller's to learn about.
+            return Err(Violation::new(
+                ErrorCode::PointerUnresolved,
+                "/id",
+                format!("no node or message {id} in {}", who.project),
+            ));
+        }
+        serde_json::to_value(&expansion).map_err(|err| store_failed("expansion", err))
+    }
+
+    /// Answers `question` from the raw messages of the caller's project within `max_tokens`, citing them.
+    pub fn expand_query(&self, who: &Client, question: &str, max_tokens: Option<u32>) -> Result<Value, Violation> {
+        let answer = self.with_dag(|dag| dag.expand_query(question, max_tokens.unwrap_or(800), Some(&who.project)))?;
+        serde_json::to_value(&answer).map_err(|err| store_failed("answer", err))
+    }
+
+    /// What depends on `pointer` in the caller's project, layer by layer, at `min_confidence` or above.
+    pub fn impact(&self, who: &Client, pointer: &str, min_confidence: Option<f64>) -> Result<Value, Violation> {
+        let pointer = Pointer::parse(pointer).map_err(|v| Violation { path: "/pointer".to_owned(), ..v })?;
+        let mut impact = self.with_dag(|dag| dag.impact(&pointer, min_confidence.unwrap_or(0.0)))?;
+        impact.items.retain(|item| item.project == who.project);
+        serde_json::to_value(&impact).map_err(|err| store_failed("impact", err))
+    }
+
+    fn with_dag<T>(&self, work: impl FnOnce(&mut Dag) -> Result<T, DagError>) -> Result<T, Violation> {
+        let mut dag = self.dag.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if dag.is_none() {
+            *dag = Some(Dag::open(&self.dir, DagConfig::default()).map_err(dag_violation)?);
+        }
+        match dag.as_mut() {
+            Some(dag) => work(dag).map_err(dag_violation),
+            None => Err(store_failed("the archive", "not open")),
+        }
     }
 
     /// The context ledger of `messages` (a JSON array of chat messages).

@@ -358,6 +358,50 @@ struct LedgerOut {
     baseline_tokens: u64,
 }
 
+/// `less_expand`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct ExpandArgs {
+    /// A node id (`S-…`, `A-…`, `E-…`) or a message id (`m-…`).
+    id: String,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// `less_expand_query`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct ExpandQueryArgs {
+    /// The question.
+    question: String,
+    /// Most tokens of the answer's excerpts (default 800).
+    #[serde(default)]
+    max_tokens: Option<u32>,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// `less_impact`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct ImpactArgs {
+    /// The pointer whose dependents are wanted (`repo:src/lib.rs`).
+    pointer: String,
+    /// Leave out what is below this confidence (default 0).
+    #[serde(default)]
+    min_confidence: Option<f64>,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// An answer of the lossless memory, as `lessrt dag` prints it with `--json`.
+#[derive(Debug, Serialize, JsonSchema)]
+struct DagOut {
+    /// `expand`: the target, its parent and its children; `expand_query`: the excerpts and their citations;
+    /// `impact`: what depends on the pointer, by layer.
+    result: Value,
+}
+
 fn to_json<T: Serialize>(value: &T) -> Result<Value, Violation> {
     serde_json::to_value(value)
         .map_err(|err| Violation::new(ErrorCode::RunFailed, "", format!("an answer has no JSON form: {err}")))
@@ -516,6 +560,52 @@ impl LessServer {
             let requests = requests.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
             let grants = grants.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
             Ok((CheckpointOut { requests, grants }, None))
+        })
+        .await
+    }
+
+    /// One level of the lossless memory below a node or message.
+    #[tool(description = "Expand a node of the lossless memory (epoch → arcs, arc → sessions, session → its raw \
+                          messages) or show a raw message, in the caller's project.")]
+    async fn less_expand(
+        &self,
+        Parameters(args): Parameters<ExpandArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<DagOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_expand", self.tokens_in(&args), move |desk, who| {
+            Ok((DagOut { result: desk.expand(who, &args.id)? }, None))
+        })
+        .await
+    }
+
+    /// Answers a question from the raw messages, citing them.
+    #[tool(description = "Answer a question from the raw messages of the caller's project within a token budget, \
+                          citing each message and the summary nodes above it (secrets redacted).")]
+    async fn less_expand_query(
+        &self,
+        Parameters(args): Parameters<ExpandQueryArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<DagOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_expand_query", self.tokens_in(&args), move |desk, who| {
+            Ok((DagOut { result: desk.expand_query(who, &args.question, args.max_tokens)? }, None))
+        })
+        .await
+    }
+
+    /// What depends on a source.
+    #[tool(description = "List what depends on a source pointer in the caller's project, layer by layer: engrams \
+                          citing it (will_break), summaries over them (likely_affected), tests nearby \
+                          (may_need_testing).")]
+    async fn less_impact(
+        &self,
+        Parameters(args): Parameters<ImpactArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<DagOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_impact", self.tokens_in(&args), move |desk, who| {
+            Ok((DagOut { result: desk.impact(who, &args.pointer, args.min_confidence)? }, None))
         })
         .await
     }
