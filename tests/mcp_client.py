@@ -87,6 +87,7 @@ async def main():
             text = refused(await client.call_tool("less_deref", {"pointers": big, "client_identity": "dev"}),
                            "LESS_DEREF_DENIED")
             expect("less_request_deref" in text, text)
+            summary["refusal"] = text
             request = structured(await client.call_tool(
                 "less_request_deref", {"pointers": big, "reason": "the whole table", "client_identity": "dev"}))
             waiting = structured(await client.call_tool("less_checkpoint", {}))

@@ -441,9 +441,10 @@ impl Desk {
                     ErrorCode::DerefDenied,
                     "",
                     format!(
-                        "{} pointers / {n} tokens exceed this turn's deref budget (tokens used {}/{}); ask your parent \
-                         with less_request_deref, or present a grant",
+                        "{} pointer{} / {n} tokens exceed this turn's deref budget (tokens used {}/{}); ask your \
+                         parent with less_request_deref, or present a grant",
                         items.len(),
+                        if items.len() == 1 { "" } else { "s" },
                         meter.tokens,
                         who.budget.max_deref_tokens_total
                     ),
