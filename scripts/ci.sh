@@ -32,6 +32,10 @@ bash scripts/test.sh
 echo "== the README's first command: install lessrt, run the main job"
 cargo install --locked --path . && lessrt run scenarios/uc1-refactor.toml
 
+# A second real MCP client: the MCP Inspector's CLI (npm) lists the tools of the installed lessrt and calls two.
+echo "== the MCP Inspector against lessrt mcp"
+bash scripts/mcp-inspector.sh lessrt
+
 # Memory recall on LoCoMo's development split, with regression floors under the README's figures (stage 1 with turn
 # context 68.7 at recall@10, both stages 75.1; the second above the published 66.2 anchor). The data is not in the
 # repository (CC BY-NC 4.0): CI has it beside the checkout; LESSRT_LOCOMO_DEV points elsewhere.

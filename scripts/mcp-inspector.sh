@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# A second real MCP client, for CI: the MCP Inspector's CLI (npm `@modelcontextprotocol/inspector`, pinned) lists the
+# tools of `lessrt mcp` and calls two of them, in a scratch store and workspace. Installs the inspector into
+# $LESSRT_CACHE_DIR/mcp-inspector (idempotent). Usage: scripts/mcp-inspector.sh [LESSRT] (default: lessrt on PATH).
+set -euo pipefail
+lessrt="${1:-lessrt}"
+cache="${LESSRT_CACHE_DIR:-$HOME/.cache/lessrt}"
+dir="$cache/mcp-inspector"
+version="2.12.0"
+inspector="$dir/node_modules/.bin/mcp-inspector"
+if [ ! -x "$inspector" ] || ! grep -q "\"version\": \"$version\"" "$dir/node_modules/@modelcontextprotocol/inspector/package.json" 2>/dev/null; then
+    mkdir -p "$dir"
+    npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "@modelcontextprotocol/inspector@$version" >&2
+fi
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/ws"
+printf 'fn a() {}\n' > "$work/ws/a.rs"
+serve=("$lessrt" mcp --store "$work/store" --workspace "$work/ws")
+
+tools="$("$inspector" --cli "${serve[@]}" --method tools/list 2>/dev/null)"
+for tool in less_put_engram less_query_engrams less_deref less_request_deref less_issue_grant less_checkpoint \
+    less_expand less_expand_query less_impact less_compact less_validate less_ledger_report; do
+    grep -q "\"name\": \"$tool\"" <<<"$tools" || { echo "mcp-inspector: $tool is not listed" >&2; exit 1; }
+done
+deref="$("$inspector" --cli "${serve[@]}" --method tools/call --tool-name less_deref \
+    --tool-arg 'pointers=["repo:a.rs#L1-L1"]' 2>/dev/null)"
+grep -q '"digest": "blake3:' <<<"$deref" || { echo "mcp-inspector: less_deref answered $deref" >&2; exit 1; }
+report="$("$inspector" --cli "${serve[@]}" --method tools/call --tool-name less_ledger_report 2>/dev/null)"
+grep -q '"tool": "less_deref"' <<<"$report" || { echo "mcp-inspector: the ledger lacks the deref: $report" >&2; exit 1; }
+echo "mcp-inspector: 12 tools listed; less_deref and less_ledger_report answered"
