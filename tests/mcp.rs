@@ -2,8 +2,9 @@
 //! `scripts/mcp-clients.sh` into a venv under the cache; never skipped: a missing install fails the test with the
 //! command that installs it). The client script is `tests/mcp_client.py`: every tool called, refusals checked by code.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
@@ -47,13 +48,9 @@ fn workspace(dir: &Path) -> PathBuf {
     ws
 }
 
-#[test]
-fn the_python_sdk_calls_every_tool_over_stdio_and_the_rules_hold() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ws = workspace(dir.path());
-    let store = dir.path().join("store");
-    // A session in the lossless memory, summarized, for the expand tools.
-    let transcript = dir.path().join("session.json");
+/// A session in the lossless memory of `store`, summarized, for the expand tools.
+fn prepare_archive(dir: &Path, store: &Path) {
+    let transcript = dir.join("session.json");
     let chat = serde_json::json!([
         {"role": "user", "content": "The staging proxy listens on port 8443 since the migration."},
         {"role": "assistant", "content": "Noted: staging proxy port is 8443; production stays on 443."},
@@ -76,6 +73,14 @@ fn the_python_sdk_calls_every_tool_over_stdio_and_the_rules_hold() {
     assert!(ingest.status.success(), "{}", String::from_utf8_lossy(&ingest.stderr));
     let build = lessrt(&["dag", "build", "--store", &store_arg]);
     assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
+}
+
+#[test]
+fn the_python_sdk_calls_every_tool_over_stdio_and_the_rules_hold() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = workspace(dir.path());
+    let store = dir.path().join("store");
+    prepare_archive(dir.path(), &store);
     let output = Command::new(python())
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py"))
         .args([env!("CARGO_BIN_EXE_lessrt").as_ref(), store.as_os_str(), ws.as_os_str()])
@@ -103,6 +108,53 @@ fn the_python_sdk_calls_every_tool_over_stdio_and_the_rules_hold() {
     assert_eq!(key.len(), 32);
     #[cfg(unix)]
     assert_eq!(std::os::unix::fs::PermissionsExt::mode(&key.permissions()) & 0o077, 0, "the key is the owner's alone");
+}
+
+#[test]
+fn the_python_sdk_calls_every_tool_over_streamable_http_on_loopback() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = workspace(dir.path());
+    let store = dir.path().join("store");
+    prepare_archive(dir.path(), &store);
+    let mut server = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["mcp", "--http", "127.0.0.1:0", "--store"])
+        .arg(&store)
+        .arg("--workspace")
+        .arg(&ws)
+        .arg("--config")
+        .arg(dir.path().join("desk.toml"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lessrt mcp --http starts");
+    // The server says where it listens (port 0 picked one).
+    let mut stderr = BufReader::new(server.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    stderr.read_line(&mut line).expect("a line on stderr");
+    let url = line.trim().strip_prefix("lessrt mcp: serving ").map(str::to_owned);
+    let output = url.as_ref().map(|url| {
+        Command::new(python())
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py"))
+            .args(["--http", url])
+            .output()
+            .expect("python runs")
+    });
+    server.kill().expect("the server stops");
+    server.wait().expect("reaped");
+    let url = url.unwrap_or_else(|| panic!("the server did not say where it listens: {line}"));
+    assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"), "{url}");
+    let output = output.expect("the client ran");
+    assert!(output.status.success(), "the client's checks failed:\n{}", String::from_utf8_lossy(&output.stderr));
+    let summary: Value = serde_json::from_slice(&output.stdout).expect("a JSON summary");
+    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(12), "{summary}");
+}
+
+#[test]
+fn a_non_loopback_address_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let output = lessrt(&["mcp", "--http", "0.0.0.0:8080", "--store", &store.to_string_lossy()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("loopback"));
 }
 
 #[test]

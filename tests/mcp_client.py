@@ -1,6 +1,7 @@
 """Drives `lessrt mcp` over stdio with the official Python MCP SDK, as a host does, and checks what it answers.
 
-Usage: python mcp_client.py LESSRT STORE WORKSPACE CONFIG
+Usage: python mcp_client.py LESSRT STORE WORKSPACE CONFIG         (stdio: the script starts the server)
+       python mcp_client.py --http URL                             (streamable HTTP: a server already serves URL)
 Every tool is called; refusals are checked by their LESS code. Exit 0 and a JSON summary on stdout when all holds.
 """
 
@@ -10,6 +11,7 @@ import sys
 
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 
 def expect(cond, what):
@@ -32,13 +34,20 @@ def refused(result, code):
     return text
 
 
-async def main():
+def transport():
+    if sys.argv[1] == "--http":
+        return streamable_http_client(sys.argv[2])
     lessrt, store, workspace, config = sys.argv[1:5]
     params = StdioServerParameters(
         command=lessrt, args=["mcp", "--store", store, "--workspace", workspace, "--config", config]
     )
+    return stdio_client(params)
+
+
+async def main():
     summary = {}
-    async with stdio_client(params) as (read, write):
+    async with transport() as streams:
+        read, write = streams[0], streams[1]
         # The host names its client `lead`: calls without `client_identity` are the lead's.
         lead = types.Implementation(name="lead", version="1.0")
         async with ClientSession(read, write, client_info=lead) as client:

@@ -7,8 +7,8 @@
 //! leaves the caller's project; every call is written to the desk's ledger (tokens per client and tool) and its
 //! audit log.
 //!
-//! A **turn** of a client is the calls between two `checkpoint`s on one connection (the first turn starts when the
-//! connection opens): the per-turn deref budget is metered over it, as a run meters an agent's turn.
+//! A **turn** of a client is its calls to one desk (one server process) between two `checkpoint`s (the first turn
+//! starts with its first call): the per-turn deref budget is metered over it, as a run meters an agent's turn.
 //!
 //! Several server processes may serve one store (each MCP host starts its own), so what crosses clients is durable,
 //! in `<store>/desk.sqlite`: grants (signed with a key kept in `<store>/desk.key`, made once, readable by the owner

@@ -1,4 +1,5 @@
-//! `lessrt mcp`: the desk (`less_runtime::desk`) served over the Model Context Protocol, on stdio.
+//! `lessrt mcp`: the desk (`less_runtime::desk`) served over the Model Context Protocol, on stdio or, with `--http`,
+//! as streamable HTTP on a loopback address (`/mcp`).
 //!
 //! Each tool is a thin call of the desk on tokio's blocking pool (SQLite, the indexes and file reads never run on the
 //! executor). A result is one compact JSON text block and the same value as `structuredContent`, with an
@@ -38,6 +39,10 @@ pub(crate) struct Args {
     /// The desk's configuration (TOML): `project`, `[budget]`, `[clients.<id>]` with role, parent, project, budget.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Serve streamable HTTP at http://ADDR/mcp instead of stdio; loopback addresses only (port 0 picks one, said on
+    /// stderr).
+    #[arg(long, value_name = "ADDR")]
+    http: Option<std::net::SocketAddr>,
 }
 
 /// `lessrt mcp`.
@@ -50,14 +55,28 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }
         None => DeskConfig::default(),
     };
+    if let Some(addr) = args.http
+        && !addr.ip().is_loopback()
+    {
+        return Err(Stop::usage(format!(
+            "--http {addr}: lessrt mcp serves loopback addresses only (127.0.0.1 or ::1); put a proxy in front to share it"
+        ))
+        .into());
+    }
     let desk = Desk::open(&args.store, args.workspace.as_deref(), config)
         .map_err(|v| Stop::usage(format!("{}: {}", v.code, v.message)))?;
     let desk = Arc::new(desk);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("no async runtime")?;
     runtime.block_on(async {
-        let service = LessServer::new(desk.clone()).serve(rmcp::transport::stdio()).await.context("MCP handshake")?;
-        service.waiting().await.context("MCP session")?;
-        anyhow::Ok(())
+        match args.http {
+            Some(addr) => serve_http(desk.clone(), addr).await,
+            None => {
+                let server = LessServer::new(desk.clone());
+                let service = server.serve(rmcp::transport::stdio()).await.context("MCP handshake")?;
+                service.waiting().await.context("MCP session")?;
+                anyhow::Ok(())
+            }
+        }
     })?;
     drop(runtime);
     match Arc::try_unwrap(desk) {
@@ -65,6 +84,27 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         Err(_) => tracing::warn!(target: "less.desk", "the desk was still in use at shutdown; indexes not saved"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Serves streamable HTTP at `http://addr/mcp` until interrupted; one session per client, all on the same desk.
+async fn serve_http(desk: Arc<Desk>, addr: std::net::SocketAddr) -> anyhow::Result<()> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+    let service = StreamableHttpService::new(
+        move || Ok(LessServer::new(desk.clone())),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+    let bound = listener.local_addr().context("the listener's address")?;
+    eprintln!("lessrt mcp: serving http://{bound}/mcp");
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .context("HTTP server")
 }
 
 /// The MCP server: the desk and the tool router.
