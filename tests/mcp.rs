@@ -90,7 +90,7 @@ fn the_python_sdk_calls_every_tool_over_stdio_and_the_rules_hold() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "the client's checks failed:\n{stderr}");
     let summary: Value = serde_json::from_slice(&output.stdout).expect("a JSON summary");
-    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(12), "{summary}");
+    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(20), "{summary}");
     // The README's transcript shows this refusal: its numbers are what the server says.
     let refusal = summary["refusal"].as_str().expect("the refusal's text");
     let shown = refusal.split(" (tokens used").next().expect("its head");
@@ -145,7 +145,7 @@ fn the_python_sdk_calls_every_tool_over_streamable_http_on_loopback() {
     let output = output.expect("the client ran");
     assert!(output.status.success(), "the client's checks failed:\n{}", String::from_utf8_lossy(&output.stderr));
     let summary: Value = serde_json::from_slice(&output.stdout).expect("a JSON summary");
-    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(12), "{summary}");
+    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(20), "{summary}");
 }
 
 #[test]

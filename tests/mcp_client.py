@@ -58,7 +58,9 @@ async def main():
             wanted = {
                 "less_validate", "less_put_engram", "less_query_engrams", "less_deref", "less_request_deref",
                 "less_issue_grant", "less_checkpoint", "less_compact", "less_ledger_report", "less_expand",
-                "less_expand_query", "less_impact",
+                "less_expand_query", "less_impact", "less_symbol_set", "less_symbol_resolve", "less_symbol_list",
+                "less_capsule_write", "less_capsule_hydrate", "less_blackboard_set", "less_blackboard_get",
+                "less_blackboard_list",
             }
             expect(wanted <= set(tools), f"tools listed: {sorted(tools)}")
             expect(all(tools[t].output_schema for t in wanted), "every tool has an outputSchema")
@@ -129,6 +131,37 @@ async def main():
             impact = structured(await client.call_tool(
                 "less_impact", {"pointer": "repo:short.rs", "client_identity": "dev"}))
             expect(any(i["id"] == "eg_mcp_1" for i in impact["result"]["items"]), impact)
+
+            # The symbol table, both ways.
+            structured(await client.call_tool("less_symbol_set", {"id": "F12", "value": "src/matching/engine.ts"}))
+            forward = structured(await client.call_tool("less_symbol_resolve", {"id": "F12"}))
+            expect(forward["symbols"] == [{"id": "F12", "value": "src/matching/engine.ts"}], forward)
+            back = structured(await client.call_tool("less_symbol_resolve", {"value": "src/matching/engine.ts"}))
+            expect([s["id"] for s in back["symbols"]] == ["F12"], back)
+            expect(len(structured(await client.call_tool("less_symbol_list", {}))["symbols"]) == 1, "one symbol")
+            refused(await client.call_tool("less_symbol_resolve", {"id": "F12", "client_identity": "other"}),
+                    "LESS_POINTER_UNRESOLVED")
+
+            # Capsules: the cap, and hydration of the dependency closure only.
+            structured(await client.call_tool("less_capsule_write", {"id": "w1", "what": "added LOB engine",
+                                                                      "where": "F12", "gotcha": "seed must be fixed"}))
+            structured(await client.call_tool("less_capsule_write", {"id": "w2", "what": "added book diff",
+                                                                      "where": "F13", "depends": ["w1"]}))
+            structured(await client.call_tool("less_capsule_write", {"id": "w3", "what": "unrelated docs"}))
+            hydrated = structured(await client.call_tool("less_capsule_hydrate", {"ids": ["w2"]}))
+            expect([c["id"] for c in hydrated["capsules"]] == ["w1", "w2"], hydrated)
+            text = refused(await client.call_tool("less_capsule_write", {"id": "w4", "what": "x\n" * 11}),
+                           "LESS_ARGUMENT_INVALID")
+            expect("at most 10 lines" in text, text)
+
+            # The blackboard.
+            structured(await client.call_tool("less_blackboard_set", {"key": "dev_port", "value": "5173"}))
+            second = structured(await client.call_tool("less_blackboard_set", {"key": "dev_port", "value": "5174"}))
+            expect(second["entries"][0]["superseded"] == "5173", second)
+            got = structured(await client.call_tool("less_blackboard_get", {"key": "dev_port"}))
+            expect(got["entries"][0]["value"] == "5174", got)
+            listed = structured(await client.call_tool("less_blackboard_list", {}))
+            expect([e["key"] for e in listed["entries"]] == ["dev_port"], listed)
 
             # The context ledger.
             chat = [{"role": "user", "content": f"Note {i}: the deploy target is host-{i}."} for i in range(40)]

@@ -244,6 +244,8 @@ pub struct Desk {
     dir: PathBuf,
     /// The lossless memory of the store, opened by the first call that reads it.
     dag: Mutex<Option<Dag>>,
+    /// Symbols, capsules and the blackboard.
+    shared: Mutex<shared::Shared>,
     memory: Mutex<Memory>,
     resolver: Mutex<Option<Resolver>>,
     db: Mutex<Connection>,
@@ -311,6 +313,7 @@ impl Desk {
             config,
             dir: dir.to_owned(),
             dag: Mutex::default(),
+            shared: Mutex::new(shared::Shared::open(dir)?),
             memory: Mutex::new(memory),
             resolver: Mutex::new(resolver),
             db: Mutex::new(db),
@@ -760,6 +763,50 @@ impl Desk {
         self.counter.count(text)
     }
 
+    /// Sets symbol `id` to `value` in `who`'s project.
+    pub fn symbol_set(&self, who: &Client, id: &str, value: &str) -> Result<(), Violation> {
+        self.shared().symbol_set(&who.project, id, value)
+    }
+
+    /// The value of symbol `text`, or with `reverse` the symbols whose value is `text`: `(id, value)` pairs.
+    pub fn symbol_resolve(&self, who: &Client, text: &str, reverse: bool) -> Result<Vec<(String, String)>, Violation> {
+        self.shared().symbol_resolve(&who.project, text, reverse)
+    }
+
+    /// The symbol table of `who`'s project.
+    pub fn symbol_list(&self, who: &Client) -> Result<Vec<(String, String)>, Violation> {
+        self.shared().symbol_list(&who.project)
+    }
+
+    /// Writes a capsule (at most [`MAX_CAPSULE_LINES`] lines; its `depends` must exist).
+    pub fn capsule_write(&self, who: &Client, capsule: &NewCapsule) -> Result<Capsule, Violation> {
+        self.shared().capsule_write(&who.project, capsule)
+    }
+
+    /// The capsules `ids` need: their transitive `depends` closure, dependencies first, nothing else.
+    pub fn capsule_hydrate(&self, who: &Client, ids: &[String]) -> Result<Vec<Capsule>, Violation> {
+        self.shared().closure(&who.project, ids)
+    }
+
+    /// Sets a blackboard key; the value it replaces is kept, linked to the new one.
+    pub fn blackboard_set(&self, who: &Client, key: &str, value: &str) -> Result<Entry, Violation> {
+        self.shared().board_set(&who.project, key, value, &who.id)
+    }
+
+    /// The current value of a blackboard key.
+    pub fn blackboard_get(&self, who: &Client, key: &str) -> Result<Entry, Violation> {
+        self.shared().board_get(&who.project, key)
+    }
+
+    /// The blackboard of `who`'s project (current values).
+    pub fn blackboard_list(&self, who: &Client) -> Result<Vec<Entry>, Violation> {
+        self.shared().board_list(&who.project)
+    }
+
+    fn shared(&self) -> std::sync::MutexGuard<'_, shared::Shared> {
+        self.shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Saves the memory's indexes (on shutdown).
     pub fn close(self) -> Result<(), Violation> {
         let memory = self.memory.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -803,6 +850,10 @@ fn now_unix() -> i64 {
 fn now_nanos() -> i128 {
     time::OffsetDateTime::now_utc().unix_timestamp_nanos()
 }
+
+mod shared;
+
+pub use shared::{Capsule, Entry, MAX_CAPSULE_LINES, NewCapsule};
 
 #[cfg(test)]
 mod tests;

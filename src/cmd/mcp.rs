@@ -22,7 +22,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use less_runtime::desk::{Client, Desk, DeskConfig, NewGrant};
+use less_runtime::desk::{Client, Desk, DeskConfig, NewCapsule, NewGrant};
 use less_runtime::{ErrorCode, Scope, Violation};
 
 use crate::cmd::args::Stop;
@@ -442,6 +442,113 @@ struct DagOut {
     result: Value,
 }
 
+/// `less_symbol_set`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct SymbolSetArgs {
+    /// The short id (`F12`).
+    id: String,
+    /// What it stands for (`src/matching/engine.ts`, an invariant).
+    value: String,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// `less_symbol_resolve`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct SymbolResolveArgs {
+    /// The id to resolve.
+    #[serde(default)]
+    id: Option<String>,
+    /// Or the value whose ids are wanted (reverse).
+    #[serde(default)]
+    value: Option<String>,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// Symbols.
+#[derive(Debug, Serialize, JsonSchema)]
+struct SymbolsOut {
+    /// `{id, value}` pairs, by id.
+    symbols: Vec<Value>,
+}
+
+/// `less_capsule_write`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct CapsuleArgs {
+    /// Its id (`w2`).
+    id: String,
+    /// What was done.
+    what: String,
+    /// Where (a path or a symbol id).
+    #[serde(default, rename = "where")]
+    location: Option<String>,
+    /// The decision taken.
+    #[serde(default)]
+    decision: Option<String>,
+    /// What bit, and will bite again.
+    #[serde(default)]
+    gotcha: Option<String>,
+    /// The capsules it builds on (they must exist).
+    #[serde(default)]
+    depends: Vec<String>,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// `less_capsule_hydrate`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct HydrateArgs {
+    /// The capsules referenced.
+    ids: Vec<String>,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// Capsules.
+#[derive(Debug, Serialize, JsonSchema)]
+struct CapsulesOut {
+    /// Dependencies before what depends on them; nothing outside the closure.
+    capsules: Vec<Value>,
+}
+
+/// `less_blackboard_set`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct BoardSetArgs {
+    /// The key (`dev_port`).
+    key: String,
+    /// The value (`5173`).
+    value: String,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// `less_blackboard_get`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct BoardGetArgs {
+    /// The key.
+    key: String,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// Blackboard entries.
+#[derive(Debug, Serialize, JsonSchema)]
+struct BoardOut {
+    /// `{key, value, set_by, superseded}`: current values, and the value each replaced.
+    entries: Vec<Value>,
+}
+
+fn symbols_out(pairs: Vec<(String, String)>) -> SymbolsOut {
+    SymbolsOut { symbols: pairs.into_iter().map(|(id, value)| serde_json::json!({"id": id, "value": value})).collect() }
+}
+
 fn to_json<T: Serialize>(value: &T) -> Result<Value, Violation> {
     serde_json::to_value(value)
         .map_err(|err| Violation::new(ErrorCode::RunFailed, "", format!("an answer has no JSON form: {err}")))
@@ -646,6 +753,140 @@ impl LessServer {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_impact", self.tokens_in(&args), move |desk, who| {
             Ok((DagOut { result: desk.impact(who, &args.pointer, args.min_confidence)? }, None))
+        })
+        .await
+    }
+
+    /// Sets a symbol of the caller's project.
+    #[tool(description = "Set a symbol: a short id (F12) for a recurring artifact (a path, a criterion, an \
+                          invariant), in the caller's project.")]
+    async fn less_symbol_set(
+        &self,
+        Parameters(args): Parameters<SymbolSetArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<SymbolsOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_symbol_set", self.tokens_in(&args), move |desk, who| {
+            desk.symbol_set(who, &args.id, &args.value)?;
+            Ok((symbols_out(vec![(args.id, args.value)]), None))
+        })
+        .await
+    }
+
+    /// Resolves a symbol, or a value back to its symbols.
+    #[tool(description = "Resolve a symbol id to its value, or (with `value`) a value back to its ids.")]
+    async fn less_symbol_resolve(
+        &self,
+        Parameters(args): Parameters<SymbolResolveArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<SymbolsOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_symbol_resolve", self.tokens_in(&args), move |desk, who| {
+            let found = match (&args.id, &args.value) {
+                (Some(id), None) => desk.symbol_resolve(who, id, false)?,
+                (None, Some(value)) => desk.symbol_resolve(who, value, true)?,
+                _ => return Err(Violation::new(ErrorCode::ArgumentInvalid, "", "give `id` or `value`, one of them")),
+            };
+            Ok((symbols_out(found), None))
+        })
+        .await
+    }
+
+    /// The symbol table.
+    #[tool(description = "List the caller's project's symbol table.")]
+    async fn less_symbol_list(
+        &self,
+        Parameters(args): Parameters<IdentityArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<SymbolsOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_symbol_list", self.tokens_in(&args), move |desk, who| {
+            Ok((symbols_out(desk.symbol_list(who)?), None))
+        })
+        .await
+    }
+
+    /// Writes a context capsule.
+    #[tool(description = "Write a context capsule of finished work: what, where, decision, gotcha, depends; at most \
+                          10 lines (refused above: compact it); its dependencies must exist.")]
+    async fn less_capsule_write(
+        &self,
+        Parameters(args): Parameters<CapsuleArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<CapsulesOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_capsule_write", self.tokens_in(&args), move |desk, who| {
+            let capsule = NewCapsule {
+                id: args.id,
+                what: args.what,
+                location: args.location,
+                decision: args.decision,
+                gotcha: args.gotcha,
+                depends: args.depends,
+            };
+            let written = desk.capsule_write(who, &capsule)?;
+            Ok((CapsulesOut { capsules: vec![to_json(&written)?] }, None))
+        })
+        .await
+    }
+
+    /// Hydrates capsules: their dependency closure, nothing else.
+    #[tool(description = "Hydrate capsules: the referenced ones and their transitive dependencies, dependencies \
+                          first, and nothing else.")]
+    async fn less_capsule_hydrate(
+        &self,
+        Parameters(args): Parameters<HydrateArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<CapsulesOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_capsule_hydrate", self.tokens_in(&args), move |desk, who| {
+            let capsules = desk.capsule_hydrate(who, &args.ids)?.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
+            Ok((CapsulesOut { capsules }, None))
+        })
+        .await
+    }
+
+    /// Sets a shared fact.
+    #[tool(description = "Set a shared fact on the project's blackboard (dev_port = 5173); a new value supersedes \
+                          the old one, which is kept and linked.")]
+    async fn less_blackboard_set(
+        &self,
+        Parameters(args): Parameters<BoardSetArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<BoardOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_blackboard_set", self.tokens_in(&args), move |desk, who| {
+            let entry = desk.blackboard_set(who, &args.key, &args.value)?;
+            Ok((BoardOut { entries: vec![to_json(&entry)?] }, None))
+        })
+        .await
+    }
+
+    /// Reads a shared fact.
+    #[tool(description = "Read a shared fact from the project's blackboard by key.")]
+    async fn less_blackboard_get(
+        &self,
+        Parameters(args): Parameters<BoardGetArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<BoardOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_blackboard_get", self.tokens_in(&args), move |desk, who| {
+            Ok((BoardOut { entries: vec![to_json(&desk.blackboard_get(who, &args.key)?)?] }, None))
+        })
+        .await
+    }
+
+    /// Lists the shared facts.
+    #[tool(description = "List the project's blackboard: every key's current value.")]
+    async fn less_blackboard_list(
+        &self,
+        Parameters(args): Parameters<IdentityArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<BoardOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_blackboard_list", self.tokens_in(&args), move |desk, who| {
+            let entries = desk.blackboard_list(who)?.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
+            Ok((BoardOut { entries }, None))
         })
         .await
     }

@@ -135,3 +135,74 @@ fn every_call_is_on_the_ledger_per_client_and_tool() {
     assert_eq!(audit.lines().count(), 3);
     assert!(audit.contains("LESS_DEREF_DENIED"));
 }
+
+#[test]
+fn symbols_resolve_both_ways_within_the_project() {
+    let (desk, _dir) = desk();
+    let dev = desk.client("dev");
+    desk.symbol_set(&dev, "F12", "src/matching/engine.ts").expect("set");
+    desk.symbol_set(&dev, "C3", "balances sum to zero").expect("set");
+    assert_eq!(
+        desk.symbol_resolve(&dev, "F12", false).expect("forward"),
+        [("F12".into(), "src/matching/engine.ts".into())]
+    );
+    let back = desk.symbol_resolve(&dev, "src/matching/engine.ts", true).expect("reverse");
+    assert_eq!(back, [("F12".to_owned(), "src/matching/engine.ts".to_owned())]);
+    assert_eq!(desk.symbol_list(&dev).expect("list").len(), 2);
+    let other = desk.client("other");
+    assert_eq!(
+        desk.symbol_resolve(&other, "F12", false).expect_err("another project").code,
+        ErrorCode::PointerUnresolved
+    );
+    assert_eq!(desk.symbol_set(&dev, "bad id!", "x").expect_err("not an id").code, ErrorCode::ArgumentInvalid);
+}
+
+#[test]
+fn capsules_are_capped_at_ten_lines_and_hydrate_only_their_dependency_closure() {
+    let (desk, _dir) = desk();
+    let dev = desk.client("dev");
+    let write = |id: &str, depends: &[&str]| {
+        let capsule = NewCapsule {
+            id: id.to_owned(),
+            what: format!("work {id}"),
+            location: Some("F12".to_owned()),
+            depends: depends.iter().map(|d| (*d).to_owned()).collect(),
+            ..NewCapsule::default()
+        };
+        desk.capsule_write(&dev, &capsule)
+    };
+    write("w1", &[]).expect("w1");
+    write("w2", &["w1"]).expect("w2");
+    write("w3", &[]).expect("w3");
+    write("w4", &["w2", "w1"]).expect("w4");
+    let ids = |capsules: Vec<Capsule>| capsules.into_iter().map(|c| c.id).collect::<Vec<_>>();
+    assert_eq!(ids(desk.capsule_hydrate(&dev, &["w2".into()]).expect("hydrate")), ["w1", "w2"], "not w3");
+    assert_eq!(ids(desk.capsule_hydrate(&dev, &["w4".into()]).expect("hydrate")), ["w1", "w2", "w4"]);
+    assert_eq!(write("w5", &["nope"]).expect_err("unknown dependency").code, ErrorCode::ArgumentInvalid);
+    assert!(write("w1", &["w4"]).expect_err("a cycle").message.contains("itself"));
+    let ten = NewCapsule { id: "w8".into(), what: "line\n".repeat(10), ..NewCapsule::default() };
+    assert_eq!(desk.capsule_write(&dev, &ten).expect("ten lines fit").text.lines().count(), 10);
+    let long = NewCapsule { id: "w9".into(), what: "line\n".repeat(11), ..NewCapsule::default() };
+    let refused = desk.capsule_write(&dev, &long).expect_err("over ten lines");
+    assert!(refused.message.contains("at most 10 lines"), "{refused:?}");
+    assert!(desk.capsule_hydrate(&dev, &["w9".into()]).is_err(), "a refused capsule is not stored");
+}
+
+#[test]
+fn the_blackboard_keeps_what_a_new_value_supersedes() {
+    let (desk, _dir) = desk();
+    let dev = desk.client("dev");
+    let lead = desk.client("lead");
+    desk.blackboard_set(&dev, "dev_port", "5173").expect("set");
+    let again = desk.blackboard_set(&lead, "dev_port", "5174").expect("set again");
+    assert_eq!(again.superseded.as_deref(), Some("5173"));
+    let now = desk.blackboard_get(&dev, "dev_port").expect("get");
+    assert_eq!((now.value.as_str(), now.set_by.as_str(), now.superseded.as_deref()), ("5174", "lead", Some("5173")));
+    desk.blackboard_set(&dev, "node_version", "20.11.0").expect("set");
+    let list = desk.blackboard_list(&dev).expect("list");
+    assert_eq!(
+        list.iter().map(|e| (e.key.as_str(), e.value.as_str())).collect::<Vec<_>>(),
+        [("dev_port", "5174"), ("node_version", "20.11.0")]
+    );
+    assert!(desk.blackboard_get(&desk.client("other"), "dev_port").is_err(), "per project");
+}

@@ -1,0 +1,316 @@
+//! What a project's clients share besides engrams, in the store's own SQLite file (`memory.sqlite3`), per project:
+//! the symbol table (short ids for recurring artifacts, resolved both ways), context capsules (at most 10 lines,
+//! hydrated as the transitive closure of their `depends`, dependencies first, nothing else), and the blackboard
+//! (key → value facts; a new value supersedes the old one, which is kept and linked).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+
+use less_contract::{ErrorCode, Violation};
+
+/// Most lines of a capsule.
+pub const MAX_CAPSULE_LINES: usize = 10;
+
+/// A capsule as it is written.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewCapsule {
+    /// Its id (`w2`).
+    pub id: String,
+    /// What was done.
+    pub what: String,
+    /// Where (a path, a symbol id).
+    pub location: Option<String>,
+    /// The decision taken.
+    pub decision: Option<String>,
+    /// What bit, and will bite again.
+    pub gotcha: Option<String>,
+    /// The capsules it builds on.
+    pub depends: Vec<String>,
+}
+
+/// A stored capsule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Capsule {
+    /// Its id.
+    pub id: String,
+    /// Its lines, as an agent reads them.
+    pub text: String,
+    /// The capsules it builds on.
+    pub depends: Vec<String>,
+}
+
+/// A blackboard entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Entry {
+    /// The key.
+    pub key: String,
+    /// The current value.
+    pub value: String,
+    /// Who set it.
+    pub set_by: String,
+    /// The value it superseded, if any.
+    pub superseded: Option<String>,
+}
+
+fn store_failed(err: impl std::fmt::Display) -> Violation {
+    Violation::new(ErrorCode::StoreFailed, "", format!("the store's shared tables: {err}"))
+}
+
+fn argument(path: &str, message: impl Into<String>) -> Violation {
+    Violation::new(ErrorCode::ArgumentInvalid, path, message)
+}
+
+fn check_id(path: &str, id: &str) -> Result<(), Violation> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'));
+    if ok { Ok(()) } else { Err(argument(path, format!("{id:?} is not an id: 1 to 64 of A-Z a-z 0-9 _ - . :"))) }
+}
+
+/// The shared tables of one store.
+pub(crate) struct Shared {
+    db: Connection,
+}
+
+impl Shared {
+    pub(crate) fn open(dir: &Path) -> Result<Shared, Violation> {
+        let db = Connection::open(dir.join("memory.sqlite3")).map_err(store_failed)?;
+        db.busy_timeout(std::time::Duration::from_secs(60)).map_err(store_failed)?;
+        db.execute_batch(
+            "CREATE TABLE IF NOT EXISTS symbols (project TEXT NOT NULL, id TEXT NOT NULL, value TEXT NOT NULL,
+                 PRIMARY KEY (project, id));
+             CREATE INDEX IF NOT EXISTS symbols_by_value ON symbols (project, value);
+             CREATE TABLE IF NOT EXISTS capsules (project TEXT NOT NULL, id TEXT NOT NULL, text TEXT NOT NULL,
+                 depends TEXT NOT NULL, PRIMARY KEY (project, id));
+             CREATE TABLE IF NOT EXISTS blackboard (seq INTEGER PRIMARY KEY, project TEXT NOT NULL, key TEXT NOT NULL,
+                 value TEXT NOT NULL, set_by TEXT NOT NULL, superseded_by INTEGER);",
+        )
+        .map_err(store_failed)?;
+        Ok(Shared { db })
+    }
+
+    pub(crate) fn symbol_set(&self, project: &str, id: &str, value: &str) -> Result<(), Violation> {
+        check_id("/id", id)?;
+        if value.trim().is_empty() || value.chars().count() > 500 {
+            return Err(argument("/value", "a symbol's value is 1 to 500 characters"));
+        }
+        self.db
+            .execute(
+                "INSERT INTO symbols (project, id, value) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (project, id) DO UPDATE SET value = excluded.value",
+                params![project, id, value],
+            )
+            .map_err(store_failed)?;
+        Ok(())
+    }
+
+    /// The value of `id`, or with `reverse` the ids whose value is `text`.
+    pub(crate) fn symbol_resolve(
+        &self,
+        project: &str,
+        text: &str,
+        reverse: bool,
+    ) -> Result<Vec<(String, String)>, Violation> {
+        let sql = if reverse {
+            "SELECT id, value FROM symbols WHERE project = ?1 AND value = ?2 ORDER BY id"
+        } else {
+            "SELECT id, value FROM symbols WHERE project = ?1 AND id = ?2"
+        };
+        let mut statement = self.db.prepare(sql).map_err(store_failed)?;
+        let found = statement
+            .query_map(params![project, text], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+            .map_err(store_failed)?;
+        if found.is_empty() {
+            let what = if reverse { "no symbol has the value" } else { "no symbol" };
+            return Err(Violation::new(ErrorCode::PointerUnresolved, "", format!("{what} {text:?} in {project}")));
+        }
+        Ok(found)
+    }
+
+    pub(crate) fn symbol_list(&self, project: &str) -> Result<Vec<(String, String)>, Violation> {
+        let mut statement =
+            self.db.prepare("SELECT id, value FROM symbols WHERE project = ?1 ORDER BY id").map_err(store_failed)?;
+        statement
+            .query_map(params![project], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+            .map_err(store_failed)
+    }
+
+    pub(crate) fn capsule_write(&self, project: &str, capsule: &NewCapsule) -> Result<Capsule, Violation> {
+        check_id("/id", &capsule.id)?;
+        if capsule.what.trim().is_empty() {
+            return Err(argument("/what", "a capsule says what was done"));
+        }
+        for (i, dep) in capsule.depends.iter().enumerate() {
+            check_id(&format!("/depends/{i}"), dep)?;
+            if *dep == capsule.id {
+                return Err(argument(&format!("/depends/{i}"), "a capsule cannot depend on itself"));
+            }
+            let known: Option<String> = self
+                .db
+                .query_row("SELECT id FROM capsules WHERE project = ?1 AND id = ?2", params![project, dep], |r| {
+                    r.get(0)
+                })
+                .optional()
+                .map_err(store_failed)?;
+            if known.is_none() {
+                return Err(argument(
+                    &format!("/depends/{i}"),
+                    format!("no capsule {dep} in {project}: write it first"),
+                ));
+            }
+        }
+        // Rewriting a capsule must not close a cycle: none of its dependencies may depend on it.
+        if self.closure(project, &capsule.depends)?.iter().any(|c| c.id == capsule.id) {
+            return Err(argument(
+                "/depends",
+                format!("{} would depend on itself through its dependencies", capsule.id),
+            ));
+        }
+        let mut lines = vec![format!("{}: {}", capsule.id, capsule.what.trim())];
+        for (label, value) in
+            [("where", &capsule.location), ("decision", &capsule.decision), ("gotcha", &capsule.gotcha)]
+        {
+            if let Some(value) = value.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
+                lines.push(format!("{label}: {value}"));
+            }
+        }
+        if !capsule.depends.is_empty() {
+            lines.push(format!("depends: {}", capsule.depends.join(", ")));
+        }
+        let text = lines.join("\n");
+        let n_lines = text.lines().count();
+        if n_lines > MAX_CAPSULE_LINES {
+            return Err(argument(
+                "",
+                format!("a capsule is at most {MAX_CAPSULE_LINES} lines; this one has {n_lines}: compact it"),
+            ));
+        }
+        let depends = serde_json::to_string(&capsule.depends).map_err(store_failed)?;
+        self.db
+            .execute(
+                "INSERT INTO capsules (project, id, text, depends) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (project, id) DO UPDATE SET text = excluded.text, depends = excluded.depends",
+                params![project, capsule.id, text, depends],
+            )
+            .map_err(store_failed)?;
+        Ok(Capsule { id: capsule.id.clone(), text, depends: capsule.depends.clone() })
+    }
+
+    /// The transitive `depends` closure of `ids`, dependencies before what depends on them, each once.
+    pub(crate) fn closure(&self, project: &str, ids: &[String]) -> Result<Vec<Capsule>, Violation> {
+        let mut all: BTreeMap<String, Capsule> = BTreeMap::new();
+        let mut todo: Vec<String> = ids.to_vec();
+        while let Some(id) = todo.pop() {
+            if all.contains_key(&id) {
+                continue;
+            }
+            let row: Option<(String, String)> = self
+                .db
+                .query_row(
+                    "SELECT text, depends FROM capsules WHERE project = ?1 AND id = ?2",
+                    params![project, id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(store_failed)?;
+            let Some((text, depends)) = row else {
+                return Err(Violation::new(
+                    ErrorCode::PointerUnresolved,
+                    "/ids",
+                    format!("no capsule {id} in {project}"),
+                ));
+            };
+            let depends: Vec<String> = serde_json::from_str(&depends).map_err(store_failed)?;
+            todo.extend(depends.iter().cloned());
+            all.insert(id.clone(), Capsule { id, text, depends });
+        }
+        // Depth-first post-order from the asked ids, in the order asked: dependencies first.
+        let mut ordered = Vec::new();
+        let mut placed = BTreeSet::new();
+        fn visit(id: &str, all: &BTreeMap<String, Capsule>, placed: &mut BTreeSet<String>, out: &mut Vec<Capsule>) {
+            if !placed.insert(id.to_owned()) {
+                return;
+            }
+            if let Some(capsule) = all.get(id) {
+                for dep in &capsule.depends {
+                    visit(dep, all, placed, out);
+                }
+                out.push(capsule.clone());
+            }
+        }
+        for id in ids {
+            visit(id, &all, &mut placed, &mut ordered);
+        }
+        Ok(ordered)
+    }
+
+    pub(crate) fn board_set(&self, project: &str, key: &str, value: &str, who: &str) -> Result<Entry, Violation> {
+        check_id("/key", key)?;
+        if value.chars().count() > 500 {
+            return Err(argument("/value", "a blackboard value is at most 500 characters"));
+        }
+        let current = self.board_current(project, key)?;
+        self.db
+            .execute(
+                "INSERT INTO blackboard (project, key, value, set_by) VALUES (?1, ?2, ?3, ?4)",
+                params![project, key, value, who],
+            )
+            .map_err(store_failed)?;
+        let seq = self.db.last_insert_rowid();
+        if let Some((old_seq, _)) = &current {
+            self.db
+                .execute("UPDATE blackboard SET superseded_by = ?1 WHERE seq = ?2", params![seq, old_seq])
+                .map_err(store_failed)?;
+        }
+        Ok(Entry {
+            key: key.to_owned(),
+            value: value.to_owned(),
+            set_by: who.to_owned(),
+            superseded: current.map(|(_, e)| e.value),
+        })
+    }
+
+    pub(crate) fn board_get(&self, project: &str, key: &str) -> Result<Entry, Violation> {
+        self.board_current(project, key)?.map(|(_, entry)| entry).ok_or_else(|| {
+            Violation::new(ErrorCode::PointerUnresolved, "/key", format!("no blackboard key {key} in {project}"))
+        })
+    }
+
+    pub(crate) fn board_list(&self, project: &str) -> Result<Vec<Entry>, Violation> {
+        let mut statement = self
+            .db
+            .prepare(
+                "SELECT b.key, b.value, b.set_by, (SELECT o.value FROM blackboard o WHERE o.superseded_by = b.seq)
+                 FROM blackboard b WHERE b.project = ?1 AND b.superseded_by IS NULL ORDER BY b.key",
+            )
+            .map_err(store_failed)?;
+        statement
+            .query_map(params![project], |r| {
+                Ok(Entry { key: r.get(0)?, value: r.get(1)?, set_by: r.get(2)?, superseded: r.get(3)? })
+            })
+            .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+            .map_err(store_failed)
+    }
+
+    fn board_current(&self, project: &str, key: &str) -> Result<Option<(i64, Entry)>, Violation> {
+        self.db
+            .query_row(
+                "SELECT b.seq, b.value, b.set_by, (SELECT o.value FROM blackboard o WHERE o.superseded_by = b.seq)
+                 FROM blackboard b WHERE b.project = ?1 AND b.key = ?2 AND b.superseded_by IS NULL",
+                params![project, key],
+                |r| {
+                    Ok((
+                        r.get(0)?,
+                        Entry { key: key.to_owned(), value: r.get(1)?, set_by: r.get(2)?, superseded: r.get(3)? },
+                    ))
+                },
+            )
+            .optional()
+            .map_err(store_failed)
+    }
+}
