@@ -50,7 +50,9 @@ async def main():
                         "id": f"eg_lat_{i}", "kind": "fact", "claim": f"Function f{i} returns {i}; callers rely on it.",
                         "pointers": [{"type": "repo", "ref": "lib.rs", "span": f"L{i % 200 + 1}-L{i % 200 + 1}"}],
                         "confidence": 0.8, "ttl": "P7D", "scope": "project",
-                        "provenance": {"created_at": "2026-01-01T00:00:00Z", "created_by": "dev", "source": "agent"}}},
+                        "provenance": {"created_at": "2026-01-01T00:00:00Z", "created_by": "dev", "source": "agent"}},
+                        # Writers take turns: one writer may put 60 engrams a minute (LESS_RATE_LIMITED past that).
+                        "client_identity": f"writer{i % 8}"},
                     "less_query_engrams": lambda i: {"query": f"what does f{i % 50} return", "k": 5},
                     "less_deref": lambda i: {"pointers": [f"repo:lib.rs#L{i % 190 + 1}-L{i % 190 + 10}"]},
                     "less_checkpoint": lambda i: {},

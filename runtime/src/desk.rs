@@ -358,7 +358,8 @@ impl Desk {
         let mut memory = self.memory.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let report =
             memory.put_as(&self.principal(who), &engram, &who.project, now_unix()).map_err(memory_violation)?;
-        memory.commit().map_err(memory_violation)?;
+        // Durable at the store's commit; the recall index catches up before the next query (here, or in another
+        // process from the store's generation), so a put does not wait for an index commit.
         let outcome = if !report.contradictions.is_empty() {
             "risk".to_owned()
         } else if !report.superseded.is_empty() {
