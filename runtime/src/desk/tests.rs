@@ -206,3 +206,28 @@ fn the_blackboard_keeps_what_a_new_value_supersedes() {
     );
     assert!(desk.blackboard_get(&desk.client("other"), "dev_port").is_err(), "per project");
 }
+
+#[test]
+fn two_desks_on_one_store_see_each_others_engrams_and_grants() {
+    // Two MCP hosts start two server processes on one store; each has its own desk.
+    let (first, dir) = desk();
+    let config = DeskConfig::from_toml(CONFIG).expect("config");
+    let second = Desk::open(&dir.path().join("store"), Some(&dir.path().join("ws")), config).expect("second desk");
+    let engram = json!({
+        "id": "eg_shared_1", "kind": "fact", "claim": "The ledger service retries writes three times.",
+        "pointers": [{"type": "repo", "ref": "short.rs"}], "confidence": 0.8, "ttl": "P7D", "scope": "project",
+        "provenance": {"created_at": "2026-01-01T00:00:00Z", "created_by": "dev", "source": "agent"}
+    });
+    // The second desk has answered a query before the put: its index must catch up, not stay as it was.
+    assert!(second.query(&second.client("dev"), "ledger retries writes", Some(3), None, None).expect("q").is_empty());
+    first.put_engram(&first.client("dev"), &engram).expect("put through the first");
+    let seen = second.query(&second.client("lead"), "ledger retries writes", Some(3), None, None).expect("recall");
+    assert_eq!(seen.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), ["eg_shared_1"]);
+    let long = vec!["repo:long.rs#L1-L40".to_owned()];
+    let order = NewGrant { to: "dev".into(), patterns: long.clone(), ..NewGrant::default() };
+    let grant = first.issue_grant(&first.client("lead"), &order).expect("granted by the first");
+    second.deref(&second.client("dev"), &long, Some(&grant.terms.grant_id)).expect("spent through the second");
+    let again =
+        first.deref(&first.client("dev"), &long, Some(&grant.terms.grant_id)).expect_err("spent once, anywhere");
+    assert_eq!(again.code, ErrorCode::GrantInvalid);
+}
