@@ -22,7 +22,7 @@ tools="$("$inspector" --cli "${serve[@]}" --method tools/list 2>/dev/null)"
 for tool in less_put_engram less_query_engrams less_deref less_request_deref less_issue_grant less_checkpoint \
     less_expand less_expand_query less_impact less_compact less_validate less_ledger_report less_symbol_set \
     less_symbol_resolve less_symbol_list less_capsule_write less_capsule_hydrate less_blackboard_set \
-    less_blackboard_get less_blackboard_list; do
+    less_blackboard_get less_blackboard_list less_gate_report; do
     grep -q "\"name\": \"$tool\"" <<<"$tools" || { echo "mcp-inspector: $tool is not listed" >&2; exit 1; }
 done
 deref="$("$inspector" --cli "${serve[@]}" --method tools/call --tool-name less_deref \
@@ -30,4 +30,4 @@ deref="$("$inspector" --cli "${serve[@]}" --method tools/call --tool-name less_d
 grep -q '"digest": "blake3:' <<<"$deref" || { echo "mcp-inspector: less_deref answered $deref" >&2; exit 1; }
 report="$("$inspector" --cli "${serve[@]}" --method tools/call --tool-name less_ledger_report 2>/dev/null)"
 grep -q '"tool": "less_deref"' <<<"$report" || { echo "mcp-inspector: the ledger lacks the deref: $report" >&2; exit 1; }
-echo "mcp-inspector: 20 tools listed; less_deref and less_ledger_report answered"
+echo "mcp-inspector: 21 tools listed; less_deref and less_ledger_report answered"

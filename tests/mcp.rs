@@ -44,6 +44,8 @@ fn workspace(dir: &Path) -> PathBuf {
     let long: String = (1..=60).map(|i| format!("fn f{i}() -> u32 {{ {i} }}\n")).collect();
     std::fs::write(ws.join("long.rs"), long).expect("write");
     std::fs::write(ws.join("short.rs"), "fn a() {}\n").expect("write");
+    let log: String = (0..40).map(|i| format!("test suite::case_{i} ... ok PLANTED-{i}\n")).collect();
+    std::fs::write(ws.join("report.txt"), log + "test result: ok. 40 passed; 0 failed\n").expect("write");
     std::fs::write(dir.join("desk.toml"), CONFIG).expect("write");
     ws
 }
@@ -90,7 +92,7 @@ fn the_python_sdk_calls_every_tool_over_stdio_and_the_rules_hold() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "the client's checks failed:\n{stderr}");
     let summary: Value = serde_json::from_slice(&output.stdout).expect("a JSON summary");
-    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(20), "{summary}");
+    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(21), "{summary}");
     // The README's transcript shows this refusal: its numbers are what the server says.
     let refusal = summary["refusal"].as_str().expect("the refusal's text");
     let shown = refusal.split(" (tokens used").next().expect("its head");
@@ -145,7 +147,7 @@ fn the_python_sdk_calls_every_tool_over_streamable_http_on_loopback() {
     let output = output.expect("the client ran");
     assert!(output.status.success(), "the client's checks failed:\n{}", String::from_utf8_lossy(&output.stderr));
     let summary: Value = serde_json::from_slice(&output.stdout).expect("a JSON summary");
-    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(20), "{summary}");
+    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(21), "{summary}");
 }
 
 #[test]

@@ -60,7 +60,7 @@ async def main():
                 "less_issue_grant", "less_checkpoint", "less_compact", "less_ledger_report", "less_expand",
                 "less_expand_query", "less_impact", "less_symbol_set", "less_symbol_resolve", "less_symbol_list",
                 "less_capsule_write", "less_capsule_hydrate", "less_blackboard_set", "less_blackboard_get",
-                "less_blackboard_list",
+                "less_blackboard_list", "less_gate_report",
             }
             expect(wanted <= set(tools), f"tools listed: {sorted(tools)}")
             expect(all(tools[t].output_schema for t in wanted), "every tool has an outputSchema")
@@ -162,6 +162,13 @@ async def main():
             expect(got["entries"][0]["value"] == "5174", got)
             listed = structured(await client.call_tool("less_blackboard_list", {}))
             expect([e["key"] for e in listed["entries"]] == ["dev_port"], listed)
+
+            # The gate adapter: a reference to the report, never its text.
+            gate = structured(await client.call_tool("less_gate_report", {"gate_id": "tests", "report": "report.txt"}))
+            expect(gate["message"]["type"] == "gate_report" and gate["message"]["status"] == "pass", gate)
+            expect(gate["message"]["report_ref"].startswith("artifact:report.txt"), gate)
+            expect("PLANTED" not in json.dumps(gate), "the report's body never travels")
+            expect(gate["report_tokens"] > gate["tokens"], gate)
 
             # The context ledger.
             chat = [{"role": "user", "content": f"Note {i}: the deploy target is host-{i}."} for i in range(40)]

@@ -29,8 +29,8 @@ use crate::memory::{Memory, MemoryError, Principal, QueryOptions};
 use crate::resolver::{Resolver, SamSource};
 use crate::run::{DerefMeter, GrantBook, GrantLeft};
 use less_contract::{
-    Budget, DocKind, Engram, ErrorCode, Grant, GrantTerms, Pointer, Scope, TokenCounter, Ttl, Valid, Violation,
-    validate,
+    Budget, DocKind, Engram, ErrorCode, GateStatus, Grant, GrantTerms, Payload, Pointer, PointerType, Scope,
+    TokenCounter, Ttl, TypedMessage, Valid, Violation, validate,
 };
 
 /// The desk's configuration: who its clients are.
@@ -764,6 +764,67 @@ impl Desk {
         self.counter.count(text)
     }
 
+    /// The gate adapter: a gate's report file (in the workspace) becomes a `gate_report` message from `who` to its
+    /// parent that carries only a reference to the report (`artifact:<path>`, with the report's digest), never its
+    /// text. The status is `status` when given, else read from the report ([`gate_status`]); a report that says
+    /// neither is refused, so a verdict is never guessed. Returns the validated message, its tokens and the report's.
+    pub fn gate_report(
+        &self,
+        who: &Client,
+        gate_id: &str,
+        report: &str,
+        status: Option<GateStatus>,
+    ) -> Result<(Valid<TypedMessage>, u32, u32), Violation> {
+        let pointer = Pointer::new(PointerType::Artifact, report, None)
+            .map_err(|v| Violation { path: "/report".to_owned(), ..v })?;
+        let mut resolver = self.resolver.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let resolver = resolver.as_mut().ok_or_else(|| {
+            Violation::new(
+                ErrorCode::PointerUnresolved,
+                "/report",
+                "this server has no workspace; start it with --workspace DIR",
+            )
+        })?;
+        let resolved = resolver.resolve_all(std::slice::from_ref(&pointer), &NoEpisodes)?;
+        let Some(resolved) = resolved.into_iter().next() else {
+            return Err(Violation::new(ErrorCode::PointerUnresolved, "/report", format!("no report {report}")));
+        };
+        let status = match status.or_else(|| gate_status(&resolved.content)) {
+            Some(status) => status,
+            None => {
+                return Err(Violation::new(
+                    ErrorCode::ArgumentInvalid,
+                    "/status",
+                    format!("{report} says neither pass nor fail in a form this adapter reads; give `status`"),
+                ));
+            }
+        };
+        let message = TypedMessage {
+            from: who.id.clone(),
+            msg_id: format!(
+                "gr-{}",
+                &blake3::hash(format!("{}|{gate_id}|{}", who.id, now_nanos()).as_bytes()).to_hex()[..12]
+            ),
+            to: who.parent.clone(),
+            engrams: Vec::new(),
+            deref_requests: Vec::new(),
+            body: None,
+            grant_id: None,
+            payload: Payload::GateReport {
+                gate_id: gate_id.to_owned(),
+                status,
+                report_ref: Some(format!("{}", resolved.pointer)),
+            },
+        };
+        let message = Valid::new(message).map_err(|v| {
+            v.0.into_iter()
+                .next()
+                .unwrap_or_else(|| Violation::new(ErrorCode::SchemaInvalid, "", "invalid gate report"))
+        })?;
+        let text = serde_json::to_string(&*message).map_err(|err| store_failed("gate report", err))?;
+        Ok((message, self.counter.count(&text), self.counter.count(&resolved.content)))
+    }
+
     /// Sets symbol `id` to `value` in `who`'s project.
     pub fn symbol_set(&self, who: &Client, id: &str, value: &str) -> Result<(), Violation> {
         self.shared().symbol_set(&who.project, id, value)
@@ -819,6 +880,36 @@ impl Desk {
         principal.parent_of = self.config.descendants(&who.id);
         principal
     }
+}
+
+/// A gate's verdict as its report states it: a cargo or pytest summary, a JUnit `failures`/`errors` count, or a
+/// `status: pass|fail` line. None when the report says neither (or both).
+pub fn gate_status(report: &str) -> Option<GateStatus> {
+    let lower = report.to_lowercase();
+    let line_starts = |prefix: &str| lower.lines().any(|l| l.trim_start().starts_with(prefix));
+    // A failing part fails the gate, whatever else passed.
+    let failed = lower.contains("test result: failed")
+        || line_starts("status: fail")
+        || line_starts("failed ")
+        || regex_count(&lower, r#"(?:failures|errors)="([0-9]+)""#).is_some_and(|n| n > 0)
+        || regex_count(&lower, r"([0-9]+) failed").is_some_and(|n| n > 0);
+    let passed = lower.contains("test result: ok")
+        || line_starts("status: pass")
+        || (lower.contains("<testsuite") && regex_count(&lower, r#"failures="([0-9]+)""#) == Some(0))
+        || regex_count(&lower, r"([0-9]+) passed").is_some_and(|n| n > 0);
+    if failed {
+        Some(GateStatus::Fail)
+    } else if passed {
+        Some(GateStatus::Pass)
+    } else {
+        None
+    }
+}
+
+/// The largest number the first group of `pattern` captures in `text`.
+fn regex_count(text: &str, pattern: &str) -> Option<u64> {
+    let re = regex::Regex::new(pattern).ok()?;
+    re.captures_iter(text).filter_map(|c| c.get(1)?.as_str().parse().ok()).max()
 }
 
 /// The key grants are signed with: made once per store (32 bytes from the OS), readable by its owner only.

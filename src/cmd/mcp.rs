@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use less_runtime::desk::{Client, Desk, DeskConfig, NewCapsule, NewGrant};
-use less_runtime::{ErrorCode, Scope, Violation};
+use less_runtime::{ErrorCode, GateStatus, Scope, Violation};
 
 use crate::cmd::args::Stop;
 
@@ -545,6 +545,32 @@ struct BoardOut {
     entries: Vec<Value>,
 }
 
+/// `less_gate_report`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct GateArgs {
+    /// The gate's id.
+    gate_id: String,
+    /// The report file, a path in the workspace (test output, a JUnit XML, a file saying `status: pass`).
+    report: String,
+    /// `pass` or `fail`; read from the report when absent.
+    #[serde(default)]
+    status: Option<String>,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// `less_gate_report`'s answer.
+#[derive(Debug, Serialize, JsonSchema)]
+struct GateOut {
+    /// The validated gate_report message, addressed to the caller's parent: a reference to the report, never its text.
+    message: Value,
+    /// The message's tokens.
+    tokens: u32,
+    /// The report's tokens: what pasting it would have cost.
+    report_tokens: u32,
+}
+
 fn symbols_out(pairs: Vec<(String, String)>) -> SymbolsOut {
     SymbolsOut { symbols: pairs.into_iter().map(|(id, value)| serde_json::json!({"id": id, "value": value})).collect() }
 }
@@ -887,6 +913,35 @@ impl LessServer {
         self.call(who, "less_blackboard_list", self.tokens_in(&args), move |desk, who| {
             let entries = desk.blackboard_list(who)?.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
             Ok((BoardOut { entries }, None))
+        })
+        .await
+    }
+
+    /// The gate adapter.
+    #[tool(description = "Turn a gate's report file (in the workspace) into a gate_report message for the caller's \
+                          parent that carries only report_ref (the file, with its digest), never the report's text; \
+                          the status is read from the report (cargo, pytest, JUnit, `status: pass|fail`) unless given.")]
+    async fn less_gate_report(
+        &self,
+        Parameters(args): Parameters<GateArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<GateOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_gate_report", self.tokens_in(&args), move |desk, who| {
+            let status = match args.status.as_deref() {
+                None => None,
+                Some("pass") => Some(GateStatus::Pass),
+                Some("fail") => Some(GateStatus::Fail),
+                Some(other) => {
+                    return Err(Violation::new(
+                        ErrorCode::ArgumentInvalid,
+                        "/status",
+                        format!("{other}: say pass or fail"),
+                    ));
+                }
+            };
+            let (message, tokens, report_tokens) = desk.gate_report(who, &args.gate_id, &args.report, status)?;
+            Ok((GateOut { message: to_json(&*message)?, tokens, report_tokens }, Some(report_tokens)))
         })
         .await
     }

@@ -231,3 +231,43 @@ fn two_desks_on_one_store_see_each_others_engrams_and_grants() {
         first.deref(&first.client("dev"), &long, Some(&grant.terms.grant_id)).expect_err("spent once, anywhere");
     assert_eq!(again.code, ErrorCode::GrantInvalid);
 }
+
+#[test]
+fn the_gate_adapter_sends_a_reference_never_the_report() {
+    let (desk, dir) = desk();
+    let ws = dir.path().join("ws");
+    let planted = "PLANTED-REPORT-BODY-7f3a";
+    std::fs::write(ws.join("cargo.txt"), format!("running 5 tests\n{planted}\ntest result: ok. 5 passed; 0 failed\n"))
+        .expect("write");
+    std::fs::write(ws.join("pytest.txt"), "FAILED tests/test_x.py::test_y\n1 failed, 9 passed in 0.2s\n")
+        .expect("write");
+    std::fs::write(ws.join("notes.txt"), "nothing about tests here\n").expect("write");
+    let dev = desk.client("dev");
+    let (message, tokens, report_tokens) = desk.gate_report(&dev, "g1", "cargo.txt", None).expect("a gate report");
+    let Payload::GateReport { status, report_ref, .. } = &message.payload else { panic!("{message:?}") };
+    assert_eq!(*status, GateStatus::Pass);
+    assert!(report_ref.as_deref().is_some_and(|r| r.starts_with("artifact:cargo.txt")), "{report_ref:?}");
+    assert_eq!(message.to.as_deref(), Some("lead"), "to the sender's parent");
+    let text = serde_json::to_string(&*message).expect("JSON");
+    assert!(!text.contains(planted), "the report's body never travels: {text}");
+    assert!(message.body.is_none() && tokens > 0 && report_tokens > 0);
+    let (failing, _, _) = desk.gate_report(&dev, "g2", "pytest.txt", None).expect("a gate report");
+    assert!(matches!(failing.payload, Payload::GateReport { status: GateStatus::Fail, .. }));
+    let unknown = desk.gate_report(&dev, "g3", "notes.txt", None).expect_err("no verdict to read");
+    assert_eq!(unknown.code, ErrorCode::ArgumentInvalid);
+    let told = desk.gate_report(&dev, "g3", "notes.txt", Some(GateStatus::Fail)).expect("the caller says it");
+    assert!(matches!(told.0.payload, Payload::GateReport { status: GateStatus::Fail, .. }));
+    assert!(desk.gate_report(&dev, "g4", "../escape.txt", None).is_err(), "inside the workspace only");
+}
+
+#[test]
+fn gate_verdicts_are_read_from_common_report_forms() {
+    assert_eq!(gate_status("test result: ok. 12 passed; 0 failed; 0 ignored"), Some(GateStatus::Pass));
+    assert_eq!(gate_status("test result: FAILED. 11 passed; 1 failed"), Some(GateStatus::Fail));
+    assert_eq!(gate_status("===== 3 failed, 40 passed in 2.1s ====="), Some(GateStatus::Fail));
+    assert_eq!(gate_status("===== 40 passed in 2.1s ====="), Some(GateStatus::Pass));
+    assert_eq!(gate_status(r#"<testsuite name="x" tests="4" failures="0" errors="0">"#), Some(GateStatus::Pass));
+    assert_eq!(gate_status(r#"<testsuite name="x" tests="4" failures="0" errors="2">"#), Some(GateStatus::Fail));
+    assert_eq!(gate_status("status: pass"), Some(GateStatus::Pass));
+    assert_eq!(gate_status("all good, I think"), None);
+}
