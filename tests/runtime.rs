@@ -338,3 +338,68 @@ fn the_same_scenario_counts_the_same_tokens_whatever_the_clock_and_grant_key() {
         }
     }
 }
+
+#[test]
+fn all_six_typed_messages_are_sent_and_delivered_typed() {
+    let steps = r#"
+[[steps]]
+action = "report"
+agent = "dev"
+type = "task_claim"
+task = "2.1"
+symbols = ["F12", "C3"]
+capsules = ["w1"]
+
+[[steps]]
+action = "report"
+agent = "dev"
+type = "question"
+question = "Does capture move before pricing?"
+
+[[steps]]
+action = "report"
+agent = "dev"
+type = "gate_report"
+gate_id = "unit"
+status = "pass"
+report_ref = "artifact:docs/SPEC.md"
+
+[[steps]]
+action = "report"
+agent = "dev"
+type = "task_result"
+task = "2.1"
+status = "pass"
+engrams = [{ kind = "fact", claim = "a_1 multiplies by one.", pointers = ["repo:src/a.rs#L1-L2"] }]
+
+[[steps]]
+action = "report"
+agent = "manager"
+type = "checkpoint"
+wave = 1
+state = "complete"
+capsules = ["w1"]
+
+[[steps]]
+action = "report"
+agent = "manager"
+type = "escalation"
+reason = "wave 2 is blocked on a missing schema"
+severity = "warning"
+"#;
+    for mode in [WireMode::Less, WireMode::Verbatim] {
+        let (report, events) = run(steps, mode);
+        assert!(codes(&events, "rejected").is_empty(), "{mode:?}: nothing refused");
+        let delivered = of_kind(&events, "delivered");
+        let types: Vec<&str> = delivered.iter().filter_map(|e| e["doc"]["type"].as_str()).collect();
+        assert_eq!(
+            types,
+            ["task_claim", "question", "gate_report", "task_result", "checkpoint", "escalation"],
+            "{mode:?}"
+        );
+        assert_eq!(delivered[0]["doc"]["symbols"], serde_json::json!(["F12", "C3"]));
+        assert_eq!(delivered[4]["doc"]["state"], "complete");
+        assert_eq!(delivered[4]["to"], "lead", "a manager reports to its parent");
+        assert_eq!(report.totals.escalations, 1, "{mode:?}: the manager's own escalation");
+    }
+}

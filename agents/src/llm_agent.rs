@@ -557,6 +557,8 @@ fn user_prompt(input: &TurnInput, step: &ReportStep, questions: &[(String, Strin
         }
         ReportKind::Escalation { reason, .. } => format!("Escalate to {to}: {reason}"),
         ReportKind::Question { question, .. } => format!("Ask {to}: {question}"),
+        ReportKind::TaskClaim { task, .. } => format!("Claim task {task} to {to}."),
+        ReportKind::Checkpoint { wave, .. } => format!("Report the checkpoint of wave {wave} to {to}."),
     };
     // Graded questions reach an agent as `Task <id>: <question>` lines of its briefs; each is answered under its id.
     if questions.is_empty() {

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::budget::Budget;
 use crate::engram::{EngramKind, Scope};
 use crate::error::{ErrorCode, Violation, Violations};
-use crate::message::{GateStatus, Severity, TaskStatus};
+use crate::message::{GateStatus, Severity, TaskStatus, WaveState};
 use crate::schema::DocKind;
 use crate::tokens::Encoding;
 use crate::validate::validate;
@@ -485,6 +485,19 @@ pub struct ReportStep {
 #[serde(tag = "type", rename_all = "snake_case")]
 #[allow(missing_docs)]
 pub enum ReportKind {
+    TaskClaim {
+        task: String,
+        #[serde(default)]
+        symbols: Vec<String>,
+        #[serde(default)]
+        capsules: Vec<String>,
+    },
+    Checkpoint {
+        wave: u32,
+        state: WaveState,
+        #[serde(default)]
+        capsules: Vec<String>,
+    },
     TaskResult {
         task: String,
         status: TaskStatus,

@@ -1007,6 +1007,12 @@ impl AgentState {
             }
         }
         let payload = match &report.kind {
+            ReportKind::TaskClaim { task, symbols, capsules } => {
+                Payload::TaskClaim { task: task.clone(), symbols: symbols.clone(), capsules: capsules.clone() }
+            }
+            ReportKind::Checkpoint { wave, state, capsules } => {
+                Payload::Checkpoint { wave: *wave, state: *state, capsules: capsules.clone() }
+            }
             ReportKind::TaskResult { task, status, criteria } => Payload::TaskResult {
                 task: task.clone(),
                 status: *status,

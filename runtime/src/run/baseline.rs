@@ -180,7 +180,8 @@ fn headline(payload: &Payload) -> String {
         Payload::GateReport { gate_id, status, .. } => format!("gate_report {gate_id}: {}", wire_name(status)),
         Payload::Escalation { reason, severity, .. } => format!("escalation ({}): {reason}", wire_name(severity)),
         Payload::Question { question, .. } => format!("question: {question}"),
-        other => other.type_name().to_owned(),
+        Payload::TaskClaim { task, .. } => format!("task_claim {task}"),
+        Payload::Checkpoint { wave, state, .. } => format!("checkpoint wave {wave}: {}", wire_name(state)),
     }
 }
 
