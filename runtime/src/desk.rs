@@ -529,10 +529,11 @@ impl Desk {
             "dr-{}",
             &blake3::hash(format!("{}|{pointers:?}|{}", who.id, now_nanos()).as_bytes()).to_hex()[..12]
         );
+        let pointers_json = serde_json::to_string(pointers).map_err(|err| store_failed("desk request", err))?;
         let db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         db.execute(
             "INSERT INTO requests (request_id, requester, parent, pointers, reason, status) VALUES (?1, ?2, ?3, ?4, ?5, 'pending')",
-            params![request_id, who.id, parent, serde_json::to_string(pointers).unwrap_or_else(|_| "[]".to_owned()), reason],
+            params![request_id, who.id, parent, pointers_json, reason],
         )
         .map_err(|err| store_failed("desk requests", err))?;
         Ok(request_id)
@@ -615,7 +616,9 @@ impl Desk {
                 Ok(RequestView {
                     request_id: r.get(0)?,
                     requester: r.get(1)?,
-                    pointers: serde_json::from_str(&pointers).unwrap_or_default(),
+                    pointers: serde_json::from_str(&pointers).map_err(|err| {
+                        rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, Box::new(err))
+                    })?,
                     reason: r.get(3)?,
                     status: r.get(4)?,
                 })

@@ -154,8 +154,8 @@ impl LessServer {
             let result = work(&desk, &who);
             match &result {
                 Ok((answer, baseline)) => {
-                    let text = serde_json::to_string(answer).unwrap_or_default();
-                    let tokens_out = desk.tokens(&text);
+                    // An answer with no JSON form fails in rmcp's serialization right after; it read nothing.
+                    let tokens_out = serde_json::to_string(answer).map_or(0, |text| desk.tokens(&text));
                     desk.record(&who, tool, tokens_in, tokens_out, baseline.unwrap_or(tokens_out), None);
                 }
                 Err(violation) => desk.record(&who, tool, tokens_in, 0, 0, Some(violation.code)),
