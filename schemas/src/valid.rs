@@ -27,9 +27,15 @@ pub struct Valid<T>(
 impl<T: Contract> Valid<T> {
     /// Validates a value built in code.
     pub fn new(value: T) -> Result<Valid<T>, Violations> {
+        Valid::with_document(value).map(|(valid, _)| valid)
+    }
+
+    /// Validates a value built in code, and gives back the JSON document it was checked as (the same as
+    /// [`Valid::to_value`] would make), for a caller that needs both.
+    pub fn with_document(value: T) -> Result<(Valid<T>, Value), Violations> {
         let doc = to_document(&value);
         check(T::KIND, &doc)?;
-        Ok(Valid(value))
+        Ok((Valid(value), doc))
     }
 
     /// Validates an untrusted JSON document and converts it.

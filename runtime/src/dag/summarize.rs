@@ -617,38 +617,36 @@ impl Summarizer for Extractive {
 
 /// The extractive summary of `input` at `level` within `target` tokens.
 fn extract(input: &SummaryInput<'_>, level: Level, target: u32) -> String {
-    {
-        let counter = TokenCounter::shared(less_contract::Encoding::default());
-        let lvl = usize::from(level == Level::Aggressive);
-        let classes = kept(input.kind, level);
-        let lines = candidate_lines(input, MAX_SENTENCE_CHARS[lvl]);
-        // Rank: class importance for the depth, then earlier first; keep what fits the target.
-        let mut ranked: Vec<&Line> = lines.iter().filter(|l| classes.contains(&l.class)).collect();
-        ranked.sort_by_key(|l| (classes.iter().position(|c| *c == l.class), l.order));
-        let header = header(input);
-        let mut used = counter.count(&header) + 1;
-        let mut chosen: Vec<(&Line, String)> = Vec::new();
-        for line in ranked {
-            let text = render_line(line, MAX_CITES[lvl]);
-            let cost = counter.count(&text) + 1;
-            if used + cost <= target {
-                used += cost;
-                chosen.push((line, text));
-            }
+    let counter = TokenCounter::shared(less_contract::Encoding::default());
+    let lvl = usize::from(level == Level::Aggressive);
+    let classes = kept(input.kind, level);
+    let lines = candidate_lines(input, MAX_SENTENCE_CHARS[lvl]);
+    // Rank: class importance for the depth, then earlier first; keep what fits the target.
+    let mut ranked: Vec<&Line> = lines.iter().filter(|l| classes.contains(&l.class)).collect();
+    ranked.sort_by_key(|l| (classes.iter().position(|c| *c == l.class), l.order));
+    let header = header(input);
+    let mut used = counter.count(&header) + 1;
+    let mut chosen: Vec<(&Line, String)> = Vec::new();
+    for line in ranked {
+        let text = render_line(line, MAX_CITES[lvl]);
+        let cost = counter.count(&text) + 1;
+        if used + cost <= target {
+            used += cost;
+            chosen.push((line, text));
         }
-        chosen.sort_by_key(|(l, _)| l.order);
-        let mut out = header_and(&header, &chosen);
-        // Lines were counted one by one; the whole can differ by a token at joins. Drop the last-ranked lines until
-        // the whole fits.
-        while counter.count(&out) > target && !chosen.is_empty() {
-            let worst = (0..chosen.len())
-                .max_by_key(|&i| (classes.iter().position(|c| *c == chosen[i].0.class), chosen[i].0.order))
-                .unwrap_or(0);
-            chosen.remove(worst);
-            out = header_and(&header, &chosen);
-        }
-        out
     }
+    chosen.sort_by_key(|(l, _)| l.order);
+    let mut out = header_and(&header, &chosen);
+    // Lines were counted one by one; the whole can differ by a token at joins. Drop the last-ranked lines until
+    // the whole fits.
+    while counter.count(&out) > target && !chosen.is_empty() {
+        let worst = (0..chosen.len())
+            .max_by_key(|&i| (classes.iter().position(|c| *c == chosen[i].0.class), chosen[i].0.order))
+            .unwrap_or(0);
+        chosen.remove(worst);
+        out = header_and(&header, &chosen);
+    }
+    out
 }
 
 fn header_and(header: &str, chosen: &[(&Line, String)]) -> String {

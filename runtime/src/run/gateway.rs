@@ -561,11 +561,11 @@ impl GatewayState {
         let checked = Document::check(envelope.kind, &envelope.doc);
         let verdict = match (&checked, self.ctx.mode) {
             (Err(violation), _) => Err(violation.clone()),
-            (Ok(doc), WireMode::Less) => self.check_less(&envelope, doc, n_tokens, counter).await,
+            (Ok((doc, _)), WireMode::Less) => self.check_less(&envelope, doc, n_tokens, counter).await,
             (Ok(_), WireMode::Verbatim | WireMode::VerbatimWhole) => Ok(()),
         };
-        let doc = match (verdict, checked) {
-            (Ok(()), Ok(doc)) => doc,
+        let (doc, value) = match (verdict, checked) {
+            (Ok(()), Ok(checked)) => checked,
             (Err(violation), _) | (Ok(()), Err(violation)) => {
                 self.refuse(&envelope, n_tokens, &violation);
                 return Err(violation);
@@ -588,8 +588,7 @@ impl GatewayState {
         for engram in doc.engrams() {
             tracing::info!(target: "less.engram.put", id = %engram.id, kind = ?engram.kind, from = %envelope.from);
         }
-        let doc = Arc::new(doc);
-        let value = Arc::new(doc.to_value());
+        let (doc, value) = (Arc::new(doc), Arc::new(value));
         self.record_delivery(&envelope, &doc, &value, n_tokens);
         self.forward(&envelope, &doc, &value);
         Ok(n_tokens)
@@ -736,9 +735,7 @@ impl GatewayState {
         };
         self.ctx.record(Event::Escalated { about: about.to_owned(), to: parent.clone(), reason });
         let draft = Draft::Message(message);
-        let checked =
-            draft.to_value().and_then(|value| Ok((value, Document::check(EnvelopeKind::Escalation, &draft)?)));
-        let (value, doc) = match checked {
+        let (doc, value) = match Document::check(EnvelopeKind::Escalation, &draft) {
             Ok(checked) => checked,
             Err(violation) => {
                 // Only a bug in this function gets here: an agent id that makes no valid sender id, say.

@@ -263,18 +263,26 @@ pub enum Document {
 
 impl Document {
     /// Checks `draft` as the document an envelope of `kind` carries: the first violation of the schema or the
-    /// semantic rules, or of the kind (a grant sent as a message), refuses it.
-    pub fn check(kind: EnvelopeKind, draft: &Draft) -> Result<Document, Violation> {
+    /// semantic rules, or of the kind (a grant sent as a message), refuses it. Gives back the document's JSON too
+    /// (sorted keys, as [`Document::to_value`] makes it), made once.
+    pub fn check(kind: EnvelopeKind, draft: &Draft) -> Result<(Document, Value), Violation> {
         let first = |violations: less_contract::Violations| {
             violations.0.into_iter().next().unwrap_or_else(|| Violation::new(ErrorCode::SchemaInvalid, "", "invalid"))
         };
         match (kind, draft) {
-            (EnvelopeKind::Brief, Draft::Brief(brief)) => Valid::new(brief.clone()).map(Document::Brief),
-            (EnvelopeKind::Message | EnvelopeKind::Escalation, Draft::Message(message)) => {
-                Valid::new(message.clone()).map(Document::Message)
+            (EnvelopeKind::Brief, Draft::Brief(brief)) => {
+                Valid::with_document(brief.clone()).map(|(v, doc)| (Document::Brief(v), doc))
             }
-            (EnvelopeKind::Grant, Draft::Grant(grant)) => Valid::new(grant.clone()).map(Document::Grant),
-            (kind, Draft::Raw(doc)) => Document::from_value(kind.doc_kind(), doc),
+            (EnvelopeKind::Message | EnvelopeKind::Escalation, Draft::Message(message)) => {
+                Valid::with_document(message.clone()).map(|(v, doc)| (Document::Message(v), doc))
+            }
+            (EnvelopeKind::Grant, Draft::Grant(grant)) => {
+                Valid::with_document(grant.clone()).map(|(v, doc)| (Document::Grant(v), doc))
+            }
+            (kind, Draft::Raw(doc)) => Document::from_value(kind.doc_kind(), doc).map(|d| {
+                let value = d.to_value();
+                (d, value)
+            }),
             (kind, _) => {
                 return Err(Violation::new(
                     ErrorCode::SchemaInvalid,
@@ -337,7 +345,7 @@ impl Document {
 impl Document {
     /// A typed message for a test's ledger events; panics when `doc` is not a valid message.
     pub(crate) fn message(doc: Value) -> std::sync::Arc<Document> {
-        std::sync::Arc::new(Document::check(EnvelopeKind::Message, &Draft::Raw(doc)).expect("a valid typed message"))
+        std::sync::Arc::new(Document::check(EnvelopeKind::Message, &Draft::Raw(doc)).expect("a valid typed message").0)
     }
 }
 
