@@ -24,6 +24,8 @@ fn workspace() -> (tempfile::TempDir, tempfile::TempDir) {
     }
     std::fs::write(root.join("docs/SPEC.md"), "# Spec\n## Budget Rules\nAt most 800 tokens.\n## Other\nx\n")
         .expect("write");
+    std::fs::write(root.join("docs/gate.txt"), "running 3 tests\ntest result: FAILED. 2 passed; 1 failed\n")
+        .expect("write");
     std::fs::write(root.join("tests/budget.rs"), "#[test]\nfn spend_never_exceeds() {\n    assert!(true);\n}\n")
         .expect("write");
     let outside = tempfile::tempdir().expect("outside");
@@ -53,6 +55,12 @@ parent = "manager"
 
 /// Runs `body` (budgets, steps, expects) over a fresh workspace in `mode`; returns the report and the ledger events.
 fn run(body: &str, mode: WireMode) -> (RunReport, Vec<Value>) {
+    let (report, events, _out) = run_kept(body, mode);
+    (report, events)
+}
+
+/// [`run`], keeping the run's directory (its ledger, audit log and store).
+fn run_kept(body: &str, mode: WireMode) -> (RunReport, Vec<Value>, tempfile::TempDir) {
     let (dir, _outside) = workspace();
     let out = tempfile::tempdir().expect("out");
     // The scenario sits in its workspace: a workspace must be the scenario's directory or inside it.
@@ -63,7 +71,7 @@ fn run(body: &str, mode: WireMode) -> (RunReport, Vec<Value>) {
     let report = runtime.block_on(run_scenario(scenario, Arc::new(ScriptedFactory), options)).expect("run completes");
     let ledger = std::fs::read_to_string(out.path().join("ledger.jsonl")).expect("ledger.jsonl");
     let events = ledger.lines().map(|l| serde_json::from_str(l).expect("event is JSON")).collect();
-    (report, events)
+    (report, events, out)
 }
 
 fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
@@ -432,4 +440,130 @@ packs = { manager = ["repo:src/a.rs#L1-L5"] }
     let (_, baseline_with_plan) = brief(&run(&format!("{plan}{step}"), WireMode::Verbatim).1);
     let (_, baseline_without_plan) = brief(&run(step, WireMode::Verbatim).1);
     assert!(baseline_with_plan > baseline_without_plan, "the baseline restates the plan");
+}
+
+const SHARED: &str = r#"
+[symbols]
+F12 = "src/a.rs"
+F13 = "src/b.rs"
+
+[[capsules]]
+id = "w1"
+what = "Added the multiplier table"
+where = "F12"
+gotcha = "rotate_left takes i % 7"
+
+[[capsules]]
+id = "w2"
+what = "Added the product check"
+depends = ["w1"]
+
+[[capsules]]
+id = "w3"
+what = "Unrelated docs pass UNRELATED-CAPSULE-7f"
+"#;
+
+/// A brief step naming `symbols` and `capsules`.
+fn shared_brief(symbols: &str, capsules: &str) -> String {
+    format!(
+        "[[steps]]\naction = \"brief\"\nagent = \"lead\"\nnow = [\"Manager: check the products.\"]\n\
+         symbols = {symbols}\ncapsules = {capsules}\n"
+    )
+}
+
+#[test]
+fn a_brief_carries_the_symbols_it_names_and_only_the_closure_of_its_capsules() {
+    // Heimdall's delta brief with a symbol table and capsules: naming w2 hydrates w1 (its dependency) before w2, and
+    // never the unrelated w3; only the named symbol's entry travels. The run also writes the table and the capsules
+    // into its store, where an MCP client of the same store resolves and hydrates them.
+    let body = format!("{SHARED}{}", shared_brief(r#"["F12"]"#, r#"["w2"]"#));
+    let (_, events, out) = run_kept(&body, WireMode::Less);
+    let delivered = of_kind(&events, "delivered");
+    assert_eq!(delivered.len(), 1, "one brief to the manager");
+    let doc = &delivered[0]["doc"];
+    assert_eq!(doc["symbols"], serde_json::json!({ "F12": "src/a.rs" }), "only the named symbol: {doc}");
+    let capsules: Vec<&str> = doc["capsules"].as_array().expect("capsules").iter().filter_map(Value::as_str).collect();
+    assert_eq!(capsules.len(), 2, "{capsules:?}");
+    assert!(capsules[0].starts_with("w1: Added the multiplier table\nwhere: F12"), "dependency first: {capsules:?}");
+    assert!(capsules[1].starts_with("w2: Added the product check"), "{capsules:?}");
+    assert!(!doc.to_string().contains("UNRELATED-CAPSULE-7f"), "w3 is not in the closure: {doc}");
+
+    let desk = less_runtime::desk::Desk::open(
+        &out.path().join("memory"),
+        None,
+        less_runtime::desk::DeskConfig::from_toml("project = \"t\"").expect("config"),
+    )
+    .expect("the run's store opens as a desk");
+    let client = less_runtime::desk::DeskConfig::from_toml("project = \"t\"").expect("config").client("host");
+    let hydrated = desk.capsule_hydrate(&client, &["w2".to_owned()]).expect("hydrate");
+    let ids: Vec<&str> = hydrated.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["w1", "w2"], "the store hydrates the same closure");
+    assert_eq!(hydrated[0].text, capsules[0], "and renders it the same way");
+}
+
+#[test]
+fn symbols_and_capsules_cost_the_same_in_the_fair_baseline_and_all_of_them_in_the_whole_one() {
+    let tokens = |body: &str, mode: WireMode| {
+        let events = run(body, mode).1;
+        of_kind(&events, "delivered")[0]["tokens"].as_u64().expect("tokens")
+    };
+    let none = format!("{SHARED}{}", shared_brief("[]", "[]"));
+    let named = format!("{SHARED}{}", shared_brief(r#"["F12"]"#, r#"["w2"]"#));
+    // The fair baseline spells out what the brief names (the symbol's value, the closure as prior work): the
+    // mechanisms carry the same information in both modes, so each costs tokens in both.
+    assert!(tokens(&named, WireMode::Less) > tokens(&none, WireMode::Less));
+    assert!(tokens(&named, WireMode::Verbatim) > tokens(&none, WireMode::Verbatim));
+    // The whole-file baseline restates every symbol and every capsule, named or not.
+    assert_eq!(tokens(&named, WireMode::VerbatimWhole), tokens(&none, WireMode::VerbatimWhole));
+    let without_shared = shared_brief("[]", "[]");
+    assert!(tokens(&none, WireMode::VerbatimWhole) > tokens(&without_shared, WireMode::VerbatimWhole));
+}
+
+#[test]
+fn a_brief_naming_an_unknown_symbol_or_capsule_is_refused_before_the_run() {
+    let (dir, _outside) = workspace();
+    let check = |body: String| {
+        let toml = format!("name = \"t\"\nworkspace = \".\"\n{body}\n{HIERARCHY}");
+        Scenario::from_toml(&toml, dir.path()).expect_err("refused").0
+    };
+    let unknown = check(format!("{SHARED}{}", shared_brief(r#"["F99"]"#, r#"["w9"]"#)));
+    let paths: Vec<(&str, &str)> = unknown.iter().map(|v| (v.code.as_str(), v.path.as_str())).collect();
+    assert_eq!(
+        paths,
+        [("LESS_SCENARIO_INVALID", "/steps/0/symbols/0"), ("LESS_SCENARIO_INVALID", "/steps/0/capsules/0")],
+        "{unknown:?}"
+    );
+    // A capsule may depend only on one written before it: no forward reference, hence no cycle.
+    let forward = check(
+        "[[capsules]]\nid = \"a\"\nwhat = \"x\"\ndepends = [\"b\"]\n[[capsules]]\nid = \"b\"\nwhat = \"y\"\n"
+            .to_owned(),
+    );
+    assert_eq!(forward[0].path, "/capsules/0/depends/0", "{forward:?}");
+}
+
+#[test]
+fn the_gate_adapter_reads_the_status_from_the_report_and_carries_only_its_reference() {
+    let step = |report: &str| {
+        format!(
+            "[[steps]]\naction = \"report\"\nagent = \"dev\"\ntype = \"gate_report\"\ngate_id = \"unit\"\n\
+             report_ref = \"{report}\"\n"
+        )
+    };
+    let (_, events) = run(&step("artifact:docs/gate.txt"), WireMode::Less);
+    let delivered = of_kind(&events, "delivered");
+    assert_eq!(delivered.len(), 1, "{events:?}");
+    let doc = &delivered[0]["doc"];
+    assert_eq!(doc["status"], "fail", "read from the cargo summary: {doc}");
+    assert_eq!(doc["report_ref"], "artifact:docs/gate.txt", "the reference");
+    assert!(!doc.to_string().contains("2 passed"), "never the report's text: {doc}");
+    // A report that says neither pass nor fail is refused, not guessed.
+    let (_, events) = run(&step("artifact:docs/SPEC.md"), WireMode::Less);
+    assert!(of_kind(&events, "delivered").is_empty(), "{events:?}");
+    // Neither a status nor a report to read it from: refused by validation.
+    let toml = format!(
+        "name = \"t\"\n[[steps]]\naction = \"report\"\nagent = \"dev\"\ntype = \"gate_report\"\n\
+         gate_id = \"unit\"\n{HIERARCHY}"
+    );
+    let refused = Scenario::from_toml(&toml, Path::new(".")).expect_err("refused").0;
+    assert_eq!(refused[0].path, "/steps/0/status", "{refused:?}");
 }

@@ -247,7 +247,7 @@ impl ScriptedAgent {
 /// The scripted actions of a turn's step, in order.
 fn actions_for(turn: &TurnInput) -> Vec<Action> {
     match &turn.step {
-        Step::Brief { to, now, constraints, risks, packs, grants, tasks, .. } => {
+        Step::Brief { to, now, constraints, risks, packs, grants, tasks, symbols, capsules, .. } => {
             // A tampered grant is forged by the agent itself (signed with a key that is not the run's), so the
             // grantee's gateway must refuse it; the fair baseline has no grants at all.
             let (forged, issued): (Vec<GrantSpec>, Vec<GrantSpec>) = grants.iter().cloned().partition(|g| g.tamper);
@@ -264,6 +264,8 @@ fn actions_for(turn: &TurnInput) -> Vec<Action> {
                 packs: packs.clone(),
                 grants: issued,
                 tasks: tasks.clone(),
+                symbols: symbols.clone(),
+                capsules: capsules.clone(),
             }));
             actions
         }

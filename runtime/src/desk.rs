@@ -946,9 +946,10 @@ fn now_nanos() -> i128 {
     time::OffsetDateTime::now_utc().unix_timestamp_nanos()
 }
 
-mod shared;
+pub(crate) mod shared;
 
-pub use shared::{Capsule, Entry, MAX_CAPSULE_LINES, NewCapsule};
+pub use less_contract::{Capsule, MAX_CAPSULE_LINES, NewCapsule};
+pub use shared::Entry;
 
 #[cfg(test)]
 mod tests;

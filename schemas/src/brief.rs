@@ -1,5 +1,5 @@
 //! SharedBriefMicro: a parent's ≤30-line distillation for its children — what matters now, constraints, top risks,
-//! a pointer pack per child role, budgets and grants (spec §5.3, §7.2).
+//! a pointer pack per child role, budgets and grants (spec §5.3, §7.2), and the symbols and capsules it names.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -55,6 +55,13 @@ pub struct SharedBriefMicro {
     /// Grants to children.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub grants: Vec<Grant>,
+    /// The symbols the brief names, id → value (the project's symbol table, only these entries).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub symbols: BTreeMap<String, String>,
+    /// The capsules the brief names, hydrated: the transitive closure of their `depends`, dependencies first, each
+    /// capsule's text (at most 10 lines) once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capsules: Vec<String>,
 }
 
 impl Contract for SharedBriefMicro {
@@ -91,6 +98,12 @@ impl fmt::Display for SharedBriefMicro {
                 b.max_deref_tokens_total
             )?;
         }
+        for (id, value) in &self.symbols {
+            writeln!(f, "symbol[{id}]: {value}")?;
+        }
+        for line in self.capsules.iter().flat_map(|c| c.lines()) {
+            writeln!(f, "capsule: {line}")?;
+        }
         for grant in &self.grants {
             let t = &grant.terms;
             writeln!(
@@ -119,4 +132,9 @@ pub(crate) fn brief_line_count(doc: &Value) -> usize {
         + n_keys("pointer_packs")
         + n_keys("budgets")
         + n_items("grants")
+        + n_keys("symbols")
+        + doc
+            .get("capsules")
+            .and_then(Value::as_array)
+            .map_or(0, |all| all.iter().filter_map(Value::as_str).map(|c| c.lines().count()).sum())
 }

@@ -20,6 +20,7 @@
 
 mod brief;
 mod budget;
+mod capsule;
 mod deref;
 mod digest;
 mod engram;
@@ -37,6 +38,9 @@ mod validate;
 
 pub use brief::{PointerText, SharedBriefMicro};
 pub use budget::Budget;
+pub use capsule::{
+    Capsule, MAX_CAPSULE_LINES, MAX_SYMBOL_CHARS, NewCapsule, check_shared_id, check_symbol_value, closure,
+};
 pub use deref::DerefRequest;
 pub use digest::{DIGEST_PREFIX, Digest};
 pub use engram::{Engram, EngramBuilder, EngramKind, MAX_CLAIM_CHARS, MAX_POINTERS, Provenance, Scope, Source};

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::budget::Budget;
+use crate::capsule::{Capsule, NewCapsule, closure};
 use crate::engram::{EngramKind, Scope};
 use crate::error::{ErrorCode, Violation, Violations};
 use crate::message::{GateStatus, Severity, TaskStatus, WaveState};
@@ -43,6 +44,10 @@ pub struct Scenario {
     pub workspace: PathBuf,
     /// What the run is for; the verbatim baseline restates it in every brief.
     pub plan: Plan,
+    /// The project's symbol table for the run (id → value); briefs carry only the entries they name.
+    pub symbols: BTreeMap<String, String>,
+    /// Context capsules of finished work, in the order written; briefs carry the closure of the ones they name.
+    pub capsules: Vec<NewCapsule>,
     /// Budgets of every role: the scenario's defaults overlaid with per-role overrides.
     pub budgets: Budgets,
     /// The hierarchy, lead first.
@@ -399,6 +404,12 @@ pub enum Step {
         /// `Task <id>: <question>` after `now`.
         #[serde(default)]
         tasks: Vec<String>,
+        /// Symbols (ids of the scenario's `[symbols]`) the brief carries with their values.
+        #[serde(default)]
+        symbols: Vec<String>,
+        /// Capsules (ids of the scenario's `[[capsules]]`) the brief carries, with their dependency closure.
+        #[serde(default)]
+        capsules: Vec<String>,
     },
     /// An agent dereferences pointers through its gateway.
     Deref {
@@ -506,7 +517,10 @@ pub enum ReportKind {
     },
     GateReport {
         gate_id: String,
-        status: GateStatus,
+        /// Omitted: the gate adapter reads it from the report `report_ref` points to (cargo, pytest, JUnit or a
+        /// `status:` line) and carries only the reference, with the report's digest.
+        #[serde(default)]
+        status: Option<GateStatus>,
         #[serde(default)]
         report_ref: Option<String>,
     },
@@ -713,6 +727,10 @@ struct ScenarioDoc {
     #[serde(default)]
     plan: Plan,
     #[serde(default)]
+    symbols: BTreeMap<String, String>,
+    #[serde(default)]
+    capsules: Vec<NewCapsule>,
+    #[serde(default)]
     budgets: BudgetsDoc,
     agents: Vec<AgentSpec>,
     #[serde(default)]
@@ -762,6 +780,8 @@ impl Scenario {
             tokenizer: doc.tokenizer,
             workspace,
             plan: doc.plan,
+            symbols: doc.symbols,
+            capsules: doc.capsules,
             budgets: Budgets { defaults, roles },
             agents: doc.agents,
             steps: doc.steps,
@@ -830,6 +850,19 @@ impl Scenario {
             }
         }
         all
+    }
+
+    /// The entries of the symbol table named by `ids` (unknown ids are skipped: validation refused them).
+    pub fn symbol_entries(&self, ids: &[String]) -> BTreeMap<String, String> {
+        ids.iter().filter_map(|id| Some((id.clone(), self.symbols.get(id)?.clone()))).collect()
+    }
+
+    /// The capsules named by `ids` hydrated: the closure of their `depends`, dependencies first, each once.
+    pub fn hydrate(&self, ids: &[String]) -> Result<Vec<Capsule>, Violation> {
+        closure(ids, |id| match self.capsules.iter().find(|c| c.id == id) {
+            Some(capsule) => capsule.render().map(Some),
+            None => Ok(None),
+        })
     }
 
     /// The task with `id`.

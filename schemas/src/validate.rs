@@ -10,6 +10,7 @@ use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
 use crate::brief::brief_line_count;
+use crate::capsule::{MAX_CAPSULE_LINES, NewCapsule};
 use crate::error::{ErrorCode, Violation};
 use crate::pointer::{self, Pointer, PointerType};
 use crate::schema::{COMPILED, DocKind};
@@ -170,6 +171,16 @@ fn check_brief(doc: &Value, base: &str, out: &mut Vec<Violation>) {
             }
         }
     }
+    for (idx, capsule) in doc.get("capsules").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let n_lines = capsule.as_str().map_or(0, |text| text.lines().count());
+        if n_lines > MAX_CAPSULE_LINES {
+            out.push(Violation::new(
+                ErrorCode::BriefTooLong,
+                format!("{base}/capsules/{idx}"),
+                format!("a capsule is at most {MAX_CAPSULE_LINES} lines; this one has {n_lines}"),
+            ));
+        }
+    }
     let n_lines = brief_line_count(doc);
     if n_lines > MAX_BRIEF_LINES {
         out.push(Violation::new(
@@ -213,6 +224,7 @@ fn check_reference(text: &Value, path: &str, out: &mut Vec<Violation>) {
 
 fn check_scenario(doc: &Value, out: &mut Vec<Violation>) {
     check_scenario_pointers(doc, out);
+    check_scenario_shared(doc, out);
     if let Some(workspace) = doc.get("workspace").and_then(Value::as_str)
         && let Err(message) = check_workspace(workspace)
     {
@@ -451,6 +463,16 @@ fn check_scenario_steps(doc: &Value, hierarchy: &Hierarchy<'_>, out: &mut Vec<Vi
                     check_ttl(grant, &format!("{base}/grants/{idx}"), out);
                 }
             }
+            "report"
+                if step["type"] == "gate_report"
+                    && step.get("status").is_none()
+                    && step.get("report_ref").is_none() =>
+            {
+                out.push(invalid(
+                    format!("{base}/status"),
+                    "a gate report needs a status, or a report_ref the gate adapter reads it from".to_owned(),
+                ));
+            }
             "report" => match step.get("to").and_then(Value::as_str) {
                 Some(to) if !(hierarchy.known)(to) => {
                     out.push(invalid(format!("{base}/to"), format!("no agent {to:?} in this scenario")));
@@ -465,6 +487,61 @@ fn check_scenario_steps(doc: &Value, hierarchy: &Hierarchy<'_>, out: &mut Vec<Vi
         }
         for (idx, engram) in list(step.get("engrams")).iter().enumerate() {
             check_ttl(engram, &format!("{base}/engrams/{idx}"), out);
+        }
+    }
+}
+
+/// Symbols and capsules: capsule ids unique, each capsule renders (at most 10 lines) and depends only on capsules
+/// written before it (so the graph has no cycle), and every symbol or capsule a brief step names exists.
+fn check_scenario_shared(doc: &Value, out: &mut Vec<Violation>) {
+    let invalid = |path: String, message: String| Violation::new(ErrorCode::ScenarioInvalid, path, message);
+    let list = |v: Option<&Value>| v.and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut capsules: Vec<String> = Vec::new();
+    for (idx, capsule) in list(doc.get("capsules")).iter().enumerate() {
+        let base = format!("/capsules/{idx}");
+        let Ok(capsule) = serde_json::from_value::<NewCapsule>(capsule.clone()) else { continue };
+        if let Err(violation) = capsule.render() {
+            out.push(invalid(format!("{base}{}", violation.path), violation.message));
+        }
+        for (d_idx, dep) in capsule.depends.iter().enumerate() {
+            if !capsules.contains(dep) && *dep != capsule.id {
+                out.push(invalid(
+                    format!("{base}/depends/{d_idx}"),
+                    format!(
+                        "capsule {dep:?} is not written before {:?}: list a capsule after what it depends on",
+                        capsule.id
+                    ),
+                ));
+            }
+        }
+        if capsules.contains(&capsule.id) {
+            out.push(invalid(format!("{base}/id"), format!("capsule id {:?} is used twice", capsule.id)));
+        }
+        capsules.push(capsule.id);
+    }
+    let symbols = doc.get("symbols").and_then(Value::as_object);
+    // Only briefs carry the entries they name; a typed message's `symbols` and `capsules` are references it makes.
+    let briefs = list(doc.get("steps")).into_iter().enumerate().filter(|(_, s)| s["action"] == "brief");
+    for (s_idx, step) in briefs {
+        for (idx, id) in list(step.get("symbols")).iter().enumerate() {
+            let Some(id) = id.as_str() else { continue };
+            if !symbols.is_some_and(|table| table.contains_key(id)) {
+                out.push(invalid(
+                    format!("/steps/{s_idx}/symbols/{idx}"),
+                    format!("no symbol {id:?} in this scenario's [symbols]: add it there or drop it from the brief"),
+                ));
+            }
+        }
+        for (idx, id) in list(step.get("capsules")).iter().enumerate() {
+            let Some(id) = id.as_str() else { continue };
+            if !capsules.iter().any(|c| c == id) {
+                out.push(invalid(
+                    format!("/steps/{s_idx}/capsules/{idx}"),
+                    format!(
+                        "no capsule {id:?} in this scenario's [[capsules]]: write it there or drop it from the brief"
+                    ),
+                ));
+            }
         }
     }
 }

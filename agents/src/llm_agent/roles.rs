@@ -81,7 +81,7 @@ impl LlmAgent {
     }
 
     async fn write_briefs(&mut self, turn: &TurnInput) -> Result<Vec<Action>, LlmError> {
-        let Step::Brief { to, tasks, .. } = &turn.step else { return Ok(Vec::new()) };
+        let Step::Brief { to, tasks, symbols, capsules, .. } = &turn.step else { return Ok(Vec::new()) };
         let Some(scenario) = self.scenario.clone() else { return Ok(Vec::new()) };
         let children: Vec<(String, String)> = scenario
             .children(&turn.spec.id)
@@ -209,6 +209,8 @@ impl LlmAgent {
                 packs: BTreeMap::from([(role.clone(), pointers)]),
                 grants: Vec::new(),
                 tasks: tasks.clone(),
+                symbols: symbols.clone(),
+                capsules: capsules.clone(),
             }));
         }
         Ok(actions)

@@ -3,44 +3,12 @@
 //! hydrated as the transitive closure of their `depends`, dependencies first, nothing else), and the blackboard
 //! (key → value facts; a new value supersedes the old one, which is kept and linked).
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
-use less_contract::{ErrorCode, Violation};
-
-/// Most lines of a capsule.
-pub const MAX_CAPSULE_LINES: usize = 10;
-
-/// A capsule as it is written.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NewCapsule {
-    /// Its id (`w2`).
-    pub id: String,
-    /// What was done.
-    pub what: String,
-    /// Where (a path, a symbol id).
-    pub location: Option<String>,
-    /// The decision taken.
-    pub decision: Option<String>,
-    /// What bit, and will bite again.
-    pub gotcha: Option<String>,
-    /// The capsules it builds on.
-    pub depends: Vec<String>,
-}
-
-/// A stored capsule.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Capsule {
-    /// Its id.
-    pub id: String,
-    /// Its lines, as an agent reads them.
-    pub text: String,
-    /// The capsules it builds on.
-    pub depends: Vec<String>,
-}
+use less_contract::{Capsule, ErrorCode, NewCapsule, Violation, check_shared_id, check_symbol_value, closure};
 
 /// A blackboard entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -61,13 +29,6 @@ fn store_failed(err: impl std::fmt::Display) -> Violation {
 
 fn argument(path: &str, message: impl Into<String>) -> Violation {
     Violation::new(ErrorCode::ArgumentInvalid, path, message)
-}
-
-fn check_id(path: &str, id: &str) -> Result<(), Violation> {
-    let ok = !id.is_empty()
-        && id.len() <= 64
-        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'));
-    if ok { Ok(()) } else { Err(argument(path, format!("{id:?} is not an id: 1 to 64 of A-Z a-z 0-9 _ - . :"))) }
 }
 
 /// The shared tables of one store.
@@ -92,11 +53,35 @@ impl Shared {
         Ok(Shared { db })
     }
 
+    /// Writes a scenario's symbol table and capsules into the store under `project` (a run does this when it starts,
+    /// so `lessrt mcp` on the run's store resolves and hydrates what its briefs named). One transaction.
+    pub(crate) fn publish(
+        dir: &Path,
+        project: &str,
+        symbols: &std::collections::BTreeMap<String, String>,
+        capsules: &[NewCapsule],
+    ) -> Result<(), Violation> {
+        std::fs::create_dir_all(dir).map_err(store_failed)?;
+        let shared = Shared::open(dir)?;
+        shared.db.execute_batch("BEGIN IMMEDIATE").map_err(store_failed)?;
+        let written = (|| {
+            for (id, value) in symbols {
+                shared.symbol_set(project, id, value)?;
+            }
+            // In the scenario's order: a capsule depends only on capsules listed before it.
+            for capsule in capsules {
+                shared.capsule_write(project, capsule)?;
+            }
+            Ok(())
+        })();
+        let end = if written.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        shared.db.execute_batch(end).map_err(store_failed)?;
+        written
+    }
+
     pub(crate) fn symbol_set(&self, project: &str, id: &str, value: &str) -> Result<(), Violation> {
-        check_id("/id", id)?;
-        if value.trim().is_empty() || value.chars().count() > 500 {
-            return Err(argument("/value", "a symbol's value is 1 to 500 characters"));
-        }
+        check_shared_id("/id", id)?;
+        check_symbol_value("/value", value)?;
         self.db
             .execute(
                 "INSERT INTO symbols (project, id, value) VALUES (?1, ?2, ?3)
@@ -141,23 +126,9 @@ impl Shared {
     }
 
     pub(crate) fn capsule_write(&self, project: &str, capsule: &NewCapsule) -> Result<Capsule, Violation> {
-        check_id("/id", &capsule.id)?;
-        if capsule.what.trim().is_empty() {
-            return Err(argument("/what", "a capsule says what was done"));
-        }
+        let rendered = capsule.render()?;
         for (i, dep) in capsule.depends.iter().enumerate() {
-            check_id(&format!("/depends/{i}"), dep)?;
-            if *dep == capsule.id {
-                return Err(argument(&format!("/depends/{i}"), "a capsule cannot depend on itself"));
-            }
-            let known: Option<String> = self
-                .db
-                .query_row("SELECT id FROM capsules WHERE project = ?1 AND id = ?2", params![project, dep], |r| {
-                    r.get(0)
-                })
-                .optional()
-                .map_err(store_failed)?;
-            if known.is_none() {
+            if self.capsule(project, dep)?.is_none() {
                 return Err(argument(
                     &format!("/depends/{i}"),
                     format!("no capsule {dep} in {project}: write it first"),
@@ -171,86 +142,43 @@ impl Shared {
                 format!("{} would depend on itself through its dependencies", capsule.id),
             ));
         }
-        let mut lines = vec![format!("{}: {}", capsule.id, capsule.what.trim())];
-        for (label, value) in
-            [("where", &capsule.location), ("decision", &capsule.decision), ("gotcha", &capsule.gotcha)]
-        {
-            if let Some(value) = value.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
-                lines.push(format!("{label}: {value}"));
-            }
-        }
-        if !capsule.depends.is_empty() {
-            lines.push(format!("depends: {}", capsule.depends.join(", ")));
-        }
-        let text = lines.join("\n");
-        let n_lines = text.lines().count();
-        if n_lines > MAX_CAPSULE_LINES {
-            return Err(argument(
-                "",
-                format!("a capsule is at most {MAX_CAPSULE_LINES} lines; this one has {n_lines}: compact it"),
-            ));
-        }
-        let depends = serde_json::to_string(&capsule.depends).map_err(store_failed)?;
+        let depends = serde_json::to_string(&rendered.depends).map_err(store_failed)?;
         self.db
             .execute(
                 "INSERT INTO capsules (project, id, text, depends) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (project, id) DO UPDATE SET text = excluded.text, depends = excluded.depends",
-                params![project, capsule.id, text, depends],
+                params![project, rendered.id, rendered.text, depends],
             )
             .map_err(store_failed)?;
-        Ok(Capsule { id: capsule.id.clone(), text, depends: capsule.depends.clone() })
+        Ok(rendered)
+    }
+
+    /// The capsule `id` of `project`, if written.
+    fn capsule(&self, project: &str, id: &str) -> Result<Option<Capsule>, Violation> {
+        let row: Option<(String, String)> = self
+            .db
+            .query_row("SELECT text, depends FROM capsules WHERE project = ?1 AND id = ?2", params![project, id], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()
+            .map_err(store_failed)?;
+        let Some((text, depends)) = row else { return Ok(None) };
+        let depends: Vec<String> = serde_json::from_str(&depends).map_err(store_failed)?;
+        Ok(Some(Capsule { id: id.to_owned(), text, depends }))
     }
 
     /// The transitive `depends` closure of `ids`, dependencies before what depends on them, each once.
     pub(crate) fn closure(&self, project: &str, ids: &[String]) -> Result<Vec<Capsule>, Violation> {
-        let mut all: BTreeMap<String, Capsule> = BTreeMap::new();
-        let mut todo: Vec<String> = ids.to_vec();
-        while let Some(id) = todo.pop() {
-            if all.contains_key(&id) {
-                continue;
+        closure(ids, |id| self.capsule(project, id)).map_err(|mut v| {
+            if v.code == ErrorCode::PointerUnresolved {
+                v.message = format!("{} in {project}", v.message);
             }
-            let row: Option<(String, String)> = self
-                .db
-                .query_row(
-                    "SELECT text, depends FROM capsules WHERE project = ?1 AND id = ?2",
-                    params![project, id],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()
-                .map_err(store_failed)?;
-            let Some((text, depends)) = row else {
-                return Err(Violation::new(
-                    ErrorCode::PointerUnresolved,
-                    "/ids",
-                    format!("no capsule {id} in {project}"),
-                ));
-            };
-            let depends: Vec<String> = serde_json::from_str(&depends).map_err(store_failed)?;
-            todo.extend(depends.iter().cloned());
-            all.insert(id.clone(), Capsule { id, text, depends });
-        }
-        // Depth-first post-order from the asked ids, in the order asked: dependencies first.
-        let mut ordered = Vec::new();
-        let mut placed = BTreeSet::new();
-        fn visit(id: &str, all: &BTreeMap<String, Capsule>, placed: &mut BTreeSet<String>, out: &mut Vec<Capsule>) {
-            if !placed.insert(id.to_owned()) {
-                return;
-            }
-            if let Some(capsule) = all.get(id) {
-                for dep in &capsule.depends {
-                    visit(dep, all, placed, out);
-                }
-                out.push(capsule.clone());
-            }
-        }
-        for id in ids {
-            visit(id, &all, &mut placed, &mut ordered);
-        }
-        Ok(ordered)
+            v
+        })
     }
 
     pub(crate) fn board_set(&self, project: &str, key: &str, value: &str, who: &str) -> Result<Entry, Violation> {
-        check_id("/key", key)?;
+        check_shared_id("/key", key)?;
         if value.chars().count() > 500 {
             return Err(argument("/value", "a blackboard value is at most 500 characters"));
         }

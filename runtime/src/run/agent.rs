@@ -777,6 +777,13 @@ impl AgentState {
                 result = refused;
             }
         }
+        // The symbols and capsules the brief names, the same for every child (validation refused unknown names).
+        let symbols = self.ctx.scenario.symbol_entries(&brief.symbols);
+        let capsules: Vec<String> = match self.ctx.scenario.hydrate(&brief.capsules) {
+            Ok(closure) => closure.into_iter().map(|c| c.text).collect(),
+            Err(violation) => return Outcome::Refused(violation),
+        };
+        let shared = Shared { symbols: &symbols, capsules: &capsules };
         let children: Vec<String> = if brief.to.is_empty() {
             self.ctx.scenario.children(&self.spec.id).iter().map(|c| c.id.clone()).collect()
         } else {
@@ -803,6 +810,8 @@ impl AgentState {
                 pointer_packs: packs.clone(),
                 budgets: [(role.clone(), self.ctx.scenario.budgets.of(&role))].into_iter().collect(),
                 grants: Vec::new(),
+                symbols: symbols.clone(),
+                capsules: capsules.clone(),
             };
             let draft = Draft::Brief(doc_brief);
             let less_wire = match draft.to_value() {
@@ -812,10 +821,12 @@ impl AgentState {
             let mut envelope = self.envelope(&child, EnvelopeKind::Brief, draft, String::new());
             let wire = match self.ctx.mode {
                 WireMode::Less => Ok(less_wire),
-                WireMode::Verbatim => self.fair_brief(&child, brief, &now, &packs).await.map(|(wire, restated)| {
-                    envelope.restated = restated;
-                    wire
-                }),
+                WireMode::Verbatim => {
+                    self.fair_brief(&child, brief, &now, &packs, &shared).await.map(|(wire, restated)| {
+                        envelope.restated = restated;
+                        wire
+                    })
+                }
                 WireMode::VerbatimWhole => self.whole_brief(&child, brief, &now, &packs).await,
             };
             envelope.wire = match wire {
@@ -839,6 +850,7 @@ impl AgentState {
         brief: &BriefAction,
         now: &[String],
         packs: &BTreeMap<String, Vec<PointerText>>,
+        shared: &Shared<'_>,
     ) -> Result<(String, Vec<String>), Violation> {
         // What the baseline restates is the ledger's: without it the brief would silently undercount the baseline.
         let known = ractor::call!(self.ctx.ledger, TokenLedgerMsg::Known, self.spec.id.clone())
@@ -860,6 +872,8 @@ impl AgentState {
             constraints: &brief.constraints,
             risks: &brief.risks,
             pasted: &pasted,
+            symbols: &shared.symbol_lines(),
+            prior_work: shared.capsules,
         });
         Ok((text, restated))
     }
@@ -891,6 +905,11 @@ impl AgentState {
         let all_reports = ractor::call!(self.ctx.ledger, TokenLedgerMsg::History)
             .map_err(|err| run_failed("ledger", &err.to_string()))?;
         let lines: Vec<String> = now.iter().chain(&brief.constraints).chain(&brief.risks).cloned().collect();
+        // Without a symbol table or capsule closure the whole baseline restates all of both.
+        let scenario = &self.ctx.scenario;
+        let all_symbols = Shared { symbols: &scenario.symbols, capsules: &[] }.symbol_lines();
+        let all_ids: Vec<String> = scenario.capsules.iter().map(|c| c.id.clone()).collect();
+        let prior_work: Vec<String> = scenario.hydrate(&all_ids)?.into_iter().map(|c| c.text).collect();
         Ok(baseline::whole_brief(&WholeBriefText {
             from: &self.spec.id,
             to: child,
@@ -899,7 +918,32 @@ impl AgentState {
             all_reports: &all_reports,
             lines: &lines,
             files: &files,
+            symbols: &all_symbols,
+            prior_work: &prior_work,
         }))
+    }
+
+    /// The gate adapter: a gate report whose status is read from the report `report_ref` points to, carrying only
+    /// the reference, never the report's text.
+    async fn gate_adapter(&self, gate_id: &str, report_ref: &Option<String>) -> Result<Payload, Violation> {
+        let unreadable = |message: String| Violation::new(ErrorCode::PointerUnresolved, "/report_ref", message);
+        let text = report_ref
+            .as_deref()
+            .ok_or_else(|| unreadable("a gate report without a status needs report_ref".into()))?;
+        let pointer = Pointer::parse(text)?;
+        let content = match ractor::call!(self.ctx.resolver, ResolverMsg::ReadUnpinned, pointer.clone()) {
+            Ok(Ok(content)) => content,
+            Ok(Err(violation)) => return Err(violation),
+            Err(err) => return Err(run_failed("resolver", &err.to_string())),
+        };
+        let status = crate::desk::gate_status(&content).ok_or_else(|| {
+            Violation::new(
+                ErrorCode::ArgumentInvalid,
+                "/status",
+                format!("{text} says neither pass nor fail in a form the gate adapter reads; give `status`"),
+            )
+        })?;
+        Ok(Payload::GateReport { gate_id: gate_id.to_owned(), status, report_ref: Some(pointer.to_string()) })
     }
 
     /// The whole file (or section owner) behind `pointer`, for pasting; nothing is metered or pinned.
@@ -1020,8 +1064,11 @@ impl AgentState {
                 commit: None,
                 capsule: None,
             },
-            ReportKind::GateReport { gate_id, status, report_ref } => {
+            ReportKind::GateReport { gate_id, status: Some(status), report_ref } => {
                 Payload::GateReport { gate_id: gate_id.clone(), status: *status, report_ref: report_ref.clone() }
+            }
+            ReportKind::GateReport { gate_id, status: None, report_ref } => {
+                self.gate_adapter(gate_id, report_ref).await?
             }
             ReportKind::Escalation { reason, severity, refs } => {
                 Payload::Escalation { reason: reason.clone(), severity: *severity, refs: refs.clone() }
@@ -1118,6 +1165,19 @@ impl AgentState {
 }
 
 /// Whether the turn's last action was a message its receiver refused (so the next one is its resend).
+/// The symbols and hydrated capsules a brief carries.
+struct Shared<'a> {
+    symbols: &'a BTreeMap<String, String>,
+    capsules: &'a [String],
+}
+
+impl Shared<'_> {
+    /// The symbols as the baselines spell them: `id: value`.
+    fn symbol_lines(&self) -> Vec<String> {
+        self.symbols.iter().map(|(id, value)| format!("{id}: {value}")).collect()
+    }
+}
+
 fn resending(done: &[Done]) -> bool {
     done.last().is_some_and(|d| {
         matches!(d.action, Action::Report(_) | Action::Escalate { .. } | Action::Send(_))

@@ -6,13 +6,16 @@
 //!   restated to it by its own parent) as prose — each report's summary and claims with their citations, not the
 //!   content those reports pasted — then what matters now, constraints and risks, and pastes the content of each
 //!   pointer its pack names: the span when the pointer names a span, a whole file only when it names a whole file;
+//! - the symbols and capsules a brief names are spelled out the same way (the values of the symbols, the capsules'
+//!   dependency closure as prior work), so these mechanisms carry the same information in both modes;
 //! - a report is a prose summary, its claims with their citations, and the content of each cited span, once.
 //!
 //! It sends no grants and no budgets (it has none), and an agent does not dereference again what it holds already
 //! (pasted to it, or read before): see [`holds`].
 //!
 //! The whole-file baseline (`verbatim-whole`, [`whole_brief`]) is the rule this runtime used first: every brief pastes
-//! the plan's documents and every packed file whole, and restates every prior report of the run with what it pasted.
+//! the plan's documents and every packed file whole, and restates every prior report of the run with what it pasted,
+//! every symbol and every capsule of the scenario.
 
 use less_contract::Engram;
 use less_contract::Payload;
@@ -38,6 +41,10 @@ pub struct BriefText<'a> {
     pub risks: &'a [String],
     /// The pack's pointers (text form) with their content, in pack order.
     pub pasted: &'a [(String, String)],
+    /// The symbols the brief names, as `id: value` lines (the names the child will meet, spelled out).
+    pub symbols: &'a [String],
+    /// The prior work the brief names: the capsules and their dependency closure, each capsule's text.
+    pub prior_work: &'a [String],
 }
 
 /// The fair baseline's brief.
@@ -63,6 +70,7 @@ pub fn fair_brief(brief: &BriefText<'_>) -> String {
             }
         }
     }
+    push_shared(&mut text, brief.symbols, brief.prior_work);
     for (heading, lines) in
         [("What matters now", brief.now), ("Constraints", brief.constraints), ("Risks", brief.risks)]
     {
@@ -80,6 +88,24 @@ pub fn fair_brief(brief: &BriefText<'_>) -> String {
         }
     }
     text
+}
+
+/// The symbols a brief names (`- id: value`) and the prior work it restates (each capsule's lines), under their
+/// headings; nothing when there are none.
+fn push_shared(text: &mut String, symbols: &[String], prior_work: &[String]) {
+    if !symbols.is_empty() {
+        text.push_str("\nNames used:\n");
+        for line in symbols {
+            text.push_str(&format!("- {line}\n"));
+        }
+    }
+    if !prior_work.is_empty() {
+        text.push_str("\nPrior work:\n");
+        for capsule in prior_work {
+            text.push_str(capsule.trim_end());
+            text.push('\n');
+        }
+    }
 }
 
 /// A report as prose: who, what about, the summary, each claim with its citations. This is also what later briefs
@@ -129,6 +155,10 @@ pub struct WholeBriefText<'a> {
     pub lines: &'a [String],
     /// Every packed file not pasted above, whole: (location, content).
     pub files: &'a [(String, String)],
+    /// Every symbol of the scenario, as `id: value` lines.
+    pub symbols: &'a [String],
+    /// Every capsule of the scenario, each capsule's text.
+    pub prior_work: &'a [String],
 }
 
 /// The whole-file baseline's brief.
@@ -146,6 +176,7 @@ pub fn whole_brief(brief: &WholeBriefText<'_>) -> String {
         text.push_str(report);
         text.push('\n');
     }
+    push_shared(&mut text, brief.symbols, brief.prior_work);
     text.push_str("\n# What matters now\n");
     for line in brief.lines {
         text.push_str(&format!("- {line}\n"));

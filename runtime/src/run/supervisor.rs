@@ -179,6 +179,15 @@ impl LocalRun {
         let (summarizers, _) = Actor::spawn_linked(None, SummarizerSupervisor, summarizer_args, supervisor.get_cell())
             .await
             .map_err(|e| fail("summarizers", &e))?;
+        if !scenario.symbols.is_empty() || !scenario.capsules.is_empty() {
+            let (dir, scenario) = (memory_dir.clone(), scenario.clone());
+            crate::blocking::run(move || {
+                crate::desk::shared::Shared::publish(&dir, &scenario.project, &scenario.symbols, &scenario.capsules)
+            })
+            .await
+            .map_err(|e| fail("symbols and capsules", &e))?
+            .map_err(|v| fail("symbols and capsules", &v))?;
+        }
         let memory_args = MemoryArgs::new(memory_dir, system_clock(), remove_on_stop);
         let (memory, _) = Actor::spawn_linked(None, MemoryActor, memory_args, supervisor.get_cell())
             .await

@@ -99,6 +99,10 @@ pub struct BriefAction {
     pub grants: Vec<GrantSpec>,
     /// Graded tasks (ids) handed down: each child on the way to a task's agent gets its question.
     pub tasks: Vec<String>,
+    /// Symbols (ids of the scenario's table) the brief carries with their values.
+    pub symbols: Vec<String>,
+    /// Capsules (ids) the brief carries, hydrated with their dependency closure.
+    pub capsules: Vec<String>,
 }
 
 /// A typed message.

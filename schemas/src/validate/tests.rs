@@ -281,8 +281,26 @@ fn other_vectors() -> Vec<Vector> {
                 set(d, "/top_risks", json!(vec!["r"; 5]));
                 insert(d, "/pointer_packs/tester", json!(["test:gateway::one_resend"]));
                 insert(d, "/pointer_packs/writer", json!(["artifact:README.md"]));
+                set(d, "/symbols", json!({}));
+                set(d, "/capsules", json!([]));
             },
             [(BriefTooLong, "")]
+        ),
+        v!(
+            "brief over 30 lines once its symbol and capsule lines count",
+            Brief,
+            |d| {
+                set(d, "/what_matters_now", json!(vec!["n"; 10]));
+                set(d, "/constraints", json!(vec!["c"; 10]));
+                set(d, "/top_risks", json!(vec!["r"; 2]));
+            },
+            [(BriefTooLong, "")]
+        ),
+        v!(
+            "brief capsule of 11 lines",
+            Brief,
+            |d| set(d, "/capsules", json!(["w1: x\n".repeat(11)])),
+            [(BriefTooLong, "/capsules/0")]
         ),
         v!(
             "brief of 30 lines is fine",
@@ -292,6 +310,8 @@ fn other_vectors() -> Vec<Vector> {
                 set(d, "/constraints", json!(vec!["c"; 10]));
                 set(d, "/top_risks", json!(vec!["r"; 5]));
                 insert(d, "/pointer_packs/tester", json!(["test:gateway::one_resend"]));
+                set(d, "/symbols", json!({}));
+                set(d, "/capsules", json!([]));
             },
             []
         ),

@@ -30,15 +30,19 @@ impl Agent for Follower {
         let inbox = input.inbox.iter().map(|doc| (**doc).clone()).collect();
         self.seen.lock().expect("lock").push((self.id.clone(), inbox));
         let action = match &input.step {
-            Step::Brief { to, now, constraints, risks, packs, grants, tasks, .. } => Action::Brief(BriefAction {
-                to: to.clone(),
-                now: now.clone(),
-                constraints: constraints.clone(),
-                risks: risks.clone(),
-                packs: packs.clone(),
-                grants: grants.clone(),
-                tasks: tasks.clone(),
-            }),
+            Step::Brief { to, now, constraints, risks, packs, grants, tasks, symbols, capsules, .. } => {
+                Action::Brief(BriefAction {
+                    to: to.clone(),
+                    now: now.clone(),
+                    constraints: constraints.clone(),
+                    risks: risks.clone(),
+                    packs: packs.clone(),
+                    grants: grants.clone(),
+                    tasks: tasks.clone(),
+                    symbols: symbols.clone(),
+                    capsules: capsules.clone(),
+                })
+            }
             Step::Deref { pointers, reason, intended_use, grant, .. } => Action::Deref(DerefAction {
                 pointers: pointers.clone(),
                 reason: reason.clone(),

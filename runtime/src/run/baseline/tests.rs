@@ -46,6 +46,8 @@ fn the_fair_brief_restates_the_plan_and_known_reports_and_pastes_the_packed_span
         ("repo:src/config.rs".to_owned(), "whole config file".to_owned()),
     ];
     let plan = plan();
+    let symbols = vec!["F12: src/pricing.rs".to_owned()];
+    let prior_work = vec!["w1: Capped discounts\nwhere: F12".to_owned(), "w2: Logged the cap".to_owned()];
     let text = fair_brief(&BriefText {
         from: "lead",
         to: "w4",
@@ -55,10 +57,13 @@ fn the_fair_brief_restates_the_plan_and_known_reports_and_pastes_the_packed_span
         constraints: &constraints,
         risks: &[],
         pasted: &pasted,
+        symbols: &symbols,
+        prior_work: &prior_work,
     });
     let expected = "Brief from lead to w4.\n\nGoal: Split billing out of orders.\n\nAcceptance criteria:\n\
         1. Totals unchanged\n2. Events in order\n\nPrior reports:\nReport from w1 to lead, task_result t1: pass.\n\
-        Tax is per line.\n\nWhat matters now:\n- Find the discount cap.\n- Task t4: Where are discounts capped?\n\n\
+        Tax is per line.\n\nNames used:\n- F12: src/pricing.rs\n\nPrior work:\nw1: Capped discounts\nwhere: F12\n\
+        w2: Logged the cap\n\nWhat matters now:\n- Find the discount cap.\n- Task t4: Where are discounts capped?\n\n\
         Constraints:\n- Cite spans.\n\n=== repo:src/pricing.rs#L128-L131 ===\n/// The total of all discounts, capped.\n\
         fn resolve() {}\n\n=== repo:src/config.rs ===\nwhole config file\n";
     assert_eq!(text, expected);
@@ -122,8 +127,12 @@ fn the_whole_file_brief_pastes_documents_files_and_every_report() {
         all_reports: &reports,
         lines: &lines,
         files: &files,
+        symbols: &["F12: src/pricing.rs".to_owned()],
+        prior_work: &["w3: Unrelated work".to_owned()],
     });
     for part in [
+        "Names used:\n- F12: src/pricing.rs",
+        "Prior work:\nw3: Unrelated work",
         "# Plan\nSplit billing",
         "1. Totals unchanged",
         "# docs/PLAN.md\n# Plan\nwhole plan",
