@@ -154,11 +154,37 @@ fn main() -> ExitCode {
                 ExitCode::from(stop.code)
             }
             None => {
-                eprintln!("lessrt: {err:#}");
+                eprintln!("lessrt: {}", with_code(&err));
                 ExitCode::from(2)
             }
         },
     }
+}
+
+/// An error as printed: it starts with its stable code. A message that names a code already keeps it; otherwise
+/// the code comes from the first cause that has one (a memory or runtime error, a violation), an I/O failure is
+/// unreadable input or an unwritable output by what the command was doing, and anything else is `LESS_RUN_FAILED`.
+fn with_code(err: &anyhow::Error) -> String {
+    use less_runtime::ErrorCode;
+    let text = format!("{err:#}");
+    if text.starts_with("LESS_") || text.starts_with("LLM_") {
+        return text;
+    }
+    let found = err.chain().find_map(|cause| {
+        if let Some(e) = cause.downcast_ref::<less_runtime::memory::MemoryError>() {
+            Some(e.code())
+        } else if let Some(v) = cause.downcast_ref::<less_runtime::Violations>() {
+            v.code()
+        } else if let Some(e) = cause.downcast_ref::<less_runtime::Error>() {
+            Some(e.code())
+        } else if cause.is::<std::io::Error>() {
+            let writing = ["cannot write", "cannot create", "cannot clear"].iter().any(|w| text.starts_with(w));
+            Some(if writing { ErrorCode::OutputUnwritable } else { ErrorCode::InputUnreadable })
+        } else {
+            None
+        }
+    });
+    format!("{}: {text}", found.unwrap_or(ErrorCode::RunFailed))
 }
 
 #[cfg(test)]

@@ -459,3 +459,45 @@ fn issue17_the_audit_log_is_append_only_across_runs() {
     assert_eq!(second.lines().filter(|l| l.contains("\trun-start\t")).count(), 2, "{second}");
     assert_eq!(second.lines().count(), 2 * first.lines().count(), "{second}");
 }
+
+/// Failures that printed no code: an empty pipe to `memory put -` (was exit 0, nothing said), input that is not UTF-8,
+/// a store file that is not SQLite, a scenario file that is not there. Each now exits 2 with its code first.
+#[test]
+fn issue17_every_failure_starts_with_its_code() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_arg(dir.path());
+    let cases: Vec<(&str, Output)> = vec![
+        (
+            "LESS_JSON_MALFORMED",
+            lessrt_hash_only_stdin(&["memory", "put", "-", "--store", &store, "--project", "p"], ""),
+        ),
+        ("LESS_INPUT_UNREADABLE", {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+                .args(["memory", "put", "-", "--store", &store, "--project", "p"])
+                .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn");
+            use std::io::Write;
+            child.stdin.take().expect("stdin").write_all(b"\xff\xfe{}\n").expect("write");
+            child.wait_with_output().expect("output")
+        }),
+        ("LESS_STORE_FAILED", {
+            let broken = dir.path().join("broken");
+            std::fs::create_dir_all(&broken).expect("mkdir");
+            std::fs::write(broken.join("memory.sqlite3"), "this is not an SQLite database, not even its header\n")
+                .expect("write");
+            lessrt_hash_only(&["memory", "stats", "--store", &broken.display().to_string()])
+        }),
+    ];
+    for (code, output) in cases {
+        assert_eq!(output.status.code(), Some(2), "{code}: {}", stderr(&output));
+        let text = stderr(&output);
+        assert!(text.starts_with(&format!("lessrt: {code}: ")), "want {code} first: {text}");
+    }
+    // Nothing was acknowledged, so nothing is in the store.
+    let stats = lessrt_hash_only(&["memory", "stats", "--store", &store, "--json"]);
+    assert!(stdout(&stats).contains("\"hot\": 0") || stdout(&stats).contains("\"hot\":0"), "{}", stdout(&stats));
+}

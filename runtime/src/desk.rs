@@ -285,8 +285,7 @@ fn dag_violation(err: DagError) -> Violation {
 }
 
 fn memory_violation(err: MemoryError) -> Violation {
-    let code = err.code().unwrap_or(ErrorCode::StoreFailed);
-    Violation::new(code, "", err.message())
+    Violation::new(err.code(), "", err.message())
 }
 
 impl Desk {

@@ -313,5 +313,17 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// The stable code: the first violation's, `LESS_RUN_FAILED` for a run that could not be carried out, or the
+    /// malformed input's.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Error::Invalid(violations) => violations.code().unwrap_or(ErrorCode::SchemaInvalid),
+            Error::Runtime { .. } => ErrorCode::RunFailed,
+            Error::Malformed { code, .. } => *code,
+        }
+    }
+}
+
 /// The crate's result alias.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

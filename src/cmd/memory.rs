@@ -470,6 +470,15 @@ fn put(
             return Ok(ExitCode::from(2));
         }
     }
+    if put.n_seen == 0 {
+        // Nothing to acknowledge is not success: an empty pipe usually means the producer failed.
+        let from =
+            if file == std::path::Path::new("-") { "standard input".to_owned() } else { file.display().to_string() };
+        return Err(Stop::usage(format!(
+            "LESS_JSON_MALFORMED: no engram in {from}: send one JSON engram, a JSON array of them, or one per line"
+        ))
+        .into());
+    }
     let doc =
         json!({"project": put.project, "results": put.results, "invalid": put.n_invalid, "refused": put.n_refused});
     if json_out {

@@ -66,11 +66,23 @@ pub enum MemoryError {
 }
 
 impl MemoryError {
-    /// The stable code of a refusal (none for a failure of the store or the index).
-    pub fn code(&self) -> Option<ErrorCode> {
+    /// The stable code: a refusal's own; `LESS_ID_CONFLICT` for a taken id; `LESS_STORE_FAILED` for a store or an
+    /// index that failed; `LESS_ARGUMENT_INVALID` for a stage that cannot run here; `LESS_RUN_FAILED` when the
+    /// memory actor is gone.
+    pub fn code(&self) -> ErrorCode {
         match self {
-            MemoryError::Refused(violation) => Some(violation.code),
-            MemoryError::Store(StoreError::IdConflict { .. }) => Some(ErrorCode::IdConflict),
+            MemoryError::Refused(violation) => violation.code,
+            MemoryError::Store(StoreError::IdConflict { .. }) => ErrorCode::IdConflict,
+            MemoryError::Store(_) | MemoryError::Index(_) | MemoryError::Vectors(_) => ErrorCode::StoreFailed,
+            MemoryError::StageUnavailable(_) => ErrorCode::ArgumentInvalid,
+            MemoryError::Unavailable(_) => ErrorCode::RunFailed,
+        }
+    }
+
+    /// The code when the caller was refused (a rule said no, nothing failed): a refusal's, or a taken id's.
+    pub fn refusal_code(&self) -> Option<ErrorCode> {
+        match self {
+            MemoryError::Refused(_) | MemoryError::Store(StoreError::IdConflict { .. }) => Some(self.code()),
             _ => None,
         }
     }

@@ -652,10 +652,9 @@ impl AgentState {
                 (engrams, recall.stages.iter().map(|s| (*s).to_owned()).collect(), None, String::new())
             }
             Err(err) => {
-                outcome.refusals.extend(err.code());
-                let code = err.code().unwrap_or(ErrorCode::StoreFailed);
-                result = Outcome::Refused(Violation::new(code, "", err.message()));
-                (Vec::new(), Vec::new(), err.code(), err.message())
+                outcome.refusals.extend(err.refusal_code());
+                result = Outcome::Refused(Violation::new(err.code(), "", err.message()));
+                (Vec::new(), Vec::new(), Some(err.code()), err.message())
             }
         };
         let n_tokens = match self.ctx.mode {
@@ -701,10 +700,9 @@ impl AgentState {
         let (id, code, message) = match result {
             Ok(stored) => (stored.map(|s| s.engram.id), None, String::new()),
             Err(err) => {
-                outcome.refusals.extend(err.code());
-                answer =
-                    Outcome::Refused(Violation::new(err.code().unwrap_or(ErrorCode::StoreFailed), "", err.message()));
-                (None, err.code(), err.message())
+                outcome.refusals.extend(err.refusal_code());
+                answer = Outcome::Refused(Violation::new(err.code(), "", err.message()));
+                (None, Some(err.code()), err.message())
             }
         };
         self.ctx.record(Event::Promote {
@@ -757,7 +755,7 @@ impl AgentState {
                     status: "refused".to_owned(),
                     superseded: Vec::new(),
                     contradictions: Vec::new(),
-                    code: err.code(),
+                    code: Some(err.code()),
                     message: err.message(),
                 },
             };

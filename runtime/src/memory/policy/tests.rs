@@ -72,7 +72,7 @@ fn sorted(mut ids: Vec<&str>) -> Vec<&str> {
 }
 
 fn code(err: MemoryError) -> ErrorCode {
-    err.code().unwrap_or_else(|| panic!("a refusal, not {err}"))
+    err.refusal_code().unwrap_or_else(|| panic!("a refusal, not {err}"))
 }
 
 fn q(k: usize) -> QueryOptions {
@@ -310,7 +310,7 @@ fn the_same_id_for_another_claim_is_refused_and_nothing_changes() {
     assert_eq!(memory.stats().expect("stats").hot, 1, "nothing stored");
     // The trusted bulk path says so too, with the same code.
     let err = memory.put_many(&[other], "a", 2).expect_err("conflict");
-    assert_eq!(err.code(), Some(ErrorCode::IdConflict));
+    assert_eq!(err.refusal_code(), Some(ErrorCode::IdConflict));
     // The same claim under the same id at another scope is the same engram: a duplicate, not a conflict.
     let wider = Valid::new(Engram { scope: Scope::Org, ..(*first).clone() }).expect("valid");
     let outcome = memory.put_as(&lead(), &wider, "a", 3).expect("put").outcome;
@@ -470,7 +470,7 @@ async fn the_memory_actor_answers_every_message() {
     ractor::call!(actor, MemoryMsg::Put, put(&dev, &new)).expect("call").expect("put");
     // Expected failures are values in the reply; the actor lives on.
     let refused = ractor::call!(actor, MemoryMsg::Put, put(&dev, &third)).expect("call").expect_err("rate limited");
-    assert_eq!(refused.code(), Some(ErrorCode::RateLimited));
+    assert_eq!(refused.refusal_code(), Some(ErrorCode::RateLimited));
     now.store(61, Ordering::SeqCst);
     ractor::call!(actor, MemoryMsg::Put, put(&dev, &third)).expect("call").expect("the injected clock moved on");
 
@@ -481,7 +481,7 @@ async fn the_memory_actor_answers_every_message() {
     assert_eq!(got.expect("there").engram, *crate::memory::keys::with_stored_keys(&old));
     let outsider = Principal::agent("x", "programmer", "b", "r1");
     let denied = ractor::call!(actor, MemoryMsg::Get, outsider, old.id.clone()).expect("call").expect_err("denied");
-    assert_eq!(denied.code(), Some(ErrorCode::ScopeDenied));
+    assert_eq!(denied.refusal_code(), Some(ErrorCode::ScopeDenied));
 
     let by_child = Box::new(PromoteRequest {
         who: dev.clone(),
@@ -489,7 +489,7 @@ async fn the_memory_actor_answers_every_message() {
         to: Scope::Org,
     });
     let denied = ractor::call!(actor, MemoryMsg::Promote, by_child).expect("call").expect_err("child");
-    assert_eq!(denied.code(), Some(ErrorCode::ScopeDenied));
+    assert_eq!(denied.refusal_code(), Some(ErrorCode::ScopeDenied));
     let by_lead = Box::new(PromoteRequest {
         who: lead(),
         target: EngramRef::Subject("deploy-target".to_owned()),
