@@ -17,6 +17,8 @@ pub mod context;
 pub mod dag;
 pub mod desk;
 pub mod memory;
+#[cfg(test)]
+mod fuzz;
 mod progress;
 mod resolver;
 pub mod run;
