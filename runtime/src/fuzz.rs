@@ -104,7 +104,8 @@ fn transcript_text() -> impl Strategy<Value = String> {
     let at = prop_oneof![
         Just(None),
         any::<i64>().prop_map(|n| Some(Value::from(n))),
-        "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})".prop_map(|t| Some(Value::from(t))),
+        "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})"
+            .prop_map(|t| Some(Value::from(t))),
         json_value().prop_map(Some),
     ];
     let message = (role, content, prop::option::of(nasty_string()), at).prop_map(|(role, content, name, at)| {
@@ -294,9 +295,9 @@ fn run_call(desk: &Desk, who: &crate::desk::Client, call: &Call) -> Result<(), T
             let scope = scope.as_deref().and_then(|s| serde_json::from_value::<Scope>(Value::from(s)).ok());
             desk.query(who, query, *k, None, scope).map(|hits| format!("{hits:?}"))
         }
-        Call::Deref(pointers, grant) => desk.deref(who, pointers, grant.as_deref()).map(|(items, _)| {
-            items.into_iter().map(|i| i.content).collect::<Vec<_>>().join("\n")
-        }),
+        Call::Deref(pointers, grant) => desk
+            .deref(who, pointers, grant.as_deref())
+            .map(|(items, _)| items.into_iter().map(|i| i.content).collect::<Vec<_>>().join("\n")),
         Call::RequestDeref(pointers, reason) => desk.request_deref(who, pointers, reason),
         Call::IssueGrant(to, patterns, uses, ttl, max_tokens) => desk
             .issue_grant(

@@ -16,9 +16,9 @@ mod blocking;
 pub mod context;
 pub mod dag;
 pub mod desk;
-pub mod memory;
 #[cfg(test)]
 mod fuzz;
+pub mod memory;
 mod progress;
 mod resolver;
 pub mod run;

@@ -17,8 +17,8 @@ use serde_json::{Map, Value};
 use crate::error::{ErrorCode, Violation};
 use crate::schema::DocKind;
 use crate::{
-    Budget, Contract, DerefRequest, Digest, Engram, Grant, Pointer, Scenario, SharedBriefMicro, Step, Ttl, TypedMessage,
-    Valid, parse_document, validate, validate_inferred,
+    Budget, Contract, DerefRequest, Digest, Engram, Grant, Pointer, Scenario, SharedBriefMicro, Step, Ttl,
+    TypedMessage, Valid, parse_document, validate, validate_inferred,
 };
 
 /// The cases of one fuzz target: `PROPTEST_CASES` when set, else `default`.

@@ -182,11 +182,29 @@ mod tests {
     #[test]
     fn rejects_what_is_not_a_duration() {
         for bad in [
-            "", "P", "PT", "6H", "pt6h", "PT6", "P1H", "PT1D", "P1DT", "P1.5D", "PT6H30", "P-1D", "P1D1Y", "PT1M1H",
-            "1 day", "P1DD",
+            "",
+            "P",
+            "PT",
+            "6H",
+            "pt6h",
+            "PT6",
+            "P1H",
+            "PT1D",
+            "P1DT",
+            "P1.5D",
+            "PT6H30",
+            "P-1D",
+            "P1D1Y",
+            "PT1M1H",
+            "1 day",
+            "P1DD",
             // Found by fuzzing: a fraction too large for a duration, components that overflow when added, and
             // ttls whose expiry no clock can name.
-            "PT20000000000000000000.0S", "P1DT18446744073709551615S", "P1001Y", "P99999999Y", "PT31536000001S",
+            "PT20000000000000000000.0S",
+            "P1DT18446744073709551615S",
+            "P1001Y",
+            "P99999999Y",
+            "PT31536000001S",
         ] {
             let err = Ttl::parse(bad).expect_err(bad);
             assert_eq!(err.code, ErrorCode::TtlInvalid, "{bad}");

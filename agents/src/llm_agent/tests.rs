@@ -771,7 +771,13 @@ mod fuzz {
             1 => value(),
         ];
         let confidence = prop_oneof![4 => (0.0f64..=1.0).prop_map(Value::from), 1 => value()];
-        (kind, prop::sample::select(INJECTIONS.to_vec()), prop::collection::vec(pointer, 0..4), confidence, prop::option::of(("[a-z_]{1,8}", value())))
+        (
+            kind,
+            prop::sample::select(INJECTIONS.to_vec()),
+            prop::collection::vec(pointer, 0..4),
+            confidence,
+            prop::option::of(("[a-z_]{1,8}", value())),
+        )
             .prop_map(|(kind, claim, pointers, confidence, extra)| {
                 let mut e = json!({"kind": kind, "claim": claim, "pointers": pointers, "confidence": confidence});
                 if let Some((key, value)) = extra {
@@ -826,11 +832,7 @@ mod fuzz {
         let mut runner = TestRunner::new(config(256));
         let outcome = runner.run(&(model_text(), any::<bool>()), |(text, answering)| {
             let questions: &[(String, String)] = if answering { &questions } else { &[] };
-            let schema = if answering {
-                answers_schema(&known, questions, 500)
-            } else {
-                report_schema(&known, 4, 500)
-            };
+            let schema = if answering { answers_schema(&known, questions, 500) } else { report_schema(&known, 4, 500) };
             let request = CompletionRequest {
                 system: String::new(),
                 messages: Vec::new(),
@@ -867,29 +869,37 @@ mod fuzz {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
         let scenario = roles_scenario();
         let mut runner = TestRunner::new(config(128));
-        let outcome = runner.run(&(model_text(), model_text(), any::<bool>()), |(first_text, second_text, answering)| {
-            let turn = if answering { questions_input() } else { input() };
-            let mut llm = agent(Answers::new(&[&first_text, &second_text]));
-            match runtime.block_on(first(&mut llm, &turn)) {
-                Action::Report(report) => {
-                    for engram in &report.engrams {
-                        prop_assert!(engram.pointers.iter().all(|p| p == DIFF || p == SPAN), "{:?}", engram.pointers);
+        let outcome =
+            runner.run(&(model_text(), model_text(), any::<bool>()), |(first_text, second_text, answering)| {
+                let turn = if answering { questions_input() } else { input() };
+                let mut llm = agent(Answers::new(&[&first_text, &second_text]));
+                match runtime.block_on(first(&mut llm, &turn)) {
+                    Action::Report(report) => {
+                        for engram in &report.engrams {
+                            prop_assert!(
+                                engram.pointers.iter().all(|p| p == DIFF || p == SPAN),
+                                "{:?}",
+                                engram.pointers
+                            );
+                        }
                     }
+                    Action::Escalate { .. } => {}
+                    other => return Err(TestCaseError::fail(format!("a model's answer became {other:?}"))),
                 }
-                Action::Escalate { .. } => {}
-                other => return Err(TestCaseError::fail(format!("a model's answer became {other:?}"))),
-            }
-            let input = decide_input(&scenario);
-            let mut parent = agent(Answers::new(&[&first_text, &second_text])).with_scenario(scenario.clone());
-            match runtime.block_on(parent.decide(&input)) {
-                Decision::Grant(spec) => {
-                    prop_assert_eq!(spec.patterns, vec!["repo:src/store.rs".to_owned()]);
-                    prop_assert_eq!((spec.to.as_str(), spec.max_tokens, spec.uses, spec.max_derefs), ("a", 321, 1, 1));
+                let input = decide_input(&scenario);
+                let mut parent = agent(Answers::new(&[&first_text, &second_text])).with_scenario(scenario.clone());
+                match runtime.block_on(parent.decide(&input)) {
+                    Decision::Grant(spec) => {
+                        prop_assert_eq!(spec.patterns, vec!["repo:src/store.rs".to_owned()]);
+                        prop_assert_eq!(
+                            (spec.to.as_str(), spec.max_tokens, spec.uses, spec.max_derefs),
+                            ("a", 321, 1, 1)
+                        );
+                    }
+                    Decision::Deny(_) => {}
                 }
-                Decision::Deny(_) => {}
-            }
-            Ok(())
-        });
+                Ok(())
+            });
         if let Err(failure) = outcome {
             panic!("{failure}");
         }
