@@ -458,7 +458,6 @@ fn attack_the_mcp_server_survives_deep_and_huge_arguments() {
     send(call(4, r#"{"type": "repo", "ref": "src/lib.rs"}"#)).expect("send");
     let reply = answer(4);
     assert_eq!(reply["result"]["structuredContent"]["valid"], json!(true), "{reply}");
-    drop(send);
     let _ = server.kill();
     let _ = server.wait();
 }
