@@ -29,6 +29,10 @@ cargo clippy --workspace --all-targets -- -D warnings
 echo "== the README's test command"
 bash scripts/test.sh
 
+# Every fuzz target with a small number of inputs (the full run is `bash scripts/fuzz.sh`, 1M each).
+echo "== fuzz targets, 1,000 inputs each"
+bash scripts/fuzz.sh 1000
+
 echo "== the README's first command: install lessrt, run the main job"
 cargo install --locked --path . && lessrt run scenarios/uc1-refactor.toml
 

@@ -1,5 +1,7 @@
 //! The one integration-test binary of lessrt. Each module tests one surface a user touches.
 
+/// The attack suite: forged and misused grants, traversal, cross-project access, injection, hostile input.
+mod attacks;
 /// `lessrt bench`: every scenario in both modes, graded tasks, the bench files, the README's table.
 mod bench;
 /// The `lessrt` command line, run as a user runs it: exit codes, output lines, JSON reports.

@@ -43,6 +43,10 @@ pub struct DeskConfig {
     /// The budget of every client that names none (default: the spec's).
     #[serde(default)]
     pub budget: Option<Budget>,
+    /// Whether clients read `org` and `global` engrams (LESS spec §13.3: an administrator enables it); default
+    /// false, so a client reads its own project alone.
+    #[serde(default)]
+    pub shared_reads: Option<bool>,
     /// Clients by id.
     #[serde(default)]
     pub clients: BTreeMap<String, ClientSpec>,
@@ -64,6 +68,9 @@ pub struct ClientSpec {
     /// Its budget (default: the desk's).
     #[serde(default)]
     pub budget: Option<Budget>,
+    /// Whether it reads `org` and `global` engrams (default: the desk's `shared_reads`).
+    #[serde(default)]
+    pub shared_reads: Option<bool>,
 }
 
 impl DeskConfig {
@@ -108,6 +115,7 @@ impl DeskConfig {
             parent: spec.parent,
             project: spec.project.or_else(|| self.project.clone()).unwrap_or_else(|| "default".to_owned()),
             budget: spec.budget.or(self.budget).unwrap_or_default(),
+            shared_reads: spec.shared_reads.or(self.shared_reads).unwrap_or(false),
         }
     }
 
@@ -142,6 +150,8 @@ pub struct Client {
     pub project: String,
     /// Its budget.
     pub budget: Budget,
+    /// Whether it reads `org` and `global` engrams.
+    pub shared_reads: bool,
 }
 
 /// What a put did.
@@ -556,6 +566,18 @@ impl Desk {
                 "name at least one pointer or pattern",
             ));
         }
+        for (i, pattern) in patterns.iter().enumerate() {
+            if leaves_workspace(pattern) {
+                return Err(Violation::new(
+                    ErrorCode::GrantInvalid,
+                    format!("/pointers/{i}"),
+                    format!(
+                        "{pattern} names places outside the workspace, which no issuer holds; grant pointers or \
+                         patterns relative to the workspace (repo:src/**), without `..`"
+                    ),
+                ));
+            }
+        }
         let ttl =
             Ttl::parse(ttl.as_deref().unwrap_or("PT1H")).map_err(|v| Violation { path: "/ttl".to_owned(), ..v })?;
         let uses = uses.unwrap_or(1).max(1);
@@ -880,8 +902,27 @@ impl Desk {
     fn principal(&self, who: &Client) -> Principal {
         let mut principal = Principal::agent(&who.id, &who.role, &who.project, "desk");
         principal.parent_of = self.config.descendants(&who.id);
+        principal.shared = who.shared_reads;
         principal
     }
+}
+
+/// Whether a grant's pattern names a place outside the workspace: an absolute path, a `..` segment (also
+/// percent-encoded), or a backslash.
+fn leaves_workspace(pattern: &str) -> bool {
+    let rest = pattern.split_once(':').map_or(pattern, |(_, rest)| rest);
+    // A diff names its revisions (`a..b`) before `#` and a path after it; the others a path before `#`.
+    let place = if pattern.starts_with("diff:") {
+        rest.split_once('#').map_or("", |(_, path)| path)
+    } else {
+        rest.split(['#', '@']).next().unwrap_or_default()
+    };
+    let lower = place.to_ascii_lowercase();
+    place.starts_with('/')
+        || place.contains('\\')
+        || lower.contains("%2e")
+        || lower.contains("%2f")
+        || place.split('/').any(|segment| segment == "..")
 }
 
 /// A gate's verdict as its report states it: a cargo or pytest summary, a JUnit `failures`/`errors` count, or a

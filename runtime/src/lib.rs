@@ -16,6 +16,8 @@ mod blocking;
 pub mod context;
 pub mod dag;
 pub mod desk;
+#[cfg(test)]
+mod fuzz;
 pub mod memory;
 mod progress;
 mod resolver;

@@ -192,6 +192,18 @@ impl Resolver {
         if meta.len() > MAX_FILE_BYTES {
             return Err(unresolved(format!("{} bytes; the resolver reads files up to {MAX_FILE_BYTES}", meta.len())));
         }
+        #[cfg(unix)]
+        {
+            // A file with another hard link may be the same file as one outside the workspace (its other name
+            // cannot be found from here): refused like a symlink out.
+            use std::os::unix::fs::MetadataExt;
+            if meta.nlink() > 1 {
+                return Err(unresolved(format!(
+                    "it has {} hard links, and one may lead out of the workspace; copy the file instead of linking it",
+                    meta.nlink()
+                )));
+            }
+        }
         let file = std::fs::File::open(&real).map_err(|err| unresolved(err.to_string()))?;
         #[cfg(target_os = "linux")]
         {

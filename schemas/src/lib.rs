@@ -25,6 +25,8 @@ mod deref;
 mod digest;
 mod engram;
 mod error;
+#[cfg(test)]
+mod fuzz;
 mod grant;
 mod json;
 mod message;
@@ -55,7 +57,7 @@ pub use scenario::{
 };
 pub use schema::{DocKind, SCHEMA_BASE, SCHEMA_FILES, schema_document};
 pub use tokens::{CacheStats, Encoding, TokenCounter};
-pub use ttl::Ttl;
+pub use ttl::{MAX_TTL_YEARS, Ttl};
 pub use valid::{Contract, Valid};
 pub use validate::{MAX_BRIEF_LINES, validate, validate_inferred};
 

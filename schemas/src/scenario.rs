@@ -711,6 +711,11 @@ fn check_workspace_inside(base: &Path, workspace: &Path) -> Result<(), Violation
     )]))
 }
 
+/// Why a scenario document that passed its schema does not convert to its typed form, if it does not.
+pub(crate) fn type_mismatch(doc: &Value) -> Option<String> {
+    ScenarioDoc::deserialize(doc).err().map(|err| err.to_string())
+}
+
 /// The raw document shape, deserialized after the schema passed.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

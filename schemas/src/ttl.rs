@@ -1,6 +1,8 @@
 //! ISO-8601 durations for engram time-to-live (`PT6H`, `P7D`, `P1DT12H30M`, `PT0.5S`).
 //!
 //! Calendar units have no fixed length, so for expiry arithmetic a year counts 365 days and a month 30 days.
+//! A ttl is at most 1000 years ([`MAX_TTL_YEARS`]): any later expiry is past the last date a timestamp can name, and
+//! a longer one is refused rather than overflowing the clock arithmetic that adds it to now.
 //! The original text is kept, so a value serializes exactly as it was written.
 
 use std::fmt;
@@ -21,6 +23,10 @@ pub struct Ttl {
 const SECS_PER_MINUTE: u64 = 60;
 const SECS_PER_HOUR: u64 = 60 * SECS_PER_MINUTE;
 const SECS_PER_DAY: u64 = 24 * SECS_PER_HOUR;
+
+/// The longest ttl, in years of 365 days (`P1000Y`).
+pub const MAX_TTL_YEARS: u64 = 1000;
+const MAX_TTL: Duration = Duration::from_secs(MAX_TTL_YEARS * 365 * SECS_PER_DAY);
 
 impl Ttl {
     /// Parses `P[nY][nM][nW][nD][T[nH][nM][n[.f]S]]`; at least one component; a fraction only on seconds.
@@ -110,7 +116,10 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
                 return Err(format!("`{c}` has no number before it"));
             }
             let is_seconds = allow_fraction && c == 'S';
-            total += component(&number, secs, is_seconds)?;
+            total = total
+                .checked_add(component(&number, secs, is_seconds)?)
+                .filter(|total| *total <= MAX_TTL)
+                .ok_or_else(|| format!("it is longer than {MAX_TTL_YEARS} years (P{MAX_TTL_YEARS}Y)"))?;
             n_components += 1;
             number.clear();
         }
@@ -134,7 +143,7 @@ fn component(number: &str, unit_secs: u64, allow_fraction: bool) -> Result<Durat
                 return Err(format!("{number:?} is not a decimal number"));
             }
             let secs: f64 = number.parse().map_err(|_| format!("{number:?} is not a decimal number"))?;
-            Ok(Duration::from_secs_f64(secs))
+            Duration::try_from_secs_f64(secs).map_err(|_| format!("{number:?} is too large"))
         }
         None => {
             let n: u64 = number.parse().map_err(|_| format!("{number:?} is too large"))?;
@@ -167,13 +176,35 @@ mod tests {
         }
         assert_eq!(Ttl::parse("PT1.5S").expect("fraction").duration(), Duration::from_millis(1500));
         assert_eq!(Ttl::parse("PT0,5S").expect("comma fraction").duration(), Duration::from_millis(500));
+        assert_eq!(Ttl::parse("P1000Y").expect("the longest ttl").duration(), MAX_TTL);
     }
 
     #[test]
     fn rejects_what_is_not_a_duration() {
         for bad in [
-            "", "P", "PT", "6H", "pt6h", "PT6", "P1H", "PT1D", "P1DT", "P1.5D", "PT6H30", "P-1D", "P1D1Y", "PT1M1H",
-            "1 day", "P1DD",
+            "",
+            "P",
+            "PT",
+            "6H",
+            "pt6h",
+            "PT6",
+            "P1H",
+            "PT1D",
+            "P1DT",
+            "P1.5D",
+            "PT6H30",
+            "P-1D",
+            "P1D1Y",
+            "PT1M1H",
+            "1 day",
+            "P1DD",
+            // Found by fuzzing: a fraction too large for a duration, components that overflow when added, and
+            // ttls whose expiry no clock can name.
+            "PT20000000000000000000.0S",
+            "P1DT18446744073709551615S",
+            "P1001Y",
+            "P99999999Y",
+            "PT31536000001S",
         ] {
             let err = Ttl::parse(bad).expect_err(bad);
             assert_eq!(err.code, ErrorCode::TtlInvalid, "{bad}");

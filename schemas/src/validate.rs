@@ -35,7 +35,36 @@ pub fn validate(kind: DocKind, doc: &Value) -> Vec<Violation> {
     // A schema failure at the same place already tells the sender what to fix.
     let schema_paths: HashSet<String> = out.iter().map(|v| v.path.clone()).collect();
     out.extend(semantic.into_iter().filter(|v| !schema_paths.contains(&v.path)));
+    if out.is_empty()
+        && let Some(why) = type_mismatch(kind, doc)
+    {
+        out.push(Violation::new(
+            ErrorCode::SchemaInvalid,
+            "",
+            format!("a value does not fit the field that holds it ({why}); send integers without a fraction"),
+        ));
+    }
     out
+}
+
+/// Why a document the schema and the semantic rules accept still does not convert to its Rust type, if it does not.
+///
+/// JSON Schema counts `1.0` and `-0.0` as integers, which a counter field cannot hold; refusing them here keeps
+/// `validate` and [`crate::Valid`] in agreement (found by fuzzing).
+fn type_mismatch(kind: DocKind, doc: &Value) -> Option<String> {
+    fn converts<T: serde::de::DeserializeOwned>(doc: &Value) -> Option<String> {
+        T::deserialize(doc).err().map(|err| err.to_string())
+    }
+    match kind {
+        DocKind::Engram => converts::<crate::Engram>(doc),
+        DocKind::Pointer => converts::<Pointer>(doc),
+        DocKind::Brief => converts::<crate::SharedBriefMicro>(doc),
+        DocKind::Grant => converts::<crate::Grant>(doc),
+        DocKind::Budget => converts::<crate::Budget>(doc),
+        DocKind::Deref => converts::<crate::DerefRequest>(doc),
+        DocKind::Message => converts::<crate::TypedMessage>(doc),
+        DocKind::Scenario => crate::scenario::type_mismatch(doc),
+    }
 }
 
 /// Validates `doc` against the kind it looks like; [`ErrorCode::KindUnknown`] when it looks like none.

@@ -36,7 +36,8 @@ pub(crate) struct Args {
     /// The directory pointers resolve in (`repo:src/lib.rs#L1-L9`); without it, derefs are refused.
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
-    /// The desk's configuration (TOML): `project`, `[budget]`, `[clients.<id>]` with role, parent, project, budget.
+    /// The desk's configuration (TOML): `project`, `[budget]`, `shared_reads` (org and global engrams; default
+    /// false), `[clients.<id>]` with role, parent, project, budget, shared_reads.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Serve streamable HTTP at http://ADDR/mcp instead of stdio; loopback addresses only (port 0 picks one, said on
@@ -49,7 +50,7 @@ pub(crate) struct Args {
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let config = match &args.config {
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let text = crate::cmd::read_input(path)?;
             DeskConfig::from_toml(&text)
                 .map_err(|v| Stop::usage(format!("{}: {}: {}", v.code, path.display(), v.message)))?
         }

@@ -447,7 +447,7 @@ fn put(
         use std::io::BufRead;
         let mut pending = String::new();
         for line in std::io::stdin().lock().lines() {
-            let line = line.context("cannot read standard input")?;
+            let line = line.with_context(|| crate::cmd::unreadable("standard input"))?;
             if pending.is_empty() {
                 if line.trim().is_empty() {
                     continue;

@@ -21,17 +21,24 @@ pub(crate) mod validate;
 use std::io::Read;
 use std::path::Path;
 
-use anyhow::Context;
+use anyhow::Context as _;
 
-/// Reads a file, or standard input for `-`.
+/// Reads a file, or standard input for `-`; a failure (a missing file, bytes that are not UTF-8) says
+/// `LESS_INPUT_UNREADABLE` and what to do instead.
 pub(crate) fn read_input(path: &Path) -> anyhow::Result<String> {
     if path == Path::new("-") {
         let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text).context("cannot read standard input")?;
+        std::io::stdin().read_to_string(&mut text).with_context(|| unreadable("standard input"))?;
         Ok(text)
     } else {
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+        std::fs::read_to_string(path).with_context(|| unreadable(&path.display().to_string()))
     }
+}
+
+/// The context of an input that cannot be read: the code, what, and what to send instead.
+pub(crate) fn unreadable(what: &str) -> String {
+    let code = less_runtime::ErrorCode::InputUnreadable;
+    format!("{code}: cannot read {what} (instead: {} Send UTF-8 text.)", code.instruction())
 }
 
 /// Prints a JSON value on one line to standard output.

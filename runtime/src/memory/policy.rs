@@ -6,6 +6,10 @@
 //! An engram is stored in one project (and, when written during a run, with that run's id). Its scope says who reads
 //! it: `run` — members of its project in the same run; `project` — members of its project; `org` and `global` —
 //! every project of the store (a store serves one organisation; `global` marks what may later leave it).
+//! Reading `org` and `global` engrams needs an administrator's enablement (LESS spec §13.3): [`Principal::shared`].
+//! A run's agents have it (the scenario's author administers the run); the desk's clients have it only when its
+//! configuration says `shared_reads = true`. Without it, such engrams are never returned by a query or a get, and a
+//! query asking for the `org` or `global` scope is refused with `LESS_SCOPE_DENIED`.
 //! A project's engrams are never readable from another project: a get is refused with `LESS_SCOPE_DENIED`, a query
 //! naming a project the caller is not a member of is refused likewise, and a query never returns them.
 //!
@@ -110,6 +114,8 @@ pub struct Principal {
     /// An operator (the command line): stands above every agent, promotes anyone's engrams (above the floor), and
     /// is not rate-limited.
     pub operator: bool,
+    /// Whether it reads `org` and `global` engrams (LESS spec §13.3: enabled by an administrator).
+    pub shared: bool,
 }
 
 impl Principal {
@@ -122,6 +128,7 @@ impl Principal {
             run: run.to_owned(),
             parent_of: Vec::new(),
             operator: false,
+            shared: true,
         }
     }
 
@@ -134,6 +141,7 @@ impl Principal {
             run: String::new(),
             parent_of: Vec::new(),
             operator: true,
+            shared: true,
         }
     }
 
@@ -149,7 +157,7 @@ impl Principal {
         let scope_ok = match stored.engram.scope {
             Scope::Run => member && stored.run == self.run,
             Scope::Project => member,
-            Scope::Org | Scope::Global => true,
+            Scope::Org | Scope::Global => self.shared,
         };
         scope_ok && self.reads_role(&stored.engram)
     }
@@ -196,8 +204,18 @@ impl Principal {
             None => self.projects.iter().map(String::as_str).collect(),
         };
         let scopes: Vec<Scope> = match options.scope {
+            Some(scope @ (Scope::Org | Scope::Global)) if !self.shared => {
+                return Err(denied(format!(
+                    "{} may not read {} engrams: reading org and global scope needs an administrator's enablement \
+                     (shared_reads = true in the desk's configuration); query your own project's run and project \
+                     scopes",
+                    self.agent,
+                    scope.as_str()
+                )));
+            }
             Some(scope) => vec![scope],
-            None => vec![Scope::Run, Scope::Project, Scope::Org, Scope::Global],
+            None if self.shared => vec![Scope::Run, Scope::Project, Scope::Org, Scope::Global],
+            None => vec![Scope::Run, Scope::Project],
         };
         let mut visible = Vec::new();
         for scope in scopes {
