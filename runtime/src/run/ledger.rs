@@ -6,13 +6,14 @@
 //! (received, or restated to it in a brief), so a baseline brief restates only what its writer could know.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::{Deserialize, Serialize};
 
+use crate::blocking;
 use crate::run::wire::{Document, EnvelopeKind};
 use less_contract::ErrorCode;
 
@@ -379,10 +380,23 @@ pub struct TokenLedgerState {
     histories: Vec<(String, String)>,
     /// Per agent, the message ids of the reports it knows, in the order it learned them.
     known: std::collections::HashMap<String, Vec<String>>,
-    jsonl: Option<BufWriter<File>>,
-    audit: Option<BufWriter<File>>,
+    /// The run's files (none: the run writes no files, or they failed and were abandoned).
+    files: Option<LedgerFiles>,
+    /// Lines not yet written: appended here by each event, written on the blocking pool in batches (every
+    /// [`FLUSH_AT`] bytes, at each snapshot and when the ledger stops), so the executor never waits on a disk.
+    pending_jsonl: Vec<u8>,
+    pending_audit: Vec<u8>,
     trace: bool,
 }
+
+/// `ledger.jsonl` and `audit.log`.
+struct LedgerFiles {
+    jsonl: File,
+    audit: File,
+}
+
+/// Pending bytes that make the ledger write them out.
+const FLUSH_AT: usize = 64 * 1024;
 
 impl Actor for TokenLedger {
     type Msg = TokenLedgerMsg;
@@ -394,26 +408,37 @@ impl Actor for TokenLedger {
         _myself: ActorRef<TokenLedgerMsg>,
         args: TokenLedgerArgs,
     ) -> Result<TokenLedgerState, ActorProcessingErr> {
-        let (jsonl, audit) = match &args.out_dir {
-            Some(dir) => {
-                std::fs::create_dir_all(dir)?;
-                // The ledger is this run's; the audit log is append-only across runs: a rerun adds to it, never
-                // truncates what earlier runs recorded.
-                let mut audit =
-                    BufWriter::new(std::fs::OpenOptions::new().create(true).append(true).open(dir.join("audit.log"))?);
-                writeln!(audit, "{}\t{}\trun-start\t", crate::now_rfc3339(), args.run_id)?;
-                (Some(BufWriter::new(File::create(dir.join("ledger.jsonl"))?)), Some(audit))
-            }
-            None => (None, None),
+        let files = match args.out_dir.clone() {
+            Some(dir) => Some(
+                blocking::run(move || -> std::io::Result<LedgerFiles> {
+                    std::fs::create_dir_all(&dir)?;
+                    // The ledger is this run's; the audit log is append-only across runs: a rerun adds to it, never
+                    // truncates what earlier runs recorded.
+                    let audit = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("audit.log"))?;
+                    Ok(LedgerFiles { jsonl: File::create(dir.join("ledger.jsonl"))?, audit })
+                })
+                .await??,
+            ),
+            None => None,
         };
+        let pending_audit = format!("{}\t{}\trun-start\t\n", crate::now_rfc3339(), args.run_id).into_bytes();
         Ok(TokenLedgerState {
             events: Vec::new(),
             histories: Vec::new(),
             known: Default::default(),
-            jsonl,
-            audit,
+            files,
+            pending_jsonl: Vec::new(),
+            pending_audit,
             trace: args.trace,
         })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<TokenLedgerMsg>,
+        state: &mut TokenLedgerState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.flush().await
     }
 
     async fn handle(
@@ -423,7 +448,12 @@ impl Actor for TokenLedger {
         state: &mut TokenLedgerState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            TokenLedgerMsg::Record(event) => state.record(*event),
+            TokenLedgerMsg::Record(event) => {
+                state.record(*event);
+                if state.pending_jsonl.len() + state.pending_audit.len() >= FLUSH_AT {
+                    state.flush().await?;
+                }
+            }
             TokenLedgerMsg::History(reply) => {
                 let _ = reply.send(state.histories.iter().map(|(_, prose)| prose.clone()).collect());
             }
@@ -431,10 +461,7 @@ impl Actor for TokenLedger {
                 let _ = reply.send(state.known_to(&agent));
             }
             TokenLedgerMsg::Snapshot(reply) => {
-                let flushed = [state.jsonl.as_mut().map(Write::flush), state.audit.as_mut().map(Write::flush)];
-                for result in flushed.into_iter().flatten() {
-                    state.file_failed(result);
-                }
+                state.flush().await?;
                 let _ = reply.send(state.events.clone());
             }
         }
@@ -443,8 +470,7 @@ impl Actor for TokenLedger {
 }
 
 impl TokenLedgerState {
-    /// Appends an event. A failing file (disk full, say) is reported once and then left alone: the events stay in
-    /// memory and the run goes on, rather than a dead ledger taking the run down.
+    /// Appends an event (its lines are written by the next [`TokenLedgerState::flush`]).
     fn record(&mut self, event: Event) {
         if let Event::Delivered { msg_id, to, prose, restated, .. } = &event {
             if let Some(prose) = prose {
@@ -458,15 +484,13 @@ impl TokenLedgerState {
         {
             println!("{line}");
         }
-        let written = self.jsonl.as_mut().map(|f| {
-            serde_json::to_writer(&mut *f, &event).map_err(std::io::Error::from).and_then(|()| f.write_all(b"\n"))
-        });
-        if let Some(result) = written {
-            self.file_failed(result);
-        }
-        let line = event.audit_line();
-        if let Some(result) = self.audit.as_mut().map(|f| writeln!(f, "{line}")) {
-            self.file_failed(result);
+        if self.files.is_some() {
+            match serde_json::to_writer(&mut self.pending_jsonl, &event) {
+                Ok(()) => self.pending_jsonl.push(b'\n'),
+                Err(err) => tracing::error!("ledger event not written: {err}"),
+            }
+            self.pending_audit.extend_from_slice(event.audit_line().as_bytes());
+            self.pending_audit.push(b'\n');
         }
         self.events.push(event);
     }
@@ -487,12 +511,24 @@ impl TokenLedgerState {
         ids.iter().filter_map(|id| self.histories.iter().find(|(m, _)| m == id).cloned()).collect()
     }
 
-    fn file_failed(&mut self, result: std::io::Result<()>) {
-        if let Err(err) = result {
-            tracing::error!("ledger files abandoned: {err}");
-            self.jsonl = None;
-            self.audit = None;
+    /// Writes the pending lines on the blocking pool. A failing file (disk full, say) is reported once and then
+    /// left alone: the events stay in memory and the run goes on, rather than a dead ledger taking the run down.
+    async fn flush(&mut self) -> Result<(), ActorProcessingErr> {
+        if self.files.is_none() || (self.pending_jsonl.is_empty() && self.pending_audit.is_empty()) {
+            return Ok(());
         }
+        let jsonl = std::mem::take(&mut self.pending_jsonl);
+        let audit = std::mem::take(&mut self.pending_audit);
+        let written = blocking::with_taken(&mut self.files, "the ledger files", move |files| {
+            files.jsonl.write_all(&jsonl)?;
+            files.audit.write_all(&audit)
+        })
+        .await?;
+        if let Err(err) = written {
+            tracing::error!("ledger files abandoned: {err}");
+            self.files = None;
+        }
+        Ok(())
     }
 }
 
