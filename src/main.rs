@@ -62,6 +62,9 @@ enum Command {
     #[command(subcommand)]
     Dag(cmd::dag::Command),
     Mcp(cmd::mcp::Args),
+    /// Put the runtime under load and measure it: agents sending through gateways at once, concurrent memory
+    /// clients, an ingest while queries run. Exit 1 if anything acknowledged was lost.
+    Load(cmd::load::Args),
     /// Check what this machine has for lessrt (embedding model, ONNX Runtime) and say how to fix what is missing.
     Doctor(cmd::doctor::Args),
     /// Print a published JSON Schema, or list them.
@@ -141,6 +144,7 @@ fn main() -> ExitCode {
         Command::Memory(command) => cmd::memory::run(&command, ctx),
         Command::Dag(command) => cmd::dag::run(&command, ctx),
         Command::Mcp(args) => cmd::mcp::run(&args),
+        Command::Load(args) => cmd::load::run(&args, ctx),
         Command::Doctor(args) => cmd::doctor::run(&args),
         Command::Schema(args) => cmd::schema::run(&args),
         Command::Errors(args) => cmd::errors::run(&args),

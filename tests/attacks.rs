@@ -218,14 +218,14 @@ fn attack_cross_project_reads_promotions_and_supersessions_are_refused() {
     let before = memory.get_as(&Principal::operator("op", &["demo"]), "eg_demo").expect("get").expect("stored");
     let denied = |result: Result<_, less_runtime::memory::MemoryError>, what: &str| {
         let err = result.map(|_: Option<_>| ()).expect_err(what);
-        assert_eq!(err.code(), Some(ErrorCode::ScopeDenied), "{what}: {}", err.message());
+        assert_eq!(err.refusal_code(), Some(ErrorCode::ScopeDenied), "{what}: {}", err.message());
     };
     denied(memory.get_as(&outsider, "eg_demo"), "get");
     denied(memory.promote(&outsider, "eg_demo", Scope::Org), "promote");
     let superseded = memory.supersede_as(&outsider, "eg_demo", "eg_else");
     assert!(
         superseded.as_ref().is_ok_and(|done| !done)
-            || superseded.as_ref().is_err_and(|e| e.code() == Some(ErrorCode::ScopeDenied)),
+            || superseded.as_ref().is_err_and(|e| e.refusal_code() == Some(ErrorCode::ScopeDenied)),
         "supersede: {superseded:?}"
     );
     let after = memory.get_as(&Principal::operator("op", &["demo"]), "eg_demo").expect("get").expect("stored");

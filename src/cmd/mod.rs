@@ -8,6 +8,7 @@ pub(crate) mod dag;
 pub(crate) mod doctor;
 pub(crate) mod errors;
 pub(crate) mod eval;
+pub(crate) mod load;
 pub(crate) mod mcp;
 pub(crate) mod memory;
 pub(crate) mod pointer;

@@ -361,6 +361,8 @@ pub enum TokenLedgerMsg {
     Known(String, RpcReplyPort<Vec<(String, String)>>),
     /// All events so far; flushes the files.
     Snapshot(RpcReplyPort<Vec<Event>>),
+    /// Writes every event recorded so far to the files; answers when they are written.
+    Flush(RpcReplyPort<()>),
 }
 
 /// Where the ledger writes.
@@ -463,6 +465,10 @@ impl Actor for TokenLedger {
             TokenLedgerMsg::Snapshot(reply) => {
                 state.flush().await?;
                 let _ = reply.send(state.events.clone());
+            }
+            TokenLedgerMsg::Flush(reply) => {
+                state.flush().await?;
+                let _ = reply.send(());
             }
         }
         Ok(())

@@ -323,8 +323,13 @@ impl LocalRun {
         }
     }
 
-    /// Stops the tree: the supervisor stops its linked children, and each gateway its agent.
+    /// Stops the tree: the supervisor stops its linked children, and each gateway its agent. The ledger first
+    /// writes out every event recorded before the call (a stop drops what is still in a mailbox, and an event of a
+    /// delivery that was acknowledged must not be among them).
     pub async fn stop(self) {
+        if let Err(err) = ractor::call!(self.ctx.ledger, TokenLedgerMsg::Flush) {
+            tracing::error!("the ledger did not flush before the run stopped: {err}");
+        }
         self.supervisor.stop(None);
         let _ = self.supervisor_handle.await;
     }
