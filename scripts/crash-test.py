@@ -235,7 +235,9 @@ class Harness:
     def ingest(self, op):
         project = self.rng.choice(PROJECTS)
         session = f"r{self.round}"
-        messages = self.transcript(session, self.rng.randint(5, 1500))
+        # Mostly short sessions, so builds make arcs and epochs; some long ones, so kills land inside the indexing.
+        n = self.rng.randint(5, 60) if self.rng.random() < 0.7 else self.rng.randint(100, 1500)
+        messages = self.transcript(session, n)
         jsonl = self.rng.random() < 0.5
         text = "".join(json.dumps(m) + "\n" for m in messages) if jsonl else json.dumps(messages)
         args = ["memory", "ingest", "-", "--session", session, "--project", project, "--store", str(self.store), "--json"]
@@ -278,18 +280,22 @@ class Harness:
         args = ["run", str(REPO / "scenarios" / f"{scenario}.toml"), "--out", str(out), "--json", *mode]
         outcome = self.start(args, kill_after=self.delay(op, 2.0))
         scenario_dir = out / scenario
+        # One mode's run is its mode directory (the scenario's may hold another mode's killed run).
+        run_dir = scenario_dir / mode[1] if mode else scenario_dir
         said = f"run {scenario} {' '.join(mode)} into {out.name}"
         if outcome.killed:
             self.killed_run_dirs.append(scenario_dir)
             self.check_killed_run(scenario_dir)
         elif outcome.code in (0, 1):
             report = json.loads(outcome.stdout)
-            self.acked_runs.append((scenario_dir, outcome.code, report))
-            self.check_run(scenario_dir, outcome.code, report)
+            self.acked_runs.append((run_dir, outcome.code, report))
+            self.check_run(run_dir, outcome.code, report)
             said += f": exit {outcome.code}, acknowledged"
         else:
             self.fail(f"{said} exited {outcome.code}: {outcome.stderr.decode()[-400:]}")
         self.check_run_memories(scenario_dir)
+        for path in sorted(scenario_dir.rglob("*.sqlite3")) if scenario_dir.exists() else []:
+            self.integrity(path)
         return outcome, said
 
     def query(self, op):
@@ -346,22 +352,21 @@ class Harness:
         if result != [("ok",)]:
             self.fail(f"{path}: integrity_check says {result[:5]}")
 
-    def verify(self, with_model=False):
+    def verify(self, with_model=False, final=False):
+        """Reopens the store with lessrt (its own recovery path), then reads SQLite directly. Each round asks one
+        question per project of each index; the final check asks them all."""
         if self.sqlite_ok():
-            # lessrt reopens the store first (its own recovery path), then SQLite is read directly.
             store = str(self.store)
             self.check(["memory", "stats", "--store", store, "--json"])
             self.check(["dag", "show", "--store", store])  # catches the message index up
-            for path in sorted(self.work.rglob("*.sqlite3")):
-                if self.runs not in path.parents:
+            for path in (self.store / "memory.sqlite3", self.store / "archive-index" / "memory.sqlite3"):
+                if path.exists():
                     self.integrity(path)
             self.verify_engrams()
             self.verify_messages()
             self.verify_nodes()
             self.catch_up_reference()
-            self.compare_recall(with_model)
-        for path in sorted(self.runs.rglob("*.sqlite3")) if self.runs.exists() else []:
-            self.integrity(path)
+            self.compare_recall(with_model, QUERIES if final else [QUERIES[self.round % len(QUERIES)]])
 
     def verify_engrams(self):
         with self.connect(self.store / "memory.sqlite3") as db:
@@ -390,6 +395,13 @@ class Harness:
     def verify_nodes(self):
         with self.connect(self.store / "memory.sqlite3") as db:
             rows = dict(db.execute("SELECT id, content FROM dag_nodes"))
+            # Every ingest here ends its session: one left open was archived by a killed ingest that did not end it,
+            # and no build would ever summarize it.
+            open_sessions = db.execute(
+                "SELECT project, session FROM dag_sessions s WHERE ended = 0 AND EXISTS "
+                "(SELECT 1 FROM dag_messages m WHERE m.project = s.project AND m.session = s.session)").fetchall()
+        for project, session in open_sessions:
+            self.fail(f"session {project}/{session} holds messages of a killed ingest but was never ended")
         for id_, content in self.nodes.items():
             if rows.get(id_) != content:
                 self.lose(f"DAG node {id_} is {'gone' if id_ not in rows else 'changed'}")
@@ -433,17 +445,17 @@ class Harness:
             return {}
         return {h["id"]: h.get("cosine") is not None for h in json.loads(out.stdout)["hits"]}
 
-    def compare_recall(self, with_model):
+    def compare_recall(self, with_model, queries):
         projects = {p for p, _ in self.ref_engrams}
         for project in sorted(projects):
-            for query in QUERIES[:3]:
+            for query in queries:
                 a = self.hits(self.store, query, project, HASH_ONLY)
                 b = self.hits(self.ref, query, project, HASH_ONLY)
                 if set(a) != set(b):
                     self.fail(f"hash recall of {query!r} in {project}: {len(set(a) - set(b))} extra, "
                               f"{len(set(b) - set(a))} missing against the reference")
             if with_model:
-                query = self.rng.choice(QUERIES)
+                query = queries[0]
                 a = self.hits(self.store, query, project, os.environ)
                 b = self.hits(self.ref, query, project, os.environ)
                 if a != b:
@@ -451,7 +463,7 @@ class Harness:
                               f"{sum(1 for i in set(a) & set(b) if a[i] != b[i])} without a vector on one side")
         index, ref_index = self.store / "archive-index", self.ref / "archive-index"
         for project in sorted({p for p, _ in self.ref_sessions}):
-            for query in QUERIES[3:]:
+            for query in queries:
                 a = self.hits(index, query, f"dag:{project}", HASH_ONLY)
                 b = self.hits(ref_index, query, f"dag:{project}", HASH_ONLY)
                 if set(a) != set(b):
@@ -502,9 +514,17 @@ class Harness:
             self.verify(with_model=self.model and self.round % self.args.model_every == 0)
         self.round += 1
         print("final checks", flush=True)
-        self.verify(with_model=self.model)
+        self.verify(with_model=self.model, final=True)
+        if self.sqlite_ok():
+            # A build that is not killed finishes what killed ones left: nothing stays pending.
+            built = self.check(["dag", "build", "--store", str(self.store), "--json"])
+            if built.code == 0 and json.loads(built.stdout)["archive"]["pending_messages"] != 0:
+                self.fail(f"after a whole dag build, messages are still pending: {built.stdout.decode()[:300]}")
+            self.verify_nodes()
         for scenario_dir, code, report in self.acked_runs:
             self.check_run(scenario_dir, code, report)
+        for path in sorted(self.runs.rglob("*.sqlite3")) if self.runs.exists() else []:
+            self.integrity(path)
         acked = len(self.engrams) + len(self.messages) + len(self.nodes) + len(self.acked_runs)
         print(f"seed {self.args.seed}; kills by command: "
               + ", ".join(f"{k} {v}" for k, v in sorted(self.kills_by.items()))
