@@ -56,7 +56,7 @@ VERBS = ["owns", "blocks", "retries", "feeds", "guards", "splits", "drains", "pi
 # Rare words, each in a few percent of engrams and messages: a question's matches stay well under `--k 1000`, so the
 # whole answer is compared, never a cut whose edge depends on how ties fall.
 MARKERS = ["zircon", "basalt", "obsidian", "feldspar", "gneiss", "pumice"]
-QUERIES = [f"{m} {w}" for m, w in zip(MARKERS, ["billing", "canary", "quota", "snapshot", "gossip", "cursor"])]
+QUERIES = MARKERS
 MAX_K = 1000
 HASH_ONLY = dict(os.environ, LESSRT_MODEL_DIR="/nonexistent/lessrt-model")
 HUNG = 300.0  # seconds: a command still running by then counts as hung (a failed check)
