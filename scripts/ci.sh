@@ -36,6 +36,11 @@ bash scripts/fuzz.sh 1000
 echo "== the README's first command: install lessrt, run the main job"
 cargo install --locked --path . && lessrt run scenarios/uc1-refactor.toml
 
+# Crash safety: a short run of the kill -9 harness against the installed lessrt (the full run is
+# `bash scripts/crash-test.sh 100`; see scripts/README.md). Its last line says how many acknowledged writes were lost.
+echo "== crash safety: 12 kills"
+LESSRT="$(command -v lessrt)" bash scripts/crash-test.sh 12
+
 # A second real MCP client: the MCP Inspector's CLI (npm) lists the tools of the installed lessrt and calls two.
 echo "== the MCP Inspector against lessrt mcp"
 bash scripts/mcp-inspector.sh lessrt

@@ -536,3 +536,153 @@ fn issue17_under_load_nothing_acknowledged_is_lost() {
     assert!(ingest["queries_answered"].as_u64().is_some_and(|n| n > 0), "{ingest}");
     assert_eq!(doc["lost"].as_u64(), Some(0));
 }
+
+/// Rows of `sql` (a count) in the store's SQLite file, read-only while another process writes it; 0 while the file or
+/// the table is not there yet.
+fn count_rows(db: &Path, sql: &str) -> i64 {
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    rusqlite::Connection::open_with_flags(db, flags)
+        .and_then(|conn| {
+            conn.busy_timeout(std::time::Duration::from_secs(5))?;
+            conn.query_row(sql, [], |r| r.get(0))
+        })
+        .unwrap_or(0)
+}
+
+/// `memory ingest` killed (SIGKILL) as soon as its messages are committed, while it indexes them: the transcript is
+/// archived whole in an *ended* session, so `dag show` counts it pending, the next open indexes it and `dag build`
+/// summarizes it. (The session used to be ended in a second transaction after the indexing: a kill in between left
+/// the messages in a session no build would ever summarize, and `dag show` said 0 pending.)
+#[test]
+fn issue17_a_killed_ingest_leaves_its_whole_transcript_in_an_ended_session() {
+    const MESSAGES: usize = 3_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_arg(dir.path());
+    let transcript: Vec<Value> = (0..MESSAGES)
+        .map(|n| {
+            let role = if n % 2 == 0 { "user" } else { "assistant" };
+            json!({"role": role, "at": 1_760_000_000 + n, "content": format!(
+                "Turn {n}: we decided the canary fleet {n} must drain its queue before the schema migration {n} runs."
+            )})
+        })
+        .collect();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["memory", "ingest", "-", "--session", "s1", "--project", "p", "--store", &store])
+        .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("lessrt starts");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(Value::Array(transcript).to_string().as_bytes()).expect("transcript written");
+    }
+    let db = dir.path().join("store/memory.sqlite3");
+    let committed = loop {
+        let n = count_rows(&db, "SELECT COUNT(*) FROM dag_messages");
+        if n > 0 {
+            break n;
+        }
+        if let Some(status) = child.try_wait().expect("wait") {
+            panic!("lessrt ended ({status}) before its commit was seen");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    assert_eq!(committed, MESSAGES as i64, "one transaction: all messages or none");
+    let ended = count_rows(&db, "SELECT COUNT(*) FROM dag_sessions WHERE session = 's1' AND ended = 1");
+    assert_eq!(ended, 1, "the killed ingest left its messages in a session nobody ends");
+    let show = lessrt_hash_only(&["dag", "show", "--store", &store]);
+    assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
+    assert!(stdout(&show).contains(&format!("{MESSAGES} messages pending")), "{}", stdout(&show));
+    let build = lessrt_hash_only(&["dag", "build", "--store", &store]);
+    assert_eq!(build.status.code(), Some(0), "{}", stderr(&build));
+    assert!(stdout(&build).contains("built 1 session summary"), "{}", stdout(&build));
+    // The message index was caught up from the archive on the next open.
+    let answer = lessrt_hash_only(&["dag", "query", "canary fleet 2999 drain", "--store", &store, "--json"]);
+    assert_eq!(answer.status.code(), Some(0), "{}", stderr(&answer));
+    assert!(stdout(&answer).contains("canary fleet 2999 must drain"), "{}", stdout(&answer));
+}
+
+/// `memory put -` streaming engrams, killed (SIGKILL) after some acknowledgements: every engram it acknowledged is
+/// in the store, identical, and recalled (the index the kill left behind is caught up), and the store opens for the
+/// next writer.
+#[test]
+fn issue17_every_engram_a_killed_put_acknowledged_is_stored_and_recalled() {
+    use std::io::{BufRead, Write};
+    const ENGRAMS: usize = 400;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_arg(dir.path());
+    let docs: Vec<Value> = (0..ENGRAMS)
+        .map(|n| {
+            engram(
+                &format!("eg_kill_{n}"),
+                &format!("The billing shard {n} replays its ledger nightly."),
+                "project",
+                "P7D",
+            )
+        })
+        .collect();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["memory", "put", "-", "--store", &store, "--project", "p"])
+        .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("lessrt starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let feeder = std::thread::spawn(move || {
+        for doc in docs {
+            // The pipe breaks when the process is killed: the rest is simply never sent.
+            if writeln!(stdin, "{doc}").is_err() {
+                break;
+            }
+        }
+    });
+    let mut acknowledged = Vec::new();
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    while acknowledged.len() < ENGRAMS / 4 {
+        let line = lines.next().expect("an acknowledgement").expect("a line");
+        let (status, id) = line.split_once('\t').expect("status\tid");
+        assert_eq!(status, "stored", "{line}");
+        acknowledged.push(id.to_owned());
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    // Lines already in the pipe when the kill came were acknowledged too.
+    acknowledged.extend(lines.map_while(Result::ok).filter_map(|l| l.strip_prefix("stored\t").map(str::to_owned)));
+    feeder.join().expect("feeder");
+    assert!(acknowledged.len() < ENGRAMS, "the kill came before the end");
+    for id in &acknowledged {
+        let n: usize = id.trim_start_matches("eg_kill_").parse().expect("n");
+        let got = lessrt_hash_only(&["memory", "get", id, "--store", &store, "--project", "p", "--json"]);
+        assert_eq!(got.status.code(), Some(0), "{id}: {}", stderr(&got));
+        let got: Value = serde_json::from_str(&stdout(&got)).expect("JSON");
+        let want = engram(id, &format!("The billing shard {n} replays its ledger nightly."), "project", "P7D");
+        assert_eq!(got["engram"], want, "{id}");
+    }
+    let last = acknowledged.last().expect("one").trim_start_matches("eg_kill_").to_owned();
+    let query = lessrt_hash_only(&[
+        "memory",
+        "query",
+        &format!("billing shard {last} replays"),
+        "--store",
+        &store,
+        "--project",
+        "p",
+        "--k",
+        "1000",
+        "--json",
+    ]);
+    let found: Vec<String> = hits(&query).into_iter().map(|(id, _)| id).collect();
+    for id in &acknowledged {
+        assert!(found.contains(id), "{id} acknowledged but not recalled ({} hits)", found.len());
+    }
+    let next = engram("eg_after", "The billing shard after the kill replays too.", "project", "P7D").to_string();
+    let output = lessrt_hash_only_stdin(&["memory", "put", "-", "--store", &store, "--project", "p"], &next);
+    assert_eq!((output.status.code(), stdout(&output).trim()), (Some(0), "stored\teg_after"), "{}", stderr(&output));
+}

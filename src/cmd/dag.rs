@@ -206,10 +206,12 @@ pub(crate) fn ingest(args: &IngestArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let project = args.project.for_write(&dag.archive().projects()?, "archive", ctx.quiet)?;
     dag.index_mut().on_embed_progress(bars.embedding());
     bars.update(&format!("archiving {}", count(messages.len() as u64, "message")), 0, 0);
-    let stored = dag.ingest(&project, &args.session, &messages, now())?;
-    if !args.open {
-        dag.end_session(&project, &args.session)?;
-    }
+    // Archived and ended in one transaction: a killed ingest leaves all of it, in an ended session, or nothing.
+    let stored = if args.open {
+        dag.ingest(&project, &args.session, &messages, now())?
+    } else {
+        dag.ingest_and_end(&project, &args.session, &messages, now())?
+    };
     dag.flush()?;
     bars.clear();
     let duplicates = messages.len() - stored.len();

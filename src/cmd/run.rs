@@ -2,7 +2,7 @@
 //! checks; exit 0 iff every check passes. `llm` agents ask their model live, or with `--record DIR` live while
 //! writing every exchange to DIR, or with `--replay DIR` from such a recording with no server.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -135,7 +135,8 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
             runtime.block_on(run_scenario(scenario.clone(), factory, options)).map_err(|v| anyhow::anyhow!("{v}"))?;
         let mut json = serde_json::to_string_pretty(&report)?;
         json.push('\n');
-        std::fs::write(&report_file, json).with_context(|| format!("cannot write {}", report_file.display()))?;
+        write_whole(&report_file, json.as_bytes())
+            .with_context(|| format!("cannot write {}", report_file.display()))?;
         if text {
             print_report(&report);
         }
@@ -147,6 +148,21 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let doc = if reports.len() == 1 { serde_json::to_value(&reports[0])? } else { serde_json::to_value(&reports)? };
     args.output.emit(&doc, || {})?;
     Ok(if reports.iter().all(RunReport::passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// Writes `path` whole or not at all: into a file beside it, synced, then renamed over it. `lessrt runs show` takes a
+/// directory with a report for a finished run, so a process killed while writing must not leave part of one.
+pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let partial = path.with_file_name(format!("{name}.partial-{}", std::process::id()));
+    let written = std::fs::File::create(&partial)
+        .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_all()))
+        .and_then(|()| std::fs::rename(&partial, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    written
 }
 
 /// Recorded and replayed runs stamp documents with the recording's start time and sign grants with its key, so both

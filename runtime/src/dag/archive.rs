@@ -340,8 +340,38 @@ impl Archive {
         now: i64,
         count: &dyn Fn(&str) -> u32,
     ) -> Result<Vec<RawMessage>, StoreError> {
+        self.append_then(project, session, messages, now, count, false)
+    }
+
+    /// [`Archive::append`] and [`Archive::end_session`] in one transaction: a process killed on the way leaves
+    /// either nothing or the whole transcript in an ended session, never messages in a session that no build will
+    /// summarize because nobody ends it.
+    pub fn append_and_end(
+        &mut self,
+        project: &str,
+        session: &str,
+        messages: &[NewMessage],
+        now: i64,
+        count: &dyn Fn(&str) -> u32,
+    ) -> Result<Vec<RawMessage>, StoreError> {
+        self.append_then(project, session, messages, now, count, true)
+    }
+
+    fn append_then(
+        &mut self,
+        project: &str,
+        session: &str,
+        messages: &[NewMessage],
+        now: i64,
+        count: &dyn Fn(&str) -> u32,
+        end: bool,
+    ) -> Result<Vec<RawMessage>, StoreError> {
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        tx.execute("INSERT OR IGNORE INTO dag_sessions (project, session) VALUES (?1, ?2)", params![project, session])?;
+        tx.execute(
+            "INSERT INTO dag_sessions (project, session, ended) VALUES (?1, ?2, ?3)
+             ON CONFLICT (project, session) DO UPDATE SET ended = MAX(ended, excluded.ended)",
+            params![project, session, end],
+        )?;
         let mut next_turn: i64 = tx.query_row(
             "SELECT COALESCE(MAX(turn) + 1, 0) FROM dag_messages WHERE project = ?1 AND session = ?2",
             params![project, session],

@@ -531,11 +531,32 @@ impl Dag {
     ) -> Result<Vec<RawMessage>, DagError> {
         let counter = self.condenser.counter;
         let stored = self.archive.append(project, session, messages, now, &|text| counter.count(text))?;
-        index_messages(&mut self.index, &stored, now)?;
+        self.index_stored(&stored, now)?;
+        Ok(stored)
+    }
+
+    /// [`Dag::ingest`] that also ends the session, in the archive's same transaction: a process killed on the way
+    /// leaves the whole transcript archived in an ended session (indexed by the next open if the kill came before
+    /// the index's commit), or nothing.
+    pub fn ingest_and_end(
+        &mut self,
+        project: &str,
+        session: &str,
+        messages: &[NewMessage],
+        now: i64,
+    ) -> Result<Vec<RawMessage>, DagError> {
+        let counter = self.condenser.counter;
+        let stored = self.archive.append_and_end(project, session, messages, now, &|text| counter.count(text))?;
+        self.index_stored(&stored, now)?;
+        Ok(stored)
+    }
+
+    fn index_stored(&mut self, stored: &[RawMessage], now: i64) -> Result<(), DagError> {
+        index_messages(&mut self.index, stored, now)?;
         if let Some(last) = stored.last() {
             self.write_indexed(last.seq);
         }
-        Ok(stored)
+        Ok(())
     }
 
     /// Marks `session` ended.
@@ -563,8 +584,15 @@ impl Dag {
     }
 
     fn write_indexed(&self, seq: i64) {
-        // Losing this file only costs a re-index of messages already indexed (their engrams are deduplicated).
-        if let Err(err) = std::fs::write(self.indexed_path(), seq.to_string()) {
+        // Losing this file only costs a re-index of messages already indexed (their engrams are deduplicated), but
+        // of all of them: it is replaced whole (written beside it, then renamed over it), so a process killed
+        // while writing leaves the old position, never an empty file that sends the next open through the whole
+        // archive.
+        let path = self.indexed_path();
+        let partial = path.with_file_name(format!("indexed-seq.partial-{}", std::process::id()));
+        let written = std::fs::write(&partial, seq.to_string()).and_then(|()| std::fs::rename(&partial, &path));
+        if let Err(err) = written {
+            let _ = std::fs::remove_file(&partial);
             tracing::warn!(target: "less.dag", "message index position not saved: {err}");
         }
     }
