@@ -567,3 +567,52 @@ fn the_gate_adapter_reads_the_status_from_the_report_and_carries_only_its_refere
     let refused = Scenario::from_toml(&toml, Path::new(".")).expect_err("refused").0;
     assert_eq!(refused[0].path, "/steps/0/status", "{refused:?}");
 }
+
+#[test]
+fn org_engrams_are_read_only_where_the_scenario_enables_shared_reads() {
+    // LESS §13.3: org and global engrams need an administrator's enablement. The manager promotes the dev's fact to
+    // org; the peer then asks for it. Without `shared_reads` the promoted engram is hidden (and asking for the org
+    // scope is refused); with it, the peer finds it.
+    let steps = r#"
+[[steps]]
+action = "report"
+agent = "dev"
+type = "task_result"
+task = "1"
+status = "pass"
+engrams = [{ kind = "fact", claim = "The dev server listens on port 8437.", pointers = ["repo:src/a.rs#L1-L2"], confidence = 0.9, scope = "project", tags = ["subject:dev-port"] }]
+
+[[steps]]
+action = "promote"
+agent = "manager"
+subject = "dev-port"
+to = "org"
+
+[[steps]]
+action = "query"
+agent = "peer"
+text = "which port does the dev server listen on"
+
+[[steps]]
+action = "query"
+agent = "peer"
+text = "dev server port"
+scope = "org"
+"#;
+    let queries = |events: &[Value]| -> Vec<(usize, Option<String>)> {
+        of_kind(events, "query")
+            .iter()
+            .map(|q| (q["returned"].as_array().map_or(0, Vec::len), q["code"].as_str().map(str::to_owned)))
+            .collect()
+    };
+    let (_, closed) = run(steps, WireMode::Less);
+    assert!(of_kind(&closed, "promote").iter().all(|p| p.get("code").is_none()), "the promotion itself is allowed");
+    assert_eq!(
+        queries(&closed),
+        [(0, None), (0, Some("LESS_SCOPE_DENIED".to_owned()))],
+        "hidden without shared_reads: {closed:?}"
+    );
+    let (_, open) = run(&format!("shared_reads = true\n{steps}"), WireMode::Less);
+    let found = queries(&open);
+    assert!(found.iter().all(|(n, code)| *n == 1 && code.is_none()), "found with shared_reads: {found:?}");
+}

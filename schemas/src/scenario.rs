@@ -38,6 +38,9 @@ pub struct Scenario {
     pub description: String,
     /// The project its memory belongs to (default: the name); every agent of the scenario is a member.
     pub project: String,
+    /// Whether the run's agents read `org` and `global` engrams (LESS §13.3: an administrator's enablement; the
+    /// scenario's author administers the run). Default false.
+    pub shared_reads: bool,
     /// Tokenizer for every count of the run.
     pub tokenizer: Encoding,
     /// Workspace root the resolver is confined to.
@@ -726,6 +729,8 @@ struct ScenarioDoc {
     #[serde(default)]
     project: Option<String>,
     #[serde(default)]
+    shared_reads: bool,
+    #[serde(default)]
     tokenizer: Encoding,
     #[serde(default)]
     workspace: Option<String>,
@@ -782,6 +787,7 @@ impl Scenario {
             project: doc.project.unwrap_or_else(|| doc.name.clone()),
             name: doc.name,
             description: doc.description,
+            shared_reads: doc.shared_reads,
             tokenizer: doc.tokenizer,
             workspace,
             plan: doc.plan,

@@ -306,7 +306,7 @@ fn ingest(args: &Args, dir: &Path) -> anyhow::Result<Value> {
     let mut writer = open()?;
     // A first batch, so the reader has something to find from its first question.
     let message = |i: usize| NewMessage {
-        role: if i % 2 == 0 { "user" } else { "assistant" }.to_owned(),
+        role: if i.is_multiple_of(2) { "user" } else { "assistant" }.to_owned(),
         content: format!("Message {i}: partition {} totals were reconciled against invoice batch {}.", i % 97, i / 10),
         name: None,
         at: None,

@@ -7,8 +7,8 @@
 //! it: `run` — members of its project in the same run; `project` — members of its project; `org` and `global` —
 //! every project of the store (a store serves one organisation; `global` marks what may later leave it).
 //! Reading `org` and `global` engrams needs an administrator's enablement (LESS spec §13.3): [`Principal::shared`].
-//! A run's agents have it (the scenario's author administers the run); the desk's clients have it only when its
-//! configuration says `shared_reads = true`. Without it, such engrams are never returned by a query or a get, and a
+//! A run's agents have it when the scenario says `shared_reads = true` (its author administers the run); the desk's
+//! clients when its configuration says so. Without it, such engrams are never returned by a query or a get, and a
 //! query asking for the `org` or `global` scope is refused with `LESS_SCOPE_DENIED`.
 //! A project's engrams are never readable from another project: a get is refused with `LESS_SCOPE_DENIED`, a query
 //! naming a project the caller is not a member of is refused likewise, and a query never returns them.

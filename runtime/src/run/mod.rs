@@ -119,10 +119,14 @@ impl RunContext {
         }
     }
 
-    /// Who `agent` is to the memory: its role, the scenario's project, this run, and the agents below it.
+    /// Who `agent` is to the memory: its role, the scenario's project, this run, the agents below it, and whether it
+    /// reads org and global engrams (the scenario's `shared_reads`).
     pub(crate) fn principal(&self, agent: &str) -> Principal {
         let role = self.scenario.agent(agent).map(|a| a.role.clone()).unwrap_or_default();
-        Principal::agent(agent, &role, &self.scenario.project, &self.run_id).parent_of(self.scenario.descendants(agent))
+        let mut principal = Principal::agent(agent, &role, &self.scenario.project, &self.run_id)
+            .parent_of(self.scenario.descendants(agent));
+        principal.shared = self.scenario.shared_reads;
+        principal
     }
 
     /// A new message id for `agent`.
