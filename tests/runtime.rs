@@ -616,3 +616,24 @@ scope = "org"
     let found = queries(&open);
     assert!(found.iter().all(|(n, code)| *n == 1 && code.is_none()), "found with shared_reads: {found:?}");
 }
+
+#[test]
+fn a_grant_for_places_outside_the_workspace_is_refused_before_the_run() {
+    // No issuer holds what lies outside the workspace, so no grant may name it (the resolver would refuse the deref
+    // anyway; the grant itself is already wrong). The same rule as the MCP desk's, for `..`, absolute paths and
+    // percent-encoded dots.
+    let (dir, _outside) = workspace();
+    for pattern in ["repo:../outside/**", "repo:/etc/passwd", "artifact:docs/%2e%2e/x.md"] {
+        let toml = format!(
+            "name = \"t\"\n[[steps]]\naction = \"brief\"\nagent = \"manager\"\nto = [\"dev\"]\nnow = [\"Read.\"]\n\
+             grants = [{{ id = \"g1\", to = \"dev\", patterns = [\"{pattern}\"], max_derefs = 1, max_tokens = 100 }}]\n\
+             {HIERARCHY}"
+        );
+        let refused = Scenario::from_toml(&toml, dir.path()).expect_err(pattern).0;
+        assert_eq!(
+            (refused[0].code.as_str(), refused[0].path.as_str()),
+            ("LESS_SCENARIO_INVALID", "/steps/0/grants/0/patterns/0"),
+            "{pattern}: {refused:?}"
+        );
+    }
+}

@@ -567,7 +567,7 @@ impl Desk {
             ));
         }
         for (i, pattern) in patterns.iter().enumerate() {
-            if leaves_workspace(pattern) {
+            if less_contract::leaves_workspace(pattern) {
                 return Err(Violation::new(
                     ErrorCode::GrantInvalid,
                     format!("/pointers/{i}"),
@@ -905,24 +905,6 @@ impl Desk {
         principal.shared = who.shared_reads;
         principal
     }
-}
-
-/// Whether a grant's pattern names a place outside the workspace: an absolute path, a `..` segment (also
-/// percent-encoded), or a backslash.
-fn leaves_workspace(pattern: &str) -> bool {
-    let rest = pattern.split_once(':').map_or(pattern, |(_, rest)| rest);
-    // A diff names its revisions (`a..b`) before `#` and a path after it; the others a path before `#`.
-    let place = if pattern.starts_with("diff:") {
-        rest.split_once('#').map_or("", |(_, path)| path)
-    } else {
-        rest.split(['#', '@']).next().unwrap_or_default()
-    };
-    let lower = place.to_ascii_lowercase();
-    place.starts_with('/')
-        || place.contains('\\')
-        || lower.contains("%2e")
-        || lower.contains("%2f")
-        || place.split('/').any(|segment| segment == "..")
 }
 
 /// A gate's verdict as its report states it: a cargo or pytest summary, a JUnit `failures`/`errors` count, or a

@@ -490,6 +490,14 @@ fn check_scenario_steps(doc: &Value, hierarchy: &Hierarchy<'_>, out: &mut Vec<Vi
                         ));
                     }
                     check_ttl(grant, &format!("{base}/grants/{idx}"), out);
+                    for (p_idx, pattern) in list(grant.get("patterns")).iter().enumerate() {
+                        if pattern.as_str().is_some_and(crate::grant::leaves_workspace) {
+                            out.push(invalid(
+                                format!("{base}/grants/{idx}/patterns/{p_idx}"),
+                                format!("{pattern} names places outside the workspace: grant patterns relative to it"),
+                            ));
+                        }
+                    }
                 }
             }
             "report"

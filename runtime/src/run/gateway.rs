@@ -864,6 +864,14 @@ impl GatewayState {
                 &format!("{} may only grant to its descendants, not {}", self.agent_id, spec.to),
             ));
         }
+        if let Some(pattern) = spec.patterns.iter().find(|p| less_contract::leaves_workspace(p)) {
+            return Err(grant_invalid(
+                &spec.id,
+                &format!(
+                    "{pattern} names places outside the workspace, which no issuer holds; grant patterns relative to it"
+                ),
+            ));
+        }
         let terms = spec.terms(&self.agent_id, self.ctx.now())?;
         let grant = Grant::issue(terms, &self.ctx.secret);
         self.ctx.record(Event::GrantIssued {
