@@ -105,11 +105,21 @@ impl Actor for RunSupervisor {
         event: SupervisionEvent,
         failed: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        if let SupervisionEvent::ActorFailed(cell, err) = event {
-            let what = format!("{} failed: {err}", cell.get_name().unwrap_or_else(|| "a run actor".to_owned()));
-            tracing::error!("{what}");
-            failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get_or_insert(what);
-        }
+        // While the supervisor runs, a child that stops is as gone as one that failed: the run cannot go on
+        // without it (when the run stops, the supervisor stops first and hears nothing more).
+        let what = match event {
+            SupervisionEvent::ActorFailed(cell, err) => {
+                format!("{} failed: {err}", cell.get_name().unwrap_or_else(|| "a run actor".to_owned()))
+            }
+            SupervisionEvent::ActorTerminated(cell, _, reason) => format!(
+                "{} stopped{}",
+                cell.get_name().unwrap_or_else(|| "a run actor".to_owned()),
+                reason.map(|r| format!(": {r}")).unwrap_or_default()
+            ),
+            _ => return Ok(()),
+        };
+        tracing::error!("{what}");
+        failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get_or_insert(what);
         Ok(())
     }
 }
@@ -118,7 +128,7 @@ impl Actor for RunSupervisor {
 ///
 /// [`run_scenario`] drives one to the end; benches and embedders deliver envelopes to it directly.
 pub struct LocalRun {
-    ctx: Arc<RunContext>,
+    pub(crate) ctx: Arc<RunContext>,
     step_timeout: Option<Duration>,
     failed: Arc<std::sync::Mutex<Option<String>>>,
     supervisor: ActorRef<()>,
@@ -148,14 +158,24 @@ impl LocalRun {
         let (supervisor, supervisor_handle) =
             Actor::spawn(None, RunSupervisor, failed.clone()).await.map_err(|e| fail("supervisor", &e))?;
         let resolver = Resolver::new(&scenario.workspace).map_err(|v| fail("workspace", &v))?;
-        let (resolver, _) = Actor::spawn_linked(None, ResolverActor, resolver, supervisor.get_cell())
-            .await
-            .map_err(|e| fail("resolver", &e))?;
+        let (resolver, _) = Actor::spawn_linked(
+            Some(format!("{run_id}:{}:resolver", mode.as_str())),
+            ResolverActor,
+            resolver,
+            supervisor.get_cell(),
+        )
+        .await
+        .map_err(|e| fail("resolver", &e))?;
         let ledger_args =
             TokenLedgerArgs { out_dir: options.out_dir.clone(), trace: options.trace, run_id: run_id.clone() };
-        let (ledger, _) = Actor::spawn_linked(None, TokenLedger, ledger_args, supervisor.get_cell())
-            .await
-            .map_err(|e| fail("ledger", &e))?;
+        let (ledger, _) = Actor::spawn_linked(
+            Some(format!("{run_id}:{}:ledger", mode.as_str())),
+            TokenLedger,
+            ledger_args,
+            supervisor.get_cell(),
+        )
+        .await
+        .map_err(|e| fail("ledger", &e))?;
         let (memory_dir, remove_on_stop) = match &options.out_dir {
             Some(dir) => (dir.join("memory"), false),
             // A fresh directory of its own, which the memory actor removes when it stops.
@@ -176,9 +196,14 @@ impl LocalRun {
             clock: system_clock(),
             index: true,
         };
-        let (summarizers, _) = Actor::spawn_linked(None, SummarizerSupervisor, summarizer_args, supervisor.get_cell())
-            .await
-            .map_err(|e| fail("summarizers", &e))?;
+        let (summarizers, _) = Actor::spawn_linked(
+            Some(format!("{run_id}:{}:summarizers", mode.as_str())),
+            SummarizerSupervisor,
+            summarizer_args,
+            supervisor.get_cell(),
+        )
+        .await
+        .map_err(|e| fail("summarizers", &e))?;
         if !scenario.symbols.is_empty() || !scenario.capsules.is_empty() {
             let (dir, scenario) = (memory_dir.clone(), scenario.clone());
             crate::blocking::run(move || {
@@ -189,9 +214,14 @@ impl LocalRun {
             .map_err(|v| fail("symbols and capsules", &v))?;
         }
         let memory_args = MemoryArgs::new(memory_dir, system_clock(), remove_on_stop);
-        let (memory, _) = Actor::spawn_linked(None, MemoryActor, memory_args, supervisor.get_cell())
-            .await
-            .map_err(|e| fail("memory", &e))?;
+        let (memory, _) = Actor::spawn_linked(
+            Some(format!("{run_id}:{}:memory", mode.as_str())),
+            MemoryActor,
+            memory_args,
+            supervisor.get_cell(),
+        )
+        .await
+        .map_err(|e| fail("memory", &e))?;
         let ctx = Arc::new(RunContext {
             run_id: run_id.clone(),
             session_base: match options.pinned {

@@ -329,3 +329,57 @@ fn each_run_gets_a_grant_key_of_its_own_from_the_os() {
     assert_ne!(a, b);
     assert_ne!(a, [0u8; 32]);
 }
+
+/// Asks the memory a question once, then finishes.
+struct Asker;
+
+impl Agent for Asker {
+    fn next<'a>(&'a mut self, input: &'a TurnInput) -> AgentFuture<'a, Action> {
+        let action = if input.done.is_empty() {
+            Action::Query { text: "what did the team learn".to_owned(), k: 3, project: None, scope: None }
+        } else {
+            Action::Finish
+        };
+        Box::pin(async move { action })
+    }
+}
+
+struct AskerFactory;
+
+impl AgentFactory for AskerFactory {
+    fn make(&self, _spec: &crate::AgentSpec) -> Box<dyn Agent> {
+        Box::new(Asker)
+    }
+}
+
+/// The memory actor dies mid-run: the step that needed it gets an answer (a refusal, not a hang), and the run ends
+/// after it with an error naming the memory; the report of what happened is still there.
+#[tokio::test]
+async fn a_run_whose_memory_actor_dies_ends_with_an_error_naming_it() {
+    let workspace = tempfile::tempdir().expect("tempdir");
+    let toml = "name = \"m\"\n[[agents]]\nid = \"lead\"\nrole = \"lead\"\n[[agents]]\nid = \"dev\"\nrole = \"dev\"\n\
+                parent = \"lead\"\n[[steps]]\naction = \"query\"\nagent = \"dev\"\ntext = \"x\"\n\
+                [[steps]]\naction = \"query\"\nagent = \"dev\"\ntext = \"y\"\n";
+    let scenario = Arc::new(Scenario::from_toml(toml, workspace.path()).expect("scenario"));
+    let options =
+        RunOptions { step_timeout: Some(std::time::Duration::from_secs(30)), ..RunOptions::new(WireMode::Less) };
+    let run = LocalRun::start(scenario, Arc::new(AskerFactory), &options).await.expect("run starts");
+    run.ctx.memory.kill();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let driven = run.drive().await;
+    let err = driven.expect_err("the run ends").to_string();
+    assert!(err.contains("memory stopped"), "{err}");
+    let report = run.report().await.expect("the ledger still answers");
+    let queries: Vec<Event> = ractor::call!(run.ctx.ledger, TokenLedgerMsg::Snapshot)
+        .expect("snapshot")
+        .into_iter()
+        .filter(|e| matches!(e, Event::Query { .. }))
+        .collect();
+    // The first step's query was answered (refused with a code, no hang); the run ended before the second step.
+    assert!(
+        matches!(&queries[..], [Event::Query { code: Some(ErrorCode::RunFailed), .. }]),
+        "one refused query: {queries:?}"
+    );
+    assert_eq!(report.scenario, "m");
+    run.stop().await;
+}
