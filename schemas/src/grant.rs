@@ -117,6 +117,24 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+/// Whether a grant's pattern names a place outside the workspace: an absolute path, a `..` segment (also
+/// percent-encoded), or a backslash.
+pub fn leaves_workspace(pattern: &str) -> bool {
+    let rest = pattern.split_once(':').map_or(pattern, |(_, rest)| rest);
+    // A diff names its revisions (`a..b`) before `#` and a path after it; the others a path before `#`.
+    let place = if pattern.starts_with("diff:") {
+        rest.split_once('#').map_or("", |(_, path)| path)
+    } else {
+        rest.split(['#', '@']).next().unwrap_or_default()
+    };
+    let lower = place.to_ascii_lowercase();
+    place.starts_with('/')
+        || place.contains('\\')
+        || lower.contains("%2e")
+        || lower.contains("%2f")
+        || place.split('/').any(|segment| segment == "..")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,22 +201,4 @@ mod tests {
         assert_eq!(grant.mac, resigned.mac, "expected mac {}", resigned.mac);
         assert!(grant.verify(&[0u8; 32]).is_ok());
     }
-}
-
-/// Whether a grant's pattern names a place outside the workspace: an absolute path, a `..` segment (also
-/// percent-encoded), or a backslash.
-pub fn leaves_workspace(pattern: &str) -> bool {
-    let rest = pattern.split_once(':').map_or(pattern, |(_, rest)| rest);
-    // A diff names its revisions (`a..b`) before `#` and a path after it; the others a path before `#`.
-    let place = if pattern.starts_with("diff:") {
-        rest.split_once('#').map_or("", |(_, path)| path)
-    } else {
-        rest.split(['#', '@']).next().unwrap_or_default()
-    };
-    let lower = place.to_ascii_lowercase();
-    place.starts_with('/')
-        || place.contains('\\')
-        || lower.contains("%2e")
-        || lower.contains("%2f")
-        || place.split('/').any(|segment| segment == "..")
 }
