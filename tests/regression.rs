@@ -686,3 +686,41 @@ fn issue17_every_engram_a_killed_put_acknowledged_is_stored_and_recalled() {
     let output = lessrt_hash_only_stdin(&["memory", "put", "-", "--store", &store, "--project", "p"], &next);
     assert_eq!((output.status.code(), stdout(&output).trim()), (Some(0), "stored\teg_after"), "{}", stderr(&output));
 }
+
+/// A model that never answers: the step times out (`--step-timeout`), the run ends with the timeout's message, and
+/// the model call is really cancelled — the connection closes when the run stops, and the process exits — instead
+/// of a request left running on a thread until the model's own timeout (300 s here) and a process waiting for it.
+#[test]
+fn a_step_timeout_cancels_the_model_call_and_the_run_ends() {
+    use std::io::{BufRead, BufReader, Read};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let base = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    let (tx, closed) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok((stream, _)) = listener.accept() else { return };
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(60))).ok();
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+            line.clear();
+        }
+        let mut rest = Vec::new();
+        let closed = reader.read_to_end(&mut rest).is_ok();
+        tx.send(closed).ok();
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/uc3-review-llm.toml");
+    let started = std::time::Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["run", &scenario.display().to_string(), "--mode", "less", "--quiet", "--step-timeout", "2", "--out"])
+        .arg(dir.path())
+        .env("LESSRT_LLM_BASE_URL", &base)
+        .output()
+        .expect("lessrt runs");
+    let took = started.elapsed();
+    assert_eq!(output.status.code(), Some(2), "the run fails: {}", stderr(&output));
+    assert!(stderr(&output).contains("within 2s"), "the step timeout says so: {}", stderr(&output));
+    assert!(took < std::time::Duration::from_secs(45), "the run ended {took:?} after it started, not at once");
+    let closed = closed.recv_timeout(std::time::Duration::from_secs(5)).expect("the server saw the request");
+    assert!(closed, "the model's connection was closed");
+}

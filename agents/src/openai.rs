@@ -1,14 +1,21 @@
 //! [`OpenAiCompatible`]: a [`CompletionModel`] over the OpenAI-compatible chat API (`POST {base_url}/chat/completions`),
 //! as served by OpenAI, llama.cpp's server and most local servers.
 //!
-//! One blocking `ureq` request per attempt, run on tokio's blocking pool; a request timeout per attempt; retries with
+//! One async HTTP/1.1 request per attempt (hyper, rustls for `https`), bounded by a timeout per attempt; retries with
 //! exponential backoff (honouring `Retry-After`, capped) on timeouts, connection errors, 429 and 5xx; other 4xx and
-//! malformed bodies are not retried. The API key is read from a named environment variable at each request, never
+//! malformed bodies are not retried. Nothing runs outside the future: a call that is dropped (its step timed out,
+//! its run ended) or whose attempt times out closes its connection then and there, and a server still working on
+//! it sees the client go. The API key is read from a named environment variable at each request, never
 //! stored in a scenario; a server that needs none (a local one) is fine with the variable unset when
 //! `api_key_env` is `None`.
 
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
 use crate::provider::{Completion, CompletionModel, CompletionRequest, LlmError, ModelFuture, Usage};
@@ -47,11 +54,14 @@ impl OpenAiConfig {
     }
 }
 
+/// The HTTP client: plain `http` for local servers, `https` with the Mozilla roots.
+type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
 /// A client of one OpenAI-compatible endpoint.
 #[derive(Debug, Clone)]
 pub struct OpenAiCompatible {
     config: OpenAiConfig,
-    agent: ureq::Agent,
+    client: HttpClient,
 }
 
 /// How one attempt failed.
@@ -65,12 +75,14 @@ enum Attempt {
 impl OpenAiCompatible {
     /// A client for `config`.
     pub fn new(config: OpenAiConfig) -> OpenAiCompatible {
-        let agent = ureq::Agent::config_builder()
-            .timeout_global(Some(config.timeout))
-            .http_status_as_error(false)
-            .build()
-            .into();
-        OpenAiCompatible { config, agent }
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+            .expect("ring supports rustls' default protocol versions")
+            .https_or_http()
+            .enable_http1()
+            .build();
+        let client = Client::builder(TokioExecutor::new()).build(connector);
+        OpenAiCompatible { config, client }
     }
 
     /// The settings.
@@ -97,8 +109,8 @@ impl OpenAiCompatible {
         body
     }
 
-    /// Every attempt, blocking.
-    fn complete_blocking(&self, body: &str) -> Result<Completion, LlmError> {
+    /// Every attempt, until one succeeds, fails for good or the retries run out.
+    async fn complete_all(&self, body: Bytes) -> Result<Completion, LlmError> {
         let key = match &self.config.api_key_env {
             Some(var) => match std::env::var(var) {
                 Ok(key) if !key.is_empty() => Some(key),
@@ -110,7 +122,13 @@ impl OpenAiCompatible {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            match self.attempt(&url, key.as_deref(), body, attempts) {
+            let attempt = self.attempt(&url, key.as_deref(), body.clone(), attempts);
+            let outcome = match tokio::time::timeout(self.config.timeout, attempt).await {
+                Ok(outcome) => outcome,
+                // The attempt's future is dropped here, and its connection with it.
+                Err(_) => Err(Attempt::Transient(LlmError::Timeout { attempts }, None)),
+            };
+            match outcome {
                 Ok(mut completion) => {
                     completion.attempts = attempts;
                     return Ok(completion);
@@ -123,32 +141,34 @@ impl OpenAiCompatible {
                     let backoff = self.config.backoff.saturating_mul(1 << (attempts - 1).min(10));
                     let wait = retry_after.map_or(backoff, |after| after.min(MAX_RETRY_AFTER).max(backoff));
                     tracing::warn!(target: "less.llm", "attempt {attempts} failed ({}); retrying in {wait:?}", err.code());
-                    std::thread::sleep(wait);
+                    tokio::time::sleep(wait).await;
                 }
             }
         }
     }
 
-    fn attempt(&self, url: &str, key: Option<&str>, body: &str, attempts: u32) -> Result<Completion, Attempt> {
-        let mut post = self.agent.post(url).header("Content-Type", "application/json");
+    async fn attempt(&self, url: &str, key: Option<&str>, body: Bytes, attempts: u32) -> Result<Completion, Attempt> {
+        let unreachable = |message: String| Attempt::Transient(LlmError::Unreachable { attempts, message }, None);
+        let mut request = hyper::Request::post(url).header(hyper::header::CONTENT_TYPE, "application/json");
         if let Some(key) = key {
-            post = post.header("Authorization", format!("Bearer {key}"));
+            request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {key}"));
         }
-        let mut response = match post.send(body) {
-            Ok(response) => response,
-            Err(err) => return Err(Attempt::Transient(transport_error(err, attempts), None)),
-        };
+        let request = request.body(Full::new(body)).map_err(|err| {
+            Attempt::Fatal(LlmError::Unreachable { attempts, message: format!("bad request to {url}: {err}") })
+        })?;
+        let response = self.client.request(request).await.map_err(|err| unreachable(transport_message(&err)))?;
         let status = response.status().as_u16();
         let retry_after = response
             .headers()
-            .get("retry-after")
+            .get(hyper::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let text = match response.body_mut().read_to_string() {
-            Ok(text) => text,
-            Err(err) => return Err(Attempt::Transient(transport_error(err, attempts), None)),
+        let bytes = match response.into_body().collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(err) => return Err(unreachable(format!("the answer broke off: {err}"))),
         };
+        let text = String::from_utf8_lossy(&bytes);
         let head: String = text.chars().take(300).collect();
         match status {
             200..=299 => parse_completion(&text).map_err(Attempt::Fatal),
@@ -159,12 +179,15 @@ impl OpenAiCompatible {
     }
 }
 
-fn transport_error(err: ureq::Error, attempts: u32) -> LlmError {
-    match err {
-        ureq::Error::Timeout(_) => LlmError::Timeout { attempts },
-        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => LlmError::Timeout { attempts },
-        other => LlmError::Unreachable { attempts, message: other.to_string() },
+/// A transport failure in words, with its cause (hyper's own message is only "client error (Connect)").
+fn transport_message(err: &hyper_util::client::legacy::Error) -> String {
+    let mut message = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        message.push_str(&format!(": {cause}"));
+        source = cause.source();
     }
+    message
 }
 
 /// An OpenAI chat completion body to a [`Completion`].
@@ -187,14 +210,7 @@ fn parse_completion(text: &str) -> Result<Completion, LlmError> {
 
 impl CompletionModel for OpenAiCompatible {
     fn complete<'a>(&'a self, request: &'a CompletionRequest) -> ModelFuture<'a, Result<Completion, LlmError>> {
-        Box::pin(async move {
-            let body = self.body(request).to_string();
-            let this = self.clone();
-            match tokio::task::spawn_blocking(move || this.complete_blocking(&body)).await {
-                Ok(result) => result,
-                Err(err) => Err(LlmError::Unreachable { attempts: 0, message: format!("request task failed: {err}") }),
-            }
-        })
+        Box::pin(async move { self.complete_all(Bytes::from(self.body(request).to_string())).await })
     }
 }
 

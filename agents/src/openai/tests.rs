@@ -212,3 +212,62 @@ async fn api_key_comes_from_the_named_variable() {
     let expected = format!("authorization: bearer {}", std::env::var("PATH").expect("PATH").to_ascii_lowercase());
     assert!(seen[0].to_ascii_lowercase().contains(&expected));
 }
+
+/// Accepts one connection, reads the request head, answers nothing; then reports (through the channel) how long after
+/// the request arrived the client closed the connection (`None`: still open after 10 s).
+fn hang() -> (String, std::sync::mpsc::Receiver<Option<Duration>>, std::sync::mpsc::Receiver<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let base = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    let (closed_tx, closed) = std::sync::mpsc::channel();
+    let (arrived_tx, arrived) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok((stream, _)) = listener.accept() else { return };
+        stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+            line.clear();
+        }
+        let since = std::time::Instant::now();
+        arrived_tx.send(()).ok();
+        // Whatever body bytes are left, then the end of the stream when the client goes.
+        let mut rest = Vec::new();
+        let gone = reader.read_to_end(&mut rest).is_ok();
+        closed_tx.send(gone.then(|| since.elapsed())).ok();
+    });
+    (base, closed, arrived)
+}
+
+/// A call whose future is dropped — its step timed out, its run ended — is really cancelled: the connection closes
+/// at once, not when the attempt's own timeout (a minute here) would have ended it.
+#[tokio::test]
+async fn a_dropped_call_closes_its_connection_at_once() {
+    let (base, closed, arrived) = hang();
+    let model = client(&base, 3, 60_000);
+    let call = tokio::spawn(async move { model.complete(&request(None)).await });
+    tokio::task::spawn_blocking(move || arrived.recv_timeout(Duration::from_secs(10)))
+        .await
+        .expect("join")
+        .expect("the request reached the server");
+    call.abort();
+    let after = tokio::task::spawn_blocking(move || closed.recv_timeout(Duration::from_secs(15)))
+        .await
+        .expect("join")
+        .expect("the server thread reports");
+    let after = after.expect("the connection was closed when the call was dropped, not left running");
+    assert!(after < Duration::from_secs(5), "closed {after:?} after the request, not when the call was dropped");
+}
+
+/// An attempt that times out closes its connection too (the server is not left answering a client that is gone).
+#[tokio::test]
+async fn a_timed_out_attempt_closes_its_connection() {
+    let (base, closed, _arrived) = hang();
+    let err = client(&base, 0, 300).complete(&request(None)).await.expect_err("timeout");
+    assert_eq!(err, LlmError::Timeout { attempts: 1 });
+    let after = tokio::task::spawn_blocking(move || closed.recv_timeout(Duration::from_secs(15)))
+        .await
+        .expect("join")
+        .expect("the server thread reports")
+        .expect("closed");
+    assert!(after < Duration::from_secs(5), "closed {after:?} after the request");
+}

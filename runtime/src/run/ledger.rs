@@ -359,10 +359,12 @@ pub enum TokenLedgerMsg {
     /// The reports an agent knows, oldest first, as `(msg_id, restatement)`: those delivered to it and those a brief
     /// delivered to it restated.
     Known(String, RpcReplyPort<Vec<(String, String)>>),
-    /// All events so far; flushes the files.
+    /// All events so far (read back from `ledger.jsonl` when the run writes one); flushes the files.
     Snapshot(RpcReplyPort<Vec<Event>>),
-    /// Writes every event recorded so far to the files; answers when they are written.
+    /// Writes every event recorded so far to the files and syncs them to the disk; answers when they are there.
     Flush(RpcReplyPort<()>),
+    /// Writes what is pending (sent by the ledger to itself [`FLUSH_AFTER`] after an event finds nothing pending).
+    Tick,
 }
 
 /// Where the ledger writes.
@@ -375,9 +377,23 @@ pub struct TokenLedgerArgs {
     pub run_id: String,
 }
 
-/// State: the events and the open files.
+/// State: the open files, and the events only where they cannot be on the disk.
+///
+/// A run that writes files keeps no events in memory: each is a line of `ledger.jsonl` within [`FLUSH_AFTER`]
+/// (or sooner, every [`FLUSH_AT`] bytes), and a snapshot reads them back. So the ledger's memory does not grow
+/// with the run, and a reader tailing `ledger.jsonl` (`lessrt serve`) sees events as they happen.
 pub struct TokenLedgerState {
+    /// Events not on the disk, in order: every event of a run without files; after the files failed, those that
+    /// could not be written and all later ones.
     events: Vec<Event>,
+    /// The first `on_disk` lines of `ledger.jsonl` are events written.
+    on_disk: usize,
+    /// Events in `pending_jsonl`.
+    pending_events: usize,
+    /// Where `ledger.jsonl` is (a snapshot reads it back).
+    jsonl_path: Option<PathBuf>,
+    /// A [`TokenLedgerMsg::Tick`] is on its way.
+    tick_scheduled: bool,
     /// `(msg_id, restatement)` of every delivered typed message, in delivery order.
     histories: Vec<(String, String)>,
     /// Per agent, the message ids of the reports it knows, in the order it learned them.
@@ -399,6 +415,9 @@ struct LedgerFiles {
 
 /// Pending bytes that make the ledger write them out.
 const FLUSH_AT: usize = 64 * 1024;
+
+/// Longest an event waits before it is written.
+pub const FLUSH_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
 
 impl Actor for TokenLedger {
     type Msg = TokenLedgerMsg;
@@ -426,6 +445,10 @@ impl Actor for TokenLedger {
         let pending_audit = format!("{}\t{}\trun-start\t\n", crate::now_rfc3339(), args.run_id).into_bytes();
         Ok(TokenLedgerState {
             events: Vec::new(),
+            on_disk: 0,
+            pending_events: 0,
+            jsonl_path: args.out_dir.as_ref().map(|dir| dir.join("ledger.jsonl")),
+            tick_scheduled: false,
             histories: Vec::new(),
             known: Default::default(),
             files,
@@ -440,12 +463,12 @@ impl Actor for TokenLedger {
         _myself: ActorRef<TokenLedgerMsg>,
         state: &mut TokenLedgerState,
     ) -> Result<(), ActorProcessingErr> {
-        state.flush().await
+        state.flush(true).await
     }
 
     async fn handle(
         &self,
-        _myself: ActorRef<TokenLedgerMsg>,
+        myself: ActorRef<TokenLedgerMsg>,
         msg: TokenLedgerMsg,
         state: &mut TokenLedgerState,
     ) -> Result<(), ActorProcessingErr> {
@@ -453,8 +476,15 @@ impl Actor for TokenLedger {
             TokenLedgerMsg::Record(event) => {
                 state.record(*event);
                 if state.pending_jsonl.len() + state.pending_audit.len() >= FLUSH_AT {
-                    state.flush().await?;
+                    state.flush(false).await?;
+                } else if state.files.is_some() && !state.tick_scheduled {
+                    state.tick_scheduled = true;
+                    myself.send_after(FLUSH_AFTER, || TokenLedgerMsg::Tick);
                 }
+            }
+            TokenLedgerMsg::Tick => {
+                state.tick_scheduled = false;
+                state.flush(false).await?;
             }
             TokenLedgerMsg::History(reply) => {
                 let _ = reply.send(state.histories.iter().map(|(_, prose)| prose.clone()).collect());
@@ -463,11 +493,11 @@ impl Actor for TokenLedger {
                 let _ = reply.send(state.known_to(&agent));
             }
             TokenLedgerMsg::Snapshot(reply) => {
-                state.flush().await?;
-                let _ = reply.send(state.events.clone());
+                state.flush(false).await?;
+                let _ = reply.send(state.snapshot().await?);
             }
             TokenLedgerMsg::Flush(reply) => {
-                state.flush().await?;
+                state.flush(true).await?;
                 let _ = reply.send(());
             }
         }
@@ -490,15 +520,51 @@ impl TokenLedgerState {
         {
             println!("{line}");
         }
-        if self.files.is_some() {
-            match serde_json::to_writer(&mut self.pending_jsonl, &event) {
-                Ok(()) => self.pending_jsonl.push(b'\n'),
-                Err(err) => tracing::error!("ledger event not written: {err}"),
-            }
-            self.pending_audit.extend_from_slice(event.audit_line().as_bytes());
-            self.pending_audit.push(b'\n');
+        if self.files.is_none() {
+            self.events.push(event);
+            return;
         }
-        self.events.push(event);
+        let line = match serde_json::to_vec(&event) {
+            Ok(line) => line,
+            Err(err) => {
+                tracing::error!("ledger event has no JSON form, kept in memory only: {err}");
+                self.events.push(event);
+                return;
+            }
+        };
+        self.pending_jsonl.extend_from_slice(&line);
+        self.pending_jsonl.push(b'\n');
+        self.pending_events += 1;
+        self.pending_audit.extend_from_slice(event.audit_line().as_bytes());
+        self.pending_audit.push(b'\n');
+    }
+
+    /// Every event so far, oldest first: the lines written to `ledger.jsonl`, read back, then those in memory.
+    async fn snapshot(&self) -> Result<Vec<Event>, ActorProcessingErr> {
+        let (Some(path), on_disk) = (self.jsonl_path.clone(), self.on_disk) else {
+            return Ok(self.events.clone());
+        };
+        let mut events = if on_disk == 0 {
+            Vec::new()
+        } else {
+            blocking::run(move || -> Result<Vec<Event>, String> {
+                let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let events = text
+                    .lines()
+                    .take(on_disk)
+                    .map(serde_json::from_str::<Event>)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| format!("{}: a line does not read back: {e}", path.display()))?;
+                match events.len() == on_disk {
+                    true => Ok(events),
+                    false => Err(format!("{}: {} events written, {} read back", path.display(), on_disk, events.len())),
+                }
+            })
+            .await?
+            .map_err(|e| format!("the ledger cannot read its events back: {e}"))?
+        };
+        events.extend(self.events.iter().cloned());
+        Ok(events)
     }
 
     /// `agent` now knows the reports `msg_ids`.
@@ -517,22 +583,39 @@ impl TokenLedgerState {
         ids.iter().filter_map(|id| self.histories.iter().find(|(m, _)| m == id).cloned()).collect()
     }
 
-    /// Writes the pending lines on the blocking pool. A failing file (disk full, say) is reported once and then
-    /// left alone: the events stay in memory and the run goes on, rather than a dead ledger taking the run down.
-    async fn flush(&mut self) -> Result<(), ActorProcessingErr> {
-        if self.files.is_none() || (self.pending_jsonl.is_empty() && self.pending_audit.is_empty()) {
+    /// Writes the pending lines on the blocking pool, and with `sync` makes the disk hold them (at the end of a
+    /// run, and whenever someone must be able to read them back). A failing file (disk full, say) is reported once
+    /// and then left alone: from then on the events stay in memory and the run goes on, rather than a dead ledger
+    /// taking the run down.
+    async fn flush(&mut self, sync: bool) -> Result<(), ActorProcessingErr> {
+        if self.files.is_none() || (!sync && self.pending_jsonl.is_empty() && self.pending_audit.is_empty()) {
             return Ok(());
         }
         let jsonl = std::mem::take(&mut self.pending_jsonl);
         let audit = std::mem::take(&mut self.pending_audit);
+        let batch = std::mem::take(&mut self.pending_events);
         let written = blocking::with_taken(&mut self.files, "the ledger files", move |files| {
-            files.jsonl.write_all(&jsonl)?;
-            files.audit.write_all(&audit)
+            let write = |files: &mut LedgerFiles| -> std::io::Result<()> {
+                files.jsonl.write_all(&jsonl)?;
+                files.audit.write_all(&audit)?;
+                if sync {
+                    files.jsonl.sync_data()?;
+                    files.audit.sync_data()?;
+                }
+                Ok(())
+            };
+            write(files).map_err(|err| (err, jsonl))
         })
         .await?;
-        if let Err(err) = written {
-            tracing::error!("ledger files abandoned: {err}");
-            self.files = None;
+        match written {
+            Ok(()) => self.on_disk += batch,
+            Err((err, jsonl)) => {
+                tracing::error!("ledger files abandoned: {err}");
+                self.files = None;
+                // The batch that did not make it stays, in memory, with everything after it.
+                let lines = jsonl.split(|b| *b == b'\n').filter(|line| !line.is_empty());
+                self.events.extend(lines.filter_map(|line| serde_json::from_slice(line).ok()));
+            }
         }
         Ok(())
     }
@@ -600,6 +683,90 @@ mod tests {
             assert_eq!(serde_json::to_string(&back).expect("serializes"), line);
             assert_eq!(back.trace_line(), event.trace_line());
         }
+    }
+
+    fn step(index: usize) -> Event {
+        Event::Step { index, agent: format!("agent-{}", index % 7), action: "report".into() }
+    }
+
+    fn json_lines(events: &[Event]) -> Vec<String> {
+        events.iter().map(|e| serde_json::to_string(e).expect("serializes")).collect()
+    }
+
+    /// Without anyone asking, an event is in `ledger.jsonl` within the flush interval (what a reader tailing the
+    /// file sees), and a snapshot reads every event back as it was recorded.
+    #[tokio::test]
+    async fn events_reach_the_file_unasked_and_read_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let args = TokenLedgerArgs { out_dir: Some(dir.path().to_owned()), trace: false, run_id: "r".into() };
+        let (ledger, handle) = Actor::spawn(None, TokenLedger, args).await.expect("ledger");
+        let events: Vec<Event> = (0..3).map(step).collect();
+        for event in &events {
+            ledger.send_message(TokenLedgerMsg::Record(Box::new(event.clone()))).expect("send");
+        }
+        let path = dir.path().join("ledger.jsonl");
+        let deadline = std::time::Instant::now() + FLUSH_AFTER * 25;
+        loop {
+            let lines = std::fs::read_to_string(&path).unwrap_or_default().lines().count();
+            if lines == events.len() {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{lines} of {} events written unasked", events.len());
+            tokio::time::sleep(FLUSH_AFTER / 4).await;
+        }
+        let back = ractor::call!(ledger, TokenLedgerMsg::Snapshot).expect("snapshot");
+        assert_eq!(json_lines(&back), json_lines(&events));
+        ledger.stop(None);
+        handle.await.expect("stopped");
+    }
+
+    /// A run that writes files holds none of its events in memory, however many there are; one whose files fail
+    /// keeps, from the failed batch on, every event in memory, and its snapshot still has them all, in order.
+    #[tokio::test]
+    async fn events_live_on_the_disk_and_a_failed_file_keeps_them_in_memory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("ledger.jsonl");
+        let files = LedgerFiles {
+            jsonl: File::create(&path).expect("jsonl"),
+            audit: File::create(dir.path().join("audit.log")).expect("audit"),
+        };
+        let mut state = TokenLedgerState {
+            events: Vec::new(),
+            on_disk: 0,
+            pending_events: 0,
+            jsonl_path: Some(path.clone()),
+            tick_scheduled: false,
+            histories: Vec::new(),
+            known: Default::default(),
+            files: Some(files),
+            pending_jsonl: Vec::new(),
+            pending_audit: Vec::new(),
+            trace: false,
+        };
+        let events: Vec<Event> = (0..5000).map(step).collect();
+        for event in &events[..4000] {
+            state.record(event.clone());
+            if state.pending_jsonl.len() >= FLUSH_AT {
+                state.flush(false).await.expect("flush");
+            }
+        }
+        state.flush(true).await.expect("flush");
+        assert!(state.events.is_empty(), "{} events held in memory", state.events.len());
+        assert_eq!(state.on_disk, 4000);
+
+        // The disk goes away: a file opened read-only refuses the next batch.
+        state.files.as_mut().expect("files").jsonl = File::open(&path).expect("read-only");
+        for event in &events[4000..4500] {
+            state.record(event.clone());
+        }
+        state.flush(false).await.expect("a failed file does not fail the ledger");
+        assert!(state.files.is_none(), "the files are abandoned");
+        for event in &events[4500..] {
+            state.record(event.clone());
+        }
+        assert_eq!(state.events.len(), 1000, "the failed batch and the later events are in memory");
+        let back = state.snapshot().await.expect("snapshot");
+        assert_eq!(json_lines(&back), json_lines(&events));
     }
 
     #[test]
