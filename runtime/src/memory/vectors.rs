@@ -213,6 +213,24 @@ impl std::fmt::Debug for VectorIndex {
     }
 }
 
+/// Removes the half-written index files of saves that a killed process left behind (`vectors.usearch.partial-<pid>`
+/// whose process is gone): nothing reads them, and each is as large as the index. A live process's file is left to
+/// it. Where there is no `/proc` to ask, none is removed.
+fn remove_abandoned_partials(dir: &Path) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("vectors.usearch.partial-")) else { continue };
+        let gone = pid.parse::<u32>().is_ok_and(|pid| !Path::new("/proc").join(pid.to_string()).exists());
+        if gone && std::fs::remove_file(entry.path()).is_ok() {
+            tracing::info!("removed {}, left by a save that did not finish", entry.path().display());
+        }
+    }
+}
+
 fn new_index(path: &Path) -> Result<Index, VectorError> {
     let options = IndexOptions {
         dimensions: DIMENSIONS,
@@ -231,6 +249,7 @@ impl VectorIndex {
     /// Opens the index in `dir`; what it reflects is checked by [`VectorIndex::generation`].
     pub fn open(dir: &Path) -> Result<VectorIndex, VectorError> {
         std::fs::create_dir_all(dir).map_err(|e| VectorError { path: dir.to_owned(), message: e.to_string() })?;
+        remove_abandoned_partials(dir);
         let file = dir.join(Self::FILE);
         let mut index = new_index(&file)?;
         let generation = std::fs::read_to_string(dir.join(Self::GENERATION)).ok().and_then(|s| s.trim().parse().ok());
@@ -373,5 +392,28 @@ impl VectorIndex {
     /// True when nothing is indexed.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Opening the index removes what a killed save left (its process is gone) and leaves a live process's file.
+    #[test]
+    fn abandoned_partial_saves_are_removed_on_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path()).expect("dir");
+        // Process ids wrap far below u32::MAX: no process has this one.
+        let abandoned = dir.path().join(format!("vectors.usearch.partial-{}", u32::MAX - 1));
+        let live = dir.path().join(format!("vectors.usearch.partial-{}", std::process::id()));
+        let other = dir.path().join("vectors.usearch.partial-notapid");
+        for file in [&abandoned, &live, &other] {
+            std::fs::write(file, b"half an index").expect("write");
+        }
+        VectorIndex::open(dir.path()).expect("open");
+        assert!(!abandoned.exists(), "the abandoned save is removed");
+        assert!(live.exists(), "a live process's save is left to it");
+        assert!(other.exists(), "a file that is not a save is left alone");
     }
 }
