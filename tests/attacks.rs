@@ -147,6 +147,62 @@ fn attack_grants_wider_than_the_workspace_are_refused_when_issued() {
     assert!(held(&desk, &dev).is_empty(), "nothing was issued");
 }
 
+/// An issuer grants only what it holds: its reach (the configuration's `reach`, inherited from its parent) and the
+/// grants it was given. Wider grants are refused when issued and nothing is stored; a client reads outside its reach
+/// only through a grant; a reach wider than the parent's is refused when the configuration is read.
+#[test]
+fn attack_grants_wider_than_the_issuer_holds_are_refused() {
+    const REACH: &str = r#"
+[clients.lead]
+role = "lead"
+[clients.manager]
+role = "manager"
+parent = "lead"
+reach = ["repo:src/**"]
+[clients.dev]
+role = "dev"
+parent = "manager"
+"#;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = workspace(dir.path());
+    let desk =
+        Desk::open(&dir.path().join("store"), Some(&ws), DeskConfig::from_toml(REACH).expect("config")).expect("desk");
+    let (lead, manager, dev) = (desk.client("lead"), desk.client("manager"), desk.client("dev"));
+    let spec = vec!["artifact:SPEC.md#sec=Scope".to_owned()];
+    // The manager reaches src/ alone, and so does the dev (inherited): the spec is outside both.
+    for who in [&manager, &dev] {
+        let violation = refused(desk.deref(who, &spec, None), ErrorCode::DerefDenied, "outside the reach");
+        assert!(violation.message.contains("repo:src/**"), "{violation}");
+    }
+    desk.deref(&dev, &["repo:src/short.rs#L1-L1".to_owned()], None).expect("within the reach");
+    // Wider than the manager holds: refused, nothing issued.
+    for pattern in ["repo:**", "artifact:SPEC.md", "artifact:**#**", "repo:src/../SPEC.md"] {
+        refused(desk.issue_grant(&manager, &grant("dev", &[pattern], 1, "PT1H")), ErrorCode::GrantInvalid, pattern);
+    }
+    assert!(held(&desk, &dev).is_empty(), "nothing was issued");
+    // Within its reach: granted.
+    desk.issue_grant(&manager, &grant("dev", &["repo:src/short.rs"], 1, "PT1H")).expect("within the reach");
+    // The lead (the whole workspace) gives the manager the spec; the manager may now pass part of it on, and the
+    // dev reads it with that grant (only with it).
+    desk.issue_grant(&lead, &grant("manager", &["artifact:SPEC.md#sec=*"], 2, "PT1H")).expect("the lead holds all");
+    let passed = desk
+        .issue_grant(&manager, &grant("dev", &["artifact:SPEC.md#sec=Scope"], 1, "PT1H"))
+        .expect("within a grant the manager holds");
+    refused(desk.deref(&dev, &spec, None), ErrorCode::DerefDenied, "still outside the reach without the grant");
+    let (items, _) = desk.deref(&dev, &spec, Some(&passed.terms.grant_id)).expect("through the grant");
+    assert!(items[0].content.contains("The scope."), "{items:?}");
+    // Still not more than the manager's grant: another section is refused.
+    refused(
+        desk.issue_grant(&manager, &grant("dev", &["artifact:SPEC.md"], 1, "PT1H")),
+        ErrorCode::GrantInvalid,
+        "the whole file is wider than the sections the manager holds",
+    );
+    // A child may not reach further than its parent.
+    let wider = format!("{REACH}reach = [\"repo:**\"]\n");
+    let violation = DeskConfig::from_toml(&wider).expect_err("dev reaches wider than the manager");
+    assert!(violation.message.contains("wider than dev's parent reaches"), "{violation}");
+}
+
 /// Traversal in every pointer type, symlinks and a hard link out, and a file swapped after it was read: refused with
 /// a pointer code (or `LESS_DIGEST_MISMATCH`), nothing from outside read, and the turn's budget not spent.
 #[test]

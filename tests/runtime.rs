@@ -61,10 +61,15 @@ fn run(body: &str, mode: WireMode) -> (RunReport, Vec<Value>) {
 
 /// [`run`], keeping the run's directory (its ledger, audit log and store).
 fn run_kept(body: &str, mode: WireMode) -> (RunReport, Vec<Value>, tempfile::TempDir) {
+    run_in(body, HIERARCHY, mode)
+}
+
+/// [`run_kept`] with another hierarchy.
+fn run_in(body: &str, hierarchy: &str, mode: WireMode) -> (RunReport, Vec<Value>, tempfile::TempDir) {
     let (dir, _outside) = workspace();
     let out = tempfile::tempdir().expect("out");
     // The scenario sits in its workspace: a workspace must be the scenario's directory or inside it.
-    let toml = format!("name = \"t\"\nworkspace = \".\"\n{body}\n{HIERARCHY}");
+    let toml = format!("name = \"t\"\nworkspace = \".\"\n{body}\n{hierarchy}");
     let scenario = Arc::new(Scenario::from_toml(&toml, dir.path()).unwrap_or_else(|v| panic!("scenario: {v}")));
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let options = RunOptions { out_dir: Some(out.path().to_owned()), ..RunOptions::new(mode) };
@@ -636,4 +641,83 @@ fn a_grant_for_places_outside_the_workspace_is_refused_before_the_run() {
             "{pattern}: {refused:?}"
         );
     }
+}
+
+/// The hierarchy with the manager (and so the dev and the peer) reaching `src/a.rs` and `src/b.rs` alone.
+const NARROW: &str = r#"
+[[agents]]
+id = "lead"
+role = "architect"
+[[agents]]
+id = "manager"
+role = "manager"
+parent = "lead"
+reach = ["repo:src/a.rs", "repo:src/b.rs"]
+[[agents]]
+id = "dev"
+role = "programmer"
+parent = "manager"
+[[agents]]
+id = "peer"
+role = "programmer"
+parent = "manager"
+"#;
+
+fn brief_granting(agent: &str, to: &str, grant: &str) -> String {
+    format!(
+        "\n[[steps]]\naction = \"brief\"\nagent = \"{agent}\"\nto = [\"{to}\"]\nnow = [\"Read.\"]\ngrants = [{grant}]\n"
+    )
+}
+
+fn deref_one(agent: &str, pointer: &str, grant: Option<&str>) -> String {
+    format!(
+        "\n[[steps]]\naction = \"deref\"\nagent = \"{agent}\"\npointers = [\"{pointer}\"]\nreason = \"r\"\nuse = \"u\"\n{}",
+        grant.map(|g| format!("grant = \"{g}\"\n")).unwrap_or_default()
+    )
+}
+
+/// An agent reads outside its reach only through a grant, and grants only what it holds: its reach and the grants
+/// it was given. The lead (the whole workspace) gives the manager `src/c.rs`; the manager passes it to the dev, who
+/// reads it with that grant and not without.
+#[test]
+fn outside_its_reach_an_agent_reads_only_through_a_grant_it_was_passed() {
+    let to_manager =
+        r#"{ id = "g-c", to = "manager", patterns = ["repo:src/c.rs"], max_derefs = 2, max_tokens = 3000, uses = 2 }"#;
+    let to_dev =
+        r#"{ id = "g-c-dev", to = "dev", patterns = ["repo:src/c.rs"], max_derefs = 1, max_tokens = 3000, uses = 1 }"#;
+    let body = [
+        deref_one("dev", "repo:src/a.rs#L1-L2", None),
+        deref_one("dev", "repo:src/c.rs#L1-L2", None),
+        brief_granting("lead", "manager", to_manager),
+        brief_granting("manager", "dev", to_dev),
+        deref_one("dev", "repo:src/c.rs#L1-L2", Some("g-c-dev")),
+    ]
+    .concat();
+    let (_, events, _out) = run_in(&body, NARROW, WireMode::Less);
+    let derefs = of_kind(&events, "deref");
+    let verdicts: Vec<(bool, Option<&str>)> =
+        derefs.iter().map(|e| (e["granted"].as_bool().expect("granted"), e["code"].as_str())).collect();
+    assert_eq!(verdicts, vec![(true, None), (false, Some("LESS_DEREF_DENIED")), (true, None)]);
+    assert_eq!(derefs[2]["via_grant"], "g-c-dev");
+    let issued: Vec<&str> = of_kind(&events, "grant_issued").iter().filter_map(|e| e["grant_id"].as_str()).collect();
+    assert_eq!(issued, ["g-c", "g-c-dev"]);
+}
+
+/// A grant wider than its issuer holds, or a reach wider than the parent's, is refused before the run.
+#[test]
+fn a_grant_or_a_reach_wider_than_the_issuer_holds_is_refused_before_the_run() {
+    let (dir, _outside) = workspace();
+    let wide = r#"{ id = "g", to = "dev", patterns = ["repo:src/**"], max_derefs = 1, max_tokens = 100 }"#;
+    let toml = format!("name = \"t\"\n{}{NARROW}", brief_granting("manager", "dev", wide));
+    let refused = Scenario::from_toml(&toml, dir.path()).expect_err("wider than the manager holds").0;
+    assert_eq!(
+        (refused[0].code.as_str(), refused[0].path.as_str()),
+        ("LESS_SCENARIO_INVALID", "/steps/0/grants/0/patterns/0"),
+        "{refused:?}"
+    );
+    assert!(refused[0].message.contains("wider than manager holds"), "{refused:?}");
+    let wider_child =
+        NARROW.replace("parent = \"manager\"\n[[agents]]", "parent = \"manager\"\nreach = [\"repo:**\"]\n[[agents]]");
+    let refused = Scenario::from_toml(&format!("name = \"t\"\n{wider_child}"), dir.path()).expect_err("dev wider").0;
+    assert_eq!(refused[0].path, "/agents/2/reach/0", "{refused:?}");
 }

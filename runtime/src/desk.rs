@@ -27,7 +27,7 @@ use crate::context::{ChatMessage, CompactConfig, compact_report, compact_stats};
 use crate::dag::{Child, Dag, DagConfig, DagError};
 use crate::memory::{Memory, MemoryError, Principal, QueryOptions};
 use crate::resolver::{Resolver, SamSource};
-use crate::run::{DerefMeter, GrantBook, GrantLeft};
+use crate::run::{DerefMeter, GrantBook, GrantLeft, Reach};
 use less_contract::{
     Budget, DocKind, Engram, ErrorCode, GateStatus, Grant, GrantTerms, Payload, Pointer, PointerType, Scope,
     TokenCounter, Ttl, TypedMessage, Valid, Violation, validate,
@@ -71,6 +71,10 @@ pub struct ClientSpec {
     /// Whether it reads `org` and `global` engrams (default: the desk's `shared_reads`).
     #[serde(default)]
     pub shared_reads: Option<bool>,
+    /// Pointer patterns it may dereference without a grant (default: its parent's; a client without a parent: the
+    /// whole workspace). Within its parent's; what it grants is within it or within grants it holds.
+    #[serde(default)]
+    pub reach: Option<Vec<String>>,
 }
 
 impl DeskConfig {
@@ -103,7 +107,42 @@ impl DeskConfig {
                 at = config.clients.get(parent).and_then(|c| c.parent.as_deref());
             }
         }
+        for (id, spec) in &config.clients {
+            let parent_reach = spec.parent.as_deref().and_then(|p| config.reach_of(p));
+            for (i, pattern) in spec.reach.iter().flatten().enumerate() {
+                let path = format!("/clients/{id}/reach/{i}");
+                if less_contract::leaves_workspace(pattern) {
+                    return Err(Violation::new(
+                        ErrorCode::ArgumentInvalid,
+                        path,
+                        format!("{pattern} names places outside the workspace: reach patterns are relative to it"),
+                    ));
+                }
+                if let Some(outer) = &parent_reach
+                    && !less_contract::pattern_within_any(pattern, outer)
+                {
+                    return Err(Violation::new(
+                        ErrorCode::ArgumentInvalid,
+                        path,
+                        format!("{pattern} is wider than {id}'s parent reaches ({}): narrow it", outer.join(", ")),
+                    ));
+                }
+            }
+        }
         Ok(config)
+    }
+
+    /// The `reach` of `id`, or of its nearest ancestor that has one (`None`: the whole workspace).
+    fn reach_of(&self, id: &str) -> Option<Vec<String>> {
+        let mut at = Some(id);
+        for _ in 0..=self.clients.len() {
+            let spec = self.clients.get(at?)?;
+            if let Some(reach) = &spec.reach {
+                return Some(reach.clone());
+            }
+            at = spec.parent.as_deref();
+        }
+        None
     }
 
     /// The client `id` as configured, or with the defaults when it is not.
@@ -116,6 +155,7 @@ impl DeskConfig {
             project: spec.project.or_else(|| self.project.clone()).unwrap_or_else(|| "default".to_owned()),
             budget: spec.budget.or(self.budget).unwrap_or_default(),
             shared_reads: spec.shared_reads.or(self.shared_reads).unwrap_or(false),
+            reach: Reach::new(self.reach_of(id).as_deref()),
         }
     }
 
@@ -152,6 +192,8 @@ pub struct Client {
     pub budget: Budget,
     /// Whether it reads `org` and `global` engrams.
     pub shared_reads: bool,
+    /// What it may dereference without a grant.
+    pub reach: Reach,
 }
 
 /// What a put did.
@@ -440,13 +482,18 @@ impl Desk {
                 "this server has no workspace to resolve pointers in; start it with --workspace DIR",
             )
         })?;
+        // Outside its reach, only a grant reads: the whole request then goes through it.
+        let outside = parsed.iter().find(|p| !who.reach.covers(p));
+        if let (Some(pointer), None) = (outside, grant_id) {
+            return Err(crate::run::outside_reach(&who.id, &who.reach, pointer));
+        }
         let resolved = resolver.resolve_all(&parsed, &NoEpisodes)?;
         let items: Vec<(Pointer, u32)> =
             resolved.iter().map(|r| (r.pointer.clone(), self.counter.count(&r.content))).collect();
         let typed: Vec<_> = items.iter().map(|(p, n)| (p.ty(), *n)).collect();
         let mut meters = self.meters.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let meter = meters.entry(who.id.clone()).or_default();
-        match (meter.admit(&who.budget, &typed), grant_id) {
+        match (meter.admit(&who.budget, &typed).filter(|_| outside.is_none()), grant_id) {
             (Some(next), _) => *meter = next,
             (None, None) => {
                 let n: u32 = items.iter().map(|(_, n)| n).sum();
@@ -515,6 +562,29 @@ impl Desk {
         Ok(())
     }
 
+    /// The patterns of the grants `id` holds now (uses left, not expired): what it may grant beyond its reach.
+    fn held_patterns(&self, id: &str) -> Result<Vec<String>, Violation> {
+        let db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut statement = db
+            .prepare("SELECT doc FROM grants WHERE grantee = ?1 AND uses_left > 0")
+            .map_err(|err| store_failed("desk grants", err))?;
+        let docs = statement
+            .query_map(params![id], |r| r.get::<_, String>(0))
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|err| store_failed("desk grants", err))?;
+        let now = time::OffsetDateTime::now_utc();
+        let live = |grant: &Grant| {
+            time::OffsetDateTime::parse(&grant.terms.expires_at, &time::format_description::well_known::Rfc3339)
+                .is_ok_and(|expires| now <= expires)
+        };
+        Ok(docs
+            .iter()
+            .filter_map(|doc| serde_json::from_str::<Grant>(doc).ok())
+            .filter(live)
+            .flat_map(|grant| grant.terms.patterns)
+            .collect())
+    }
+
     /// Files a request to `who`'s parent for a dereference over its budget.
     pub fn request_deref(&self, who: &Client, pointers: &[String], reason: &str) -> Result<String, Violation> {
         let parent = who.parent.clone().ok_or_else(|| {
@@ -576,6 +646,13 @@ impl Desk {
                          patterns relative to the workspace (repo:src/**), without `..`"
                     ),
                 ));
+            }
+        }
+        let held = self.held_patterns(&who.id)?;
+        for (i, pattern) in patterns.iter().enumerate() {
+            if !who.reach.holds(pattern) && !less_contract::pattern_within_any(pattern, &held) {
+                let Violation { message, .. } = crate::run::wider_than_held("(new)", &who.id, &who.reach, pattern);
+                return Err(Violation::new(ErrorCode::GrantInvalid, format!("/pointers/{i}"), message));
             }
         }
         let ttl =

@@ -135,6 +135,93 @@ pub fn leaves_workspace(pattern: &str) -> bool {
         || place.split('/').any(|segment| segment == "..")
 }
 
+/// Whether every pointer the pattern `inner` covers is covered by `outer`: what an issuer may grant (a grant no
+/// wider than what it holds) and what a child may be given to reach (no more than its parent). Patterns are those of
+/// grants: `**` matches anything, `*` anything but `/`, `?` one character but `/`. A pattern without `#` names files
+/// (any span, any revision); one with `#` names spans (`artifact:SPEC.md#sec=*`). Sound, not complete: a pattern
+/// it cannot prove within is not within (the check fails closed), and one that leaves the workspace never is.
+pub fn pattern_within(inner: &str, outer: &str) -> bool {
+    if leaves_workspace(inner) {
+        return false;
+    }
+    match (inner.split_once('#'), outer.split_once('#')) {
+        (None, None) | (Some(_), Some(_)) => tokens_within(&glob_tokens(inner), &glob_tokens(outer)),
+        // The outer pattern names files: the spans of the inner one are in them when its file part is.
+        (Some((file, _)), None) => {
+            let file = file.split('@').next().unwrap_or(file);
+            tokens_within(&glob_tokens(file), &glob_tokens(outer))
+        }
+        // Every span of the outer pattern's files is the same as the files.
+        (None, Some((file, "**"))) => tokens_within(&glob_tokens(inner), &glob_tokens(file)),
+        (None, Some(_)) => false,
+    }
+}
+
+/// Whether `inner` is within one of `outers`.
+pub fn pattern_within_any(inner: &str, outers: &[String]) -> bool {
+    outers.iter().any(|outer| pattern_within(inner, outer))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GlobToken {
+    Char(char),
+    /// `*`
+    Star,
+    /// `**`
+    AnyDepth,
+    /// `?`
+    One,
+}
+
+fn glob_tokens(pattern: &str) -> Vec<GlobToken> {
+    let mut tokens = Vec::with_capacity(pattern.len());
+    let mut rest = pattern;
+    while let Some(c) = rest.chars().next() {
+        if let Some(tail) = rest.strip_prefix("**") {
+            tokens.push(GlobToken::AnyDepth);
+            rest = tail;
+            continue;
+        }
+        tokens.push(match c {
+            '*' => GlobToken::Star,
+            '?' => GlobToken::One,
+            c => GlobToken::Char(c),
+        });
+        rest = &rest[c.len_utf8()..];
+    }
+    tokens
+}
+
+/// Whether the language of `inner` is within that of `outer`, by matching `outer` against `inner` read as text in
+/// which each wildcard of `inner` may only be taken by a wildcard of `outer` that takes all it can stand for.
+fn tokens_within(inner: &[GlobToken], outer: &[GlobToken]) -> bool {
+    use GlobToken::*;
+    let (n, m) = (inner.len(), outer.len());
+    // Patterns are short; a pair too large to compare is not within (fail closed).
+    if (n + 1).saturating_mul(m + 1) > 1 << 20 {
+        return false;
+    }
+    // within[i][j]: inner[i..] is within outer[j..].
+    let mut within = vec![vec![false; m + 1]; n + 1];
+    within[n][m] = true;
+    for j in (0..m).rev() {
+        for i in (0..=n).rev() {
+            let next = inner.get(i).copied();
+            within[i][j] = match outer[j] {
+                AnyDepth => within[i][j + 1] || (next.is_some() && within[i + 1][j]),
+                Star => {
+                    within[i][j + 1]
+                        || (matches!(next, Some(Star | One)) || matches!(next, Some(Char(c)) if c != '/'))
+                            && within[i + 1][j]
+                }
+                One => (matches!(next, Some(One)) || matches!(next, Some(Char(c)) if c != '/')) && within[i + 1][j + 1],
+                Char(c) => next == Some(Char(c)) && within[i + 1][j + 1],
+            };
+        }
+    }
+    within[0][0]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,5 +287,40 @@ mod tests {
         let resigned = Grant::issue(grant.terms.clone(), &[0u8; 32]);
         assert_eq!(grant.mac, resigned.mac, "expected mac {}", resigned.mac);
         assert!(grant.verify(&[0u8; 32]).is_ok());
+    }
+
+    #[test]
+    fn a_pattern_is_within_what_covers_all_it_covers() {
+        let within = [
+            ("repo:src/orders/**", "repo:src/**"),
+            ("repo:src/orders/a.rs", "repo:src/orders/*"),
+            ("repo:src/*.rs", "repo:src/*"),
+            ("repo:src/?.rs", "repo:src/*.rs"),
+            ("repo:src/a.rs", "repo:**"),
+            ("repo:src/a.rs#L1-L9", "repo:src/*.rs"),
+            ("repo:src/a.rs@v2#L1-L9", "repo:src/*.rs"),
+            ("artifact:SPEC.md#sec=Scope", "artifact:SPEC.md#sec=*"),
+            ("artifact:SPEC.md", "artifact:**#**"),
+            ("diff:a..b#src/x.rs", "diff:**"),
+            ("test:billing::*", "test:billing::*"),
+        ];
+        for (inner, outer) in within {
+            assert!(pattern_within(inner, outer), "{inner} within {outer}");
+        }
+        let wider = [
+            ("repo:src/**", "repo:src/*"),
+            ("repo:src/**", "repo:src/orders/**"),
+            ("repo:**", "repo:src/**"),
+            ("repo:src/*", "repo:src/*.rs"),
+            ("repo:src/a.rs", "artifact:**"),
+            ("artifact:SPEC.md", "artifact:SPEC.md#sec=*"),
+            ("repo:src/../../etc/**", "repo:**"),
+            ("repo:/etc/passwd", "repo:**"),
+            ("repo:src/a?rs", "repo:src/a.rs"),
+            ("test:billing::*", "test:billing::a"),
+        ];
+        for (inner, outer) in wider {
+            assert!(!pattern_within(inner, outer), "{inner} is wider than {outer}");
+        }
     }
 }

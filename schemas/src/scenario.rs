@@ -238,6 +238,10 @@ pub struct AgentSpec {
     /// an escalation to the parent, so a loop that does not converge never hangs a run.
     #[serde(default)]
     pub turn_limit: Option<usize>,
+    /// Pointer patterns it may dereference without a grant (`repo:src/orders/**`); absent, its parent's (the lead's
+    /// absent: the whole workspace). Within its parent's; what it grants is within it or within grants it holds.
+    #[serde(default)]
+    pub reach: Option<Vec<String>>,
 }
 
 /// The model behind an `llm` agent, as the scenario writes it (`[agents.llm]`): an OpenAI-compatible endpoint. Every
@@ -821,6 +825,20 @@ impl Scenario {
             cursor = self.agent(parent).and_then(|a| a.parent.as_deref());
         }
         false
+    }
+
+    /// What `agent` may dereference without a grant: its own `reach`, else its nearest ancestor's; `None` for the
+    /// whole workspace.
+    pub fn reach_of(&self, agent: &str) -> Option<&[String]> {
+        let mut cursor = self.agent(agent);
+        for _ in 0..=self.agents.len() {
+            let spec = cursor?;
+            if let Some(reach) = &spec.reach {
+                return Some(reach);
+            }
+            cursor = spec.parent.as_deref().and_then(|p| self.agent(p));
+        }
+        None
     }
 
     /// Every agent below `id` in the hierarchy (children, grandchildren…).

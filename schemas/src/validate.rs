@@ -317,7 +317,17 @@ fn check_scenario(doc: &Value, out: &mut Vec<Violation>) {
     // Steps are checked against a sound hierarchy only: a broken one is reported above, without an echo per step.
     if out.len() == n_before {
         let parent = |id: &str| index_of.get(id).and_then(|&idx| parent_of(idx));
-        let hierarchy = Hierarchy { known: &|id: &str| index_of.contains_key(id), parent: &parent, size: agents.len() };
+        let own_reach = |id: &str| {
+            let reach = index_of.get(id).and_then(|&idx| agents[idx].get("reach")).and_then(Value::as_array)?;
+            Some(reach.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        };
+        let hierarchy = Hierarchy {
+            known: &|id: &str| index_of.contains_key(id),
+            parent: &parent,
+            own_reach: &own_reach,
+            size: agents.len(),
+        };
+        check_scenario_reach(agents, &hierarchy, out);
         check_scenario_steps(doc, &hierarchy, out);
         // Tasks are routed through the hierarchy: only a sound one says where a task may go.
         check_scenario_tasks(doc, out);
@@ -437,10 +447,25 @@ fn check_scenario_tasks(doc: &Value, out: &mut Vec<Violation>) {
 struct Hierarchy<'a> {
     known: &'a dyn Fn(&str) -> bool,
     parent: &'a dyn Fn(&str) -> Option<&'a str>,
+    /// The `reach` an agent's entry names, if it names one.
+    own_reach: &'a dyn Fn(&str) -> Option<Vec<String>>,
     size: usize,
 }
 
 impl Hierarchy<'_> {
+    /// What `agent` may read without a grant: its own `reach`, else the nearest ancestor's; `None`, the workspace.
+    fn reach(&self, agent: &str) -> Option<Vec<String>> {
+        let mut cursor = Some(agent);
+        for _ in 0..=self.size {
+            let id = cursor?;
+            if let Some(reach) = (self.own_reach)(id) {
+                return Some(reach);
+            }
+            cursor = (self.parent)(id);
+        }
+        None
+    }
+
     /// Whether `ancestor` is above `agent` (a walk of at most as many steps as agents: a cycle is reported apart).
     fn is_ancestor(&self, ancestor: &str, agent: &str) -> bool {
         let mut cursor = (self.parent)(agent);
@@ -455,12 +480,43 @@ impl Hierarchy<'_> {
     }
 }
 
+/// Each agent's `reach` stays in the workspace and within its parent's: a child never reaches more than its parent
+/// without a grant.
+fn check_scenario_reach(agents: &[Value], hierarchy: &Hierarchy<'_>, out: &mut Vec<Violation>) {
+    for (idx, agent) in agents.iter().enumerate() {
+        let Some(reach) = agent.get("reach").and_then(Value::as_array) else { continue };
+        let id = agent.get("id").and_then(Value::as_str).unwrap_or_default();
+        let parent_reach = (hierarchy.parent)(id).and_then(|parent| hierarchy.reach(parent));
+        for (p_idx, pattern) in reach.iter().enumerate() {
+            let Some(pattern) = pattern.as_str() else { continue };
+            let path = format!("/agents/{idx}/reach/{p_idx}");
+            if crate::grant::leaves_workspace(pattern) {
+                out.push(Violation::new(
+                    ErrorCode::ScenarioInvalid,
+                    path,
+                    format!("{pattern} names places outside the workspace: reach patterns are relative to it"),
+                ));
+            } else if let Some(outer) = &parent_reach
+                && !crate::grant::pattern_within_any(pattern, outer)
+            {
+                out.push(Violation::new(
+                    ErrorCode::ScenarioInvalid,
+                    path,
+                    format!("{pattern} is wider than {id}'s parent reaches ({}): narrow it", outer.join(", ")),
+                ));
+            }
+        }
+    }
+}
+
 /// What a run would trip over, refused before it starts: steps of agents the scenario does not have, briefs to agents
 /// that are not the briefer's children, grants to agents that are not the issuer's descendants, reports with nobody
 /// to receive them, and lifetimes that are not ISO-8601 durations.
 fn check_scenario_steps(doc: &Value, hierarchy: &Hierarchy<'_>, out: &mut Vec<Violation>) {
     let invalid = |path: String, message: String| Violation::new(ErrorCode::ScenarioInvalid, path, message);
     let list = |v: Option<&Value>| v.and_then(Value::as_array).cloned().unwrap_or_default();
+    // Per agent, the patterns of the grants earlier steps gave it: it may grant within them too.
+    let mut granted: HashMap<String, Vec<String>> = HashMap::new();
     for (s_idx, step) in list(doc.get("steps")).iter().enumerate() {
         let base = format!("/steps/{s_idx}");
         let Some(agent) = step.get("agent").and_then(Value::as_str) else { continue };
@@ -490,13 +546,34 @@ fn check_scenario_steps(doc: &Value, hierarchy: &Hierarchy<'_>, out: &mut Vec<Vi
                         ));
                     }
                     check_ttl(grant, &format!("{base}/grants/{idx}"), out);
+                    let reach = hierarchy.reach(agent);
+                    let held = granted.get(agent).cloned().unwrap_or_default();
                     for (p_idx, pattern) in list(grant.get("patterns")).iter().enumerate() {
-                        if pattern.as_str().is_some_and(crate::grant::leaves_workspace) {
+                        let Some(pattern) = pattern.as_str() else { continue };
+                        if crate::grant::leaves_workspace(pattern) {
                             out.push(invalid(
                                 format!("{base}/grants/{idx}/patterns/{p_idx}"),
                                 format!("{pattern} names places outside the workspace: grant patterns relative to it"),
                             ));
+                        } else if let Some(reach) = &reach
+                            && !crate::grant::pattern_within_any(pattern, reach)
+                            && !crate::grant::pattern_within_any(pattern, &held)
+                        {
+                            out.push(invalid(
+                                format!("{base}/grants/{idx}/patterns/{p_idx}"),
+                                format!(
+                                    "{pattern} is wider than {agent} holds (its reach: {}; grants it was given: {}): \
+                                     an agent grants only what it may read itself",
+                                    reach.join(", "),
+                                    if held.is_empty() { "none".to_owned() } else { held.join(", ") }
+                                ),
+                            ));
                         }
+                    }
+                    if let Some(to) = grant.get("to").and_then(Value::as_str) {
+                        let patterns = list(grant.get("patterns"));
+                        let entry = granted.entry(to.to_owned()).or_default();
+                        entry.extend(patterns.iter().filter_map(Value::as_str).map(str::to_owned));
                     }
                 }
             }

@@ -81,6 +81,7 @@ fn input() -> TurnInput {
             kind: less_runtime::AgentKind::Llm,
             llm: None,
             turn_limit: None,
+            reach: None,
         },
         inbox: vec![Arc::new(brief), Arc::new(read)],
         mode: WireMode::Less,

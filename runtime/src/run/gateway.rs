@@ -194,6 +194,16 @@ impl GrantBook {
         Ok(())
     }
 
+    /// Whether a grant held now (not expired, uses left) covers everything `pattern` covers: what its holder may
+    /// pass on to its own descendants.
+    pub fn holds(&self, pattern: &str, now: time::OffsetDateTime) -> bool {
+        self.held.values().any(|held| {
+            held.uses_left > 0
+                && now <= held.expires
+                && less_contract::pattern_within_any(pattern, &held.grant.terms.patterns)
+        })
+    }
+
     /// What is left of `grant_id`, if it is held.
     pub fn left(&self, grant_id: &str) -> Option<GrantLeft> {
         self.held.get(grant_id).map(|h| GrantLeft { uses: h.uses_left, derefs: h.derefs_left, tokens: h.tokens_left })
@@ -304,6 +314,75 @@ impl GrantPattern {
     }
 }
 
+/// What an agent may dereference without a grant: the patterns of its (or its nearest ancestor's) `reach`, or the
+/// whole workspace.
+#[derive(Debug, Clone, Default)]
+pub struct Reach {
+    /// `(text, compiled)`; `None`: the whole workspace.
+    patterns: Option<Vec<(String, GrantPattern)>>,
+}
+
+impl PartialEq for Reach {
+    fn eq(&self, other: &Reach) -> bool {
+        let texts = |r: &Reach| r.patterns.as_ref().map(|ps| ps.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>());
+        texts(self) == texts(other)
+    }
+}
+
+impl Reach {
+    /// The reach of `patterns` (`None`: the whole workspace).
+    pub fn new(patterns: Option<&[String]>) -> Reach {
+        Reach { patterns: patterns.map(|ps| ps.iter().map(|p| (p.clone(), GrantPattern::new(p))).collect()) }
+    }
+
+    /// Whether `pointer` is within it.
+    pub fn covers(&self, pointer: &Pointer) -> bool {
+        let Some(patterns) = &self.patterns else { return true };
+        let (whole, file) = (pointer.to_string(), format!("{}:{}", pointer.ty(), pointer.location()));
+        patterns.iter().any(|(_, pattern)| pattern.covers(&whole, &file))
+    }
+
+    /// Whether everything `pattern` covers is within it.
+    pub fn holds(&self, pattern: &str) -> bool {
+        match &self.patterns {
+            None => !less_contract::leaves_workspace(pattern),
+            Some(patterns) => patterns.iter().any(|(outer, _)| less_contract::pattern_within(pattern, outer)),
+        }
+    }
+
+    /// The patterns, for messages (`the workspace` when unrestricted).
+    pub fn describe(&self) -> String {
+        match &self.patterns {
+            None => "the workspace".to_owned(),
+            Some(patterns) => patterns.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>().join(", "),
+        }
+    }
+}
+
+/// A deref of pointers outside the agent's reach and no grant presented.
+pub(crate) fn outside_reach(agent: &str, reach: &Reach, pointer: &Pointer) -> Violation {
+    Violation::new(
+        ErrorCode::DerefDenied,
+        "",
+        format!(
+            "{pointer} is outside what {agent} may read without a grant ({}): ask the parent for a grant that covers it",
+            reach.describe()
+        ),
+    )
+}
+
+/// A grant pattern wider than what its issuer holds.
+pub(crate) fn wider_than_held(grant_id: &str, issuer: &str, reach: &Reach, pattern: &str) -> Violation {
+    grant_invalid(
+        grant_id,
+        &format!(
+            "{pattern} is wider than {issuer} holds (it reads {} and the grants it holds): an agent grants only what \
+             it may read itself",
+            reach.describe()
+        ),
+    )
+}
+
 #[cfg(test)]
 fn glob_matches(pattern: &str, text: &str) -> bool {
     glob_regex(pattern).is_some_and(|glob| glob.is_match(text))
@@ -412,6 +491,8 @@ pub struct GatewayState {
     turn: u64,
     meter: DerefMeter,
     grants: GrantBook,
+    /// What the agent may dereference without a grant (the scenario's `reach`).
+    reach: Reach,
     /// Consecutive refused messages per sender (briefs and grants have no resend and do not count).
     refusals_by_sender: HashMap<String, u32>,
     restarts: Vec<Instant>,
@@ -430,7 +511,9 @@ impl Actor for GatewayActor {
     ) -> Result<GatewayState, ActorProcessingErr> {
         let role = args.ctx.scenario.agent(&args.agent_id).map(|a| a.role.clone()).unwrap_or_default();
         let budget = args.ctx.scenario.budgets.of(&role);
+        let reach = Reach::new(args.ctx.scenario.reach_of(&args.agent_id));
         let mut state = GatewayState {
+            reach,
             ctx: args.ctx,
             agent_id: args.agent_id,
             budget,
@@ -777,6 +860,12 @@ impl GatewayState {
         };
         tracing::info!(target: "less.deref.request", agent = %self.agent_id, n = pointers.len());
         let less = self.ctx.mode == WireMode::Less;
+        // Outside the agent's reach, only a grant reads: the whole request then goes through it.
+        let outside = if less { pointers.iter().find(|p| !self.reach.covers(p)) } else { None };
+        if let (Some(pointer), None) = (outside, &action.grant) {
+            return self.deref_refused(&action, outside_reach(&self.agent_id, &self.reach, pointer));
+        }
+        let outside = outside.is_some();
         // Counts are known before reading: refuse what no budget and no grant could cover without touching a file.
         let untokened: Vec<(PointerType, u32)> = pointers.iter().map(|p| (p.ty(), 0)).collect();
         if less && action.grant.is_none() && self.meter.admit(&self.budget, &untokened).is_none() {
@@ -796,7 +885,7 @@ impl GatewayState {
         let mut via_grant = None;
         if less {
             let typed: Vec<(PointerType, u32)> = items.iter().map(|(p, n)| (p.ty(), *n)).collect();
-            match self.meter.admit(&self.budget, &typed) {
+            match self.meter.admit(&self.budget, &typed).filter(|_| !outside) {
                 Some(next) => self.meter = next,
                 None => {
                     let Some(grant_id) = &action.grant else {
@@ -871,6 +960,10 @@ impl GatewayState {
                     "{pattern} names places outside the workspace, which no issuer holds; grant patterns relative to it"
                 ),
             ));
+        }
+        let now = self.ctx.now();
+        if let Some(pattern) = spec.patterns.iter().find(|p| !self.reach.holds(p) && !self.grants.holds(p, now)) {
+            return Err(wider_than_held(&spec.id, &self.agent_id, &self.reach, pattern));
         }
         let terms = spec.terms(&self.agent_id, self.ctx.now())?;
         let grant = Grant::issue(terms, &self.ctx.secret);
