@@ -1,9 +1,9 @@
 //! `lessrt load`: the runtime under load, measured. Three parts, each on real parts (actors, SQLite, tantivy):
 //!
 //! - `gateways`: N agents (a lead's managers and their workers) each send M typed messages to their parent at the
-//!   same time, through the parent's gateway (validation, token count, budget rules, ledger, forwarding). Nothing
-//!   may be lost: the deliveries the senders were told about, the `delivered` lines of `ledger.jsonl` and N × M
-//!   must agree.
+//!   same time, through the parent's gateway (validation, token count, budget rules, ledger, archive, forwarding).
+//!   Nothing may be lost: the deliveries the senders were told about, the `delivered` lines of `ledger.jsonl`, the
+//!   raw messages in the run's archive and N × M must agree.
 //! - `memory`: C clients on one memory actor, half putting engrams, half querying, at the same time. Every
 //!   acknowledged put must be in the store afterwards.
 //! - `ingest`: a transcript of K messages archived in batches while another handle on the same store answers
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use less_agents::ScriptedFactory;
-use less_runtime::dag::{Dag, NewMessage};
+use less_runtime::dag::{Archive, Dag, NewMessage};
 use less_runtime::memory::{
     Memory, MemoryActor, MemoryArgs, MemoryMsg, Principal, PutRequest, QueryOptions, QueryRequest,
 };
@@ -206,10 +206,13 @@ async fn gateways(args: &Args, out: &Path) -> anyhow::Result<Value> {
     run.stop().await;
     let ledger = std::fs::read_to_string(out.join("ledger.jsonl")).context("the run's ledger")?;
     let on_ledger = ledger.lines().filter(|l| l.contains("\"event\":\"delivered\"")).count() as u64;
+    // Every delivered message is archived, raw, in the run's store.
+    let archived = Archive::open(&out.join("memory")).context("the run's archive")?.stats()?.messages;
     let sent = (args.agents * args.messages) as u64;
     Ok(json!({
         "agents": args.agents, "messages_per_agent": args.messages, "sent": sent, "delivered": delivered,
-        "refused": refused, "on_ledger": on_ledger, "lost": sent.saturating_sub(on_ledger.min(delivered)),
+        "refused": refused, "on_ledger": on_ledger, "archived": archived,
+        "lost": sent.saturating_sub(on_ledger.min(delivered).min(archived)),
         "seconds": elapsed.as_secs_f64(), "messages_per_s": sent as f64 / elapsed.as_secs_f64(),
         "deliver": latency(samples),
     }))

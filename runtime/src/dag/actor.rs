@@ -1,7 +1,8 @@
 //! The summarizer actors: a `SummarizerSupervisor` with one summarizer per level (session, arc, epoch).
 //!
-//! The runtime feeds the supervisor as messages are delivered (`Record`, a cast: agents never wait on it) and as
-//! sessions end (`EndSession`). The supervisor archives and indexes messages; the session summarizer summarizes
+//! The runtime feeds the supervisor as messages are delivered (through a run's bounded [`ArchiveQueue`], taken a
+//! batch at a time by `RecordQueued`) and as sessions end
+//! (`EndSession`). The supervisor archives and indexes messages; the session summarizer summarizes
 //! ended sessions (through the significance gate) and tells the supervisor, which wakes the arc summarizer, which in
 //! turn wakes the epoch summarizer. All archive work runs on blocking threads (`crate::blocking`), never on the async
 //! executor. A failed piece of work is retried with backoff (three attempts); what still fails stays pending in the
@@ -24,17 +25,62 @@ pub const ATTEMPTS: u32 = 3;
 /// Restarts of a level actor before it is left down.
 pub const MAX_LEVEL_RESTARTS: u32 = 3;
 
+/// Most messages a run's [`ArchiveQueue`] holds before a delivery waits for the archive to catch up.
+pub const ARCHIVE_BACKLOG: usize = 4096;
+
+/// The messages a run delivered and the archive has not yet taken: written by the gateways, taken by the
+/// supervisor in one transaction per batch ([`SummarizerMsg::RecordQueued`]). Bounded: a delivery waits for room
+/// ([`ArchiveQueue::push`]), so a hierarchy that delivers faster than the disk archives is slowed down, not
+/// buffered without end.
+#[derive(Debug)]
+pub struct ArchiveQueue {
+    project: String,
+    session: String,
+    pending: std::sync::Mutex<Vec<NewMessage>>,
+    room: tokio::sync::Semaphore,
+}
+
+impl ArchiveQueue {
+    /// An empty queue for a session of `project`.
+    pub fn new(project: impl Into<String>, session: impl Into<String>) -> ArchiveQueue {
+        ArchiveQueue {
+            project: project.into(),
+            session: session.into(),
+            pending: std::sync::Mutex::new(Vec::new()),
+            room: tokio::sync::Semaphore::new(ARCHIVE_BACKLOG),
+        }
+    }
+
+    /// Queues `message` once there is room, and tells `summarizers` when the queue was empty (else a
+    /// [`SummarizerMsg::RecordQueued`] is on its way already, and will take this message too).
+    pub async fn push(self: &std::sync::Arc<Self>, message: NewMessage, summarizers: &ActorRef<SummarizerMsg>) {
+        match self.room.acquire().await {
+            // Given back when the archive has taken the message.
+            Ok(permit) => permit.forget(),
+            Err(_) => return,
+        }
+        let was_empty = {
+            let mut pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            pending.push(message);
+            pending.len() == 1
+        };
+        if was_empty && let Err(err) = summarizers.send_message(SummarizerMsg::RecordQueued(self.clone())) {
+            tracing::error!(target: "less.dag", "summarizers unavailable, message not archived: {err}");
+        }
+    }
+
+    /// Takes every queued message.
+    fn take(&self) -> Vec<NewMessage> {
+        std::mem::take(&mut *self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+}
+
 /// Messages to the supervisor.
 pub enum SummarizerMsg {
-    /// Archive (and index) messages of a session.
-    Record {
-        /// The project.
-        project: String,
-        /// The session.
-        session: String,
-        /// The messages, in order.
-        messages: Vec<NewMessage>,
-    },
+    /// Archive (and index) what a run's queue holds, in one transaction.
+    RecordQueued(std::sync::Arc<ArchiveQueue>),
+    /// Archive what the queue holds, then answer: every message queued before the call is archived.
+    Sync(std::sync::Arc<ArchiveQueue>, RpcReplyPort<()>),
     /// A session ended: summarize it.
     EndSession {
         /// The project.
@@ -132,24 +178,10 @@ impl Actor for SummarizerSupervisor {
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            SummarizerMsg::Record { project, session, messages } => {
-                let now = (state.args.clock)();
-                let result = state
-                    .blocking(move |archive, index| {
-                        let counter = TokenCounter::shared(Encoding::default());
-                        let stored = archive.append(&project, &session, &messages, now, &|t| counter.count(t))?;
-                        if let Some(index) = index
-                            && let Err(err) = index_messages(index, &stored, now)
-                        {
-                            // The archive holds the messages; the index catches up when next opened.
-                            tracing::warn!(target: "less.dag", "message index behind: {err}");
-                        }
-                        Ok(())
-                    })
-                    .await?;
-                if let Err(err) = result {
-                    tracing::error!(target: "less.dag", "messages not archived: {err}");
-                }
+            SummarizerMsg::RecordQueued(queue) => state.archive_queued(&queue).await?,
+            SummarizerMsg::Sync(queue, reply) => {
+                state.archive_queued(&queue).await?;
+                let _ = reply.send(());
             }
             SummarizerMsg::EndSession { project, session } => {
                 let result = state.blocking(move |archive, _| archive.end_session(&project, &session)).await?;
@@ -221,6 +253,33 @@ impl Actor for SummarizerSupervisor {
 }
 
 impl SupervisorState {
+    /// Archives (and indexes) what `queue` holds in one transaction, then makes room for as many more.
+    async fn archive_queued(&mut self, queue: &std::sync::Arc<ArchiveQueue>) -> Result<(), ActorProcessingErr> {
+        let messages = queue.take();
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let n = messages.len();
+        let (project, session, now) = (queue.project.clone(), queue.session.clone(), (self.args.clock)());
+        let result = self
+            .blocking(move |archive, index| {
+                let counter = TokenCounter::shared(Encoding::default());
+                let stored = archive.append(&project, &session, &messages, now, &|t| counter.count(t))?;
+                if let Some(index) = index
+                    && let Err(err) = index_messages(index, &stored, now)
+                {
+                    tracing::warn!(target: "less.dag", "message index behind: {err}");
+                }
+                Ok(())
+            })
+            .await;
+        queue.room.add_permits(n);
+        if let Err(err) = result? {
+            tracing::error!(target: "less.dag", "{n} messages not archived: {err}");
+        }
+        Ok(())
+    }
+
     fn level_of(&self, cell: &ActorCell) -> Option<usize> {
         self.levels.iter().position(|(_, actor, _)| actor.get_id() == cell.get_id())
     }

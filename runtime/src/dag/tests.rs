@@ -503,7 +503,7 @@ fn transcripts_parse_or_say_what_is_wrong() {
 
 #[test]
 fn summarizer_actors_build_what_runs_record() {
-    use crate::dag::actor::{SummarizerArgs, SummarizerMsg, SummarizerSupervisor};
+    use crate::dag::actor::{ArchiveQueue, SummarizerArgs, SummarizerMsg, SummarizerSupervisor};
     use ractor::Actor;
     let dir = tempfile::tempdir().expect("succeeds");
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("succeeds");
@@ -528,13 +528,9 @@ fn summarizer_actors_build_what_runs_record() {
             };
             let (actor, handle) = Actor::spawn(None, SummarizerSupervisor, args).await.expect("succeeds");
             for s in corpus(&["alpha"], 8, 8, 9) {
+                let queue = Arc::new(ArchiveQueue::new(s.project.clone(), s.session.clone()));
                 for m in s.messages {
-                    let record = SummarizerMsg::Record {
-                        project: s.project.clone(),
-                        session: s.session.clone(),
-                        messages: vec![m],
-                    };
-                    actor.send_message(record).expect("succeeds");
+                    queue.push(m, &actor).await;
                 }
                 actor
                     .send_message(SummarizerMsg::EndSession { project: s.project.clone(), session: s.session.clone() })
@@ -637,4 +633,55 @@ fn summaries_answers_and_the_message_index_are_redacted_and_raw_messages_are_not
     let raw = dag.archive().session_messages("shop", "s1", 0).expect("succeeds");
     let all: String = raw.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n");
     assert_eq!(leaks(&all).len(), secrets.len(), "{all}");
+}
+
+/// A run's archive queue holds at most `ARCHIVE_BACKLOG` messages: past that, a delivery waits until the archive
+/// takes the queue, and then every message, the waiting one included, is archived.
+#[test]
+fn a_runs_archive_queue_is_bounded_and_loses_nothing() {
+    use crate::dag::actor::{ARCHIVE_BACKLOG, ArchiveQueue, SummarizerArgs, SummarizerMsg, SummarizerSupervisor};
+    use ractor::{Actor, ActorProcessingErr, ActorRef};
+    /// Takes nothing: what a summarizer that lags behind looks like to the queue.
+    struct Idle;
+    impl Actor for Idle {
+        type Msg = SummarizerMsg;
+        type State = ();
+        type Arguments = ();
+        async fn pre_start(&self, _: ActorRef<SummarizerMsg>, _: ()) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+    }
+    let dir = tempfile::tempdir().expect("succeeds");
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("succeeds");
+    rt.block_on(async {
+        let args = SummarizerArgs {
+            dir: dir.path().to_owned(),
+            condenser: Condenser::new(DagConfig::default(), Arc::new(Extractive)),
+            clock: Arc::new(|| 0),
+            index: false,
+        };
+        let (archive, archive_handle) = Actor::spawn(None, SummarizerSupervisor, args).await.expect("succeeds");
+        let (idle, idle_handle) = Actor::spawn(None, Idle, ()).await.expect("succeeds");
+        let queue = Arc::new(ArchiveQueue::new("p", "s"));
+        let say = |i: usize| NewMessage { role: "dev".into(), content: format!("message {i}"), name: None, at: None };
+        for i in 0..ARCHIVE_BACKLOG {
+            queue.push(say(i), &idle).await;
+        }
+        let (q, idle2) = (queue.clone(), idle.clone());
+        let waiting = tokio::spawn(async move { q.push(say(ARCHIVE_BACKLOG), &idle2).await });
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(!waiting.is_finished(), "a full queue makes the next delivery wait");
+        // The archive takes the queue: room again, the waiting message goes in, and a second sync archives it.
+        ractor::call!(archive, SummarizerMsg::Sync, queue.clone()).expect("succeeds");
+        waiting.await.expect("the waiting delivery goes on");
+        ractor::call!(archive, SummarizerMsg::Sync, queue.clone()).expect("succeeds");
+        archive.stop(None);
+        idle.stop(None);
+        archive_handle.await.expect("succeeds");
+        idle_handle.await.expect("succeeds");
+    });
+    let archive = Archive::open(dir.path()).expect("succeeds");
+    let messages = archive.session_messages("p", "s", 0).expect("succeeds");
+    assert_eq!(messages.len(), ARCHIVE_BACKLOG + 1);
+    assert!(messages.iter().enumerate().all(|(i, m)| m.content == format!("message {i}")), "in order");
 }

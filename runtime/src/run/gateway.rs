@@ -608,7 +608,7 @@ impl Actor for GatewayActor {
                     MAX_RESTARTS + 1,
                     RESTART_WINDOW
                 );
-                state.send_escalation(&state.agent_id.clone(), &reason, None);
+                state.send_escalation(&state.agent_id.clone(), &reason, None).await;
                 return Ok(());
             }
             state.restarts.push(now);
@@ -650,7 +650,7 @@ impl GatewayState {
         let (doc, value) = match (verdict, checked) {
             (Ok(()), Ok(checked)) => checked,
             (Err(violation), _) | (Ok(()), Err(violation)) => {
-                self.refuse(&envelope, n_tokens, &violation);
+                self.refuse(&envelope, n_tokens, &violation).await;
                 return Err(violation);
             }
         };
@@ -672,7 +672,7 @@ impl GatewayState {
             tracing::info!(target: "less.engram.put", id = %engram.id, kind = ?engram.kind, from = %envelope.from);
         }
         let (doc, value) = (Arc::new(doc), Arc::new(value));
-        self.record_delivery(&envelope, &doc, &value, n_tokens);
+        self.record_delivery(&envelope, &doc, &value, n_tokens).await;
         self.forward(&envelope, &doc, &value);
         Ok(n_tokens)
     }
@@ -716,7 +716,7 @@ impl GatewayState {
     }
 
     /// Records a delivery; `value` is `doc`'s JSON, made once per delivery.
-    fn record_delivery(&self, envelope: &Envelope, doc: &Arc<Document>, value: &Arc<Value>, n_tokens: u32) {
+    async fn record_delivery(&self, envelope: &Envelope, doc: &Arc<Document>, value: &Arc<Value>, n_tokens: u32) {
         self.ctx.record(Event::Delivered {
             from: envelope.from.clone(),
             to: envelope.to.clone(),
@@ -730,7 +730,7 @@ impl GatewayState {
         });
         let content = if envelope.wire.is_empty() { value.to_string() } else { envelope.wire.clone() };
         self.ctx.resolver.send_message(ResolverMsg::Remember(envelope.msg_id.clone(), value.clone())).ok();
-        self.ctx.archive(&envelope.from, content);
+        self.ctx.archive(&envelope.from, content).await;
     }
 
     /// Hands a delivered document to the agent and remembers it for a restart. In a baseline run the agent gets what
@@ -756,7 +756,7 @@ impl GatewayState {
         }
     }
 
-    fn refuse(&mut self, envelope: &Envelope, n_tokens: u32, violation: &Violation) {
+    async fn refuse(&mut self, envelope: &Envelope, n_tokens: u32, violation: &Violation) {
         tracing::info!(target: "less.budget.reject", from = %envelope.from, to = %envelope.to, code = %violation.code);
         // The refused document stays reachable (sam:msg:<id>) for whoever handles the escalation.
         if let Ok(doc) = envelope.doc.to_value() {
@@ -786,7 +786,7 @@ impl GatewayState {
                 "{} was refused twice by {}'s gateway ({}): {}",
                 envelope.from, self.agent_id, violation.code, violation.message
             );
-            self.send_escalation(&envelope.from, &reason, Some(&envelope.msg_id));
+            self.send_escalation(&envelope.from, &reason, Some(&envelope.msg_id)).await;
         }
     }
 
@@ -800,7 +800,7 @@ impl GatewayState {
 
     /// Writes an escalation about `about` to its parent. It is recorded here, before this gateway answers, so the
     /// ledger order does not depend on delivery timing; the parent's gateway only forwards it.
-    fn send_escalation(&mut self, about: &str, reason: &str, refused_msg: Option<&str>) {
+    async fn send_escalation(&mut self, about: &str, reason: &str, refused_msg: Option<&str>) {
         let Some(parent) = self.ctx.scenario.agent(about).and_then(|a| a.parent.clone()) else { return };
         let from = format!("{}-gw", self.agent_id);
         let msg_id = self.ctx.next_msg_id(&from);
@@ -841,7 +841,7 @@ impl GatewayState {
             restated: Vec::new(),
         };
         let (doc, value) = (Arc::new(doc), Arc::new(value));
-        self.record_delivery(&envelope, &doc, &value, n_tokens);
+        self.record_delivery(&envelope, &doc, &value, n_tokens).await;
         if parent == self.agent_id {
             self.forward(&envelope, &doc, &value);
         } else if let Some(gateway) = self.ctx.directory.get(&parent) {

@@ -87,6 +87,8 @@ pub struct RunContext {
     pub(crate) memory: ActorRef<MemoryMsg>,
     /// The summarizers: every delivered message is archived, and the run is one session.
     pub(crate) summarizers: ActorRef<SummarizerMsg>,
+    /// Delivered messages on their way to the archive (bounded: a delivery waits when the archive lags).
+    pub(crate) archive_queue: Arc<crate::dag::actor::ArchiveQueue>,
     pub(crate) factory: Arc<dyn AgentFactory>,
     /// The frozen clock of [`RunOptions::frozen_clock`], if any.
     pub(crate) clock: Option<time::OffsetDateTime>,
@@ -106,18 +108,12 @@ impl RunContext {
         format!("{}:{}", self.session_base, self.mode.as_str())
     }
 
-    /// Archives a delivered message (fire and forget: agents never wait on the summarizers).
-    pub(crate) fn archive(&self, from: &str, content: String) {
+    /// Archives a delivered message: queued for the summarizers, which take the queue in one transaction. Waits
+    /// only when [`crate::dag::actor::ARCHIVE_BACKLOG`] messages are queued already.
+    pub(crate) async fn archive(&self, from: &str, content: String) {
         let role = self.scenario.agent(from).map(|a| a.role.clone()).unwrap_or_else(|| from.to_owned());
         let message = crate::dag::NewMessage { role, content, name: Some(from.to_owned()), at: None };
-        let record = SummarizerMsg::Record {
-            project: self.scenario.project.clone(),
-            session: self.session(),
-            messages: vec![message],
-        };
-        if let Err(err) = self.summarizers.send_message(record) {
-            tracing::error!("summarizers unavailable: {err}");
-        }
+        self.archive_queue.push(message, &self.summarizers).await;
     }
 
     /// Who `agent` is to the memory: its role, the scenario's project, this run, the agents below it, and whether it

@@ -20,7 +20,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::dag::actor::{SummarizerArgs, SummarizerMsg, SummarizerSupervisor};
+use crate::dag::actor::{ArchiveQueue, SummarizerArgs, SummarizerMsg, SummarizerSupervisor};
 use crate::dag::{BuildReport, Condenser, DagConfig, Extractive, Summarizer};
 use crate::memory::{MemoryActor, MemoryArgs, system_clock};
 use crate::resolver::Resolver;
@@ -222,12 +222,16 @@ impl LocalRun {
         )
         .await
         .map_err(|e| fail("memory", &e))?;
+        let session_base = match options.pinned {
+            Some(pinned) => format!("{}@{}", scenario.name, pinned.clock.unix_timestamp()),
+            None => run_id.clone(),
+        };
+        let archive_queue =
+            Arc::new(ArchiveQueue::new(scenario.project.clone(), format!("{session_base}:{}", mode.as_str())));
         let ctx = Arc::new(RunContext {
             run_id: run_id.clone(),
-            session_base: match options.pinned {
-                Some(pinned) => format!("{}@{}", scenario.name, pinned.clock.unix_timestamp()),
-                None => run_id.clone(),
-            },
+            session_base,
+            archive_queue,
             mode,
             scenario: scenario.clone(),
             secret: match options.pinned {
@@ -344,6 +348,9 @@ impl LocalRun {
     /// everything pending: the run's messages are archived and, past the significance gate, summarized.
     pub async fn end_session(&self) -> crate::Result<BuildReport> {
         let ctx = &self.ctx;
+        // The queued messages go in before the session ends (it would summarize without them).
+        let queue = ctx.archive_queue.clone();
+        ctx.summarizers.send_message(SummarizerMsg::RecordQueued(queue)).map_err(|e| fail("summarizers", &e))?;
         let end = SummarizerMsg::EndSession { project: ctx.scenario.project.clone(), session: ctx.session() };
         ctx.summarizers.send_message(end).map_err(|e| fail("summarizers", &e))?;
         match ctx.summarizers.call(SummarizerMsg::Drain, Some(SUMMARY_TIMEOUT)).await {
@@ -353,10 +360,15 @@ impl LocalRun {
         }
     }
 
-    /// Stops the tree: the supervisor stops its linked children, and each gateway its agent. The ledger first
-    /// writes out every event recorded before the call (a stop drops what is still in a mailbox, and an event of a
-    /// delivery that was acknowledged must not be among them).
+    /// Stops the tree: the supervisor stops its linked children, and each gateway its agent. The archive first takes
+    /// every delivered message still queued, and the ledger writes out every event recorded before the call (a stop
+    /// drops what is still in a mailbox, and nothing of a delivery that was acknowledged may be among it).
     pub async fn stop(self) {
+        // Every delivered message is archived before the summarizers stop, and every event written.
+        let queue = self.ctx.archive_queue.clone();
+        if let Err(err) = ractor::call!(self.ctx.summarizers, SummarizerMsg::Sync, queue) {
+            tracing::error!("the archive did not take the run's last messages before the run stopped: {err}");
+        }
         if let Err(err) = ractor::call!(self.ctx.ledger, TokenLedgerMsg::Flush) {
             tracing::error!("the ledger did not flush before the run stopped: {err}");
         }

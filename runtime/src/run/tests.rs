@@ -81,6 +81,7 @@ async fn harness_in(mode: WireMode, budget_toml: &str) -> Harness {
         ledger,
         memory,
         summarizers,
+        archive_queue: Arc::new(crate::dag::actor::ArchiveQueue::new("demo", "h")),
         factory: Arc::new(RecorderFactory(seen.clone())),
         clock: None,
         n_msgs: Default::default(),
