@@ -28,7 +28,7 @@ use crate::run::agent::{ActRequest, AgentFactory};
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg, MAX_RESTARTS};
 use crate::run::ledger::{Event, TokenLedger, TokenLedgerArgs, TokenLedgerMsg};
 use crate::run::report::RunReport;
-use crate::run::resolver_actor::ResolverActor;
+use crate::run::resolver_actor::{ResolverActor, ResolverArgs};
 use crate::run::wire::Envelope;
 use crate::run::{Directory, RunContext, fresh_secret};
 use less_contract::{Error, ErrorCode, Violation};
@@ -158,14 +158,6 @@ impl LocalRun {
         let (supervisor, supervisor_handle) =
             Actor::spawn(None, RunSupervisor, failed.clone()).await.map_err(|e| fail("supervisor", &e))?;
         let resolver = Resolver::new(&scenario.workspace).map_err(|v| fail("workspace", &v))?;
-        let (resolver, _) = Actor::spawn_linked(
-            Some(format!("{run_id}:{}:resolver", mode.as_str())),
-            ResolverActor,
-            resolver,
-            supervisor.get_cell(),
-        )
-        .await
-        .map_err(|e| fail("resolver", &e))?;
         let ledger_args =
             TokenLedgerArgs { out_dir: options.out_dir.clone(), trace: options.trace, run_id: run_id.clone() };
         let (ledger, _) = Actor::spawn_linked(
@@ -187,6 +179,15 @@ impl LocalRun {
                 (scratch.keep(), true)
             }
         };
+        let resolver_args = ResolverArgs { resolver, sam_path: Some(memory_dir.join("sam.sqlite")) };
+        let (resolver, _) = Actor::spawn_linked(
+            Some(format!("{run_id}:{}:resolver", mode.as_str())),
+            ResolverActor,
+            resolver_args,
+            supervisor.get_cell(),
+        )
+        .await
+        .map_err(|e| fail("resolver", &e))?;
         let summarizer_args = SummarizerArgs {
             dir: memory_dir.clone(),
             condenser: Condenser::new(

@@ -11,7 +11,7 @@ use super::*;
 use crate::run::agent::{ActRequest, Agent, AgentFactory, AgentFuture, TurnInput};
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg};
 use crate::run::ledger::{Event, TokenLedger, TokenLedgerArgs, TokenLedgerMsg};
-use crate::run::resolver_actor::ResolverActor;
+use crate::run::resolver_actor::{ResolverActor, ResolverArgs};
 use crate::run::wire::{Action, DerefAction, Document, Draft, Envelope, EnvelopeKind};
 use crate::{Pointer, Resolver};
 use less_contract::{ErrorCode, Scenario, WireMode};
@@ -51,9 +51,8 @@ async fn harness_in(mode: WireMode, budget_toml: &str) -> Harness {
         "name = \"h\"\n{budget_toml}\n[[agents]]\nid = \"lead\"\nrole = \"lead\"\n[[agents]]\nid = \"dev\"\nrole = \"dev\"\nparent = \"lead\"\n"
     );
     let scenario = Arc::new(Scenario::from_toml(&toml, workspace.path()).expect("scenario"));
-    let (resolver, _) = Actor::spawn(None, ResolverActor, Resolver::new(workspace.path()).expect("resolver"))
-        .await
-        .expect("resolver actor");
+    let args = ResolverArgs { resolver: Resolver::new(workspace.path()).expect("resolver"), sam_path: None };
+    let (resolver, _) = Actor::spawn(None, ResolverActor, args).await.expect("resolver actor");
     let (ledger, _) =
         Actor::spawn(None, TokenLedger, TokenLedgerArgs { out_dir: None, trace: false, run_id: "h".to_owned() })
             .await
