@@ -40,7 +40,7 @@ pub use agent::{
     Agent, AgentFactory, AgentFuture, DEFAULT_TURN_LIMIT, DecideInput, Decision, Done, GrantAsk, ModelUsage, Outcome,
     TurnInput, agent_in_turn,
 };
-pub use gateway::{DerefMeter, GrantBook, GrantLeft};
+pub use gateway::{DerefMeter, GrantBook, GrantLeft, pattern_covers};
 pub use grade::{Answer, TaskReport, TaskVerdict, covers, states};
 pub use ledger::Event;
 pub use report::{CheckResult, CheckStatus, ModelSpend, RoleReport, RunReport, TokenStats};
