@@ -17,7 +17,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use less_runtime::dag::{Archive, Condenser, Dag, DagConfig, Extractive, index_dir};
+use less_runtime::dag::{Archive, Dag, index_dir};
 use less_runtime::memory::Memory;
 use less_runtime::run::RunReport;
 use less_runtime::{ErrorCode, Violation};
@@ -64,7 +64,11 @@ pub(crate) fn router(served: Arc<Served>) -> axum::Router {
         .route("/api/dag/query", get(dag_query))
         .route("/api/stream", get(stream))
         .fallback(|| async {
-            ApiError::new(StatusCode::NOT_FOUND, ErrorCode::ArgumentInvalid, "no such page; the API is under /api/ (see the README's table)")
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                ErrorCode::ArgumentInvalid,
+                "no such page; the API is under /api/ (see the README's table)",
+            )
         })
         .with_state(served)
 }
@@ -123,10 +127,35 @@ impl IntoResponse for ApiError {
 type ApiResult = Result<Json<Value>, ApiError>;
 
 /// Runs the work of a request on the blocking pool (files, SQLite, tantivy), never on the executor.
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(work).await.unwrap_or_else(|err| {
-        Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::RunFailed, format!("the request failed: {err}")))
+        Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::RunFailed,
+            format!("the request failed: {err}"),
+        ))
     })
+}
+
+/// A request's query parameters; ones that do not parse are a 400 with `LESS_ARGUMENT_INVALID`, in JSON like every
+/// other refusal.
+struct Params<T>(T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> axum::extract::FromRequestParts<S> for Params<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, ApiError> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(value)) => Ok(Params(value)),
+            Err(rejection) => Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::ArgumentInvalid,
+                format!("{}; the README's API table lists each endpoint's parameters", rejection.body_text()),
+            )),
+        }
+    }
 }
 
 /// The `run` parameter every run-scoped endpoint takes.
@@ -195,7 +224,7 @@ async fn runs(State(served): State<Arc<Served>>) -> ApiResult {
 }
 
 /// `GET /api/run`: the run's report, manifest, hierarchy with budget meters, and counts.
-async fn run(State(served): State<Arc<Served>>, Query(param): Query<RunParam>) -> ApiResult {
+async fn run(State(served): State<Arc<Served>>, Params(param): Params<RunParam>) -> ApiResult {
     blocking(move || {
         let loaded = load(&served, param.run.as_deref())?;
         let finished = loaded.report.is_some();
@@ -238,7 +267,7 @@ struct EventsParam {
 }
 
 /// `GET /api/events`: the ledger's events as written (`ledger.jsonl`), each with its `seq`.
-async fn events(State(served): State<Arc<Served>>, Query(param): Query<EventsParam>) -> ApiResult {
+async fn events(State(served): State<Arc<Served>>, Params(param): Params<EventsParam>) -> ApiResult {
     blocking(move || {
         let loaded = load(&served, param.run.as_deref())?;
         let from = param.from.unwrap_or(0);
@@ -248,7 +277,9 @@ async fn events(State(served): State<Arc<Served>>, Query(param): Query<EventsPar
             .enumerate()
             .skip(from)
             .map(|(seq, e)| (seq, serde_json::to_value(e).unwrap_or(Value::Null)))
-            .filter(|(_, v)| param.event.as_deref().is_none_or(|want| v.get("event").and_then(Value::as_str) == Some(want)))
+            .filter(|(_, v)| {
+                param.event.as_deref().is_none_or(|want| v.get("event").and_then(Value::as_str) == Some(want))
+            })
             .map(|(seq, mut v)| {
                 if let Some(object) = v.as_object_mut() {
                     object.insert("seq".to_owned(), json!(seq));
@@ -263,7 +294,7 @@ async fn events(State(served): State<Arc<Served>>, Query(param): Query<EventsPar
 
 /// `GET /api/timeline`: every event as the trace line `lessrt run` printed, with its pointers, its code, and for a
 /// denied deref the grant that would have covered it.
-async fn timeline(State(served): State<Arc<Served>>, Query(param): Query<EventsParam>) -> ApiResult {
+async fn timeline(State(served): State<Arc<Served>>, Params(param): Params<EventsParam>) -> ApiResult {
     blocking(move || {
         let loaded = load(&served, param.run.as_deref())?;
         let items: Vec<view::TimelineItem> = view::timeline(&loaded.events, loaded.manifest.as_ref())
@@ -286,7 +317,7 @@ struct EngramsParam {
 }
 
 /// `GET /api/engrams`: every engram delivered, in delivery order, filtered by kind, role (the sender's) and scope.
-async fn engrams(State(served): State<Arc<Served>>, Query(param): Query<EngramsParam>) -> ApiResult {
+async fn engrams(State(served): State<Arc<Served>>, Params(param): Params<EngramsParam>) -> ApiResult {
     blocking(move || {
         const KINDS: [&str; 8] = ["fact", "decision", "risk", "todo", "test", "diff", "contract", "summary"];
         if let Some(kind) = param.kind.as_deref().filter(|k| !k.is_empty() && !KINDS.contains(k)) {
@@ -296,7 +327,9 @@ async fn engrams(State(served): State<Arc<Served>>, Query(param): Query<EngramsP
                 format!("kind {kind:?} is not an engram kind; use one of {}", KINDS.join(", ")),
             ));
         }
-        if let Some(scope) = param.scope.as_deref().filter(|s| !s.is_empty() && !["run", "project", "org", "global"].contains(s)) {
+        if let Some(scope) =
+            param.scope.as_deref().filter(|s| !s.is_empty() && !["run", "project", "org", "global"].contains(s))
+        {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
                 ErrorCode::ArgumentInvalid,
@@ -323,7 +356,7 @@ async fn engrams(State(served): State<Arc<Served>>, Query(param): Query<EngramsP
 }
 
 /// `GET /api/briefs`: the SharedBriefMicro each agent received, in delivery order, and the grants delivered.
-async fn briefs(State(served): State<Arc<Served>>, Query(param): Query<RunParam>) -> ApiResult {
+async fn briefs(State(served): State<Arc<Served>>, Params(param): Params<RunParam>) -> ApiResult {
     blocking(move || {
         let loaded = load(&served, param.run.as_deref())?;
         let briefs = view::briefs(&loaded.events);
@@ -332,9 +365,14 @@ async fn briefs(State(served): State<Arc<Served>>, Query(param): Query<RunParam>
             .iter()
             .enumerate()
             .filter_map(|(seq, e)| match e {
-                less_runtime::run::Event::Delivered { from, to, msg_id, kind: less_runtime::run::EnvelopeKind::Grant, doc, .. } => {
-                    Some(json!({"seq": seq, "msg_id": msg_id, "from": from, "to": to, "grant": doc.to_value()}))
-                }
+                less_runtime::run::Event::Delivered {
+                    from,
+                    to,
+                    msg_id,
+                    kind: less_runtime::run::EnvelopeKind::Grant,
+                    doc,
+                    ..
+                } => Some(json!({"seq": seq, "msg_id": msg_id, "from": from, "to": to, "grant": doc.to_value()})),
                 _ => None,
             })
             .collect();
@@ -353,7 +391,7 @@ struct DerefParam {
 }
 
 /// `GET /api/deref?pointer=…`: the pointer resolved in the run's workspace.
-async fn deref(State(served): State<Arc<Served>>, Query(param): Query<DerefParam>) -> ApiResult {
+async fn deref(State(served): State<Arc<Served>>, Params(param): Params<DerefParam>) -> ApiResult {
     blocking(move || {
         let Some(pointer) = param.pointer.filter(|p| !p.trim().is_empty()) else {
             return Err(ApiError::new(
@@ -390,7 +428,7 @@ async fn deref(State(served): State<Arc<Served>>, Query(param): Query<DerefParam
 }
 
 /// `GET /api/compare`: LESS against the baselines of the same scenario that finished, per role.
-async fn compare(State(served): State<Arc<Served>>, Query(param): Query<RunParam>) -> ApiResult {
+async fn compare(State(served): State<Arc<Served>>, Params(param): Params<RunParam>) -> ApiResult {
     blocking(move || {
         let run = pick(&served, param.run.as_deref())?;
         let Some(scenario_dir) = run.dir.parent() else {
@@ -403,8 +441,11 @@ async fn compare(State(served): State<Arc<Served>>, Query(param): Query<RunParam
         let Some(less) = report("less") else {
             return Ok(Json(json!({"comparisons": [], "note": "no finished LESS run beside this one"})));
         };
-        let comparisons: Vec<Value> =
-            ["verbatim", "verbatim-whole"].iter().filter_map(|mode| report(mode)).map(|b| view::compare(&less, &b)).collect();
+        let comparisons: Vec<Value> = ["verbatim", "verbatim-whole"]
+            .iter()
+            .filter_map(|mode| report(mode))
+            .map(|b| view::compare(&less, &b))
+            .collect();
         Ok(Json(json!({"scenario": less.scenario, "comparisons": comparisons})))
     })
     .await
@@ -434,7 +475,7 @@ struct DagParam {
 
 /// `GET /api/dag`: the archive's top nodes (epochs, arcs, sessions), or one node with its children (a session's are
 /// its messages).
-async fn dag(State(served): State<Arc<Served>>, Query(param): Query<DagParam>) -> ApiResult {
+async fn dag(State(served): State<Arc<Served>>, Params(param): Params<DagParam>) -> ApiResult {
     blocking(move || {
         let run = pick(&served, param.run.as_deref())?;
         let dir = store_of(&served, &run)?;
@@ -473,7 +514,11 @@ async fn dag(State(served): State<Arc<Served>>, Query(param): Query<DagParam>) -
 /// The archive of the store in `dir`, to read.
 fn open_archive(dir: &Path) -> Result<Archive, ApiError> {
     Archive::open(dir).map_err(|err| {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::StoreFailed, format!("cannot open the archive: {err}"))
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::StoreFailed,
+            format!("cannot open the archive: {err}"),
+        )
     })
 }
 
@@ -486,10 +531,14 @@ struct QueryParam {
 }
 
 /// `GET /api/dag/query?q=…`: a bounded answer from the archived messages, citing them (`expand_query`).
-async fn dag_query(State(served): State<Arc<Served>>, Query(param): Query<QueryParam>) -> ApiResult {
+async fn dag_query(State(served): State<Arc<Served>>, Params(param): Params<QueryParam>) -> ApiResult {
     blocking(move || {
         let Some(question) = param.q.filter(|q| !q.trim().is_empty()) else {
-            return Err(ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::ArgumentInvalid, "no question: pass ?q=<words>"));
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::ArgumentInvalid,
+                "no question: pass ?q=<words>",
+            ));
         };
         let max_tokens = param.max_tokens.unwrap_or(400);
         if !(16..=8000).contains(&max_tokens) {
@@ -504,8 +553,7 @@ async fn dag_query(State(served): State<Arc<Served>>, Query(param): Query<QueryP
         let failed = |err: String| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::StoreFailed, err);
         // Hash recall only: without the model a query never embeds the archive's claims into the store.
         let index = Memory::open_without_model(&index_dir(&dir)).map_err(|e| failed(e.to_string()))?;
-        let mut dag = Dag::open_with(&dir, Condenser::new(DagConfig::default(), Arc::new(Extractive)), index)
-            .map_err(|e| failed(e.to_string()))?;
+        let mut dag = Dag::open_to_read(&dir, index).map_err(|e| failed(e.to_string()))?;
         let answer = dag.expand_query(&question, max_tokens, None).map_err(|e| failed(e.to_string()))?;
         Ok(Json(redacted(serde_json::to_value(answer).unwrap_or(Value::Null))))
     })
@@ -524,7 +572,7 @@ struct StreamParam {
 /// `report` (the mode finished), `reset` (a new run started in the directory: start again).
 async fn stream(
     State(served): State<Arc<Served>>,
-    Query(param): Query<StreamParam>,
+    Params(param): Params<StreamParam>,
     headers: HeaderMap,
 ) -> Result<Sse<impl futures_util::Stream<Item = Result<SseEvent, std::convert::Infallible>>>, ApiError> {
     let picked = {
@@ -565,16 +613,7 @@ struct Tail {
 impl Tail {
     fn new(dir: PathBuf, from: usize, poll: Duration) -> Tail {
         let started_at = Manifest::read(&dir).map(|m| m.started_at);
-        Tail {
-            dir,
-            offset: 0,
-            seq: 0,
-            skip: from,
-            started_at,
-            report_sent: false,
-            pending: Default::default(),
-            poll,
-        }
+        Tail { dir, offset: 0, seq: 0, skip: from, started_at, report_sent: false, pending: Default::default(), poll }
     }
 
     /// The next event to send, waiting for one.
@@ -612,11 +651,14 @@ impl Tail {
                             .map(|t| t.trim_start().to_owned())
                             .unwrap_or_default();
                         let data = redacted(json!({"seq": seq, "event": event, "text": text}));
-                        self.pending.push_back(SseEvent::default().event("ledger").id(seq.to_string()).data(data.to_string()));
+                        self.pending
+                            .push_back(SseEvent::default().event("ledger").id(seq.to_string()).data(data.to_string()));
                     }
                     if report && !self.report_sent {
                         self.report_sent = true;
-                        self.pending.push_back(SseEvent::default().event("report").data(json!({"events": self.seq}).to_string()));
+                        self.pending.push_back(
+                            SseEvent::default().event("report").data(json!({"events": self.seq}).to_string()),
+                        );
                     }
                 }
                 Err(_) => {}
@@ -675,8 +717,20 @@ fn read_tail(dir: &Path, offset: u64, started_at: Option<&str>) -> Grown {
 /// Keys whose values are identifiers or digests, never free text: left as they are (a digest is a long hex run,
 /// which the redaction would take for a secret).
 const VERBATIM_KEYS: [&str; 14] = [
-    "digest", "pinned", "id", "msg_id", "brief_id", "grant_id", "request_id", "seq", "superseded_by", "supersedes",
-    "contradictions", "returned", "via_grant", "answers",
+    "digest",
+    "pinned",
+    "id",
+    "msg_id",
+    "brief_id",
+    "grant_id",
+    "request_id",
+    "seq",
+    "superseded_by",
+    "supersedes",
+    "contradictions",
+    "returned",
+    "via_grant",
+    "answers",
 ];
 
 /// `value` with every string redacted (secrets and IP addresses, as the DAG and the context ledger redact), but

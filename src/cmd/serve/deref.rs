@@ -148,7 +148,8 @@ impl RunSam {
                 let id = engram.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
                 let kind = engram.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
                 index.insert(("engram".to_owned(), id.clone()), text.clone());
-                for tag in engram.get("tags").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+                for tag in engram.get("tags").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str)
+                {
                     index.insert((kind.clone(), tag.to_owned()), text.clone());
                 }
                 index.insert((kind, id), text);

@@ -131,8 +131,7 @@ pub(crate) async fn start(
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr().context("the listener's address")?;
     let router = api::router(Arc::new(served));
-    let server =
-        tokio::spawn(async move { axum::serve(listener, router).await.context("HTTP server") });
+    let server = tokio::spawn(async move { axum::serve(listener, router).await.context("HTTP server") });
     Ok((bound, server))
 }
 

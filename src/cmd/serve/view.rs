@@ -507,8 +507,13 @@ fn denied_cover(agent: &str, pointers: &[String], grants: &[(String, Value)], ma
         .iter()
         .filter(|(grantee, _)| grantee == agent)
         .filter(|(_, grant)| {
-            let patterns: Vec<&str> =
-                grant.get("patterns").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+            let patterns: Vec<&str> = grant
+                .get("patterns")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
             !parsed.is_empty() && parsed.iter().all(|p| patterns.iter().any(|pattern| pattern_covers(pattern, p)))
         })
         .map(|(_, grant)| {
@@ -574,7 +579,10 @@ pub(crate) fn counts(events: &[Event]) -> BTreeMap<&'static str, usize> {
         };
         *counts.entry(key).or_default() += 1;
     }
-    counts.insert("engrams", events.iter().map(|e| if let Event::Delivered { doc, .. } = e { doc.engrams().len() } else { 0 }).sum());
+    counts.insert(
+        "engrams",
+        events.iter().map(|e| if let Event::Delivered { doc, .. } = e { doc.engrams().len() } else { 0 }).sum(),
+    );
     counts.insert("events", events.len());
     counts
 }

@@ -335,7 +335,7 @@ async function renderTimeline() {
 // ---------- pointer click-through ----------
 
 async function openPointer(text, digest, opener) {
-  state.opener = opener || null;
+  state.opener = opener ? locate(opener) : null;
   document.querySelectorAll('.ptr[aria-pressed="true"]').forEach((b) => b.setAttribute("aria-pressed", "false"));
   if (opener) opener.setAttribute("aria-pressed", "true");
   const view = clear(document.getElementById("pointer-view"));
@@ -374,11 +374,28 @@ async function openPointer(text, digest, opener) {
   }
 }
 
+// Escape in the pointer panel goes back to the pointer that opened it (found again if a refresh redrew it).
 document.addEventListener("keydown", (event) => {
-  if (event.key === "Escape" && state.opener && document.getElementById("pointer").contains(document.activeElement)) {
-    state.opener.focus();
+  if (event.key !== "Escape" || !state.opener || !document.getElementById("pointer").contains(document.activeElement)) return;
+  let target = state.opener.element;
+  if (!target.isConnected) {
+    const within = state.opener.scope ? document.querySelector(state.opener.scope) : document;
+    target = (within || document).querySelector(`.ptr[data-pointer="${CSS.escape(state.opener.pointer)}"]`);
   }
+  if (target) target.focus();
 });
+
+// Where a pointer button sits, to find it again after a redraw.
+function locate(button) {
+  const holder = button.closest("[data-brief], [data-engram], [data-seq]");
+  let scope = null;
+  if (holder) {
+    for (const key of ["brief", "engram", "seq"]) {
+      if (holder.dataset[key] !== undefined) scope = `[data-${key}="${CSS.escape(holder.dataset[key])}"]`;
+    }
+  }
+  return { element: button, pointer: button.dataset.pointer, scope };
+}
 
 // ---------- memory ----------
 
@@ -486,7 +503,13 @@ function connect() {
     if (!state.finished) status.textContent = `live · ${state.events} events`;
     scheduleRefresh();
   });
-  source.addEventListener("report", () => { scheduleRefresh(); loadRuns(); renderDag(); });
+  // A finished run's stream says `report` at once: the page has it already.
+  source.addEventListener("report", () => {
+    if (state.finished) return;
+    scheduleRefresh();
+    loadRuns();
+    renderDag();
+  });
   source.addEventListener("reset", () => { state.events = 0; scheduleRefresh(); renderDag(); });
 }
 
