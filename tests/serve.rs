@@ -45,13 +45,17 @@ impl Server {
                 }
             }
         });
+        // Held from here on, so a failure below still stops the process (on drop).
+        let mut server = Server { child, addr: String::new(), stderr: rx };
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let line =
-                rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("lessrt {args:?} said nothing"));
+            let line = server
+                .stderr
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("lessrt {args:?} said nothing"));
             if let Some(at) = line.find("http://") {
-                let addr = line[at + 7..].split('/').next().unwrap_or_default().to_owned();
-                return Server { child, addr, stderr: rx };
+                server.addr = line[at + 7..].split('/').next().unwrap_or_default().to_owned();
+                return server;
             }
             assert!(Instant::now() < deadline, "lessrt {args:?} did not say where it listens");
         }
@@ -185,8 +189,7 @@ fn the_api_serves_a_uc1_run_as_its_ledger_and_report_have_it() {
     assert_eq!(programmer["parent"], "manager");
     let last_delivered = events
         .iter()
-        .filter(|e| e["event"] == "delivered" && e["from"] == "programmer")
-        .next_back()
+        .rfind(|e| e["event"] == "delivered" && e["from"] == "programmer")
         .expect("the programmer delivered");
     let per_turn = report["roles"]["programmer"]["per_turn"].as_array().expect("per_turn");
     assert_eq!(programmer["meter"]["last_turn_tokens"], *per_turn.last().expect("a turn"));
@@ -418,10 +421,10 @@ fn the_live_stream_follows_the_ledger_as_it_is_written() {
         for line in reader.lines().map_while(Result::ok) {
             if let Some(event) = line.strip_prefix("event:") {
                 name = event.trim().to_owned();
-            } else if let Some(data) = line.strip_prefix("data:") {
-                if tx.send((name.clone(), data.trim().to_owned(), Instant::now())).is_err() {
-                    break;
-                }
+            } else if let Some(data) = line.strip_prefix("data:")
+                && tx.send((name.clone(), data.trim().to_owned(), Instant::now())).is_err()
+            {
+                break;
             }
         }
     });
@@ -523,12 +526,9 @@ fn the_page_of_a_uc1_run_in_a_real_browser() {
         browser.find(&format!(".agent[data-role='{role}']"));
     }
     let per_turn = report["roles"]["programmer"]["per_turn"].as_array().expect("per_turn");
-    let cap = events
-        .iter()
-        .filter(|e| e["event"] == "delivered" && e["from"] == "programmer")
-        .next_back()
-        .expect("sent")["max_tokens"]
-        .clone();
+    let cap =
+        events.iter().rfind(|e| e["event"] == "delivered" && e["from"] == "programmer").expect("sent")["max_tokens"]
+            .clone();
     let inline = browser.text(&browser.find("#agent-programmer [data-meter='inline tokens, last turn'] .value"));
     assert_eq!(inline, format!("{} / {} tok", per_turn.last().expect("a turn"), cap));
     let spans = browser.text(&browser.find("#agent-programmer [data-meter='repo spans'] .value"));
