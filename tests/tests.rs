@@ -4,6 +4,8 @@
 mod attacks;
 /// `lessrt bench`: every scenario in both modes, graded tasks, the bench files, the README's table.
 mod bench;
+/// A real browser (headless chromium through chromedriver) for the tests of `lessrt serve`.
+mod browser;
 /// The `lessrt` command line, run as a user runs it: exit codes, output lines, JSON reports.
 mod cli;
 /// `lessrt compact` and `lessrt eval context`: the context ledger from the command line.
@@ -16,5 +18,7 @@ mod mcp;
 mod regression;
 /// The runtime through its actors: gateway rules, grants, the resolver, restarts.
 mod runtime;
+/// `lessrt serve` and `lessrt run --serve`: the JSON API, the live stream, the page in a real browser.
+mod serve;
 /// Guard tests that keep the repository honest: module docs, schemas with examples, the README's error table.
 mod tidy;

@@ -11,10 +11,11 @@ use anyhow::Context;
 
 use less_agents::record::recorded_run;
 use less_agents::{AgentsFactory, ModelSource};
-use less_runtime::run::{Pinned, RunOptions, RunReport, check_out_dir, fresh_secret, run_scenario};
+use less_runtime::run::{Pinned, RunOptions, RunReport, check_out_dir, fresh_secret, run_scenario_with};
 use less_runtime::{ErrorCode, Scenario, WireMode};
 
 use super::args::{AgentsArgs, OutputArgs, Stop, count};
+use super::serve::manifest::Manifest;
 use super::summarizer::SummarizerChoice;
 use crate::Ctx;
 
@@ -48,6 +49,17 @@ pub(crate) struct Args {
     summarizer: SummarizerChoice,
     #[command(flatten)]
     agents: AgentsArgs,
+    /// Serve the LESS page of this run at ADDR (loopback; port 0 picks one, said on stderr) from before the first
+    /// step: events arrive on the page as they happen. When the run ends the page stays up until Ctrl-C; the exit
+    /// status is then the run's.
+    #[arg(long, value_name = "ADDR")]
+    serve: Option<std::net::SocketAddr>,
+    /// With --serve: listen on an address other than loopback.
+    #[arg(long, requires = "serve")]
+    allow_remote: bool,
+    /// Wait this long before each step after the first, so a person can follow the run on the page.
+    #[arg(long, value_name = "MS")]
+    pace: Option<u64>,
 }
 
 /// The file in a run directory that holds its report; written when the run finished.
@@ -106,6 +118,26 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let text = !args.output.json();
     let trace = text && !ctx.quiet;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // The page is up before the first step, on the scenario's output directory (each mode's directory appears when
+    // the mode starts). Ctrl-C during the run ends the process as it would without --serve.
+    let watch = match args.serve {
+        Some(addr) => {
+            crate::cmd::serve::check_addr(addr, args.allow_remote, "--serve")?;
+            let dir = args.out.clone().unwrap_or_else(|| PathBuf::from("runs")).join(&scenario.name);
+            std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            let (bound, server) = runtime.block_on(crate::cmd::serve::start(crate::cmd::serve::for_run(dir), addr))?;
+            eprintln!("lessrt run: watch it at http://{bound}/");
+            let interrupt = runtime.spawn(async {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    eprintln!("lessrt: interrupted");
+                    std::process::exit(130);
+                }
+            });
+            Some((bound, server, interrupt))
+        }
+        None => None,
+    };
+    let pace = args.pace.map(Duration::from_millis);
     let mut reports = Vec::new();
     for mode in modes {
         if trace {
@@ -131,8 +163,17 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         let factory = Arc::new(
             AgentsFactory::for_scenario(&scenario, &source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?,
         );
-        let report =
-            runtime.block_on(run_scenario(scenario.clone(), factory, options)).map_err(|v| anyhow::anyhow!("{v}"))?;
+        // What the page needs and the run directory does not otherwise say: the workspace, the hierarchy, budgets.
+        Manifest::of(&scenario, Some(&args.scenario), mode).write(&out_dir(mode))?;
+        // The driver runs on this thread (block_on): a pause here holds the next step while the actors run on.
+        let paced = move |index: usize, _: usize| {
+            if let Some(pace) = pace.filter(|_| index > 0) {
+                std::thread::sleep(pace);
+            }
+        };
+        let report = runtime
+            .block_on(run_scenario_with(scenario.clone(), factory, options, paced))
+            .map_err(|v| anyhow::anyhow!("{v}"))?;
         let mut json = serde_json::to_string_pretty(&report)?;
         json.push('\n');
         write_whole(&report_file, json.as_bytes())
@@ -147,6 +188,17 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     }
     let doc = if reports.len() == 1 { serde_json::to_value(&reports[0])? } else { serde_json::to_value(&reports)? };
     args.output.emit(&doc, || {})?;
+    if let Some((bound, server, interrupt)) = watch {
+        interrupt.abort();
+        eprintln!("lessrt run: the run is over; the page stays at http://{bound}/ until Ctrl-C");
+        runtime.block_on(async {
+            tokio::select! {
+                done = server => done.context("the server stopped")??,
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            anyhow::Ok(())
+        })?;
+    }
     Ok(if reports.iter().all(RunReport::passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 

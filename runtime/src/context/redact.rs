@@ -297,6 +297,14 @@ impl Detector {
                 if trimmed.parse::<Ipv6Addr>().is_err() {
                     return None;
                 }
+                // A path in code (`pricing::capture_payment`, `std::fs`) parses as an address (`::ca`, `::f`) but
+                // sits inside a word: an address is never glued to letters, digits or `_`.
+                let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+                let before = haystack[..whole.start()].chars().next_back();
+                let after = haystack[whole.start() + trimmed.len()..].chars().next();
+                if before.is_some_and(word) || after.is_some_and(word) {
+                    return None;
+                }
                 out.n_ips += 1;
                 Some(format!("{REDACTED_IP}{}", &candidate[trimmed.len()..]))
             }

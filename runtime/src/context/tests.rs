@@ -265,6 +265,13 @@ fn ip_addresses_are_redacted_and_look_alikes_are_kept() {
     // Glued to a Cyrillic word an address is still an address (ASCII word boundaries for ASCII shapes).
     assert_eq!(redact("адрес:10.1.2.3,порт").text, "адрес:[REDACTED_IP],порт");
     assert_eq!(redact("ключAKIAIOSFODNN7EXAMPLE").text, format!("ключ{}", credential_ref("AKIAIOSFODNN7EXAMPLE")));
+    // Paths in code parse as addresses (`::ca`, `::f`) but are glued to words: kept (found by `lessrt serve`,
+    // which shows workspace sources redacted).
+    let code = "let outcome = pricing::capture_payment(&mut order)?; std::fs::read(path); x = ::1;";
+    assert_eq!(
+        redact(code).text,
+        "let outcome = pricing::capture_payment(&mut order)?; std::fs::read(path); x = [REDACTED_IP];"
+    );
 }
 
 #[test]

@@ -500,6 +500,15 @@ impl Dag {
         Ok(dag)
     }
 
+    /// Opens the archive in `dir` to read it (`lessrt serve`): the message index is taken as it is, never caught up,
+    /// so opening writes nothing; messages it does not hold yet (archived by a process that died before indexing
+    /// them) are not found until a writer opens the archive.
+    pub fn open_to_read(dir: &Path, index: Memory) -> Result<Dag, DagError> {
+        let archive = Archive::open(dir)?;
+        let condenser = Condenser::new(DagConfig::default(), Arc::new(Extractive));
+        Ok(Dag { archive, condenser, index, dir: dir.to_owned() })
+    }
+
     /// The archive.
     pub fn archive(&self) -> &Archive {
         &self.archive

@@ -383,6 +383,14 @@ pub(crate) fn wider_than_held(grant_id: &str, issuer: &str, reach: &Reach, patte
     )
 }
 
+/// Whether the grant pattern `pattern` covers `pointer`, by the rule a grantee's gateway applies: a pattern without
+/// `#` names files and covers any span of them, one with `#` is matched against the whole text form. For readers of a
+/// finished run (`lessrt serve` names the grant that would have covered a denied deref).
+pub fn pattern_covers(pattern: &str, pointer: &Pointer) -> bool {
+    let (whole, file) = (pointer.to_string(), format!("{}:{}", pointer.ty(), pointer.location()));
+    GrantPattern::new(pattern).covers(&whole, &file)
+}
+
 #[cfg(test)]
 fn glob_matches(pattern: &str, text: &str) -> bool {
     glob_regex(pattern).is_some_and(|glob| glob.is_match(text))

@@ -40,7 +40,7 @@ pub use agent::{
     Agent, AgentFactory, AgentFuture, DEFAULT_TURN_LIMIT, DecideInput, Decision, Done, GrantAsk, ModelUsage, Outcome,
     TurnInput, agent_in_turn,
 };
-pub use gateway::{DerefMeter, GrantBook, GrantLeft, Reach};
+pub use gateway::{DerefMeter, GrantBook, GrantLeft, Reach, pattern_covers};
 pub(crate) use gateway::{outside_reach, wider_than_held};
 pub use grade::{Answer, TaskReport, TaskVerdict, covers, states};
 pub use ledger::Event;

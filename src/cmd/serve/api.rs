@@ -1,0 +1,840 @@
+//! The HTTP side of `lessrt serve`: the page and its assets (embedded in the binary), the JSON API under `/api/`, and
+//! the live stream (server-sent events tailing the run's `ledger.jsonl`).
+//!
+//! Every answer goes through [`redacted`] (the context ledger's redaction, the one the DAG and its answers use), so
+//! no secret in a workspace file, a claim or an archived message reaches the page; grants are shown without their
+//! MAC. Bad input is a 4xx whose JSON body is `{code, message}`: the LESS code and what to send instead.
+//! Nothing here writes: run directories are read, the archive is opened only to read and the message index without
+//! the embedding model (so a query never embeds into the store).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use less_runtime::dag::{Archive, Dag, index_dir};
+use less_runtime::memory::Memory;
+use less_runtime::run::RunReport;
+use less_runtime::{ErrorCode, Violation};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::dirs::{self, LEDGER_FILE, Loaded, REPORT_FILE, RunDir};
+use super::manifest::{MANIFEST_FILE, Manifest};
+use super::view;
+
+/// What the server serves: a root directory of runs, and where their stores and scenarios are when not beside them.
+#[derive(Debug)]
+pub(crate) struct Served {
+    /// The directory given: a mode's, a scenario's, or an output directory of scenarios.
+    pub(crate) root: PathBuf,
+    /// `--store`: the store to show instead of each run's `memory/`.
+    pub(crate) store: Option<PathBuf>,
+    /// `--scenario`: the manifest of runs whose directory has none.
+    pub(crate) scenario: Option<Manifest>,
+    /// How often the live stream looks at the ledger.
+    pub(crate) poll: Duration,
+}
+
+/// The page, its script and its style, compiled in: the page works offline and needs nothing beside the binary.
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const STYLE_CSS: &str = include_str!("assets/style.css");
+
+/// The router.
+pub(crate) fn router(served: Arc<Served>) -> axum::Router {
+    axum::Router::new()
+        .route("/", get(|| async { asset(INDEX_HTML, "text/html; charset=utf-8") }))
+        .route("/assets/app.js", get(|| async { asset(APP_JS, "text/javascript; charset=utf-8") }))
+        .route("/assets/style.css", get(|| async { asset(STYLE_CSS, "text/css; charset=utf-8") }))
+        .route("/api/runs", get(runs))
+        .route("/api/run", get(run))
+        .route("/api/events", get(events))
+        .route("/api/timeline", get(timeline))
+        .route("/api/engrams", get(engrams))
+        .route("/api/briefs", get(briefs))
+        .route("/api/deref", get(deref))
+        .route("/api/compare", get(compare))
+        .route("/api/dag", get(dag))
+        .route("/api/dag/query", get(dag_query))
+        .route("/api/stream", get(stream))
+        .fallback(|| async {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                ErrorCode::ArgumentInvalid,
+                "no such page; the API is under /api/ (see the README's table)",
+            )
+        })
+        .with_state(served)
+}
+
+fn asset(body: &'static str, content_type: &'static str) -> Response {
+    let mut response = body.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // The page loads only its own script and style, and talks only to this server.
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'self'; img-src 'self' data:; object-src 'none'; frame-ancestors 'none'"),
+    );
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    response
+}
+
+/// A refusal: the status, the LESS code and what to do instead.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    code: ErrorCode,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> ApiError {
+        ApiError { status, code, message: message.into() }
+    }
+
+    /// A violation of the runtime's (a pointer that does not parse or resolve, a digest that changed).
+    fn violation(v: Violation) -> ApiError {
+        let status = match v.code {
+            ErrorCode::PointerUnresolved if v.message.contains("outside the workspace") => StatusCode::FORBIDDEN,
+            ErrorCode::PointerUnresolved | ErrorCode::InputUnreadable => StatusCode::NOT_FOUND,
+            ErrorCode::DigestMismatch => StatusCode::CONFLICT,
+            ErrorCode::StoreFailed | ErrorCode::RunFailed => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        ApiError::new(status, v.code, v.message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({
+            "code": self.code.as_str(),
+            "message": less_runtime::context::redact(&self.message).text,
+            "instead": self.code.instruction(),
+        });
+        (self.status, Json(body)).into_response()
+    }
+}
+
+type ApiResult = Result<Json<Value>, ApiError>;
+
+/// Runs the work of a request on the blocking pool (files, SQLite, tantivy), never on the executor.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|err| {
+        Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::RunFailed,
+            format!("the request failed: {err}"),
+        ))
+    })
+}
+
+/// A request's query parameters; ones that do not parse are a 400 with `LESS_ARGUMENT_INVALID`, in JSON like every
+/// other refusal.
+struct Params<T>(T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> axum::extract::FromRequestParts<S> for Params<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, ApiError> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(value)) => Ok(Params(value)),
+            Err(rejection) => Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::ArgumentInvalid,
+                format!("{}; the README's API table lists each endpoint's parameters", rejection.body_text()),
+            )),
+        }
+    }
+}
+
+/// The `run` parameter every run-scoped endpoint takes.
+#[derive(Debug, Deserialize)]
+struct RunParam {
+    run: Option<String>,
+}
+
+/// The run a request names (by id, from `/api/runs`), or the default one.
+fn pick(served: &Served, id: Option<&str>) -> Result<RunDir, ApiError> {
+    let runs = dirs::discover(&served.root);
+    let found = match id.filter(|id| !id.is_empty()) {
+        Some(id) => runs.iter().find(|r| r.id == id),
+        None => dirs::default_run(&runs),
+    };
+    found.cloned().ok_or_else(|| {
+        let known: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+        let message = match id {
+            Some(id) => format!("no run {id:?} here; the runs are {known:?} (GET /api/runs)"),
+            None => format!(
+                "{} holds no run yet: `lessrt run SCENARIO --out DIR` writes DIR/<scenario>/<mode>/",
+                served.root.display()
+            ),
+        };
+        ApiError::new(StatusCode::NOT_FOUND, ErrorCode::InputUnreadable, message)
+    })
+}
+
+/// A run read now, with the `--scenario` manifest standing in for a missing one.
+fn load(served: &Served, id: Option<&str>) -> Result<Loaded, ApiError> {
+    let run = pick(served, id)?;
+    let mut loaded = dirs::load(&run);
+    if loaded.manifest.is_none()
+        && let Some(scenario) = &served.scenario
+    {
+        let mut manifest = scenario.clone();
+        manifest.mode = loaded.mode();
+        loaded.manifest = Some(manifest);
+    }
+    Ok(loaded)
+}
+
+/// `GET /api/runs`: every run under the served directory.
+async fn runs(State(served): State<Arc<Served>>) -> ApiResult {
+    blocking(move || {
+        let runs = dirs::discover(&served.root);
+        let default = dirs::default_run(&runs).map(|r| r.id.clone());
+        let list: Vec<Value> = runs
+            .iter()
+            .map(|r| {
+                let manifest = Manifest::read(&r.dir);
+                json!({
+                    "id": r.id,
+                    "scenario": manifest.as_ref().map(|m| m.scenario.clone()),
+                    "mode": manifest.as_ref().map_or_else(
+                        || r.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                        |m| m.mode.clone()),
+                    "started_at": manifest.as_ref().map(|m| m.started_at.clone()),
+                    "finished": r.dir.join(REPORT_FILE).is_file(),
+                })
+            })
+            .collect();
+        Ok(Json(redacted(json!({"root": served.root.display().to_string(), "default": default, "runs": list}))))
+    })
+    .await
+}
+
+/// `GET /api/run`: the run's report, manifest, hierarchy with budget meters, and counts.
+async fn run(State(served): State<Arc<Served>>, Params(param): Params<RunParam>) -> ApiResult {
+    blocking(move || {
+        let loaded = load(&served, param.run.as_deref())?;
+        let finished = loaded.report.is_some();
+        let agents = view::hierarchy(loaded.manifest.as_ref(), &loaded.events, finished);
+        let current = loaded.events.iter().rev().find_map(|e| match e {
+            less_runtime::run::Event::Step { index, agent, action } => {
+                Some(json!({"index": index, "agent": agent, "action": action}))
+            }
+            _ => None,
+        });
+        let manifest = loaded.manifest.as_ref().map(|m| {
+            json!({"scenario": m.scenario, "description": m.description, "mode": m.mode, "started_at": m.started_at,
+                   "goal": m.goal, "tokenizer": m.tokenizer, "steps": m.steps,
+                   "workspace": m.workspace.is_some()})
+        });
+        Ok(Json(redacted(json!({
+            "id": loaded.run.id,
+            "scenario": loaded.scenario(),
+            "mode": loaded.mode(),
+            "finished": finished,
+            "incomplete": loaded.cut,
+            "manifest": manifest,
+            "current_step": current,
+            "counts": view::counts(&loaded.events),
+            "agents": agents,
+            "report": loaded.report,
+        }))))
+    })
+    .await
+}
+
+/// Parameters of `/api/events` and `/api/timeline`.
+#[derive(Debug, Deserialize)]
+struct EventsParam {
+    run: Option<String>,
+    /// The first event to return (its line number in the ledger, from 0).
+    from: Option<usize>,
+    /// Only events of this name (`delivered`, `deref`, …).
+    event: Option<String>,
+}
+
+/// `GET /api/events`: the ledger's events as written (`ledger.jsonl`), each with its `seq`.
+async fn events(State(served): State<Arc<Served>>, Params(param): Params<EventsParam>) -> ApiResult {
+    blocking(move || {
+        let loaded = load(&served, param.run.as_deref())?;
+        let from = param.from.unwrap_or(0);
+        let list: Vec<Value> = loaded
+            .events
+            .iter()
+            .enumerate()
+            .skip(from)
+            .map(|(seq, e)| (seq, serde_json::to_value(e).unwrap_or(Value::Null)))
+            .filter(|(_, v)| {
+                param.event.as_deref().is_none_or(|want| v.get("event").and_then(Value::as_str) == Some(want))
+            })
+            .map(|(seq, mut v)| {
+                if let Some(object) = v.as_object_mut() {
+                    object.insert("seq".to_owned(), json!(seq));
+                }
+                v
+            })
+            .collect();
+        Ok(Json(redacted(json!({"run": loaded.run.id, "total": loaded.events.len(), "events": list}))))
+    })
+    .await
+}
+
+/// `GET /api/timeline`: every event as the trace line `lessrt run` printed, with its pointers, its code, and for a
+/// denied deref the grant that would have covered it.
+async fn timeline(State(served): State<Arc<Served>>, Params(param): Params<EventsParam>) -> ApiResult {
+    blocking(move || {
+        let loaded = load(&served, param.run.as_deref())?;
+        let items: Vec<view::TimelineItem> = view::timeline(&loaded.events, loaded.manifest.as_ref())
+            .into_iter()
+            .skip(param.from.unwrap_or(0))
+            .filter(|item| param.event.as_deref().is_none_or(|want| item.event == want))
+            .collect();
+        Ok(Json(redacted(json!({"run": loaded.run.id, "total": loaded.events.len(), "items": items}))))
+    })
+    .await
+}
+
+/// Parameters of `/api/engrams`.
+#[derive(Debug, Deserialize)]
+struct EngramsParam {
+    run: Option<String>,
+    kind: Option<String>,
+    role: Option<String>,
+    scope: Option<String>,
+}
+
+/// `GET /api/engrams`: every engram delivered, in delivery order, filtered by kind, role (the sender's) and scope.
+async fn engrams(State(served): State<Arc<Served>>, Params(param): Params<EngramsParam>) -> ApiResult {
+    blocking(move || {
+        const KINDS: [&str; 8] = ["fact", "decision", "risk", "todo", "test", "diff", "contract", "summary"];
+        if let Some(kind) = param.kind.as_deref().filter(|k| !k.is_empty() && !KINDS.contains(k)) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::ArgumentInvalid,
+                format!("kind {kind:?} is not an engram kind; use one of {}", KINDS.join(", ")),
+            ));
+        }
+        if let Some(scope) =
+            param.scope.as_deref().filter(|s| !s.is_empty() && !["run", "project", "org", "global"].contains(s))
+        {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::ArgumentInvalid,
+                format!("scope {scope:?} is not a scope; use run, project, org or global"),
+            ));
+        }
+        let loaded = load(&served, param.run.as_deref())?;
+        let filter = view::EngramFilter { kind: param.kind, role: param.role, scope: param.scope };
+        let list = view::engrams(&loaded.events, loaded.manifest.as_ref(), &filter);
+        let all = view::engrams(&loaded.events, loaded.manifest.as_ref(), &view::EngramFilter::default());
+        let facet = |f: fn(&view::EngramView) -> &str| {
+            let mut values: Vec<&str> = all.iter().map(f).collect();
+            values.sort_unstable();
+            values.dedup();
+            values.into_iter().map(str::to_owned).collect::<Vec<_>>()
+        };
+        Ok(Json(redacted(json!({
+            "run": loaded.run.id,
+            "engrams": list,
+            "facets": {"kind": facet(|e| &e.kind), "role": facet(|e| &e.role), "scope": facet(|e| &e.scope)},
+        }))))
+    })
+    .await
+}
+
+/// `GET /api/briefs`: the SharedBriefMicro each agent received, in delivery order, and the grants delivered.
+async fn briefs(State(served): State<Arc<Served>>, Params(param): Params<RunParam>) -> ApiResult {
+    blocking(move || {
+        let loaded = load(&served, param.run.as_deref())?;
+        let briefs = view::briefs(&loaded.events);
+        let grants: Vec<Value> = loaded
+            .events
+            .iter()
+            .enumerate()
+            .filter_map(|(seq, e)| match e {
+                less_runtime::run::Event::Delivered {
+                    from,
+                    to,
+                    msg_id,
+                    kind: less_runtime::run::EnvelopeKind::Grant,
+                    doc,
+                    ..
+                } => Some(json!({"seq": seq, "msg_id": msg_id, "from": from, "to": to, "grant": doc.to_value()})),
+                _ => None,
+            })
+            .collect();
+        Ok(Json(redacted(json!({"run": loaded.run.id, "briefs": briefs, "grants": grants}))))
+    })
+    .await
+}
+
+/// Parameters of `/api/deref`.
+#[derive(Debug, Deserialize)]
+struct DerefParam {
+    run: Option<String>,
+    pointer: Option<String>,
+    /// The digest the page saw beside the pointer: the answer says whether the content still has it.
+    digest: Option<String>,
+}
+
+/// `GET /api/deref?pointer=…`: the pointer resolved in the run's workspace.
+async fn deref(State(served): State<Arc<Served>>, Params(param): Params<DerefParam>) -> ApiResult {
+    blocking(move || {
+        let Some(pointer) = param.pointer.filter(|p| !p.trim().is_empty()) else {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::PointerInvalid,
+                "no pointer: pass ?pointer=<type>:<ref>[#<span>], e.g. repo:src/lib.rs#L10-L20",
+            ));
+        };
+        let loaded = load(&served, param.run.as_deref())?;
+        let Some(manifest) = loaded.manifest.as_ref() else {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                ErrorCode::InputUnreadable,
+                format!(
+                    "{} has no {MANIFEST_FILE}, so its workspace is unknown; serve it with --scenario FILE (the scenario \
+                     it ran)",
+                    loaded.run.dir.display()
+                ),
+            ));
+        };
+        let Some(workspace) = manifest.workspace.as_deref() else {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                ErrorCode::InputUnreadable,
+                "the run's manifest names no workspace; serve it with --scenario FILE",
+            ));
+        };
+        let tokenizer = loaded.report.as_ref().map_or(manifest.tokenizer.as_str(), |r| r.tokenizer.as_str());
+        let answer = super::deref::resolve(workspace, &loaded.events, &pointer, param.digest.as_deref(), tokenizer)
+            .map_err(ApiError::violation)?;
+        Ok(Json(redacted(serde_json::to_value(answer).unwrap_or(Value::Null))))
+    })
+    .await
+}
+
+/// `GET /api/compare`: LESS against the baselines of the same scenario that finished, per role.
+async fn compare(State(served): State<Arc<Served>>, Params(param): Params<RunParam>) -> ApiResult {
+    blocking(move || {
+        let run = pick(&served, param.run.as_deref())?;
+        let Some(scenario_dir) = run.dir.parent() else {
+            return Ok(Json(json!({"comparisons": []})));
+        };
+        let report = |mode: &str| -> Option<RunReport> {
+            let text = std::fs::read_to_string(scenario_dir.join(mode).join(REPORT_FILE)).ok()?;
+            serde_json::from_str(&text).ok()
+        };
+        let Some(less) = report("less") else {
+            return Ok(Json(json!({"comparisons": [], "note": "no finished LESS run beside this one"})));
+        };
+        let comparisons: Vec<Value> = ["verbatim", "verbatim-whole"]
+            .iter()
+            .filter_map(|mode| report(mode))
+            .map(|b| view::compare(&less, &b))
+            .collect();
+        Ok(Json(json!({"scenario": less.scenario, "comparisons": comparisons})))
+    })
+    .await
+}
+
+/// The store shown with a run: `--store`, else the run's own `memory/`.
+fn store_of(served: &Served, run: &RunDir) -> Result<PathBuf, ApiError> {
+    let dir = served.store.clone().unwrap_or_else(|| run.dir.join("memory"));
+    if dir.join("memory.sqlite3").is_file() {
+        Ok(dir)
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::InputUnreadable,
+            format!("no store in {}: the run wrote none yet; pass --store DIR to show another", dir.display()),
+        ))
+    }
+}
+
+/// Parameters of `/api/dag`.
+#[derive(Debug, Deserialize)]
+struct DagParam {
+    run: Option<String>,
+    /// A node id (`S-…`, `A-…`, `E-…`) or a message id (`m-…`): one level below it.
+    node: Option<String>,
+}
+
+/// `GET /api/dag`: the archive's top nodes (epochs, arcs, sessions), or one node with its children (a session's are
+/// its messages).
+async fn dag(State(served): State<Arc<Served>>, Params(param): Params<DagParam>) -> ApiResult {
+    blocking(move || {
+        let run = pick(&served, param.run.as_deref())?;
+        let dir = store_of(&served, &run)?;
+        let archive = open_archive(&dir)?;
+        let failed = |err: less_runtime::memory::StoreError| {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::StoreFailed, err.to_string())
+        };
+        let Some(id) = param.node.filter(|n| !n.is_empty()) else {
+            let stats = archive.stats().map_err(failed)?;
+            let tops = archive.tops(None).map_err(failed)?;
+            return Ok(Json(redacted(json!({"store": dir.display().to_string(), "archive": stats, "nodes": tops}))));
+        };
+        if let Some(node) = archive.node(&id).map_err(failed)? {
+            let children: Vec<Value> = if node.kind == less_runtime::dag::NodeKind::Session {
+                archive.node_messages(&id).map_err(failed)?.into_iter().map(|m| json!({"message": m})).collect()
+            } else {
+                archive.children(&id).map_err(failed)?.into_iter().map(|n| json!({"node": n})).collect()
+            };
+            let parent = archive.parent(&id).map_err(failed)?;
+            return Ok(Json(redacted(json!({"node": node, "parent": parent, "children": children}))));
+        }
+        let message_id = id.strip_prefix("sam:msg:").unwrap_or(&id);
+        if let Some(message) = archive.message(message_id).map_err(failed)? {
+            let parent = archive.node_of_message(message_id).map_err(failed)?;
+            return Ok(Json(redacted(json!({"message": message, "parent": parent, "children": []}))));
+        }
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::ArgumentInvalid,
+            format!("no node or message {id:?} in the archive; GET /api/dag lists the top nodes"),
+        ))
+    })
+    .await
+}
+
+/// The archive of the store in `dir`, to read.
+fn open_archive(dir: &Path) -> Result<Archive, ApiError> {
+    Archive::open(dir).map_err(|err| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::StoreFailed,
+            format!("cannot open the archive: {err}"),
+        )
+    })
+}
+
+/// Parameters of `/api/dag/query`.
+#[derive(Debug, Deserialize)]
+struct QueryParam {
+    run: Option<String>,
+    q: Option<String>,
+    max_tokens: Option<u32>,
+}
+
+/// `GET /api/dag/query?q=…`: a bounded answer from the archived messages, citing them (`expand_query`).
+async fn dag_query(State(served): State<Arc<Served>>, Params(param): Params<QueryParam>) -> ApiResult {
+    blocking(move || {
+        let Some(question) = param.q.filter(|q| !q.trim().is_empty()) else {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::ArgumentInvalid,
+                "no question: pass ?q=<words>",
+            ));
+        };
+        let max_tokens = param.max_tokens.unwrap_or(400);
+        if !(16..=8000).contains(&max_tokens) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::ArgumentInvalid,
+                format!("max_tokens {max_tokens} is out of range; use 16 to 8000"),
+            ));
+        }
+        let run = pick(&served, param.run.as_deref())?;
+        let dir = store_of(&served, &run)?;
+        let failed = |err: String| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::StoreFailed, err);
+        // Hash recall only: without the model a query never embeds the archive's claims into the store.
+        let index = Memory::open_without_model(&index_dir(&dir)).map_err(|e| failed(e.to_string()))?;
+        let mut dag = Dag::open_to_read(&dir, index).map_err(|e| failed(e.to_string()))?;
+        let answer = dag.expand_query(&question, max_tokens, None).map_err(|e| failed(e.to_string()))?;
+        Ok(Json(redacted(serde_json::to_value(answer).unwrap_or(Value::Null))))
+    })
+    .await
+}
+
+/// Parameters of `/api/stream`.
+#[derive(Debug, Deserialize)]
+struct StreamParam {
+    run: Option<String>,
+    /// Events already shown: the stream starts after them (a reconnecting browser says so in `Last-Event-ID`).
+    from: Option<usize>,
+}
+
+/// `GET /api/stream`: the run live, as server-sent events: `ledger` (one per new ledger line: `{seq, event, text}`),
+/// `report` (the mode finished), `reset` (a new run started in the directory: start again).
+async fn stream(
+    State(served): State<Arc<Served>>,
+    Params(param): Params<StreamParam>,
+    headers: HeaderMap,
+) -> Result<Sse<impl futures_util::Stream<Item = Result<SseEvent, std::convert::Infallible>>>, ApiError> {
+    let picked = {
+        let served = served.clone();
+        let id = param.run.clone();
+        blocking(move || pick(&served, id.as_deref())).await?
+    };
+    let resumed = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .map(|last| last + 1);
+    let from = resumed.or(param.from).unwrap_or(0);
+    let tail = Tail::new(picked.dir, from, served.poll);
+    let stream = futures_util::stream::unfold(tail, |mut tail| async move {
+        let event = tail.next().await;
+        Some((Ok(event), tail))
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(10))))
+}
+
+/// A ledger followed as it grows: the lines after `seq`, read from `offset`; a file that shrank, or a manifest with
+/// another start time, is a new run in the same directory.
+struct Tail {
+    dir: PathBuf,
+    /// Bytes of the ledger already read (whole lines only).
+    offset: u64,
+    /// Ledger lines seen (the next line's seq).
+    seq: usize,
+    /// Lines to skip before sending (what the page already has).
+    skip: usize,
+    started_at: Option<String>,
+    report_sent: bool,
+    pending: std::collections::VecDeque<SseEvent>,
+    poll: Duration,
+}
+
+impl Tail {
+    fn new(dir: PathBuf, from: usize, poll: Duration) -> Tail {
+        let started_at = Manifest::read(&dir).map(|m| m.started_at);
+        Tail { dir, offset: 0, seq: 0, skip: from, started_at, report_sent: false, pending: Default::default(), poll }
+    }
+
+    /// The next event to send, waiting for one.
+    async fn next(&mut self) -> SseEvent {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return event;
+            }
+            let dir = self.dir.clone();
+            let (offset, started_at) = (self.offset, self.started_at.clone());
+            let read = tokio::task::spawn_blocking(move || read_tail(&dir, offset, started_at.as_deref())).await;
+            match read {
+                Ok(Grown::Reset(started_at)) => {
+                    self.offset = 0;
+                    self.seq = 0;
+                    self.skip = 0;
+                    self.report_sent = false;
+                    self.started_at = started_at;
+                    self.pending.push_back(SseEvent::default().event("reset").data("{}"));
+                    continue;
+                }
+                Ok(Grown::Lines { lines, offset, report }) => {
+                    self.offset = offset;
+                    for line in lines {
+                        let seq = self.seq;
+                        self.seq += 1;
+                        if self.skip > 0 {
+                            self.skip -= 1;
+                            continue;
+                        }
+                        let event: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+                        let text = serde_json::from_str::<less_runtime::run::Event>(&line)
+                            .ok()
+                            .and_then(|e| e.trace_line())
+                            .map(|t| t.trim_start().to_owned())
+                            .unwrap_or_default();
+                        let data = redacted(json!({"seq": seq, "event": event, "text": text}));
+                        self.pending
+                            .push_back(SseEvent::default().event("ledger").id(seq.to_string()).data(data.to_string()));
+                    }
+                    if report && !self.report_sent {
+                        self.report_sent = true;
+                        self.pending.push_back(
+                            SseEvent::default().event("report").data(json!({"events": self.seq}).to_string()),
+                        );
+                    }
+                }
+                Err(_) => {}
+            }
+            if self.pending.is_empty() {
+                tokio::time::sleep(self.poll).await;
+            }
+        }
+    }
+}
+
+/// What a look at the ledger found.
+enum Grown {
+    /// The run in the directory is another one (its manifest's start time), or its ledger shrank.
+    Reset(Option<String>),
+    /// Whole lines after the offset, the offset after them, and whether the report is there.
+    Lines { lines: Vec<String>, offset: u64, report: bool },
+}
+
+fn read_tail(dir: &Path, offset: u64, started_at: Option<&str>) -> Grown {
+    use std::io::{Read, Seek, SeekFrom};
+    let now_started = Manifest::read(dir).map(|m| m.started_at);
+    if now_started.is_some() && now_started.as_deref() != started_at {
+        return Grown::Reset(now_started);
+    }
+    let report = dir.join(REPORT_FILE).is_file();
+    let path = dir.join(LEDGER_FILE);
+    let Ok(mut file) = std::fs::File::open(&path) else {
+        return Grown::Lines { lines: Vec::new(), offset, report: false };
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if len < offset {
+        return Grown::Reset(now_started);
+    }
+    if len == offset || file.seek(SeekFrom::Start(offset)).is_err() {
+        return Grown::Lines { lines: Vec::new(), offset, report };
+    }
+    let mut bytes = Vec::new();
+    if file.take(len - offset).read_to_end(&mut bytes).is_err() {
+        return Grown::Lines { lines: Vec::new(), offset, report: false };
+    }
+    // Only whole lines: a line being written is read on the next look.
+    let Some(end) = bytes.iter().rposition(|b| *b == b'\n') else {
+        return Grown::Lines { lines: Vec::new(), offset, report: false };
+    };
+    let lines = bytes[..end]
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| String::from_utf8_lossy(l).into_owned())
+        .collect();
+    // The report is announced only once the ledger is read to its end.
+    let whole = end + 1 == bytes.len();
+    Grown::Lines { lines, offset: offset + end as u64 + 1, report: report && whole }
+}
+
+/// Keys whose values are identifiers or digests, never free text: left as they are (a digest is a long hex run,
+/// which the redaction would take for a secret).
+const VERBATIM_KEYS: [&str; 14] = [
+    "digest",
+    "pinned",
+    "id",
+    "msg_id",
+    "brief_id",
+    "grant_id",
+    "request_id",
+    "seq",
+    "superseded_by",
+    "supersedes",
+    "contradictions",
+    "returned",
+    "via_grant",
+    "answers",
+];
+
+/// `value` with every string redacted (secrets and IP addresses, as the DAG and the context ledger redact), but
+/// identifiers; a grant's MAC is left out (it stays with the gateway that verified it).
+pub(crate) fn redacted(mut value: Value) -> Value {
+    fn walk(value: &mut Value) {
+        match value {
+            Value::String(text) => {
+                let clean = redact_text(text);
+                if clean != *text {
+                    *text = clean;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            Value::Object(object) => {
+                if let Some(mac) = object.get_mut("mac")
+                    && mac.is_string()
+                {
+                    *mac = Value::String("(kept by the gateway)".to_owned());
+                }
+                for (key, item) in object.iter_mut() {
+                    if key == "mac" || (VERBATIM_KEYS.contains(&key.as_str()) && !item.is_object()) {
+                        continue;
+                    }
+                    walk(item);
+                }
+            }
+            _ => {}
+        }
+    }
+    walk(&mut value);
+    value
+}
+
+/// A text redacted; the digests in it (`blake3:` and 64 hex digits, in a document's JSON) are kept, since the
+/// redaction takes any long hex run for a secret, and a grant's MAC is hidden.
+fn redact_text(text: &str) -> String {
+    const PREFIX: &str = "blake3:";
+    let text = hide_macs(text);
+    if !text.contains(PREFIX) {
+        return less_runtime::context::redact(&text).text;
+    }
+    // Digests are set aside behind markers the redaction leaves alone (private-use characters), then put back.
+    let mut kept = Vec::new();
+    let mut masked = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find(PREFIX) {
+        let hex = &rest[at + PREFIX.len()..];
+        let n_hex = hex.bytes().take_while(u8::is_ascii_hexdigit).count();
+        if n_hex == 64 {
+            masked.push_str(&rest[..at]);
+            masked.push_str(&format!("\u{e000}{}\u{e001}", kept.len()));
+            kept.push(&rest[at..at + PREFIX.len() + 64]);
+            rest = &hex[64..];
+        } else {
+            masked.push_str(&rest[..at + PREFIX.len()]);
+            rest = hex;
+        }
+    }
+    masked.push_str(rest);
+    let mut clean = less_runtime::context::redact(&masked).text;
+    for (n, digest) in kept.iter().enumerate() {
+        clean = clean.replace(&format!("\u{e000}{n}\u{e001}"), digest);
+    }
+    clean
+}
+
+/// A grant's MAC inside a text (an archived message holds the grant's JSON): replaced.
+fn hide_macs(text: &str) -> String {
+    const KEY: &str = "\"mac\":\"";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(KEY) {
+        let value = &rest[at + KEY.len()..];
+        out.push_str(&rest[..at + KEY.len()]);
+        out.push_str("(kept by the gateway)");
+        rest = value.find('"').map_or("", |end| &value[end..]);
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A secret in any free text is redacted; digests and ids are not; a grant's MAC is never shown.
+    #[test]
+    fn answers_are_redacted_but_identifiers() {
+        let digest = format!("blake3:{}", "ab".repeat(32));
+        let value = redacted(json!({
+            "claim": "the staging password=hunter2-very-secret is in the wiki",
+            "digest": digest,
+            "id": "eg_0f8c2d5769c98528",
+            "grant": {"mac": digest, "grant_id": "g1"},
+        }));
+        assert!(!value["claim"].as_str().unwrap_or_default().contains("hunter2"), "{value}");
+        assert_eq!(value["digest"], json!(digest));
+        assert_eq!(value["id"], "eg_0f8c2d5769c98528");
+        assert_eq!(value["grant"]["mac"], "(kept by the gateway)");
+        let text = format!("{{\"grant_id\":\"g1\",\"mac\":\"{digest}\",\"uses\":1}}");
+        assert_eq!(hide_macs(&text), "{\"grant_id\":\"g1\",\"mac\":\"(kept by the gateway)\",\"uses\":1}");
+        let doc = format!("{{\"digest\":\"{digest}\",\"claim\":\"token sk-live-0123456789abcdefghijklmnop\"}}");
+        let clean = redact_text(&doc);
+        assert!(clean.contains(&digest) && !clean.contains("sk-live-0123456789"), "{clean}");
+    }
+}

@@ -1,0 +1,103 @@
+//! `manifest.json`: what a run directory does not otherwise say about its run, written by `lessrt run` when a mode
+//! starts: the scenario's file and workspace (so `lessrt serve` can resolve the run's pointers afterwards), the
+//! hierarchy (every agent, even one that never sent anything) and each agent's budget.
+//!
+//! A directory without one (written by an older lessrt, or by `lessrt bench`) is still served: `--scenario FILE`
+//! supplies the same facts, and without it the hierarchy is read from the briefs and reports in the ledger and
+//! pointers of files cannot be opened (`LESS_INPUT_UNREADABLE`, saying to pass `--scenario`).
+
+use std::path::{Path, PathBuf};
+
+use less_runtime::{AgentKind, Budget, Scenario, WireMode};
+use serde::{Deserialize, Serialize};
+
+/// The file's name in a mode's directory.
+pub(crate) const MANIFEST_FILE: &str = "manifest.json";
+
+/// What `manifest.json` holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Manifest {
+    /// The scenario's name.
+    pub(crate) scenario: String,
+    /// Its one-line description.
+    #[serde(default)]
+    pub(crate) description: String,
+    /// The mode this directory ran in (`less`, `verbatim`, `verbatim-whole`).
+    pub(crate) mode: String,
+    /// When the mode started (RFC 3339): a page watching the directory tells a new run from the last one by it.
+    pub(crate) started_at: String,
+    /// The scenario file, absolute.
+    pub(crate) scenario_file: Option<PathBuf>,
+    /// The workspace the run's pointers resolve in, absolute.
+    pub(crate) workspace: Option<PathBuf>,
+    /// The tokenizer the run counted with.
+    pub(crate) tokenizer: String,
+    /// The plan's goal.
+    #[serde(default)]
+    pub(crate) goal: String,
+    /// Every agent, in the scenario's order.
+    pub(crate) agents: Vec<ManifestAgent>,
+    /// The number of steps the run drives.
+    #[serde(default)]
+    pub(crate) steps: usize,
+}
+
+/// One agent of the hierarchy.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ManifestAgent {
+    pub(crate) id: String,
+    pub(crate) role: String,
+    pub(crate) parent: Option<String>,
+    /// `scripted` or `llm`.
+    pub(crate) kind: String,
+    /// The budget its gateway enforces.
+    pub(crate) budget: Budget,
+}
+
+impl Manifest {
+    /// The manifest of `scenario` (loaded from `file`) run in `mode`, starting now.
+    pub(crate) fn of(scenario: &Scenario, file: Option<&Path>, mode: WireMode) -> Manifest {
+        let absolute = |path: &Path| path.canonicalize().ok().or_else(|| std::path::absolute(path).ok());
+        Manifest {
+            scenario: scenario.name.clone(),
+            description: scenario.description.clone(),
+            mode: mode.as_str().to_owned(),
+            started_at: less_runtime::now_rfc3339(),
+            scenario_file: file.and_then(absolute),
+            workspace: absolute(&scenario.workspace),
+            tokenizer: scenario.tokenizer.to_string(),
+            goal: scenario.plan.goal.clone(),
+            agents: scenario
+                .agents
+                .iter()
+                .map(|a| ManifestAgent {
+                    id: a.id.clone(),
+                    role: a.role.clone(),
+                    parent: a.parent.clone(),
+                    kind: match a.kind {
+                        AgentKind::Scripted => "scripted".to_owned(),
+                        AgentKind::Llm => "llm".to_owned(),
+                    },
+                    budget: scenario.budgets.of(&a.role),
+                })
+                .collect(),
+            steps: scenario.steps.len(),
+        }
+    }
+
+    /// Writes the manifest into a mode's directory (whole or not at all).
+    pub(crate) fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        use anyhow::Context as _;
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let path = dir.join(MANIFEST_FILE);
+        let mut json = serde_json::to_string_pretty(self)?;
+        json.push('\n');
+        crate::cmd::run::write_whole(&path, json.as_bytes()).with_context(|| format!("cannot write {}", path.display()))
+    }
+
+    /// Reads a mode directory's manifest; `None` when there is none or it does not parse.
+    pub(crate) fn read(dir: &Path) -> Option<Manifest> {
+        let text = std::fs::read_to_string(dir.join(MANIFEST_FILE)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+}

@@ -1,0 +1,647 @@
+//! What the page shows, derived from a run's ledger events (and its manifest when there is one): the hierarchy with
+//! each agent's state and budget meter, the Shared Briefs each agent received, the engram feed, the timeline, and
+//! LESS against verbatim. Pure functions of their inputs, so a finished run and a live one render alike and the
+//! derivations are tested without a server.
+
+use std::collections::{BTreeMap, HashMap};
+
+use less_runtime::run::{DerefMeter, EnvelopeKind, Event, RunReport, pattern_covers};
+use less_runtime::{Budget, Pointer, PointerType};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::manifest::Manifest;
+
+/// One agent of the hierarchy as the page shows it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct AgentView {
+    pub(crate) id: String,
+    pub(crate) role: String,
+    pub(crate) parent: Option<String>,
+    pub(crate) kind: String,
+    /// `working` (its step runs), `waiting`, `done` (the run finished) or `down` (left down past its restarts).
+    pub(crate) state: String,
+    /// Times its gateway restarted it.
+    pub(crate) restarts: u32,
+    /// Escalations about it (a second refusal, an agent left down) and escalations it sent.
+    pub(crate) escalations: u32,
+    pub(crate) meter: Meter,
+}
+
+/// An agent's budget meter.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct Meter {
+    /// Inline tokens of the last message it had delivered, and the receiver's cap on it.
+    pub(crate) last_turn_tokens: Option<u32>,
+    pub(crate) last_turn_cap: Option<u32>,
+    /// Messages it had delivered (its turns, as the report counts them).
+    pub(crate) turns: u32,
+    /// What it dereferenced on its own budget in its current turn (or its last one that dereferenced).
+    pub(crate) deref: DerefUse,
+    /// Its budget: the limits the deref meter is read against.
+    pub(crate) limits: Option<Budget>,
+    /// Tokens it pulled under grants in that turn.
+    pub(crate) via_grant_tokens: u32,
+    /// Derefs denied, messages refused, messages resent.
+    pub(crate) denied_derefs: u32,
+    pub(crate) refusals: u32,
+    pub(crate) resends: u32,
+    /// The grants it received, with what is left of each after the derefs it made under them.
+    pub(crate) grants: Vec<GrantHeld>,
+}
+
+/// Per-turn deref use, as the gateway's meter counts it.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub(crate) struct DerefUse {
+    pub(crate) repo_spans: u32,
+    pub(crate) artifact_sections: u32,
+    pub(crate) sam_items: u32,
+    pub(crate) tokens: u32,
+}
+
+/// A grant an agent holds.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct GrantHeld {
+    pub(crate) grant_id: String,
+    pub(crate) issuer: String,
+    pub(crate) patterns: Vec<String>,
+    pub(crate) max_derefs: u64,
+    pub(crate) max_tokens: u64,
+    pub(crate) uses: u64,
+    pub(crate) derefs_used: u64,
+    pub(crate) tokens_used: u64,
+}
+
+/// The hierarchy: the manifest's agents (or, without one, every agent the ledger names, parents taken from who
+/// briefed whom), each with its state and meter.
+pub(crate) fn hierarchy(manifest: Option<&Manifest>, events: &[Event], finished: bool) -> Vec<AgentView> {
+    let mut agents: Vec<AgentView> = match manifest {
+        Some(m) => m
+            .agents
+            .iter()
+            .map(|a| AgentView {
+                id: a.id.clone(),
+                role: a.role.clone(),
+                parent: a.parent.clone(),
+                kind: a.kind.clone(),
+                state: String::new(),
+                restarts: 0,
+                escalations: 0,
+                meter: Meter { limits: Some(a.budget), ..Meter::default() },
+            })
+            .collect(),
+        None => inferred_agents(events),
+    };
+    let index: HashMap<String, usize> = agents.iter().enumerate().map(|(i, a)| (a.id.clone(), i)).collect();
+    let mut current: HashMap<usize, DerefMeter> = HashMap::new();
+    let mut via_grant_now: HashMap<usize, u32> = HashMap::new();
+    let mut working: Option<usize> = None;
+    let mut down = vec![false; agents.len()];
+    for event in events {
+        match event {
+            Event::Step { agent, .. } => working = index.get(agent).copied(),
+            Event::Delivered { from, to, tokens, max_tokens, doc, kind, .. } => {
+                if let Some(&i) = index.get(from) {
+                    let meter = &mut agents[i].meter;
+                    meter.last_turn_tokens = Some(*tokens);
+                    meter.last_turn_cap = Some(*max_tokens);
+                    meter.turns += 1;
+                    // A message sent ends the sender's turn: the deref meter starts again.
+                    current.remove(&i);
+                    via_grant_now.remove(&i);
+                    if *kind == EnvelopeKind::Escalation {
+                        agents[i].escalations += 1;
+                    }
+                }
+                if let Some(&i) = index.get(to) {
+                    let value = doc.to_value();
+                    if *kind == EnvelopeKind::Brief
+                        && manifest.is_none()
+                        && let Some(budget) = value
+                            .pointer(&format!("/budgets/{}", json_pointer_key(&agents[i].role)))
+                            .and_then(|b| serde_json::from_value::<Budget>(b.clone()).ok())
+                    {
+                        agents[i].meter.limits = Some(budget);
+                    }
+                    if *kind == EnvelopeKind::Grant {
+                        agents[i].meter.grants.push(GrantHeld {
+                            grant_id: str_at(&value, "grant_id"),
+                            issuer: str_at(&value, "issuer"),
+                            patterns: value
+                                .get("patterns")
+                                .and_then(Value::as_array)
+                                .map(|p| p.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+                                .unwrap_or_default(),
+                            max_derefs: value.get("max_derefs").and_then(Value::as_u64).unwrap_or(0),
+                            max_tokens: value.get("max_tokens").and_then(Value::as_u64).unwrap_or(0),
+                            uses: value.get("uses").and_then(Value::as_u64).unwrap_or(0),
+                            derefs_used: 0,
+                            tokens_used: 0,
+                        });
+                    }
+                }
+            }
+            Event::Rejected { from, .. } => {
+                if let Some(&i) = index.get(from) {
+                    agents[i].meter.refusals += 1;
+                    current.remove(&i);
+                    via_grant_now.remove(&i);
+                }
+            }
+            Event::Resent { from, .. } => {
+                if let Some(&i) = index.get(from) {
+                    agents[i].meter.resends += 1;
+                }
+            }
+            Event::Deref { agent, pointers, tokens, granted, via_grant, .. } => {
+                let Some(&i) = index.get(agent) else { continue };
+                if !granted {
+                    agents[i].meter.denied_derefs += 1;
+                    continue;
+                }
+                match via_grant {
+                    Some(grant_id) => {
+                        *via_grant_now.entry(i).or_default() += tokens;
+                        if let Some(held) = agents[i].meter.grants.iter_mut().find(|g| &g.grant_id == grant_id) {
+                            held.derefs_used += pointers.len() as u64;
+                            held.tokens_used += u64::from(*tokens);
+                        }
+                    }
+                    None => {
+                        let items = deref_items(pointers, *tokens);
+                        let meter = current.entry(i).or_default();
+                        // The meter reads what the gateway counted, whatever the budget: `admit` against an
+                        // unbounded budget only adds.
+                        if let Some(next) = meter.admit(&unbounded(), &items) {
+                            *meter = next;
+                        }
+                    }
+                }
+                let meter = current.get(&i).copied().unwrap_or_default();
+                agents[i].meter.deref = DerefUse {
+                    repo_spans: meter.repo_spans,
+                    artifact_sections: meter.artifact_sections,
+                    sam_items: meter.sam_items,
+                    tokens: meter.tokens,
+                };
+                agents[i].meter.via_grant_tokens = via_grant_now.get(&i).copied().unwrap_or(0);
+            }
+            Event::Escalated { about, .. } => {
+                if let Some(&i) = index.get(about) {
+                    agents[i].escalations += 1;
+                }
+            }
+            Event::Restart { agent, .. } => {
+                if let Some(&i) = index.get(agent) {
+                    agents[i].restarts += 1;
+                }
+            }
+            Event::AgentDown { agent, .. } => {
+                if let Some(&i) = index.get(agent) {
+                    down[i] = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    for (i, agent) in agents.iter_mut().enumerate() {
+        agent.state = if down[i] {
+            "down"
+        } else if finished {
+            "done"
+        } else if working == Some(i) {
+            "working"
+        } else {
+            "waiting"
+        }
+        .to_owned();
+    }
+    agents
+}
+
+/// A budget nothing exceeds.
+fn unbounded() -> Budget {
+    Budget {
+        max_repo_spans: u32::MAX,
+        max_artifact_sections: u32::MAX,
+        max_sam_items: u32::MAX,
+        max_deref_tokens_total: u32::MAX,
+        ..Budget::default()
+    }
+}
+
+/// A deref's pointers as the meter counts them; the event carries the tokens of all of them, charged to the first.
+fn deref_items(pointers: &[String], tokens: u32) -> Vec<(PointerType, u32)> {
+    pointers
+        .iter()
+        .filter_map(|p| Pointer::parse(p).ok())
+        .enumerate()
+        .map(|(n, p)| (p.ty(), if n == 0 { tokens } else { 0 }))
+        .collect()
+}
+
+/// Without a manifest: every agent the ledger names, its parent the sender of the first brief it received (or the
+/// receiver of its first report).
+fn inferred_agents(events: &[Event]) -> Vec<AgentView> {
+    let mut order: Vec<String> = Vec::new();
+    let mut parents: HashMap<String, String> = HashMap::new();
+    let note = |name: &str, order: &mut Vec<String>| {
+        if !name.is_empty() && !order.iter().any(|n| n == name) {
+            order.push(name.to_owned());
+        }
+    };
+    for event in events {
+        match event {
+            Event::Step { agent, .. } => note(agent, &mut order),
+            Event::Delivered { from, to, kind, .. } => {
+                note(from, &mut order);
+                note(to, &mut order);
+                match kind {
+                    EnvelopeKind::Brief | EnvelopeKind::Grant => {
+                        parents.entry(to.clone()).or_insert_with(|| from.clone());
+                    }
+                    _ => {
+                        parents.entry(from.clone()).or_insert_with(|| to.clone());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    order
+        .into_iter()
+        .map(|id| AgentView {
+            role: id.clone(),
+            parent: parents.get(&id).cloned(),
+            id,
+            kind: "scripted".to_owned(),
+            state: String::new(),
+            restarts: 0,
+            escalations: 0,
+            meter: Meter::default(),
+        })
+        .collect()
+}
+
+/// A brief an agent received.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct BriefView {
+    pub(crate) seq: usize,
+    pub(crate) msg_id: String,
+    pub(crate) from: String,
+    pub(crate) to: String,
+    pub(crate) tokens: u32,
+    pub(crate) max_tokens: u32,
+    /// The SharedBriefMicro as delivered (JSON).
+    pub(crate) brief: Value,
+    /// The brief as the child reads it, one counted line per item.
+    pub(crate) text: String,
+}
+
+/// Every brief delivered, in order; also the grants, which are delivered as their own documents.
+pub(crate) fn briefs(events: &[Event]) -> Vec<BriefView> {
+    events
+        .iter()
+        .enumerate()
+        .filter_map(|(seq, event)| match event {
+            Event::Delivered { from, to, msg_id, kind: EnvelopeKind::Brief, tokens, max_tokens, doc, .. } => {
+                let text = match &**doc {
+                    less_runtime::run::Document::Brief(brief) => brief.to_string(),
+                    _ => String::new(),
+                };
+                Some(BriefView {
+                    seq,
+                    msg_id: msg_id.clone(),
+                    from: from.clone(),
+                    to: to.clone(),
+                    tokens: *tokens,
+                    max_tokens: *max_tokens,
+                    brief: doc.to_value(),
+                    text,
+                })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// An engram in the feed.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct EngramView {
+    /// Its place in delivery order (the ledger line of its delivery).
+    pub(crate) seq: usize,
+    pub(crate) msg_id: String,
+    pub(crate) from: String,
+    pub(crate) to: String,
+    /// The sender's role.
+    pub(crate) role: String,
+    /// The engram as delivered (JSON), with `pointer_texts`: its pointers in text form, digests beside.
+    pub(crate) engram: Value,
+    pub(crate) kind: String,
+    pub(crate) scope: String,
+    pub(crate) claim: String,
+    pub(crate) pointers: Vec<PointerRef>,
+    /// The engram that replaced it in memory, if one did.
+    pub(crate) superseded_by: Option<String>,
+    /// What it replaced.
+    pub(crate) supersedes: Vec<String>,
+    /// Risk engrams memory raised because it contradicts another.
+    pub(crate) contradictions: Vec<String>,
+    /// What memory did with it (`stored`, `duplicate`, `revived`, `refused`).
+    pub(crate) memory: Option<String>,
+}
+
+/// A pointer as the page links it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct PointerRef {
+    /// The text form (what `/api/deref?pointer=` takes).
+    pub(crate) text: String,
+    pub(crate) digest: Option<String>,
+}
+
+/// Filters of the engram feed; each matches all when empty.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct EngramFilter {
+    pub(crate) kind: Option<String>,
+    pub(crate) role: Option<String>,
+    pub(crate) scope: Option<String>,
+}
+
+/// Every engram delivered, in delivery order, with what memory made of it.
+pub(crate) fn engrams(events: &[Event], manifest: Option<&Manifest>, filter: &EngramFilter) -> Vec<EngramView> {
+    let roles: HashMap<&str, &str> =
+        manifest.map(|m| m.agents.iter().map(|a| (a.id.as_str(), a.role.as_str())).collect()).unwrap_or_default();
+    let mut superseded_by: HashMap<String, String> = HashMap::new();
+    let mut supersedes: HashMap<String, Vec<String>> = HashMap::new();
+    let mut contradictions: HashMap<String, Vec<String>> = HashMap::new();
+    let mut memory: HashMap<String, String> = HashMap::new();
+    for event in events {
+        if let Event::MemoryPut { id, status, superseded, contradictions: raised, .. } = event {
+            for old in superseded {
+                superseded_by.insert(old.clone(), id.clone());
+            }
+            supersedes.entry(id.clone()).or_default().extend(superseded.iter().cloned());
+            contradictions.entry(id.clone()).or_default().extend(raised.iter().cloned());
+            memory.insert(id.clone(), status.clone());
+        }
+    }
+    let mut out = Vec::new();
+    for (seq, event) in events.iter().enumerate() {
+        let Event::Delivered { from, to, msg_id, doc, .. } = event else { continue };
+        for engram in doc.engrams() {
+            let value = serde_json::to_value(engram).unwrap_or(Value::Null);
+            let kind = str_at(&value, "kind");
+            let scope = str_at(&value, "scope");
+            let role = roles.get(from.as_str()).map_or_else(|| from.clone(), |r| (*r).to_owned());
+            let wanted = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w.is_empty() || w == have);
+            if !(wanted(&filter.kind, &kind) && wanted(&filter.role, &role) && wanted(&filter.scope, &scope)) {
+                continue;
+            }
+            out.push(EngramView {
+                seq,
+                msg_id: msg_id.clone(),
+                from: from.clone(),
+                to: to.clone(),
+                role,
+                kind,
+                scope,
+                claim: engram.claim.clone(),
+                pointers: engram
+                    .pointers
+                    .iter()
+                    .map(|p| PointerRef { text: plain_text(p), digest: p.digest().map(|d| d.to_string()) })
+                    .collect(),
+                superseded_by: superseded_by.get(&engram.id).cloned(),
+                supersedes: supersedes.get(&engram.id).cloned().unwrap_or_default(),
+                contradictions: contradictions.get(&engram.id).cloned().unwrap_or_default(),
+                memory: memory.get(&engram.id).cloned(),
+                engram: value,
+            });
+        }
+    }
+    out
+}
+
+/// A pointer's text form without its digest (what the resolver and the page take).
+pub(crate) fn plain_text(pointer: &Pointer) -> String {
+    match Pointer::new(pointer.ty(), pointer.reference(), pointer.span()) {
+        Ok(plain) => plain.to_string(),
+        Err(_) => pointer.to_string(),
+    }
+}
+
+/// One line of the timeline.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct TimelineItem {
+    pub(crate) seq: usize,
+    /// The event's name in the ledger (`delivered`, `rejected`, `deref`, …).
+    pub(crate) event: String,
+    /// The agent it is about.
+    pub(crate) agent: String,
+    /// The trace line `lessrt run` printed for it.
+    pub(crate) text: String,
+    /// Pointers it names (derefs, asks), clickable.
+    pub(crate) pointers: Vec<String>,
+    /// The refusal's code, when it is one.
+    pub(crate) code: Option<String>,
+    /// For a denied deref: the grants of the run that cover every pointer, and the grant its parent would have had
+    /// to issue.
+    pub(crate) cover: Option<Value>,
+}
+
+/// Every event as a timeline line.
+pub(crate) fn timeline(events: &[Event], manifest: Option<&Manifest>) -> Vec<TimelineItem> {
+    let grants = grants_issued(events);
+    events
+        .iter()
+        .enumerate()
+        .map(|(seq, event)| {
+            let value = serde_json::to_value(event).unwrap_or(Value::Null);
+            let name = str_at(&value, "event");
+            let agent = ["agent", "from", "about", "issuer", "requester"]
+                .iter()
+                .find_map(|k| value.get(*k).and_then(Value::as_str))
+                .unwrap_or_default()
+                .to_owned();
+            let code = value.get("code").and_then(Value::as_str).map(str::to_owned);
+            let pointers: Vec<String> = value
+                .get("pointers")
+                .and_then(Value::as_array)
+                .map(|p| p.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+                .unwrap_or_default();
+            let cover = match event {
+                Event::Deref { agent, pointers, granted: false, .. } => {
+                    Some(denied_cover(agent, pointers, &grants, manifest))
+                }
+                _ => None,
+            };
+            TimelineItem {
+                seq,
+                event: name,
+                agent,
+                text: event.trace_line().unwrap_or_default().trim_start().to_owned(),
+                pointers,
+                code,
+                cover,
+            }
+        })
+        .collect()
+}
+
+/// The grants delivered in a run: (grantee, the grant's JSON).
+fn grants_issued(events: &[Event]) -> Vec<(String, Value)> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            Event::Delivered { to, kind: EnvelopeKind::Grant, doc, .. } => Some((to.clone(), doc.to_value())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What would have covered a denied deref: the run's grants to that agent whose patterns cover every pointer, and
+/// the smallest grant its parent could have issued (one pattern per file, a deref per pointer).
+fn denied_cover(agent: &str, pointers: &[String], grants: &[(String, Value)], manifest: Option<&Manifest>) -> Value {
+    let parsed: Vec<Pointer> = pointers.iter().filter_map(|p| Pointer::parse(p).ok()).collect();
+    let covering: Vec<Value> = grants
+        .iter()
+        .filter(|(grantee, _)| grantee == agent)
+        .filter(|(_, grant)| {
+            let patterns: Vec<&str> = grant
+                .get("patterns")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            !parsed.is_empty() && parsed.iter().all(|p| patterns.iter().any(|pattern| pattern_covers(pattern, p)))
+        })
+        .map(|(_, grant)| {
+            json!({
+                "grant_id": grant.get("grant_id"),
+                "issuer": grant.get("issuer"),
+                "patterns": grant.get("patterns"),
+                "max_derefs": grant.get("max_derefs"),
+                "max_tokens": grant.get("max_tokens"),
+            })
+        })
+        .collect();
+    let mut files: Vec<String> = parsed.iter().map(|p| format!("{}:{}", p.ty(), p.location())).collect();
+    files.dedup();
+    let parent = manifest
+        .and_then(|m| m.agents.iter().find(|a| a.id == agent))
+        .and_then(|a| a.parent.clone())
+        .or_else(|| grants.iter().find(|(g, _)| g == agent).map(|(_, v)| str_at(v, "issuer")));
+    json!({
+        "covering": covering,
+        "needed": {"issuer": parent, "grantee": agent, "patterns": files, "max_derefs": parsed.len()},
+    })
+}
+
+/// LESS against a baseline, per role: inline tokens, and inline plus dereferenced content (what `lessrt run`
+/// prints after both modes).
+pub(crate) fn compare(less: &RunReport, baseline: &RunReport) -> Value {
+    let mut rows = Vec::new();
+    let row = |role: &str, l: &less_runtime::run::RoleReport, b: Option<&less_runtime::run::RoleReport>| {
+        let (base, base_all) = b.map_or((0, 0), |b| (b.inline_tokens.total, b.inline_tokens.total + b.deref_tokens));
+        json!({
+            "role": role,
+            "less": l.inline_tokens.total,
+            "less_with_derefs": l.inline_tokens.total + l.deref_tokens,
+            "baseline": base,
+            "baseline_with_derefs": base_all,
+            "less_p95": l.inline_tokens.p95,
+            "baseline_p95": b.map(|b| b.inline_tokens.p95),
+        })
+    };
+    for (role, report) in &less.roles {
+        rows.push(row(role, report, baseline.roles.get(role)));
+    }
+    rows.push(row("TOTAL", &less.totals, Some(&baseline.totals)));
+    json!({"less": less.mode.as_str(), "baseline": baseline.mode.as_str(), "rows": rows})
+}
+
+/// Counts of what happened, for the page's header.
+pub(crate) fn counts(events: &[Event]) -> BTreeMap<&'static str, usize> {
+    let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+    for event in events {
+        let key = match event {
+            Event::Delivered { .. } => "delivered",
+            Event::Rejected { .. } => "rejected",
+            Event::Resent { .. } => "resent",
+            Event::Deref { granted: true, .. } => "derefs",
+            Event::Deref { granted: false, .. } => "derefs_denied",
+            Event::GrantIssued { .. } => "grants",
+            Event::Escalated { .. } => "escalations",
+            Event::Restart { .. } => "restarts",
+            Event::Step { .. } => "steps",
+            _ => continue,
+        };
+        *counts.entry(key).or_default() += 1;
+    }
+    counts.insert(
+        "engrams",
+        events.iter().map(|e| if let Event::Delivered { doc, .. } = e { doc.engrams().len() } else { 0 }).sum(),
+    );
+    counts.insert("events", events.len());
+    counts
+}
+
+fn str_at(value: &Value, key: &str) -> String {
+    value.get(key).and_then(Value::as_str).unwrap_or_default().to_owned()
+}
+
+/// `key` escaped for a JSON pointer.
+fn json_pointer_key(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deref(agent: &str, pointers: &[&str], tokens: u32, granted: bool, via: Option<&str>) -> Event {
+        Event::Deref {
+            agent: agent.into(),
+            pointers: pointers.iter().map(|p| (*p).to_owned()).collect(),
+            tokens,
+            granted,
+            via_grant: via.map(str::to_owned),
+            code: (!granted).then_some(less_runtime::ErrorCode::DerefDenied),
+        }
+    }
+
+    /// The deref meter counts spans and tokens of the agent's own budget per turn, and grants apart.
+    #[test]
+    fn the_meter_counts_a_turn_of_derefs() {
+        let events = vec![
+            Event::Step { index: 0, agent: "dev".into(), action: "deref".into() },
+            deref("dev", &["repo:a.rs#L1-L2", "artifact:SPEC.md#sec=Goals"], 50, true, None),
+            deref("dev", &["repo:b.rs#L1-L2"], 0, false, None),
+            deref("dev", &["repo:b.rs#L1-L2"], 70, true, Some("g1")),
+        ];
+        let agents = hierarchy(None, &events, false);
+        let dev = agents.iter().find(|a| a.id == "dev").expect("dev is named");
+        assert_eq!(dev.state, "working");
+        assert_eq!(dev.meter.deref.repo_spans, 1);
+        assert_eq!(dev.meter.deref.artifact_sections, 1);
+        assert_eq!(dev.meter.deref.tokens, 50);
+        assert_eq!(dev.meter.via_grant_tokens, 70);
+        assert_eq!(dev.meter.denied_derefs, 1);
+    }
+
+    /// A denied deref names the run's grant to that agent that covers it, and the grant that would have been needed.
+    #[test]
+    fn a_denied_deref_names_the_grant_that_covers_it() {
+        let grants = vec![(
+            "dev".to_owned(),
+            json!({"grant_id": "g1", "issuer": "lead", "patterns": ["repo:src/**"], "max_derefs": 2, "max_tokens": 900}),
+        )];
+        let cover = denied_cover("dev", &["repo:src/a.rs#L1-L9".to_owned()], &grants, None);
+        assert_eq!(cover["covering"][0]["grant_id"], "g1");
+        assert_eq!(cover["needed"]["patterns"][0], "repo:src/a.rs");
+        assert_eq!(cover["needed"]["issuer"], "lead");
+        let none = denied_cover("dev", &["repo:docs/a.md#L1-L9".to_owned()], &grants, None);
+        assert_eq!(none["covering"].as_array().map(Vec::len), Some(0));
+    }
+}
