@@ -714,12 +714,23 @@ fn the_live_view_of_a_running_scenario() {
         .as_u64()
         .unwrap_or(0);
     let dir = tmp.path().join("uc1-refactor/less");
-    // The run ends (its report is written); then every ledger line is on the page, which never reloaded.
+    // While the run goes on, events arrive a few at a time (the ledger writes each within 200 ms, the page tails
+    // it): the page shows several different counts before the report exists. Then the run ends (its report is
+    // written), and every ledger line is on the page, which never reloaded.
+    let count = || browser.exec("return document.querySelectorAll('#timeline-list > li').length;", json!([]));
+    let mut seen_during_run = std::collections::BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(120);
     while !dir.join("report.json").is_file() {
         assert!(Instant::now() < deadline, "the run did not finish");
-        std::thread::sleep(Duration::from_millis(100));
+        if let Some(n) = count().as_u64().filter(|n| *n > 0) {
+            seen_during_run.insert(n);
+        }
+        std::thread::sleep(Duration::from_millis(200));
     }
+    assert!(
+        seen_during_run.len() >= 3,
+        "events arrive as the run goes, not all at its end: counts seen during the run {seen_during_run:?}"
+    );
     let total = ledger(&dir).len();
     browser.wait_for(
         "every event on the page",
