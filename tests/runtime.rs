@@ -643,25 +643,12 @@ fn a_grant_for_places_outside_the_workspace_is_refused_before_the_run() {
     }
 }
 
-/// The hierarchy with the manager (and so the dev and the peer) reaching `src/a.rs` and `src/b.rs` alone.
-const NARROW: &str = r#"
-[[agents]]
-id = "lead"
-role = "architect"
-[[agents]]
-id = "manager"
-role = "manager"
-parent = "lead"
-reach = ["repo:src/a.rs", "repo:src/b.rs"]
-[[agents]]
-id = "dev"
-role = "programmer"
-parent = "manager"
-[[agents]]
-id = "peer"
-role = "programmer"
-parent = "manager"
-"#;
+/// [`HIERARCHY`] with the manager (and so the dev and the peer) reaching `src/a.rs` and `src/b.rs` alone.
+fn narrow() -> String {
+    let manager = "parent = \"lead\"\n";
+    assert!(HIERARCHY.contains(manager));
+    HIERARCHY.replace(manager, &format!("{manager}reach = [\"repo:src/a.rs\", \"repo:src/b.rs\"]\n"))
+}
 
 fn brief_granting(agent: &str, to: &str, grant: &str) -> String {
     format!(
@@ -693,7 +680,7 @@ fn outside_its_reach_an_agent_reads_only_through_a_grant_it_was_passed() {
         deref_one("dev", "repo:src/c.rs#L1-L2", Some("g-c-dev")),
     ]
     .concat();
-    let (_, events, _out) = run_in(&body, NARROW, WireMode::Less);
+    let (_, events, _out) = run_in(&body, &narrow(), WireMode::Less);
     let derefs = of_kind(&events, "deref");
     let verdicts: Vec<(bool, Option<&str>)> =
         derefs.iter().map(|e| (e["granted"].as_bool().expect("granted"), e["code"].as_str())).collect();
@@ -708,7 +695,7 @@ fn outside_its_reach_an_agent_reads_only_through_a_grant_it_was_passed() {
 fn a_grant_or_a_reach_wider_than_the_issuer_holds_is_refused_before_the_run() {
     let (dir, _outside) = workspace();
     let wide = r#"{ id = "g", to = "dev", patterns = ["repo:src/**"], max_derefs = 1, max_tokens = 100 }"#;
-    let toml = format!("name = \"t\"\n{}{NARROW}", brief_granting("manager", "dev", wide));
+    let toml = format!("name = \"t\"\n{}{}", brief_granting("manager", "dev", wide), narrow());
     let refused = Scenario::from_toml(&toml, dir.path()).expect_err("wider than the manager holds").0;
     assert_eq!(
         (refused[0].code.as_str(), refused[0].path.as_str()),
@@ -717,7 +704,7 @@ fn a_grant_or_a_reach_wider_than_the_issuer_holds_is_refused_before_the_run() {
     );
     assert!(refused[0].message.contains("wider than manager holds"), "{refused:?}");
     let wider_child =
-        NARROW.replace("parent = \"manager\"\n[[agents]]", "parent = \"manager\"\nreach = [\"repo:**\"]\n[[agents]]");
+        narrow().replace("parent = \"manager\"\n[[agents]]", "parent = \"manager\"\nreach = [\"repo:**\"]\n[[agents]]");
     let refused = Scenario::from_toml(&format!("name = \"t\"\n{wider_child}"), dir.path()).expect_err("dev wider").0;
     assert_eq!(refused[0].path, "/agents/2/reach/0", "{refused:?}");
 }
