@@ -350,6 +350,7 @@ impl Desk {
         db.busy_timeout(std::time::Duration::from_secs(60)).map_err(|err| store_failed("desk.sqlite", err))?;
         db.execute_batch(
             "PRAGMA journal_mode = WAL;
+             PRAGMA synchronous = FULL;
              CREATE TABLE IF NOT EXISTS grants (grant_id TEXT PRIMARY KEY, grantee TEXT NOT NULL, doc TEXT NOT NULL,
                  uses_left INTEGER NOT NULL, derefs_left INTEGER NOT NULL, tokens_left INTEGER NOT NULL);
              CREATE TABLE IF NOT EXISTS requests (request_id TEXT PRIMARY KEY, requester TEXT NOT NULL,
