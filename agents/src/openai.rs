@@ -13,12 +13,16 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
 use crate::provider::{Completion, CompletionModel, CompletionRequest, LlmError, ModelFuture, Usage};
+
+/// The longest answer read from a server (a completion is a few kilobytes; a server streaming without end is cut off).
+pub(crate) const MAX_ANSWER_BYTES: usize = 16 << 20;
 
 /// The most a `Retry-After` header may make us wait.
 pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(20);
@@ -164,8 +168,13 @@ impl OpenAiCompatible {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let bytes = match response.into_body().collect().await {
+        let bytes = match http_body_util::Limited::new(response.into_body(), MAX_ANSWER_BYTES).collect().await {
             Ok(collected) => collected.to_bytes(),
+            Err(err) if err.is::<http_body_util::LengthLimitError>() => {
+                return Err(Attempt::Fatal(LlmError::MalformedResponse {
+                    message: format!("the answer is longer than {MAX_ANSWER_BYTES} bytes; no completion is"),
+                }));
+            }
             Err(err) => return Err(unreachable(format!("the answer broke off: {err}"))),
         };
         let text = String::from_utf8_lossy(&bytes);

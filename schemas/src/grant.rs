@@ -146,13 +146,10 @@ pub fn pattern_within(inner: &str, outer: &str) -> bool {
     }
     match (inner.split_once('#'), outer.split_once('#')) {
         (None, None) | (Some(_), Some(_)) => tokens_within(&glob_tokens(inner), &glob_tokens(outer)),
-        // The outer pattern names files: the spans of the inner one are in them when its file part is.
-        (Some((file, _)), None) => {
-            let file = file.split('@').next().unwrap_or(file);
-            tokens_within(&glob_tokens(file), &glob_tokens(outer))
-        }
-        // Every span of the outer pattern's files is the same as the files.
-        (None, Some((file, "**"))) => tokens_within(&glob_tokens(inner), &glob_tokens(file)),
+        // The outer pattern names files: the spans of the inner one are in them when its file part is (the part
+        // before `#`, whole: a path may hold `@`, so nothing of it is dropped).
+        (Some((file, _)), None) => tokens_within(&glob_tokens(file), &glob_tokens(outer)),
+        // An outer pattern with `#` covers only pointers with a span; one without `#` covers those without, too.
         (None, Some(_)) => false,
     }
 }
@@ -298,9 +295,7 @@ mod tests {
             ("repo:src/?.rs", "repo:src/*.rs"),
             ("repo:src/a.rs", "repo:**"),
             ("repo:src/a.rs#L1-L9", "repo:src/*.rs"),
-            ("repo:src/a.rs@v2#L1-L9", "repo:src/*.rs"),
             ("artifact:SPEC.md#sec=Scope", "artifact:SPEC.md#sec=*"),
-            ("artifact:SPEC.md", "artifact:**#**"),
             ("diff:a..b#src/x.rs", "diff:**"),
             ("test:billing::*", "test:billing::*"),
         ];
@@ -314,6 +309,9 @@ mod tests {
             ("repo:src/*", "repo:src/*.rs"),
             ("repo:src/a.rs", "artifact:**"),
             ("artifact:SPEC.md", "artifact:SPEC.md#sec=*"),
+            ("artifact:SPEC.md", "artifact:**#**"),
+            ("sam:**", "sam:**#**"),
+            ("repo:web/*@**#**", "repo:web/*"),
             ("repo:src/../../etc/**", "repo:**"),
             ("repo:/etc/passwd", "repo:**"),
             ("repo:src/a?rs", "repo:src/a.rs"),

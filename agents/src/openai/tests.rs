@@ -271,3 +271,14 @@ async fn a_timed_out_attempt_closes_its_connection() {
         .expect("closed");
     assert!(after < Duration::from_secs(5), "closed {after:?} after the request");
 }
+
+/// An answer longer than any completion (a hostile or broken server) is cut off, not read into memory, and not
+/// retried.
+#[tokio::test]
+async fn an_endless_answer_is_cut_off() {
+    let huge = "x".repeat(MAX_ANSWER_BYTES + 1);
+    let (base, server) = serve(vec![quick(200, huge)]);
+    let err = client(&base, 2, 20_000).complete(&request(None)).await.expect_err("too long");
+    assert!(matches!(&err, LlmError::MalformedResponse { message } if message.contains("longer than")), "{err:?}");
+    assert_eq!(server.join().expect("server").len(), 1, "not retried");
+}

@@ -57,7 +57,10 @@ impl ArchiveQueue {
         match self.room.acquire().await {
             // Given back when the archive has taken the message.
             Ok(permit) => permit.forget(),
-            Err(_) => return,
+            Err(_) => {
+                tracing::error!(target: "less.dag", "summarizers unavailable, a message not archived");
+                return;
+            }
         }
         let was_empty = {
             let mut pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -65,7 +68,12 @@ impl ArchiveQueue {
             pending.len() == 1
         };
         if was_empty && let Err(err) = summarizers.send_message(SummarizerMsg::RecordQueued(self.clone())) {
-            tracing::error!(target: "less.dag", "summarizers unavailable, message not archived: {err}");
+            // No one will take the queue: say so once per message, give the room back, and let no later delivery
+            // wait for room that will never come.
+            let lost = self.take().len();
+            self.room.add_permits(lost);
+            self.room.close();
+            tracing::error!(target: "less.dag", "summarizers unavailable, {lost} messages not archived: {err}");
         }
     }
 

@@ -236,7 +236,41 @@ pub(crate) fn node_id(kind: NodeKind, project: &str, cover: &[String]) -> String
     format!("{}{}", kind.prefix(), &hex_key(&parts)[..12])
 }
 
+/// Opens the SQLite file `path` to read only, leaving the directory as it found it. A file no writer has open (it
+/// has no `-wal` beside it) is opened immutable, so SQLite does not make its `-wal` and `-shm` files either; one that
+/// a writer has open is read through the writer's WAL.
+pub(crate) fn open_sqlite_read_only(path: &Path) -> Result<Connection, rusqlite::Error> {
+    use rusqlite::OpenFlags;
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let text = path.to_string_lossy();
+    // A URI's path: `%`, `?` and `#` would be read as escapes, the query and the fragment.
+    let escaped = text.replace('%', "%25").replace('?', "%3f").replace('#', "%23");
+    let uri = if Path::new(&wal).exists() {
+        format!("file:{escaped}?mode=ro")
+    } else {
+        format!("file:{escaped}?immutable=1")
+    };
+    Connection::open_with_flags(uri, flags)
+}
+
 impl Archive {
+    /// Opens the archive in `dir/memory.sqlite3` to read only: nothing is created, migrated or written, and a
+    /// store without one is an error (a viewer of a run, `lessrt serve`, must leave the store as it found it).
+    pub fn open_read_only(dir: &Path) -> Result<Archive, StoreError> {
+        let path = dir.join("memory.sqlite3");
+        if !path.is_file() {
+            return Err(StoreError::Io {
+                path,
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no archive in this store"),
+            });
+        }
+        let conn = open_sqlite_read_only(&path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        Ok(Archive { conn })
+    }
+
     /// Opens (creating the tables if needed) the archive in `dir/memory.sqlite3`, beside the engrams.
     pub fn open(dir: &Path) -> Result<Archive, StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Io { path: dir.to_owned(), source })?;

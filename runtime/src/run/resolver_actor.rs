@@ -113,6 +113,16 @@ impl SamIndex {
     }
 }
 
+impl SamIndex {
+    /// [`SamIndex::flush`]; a failing disk (full, say) keeps the entries pending, where lookups still find them, and
+    /// the next flush tries again: the run goes on.
+    fn flush_or_keep(&mut self) {
+        if let Err(err) = self.flush() {
+            tracing::warn!("sam index not written, {} entries kept in memory: {err}", self.pending.len());
+        }
+    }
+}
+
 impl SamSource for SamIndex {
     fn lookup(&self, namespace: &str, key: &str) -> Option<String> {
         let Some(db) = &self.db else { return self.memory.get(&(namespace.to_owned(), key.to_owned())).cloned() };
@@ -156,17 +166,17 @@ impl Actor for ResolverActor {
         match msg {
             ResolverMsg::Resolve(pointers, reply) => {
                 let resolved = blocking::with_taken(&mut state.held, RESOLVER, move |h| {
-                    h.sam.flush()?;
-                    Ok::<_, rusqlite::Error>(h.resolver.resolve_all(&pointers, &h.sam))
+                    h.sam.flush_or_keep();
+                    h.resolver.resolve_all(&pointers, &h.sam)
                 });
-                let _ = reply.send(resolved.await??);
+                let _ = reply.send(resolved.await?);
             }
             ResolverMsg::ReadUnpinned(pointer, reply) => {
                 let read = blocking::with_taken(&mut state.held, RESOLVER, move |h| {
-                    h.sam.flush()?;
-                    Ok::<_, rusqlite::Error>(h.resolver.read_unpinned(&pointer, &h.sam))
+                    h.sam.flush_or_keep();
+                    h.resolver.read_unpinned(&pointer, &h.sam)
                 });
-                let _ = reply.send(read.await??);
+                let _ = reply.send(read.await?);
             }
             ResolverMsg::Remember(msg_id, doc) => {
                 let sam = &mut state.held.as_mut().ok_or(LOST)?.sam;
@@ -184,11 +194,7 @@ impl Actor for ResolverActor {
                     }
                 }
                 if sam.pending.len() >= SAM_BATCH {
-                    let flushed = blocking::with_taken(&mut state.held, RESOLVER, |h| h.sam.flush()).await?;
-                    if let Err(err) = flushed {
-                        // The entries stay pending; the next resolution tries again (and says so if it fails).
-                        tracing::warn!("sam index not written: {err}");
-                    }
+                    blocking::with_taken(&mut state.held, RESOLVER, |h| h.sam.flush_or_keep()).await?;
                 }
             }
         }

@@ -17,7 +17,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use less_runtime::dag::{Archive, Dag, index_dir};
+use less_runtime::dag::{Archive, Dag, copy_index};
 use less_runtime::memory::Memory;
 use less_runtime::run::RunReport;
 use less_runtime::{ErrorCode, Violation};
@@ -513,13 +513,24 @@ async fn dag(State(served): State<Arc<Served>>, Params(param): Params<DagParam>)
 
 /// The archive of the store in `dir`, to read.
 fn open_archive(dir: &Path) -> Result<Archive, ApiError> {
-    Archive::open(dir).map_err(|err| {
+    if !dir.join("memory.sqlite3").is_file() {
+        return Err(no_archive(dir));
+    }
+    Archive::open_read_only(dir).map_err(|err| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             ErrorCode::StoreFailed,
             format!("cannot open the archive: {err}"),
         )
     })
+}
+
+fn no_archive(dir: &Path) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        ErrorCode::ArgumentInvalid,
+        format!("no archive in {}; a run's store is <run dir>/memory (or name one with --store)", dir.display()),
+    )
 }
 
 /// Parameters of `/api/dag/query`.
@@ -551,8 +562,15 @@ async fn dag_query(State(served): State<Arc<Served>>, Params(param): Params<Quer
         let run = pick(&served, param.run.as_deref())?;
         let dir = store_of(&served, &run)?;
         let failed = |err: String| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::StoreFailed, err);
-        // Hash recall only: without the model a query never embeds the archive's claims into the store.
-        let index = Memory::open_without_model(&index_dir(&dir)).map_err(|e| failed(e.to_string()))?;
+        if !dir.join("memory.sqlite3").is_file() {
+            return Err(no_archive(&dir));
+        }
+        // Hash recall only (no model), on a copy of the index: nothing of the store is written.
+        let copy =
+            tempfile::Builder::new().prefix("lessrt-serve-index-").tempdir().map_err(|e| failed(e.to_string()))?;
+        copy_index(&dir, copy.path())
+            .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, ErrorCode::ArgumentInvalid, e.to_string()))?;
+        let index = Memory::open_without_model(copy.path()).map_err(|e| failed(e.to_string()))?;
         let mut dag = Dag::open_to_read(&dir, index).map_err(|e| failed(e.to_string()))?;
         let answer = dag.expand_query(&question, max_tokens, None).map_err(|e| failed(e.to_string()))?;
         Ok(Json(redacted(serde_json::to_value(answer).unwrap_or(Value::Null))))
@@ -584,7 +602,7 @@ async fn stream(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok())
-        .map(|last| last + 1);
+        .map(|last| last.saturating_add(1));
     let from = resumed.or(param.from).unwrap_or(0);
     let tail = Tail::new(picked.dir, from, served.poll);
     let stream = futures_util::stream::unfold(tail, |mut tail| async move {
