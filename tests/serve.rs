@@ -329,6 +329,15 @@ fn bad_input_gets_a_4xx_with_its_code_and_nothing_leaves_the_workspace() {
     refused(&[], "/api/dag", 404, "LESS_INPUT_UNREADABLE");
     refused(&[], "/etc/passwd", 404, "LESS_ARGUMENT_INVALID");
     refused(&[("from", "minus one")], "/api/events", 400, "LESS_ARGUMENT_INVALID");
+    // A page whose host name was rebound to 127.0.0.1 gets nothing; nor does a write.
+    let url = format!("{}?pointer=repo:src/lib.rs", server.url("/api/deref"));
+    let mut rebound = http().get(&url).header("Host", "attacker.example:80").call().expect("answers");
+    let body: Value = serde_json::from_str(&rebound.body_mut().read_to_string().expect("body")).expect("JSON");
+    assert_eq!((rebound.status().as_u16(), body["code"].as_str()), (403, Some("LESS_ARGUMENT_INVALID")), "{body}");
+    assert!(!body.to_string().contains("pub fn a"), "{body}");
+    let mut posted = http().post(server.url("/api/run")).send("{}").expect("answers");
+    let body: Value = serde_json::from_str(&posted.body_mut().read_to_string().expect("body")).expect("JSON");
+    assert_eq!((posted.status().as_u16(), body["code"].as_str()), (405, Some("LESS_ARGUMENT_INVALID")), "{body}");
 
     // Secrets are redacted wherever they would show: a workspace file, a ledger line.
     let (status, deref) = get(&server, "/api/deref", &[("pointer", "repo:src/lib.rs")]);

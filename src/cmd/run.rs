@@ -125,7 +125,8 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
             crate::cmd::serve::check_addr(addr, args.allow_remote, "--serve")?;
             let dir = args.out.clone().unwrap_or_else(|| PathBuf::from("runs")).join(&scenario.name);
             std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-            let (bound, server) = runtime.block_on(crate::cmd::serve::start(crate::cmd::serve::for_run(dir), addr))?;
+            let (bound, server) =
+                runtime.block_on(crate::cmd::serve::start(crate::cmd::serve::for_run(dir, args.allow_remote), addr))?;
             eprintln!("lessrt run: watch it at http://{bound}/");
             let interrupt = runtime.spawn(async {
                 if tokio::signal::ctrl_c().await.is_ok() {

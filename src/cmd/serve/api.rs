@@ -39,6 +39,9 @@ pub(crate) struct Served {
     pub(crate) scenario: Option<Manifest>,
     /// How often the live stream looks at the ledger.
     pub(crate) poll: Duration,
+    /// Answer requests for any host name (`--allow-remote`); else only for loopback names, so a web page whose
+    /// name was rebound to 127.0.0.1 cannot read the workspace through the browser.
+    pub(crate) any_host: bool,
 }
 
 /// The page, its script and its style, compiled in: the page works offline and needs nothing beside the binary.
@@ -70,7 +73,41 @@ pub(crate) fn router(served: Arc<Served>) -> axum::Router {
                 "no such page; the API is under /api/ (see the README's table)",
             )
         })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                ErrorCode::ArgumentInvalid,
+                "the page only reads: every path takes GET",
+            )
+        })
+        .layer(axum::middleware::from_fn_with_state(served.clone(), loopback_host))
         .with_state(served)
+}
+
+/// Refuses a request whose `Host` is not a loopback name (unless `--allow-remote`): the server listens on loopback,
+/// but a browser visiting a hostile site whose name now resolves to 127.0.0.1 would otherwise send it requests.
+async fn loopback_host(
+    State(served): State<Arc<Served>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if served.any_host {
+        return next.run(request).await;
+    }
+    let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    if matches!(name.to_ascii_lowercase().as_str(), "127.0.0.1" | "localhost" | "::1") {
+        return next.run(request).await;
+    }
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        ErrorCode::ArgumentInvalid,
+        format!("host {host:?} is not this machine's loopback; open the page at http://127.0.0.1:<port>/"),
+    )
+    .into_response()
 }
 
 fn asset(body: &'static str, content_type: &'static str) -> Response {
