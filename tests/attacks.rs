@@ -185,8 +185,13 @@ parent = "manager"
     // The lead (the whole workspace) gives the manager the spec; the manager may now pass part of it on, and the
     // dev reads it with that grant (only with it).
     desk.issue_grant(&lead, &grant("manager", &["artifact:SPEC.md#sec=*"], 2, "PT1H")).expect("the lead holds all");
+    // Not more uses, nor a longer life, than the manager's grant has.
+    for (uses, ttl) in [(3, "PT30M"), (1, "PT2H")] {
+        let wider = grant("dev", &["artifact:SPEC.md#sec=Scope"], uses, ttl);
+        refused(desk.issue_grant(&manager, &wider), ErrorCode::GrantInvalid, "more than the held grant has left");
+    }
     let passed = desk
-        .issue_grant(&manager, &grant("dev", &["artifact:SPEC.md#sec=Scope"], 1, "PT1H"))
+        .issue_grant(&manager, &grant("dev", &["artifact:SPEC.md#sec=Scope"], 1, "PT30M"))
         .expect("within a grant the manager holds");
     refused(desk.deref(&dev, &spec, None), ErrorCode::DerefDenied, "still outside the reach without the grant");
     let (items, _) = desk.deref(&dev, &spec, Some(&passed.terms.grant_id)).expect("through the grant");

@@ -670,8 +670,7 @@ fn deref_one(agent: &str, pointer: &str, grant: Option<&str>) -> String {
 fn outside_its_reach_an_agent_reads_only_through_a_grant_it_was_passed() {
     let to_manager =
         r#"{ id = "g-c", to = "manager", patterns = ["repo:src/c.rs"], max_derefs = 2, max_tokens = 3000, uses = 2 }"#;
-    let to_dev =
-        r#"{ id = "g-c-dev", to = "dev", patterns = ["repo:src/c.rs"], max_derefs = 1, max_tokens = 3000, uses = 1 }"#;
+    let to_dev = r#"{ id = "g-c-dev", to = "dev", patterns = ["repo:src/c.rs"], max_derefs = 1, max_tokens = 3000, uses = 1, ttl = "PT30M" }"#;
     let body = [
         deref_one("dev", "repo:src/a.rs#L1-L2", None),
         deref_one("dev", "repo:src/c.rs#L1-L2", None),

@@ -563,26 +563,28 @@ impl Desk {
         Ok(())
     }
 
-    /// The patterns of the grants `id` holds now (uses left, not expired): what it may grant beyond its reach.
-    fn held_patterns(&self, id: &str) -> Result<Vec<String>, Violation> {
+    /// The grants `id` holds now (uses left, not expired), with what is left of each: what it may pass on beyond
+    /// its reach.
+    fn held_grants(&self, id: &str) -> Result<Vec<(Grant, GrantLeft)>, Violation> {
         let db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut statement = db
-            .prepare("SELECT doc FROM grants WHERE grantee = ?1 AND uses_left > 0")
+            .prepare("SELECT doc, uses_left, derefs_left, tokens_left FROM grants WHERE grantee = ?1 AND uses_left > 0")
             .map_err(|err| store_failed("desk grants", err))?;
-        let docs = statement
-            .query_map(params![id], |r| r.get::<_, String>(0))
-            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+        let rows = statement
+            .query_map(params![id], |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .and_then(|rows| rows.collect::<Result<Vec<(String, u32, u32, u32)>, _>>())
             .map_err(|err| store_failed("desk grants", err))?;
         let now = time::OffsetDateTime::now_utc();
         let live = |grant: &Grant| {
             time::OffsetDateTime::parse(&grant.terms.expires_at, &time::format_description::well_known::Rfc3339)
                 .is_ok_and(|expires| now <= expires)
         };
-        Ok(docs
-            .iter()
-            .filter_map(|doc| serde_json::from_str::<Grant>(doc).ok())
-            .filter(live)
-            .flat_map(|grant| grant.terms.patterns)
+        Ok(rows
+            .into_iter()
+            .filter_map(|(doc, uses, derefs, tokens)| {
+                let grant = serde_json::from_str::<Grant>(&doc).ok().filter(live)?;
+                Some((grant, GrantLeft { uses, derefs, tokens }))
+            })
             .collect())
     }
 
@@ -649,13 +651,6 @@ impl Desk {
                 ));
             }
         }
-        let held = self.held_patterns(&who.id)?;
-        for (i, pattern) in patterns.iter().enumerate() {
-            if !who.reach.holds(pattern) && !less_contract::pattern_within_any(pattern, &held) {
-                let Violation { message, .. } = crate::run::wider_than_held("(new)", &who.id, &who.reach, pattern);
-                return Err(Violation::new(ErrorCode::GrantInvalid, format!("/pointers/{i}"), message));
-            }
-        }
         let ttl =
             Ttl::parse(ttl.as_deref().unwrap_or("PT1H")).map_err(|v| Violation { path: "/ttl".to_owned(), ..v })?;
         let uses = uses.unwrap_or(1).max(1);
@@ -680,6 +675,19 @@ impl Desk {
             expires_at,
             uses,
         };
+        let held = self.held_grants(&who.id)?;
+        for (i, pattern) in patterns.iter().enumerate() {
+            let rfc3339 = |t: &str| time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok();
+            let passed_on = |(grant, left): &(Grant, GrantLeft)| {
+                rfc3339(&grant.terms.expires_at) >= rfc3339(&terms.expires_at)
+                    && rfc3339(&terms.expires_at).is_some()
+                    && crate::run::passes_on(&grant.terms, *left, pattern, &terms)
+            };
+            if !who.reach.holds(pattern) && !held.iter().any(passed_on) {
+                let Violation { message, .. } = crate::run::wider_than_held("(new)", &who.id, &who.reach, pattern);
+                return Err(Violation::new(ErrorCode::GrantInvalid, format!("/pointers/{i}"), message));
+            }
+        }
         let grant = Grant::issue(terms, &self.key);
         Valid::new(grant.clone()).map_err(|v| {
             v.0.into_iter().next().unwrap_or_else(|| Violation::new(ErrorCode::SchemaInvalid, "", "invalid grant"))

@@ -194,13 +194,16 @@ impl GrantBook {
         Ok(())
     }
 
-    /// Whether a grant held now (not expired, uses left) covers everything `pattern` covers: what its holder may
-    /// pass on to its own descendants.
-    pub fn holds(&self, pattern: &str, now: time::OffsetDateTime) -> bool {
+    /// Whether one grant held now covers what `terms` would grant of `pattern`: the pattern within the held
+    /// grant's, and no more uses, derefs, tokens, inline code or lifetime than it has left. What a holder may pass on
+    /// to its own descendants (never more than it holds).
+    pub fn holds(&self, pattern: &str, terms: &less_contract::GrantTerms, now: time::OffsetDateTime) -> bool {
+        let expires = parse_time(&terms.expires_at);
         self.held.values().any(|held| {
-            held.uses_left > 0
-                && now <= held.expires
-                && less_contract::pattern_within_any(pattern, &held.grant.terms.patterns)
+            let left = GrantLeft { uses: held.uses_left, derefs: held.derefs_left, tokens: held.tokens_left };
+            now <= held.expires
+                && expires.is_some_and(|expires| expires <= held.expires)
+                && passes_on(&held.grant.terms, left, pattern, terms)
         })
     }
 
@@ -371,13 +374,27 @@ pub(crate) fn outside_reach(agent: &str, reach: &Reach, pointer: &Pointer) -> Vi
     )
 }
 
+/// Whether a grant of `terms` for `pattern` is within what is `left` of the `held` grant (its lifetime apart).
+pub(crate) fn passes_on(
+    held: &less_contract::GrantTerms,
+    left: GrantLeft,
+    pattern: &str,
+    terms: &less_contract::GrantTerms,
+) -> bool {
+    left.uses >= terms.uses.max(1)
+        && left.derefs >= terms.max_derefs
+        && left.tokens >= terms.max_tokens
+        && held.inline_code_tokens >= terms.inline_code_tokens
+        && less_contract::pattern_within_any(pattern, &held.patterns)
+}
+
 /// A grant pattern wider than what its issuer holds.
 pub(crate) fn wider_than_held(grant_id: &str, issuer: &str, reach: &Reach, pattern: &str) -> Violation {
     grant_invalid(
         grant_id,
         &format!(
-            "{pattern} is wider than {issuer} holds (it reads {} and the grants it holds): an agent grants only what \
-             it may read itself",
+            "{pattern} is wider than {issuer} holds (it reads {} without a grant, and no grant it holds covers this \
+             one's pattern, uses, derefs, tokens and lifetime): an agent grants only what it may read itself",
             reach.describe()
         ),
     )
@@ -970,10 +987,11 @@ impl GatewayState {
             ));
         }
         let now = self.ctx.now();
-        if let Some(pattern) = spec.patterns.iter().find(|p| !self.reach.holds(p) && !self.grants.holds(p, now)) {
+        let terms = spec.terms(&self.agent_id, now)?;
+        if let Some(pattern) = spec.patterns.iter().find(|p| !self.reach.holds(p) && !self.grants.holds(p, &terms, now))
+        {
             return Err(wider_than_held(&spec.id, &self.agent_id, &self.reach, pattern));
         }
-        let terms = spec.terms(&self.agent_id, self.ctx.now())?;
         let grant = Grant::issue(terms, &self.ctx.secret);
         self.ctx.record(Event::GrantIssued {
             issuer: self.agent_id.clone(),

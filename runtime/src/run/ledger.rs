@@ -394,6 +394,8 @@ pub struct TokenLedgerState {
     jsonl_path: Option<PathBuf>,
     /// A [`TokenLedgerMsg::Tick`] is on its way.
     tick_scheduled: bool,
+    /// An event could not be written as JSON: it and every later event stay in memory (in order after the disk's).
+    in_memory_from_now: bool,
     /// `(msg_id, restatement)` of every delivered typed message, in delivery order.
     histories: Vec<(String, String)>,
     /// Per agent, the message ids of the reports it knows, in the order it learned them.
@@ -449,6 +451,7 @@ impl Actor for TokenLedger {
             pending_events: 0,
             jsonl_path: args.out_dir.as_ref().map(|dir| dir.join("ledger.jsonl")),
             tick_scheduled: false,
+            in_memory_from_now: false,
             histories: Vec::new(),
             known: Default::default(),
             files,
@@ -520,14 +523,17 @@ impl TokenLedgerState {
         {
             println!("{line}");
         }
-        if self.files.is_none() {
+        if self.files.is_none() || self.in_memory_from_now {
             self.events.push(event);
             return;
         }
         let line = match serde_json::to_vec(&event) {
             Ok(line) => line,
             Err(err) => {
-                tracing::error!("ledger event has no JSON form, kept in memory only: {err}");
+                // Kept in memory, and so is every later event: a snapshot lists the disk's events first, so the
+                // order holds only if nothing after this one goes to the disk.
+                tracing::error!("ledger event has no JSON form, kept in memory with every later one: {err}");
+                self.in_memory_from_now = true;
                 self.events.push(event);
                 return;
             }
@@ -736,6 +742,7 @@ mod tests {
             pending_events: 0,
             jsonl_path: Some(path.clone()),
             tick_scheduled: false,
+            in_memory_from_now: false,
             histories: Vec::new(),
             known: Default::default(),
             files: Some(files),

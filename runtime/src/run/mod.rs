@@ -41,7 +41,7 @@ pub use agent::{
     TurnInput, agent_in_turn,
 };
 pub use gateway::{DerefMeter, GrantBook, GrantLeft, Reach, pattern_covers};
-pub(crate) use gateway::{outside_reach, wider_than_held};
+pub(crate) use gateway::{outside_reach, passes_on, wider_than_held};
 pub use grade::{Answer, TaskReport, TaskVerdict, covers, states};
 pub use ledger::Event;
 pub use report::{CheckResult, CheckStatus, ModelSpend, RoleReport, RunReport, TokenStats};
