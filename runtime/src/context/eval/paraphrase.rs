@@ -420,7 +420,7 @@ const TOPICS_RU: &[(&str, [&str; 5])] = &[
     ("деплоя", ["Helm", "Kustomize", "Pulumi", "Terraform", "Ansible"]),
 ];
 
-/// Tasks: what to do, and the same thing named (English, Russian).
+/// Tasks: what to do, and the same thing named, a part of the phrase (English, Russian).
 const TASKS_EN: &[(&str, &str)] = &[
     ("renew the TLS certificate for the shop", "the TLS certificate for the shop"),
     ("rotate the staging API keys", "the staging API keys"),
@@ -428,7 +428,7 @@ const TASKS_EN: &[(&str, &str)] = &[
     ("update the failover runbook", "the failover runbook"),
     ("migrate the nightly jobs", "the nightly jobs"),
     ("clean up the stale feature flags", "the stale feature flags"),
-    ("email the auditors about the Q3 report", "the Q3 report for the auditors"),
+    ("email the auditors about the Q3 report", "the Q3 report"),
 ];
 
 const TASKS_RU: &[(&str, &str)] = &[
