@@ -233,7 +233,9 @@ impl LedgerState {
             is_decision = self.decision(Act::Decision, idx, text, None);
         }
         let mut is_question = false;
-        let is_request = is_obligation && !by_marker;
+        // A request phrased as a question (`can you …?`) is an obligation only; a commitment that embeds a question
+        // (`someone should find out who …`) is both.
+        let is_request = is_obligation && !by_marker && text.trim_end().ends_with('?');
         if let Some((act, caps)) = matches.first_of(&[Act::Answer, Act::Question]).filter(|_| !is_request) {
             let rest = caps.name("rest").map_or("", |m| m.as_str());
             if act == Act::Answer {
@@ -297,7 +299,7 @@ impl LedgerState {
                 let value_lower = value.to_lowercase();
                 !negated
                     && value_lower != current
-                    && !subject_words.iter().any(|w| value_lower.contains(w.as_str()))
+                    && !value_lower.split_whitespace().all(|w| subject_words.iter().any(|s| s == w))
                     && !value_lower.starts_with("credential_ref")
             })
             .map(|(value, _)| value)
