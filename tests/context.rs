@@ -221,6 +221,64 @@ fn eval_context_prints_every_engine_per_miss_kind_and_the_ledger_passes_all() {
 }
 
 #[test]
+fn eval_context_paraphrase_reports_dev_and_held_out_side_by_side_as_the_readme_says() {
+    let output = lessrt(&["eval", "context", "--suite", "paraphrase", "--json"]);
+    let report = stdout_json(&output);
+    assert_eq!(report["suite"], "paraphrase");
+    let kinds =
+        ["stale_fact", "lost_obligation", "missing_fact", "secret_exposed", "superseded_decision", "correction_lost"];
+    let mut ledger_failures = 0;
+    for split in ["dev", "held_out"] {
+        let doc = &report["splits"][split];
+        let ledger = &doc["engines"]["ledger"];
+        for kind in kinds {
+            assert!(ledger["by_kind"][kind]["checks"].as_u64().expect("checks") > 0, "{split}: {kind}");
+        }
+        for engine in ["hot-tail", "truncate"] {
+            assert!(doc["engines"][engine]["passed"].as_u64() < ledger["passed"].as_u64(), "{split}: {engine}");
+        }
+        // Re-compaction is idempotent on every scenario of the set.
+        let idempotent = &doc["recompaction"]["idempotent"];
+        assert_eq!(idempotent["stable"], idempotent["scenarios"], "{split}: {}", doc["recompaction"]);
+        assert_eq!(idempotent["scenarios"], doc["scenarios"]);
+        ledger_failures += ledger["failures"].as_array().expect("failures").len();
+    }
+    // Exit 1 exactly when the ledger misses a check, in either split.
+    assert_eq!(output.status.code(), Some(i32::from(ledger_failures > 0)), "{}", stderr(&output));
+    // The README's table is this run's result, row by row.
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README");
+    let labels = [
+        ("stale_fact", "stale fact used as current"),
+        ("lost_obligation", "lost obligation"),
+        ("missing_fact", "fact missing from context"),
+        ("secret_exposed", "raw secret or IP exposed"),
+        ("superseded_decision", "superseded decision used"),
+        ("correction_lost", "correction lost"),
+    ];
+    for (kind, label) in labels {
+        let cell = |split: &str, engine: &str| {
+            let k = &report["splits"][split]["engines"][engine]["by_kind"][kind];
+            format!("{}/{}", k["passed"], k["checks"])
+        };
+        let row = format!(
+            "| {label} | **{}** | **{}** | {} | {} | {} | {} |",
+            cell("dev", "ledger"),
+            cell("held_out", "ledger"),
+            cell("dev", "hot-tail"),
+            cell("held_out", "hot-tail"),
+            cell("dev", "truncate"),
+            cell("held_out", "truncate"),
+        );
+        assert!(readme.contains(&row), "README.md lacks the row:\n{row}");
+    }
+    let text = lessrt(&["eval", "context", "--suite", "paraphrase"]);
+    let table = String::from_utf8_lossy(&text.stdout);
+    assert!(table.contains("ledger dev") && table.contains("ledger held"), "{table}");
+    let unknown = lessrt(&["eval", "context", "--suite", "nonsense"]);
+    assert_eq!(unknown.status.code(), Some(2), "{}", stderr(&unknown));
+}
+
+#[test]
 fn compact_engrams_go_into_the_memory_store() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = write(dir.path(), "standup.json", &Value::Array(transcript()).to_string());

@@ -1,5 +1,6 @@
 //! `lessrt eval locomo FILE`: evidence recall of the memory's recall on LoCoMo conversations.
-//! `lessrt eval context`: the context ledger against its baselines on the built-in scenario suite.
+//! `lessrt eval context`: the context ledger against its baselines on the built-in scenario suite, or
+//! (`--suite paraphrase`) on the paraphrase set, its development and held-out splits side by side.
 //!
 //! Every dialog turn of a conversation becomes an engram of that conversation's project, citing
 //! `sam:<sample_id>:<dia_id>`; every QA question is asked against its own conversation. A question's recall@k is
@@ -36,10 +37,24 @@ pub(crate) enum Command {
 /// Arguments of `lessrt eval context`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ContextArgs {
-    /// The report: {"scenarios", "messages", "tokens_in", "engines": {name: {"passed", "checks", "tokens_out",
-    /// "by_kind", "failures"}}}.
+    /// Which scenarios: `scenarios` (the 34 seeded transcripts) or `paraphrase` (the grammar-generated paraphrase
+    /// families of every miss kind, English and Russian, reported per split: development and held out).
+    #[arg(long, value_enum, default_value_t = ContextSuite::Scenarios)]
+    suite: ContextSuite,
+    /// The report: {"suite", "scenarios", "messages", "tokens_in", "engines": {name: {"passed", "checks",
+    /// "tokens_out", "by_kind", "failures"}}, "recompaction": {"idempotent", "continued", "failures"}}; with
+    /// `--suite paraphrase`, {"suite", "held_out_per_family", "splits": {"dev": <that report>, "held_out": <…>}}.
     #[command(flatten)]
     output: OutputArgs,
+}
+
+/// The scenario sets of `lessrt eval context`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ContextSuite {
+    /// The 34 seeded scenario transcripts.
+    Scenarios,
+    /// The paraphrase families, development and held-out splits.
+    Paraphrase,
 }
 
 /// Where to get LoCoMo: it is not shipped with lessrt (its licence is CC BY-NC 4.0).
@@ -106,11 +121,38 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Runs the scenario suite; exit 1 when the ledger misses a check (the suite is its contract).
+/// Runs a scenario set; exit 1 when the ledger misses a check (the set is its contract).
 fn context(args: &ContextArgs) -> anyhow::Result<ExitCode> {
-    let suite = context::eval_suite();
-    let report = context::evaluate(&suite);
-    let cell = |passed: usize, total: usize| format!("{passed}/{total}");
+    let reports: Vec<(&str, context::EvalReport)> = match args.suite {
+        ContextSuite::Scenarios => vec![("all", context::evaluate(&context::eval_suite()))],
+        ContextSuite::Paraphrase => {
+            let suite = context::paraphrase_suite();
+            context::Split::ALL.iter().map(|split| (split.as_str(), context::evaluate(suite.split(*split)))).collect()
+        }
+    };
+    let doc = match args.suite {
+        ContextSuite::Scenarios => {
+            let mut doc = context_doc(&reports[0].1);
+            doc["suite"] = json!("scenarios");
+            doc
+        }
+        ContextSuite::Paraphrase => {
+            let splits: serde_json::Map<String, Value> =
+                reports.iter().map(|(name, report)| ((*name).to_owned(), context_doc(report))).collect();
+            json!({"suite": "paraphrase", "held_out_per_family": context::N_HELD_OUT, "splits": splits})
+        }
+    };
+    args.output.emit(&doc, || print_context(args.suite, &reports))?;
+    let ledger_clean = reports
+        .iter()
+        .flat_map(|(_, report)| &report.engines)
+        .filter(|s| s.engine == Engine::Ledger)
+        .all(|s| s.failures.is_empty());
+    Ok(if ledger_clean { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// One report as JSON.
+fn context_doc(report: &context::EvalReport) -> Value {
     let engines: serde_json::Map<String, Value> = report
         .engines
         .iter()
@@ -131,52 +173,84 @@ fn context(args: &ContextArgs) -> anyhow::Result<ExitCode> {
             (score.engine.as_str().to_owned(), body)
         })
         .collect();
-    let doc = json!({
+    let recompaction = &report.recompaction;
+    json!({
         "scenarios": report.n_scenarios,
         "messages": report.n_messages,
         "tokens_in": report.tokens_in,
         "engines": engines,
-    });
-    args.output.emit(&doc, || {
+        "recompaction": {
+            "idempotent": {"stable": recompaction.idempotent.0, "scenarios": recompaction.idempotent.1},
+            "continued": {"passed": recompaction.continued.0, "checks": recompaction.continued.1},
+            "failures": recompaction.failures,
+        },
+    })
+}
+
+/// The table: one row per miss kind, one column per engine and report (split).
+fn print_context(suite: ContextSuite, reports: &[(&str, context::EvalReport)]) {
+    let cell = |(passed, total): (usize, usize)| format!("{passed}/{total}");
+    let n_scenarios: usize = reports.iter().map(|(_, r)| r.n_scenarios).sum();
+    let n_messages: usize = reports.iter().map(|(_, r)| r.n_messages).sum();
+    let tokens_in: u64 = reports.iter().map(|(_, r)| r.tokens_in).sum();
+    let title = match suite {
+        ContextSuite::Scenarios => "Context ledger evaluation",
+        ContextSuite::Paraphrase => "Context ledger evaluation, paraphrase set (dev | held out)",
+    };
+    outln!("{title}: {n_scenarios} scenarios, {n_messages} messages, {tokens_in} tokens in");
+    // Columns: engine by engine, each split of it side by side.
+    let columns: Vec<(Engine, usize)> =
+        Engine::ALL.iter().flat_map(|engine| (0..reports.len()).map(move |r| (*engine, r))).collect();
+    let width = if reports.len() > 1 { 12 } else { 10 };
+    let header: Vec<String> = columns
+        .iter()
+        .map(|(engine, r)| {
+            let name = if reports.len() > 1 {
+                format!("{} {}", engine.as_str(), if reports[*r].0 == "dev" { "dev" } else { "held" })
+            } else {
+                engine.as_str().to_owned()
+            };
+            format!("{name:>width$}", width = if reports.len() > 1 { name.len().max(width) + 1 } else { width })
+        })
+        .collect();
+    outln!("{:<30}{}", "miss kind (checks passed)", header.join(""));
+    let widths: Vec<usize> = header.iter().map(String::len).collect();
+    let score = |engine: Engine, r: usize| reports[r].1.engines.iter().find(|s| s.engine == engine);
+    let row = |label: &str, value: &dyn Fn(Engine, usize) -> String| {
+        let cells: Vec<String> =
+            columns.iter().zip(&widths).map(|((engine, r), width)| format!("{:>width$}", value(*engine, *r))).collect();
+        outln!("{label:<30}{}", cells.join(""));
+    };
+    for kind in context::MissKind::ALL {
+        row(kind.label(), &|engine, r| {
+            cell(score(engine, r).and_then(|s| s.by_kind.get(&kind).copied()).unwrap_or_default())
+        });
+    }
+    row("total", &|engine, r| cell(score(engine, r).map(|s| s.total()).unwrap_or_default()));
+    row("tokens out", &|engine, r| score(engine, r).map(|s| s.tokens_out).unwrap_or_default().to_string());
+    for (name, report) in reports {
+        let recompaction = &report.recompaction;
+        let which = if reports.len() > 1 { format!(" ({name})") } else { String::new() };
         outln!(
-            "Context ledger evaluation: {} scenarios, {} messages, {} tokens in",
-            report.n_scenarios,
-            report.n_messages,
-            report.tokens_in
+            "ledger re-compaction{which}: {} of {} outputs unchanged when compacted again; {} checks passed \
+             when compacted in two steps",
+            recompaction.idempotent.0,
+            recompaction.idempotent.1,
+            cell(recompaction.continued),
         );
-        let names: Vec<String> = report.engines.iter().map(|s| format!("{:>10}", s.engine.as_str())).collect();
-        outln!("{:<30}{}", "miss kind (checks passed)", names.join(""));
-        for kind in context::MissKind::ALL {
-            let cells: Vec<String> = report
-                .engines
-                .iter()
-                .map(|s| {
-                    let (p, t) = s.by_kind.get(&kind).copied().unwrap_or_default();
-                    format!("{:>10}", cell(p, t))
-                })
-                .collect();
-            outln!("{:<30}{}", kind.label(), cells.join(""));
-        }
-        let totals: Vec<String> = report
-            .engines
-            .iter()
-            .map(|s| {
-                let (p, t) = s.total();
-                format!("{:>10}", cell(p, t))
-            })
-            .collect();
-        outln!("{:<30}{}", "total", totals.join(""));
-        let tokens: Vec<String> = report.engines.iter().map(|s| format!("{:>10}", s.tokens_out)).collect();
-        outln!("{:<30}{}", "tokens out", tokens.join(""));
-        // The baselines' misses are expected (`--json` lists them); the ledger's are regressions.
+    }
+    // The baselines' misses are expected (`--json` lists them); the ledger's are regressions.
+    for (name, report) in reports {
         for score in report.engines.iter().filter(|s| s.engine == Engine::Ledger) {
             for failure in &score.failures {
-                eprintln!("lessrt: {} missed {failure}", score.engine);
+                let which = if reports.len() > 1 { format!(" ({name})") } else { String::new() };
+                eprintln!("lessrt: {}{which} missed {failure}", score.engine);
             }
         }
-    })?;
-    let ledger_clean = report.engines.iter().filter(|s| s.engine == Engine::Ledger).all(|s| s.failures.is_empty());
-    Ok(if ledger_clean { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        for failure in &report.recompaction.failures {
+            eprintln!("lessrt: ledger re-compaction: {failure}");
+        }
+    }
 }
 
 fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {

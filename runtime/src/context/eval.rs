@@ -107,8 +107,9 @@ enum Probe {
     /// The obligation is visible as open (`open`), or is not presented as open. `events` are the raw messages
     /// that open or close it, with whether it is open after each.
     Obligation { phrase: String, open: bool, events: Vec<(String, bool)> },
-    /// The latest visible decision among `current` and `older` is `current`.
-    Decision { current: String, older: Vec<String> },
+    /// The latest visible decision among `current` and `older` is `current`. `asides` are raw messages that name an
+    /// option without deciding it (a proposal, a question): a reader of the raw messages skips them.
+    Decision { current: String, older: Vec<String>, asides: Vec<String> },
     /// The open question is visible.
     Question { phrase: String },
     /// The text appears nowhere in the output.
@@ -146,13 +147,33 @@ pub struct EvalReport {
     pub tokens_in: u64,
     /// One score per engine, ledger first.
     pub engines: Vec<EngineScore>,
+    /// The ledger compacted again: is it stable?
+    pub recompaction: Recompaction,
+}
+
+/// How the ledger behaves when a compacted conversation is compacted again.
+#[derive(Debug, Clone, Default)]
+pub struct Recompaction {
+    /// Scenarios whose compacted output, compacted again, is byte for byte the same; and scenarios run.
+    pub idempotent: (usize, usize),
+    /// Checks passed and run when the conversation is compacted in two steps: its first half, then that output
+    /// with the rest of the conversation appended (what a long chat compacted as it grows sees).
+    pub continued: (usize, usize),
+    /// `scenario: what` of each scenario that changed on a second compaction or failed a check when continued.
+    pub failures: Vec<String>,
 }
 
 /// Runs every engine over `scenarios`. The truncation baseline gets, per scenario, the token budget the ledger
 /// used, so the comparison is at equal size.
 pub fn evaluate(scenarios: &[EvalCase]) -> EvalReport {
     let counter = TokenCounter::shared(CompactConfig::default().encoding);
-    let mut report = EvalReport { n_scenarios: scenarios.len(), n_messages: 0, tokens_in: 0, engines: Vec::new() };
+    let mut report = EvalReport {
+        n_scenarios: scenarios.len(),
+        n_messages: 0,
+        tokens_in: 0,
+        engines: Vec::new(),
+        recompaction: Recompaction::default(),
+    };
     for engine in Engine::ALL {
         report.engines.push(EngineScore {
             engine,
@@ -174,6 +195,7 @@ pub fn evaluate(scenarios: &[EvalCase]) -> EvalReport {
             .map(|m| counter.count(&m.content))
             .sum();
         report.tokens_in += compact_stats(&scenario.messages, &ledger_out, &base).tokens_in;
+        recompact(scenario, &base, &ledger_out, &mut report.recompaction);
         for score in &mut report.engines {
             let output = match score.engine {
                 Engine::Ledger => ledger_out.clone(),
@@ -195,6 +217,38 @@ pub fn evaluate(scenarios: &[EvalCase]) -> EvalReport {
         }
     }
     report
+}
+
+/// Compacts the ledger's output again (it must not change), and the conversation in two steps (the checks must
+/// still pass).
+fn recompact(scenario: &EvalCase, base: &CompactConfig, ledger_out: &[ChatMessage], into: &mut Recompaction) {
+    into.idempotent.1 += 1;
+    if compact_report(ledger_out, base).messages == ledger_out {
+        into.idempotent.0 += 1;
+    } else {
+        into.failures.push(format!("{}: a second compaction changed the output", scenario.name));
+    }
+    let n_non_system = scenario.messages.iter().filter(|m| !m.is_system()).count();
+    let mut n_seen = 0;
+    let cut = scenario
+        .messages
+        .iter()
+        .position(|m| {
+            n_seen += usize::from(!m.is_system());
+            n_seen > n_non_system / 2
+        })
+        .unwrap_or(scenario.messages.len());
+    let mut continued = compact_report(&scenario.messages[..cut], base).messages;
+    continued.extend_from_slice(&scenario.messages[cut..]);
+    let continued = compact_report(&continued, base).messages;
+    for (kind, what, passed) in scenario.check(&continued) {
+        into.continued.1 += 1;
+        if passed {
+            into.continued.0 += 1;
+        } else {
+            into.failures.push(format!("{}: continued: {}: {what}", scenario.name, kind.as_str()));
+        }
+    }
 }
 
 impl std::fmt::Display for Probe {
@@ -267,9 +321,9 @@ impl Probe {
                 }
                 if *open { presented_open == Some(true) } else { presented_open != Some(true) }
             }
-            Probe::Decision { current, older } => {
+            Probe::Decision { current, older, asides } => {
                 let mut latest: Option<bool> = None; // Some(true): current; Some(false): an older one.
-                for message in output {
+                for message in output.iter().filter(|m| !asides.contains(&m.content)) {
                     if message.is_system() && is_ledger(&message.content) {
                         let active: Vec<&str> = section_lines(&message.content, "Decisions")
                             .into_iter()
@@ -310,5 +364,7 @@ fn last_mentioned<'v>(text: &str, values: &'v [String]) -> Option<&'v String> {
         .map(|(_, v)| v)
 }
 
+mod paraphrase;
 mod suite;
+pub use paraphrase::{N_HELD_OUT, ParaphraseSuite, Split, paraphrase_suite};
 pub use suite::suite;

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::redact::Redacted;
-use super::rules::{Act, COMPILED, Matches, regex};
+use super::rules::{Act, COMPILED, CORRECTION_HINTS, DECISION_WORDS, Matches, SECRET_KEYS, regex};
 
 /// Superseded values kept per subject; older ones are counted.
 pub(crate) const MAX_SUPERSEDED_PER_SUBJECT: usize = 8;
@@ -62,11 +62,23 @@ pub(crate) struct Decision {
     /// `normalize(text)` and `content_words(text)`, computed once: entries are compared on every clause.
     key: String,
     words: Vec<String>,
+    /// The options the decision names (lowercase) and the stems of what it is about: derived from the text alone,
+    /// so a parsed ledger keys its decisions exactly as the extractor did.
+    options: Vec<String>,
+    subject: Vec<String>,
 }
 
 impl Decision {
     pub(crate) fn new(text: String, idx: usize, status: DecisionStatus) -> Decision {
-        Decision { key: normalize(&text), words: content_words(&text), text, idx, status }
+        let options = option_tokens(&text);
+        let subject = decision_subject(&text, &options);
+        Decision { key: normalize(&text), words: content_words(&text), options, subject, text, idx, status }
+    }
+
+    /// Whether `self` and a decision naming `options` about `subject` decide the same thing: both name an option
+    /// and they share most of the smaller subject.
+    fn same_subject(&self, options: &[String], subject: &[String]) -> bool {
+        !self.options.is_empty() && !options.is_empty() && overlaps(&self.subject, subject)
     }
 }
 
@@ -174,12 +186,20 @@ impl LedgerState {
             entry.n_mentions += 1;
         }
         self.note_topics(idx, &redacted.text);
+        // Subjects known before this message: a message that names one of them may restate its value in any words.
+        let known: Vec<String> = self.facts.keys().cloned().collect();
+        let mut touched: Vec<String> = Vec::new();
+        let mut statements: Vec<&str> = Vec::new();
         for clause in clauses(&redacted.text) {
-            self.ingest_clause(idx, role, clause);
+            if self.ingest_clause(idx, role, clause, &mut touched) {
+                statements.push(clause);
+            }
         }
+        self.restated_value(idx, &known, &touched, &statements);
     }
 
-    fn ingest_clause(&mut self, idx: usize, role: &str, clause: &str) {
+    /// Reads one clause; true when it is a plain statement (neither a question nor an obligation).
+    fn ingest_clause(&mut self, idx: usize, role: &str, clause: &str, touched: &mut Vec<String>) -> bool {
         let mut matches = COMPILED.scan(clause);
         let mut corrected = false;
         let mut text = clause;
@@ -191,7 +211,9 @@ impl LedgerState {
         const OBLIGATION_ACTS: [Act; 4] =
             [Act::ObligationCancelled, Act::ObligationDone, Act::ObligationReopened, Act::Obligation];
         let obligation = matches.first_of(&OBLIGATION_ACTS);
-        let is_obligation = obligation.is_some();
+        let by_marker = obligation.is_some();
+        let mut is_obligation = by_marker;
+        let mut is_decision = false;
         if let Some((act, caps)) = obligation {
             let rest = caps.name("rest").map_or("", |m| m.as_str());
             self.obligation(act, idx, rest);
@@ -200,10 +222,21 @@ impl LedgerState {
         {
             let rest = caps.name("rest").map_or(text, |m| m.as_str());
             let old = matches.first(Act::DecisionReplaces).and_then(|c| c.name("old").map(|m| m.as_str().to_owned()));
-            self.decision(act, idx, rest, old.as_deref());
+            is_decision = self.decision(act, idx, rest, old.as_deref());
+        } else if let Some(rest) = matches.first(Act::Commitment).and_then(|c| c.name("rest"))
+            && !self.is_decision_by_structure(rest.as_str(), &COMPILED.scan(rest.as_str()))
+        {
+            // A commitment, unless what is committed to is itself a choice (`we'll stick with Kafka for the queue`).
+            is_obligation = true;
+            self.obligation(Act::Obligation, idx, rest.as_str());
+        } else if self.is_decision_by_structure(text, &matches) {
+            is_decision = self.decision(Act::Decision, idx, text, None);
         }
         let mut is_question = false;
-        if let Some((act, caps)) = matches.first_of(&[Act::Answer, Act::Question]) {
+        // A request phrased as a question (`can you …?`) is an obligation only; a commitment that embeds a question
+        // (`someone should find out who …`) is both.
+        let is_request = is_obligation && !by_marker && text.trim_end().ends_with('?');
+        if let Some((act, caps)) = matches.first_of(&[Act::Answer, Act::Question]).filter(|_| !is_request) {
             let rest = caps.name("rest").map_or("", |m| m.as_str());
             if act == Act::Answer {
                 self.answer(rest);
@@ -213,7 +246,75 @@ impl LedgerState {
             }
         }
         if !is_obligation && !is_question {
-            self.facts_of(idx, text, corrected, &matches);
+            self.facts_of(idx, text, corrected, &matches, is_decision, touched, true);
+        }
+        !is_obligation && !is_question
+    }
+
+    /// A decision by structure: the clause names an option, neither asks nor hedges, and has a verb of choice or is
+    /// about the subject of an earlier decision.
+    fn is_decision_by_structure(&self, text: &str, matches: &Matches<'_>) -> bool {
+        if text.trim_end().ends_with('?') || matches.first(Act::Hedge).is_some() {
+            return false;
+        }
+        let options = option_tokens(text);
+        if options.is_empty() {
+            return false;
+        }
+        if matches.first(Act::Choice).is_some() {
+            return true;
+        }
+        let subject = decision_subject(text, &options);
+        self.decisions.iter().any(|d| d.same_subject(&options, &subject))
+    }
+
+    /// A message that names exactly one subject the ledger knew before it, without a fact rule reading it, and
+    /// holds exactly one new value-like token (or ends in `— value`), restates that subject's value: "any later
+    /// value for the same subject supersedes the earlier one", whatever the wording.
+    fn restated_value(&mut self, idx: usize, known: &[String], touched: &[String], statements: &[&str]) {
+        if statements.is_empty() || known.is_empty() {
+            return;
+        }
+        let text = statements.join(" ");
+        let lower = text.to_lowercase();
+        let words: Vec<&str> = lower.split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '_')).collect();
+        let named: Vec<&String> = known
+            .iter()
+            .filter(|key| {
+                let subject_words = content_words(key);
+                !subject_words.is_empty()
+                    && subject_words.iter().all(|w| words.iter().any(|word| word.starts_with(stem(w).as_str())))
+            })
+            .collect();
+        let [subject] = named.as_slice() else { return };
+        if touched.contains(subject) {
+            return;
+        }
+        let Some(fact) = self.facts.get(*subject) else { return };
+        let current = fact.current.value.to_lowercase();
+        let subject_words = content_words(subject);
+        let mut candidates: Vec<String> = value_tokens(&text)
+            .into_iter()
+            .filter(|(value, negated)| {
+                let value_lower = value.to_lowercase();
+                !negated
+                    && value_lower != current
+                    && !value_lower.split_whitespace().all(|w| subject_words.iter().any(|s| s == w))
+                    && !value_lower.starts_with("credential_ref")
+            })
+            .map(|(value, _)| value)
+            .collect();
+        if candidates.is_empty()
+            && let Some(tail) = dash_tail(&text)
+            && tail.to_lowercase() != current
+        {
+            candidates.push(tail);
+        }
+        candidates.dedup();
+        if let [value] = candidates.as_slice() {
+            let hinted = CORRECTION_HINTS.iter().any(|h| lower.contains(h));
+            let subject = (*subject).clone();
+            self.fact(idx, &subject, value, hinted);
         }
     }
 
@@ -273,20 +374,16 @@ impl LedgerState {
         best.map(|(pos, _)| pos)
     }
 
-    fn decision(&mut self, act: Act, idx: usize, rest: &str, old: Option<&str>) {
+    /// Records a decision; true when the clause was one. Any later decision about the same subject (both naming an
+    /// option) supersedes the earlier ones, whatever the words; an explicit change (`decision changed:`, `instead of
+    /// X`) also supersedes the decision it names, or the most similar one.
+    fn decision(&mut self, act: Act, idx: usize, rest: &str, old: Option<&str>) -> bool {
         let text = entry_text(rest);
         if content_words(&text).is_empty() {
-            return;
+            return false;
         }
         let key = normalize(&text);
-        if let Some(existing) = self.decisions.iter_mut().rev().find(|d| d.key == key) {
-            if existing.status != DecisionStatus::Active {
-                existing.status = DecisionStatus::Active;
-                existing.idx = idx;
-            }
-            return;
-        }
-        let replaced = match (act, old) {
+        let mut replaced = match (act, old) {
             (Act::Decision, _) => None,
             (_, Some(old)) => {
                 let old = old.trim_end_matches(['.', '-', '#', '+']).to_lowercase();
@@ -297,12 +394,30 @@ impl LedgerState {
         };
         if act == Act::DecisionContrast && replaced.is_none() && old.is_none() {
             // "instead" with nothing it replaces is conversation, not a decision.
-            return;
+            return false;
         }
-        if let Some(pos) = replaced {
-            self.decisions[pos].status = DecisionStatus::SupersededBy(idx);
+        let existing = self.decisions.iter().rposition(|d| d.key == key);
+        if replaced == existing {
+            replaced = None;
         }
-        self.decisions.push(Decision::new(text, idx, DecisionStatus::Active));
+        let new = Decision::new(text, idx, DecisionStatus::Active);
+        for (pos, decision) in self.decisions.iter_mut().enumerate() {
+            let same = decision.same_subject(&new.options, &new.subject);
+            if decision.status == DecisionStatus::Active && Some(pos) != existing && (same || Some(pos) == replaced) {
+                decision.status = DecisionStatus::SupersededBy(idx);
+            }
+        }
+        match existing {
+            Some(pos) => {
+                let decision = &mut self.decisions[pos];
+                if decision.status != DecisionStatus::Active {
+                    decision.status = DecisionStatus::Active;
+                    decision.idx = idx;
+                }
+            }
+            None => self.decisions.push(new),
+        }
+        true
     }
 
     /// The latest active decision sharing most words with `text`, or the latest active one.
@@ -346,7 +461,20 @@ impl LedgerState {
         }
     }
 
-    fn facts_of(&mut self, idx: usize, text: &str, corrected: bool, matches: &Matches<'_>) {
+    /// Reads the facts of a statement; true when it found one. Failing the fact rules, the key/value shape (not in a
+    /// decision), then the same after a short preamble (once).
+    #[allow(clippy::too_many_arguments)] // One clause's whole reading; a struct would only rename the arguments.
+    fn facts_of(
+        &mut self,
+        idx: usize,
+        text: &str,
+        corrected: bool,
+        matches: &Matches<'_>,
+        is_decision: bool,
+        touched: &mut Vec<String>,
+        preamble: bool,
+    ) -> bool {
+        let mut found = false;
         let rules: Vec<usize> = matches.rules_of(Act::Fact).collect();
         for rule in rules {
             let mut at = 0;
@@ -360,20 +488,64 @@ impl LedgerState {
                 while !text.is_char_boundary(at) {
                     at += 1;
                 }
-                self.fact(idx, subject.as_str(), value_text, corrected);
+                found |= self.fact_touching(idx, subject.as_str(), value_text, corrected, touched);
             }
         }
+        if !found
+            && !is_decision
+            && let Some(caps) = matches.first(Act::KeyValue)
+            && let (Some(subject), Some(value)) = (caps.name("subject"), caps.name("value"))
+            && is_short_key(subject.as_str(), 3)
+            && is_short_key(value.as_str(), 3)
+            && !value.as_str().contains(['—', '–', '=', ':'])
+        {
+            found |= self.fact_touching(idx, subject.as_str(), cut_value(value.as_str()), corrected, touched);
+        }
+        if !found
+            && preamble
+            && let Some(caps) = matches.first(Act::Preamble)
+            && let (Some(pre), Some(rest)) = (caps.name("pre"), caps.name("rest"))
+        {
+            let pre = pre.as_str().to_lowercase();
+            let hinted = corrected || CORRECTION_HINTS.iter().any(|h| pre.contains(h));
+            let rest = rest.as_str();
+            let inner = COMPILED.scan(rest);
+            found = self.facts_of(idx, rest, hinted, &inner, is_decision, touched, false);
+        }
+        found
     }
 
-    fn fact(&mut self, idx: usize, subject: &str, value: &str, corrected: bool) {
+    /// [`LedgerState::fact`], noting the subject it touched; true when it stored a value.
+    fn fact_touching(
+        &mut self,
+        idx: usize,
+        subject: &str,
+        value: &str,
+        corrected: bool,
+        touched: &mut Vec<String>,
+    ) -> bool {
+        let key = normalize(subject);
+        let stored = self.fact(idx, subject, value, corrected);
+        if stored && !touched.contains(&key) {
+            touched.push(key);
+        }
+        stored
+    }
+
+    fn fact(&mut self, idx: usize, subject: &str, value: &str, corrected: bool) -> bool {
         let value = value.trim().trim_matches(['"', '\'', '`', '«', '»']).trim();
         let lower = value.to_lowercase();
         if value.is_empty() || lower.starts_with("not ") || lower.starts_with("не ") || lower == "not" {
-            return;
+            return false;
         }
         let subject = normalize(subject);
         if subject.is_empty() || STOPWORDS.contains(&subject.as_str()) {
-            return;
+            return false;
+        }
+        // The value of a key named like a secret is one, whether or not a detector recognized its shape: never
+        // echoed.
+        if SECRET_KEYS.iter().any(|k| subject.contains(k)) && !lower.starts_with(super::CREDENTIAL_REF_PREFIX) {
+            return false;
         }
         let new = FactValue { value: value.to_owned(), idx, corrected };
         // A fact answers the open questions that name its subject.
@@ -399,6 +571,7 @@ impl LedgerState {
                 }
             }
         }
+        true
     }
 
     fn note_topics(&mut self, idx: usize, text: &str) {
@@ -472,6 +645,129 @@ impl LedgerState {
         topics.truncate(MAX_TOPICS);
         topics
     }
+}
+
+/// The first five characters of a word: enough to match its other forms (`queue`/`queues`, `очереди`/`очередей`).
+fn stem(word: &str) -> String {
+    word.chars().take(5).collect()
+}
+
+/// Whether two subjects (stems) share more than half of the smaller one.
+fn overlaps(a: &[String], b: &[String]) -> bool {
+    let shared = a.iter().filter(|w| b.contains(w)).count();
+    shared > 0 && shared * 2 > a.len().min(b.len())
+}
+
+/// The options a clause names: identifiers (a digit, a capital inside the word), proper names (a capital past the
+/// clause's first word) and Latin words in Cyrillic text; lowercase, in order.
+pub(crate) fn option_tokens(text: &str) -> Vec<String> {
+    let cyrillic = text.chars().any(|c| matches!(c, 'а'..='я' | 'А'..='Я' | 'ё' | 'Ё'));
+    let mut out: Vec<String> = Vec::new();
+    for (pos, raw) in text.split_whitespace().enumerate() {
+        let token = raw.trim_matches(|c: char| !(c.is_alphanumeric() || c == '+' || c == '#'));
+        let lower = token.to_lowercase();
+        if token.chars().count() < 2
+            || STOPWORDS.contains(&lower.as_str())
+            || matches!(lower.as_str(), "ok" | "okay")
+            || lower.starts_with("credential_ref")
+        {
+            continue;
+        }
+        let mut chars = token.chars();
+        let first_upper = chars.next().is_some_and(char::is_uppercase);
+        let inner_upper = chars.any(char::is_uppercase);
+        let has_digit = token.chars().any(|c| c.is_ascii_digit());
+        let latin_in_cyrillic = cyrillic && token.chars().any(|c| c.is_ascii_alphabetic()) && token.is_ascii();
+        if (has_digit || inner_upper || (first_upper && pos > 0) || latin_in_cyrillic) && !out.contains(&lower) {
+            out.push(lower);
+        }
+    }
+    out
+}
+
+/// What a decision is about: the stems of its content words that are neither options nor words of deciding.
+fn decision_subject(text: &str, options: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for word in content_words(text) {
+        if options.contains(&word) || DECISION_WORDS.contains(&word.as_str()) {
+            continue;
+        }
+        let stem = stem(&word);
+        if !out.contains(&stem) {
+            out.push(stem);
+        }
+    }
+    out
+}
+
+/// The value-like tokens of a text (a digit, a capital past the first word, `.`/`@`/`-`/`_`/`+`/`/` inside, or
+/// Latin in Cyrillic text), adjacent ones joined (`March 17`, `512 MB`), each with whether a negation precedes it.
+fn value_tokens(text: &str) -> Vec<(String, bool)> {
+    let cyrillic = text.chars().any(|c| matches!(c, 'а'..='я' | 'А'..='Я' | 'ё' | 'Ё'));
+    let mut out: Vec<(String, bool)> = Vec::new();
+    let mut run: Vec<&str> = Vec::new();
+    let mut negated = false;
+    let mut previous: Vec<String> = Vec::new();
+    let flush = |run: &mut Vec<&str>, negated: bool, out: &mut Vec<(String, bool)>| {
+        if !run.is_empty() {
+            out.push((run.join(" "), negated));
+            run.clear();
+        }
+    };
+    for (pos, raw) in text.split_whitespace().enumerate() {
+        let token = raw.trim_matches(|c: char| !(c.is_alphanumeric() || c == '+' || c == '[' || c == ']'));
+        let lower = token.to_lowercase();
+        let inner = token.get(1..token.len().saturating_sub(1)).unwrap_or("");
+        let mut chars = token.chars();
+        let first_upper = chars.next().is_some_and(char::is_uppercase);
+        let inner_upper = chars.any(char::is_uppercase);
+        let valued = (token.chars().count() >= 2 || token.chars().all(|c| c.is_ascii_digit()))
+            && !token.is_empty()
+            && !STOPWORDS.contains(&lower.as_str())
+            && (token.chars().any(|c| c.is_ascii_digit())
+                || inner_upper
+                || (first_upper && pos > 0)
+                || inner.contains(['.', '@', '-', '_', '+', '/'])
+                || (cyrillic && token.is_ascii() && token.chars().any(|c| c.is_ascii_alphabetic())));
+        if valued {
+            if run.is_empty() {
+                negated = previous.iter().rev().take(2).any(|w| NEGATIONS.contains(&w.as_str()));
+            }
+            run.push(token);
+        } else {
+            flush(&mut run, negated, &mut out);
+        }
+        // A token ending a phrase (`old,`) ends the run.
+        if raw.ends_with([',', ';', '.']) {
+            flush(&mut run, negated, &mut out);
+        }
+        previous.push(lower);
+    }
+    flush(&mut run, negated, &mut out);
+    out
+}
+
+/// Words after which a value is the one rejected (`not X`, `instead of X`, `не X`, `вместо X`).
+const NEGATIONS: [&str; 9] = ["not", "isn't", "wasn't", "never", "instead", "of", "не", "вместо", "нет"];
+
+/// The short value ending a text after a dash, colon or equals sign (`… правильно — среда`), if any.
+fn dash_tail(text: &str) -> Option<String> {
+    let cut = text.rfind(['—', '–', ':', '='])?;
+    let tail = text[cut..].trim_start_matches(['—', '–', ':', '=']).trim().trim_end_matches(['.', '!']).trim();
+    let n_words = tail.split_whitespace().count();
+    (1..=3).contains(&n_words).then(|| tail.to_owned())
+}
+
+/// A key or value of the key/value shape: at most `max_words` words, none of them a stopword past a leading
+/// article (so `Here is the build log` is no key).
+fn is_short_key(text: &str, max_words: usize) -> bool {
+    let lower = text.to_lowercase();
+    let words: Vec<&str> = lower.split_whitespace().collect();
+    let body = match words.first() {
+        Some(&("the" | "our" | "my" | "наш" | "наша" | "мой" | "моя")) => &words[1..],
+        _ => &words[..],
+    };
+    !body.is_empty() && words.len() <= max_words && body.iter().all(|w| !STOPWORDS.contains(w))
 }
 
 /// The clauses of a text: split after `.`, `!`, `?` followed by whitespace, and at newlines and `;`.

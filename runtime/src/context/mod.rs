@@ -41,7 +41,10 @@ use crate::{Encoding, ErrorCode, TokenCounter, Violation};
 
 pub use engrams::{LEDGER_TAG, ledger_engrams};
 #[cfg(any(test, feature = "fixtures"))]
-pub use eval::{EngineScore, EvalCase, EvalReport, MissKind, evaluate, suite as eval_suite};
+pub use eval::{
+    EngineScore, EvalCase, EvalReport, MissKind, N_HELD_OUT, ParaphraseSuite, Recompaction, Split, evaluate,
+    paraphrase_suite, suite as eval_suite,
+};
 pub use ledger::{LEDGER_HEADER, SECTIONS};
 pub use redact::{CREDENTIAL_REF_PREFIX, REDACTED_IP, Redacted, credential_ref, redact, redact_all};
 

@@ -141,6 +141,8 @@ enum Action {
     PlausibleSecret(&'static str),
     /// The `secret` group is a credential only if it looks random (mixed case and digits, or long hex).
     RandomRun,
+    /// The `secret` group is a credential only if it is password-shaped ([`looks_like_password`]).
+    PasswordShape,
     /// The whole match is an IPv6 address if it parses as one.
     Ipv6,
     /// The whole match is an IPv4-like address.
@@ -240,6 +242,13 @@ const DETECTOR_TABLE: &[Detector] = &[
     },
     Detector { action: Action::RandomRun, keys: &[""], pattern: r"(?P<secret>[A-Za-z0-9+/_-]{32,}={0,2})" },
     Detector {
+        // A password-shaped word: 10 to 31 letters and digits in short mixed-case pieces (`Rc6USZaUVb`), which
+        // identifiers (`getUserById`, `PostgreSQL`) and words are not; see `looks_like_password`.
+        action: Action::PasswordShape,
+        keys: &[""],
+        pattern: r"(?-u:\b)(?P<secret>[A-Za-z0-9]{10,31})(?-u:\b)",
+    },
+    Detector {
         action: Action::Ipv6,
         keys: &[":"],
         pattern: r"(?i)(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}(?:\.\d{1,3}){0,3}",
@@ -280,15 +289,19 @@ impl Detector {
                 let text = whole.as_str();
                 Some(format!("{}{reference}{}", &text[..start], &text[start + secret.len()..]))
             }
-            Action::RandomRun => {
+            Action::RandomRun | Action::PasswordShape => {
                 let group = caps.name("secret")?;
                 let secret = group.as_str();
-                if !looks_random(secret) || is_already_redacted(&haystack[group.start()..]) {
+                let (shaped, kind) = match self.action {
+                    Action::RandomRun => (looks_random(secret), "base64/hex run"),
+                    _ => (looks_like_password(secret), "password-shaped word"),
+                };
+                if !shaped || is_already_redacted(&haystack[group.start()..]) {
                     return None;
                 }
                 let reference = credential_ref(secret);
-                out.credentials.push((reference.clone(), "base64/hex run"));
-                secrets.push((secret.to_owned(), "base64/hex run"));
+                out.credentials.push((reference.clone(), kind));
+                secrets.push((secret.to_owned(), kind));
                 Some(reference)
             }
             Action::Ipv6 => {
@@ -346,6 +359,49 @@ fn looks_random(run: &str) -> bool {
     }
     let has = |f: fn(&u8) -> bool| body.as_bytes().iter().any(f);
     body.len() >= 40 && has(u8::is_ascii_digit) && has(u8::is_ascii_uppercase) && has(u8::is_ascii_lowercase)
+}
+
+/// A password-shaped word has upper- and lowercase letters and a digit, in at least five camel-case pieces (`Rc`,
+/// `6`, `US`, `Za`, `U`, `Vb`) averaging at most two characters: identifiers and names split into longer pieces
+/// (`getUser2ById`: `get`, `User`, `2`, `By`, `Id`, 2.4), and `PostgreSQL` or `eu-central-1` lack a class.
+fn looks_like_password(word: &str) -> bool {
+    let class = |c: char| {
+        if c.is_ascii_digit() {
+            0u8
+        } else if c.is_ascii_uppercase() {
+            1
+        } else {
+            2
+        }
+    };
+    let classes: Vec<u8> = word.chars().map(class).collect();
+    if !(0..3).all(|k| classes.contains(&k)) {
+        return false;
+    }
+    let mut pieces: Vec<String> = Vec::new();
+    let mut previous: Option<char> = None;
+    for c in word.chars() {
+        let starts_piece = match (previous, pieces.last_mut()) {
+            (Some(prev), Some(last)) if class(prev) == 1 && class(c) == 2 => {
+                // Capitals then lowercase: the last capital begins the next word (`USZa` is `US`, `Za`).
+                if last.len() > 1 {
+                    let capital = last.pop();
+                    pieces.push(capital.map(String::from).unwrap_or_default());
+                }
+                false
+            }
+            (Some(prev), Some(_)) => class(prev) != class(c),
+            _ => true,
+        };
+        if starts_piece {
+            pieces.push(String::new());
+        }
+        if let Some(last) = pieces.last_mut() {
+            last.push(c);
+        }
+        previous = Some(c);
+    }
+    pieces.len() >= 5 && (word.len() as f64) <= 2.0 * pieces.len() as f64
 }
 
 /// `regex.replace_all` with a replacement that may keep a match; allocates only when something changes.

@@ -3,9 +3,16 @@
 //! A clause of a cold message is read in this order (see `extract.rs`):
 //! 1. a leading [`Act::Correction`] marker is stripped and remembered;
 //! 2. the obligation rules, in table order, first match wins (so "no need to" cancels before "need to" opens);
-//! 3. when no obligation rule matched, the decision rules, first match wins;
-//! 4. the question rules (answers first);
-//! 5. when the clause is neither an obligation nor a question, every fact rule, left to right.
+//! 3. when no obligation rule matched, the decision rules, first match wins; failing those, a decision by
+//!    structure: a clause that names an option (a proper name, an identifier) and is not hedged ([`Act::Hedge`])
+//!    nor a question, and either has a verb of choice ([`Act::Choice`]) or is about the subject of an earlier
+//!    decision (`extract.rs` keys decisions on their subject, so any later decision on it supersedes them);
+//! 4. when neither matched, a commitment by structure ([`Act::Commitment`]: `I'll …`, `please …`, `make sure …`);
+//! 5. the question rules (answers first), an embedded question after a word of not knowing among them;
+//! 6. when the clause is neither an obligation nor a question, every fact rule, left to right, then the
+//!    key/value shape ([`Act::KeyValue`]); when none matched, the same after a short preamble ([`Act::Preamble`],
+//!    `Small fix: …`, `Извини, …`). A message that names a subject the ledger knows and one new value-like token
+//!    restates that subject's value whatever its wording (`extract.rs`).
 //!
 //! Every pattern names what it captures: `rest` (the entry's text), `old` (what a changed decision replaces),
 //! `subject` and `value` (a fact). Every rule also lists literal keys; a rule is tried on a clause only when the
@@ -43,6 +50,17 @@ pub(crate) enum Act {
     Question,
     /// A fact: `subject` → `value` (`the X is Y`, `set the X to Y`, `X — Y`, `X теперь Y`).
     Fact,
+    /// A clause that is a key and a short value and nothing else (`Deploy target: beta-02`, `X = Y`).
+    KeyValue,
+    /// A commitment by structure, weaker than [`Act::Obligation`]: it yields to a decision (`I'll …`, `please …`,
+    /// `make sure …`, `next step: …`, `кому-то придётся …`).
+    Commitment,
+    /// A verb of choice that, with an option named, makes a clause a decision (`use`, `go with`, `берём`).
+    Choice,
+    /// A hedge: the clause proposes or wonders, it decides nothing (`maybe`, `what about`, `может`, `ли`).
+    Hedge,
+    /// A short preamble before the statement proper (`Small fix: …`, `Виноват, …`): `pre` and `rest`.
+    Preamble,
 }
 
 /// The language a rule is written for (documentation; all rules run on every clause).
@@ -89,6 +107,27 @@ macro_rules! value {
 macro_rules! subject {
     () => {
         r"(?P<subject>[\p{L}\d][\p{L}\d _-]{0,40}?)"
+    };
+}
+
+/// A value named before its subject: one or two tokens.
+macro_rules! short_value {
+    () => {
+        r"(?P<value>[^\s,;!?()]+(?: [^\s,;!?()]+)??)"
+    };
+}
+
+/// A subject that ends the clause.
+macro_rules! subject_end {
+    () => {
+        r"(?P<subject>[\p{L}\d][\p{L}\d _-]{0,40}?)\s*(?:[.,;!]|$)"
+    };
+}
+
+/// An optional Russian lead-in of time before a statement (`сейчас`, `с сегодняшнего дня`).
+macro_rules! ru_when {
+    () => {
+        r"(?:(?:сейчас|теперь|отныне|с сегодняшнего дня|с завтрашнего дня|на данный момент)\s*,?\s+)?"
     };
 }
 
@@ -179,6 +218,67 @@ pub(crate) const RULES: &[Rule] = &[
         ),
     },
     Rule {
+        act: Act::ObligationDone,
+        lang: Lang::En,
+        keys: &[
+            "finished",
+            "wrapped",
+            "handled",
+            "dealt",
+            "checked off",
+            "closed",
+            "took care",
+            "taken care",
+            "all set",
+            "pending",
+        ],
+        pattern: concat!(
+            r"(?i)^(?:(?:i|we)\s+)?(?:have |'ve )?(?:already |just )?(?:finished with|wrapped up|handled|dealt with|",
+            r"checked off|closed out|took care of|taken care of|all set with|no longer pending)\b",
+            sep!(),
+            r"(?P<rest>.+)$"
+        ),
+    },
+    Rule {
+        act: Act::ObligationDone,
+        lang: Lang::En,
+        keys: &["taken care", "sorted", "done", "finished", "completed", "handled", "closed", "all set"],
+        pattern: concat!(
+            r"(?i)^(?P<rest>.+?)\s*(?:\bis|\bare|'s|,|:|—|–)\s+(?:now\s+|already\s+)?(?:taken care of|sorted|done|",
+            r"finished|completed|handled|closed|all set)\b"
+        ),
+    },
+    Rule {
+        act: Act::ObligationDone,
+        lang: Lang::Ru,
+        keys: &[
+            "готово",
+            "сделано",
+            "выполнено",
+            "закрыт",
+            "закрыл",
+            "сделали",
+            "выполнили",
+            "больше не висит",
+            "в порядке",
+        ],
+        pattern: concat!(
+            r"(?i)^(?:всё,?\s+)?(?P<rest>.+?)\s*[:,—–-]?\s+(?:уже\s+)?(?:готово|сделано|выполнено|закрыто|закрыт|",
+            r"закрыта|закрыли|сделали|выполнили|больше не висит|в порядке)\b"
+        ),
+    },
+    Rule {
+        act: Act::ObligationDone,
+        lang: Lang::Ru,
+        keys: &["разобрались", "управились", "отметил", "вычеркнул"],
+        pattern: concat!(
+            r"(?i)^(?:разобрались|управились|отметил как выполненное|отметила как выполненное|вычеркнул|вычеркнула|",
+            r"вычеркнули)\b",
+            sep!(),
+            r"(?P<rest>.+)$"
+        ),
+    },
+    Rule {
         act: Act::ObligationReopened,
         lang: Lang::En,
         keys: &["reopen", "re-open", "back on the list"],
@@ -232,6 +332,203 @@ pub(crate) const RULES: &[Rule] = &[
     },
     Rule {
         act: Act::Obligation, lang: Lang::Ru, keys: &["задача"], pattern: r"(?i)\bзадача\s*:\s*(?P<rest>.+)$"
+    },
+    // Commitments by structure: yield to decisions.
+    Rule {
+        act: Act::Commitment,
+        lang: Lang::En,
+        keys: &["'ll", " will ", "going to", " shall "],
+        pattern: r"(?i)^(?:i|we)(?:'ll| will| am going to|'m going to| are going to|'re going to| shall)\s+(?P<rest>.+)$",
+    },
+    Rule {
+        act: Act::Commitment,
+        lang: Lang::En,
+        keys: &["please", "pls", "kindly"],
+        pattern: r"(?i)^(?:please|pls|kindly)\b[\s,]*(?P<rest>.+)$",
+    },
+    Rule {
+        act: Act::Commitment,
+        lang: Lang::En,
+        keys: &[" you "],
+        pattern: r"(?i)^(?:can|could|would|will) you\s+(?:please\s+)?(?P<rest>.+?)\??$",
+    },
+    Rule {
+        act: Act::Commitment,
+        lang: Lang::En,
+        keys: &["make sure", "be sure", "ensure", "forget"],
+        pattern: concat!(
+            r"(?i)\b(?:make sure|be sure|ensure|(?:don't|do not) let (?:me|us|them|him|her) forget)\s+",
+            r"(?:to\s+|that\s+)?(?P<rest>.+)$"
+        ),
+    },
+    Rule {
+        act: Act::Commitment,
+        lang: Lang::En,
+        keys: &[" on "],
+        pattern: r"(?i)\b(?:it's|it is) on (?:me|us|you|him|her|them|\p{L}+) to\s+(?P<rest>.+)$",
+    },
+    Rule {
+        act: Act::Commitment,
+        lang: Lang::En,
+        keys: &["step", "action", "item", "follow", "pending", "outstanding", "to do"],
+        pattern: concat!(
+            r"(?i)^(?:next steps?|action(?: items?)?(?: for \p{L}+)?|open items?|follow[- ]ups?|still pending|pending|",
+            r"outstanding|to do)\s*[:—–-]\s*(?P<rest>.+)$"
+        ),
+    },
+    Rule {
+        act: Act::Commitment,
+        lang: Lang::En,
+        keys: &["should", "ought", "got to", "gotta"],
+        pattern: concat!(
+            r"(?i)\b(?:we|you|i|someone|somebody|they)(?:'ve| have| has)? (?:should|ought to|got to|gotta)\s+",
+            r"(?P<rest>.+)$"
+        ),
+    },
+    Rule {
+        act: Act::Commitment,
+        lang: Lang::En,
+        keys: &["on the", "on my", "on our", "on your"],
+        pattern: r"(?i)^(?P<rest>.+?)\s+(?:is|are) (?:still )?on (?:the|my|our|your) (?:list|plate|radar|todo list)\b",
+    },
+    Rule {
+        act: Act::Commitment,
+        lang: Lang::Ru,
+        keys: &["придётся", "придется", "следует", "стоит", "требуется", "хорошо бы", "обязательно", "пора"],
+        pattern: r"(?i)(?:придётся|придется|следует|стоит|требуется|хорошо бы|обязательно|пора)\s+(?P<rest>.+)$",
+    },
+    Rule {
+        act: Act::Commitment,
+        lang: Lang::Ru,
+        keys: &["не забываем", "не забудьте", "забыть"],
+        pattern: r"(?i)(?:не забываем|не забудьте|не дай(?:те)? (?:мне |нам )?забыть)\s+(?P<rest>.+)$",
+    },
+    Rule {
+        act: Act::Commitment,
+        lang: Lang::Ru,
+        keys: &["шаг", "пункт", "висит", "в планах", "в работе", "задача", "поручение"],
+        pattern: concat!(
+            r"(?i)^(?:следующий шаг|следующие шаги|открытый пункт|ещё висит|еще висит|висит|в планах|в работе|",
+            r"задача(?: для \p{L}+)?|поручение(?: для \p{L}+)?)\s*[:—–-]\s*(?P<rest>.+)$"
+        ),
+    },
+    Rule {
+        act: Act::Commitment,
+        lang: Lang::Ru,
+        keys: &["можешь", "можете", "сможешь", "сможете", "мог"],
+        pattern: r"(?i)^(?:можешь|можете|сможешь|сможете|не мог бы ты|не могли бы вы)\s+(?P<rest>.+?)\??$",
+    },
+    Rule {
+        act: Act::Commitment,
+        lang: Lang::Ru,
+        keys: &["пожалуйста", "беру", "берусь", "возьму", "за мной"],
+        pattern: r"(?i)^(?:пожалуйста,?|.*?\b(?:беру на себя|берусь|возьму на себя|за мной)\s*[:—–-]?)\s+(?P<rest>.+)$",
+    },
+    // Verbs of choice and hedges: read by the decision-by-structure step.
+    Rule {
+        act: Act::Choice,
+        lang: Lang::En,
+        keys: &[
+            "use",
+            "using",
+            "with",
+            "switch",
+            "mov",
+            "settle",
+            "pick",
+            "choose",
+            "chose",
+            "adopt",
+            "opt ",
+            "it is",
+            "run",
+            "standardi",
+            "migrat",
+            "keep",
+            "plan",
+            "call on",
+        ],
+        pattern: concat!(
+            r"(?i)\b(?:use|uses|using|go with|goes with|going with|switch(?:ing|ed)?|move|moving|moved|",
+            r"stick(?:ing)? with|settle(?:d)? on|pick(?:ed)?|choose|chose|chosen|adopt(?:ing|ed)?|opt(?:ing|ed)? for|",
+            r"it is|runs on|run on|standardi[sz]e on|migrat(?:e|ing|ed)|stay(?:ing)? with|keep|plan|call on)\b"
+        ),
+    },
+    Rule {
+        act: Act::Choice,
+        lang: Lang::Ru,
+        keys: &[
+            "использ",
+            "берём",
+            "берем",
+            "возьм",
+            "будет",
+            "переход",
+            "перейд",
+            "остановились",
+            "выбра",
+            "ставим",
+            "оставля",
+            "оставить",
+            "план",
+            "итог",
+            "переезжаем",
+            "внедряем",
+        ],
+        pattern: concat!(
+            r"(?i)\b(?:используем|использовать|используется|берём|берем|возьмём|возьмем|будет|переходим|перейдём|",
+            r"перейдем|остановились|выбрали|выбираем|ставим|оставляем|оставить|план|итог|переезжаем|внедряем)\b"
+        ),
+    },
+    Rule {
+        act: Act::Hedge,
+        lang: Lang::En,
+        keys: &[
+            "maybe",
+            "perhaps",
+            "might",
+            "could",
+            "would",
+            "what about",
+            "how about",
+            "should we",
+            "shall we",
+            "wonder",
+            "whether",
+            "worth",
+            "consider",
+            "if",
+            "propos",
+            "suggest",
+            "possibly",
+            "not sure",
+        ],
+        pattern: concat!(
+            r"(?i)\b(?:maybe|perhaps|might|could|would|what about|how about|should we|shall we|wonder|whether|worth|",
+            r"consider|considering|if|propose|proposal|suggest|possibly|not sure)\b"
+        ),
+    },
+    Rule {
+        act: Act::Hedge,
+        lang: Lang::Ru,
+        keys: &[
+            "может",
+            "возможно",
+            "что если",
+            "стоит ли",
+            "интересно",
+            "подойд",
+            "обсудить",
+            "предлагаю",
+            "пробовал",
+            "ли",
+            "если",
+            "вдруг",
+        ],
+        pattern: concat!(
+            r"(?i)\b(?:может|возможно|а что если|стоит ли|интересно|подойд\p{L}*|обсудить|предлагаю|пробовал\p{L}*|ли|",
+            r"если|вдруг)\b"
+        ),
     },
     // Decisions: changes before new decisions.
     Rule {
@@ -349,6 +646,63 @@ pub(crate) const RULES: &[Rule] = &[
         keys: &["вопрос", "неясно", "непонятно"],
         pattern: r"(?i)^(?:открытый вопрос|вопрос|неясно|непонятно)\s*[:—–-]\s*(?P<rest>.+)$",
     },
+    Rule {
+        act: Act::Question,
+        lang: Lang::En,
+        keys: &[
+            "sure",
+            "know",
+            "idea",
+            "clue",
+            "unclear",
+            "wonder",
+            "find out",
+            "figure",
+            "curious",
+            "decided",
+            "tbd",
+            "open point",
+            "open issue",
+            "question",
+            "hear",
+            "tell me",
+            "clear",
+        ],
+        pattern: concat!(
+            r"(?i)\b(?:not sure|unsure|(?:don't|do not|doesn't|does not|didn't) know|no idea|no clue|unclear|",
+            r"wonder(?:ing)?|find out|figure(?:d)? out|need to know|curious|any idea|anyone know|who knows|",
+            r"to be decided|tbd|open point|open issue|quick question|waiting to hear|tell me|not clear)\b[^.!]*?",
+            r"\b(?P<rest>(?:who|what|when|where|which|why|how|whether|if)\b.+)$"
+        ),
+    },
+    Rule {
+        act: Act::Question,
+        lang: Lang::Ru,
+        keys: &[
+            "интересно",
+            "ясно",
+            "понятно",
+            "знаю",
+            "знаем",
+            "выяснили",
+            "понятия",
+            "уточнить",
+            "знает",
+            "идеи",
+            "вопрос",
+            "момент",
+            "ответа",
+            "подскажите",
+            "неизвестно",
+            "выяснить",
+        ],
+        pattern: concat!(
+            r"(?i)(?:интересно|не ясно|неясно|непонятно|не понятно|не знаю|не знаем|не выяснили|понятия не имею|",
+            r"уточнить|знает|есть идеи|вопрос|открытый момент|жду ответа|подскажите|неизвестно|выяснить)",
+            r"[^.!]*?[,:—–-]\s*(?P<rest>(?:кто|что|когда|где|куда|откуда|какой|какая|какое|какие|каким|сколько|",
+            r"почему|зачем|как|чей|чья)\b.+|\p{L}+\s+ли\b.+)$"
+        ),
+    },
     Rule { act: Act::Question, lang: Lang::Any, keys: &["?"], pattern: r"^(?P<rest>.+\?)\s*$" },
     // Facts.
     Rule {
@@ -366,11 +720,12 @@ pub(crate) const RULES: &[Rule] = &[
     Rule {
         act: Act::Fact,
         lang: Lang::En,
-        keys: &[" to "],
+        keys: &[" to ", " at "],
         pattern: concat!(
-            r"(?i)\b(?:set|change|changed|switch|switched|move|moved|update|updated) (?:the|our|my) ",
+            r"(?i)\b(?:set|change|changed|switch|switched|move|moved|update|updated|point|pointed|repoint|repointed) ",
+            r"(?:the|our|my) ",
             subject!(),
-            r" to ",
+            r" (?:over )?(?:to|at) ",
             value!()
         ),
     },
@@ -379,7 +734,9 @@ pub(crate) const RULES: &[Rule] = &[
         lang: Lang::Ru,
         keys: &["—", "–", "это", "="],
         pattern: concat!(
-            r"(?i)^(?:(?:мой|моя|моё|мое|мои|наш|наша|наше|наши)\s+)?",
+            r"(?i)^",
+            ru_when!(),
+            r"(?:(?:мой|моя|моё|мое|мои|наш|наша|наше|наши)\s+)?",
             subject!(),
             r"\s+(?:теперь\s+)?(?:—\s*это|—|–|это|=)\s+(?:теперь\s+)?",
             value!()
@@ -388,14 +745,232 @@ pub(crate) const RULES: &[Rule] = &[
     Rule {
         act: Act::Fact,
         lang: Lang::Ru,
-        keys: &["теперь", "стал", "будет"],
+        keys: &["теперь", "стал", "будет", "сейчас"],
         pattern: concat!(
-            r"(?i)^(?:(?:мой|моя|моё|мое|мои|наш|наша|наше|наши)\s+)?",
+            r"(?i)^",
+            ru_when!(),
+            r"(?:(?:мой|моя|моё|мое|мои|наш|наша|наше|наши)\s+)?",
             subject!(),
-            r"\s+(?:теперь|стал|стала|стало|стали|будет)\s+",
+            r"\s+(?:у нас\s+)?(?:теперь|стал|стала|стало|стали|будет|сейчас)\s+",
             value!()
         ),
     },
+    Rule {
+        act: Act::Fact,
+        lang: Lang::En,
+        keys: &[" to ", " at "],
+        pattern: concat!(
+            r"(?i)\b(?:the|our|my) ",
+            subject!(),
+            r" (?:has been|have been|was|were|got|is being|is now|has|had) (?:changed|moved|switched|set|updated|",
+            r"repointed|pointed|bumped|raised|lowered|renamed) (?:over )?(?:to|at) ",
+            value!()
+        ),
+    },
+    Rule {
+        act: Act::Fact,
+        lang: Lang::En,
+        keys: &[" as "],
+        pattern: concat!(r"(?i)\buse ", short_value!(), r" as (?:the|our|my|a) ", subject_end!()),
+    },
+    Rule {
+        act: Act::Fact,
+        lang: Lang::En,
+        keys: &[" on "],
+        pattern: concat!(
+            r"(?i)\b(?:we're|we are)(?: now)? on ",
+            short_value!(),
+            r" for (?:the|our|my) ",
+            subject_end!()
+        ),
+    },
+    Rule {
+        act: Act::Fact,
+        lang: Lang::En,
+        keys: &["for the", "for our", "for my"],
+        pattern: concat!(
+            r"(?i)\bfor (?:the|our|my) ",
+            subject!(),
+            r",? (?:we|i|they) (?:now |currently )?(?:have|use|got|run) ",
+            value!()
+        ),
+    },
+    Rule {
+        act: Act::Fact,
+        lang: Lang::En,
+        keys: &[" new "],
+        pattern: concat!(r"(?i)^", short_value!(), r" is (?:the|our|my) new ", subject_end!()),
+    },
+    Rule {
+        act: Act::Fact,
+        lang: Lang::Ru,
+        keys: &["поменя", "смени", "перенес", "перевел", "переключ", "измени", "переех", "переш"],
+        pattern: concat!(
+            r"(?i)^",
+            ru_when!(),
+            r"(?:(?:мой|моя|моё|мое|мои|наш|наша|наше|наши)\s+)?",
+            subject!(),
+            r"\s+(?:поменяли|сменили|перенесли|перевели|переключили|изменили|сменился|сменилась|сменилось|",
+            r"поменялся|поменялась|переехал|переехала|перешёл|перешел)\s+на\s+",
+            value!()
+        ),
+    },
+    Rule {
+        act: Act::Fact,
+        lang: Lang::Ru,
+        keys: &["переключ", "перевел", "перенес", "поменя", "выстав", "постав", "смени", "измени"],
+        pattern: concat!(
+            r"(?i)^(?:мы\s+)?(?:переключили|перевели|перенесли|поменяли|выставили|поставили|сменили|изменили)\s+",
+            subject!(),
+            r"\s+(?:на|в)\s+",
+            value!()
+        ),
+    },
+    Rule {
+        act: Act::Fact,
+        lang: Lang::Ru,
+        keys: &["используем"],
+        pattern: concat!(r"(?i)\bиспользуем\s+", short_value!(), r"\s+(?:как|в качестве)\s+", subject_end!()),
+    },
+    Rule {
+        act: Act::Fact,
+        lang: Lang::Ru,
+        keys: &["у нас"],
+        pattern: concat!(r"(?i)^", ru_when!(), subject!(), r"\s+у нас\s+(?:теперь\s+|сейчас\s+)?(?:—\s*)?", value!()),
+    },
+    // The key/value shape and the preamble: language-neutral.
+    Rule {
+        act: Act::KeyValue,
+        lang: Lang::Any,
+        keys: &[":", "="],
+        pattern: r"^(?P<subject>\p{L}[\p{L}\d _-]{0,30}?)\s*(?::|=)\s+(?P<value>[^\s,;!?()][^,;!?()]{0,40}?)[.!]?$",
+    },
+    Rule {
+        act: Act::Preamble,
+        lang: Lang::Any,
+        keys: &[":", ","],
+        pattern: r"^(?P<pre>[^:,;—]{1,40}?)\s*[:,]\s+(?P<rest>.+)$",
+    },
+];
+
+/// Words in a preamble that make what follows a correction (`Small fix:`, `Виноват,`).
+pub(crate) const CORRECTION_HINTS: &[&str] = &[
+    "typo",
+    "fix",
+    "mistake",
+    "wrong",
+    "correct",
+    "oops",
+    "my bad",
+    "erratum",
+    "precise",
+    "meant",
+    "scratch",
+    "ignore",
+    "опечат",
+    "ошиб",
+    "неверн",
+    "неправильн",
+    "извин",
+    "виноват",
+    "перепут",
+    "поправ",
+    "исправ",
+    "сорри",
+    "точнее",
+    "уточн",
+];
+
+/// Parts of a fact's subject that make its value a secret (`pw for the db`, `вот ключ`): such a value is stored
+/// only as a credential ref.
+pub(crate) const SECRET_KEYS: &[&str] =
+    &["key", "pass", "pw", "pwd", "token", "secret", "cred", "pin", "ключ", "пароль", "пасс", "токен", "секрет"];
+
+/// Words of deciding, never part of what a decision is about (its subject is what is left once these and the
+/// options are removed).
+pub(crate) const DECISION_WORDS: &[&str] = &[
+    "decided",
+    "decide",
+    "decision",
+    "use",
+    "uses",
+    "using",
+    "used",
+    "go",
+    "goes",
+    "going",
+    "switch",
+    "switching",
+    "switched",
+    "move",
+    "moving",
+    "moved",
+    "stick",
+    "sticking",
+    "settle",
+    "settled",
+    "pick",
+    "picked",
+    "choose",
+    "chose",
+    "chosen",
+    "adopt",
+    "opt",
+    "plan",
+    "new",
+    "final",
+    "call",
+    "agreed",
+    "agree",
+    "review",
+    "forward",
+    "thought",
+    "second",
+    "run",
+    "runs",
+    "keep",
+    "stay",
+    "it's",
+    "we're",
+    "we'll",
+    "instead",
+    "changed",
+    "change",
+    "today",
+    "onwards",
+    "ok",
+    "okay",
+    "от",
+    "решили",
+    "решение",
+    "решено",
+    "использовать",
+    "используем",
+    "берём",
+    "берем",
+    "возьмём",
+    "возьмем",
+    "будет",
+    "итог",
+    "переходим",
+    "всё-таки",
+    "все-таки",
+    "давай",
+    "остановились",
+    "после",
+    "обсуждения",
+    "выбрали",
+    "выбираем",
+    "новый",
+    "план",
+    "оставляем",
+    "согласовано",
+    "ставим",
+    "пусть",
+    "окей",
+    "для",
+    "вместо",
+    "передумали",
 ];
 
 /// The compiled table: one regex per rule.

@@ -10,7 +10,8 @@
 //! decisions, constraints, obligations, outcomes, errors, commands and facts, as labelled lines citing their
 //! messages (`sam:msg:<id>`), chosen by depth: sessions keep operational detail, arcs decisions and outcomes, epochs
 //! architecture, pivots and standing constraints. Its markers (English and Russian) live in one table,
-//! [`MARKERS`].
+//! [`MARKERS`], with [`EXPLICIT_OBLIGATIONS`] (a `TODO` is an obligation whatever else it says) and [`UNDECIDED`]
+//! (a decision proposed or asked about is no decision) read first.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -400,7 +401,6 @@ pub const MARKERS: &[(Class, &[&str])] = &[
         Class::Decision,
         &[
             "decided",
-            "decide",
             "decision",
             "we will",
             "we'll",
@@ -551,12 +551,62 @@ fn normalized(text: &str) -> String {
     out
 }
 
-/// The class of a sentence by [`MARKERS`], else command (`$ …` or a code span), else fact (a number or a copula),
-/// else none.
+/// Markers of an obligation stated as such (`TODO`, `action item`, `remind me`): they win over every other class,
+/// so `TODO: switch to the new API` is an obligation, not a pivot.
+pub const EXPLICIT_OBLIGATIONS: &[&str] =
+    &["todo", "fixme", "action item", "remind me", "don't forget", "follow up", "не забыть", "напомни"];
+
+/// Markers of a choice not (yet) made: a sentence with one is never a decision or a pivot, nor is a question.
+/// "We need to decide about the billing cache." proposes a decision; it records none.
+pub const UNDECIDED: &[&str] = &[
+    "need to decide",
+    "needs to decide",
+    "have to decide",
+    "has to decide",
+    "to decide",
+    "deciding",
+    "undecided",
+    "not decided",
+    "haven't decided",
+    "have not decided",
+    "need a decision",
+    "no decision",
+    "decision pending",
+    "need to choose",
+    "to choose",
+    "should we",
+    "shall we",
+    "could we",
+    "what about",
+    "how about",
+    "maybe",
+    "perhaps",
+    "propose",
+    "suggest",
+    "whether",
+    "надо решить",
+    "нужно решить",
+    "решить",
+    "может",
+    "предлагаю",
+    "стоит ли",
+];
+
+/// The class of a sentence: an explicit obligation ([`EXPLICIT_OBLIGATIONS`]) first, then [`MARKERS`] (no decision
+/// or pivot for a question or an undecided sentence, [`UNDECIDED`]), else command (`$ …` or a code span), else fact
+/// (a number or a copula), else none.
 pub fn classify(sentence: &str) -> Option<Class> {
     let norm = normalized(sentence);
+    let has = |markers: &[&str]| markers.iter().any(|m| norm.contains(&format!(" {m} ")));
+    if has(EXPLICIT_OBLIGATIONS) {
+        return Some(Class::Obligation);
+    }
+    let undecided = sentence.trim_end().ends_with('?') || has(UNDECIDED);
     for (class, markers) in MARKERS {
-        if markers.iter().any(|m| norm.contains(&format!(" {m} "))) {
+        if undecided && matches!(class, Class::Decision | Class::Pivot) {
+            continue;
+        }
+        if has(markers) {
             return Some(*class);
         }
     }
@@ -576,10 +626,11 @@ pub fn classify(sentence: &str) -> Option<Class> {
 fn kept(kind: NodeKind, level: Level) -> &'static [Class] {
     use Class::*;
     match (kind, level) {
+        // Sessions keep what was decided, what is left to do, what failed and what was run before the rest.
         (NodeKind::Session, Level::Normal) => {
-            &[Decision, Constraint, Pivot, Obligation, Error, Risk, Outcome, Command, Architecture, Fact]
+            &[Decision, Obligation, Error, Command, Constraint, Pivot, Risk, Outcome, Architecture, Fact]
         }
-        (NodeKind::Session, Level::Aggressive) => &[Decision, Constraint, Pivot, Obligation, Error],
+        (NodeKind::Session, Level::Aggressive) => &[Decision, Obligation, Error, Constraint, Pivot, Command],
         (NodeKind::Arc, Level::Normal) => &[Decision, Pivot, Constraint, Outcome, Obligation, Risk, Architecture],
         (NodeKind::Arc, Level::Aggressive) => &[Decision, Pivot, Constraint],
         (NodeKind::Epoch, Level::Normal) => &[Architecture, Pivot, Constraint, Decision],
@@ -766,14 +817,17 @@ fn split_cites(line: &str) -> (&str, Vec<String>) {
     (line, Vec::new())
 }
 
-/// Sentences of a message: split at line breaks and at `.`, `!`, `?` followed by a space.
+/// Sentences of a message: split at line breaks and at `.`, `!`, `?` followed by a space, except in an ellipsis
+/// (`test x ... FAILED`) or before a digit or a lowercase letter (`FAILED. 2 passed`), so tool output stays whole.
 fn sentences(text: &str) -> impl Iterator<Item = &str> {
     text.lines().flat_map(|line| {
         let mut out = Vec::new();
         let mut start = 0;
         let bytes = line.as_bytes();
         for i in 0..bytes.len() {
-            if matches!(bytes[i], b'.' | b'!' | b'?') && bytes.get(i + 1) == Some(&b' ') {
+            let ellipsis = bytes[i] == b'.' && (i > 0 && bytes[i - 1] == b'.');
+            let continues = bytes.get(i + 2).is_some_and(|b| b.is_ascii_digit() || b.is_ascii_lowercase());
+            if matches!(bytes[i], b'.' | b'!' | b'?') && bytes.get(i + 1) == Some(&b' ') && !ellipsis && !continues {
                 out.push(&line[start..=i]);
                 start = i + 2;
             }
@@ -846,5 +900,125 @@ fn pointer_text(value: &serde_json::Value) -> Option<String> {
     match value {
         serde_json::Value::String(text) => Some(text.clone()),
         object => serde_json::from_value::<less_contract::Pointer>(object.clone()).ok().map(|p| p.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The kinds a session summary keeps: commands, errors, obligations and decisions made, not proposed.
+
+    use super::*;
+
+    fn item(n: usize, role: &str, content: &str) -> SummaryItem {
+        let counter = TokenCounter::shared(less_contract::Encoding::default());
+        SummaryItem {
+            id: format!("m-{n}"),
+            role: role.to_owned(),
+            content: content.to_owned(),
+            tokens: counter.count(content) + 4,
+            at: 1_767_603_600 + n as i64 * 60,
+        }
+    }
+
+    /// A session of work: filler, then each kind once, then filler again.
+    fn session() -> Vec<SummaryItem> {
+        let mut items: Vec<SummaryItem> = (0..12)
+            .map(|n| item(n, if n % 2 == 0 { "user" } else { "assistant" }, "Thanks, looking at the dashboards now."))
+            .collect();
+        let planted = [
+            ("user", "We need to decide about the billing cache."),
+            ("user", "Should we use Redis for the billing cache?"),
+            ("assistant", "$ cargo test -p billing"),
+            (
+                "tool",
+                "running 3 tests\ntest cache::evicts ... FAILED\nthread 'cache::evicts' panicked at src/cache.rs:41:9\n\
+                 test result: FAILED. 2 passed; 1 failed",
+            ),
+            ("user", "TODO: switch the cache tests to the new clock."),
+            ("user", "We decided to keep the billing cache in process for now."),
+        ];
+        for (role, content) in planted {
+            let n = items.len();
+            items.push(item(n, role, content));
+        }
+        for n in 0..12 {
+            let n = items.len() + n;
+            items.push(item(n, "assistant", "The meeting went fine and the weather is nice."));
+        }
+        items
+    }
+
+    fn summary_of(items: &[SummaryItem], level: Level) -> String {
+        let input = SummaryInput { kind: NodeKind::Session, project: "p", session: Some("s"), items };
+        let target = input.tokens() / if level == Level::Normal { 2 } else { 4 };
+        extract(&input, level, target)
+    }
+
+    /// The summary's lines of `label` (`- label: text (cites)`).
+    fn lines<'s>(summary: &'s str, label: &str) -> Vec<&'s str> {
+        summary.lines().filter_map(|l| l.strip_prefix("- ")?.strip_prefix(label)?.strip_prefix(": ")).collect()
+    }
+
+    #[test]
+    fn a_decision_proposed_or_asked_is_not_a_decision_and_one_made_is() {
+        assert_eq!(classify("We need to decide about the billing cache."), Some(Class::Obligation));
+        assert_eq!(classify("Should we use Redis for the billing cache?"), None);
+        assert_eq!(classify("Maybe we'll go with Redis."), None);
+        assert_eq!(classify("Надо решить, что делать с кэшем."), Some(Class::Obligation));
+        assert_eq!(classify("We decided to keep the billing cache in process for now."), Some(Class::Decision));
+        assert_eq!(classify("Решили хранить кэш в памяти процесса."), Some(Class::Decision));
+        for level in [Level::Normal, Level::Aggressive] {
+            let summary = summary_of(&session(), level);
+            let decisions = lines(&summary, "decision");
+            assert_eq!(decisions.len(), 1, "{summary}");
+            assert!(decisions[0].starts_with("We decided to keep the billing cache in process"), "{summary}");
+        }
+    }
+
+    #[test]
+    fn a_todo_survives_as_an_obligation_whatever_else_it_says() {
+        assert_eq!(classify("TODO: switch the cache tests to the new clock."), Some(Class::Obligation));
+        assert_eq!(classify("// FIXME: this panics on empty input"), Some(Class::Obligation));
+        for level in [Level::Normal, Level::Aggressive] {
+            let summary = summary_of(&session(), level);
+            assert!(
+                lines(&summary, "obligation").iter().any(|l| l.starts_with("TODO: switch the cache tests")),
+                "{summary}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_failing_cargo_test_survives_as_errors_citing_the_tool_message() {
+        let summary = summary_of(&session(), Level::Normal);
+        let errors = lines(&summary, "error");
+        assert!(errors.iter().any(|l| l.starts_with("test cache::evicts ... FAILED")), "{summary}");
+        assert!(
+            errors.iter().any(|l| l.starts_with("thread 'cache::evicts' panicked at src/cache.rs:41:9")),
+            "{summary}"
+        );
+        assert!(
+            errors.iter().any(|l| l.starts_with("test result: FAILED. 2 passed; 1 failed (sam:msg:m-15)")),
+            "{summary}"
+        );
+        // Under pressure the error still comes before constraints, pivots and commands.
+        let aggressive = summary_of(&session(), Level::Aggressive);
+        assert!(!lines(&aggressive, "error").is_empty(), "{aggressive}");
+    }
+
+    #[test]
+    fn the_command_run_survives_in_the_session_summary() {
+        let summary = summary_of(&session(), Level::Normal);
+        assert_eq!(lines(&summary, "command"), ["$ cargo test -p billing (sam:msg:m-14)"], "{summary}");
+    }
+
+    #[test]
+    fn an_obligation_in_words_survives_and_the_filler_does_not() {
+        let mut items = session();
+        let n = items.len();
+        items.push(item(n, "user", "We need to renew the TLS certificate before Friday."));
+        let summary = summary_of(&items, Level::Normal);
+        assert!(lines(&summary, "obligation").iter().any(|l| l.starts_with("We need to renew the TLS")), "{summary}");
+        assert!(!summary.contains("looking at the dashboards"), "{summary}");
     }
 }

@@ -38,7 +38,7 @@ const FILLER_RU: &[&str] = &[
 ];
 
 /// Builds one scenario: planted steps spread over the cold history, filler between, checks.
-struct Builder {
+pub(super) struct Builder {
     name: String,
     rng: Rng,
     length: usize,
@@ -46,12 +46,13 @@ struct Builder {
     steps: Vec<(&'static str, String)>,
     tail_steps: Vec<(&'static str, String)>,
     checks: Vec<Check>,
+    hot_tail: usize,
 }
 
 const HOT_TAIL: usize = 6;
 
 impl Builder {
-    fn new(name: &str, seed: u64, length: usize) -> Builder {
+    pub(super) fn new(name: &str, seed: u64, length: usize) -> Builder {
         Builder {
             name: name.to_owned(),
             rng: Rng(seed),
@@ -60,57 +61,67 @@ impl Builder {
             steps: Vec::new(),
             tail_steps: Vec::new(),
             checks: Vec::new(),
+            hot_tail: HOT_TAIL,
         }
     }
 
-    fn russian(mut self) -> Builder {
+    /// The hot tail of the scenario (6 unless set).
+    pub(super) fn hot_tail(mut self, n: usize) -> Builder {
+        self.hot_tail = n;
+        self
+    }
+
+    pub(super) fn russian(mut self) -> Builder {
         self.russian = true;
         self
     }
 
     /// A user message in the cold history.
-    fn user(&mut self, text: &str) -> &mut Builder {
+    pub(super) fn user(&mut self, text: &str) -> &mut Builder {
         self.steps.push(("user", text.to_owned()));
         self
     }
 
     /// An assistant message in the cold history.
-    fn assistant(&mut self, text: &str) -> &mut Builder {
+    pub(super) fn assistant(&mut self, text: &str) -> &mut Builder {
         self.steps.push(("assistant", text.to_owned()));
         self
     }
 
     /// A user message inside the hot tail.
-    fn tail_user(&mut self, text: &str) -> &mut Builder {
+    pub(super) fn tail_user(&mut self, text: &str) -> &mut Builder {
         self.tail_steps.push(("user", text.to_owned()));
         self
     }
 
-    fn check(&mut self, kind: MissKind, probe: Probe) -> &mut Builder {
+    pub(super) fn check(&mut self, kind: MissKind, probe: Probe) -> &mut Builder {
         self.checks.push(Check { kind, probe });
         self
     }
 
-    fn fact(&mut self, kind: MissKind, subject: &str, current: &str, values: &[&str]) -> &mut Builder {
+    pub(super) fn fact(&mut self, kind: MissKind, subject: &str, current: &str, values: &[&str]) -> &mut Builder {
         let values = values.iter().map(|v| (*v).to_owned()).collect();
         self.check(kind, Probe::Fact { subject: subject.to_owned(), current: current.to_owned(), values })
     }
 
-    fn obligation(&mut self, phrase: &str, open: bool, events: &[(&str, bool)]) -> &mut Builder {
+    pub(super) fn obligation(&mut self, phrase: &str, open: bool, events: &[(&str, bool)]) -> &mut Builder {
         let events = events.iter().map(|(t, o)| ((*t).to_owned(), *o)).collect();
         self.check(MissKind::LostObligation, Probe::Obligation { phrase: phrase.to_owned(), open, events })
     }
 
-    fn decision(&mut self, current: &str, older: &[&str]) -> &mut Builder {
+    pub(super) fn decision(&mut self, current: &str, older: &[&str]) -> &mut Builder {
         let older = older.iter().map(|o| (*o).to_owned()).collect();
-        self.check(MissKind::SupersededDecision, Probe::Decision { current: current.to_owned(), older })
+        self.check(
+            MissKind::SupersededDecision,
+            Probe::Decision { current: current.to_owned(), older, asides: Vec::new() },
+        )
     }
 
-    fn question(&mut self, phrase: &str) -> &mut Builder {
+    pub(super) fn question(&mut self, phrase: &str) -> &mut Builder {
         self.check(MissKind::MissingFact, Probe::Question { phrase: phrase.to_owned() })
     }
 
-    fn absent(&mut self, texts: &[&str]) -> &mut Builder {
+    pub(super) fn absent(&mut self, texts: &[&str]) -> &mut Builder {
         for text in texts {
             self.check(MissKind::SecretExposed, Probe::Absent { text: (*text).to_owned() });
         }
@@ -128,8 +139,8 @@ impl Builder {
 
     /// The transcript: a system prompt, the steps at even spacing (with jitter) in the cold history, filler
     /// elsewhere, and the hot tail (its planted steps last).
-    fn build(mut self) -> EvalCase {
-        let n_cold = self.length.saturating_sub(HOT_TAIL + 1).max(self.steps.len());
+    pub(super) fn build(mut self) -> EvalCase {
+        let n_cold = self.length.saturating_sub(self.hot_tail + 1).max(self.steps.len());
         let mut slots: Vec<Option<(&'static str, String)>> = vec![None; n_cold];
         let n_steps = self.steps.len();
         let spacing = n_cold / (n_steps + 1);
@@ -151,7 +162,7 @@ impl Builder {
                 None => self.filler(role),
             });
         }
-        let n_tail_filler = HOT_TAIL - self.tail_steps.len().min(HOT_TAIL);
+        let n_tail_filler = self.hot_tail - self.tail_steps.len().min(self.hot_tail);
         for pos in 0..n_tail_filler {
             let message = self.filler(if pos % 2 == 0 { "user" } else { "assistant" });
             messages.push(message);
@@ -159,7 +170,7 @@ impl Builder {
         for (role, text) in std::mem::take(&mut self.tail_steps) {
             messages.push(ChatMessage::new(role, text));
         }
-        EvalCase { name: self.name, messages, hot_tail: HOT_TAIL, checks: self.checks }
+        EvalCase { name: self.name, messages, hot_tail: self.hot_tail, checks: self.checks }
     }
 }
 
