@@ -47,6 +47,16 @@ fn transcript() -> Vec<Value> {
     messages
 }
 
+/// Each miss kind and the label of its row in the README's tables.
+const KIND_LABELS: [(&str, &str); 6] = [
+    ("stale_fact", "stale fact used as current"),
+    ("lost_obligation", "lost obligation"),
+    ("missing_fact", "fact missing from context"),
+    ("secret_exposed", "raw secret or IP exposed"),
+    ("superseded_decision", "superseded decision used"),
+    ("correction_lost", "correction lost"),
+];
+
 #[test]
 fn compact_prints_system_messages_one_ledger_and_the_verbatim_tail() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -197,15 +207,7 @@ fn eval_context_prints_every_engine_per_miss_kind_and_the_ledger_passes_all() {
     }
     // The README's table is this run's result, row by row.
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README");
-    let labels = [
-        ("stale_fact", "stale fact used as current"),
-        ("lost_obligation", "lost obligation"),
-        ("missing_fact", "fact missing from context"),
-        ("secret_exposed", "raw secret or IP exposed"),
-        ("superseded_decision", "superseded decision used"),
-        ("correction_lost", "correction lost"),
-    ];
-    for (kind, label) in labels {
+    for (kind, label) in KIND_LABELS {
         let cell = |engine: &str| {
             let k = &report["engines"][engine]["by_kind"][kind];
             format!("{}/{}", k["passed"], k["checks"])
@@ -247,15 +249,7 @@ fn eval_context_paraphrase_reports_dev_and_held_out_side_by_side_as_the_readme_s
     assert_eq!(output.status.code(), Some(i32::from(ledger_failures > 0)), "{}", stderr(&output));
     // The README's table is this run's result, row by row.
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README");
-    let labels = [
-        ("stale_fact", "stale fact used as current"),
-        ("lost_obligation", "lost obligation"),
-        ("missing_fact", "fact missing from context"),
-        ("secret_exposed", "raw secret or IP exposed"),
-        ("superseded_decision", "superseded decision used"),
-        ("correction_lost", "correction lost"),
-    ];
-    for (kind, label) in labels {
+    for (kind, label) in KIND_LABELS {
         let cell = |split: &str, engine: &str| {
             let k = &report["splits"][split]["engines"][engine]["by_kind"][kind];
             format!("{}/{}", k["passed"], k["checks"])
