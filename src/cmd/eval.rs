@@ -79,6 +79,10 @@ pub(crate) struct LocomoArgs {
     /// Fusion weights `HASH,COSINE,NEIGHBOUR,FLOOR` (for tuning experiments; the defaults are the tuned ones).
     #[arg(long, value_delimiter = ',')]
     fusion: Option<Vec<f32>>,
+    /// Analysis: write every turn's vector, every question's vector and its stage-1 candidates (all of them, with
+    /// their scores) to this file as JSON, for experiments with the ranking outside the binary.
+    #[arg(long, value_name = "FILE", hide = true)]
+    dump: Option<PathBuf>,
     /// A regression floor: exit 1 when the overall recall@10 (percent) is below it.
     #[arg(long, value_name = "PERCENT")]
     min_recall_at_10: Option<f64>,
@@ -314,6 +318,9 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
         }
     }
     bars.clear();
+    if let Some(path) = &args.dump {
+        dump(&mut memory, &samples, path)?;
+    }
     let report = build_report(&ks, &per_question, &mut latencies_ms, stages.as_str());
     args.output.emit(&report, || print_report(&ks, &report))?;
     if let Some(floor) = args.min_recall_at_10 {
@@ -327,6 +334,44 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The analysis dump of `--dump`: turns with vectors, questions with vectors and stage-1 candidates.
+fn dump(memory: &mut Memory, samples: &[Sample], path: &Path) -> anyhow::Result<()> {
+    let embedder = less_runtime::memory::shared_embedder().map_err(|e| anyhow::anyhow!(e))?;
+    let mut out = Vec::new();
+    for sample in samples {
+        let engrams = turns_as_engrams(sample)?;
+        let texts: Vec<&str> = engrams.iter().map(|e| e.claim.as_str()).collect();
+        let vectors = embedder.embed(&texts)?;
+        let turns: Vec<Value> = engrams
+            .iter()
+            .zip(&vectors)
+            .map(|(e, v)| {
+                json!({"dia_id": dia_id_of(&e.pointers[0], &sample.sample_id), "claim": e.claim,
+                    "tags": e.tags, "vector": v})
+            })
+            .collect();
+        let mut questions = Vec::new();
+        for qa in &sample.qa {
+            let recall = memory.recall(
+                &RecallRequest::in_project(&qa.question, &sample.sample_id, 1000).stages(Stages::Hash),
+            )?;
+            let stage1: Vec<Value> = recall
+                .hits
+                .iter()
+                .filter_map(|h| {
+                    let p = h.stored.engram.pointers.first()?;
+                    Some(json!([dia_id_of(p, &sample.sample_id), h.hash_score]))
+                })
+                .collect();
+            questions.push(json!({"question": qa.question, "category": qa.category, "evidence": qa.evidence,
+                "vector": embedder.embed_one(&qa.question)?, "stage1": stage1}));
+        }
+        out.push(json!({"sample_id": sample.sample_id, "turns": turns, "questions": questions}));
+    }
+    std::fs::write(path, serde_json::to_vec(&out)?)?;
+    Ok(())
 }
 
 /// Recall and strict recall of one question against the retrieved dia_ids.

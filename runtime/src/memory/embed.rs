@@ -148,6 +148,11 @@ impl Embedder {
         if let Some(threads) = std::env::var("LESSRT_EMBED_THREADS").ok().and_then(|t| t.parse().ok()) {
             options = options.with_intra_threads(threads);
         }
+        // ONNX Runtime's pool threads spin between operators by default: on a machine whose cores are shared (other
+        // processes, or the caller's own threads) the spinning takes the cycles the other intra-op thread needs.
+        if std::env::var("LESSRT_EMBED_SPIN").as_deref() != Ok("1") {
+            options = options.with_session_config("session.intra_op.allow_spinning", "0");
+        }
         let model = TextEmbedding::try_new_from_user_defined(model, options)
             .map_err(|e| EmbedError::Model(format!("loading {}: {e}", paths.model_dir.display())))?;
         Ok(Embedder { model: Mutex::new(model) })
@@ -158,8 +163,19 @@ impl Embedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
+        // A batch is padded to its longest text: texts of similar length go together (by length in bytes, a cheap
+        // proxy for tokens), and the vectors go back in the caller's order.
+        let order = by_length(texts);
+        let sorted: Vec<&str> = order.iter().map(|&i| texts[i].as_ref()).collect();
         let mut model = self.model.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let vectors = model.embed(texts, Some(BATCH)).map_err(|e| EmbedError::Model(e.to_string()))?;
+        let computed = model.embed(&sorted, Some(BATCH)).map_err(|e| EmbedError::Model(e.to_string()))?;
+        drop(model);
+        let mut vectors = vec![Vec::new(); computed.len()];
+        for (vector, &at) in computed.into_iter().zip(&order) {
+            if let Some(slot) = vectors.get_mut(at) {
+                *slot = vector;
+            }
+        }
         if vectors.len() != texts.len() || vectors.iter().any(|v| v.len() != DIMENSIONS) {
             return Err(EmbedError::Model(format!(
                 "the model returned {} vectors of {} dimensions for {} texts; expected {DIMENSIONS} dimensions",
@@ -177,7 +193,29 @@ impl Embedder {
     }
 }
 
+/// The positions of `texts` ordered by length (ties keep their order).
+fn by_length<S: AsRef<str>>(texts: &[S]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..texts.len()).collect();
+    order.sort_by_key(|&i| texts[i].as_ref().len());
+    order
+}
+
 /// Cosine of two unit vectors.
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts_are_batched_by_length_and_every_position_comes_back_once() {
+        let texts = ["a long text of many words", "short", "", "medium text", "short"];
+        let order = by_length(&texts);
+        assert_eq!(order, [2, 1, 4, 3, 0]);
+        let mut seen = order.clone();
+        seen.sort_unstable();
+        assert_eq!(seen, [0, 1, 2, 3, 4]);
+    }
 }
