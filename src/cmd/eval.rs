@@ -76,9 +76,15 @@ pub(crate) struct LocomoArgs {
     /// embedding model alone).
     #[arg(long, default_value = "hash+rerank")]
     stages: String,
-    /// Fusion weights `HASH,COSINE,NEIGHBOUR,FLOOR` (for tuning experiments; the defaults are the tuned ones).
+    /// Fusion weights `HASH,COSINE,NEIGHBOUR,FLOOR[,CONTEXT,AUTHOR,SOURCE]` (for tuning experiments; the defaults
+    /// are the chosen ones; the last three are 0 when left out).
     #[arg(long, value_delimiter = ',')]
     fusion: Option<Vec<f32>>,
+    /// Cross-validation over the conversations of FILE: for each conversation, the weights of turn context, writer
+    /// and source (each on at its default or off: 8 choices) that score best on the other conversations, scored on
+    /// it; the report is over every question, each scored by weights chosen without its conversation.
+    #[arg(long)]
+    cv: bool,
     /// Analysis: write every turn's vector, every question's vector and its stage-1 candidates (all of them, with
     /// their scores) to this file as JSON, for experiments with the ranking outside the binary.
     #[arg(long, value_name = "FILE", hide = true)]
@@ -287,11 +293,27 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
         return Err(Stop::usage(format!("--stages {} needs the embedding model: {reason}", stages.as_str())).into());
     }
     if let Some(w) = &args.fusion {
-        anyhow::ensure!(w.len() == 4, "--fusion takes four numbers, HASH,COSINE,NEIGHBOUR,FLOOR (e.g. 1,1.5,0.5,0.3)");
-        memory.set_fusion(Fusion { hash: w[0], cosine: w[1], neighbour: w[2], floor: w[3] });
+        anyhow::ensure!(
+            w.len() == 4 || w.len() == 7,
+            "--fusion takes four or seven numbers, HASH,COSINE,NEIGHBOUR,FLOOR[,CONTEXT,AUTHOR,SOURCE] (e.g. \
+             1,1.5,0.5,0.3,0.3,0.3,0.5)"
+        );
+        let extra = |i: usize| w.get(i).copied().unwrap_or(0.0);
+        memory.set_fusion(Fusion {
+            hash: w[0],
+            cosine: w[1],
+            neighbour: w[2],
+            floor: w[3],
+            context: extra(4),
+            author: extra(5),
+            source: extra(6),
+        });
     }
     let bars = Bars::new(ctx.quiet);
     memory.on_embed_progress(bars.embedding());
+    if args.cv {
+        return cross_validate(args, &mut memory, &samples, &ks, k_max, stages, &bars);
+    }
     let n_questions: usize = samples.iter().map(|s| s.qa.len()).sum();
     let mut per_question: Vec<QuestionScore> = Vec::new();
     let mut latencies_ms: Vec<f64> = Vec::new();
@@ -307,14 +329,7 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
             let recall =
                 memory.recall(&RecallRequest::in_project(&qa.question, &sample.sample_id, k_max).stages(stages))?;
             latencies_ms.push(started.elapsed().as_secs_f64() * 1000.0);
-            let retrieved: Vec<String> = recall
-                .hits
-                .iter()
-                .filter_map(|h| h.stored.engram.pointers.first().map(|p| dia_id_of(p, &sample.sample_id)))
-                .collect();
-            let (recalls, stricts) =
-                ks.iter().map(|&k| score(&qa.evidence, &retrieved[..k.min(retrieved.len())])).unzip();
-            per_question.push((qa.category, recalls, stricts));
+            per_question.push(question_score(qa, &recall, &sample.sample_id, &ks));
         }
     }
     bars.clear();
@@ -336,6 +351,103 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--cv`: every weight choice on every question, then per conversation the choice that scores best on the others.
+fn cross_validate(
+    args: &LocomoArgs,
+    memory: &mut Memory,
+    samples: &[Sample],
+    ks: &[usize],
+    k_max: usize,
+    stages: Stages,
+    bars: &Bars,
+) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(samples.len() >= 2, "--cv needs at least two conversations");
+    for sample in samples {
+        memory.put_many(&turns_as_engrams(sample)?, &sample.sample_id, 0)?;
+    }
+    memory.flush()?;
+    let defaults = Fusion::default();
+    let choices: Vec<Fusion> = (0..8u8)
+        .map(|bits| Fusion {
+            context: if bits & 1 != 0 { defaults.context } else { 0.0 },
+            author: if bits & 2 != 0 { defaults.author } else { 0.0 },
+            source: if bits & 4 != 0 { defaults.source } else { 0.0 },
+            ..defaults
+        })
+        .collect();
+    let n_questions: usize = samples.iter().map(|s| s.qa.len()).sum();
+    // scores[choice][sample] = the questions of that sample under that choice.
+    let mut scores: Vec<Vec<Vec<QuestionScore>>> = Vec::new();
+    let mut latencies_ms = Vec::new();
+    for (n, fusion) in choices.iter().enumerate() {
+        memory.set_fusion(*fusion);
+        let mut per_sample = Vec::new();
+        for sample in samples {
+            let mut questions = Vec::new();
+            for qa in &sample.qa {
+                let done = (n * n_questions + per_sample.iter().map(Vec::len).sum::<usize>() + questions.len()) as u64;
+                bars.update("LoCoMo cross-validation", done, (choices.len() * n_questions) as u64);
+                let started = Instant::now();
+                let recall =
+                    memory.recall(&RecallRequest::in_project(&qa.question, &sample.sample_id, k_max).stages(stages))?;
+                latencies_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+                questions.push(question_score(qa, &recall, &sample.sample_id, ks));
+            }
+            per_sample.push(questions);
+        }
+        scores.push(per_sample);
+    }
+    bars.clear();
+    let at10 = ks.iter().position(|&k| k == 10).unwrap_or(0);
+    let mean_at10 = |choice: usize, samples_in: &mut dyn Iterator<Item = usize>| {
+        let (sum, count) = samples_in
+            .flat_map(|s| scores[choice][s].iter())
+            .fold((0.0, 0usize), |(sum, count), q| (sum + q.1[at10], count + 1));
+        if count == 0 { 0.0 } else { sum / count as f64 }
+    };
+    let mut tested = Vec::new();
+    let mut folds = Vec::new();
+    for held in 0..samples.len() {
+        let best = (0..choices.len())
+            .max_by(|&a, &b| {
+                let score = |c| mean_at10(c, &mut (0..samples.len()).filter(|&s| s != held));
+                score(a).total_cmp(&score(b)).then(b.cmp(&a))
+            })
+            .unwrap_or(0);
+        let chosen = choices[best];
+        folds.push(json!({
+            "held_out": samples[held].sample_id,
+            "chosen": {"context": chosen.context, "author": chosen.author, "source": chosen.source},
+            "recall@10": (mean_at10(best, &mut std::iter::once(held)) * 1000.0).round() / 10.0,
+        }));
+        tested.extend(scores[best][held].iter().cloned());
+    }
+    let mut report = build_report(ks, &tested, &mut latencies_ms, stages.as_str());
+    report["cv_folds"] = json!(folds);
+    args.output.emit(&report, || {
+        print_report(ks, &report);
+        for fold in &folds {
+            outln!(
+                "fold {}: context {}, writer {}, source {} chosen on the others; recall@10 {}",
+                fold["held_out"].as_str().unwrap_or(""),
+                fold["chosen"]["context"],
+                fold["chosen"]["author"],
+                fold["chosen"]["source"],
+                fold["recall@10"]
+            );
+        }
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One question's category, recall and strict recall at each k, from a recall's hits.
+fn question_score(qa: &Qa, recall: &less_runtime::memory::Recall, sample_id: &str, ks: &[usize]) -> QuestionScore {
+    let retrieved: Vec<String> =
+        recall.hits.iter().filter_map(|h| h.stored.engram.pointers.first().map(|p| dia_id_of(p, sample_id))).collect();
+    let (recalls, stricts) = ks.iter().map(|&k| score(&qa.evidence, &retrieved[..k.min(retrieved.len())])).unzip();
+    (qa.category, recalls, stricts)
+}
+
 /// The analysis dump of `--dump`: turns with vectors, questions with vectors and stage-1 candidates.
 fn dump(memory: &mut Memory, samples: &[Sample], path: &Path) -> anyhow::Result<()> {
     let embedder = less_runtime::memory::shared_embedder().map_err(|e| anyhow::anyhow!(e))?;
@@ -354,9 +466,8 @@ fn dump(memory: &mut Memory, samples: &[Sample], path: &Path) -> anyhow::Result<
             .collect();
         let mut questions = Vec::new();
         for qa in &sample.qa {
-            let recall = memory.recall(
-                &RecallRequest::in_project(&qa.question, &sample.sample_id, 1000).stages(Stages::Hash),
-            )?;
+            let recall = memory
+                .recall(&RecallRequest::in_project(&qa.question, &sample.sample_id, 1000).stages(Stages::Hash))?;
             let stage1: Vec<Value> = recall
                 .hits
                 .iter()

@@ -482,6 +482,7 @@ impl Memory {
         }
         phases[0] = started.elapsed();
         let semantic = embedder.and_then(|embedder| self.semantic.as_ref().ok().map(|semantic| (semantic, embedder)));
+        let mut query_vector = None;
         if let Some((semantic, embedder)) = semantic {
             stages.push("rerank");
             let query = embedder.embed_one(request.text).map_err(|e| MemoryError::StageUnavailable(e.to_string()))?;
@@ -502,6 +503,7 @@ impl Memory {
                     slot.1 = semantic.vectors.vector(&at.0, &at.1).map(|v| embed::cosine(&query, &v));
                 }
             }
+            query_vector = Some(query);
         }
         phases[2] = started.elapsed();
         // Found by stage 2 alone and below the floor: ranking would drop it, so its row is not read.
@@ -521,10 +523,17 @@ impl Memory {
             }
             let at = (stored.project.clone(), stored.engram.id.clone());
             let (hash, cosine) = found.get(&at).copied().unwrap_or_default();
-            candidates.push(rank::Candidate { stored, hash, cosine });
+            // The vectors of the candidates, for the turn-context cosine (when stage 2 ran and weighs it).
+            let vector = match (&self.semantic, &query_vector) {
+                (Ok(semantic), Some(_)) if self.fusion.context > 0.0 && cosine.is_some() => {
+                    semantic.vectors.vector(&at.0, &at.1)
+                }
+                _ => None,
+            };
+            candidates.push(rank::Candidate { stored, hash, cosine, vector });
         }
         phases[3] = started.elapsed();
-        let ties = TieContext { scope: request.scope, query_features: features };
+        let ties = TieContext { scope: request.scope, query_features: features, query_vector };
         let fusion = if stages == ["hash"] { Fusion { cosine: 0.0, ..self.fusion } } else { self.fusion };
         let hits = rank::rank(candidates, &fusion, &ties)
             .into_iter()

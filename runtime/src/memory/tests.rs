@@ -159,6 +159,13 @@ fn the_model_embeds_paraphrases_closer_than_unrelated_text() {
     let (close, far) = (embed::cosine(&v[0], &v[1]), embed::cosine(&v[0], &v[2]));
     assert!(close > 0.5 && far < 0.2 && close > far + 0.4, "paraphrase {close}, unrelated {far}");
     assert_eq!(embedder.embed_one("The dog chased the ball.").expect("one"), v[0], "batching changes nothing");
+    // Batches are formed by length: texts given longest first still come back in the order given.
+    let texts = ["Quarterly revenue fell by ten percent this year.", "A puppy ran after a ball.", "Dogs."];
+    let batch = embedder.embed(&texts).expect("embed");
+    for (text, vector) in texts.iter().zip(&batch) {
+        let alone = embedder.embed_one(text).expect("one");
+        assert!(embed::cosine(&alone, vector) > 0.9999, "{text} came back in another place");
+    }
 }
 
 #[test]
