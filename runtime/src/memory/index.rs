@@ -524,7 +524,8 @@ fn schema() -> (Schema, Fields) {
     let keys_options = TextOptions::default().set_indexing_options(
         TextFieldIndexing::default().set_tokenizer("default").set_index_option(IndexRecordOption::WithFreqs),
     );
-    let keys = builder.add_text_field("keys", keys_options);
+    // Named for the key set: an index of the keys before stems (issue 19) is of another layout, so it is rebuilt.
+    let keys = builder.add_text_field("keys_stemmed", keys_options);
     let vis = builder.add_text_field("vis", STRING);
     let roles = builder.add_text_field("roles", STRING);
     let creator = builder.add_text_field("creator", STRING);

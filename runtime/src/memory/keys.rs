@@ -53,7 +53,36 @@ pub fn text_features(text: &str) -> BTreeSet<String> {
             out.insert(format!("p:{} {}", pair[0], pair[1]));
         }
     }
+    // Every word also under its stem, so "hiking" meets "hiked" and "studies" meets "study" (the exact form counts
+    // twice).
+    let stems: Vec<String> =
+        out.iter().filter_map(|f| f.strip_prefix("w:")).map(|w| format!("s:{}", stem(w))).collect();
+    out.extend(stems);
     out
+}
+
+/// A light English stem: a plural or `-ing`/`-ed` ending taken off when at least three letters stay (`studies` →
+/// `study`, `hiking` → `hik`, `planned` → `plan`); words of three letters or fewer, or with other than letters, are
+/// left as they are. Crude on purpose: the same rule on both sides is all that matching needs.
+pub fn stem(word: &str) -> String {
+    let chars: Vec<char> = word.chars().collect();
+    if chars.len() <= 3 || !chars.iter().all(|c| c.is_alphabetic()) {
+        return word.to_owned();
+    }
+    for (suffix, replacement) in [("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")] {
+        let n = suffix.chars().count();
+        if word.ends_with(suffix) && chars.len() - n >= 3 {
+            let mut out: Vec<char> = chars[..chars.len() - n].to_vec();
+            out.extend(replacement.chars());
+            let doubled =
+                out.len() > 3 && out[out.len() - 1] == out[out.len() - 2] && !"lsz".contains(out[out.len() - 1]);
+            if matches!(suffix, "ing" | "ed") && doubled {
+                out.pop();
+            }
+            return out.into_iter().collect();
+        }
+    }
+    word.to_owned()
 }
 
 /// The features of a pointer: its type and location, and each segment of the location.
@@ -181,6 +210,23 @@ mod tests {
             builder = builder.tag(*t);
         }
         builder.build().expect("engram").into_inner()
+    }
+
+    #[test]
+    fn word_forms_share_a_stem_key() {
+        assert_eq!(stem("studies"), "study");
+        assert_eq!(stem("hiking"), "hik");
+        assert_eq!(stem("hiked"), "hik");
+        assert_eq!(stem("planned"), "plan");
+        assert_eq!(stem("running"), "run");
+        assert_eq!(stem("paintings"), "painting");
+        assert_eq!(stem("ties"), "tie");
+        assert_eq!(stem("bus"), "bus", "three letters stay");
+        assert_eq!(stem("kids2"), "kids2", "letters only");
+        let keys = |text: &str| -> BTreeSet<String> { query_keys(text).into_iter().collect() };
+        assert!(keys("she went hiking").contains(&key("s:hik")));
+        assert!(keys("Melanie hiked up the hill").contains(&key("s:hik")));
+        assert!(!keys("Melanie hiked").contains(&key("w:hiking")), "the words themselves stay apart");
     }
 
     #[test]

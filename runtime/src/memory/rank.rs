@@ -272,6 +272,7 @@ mod tests {
         let ties = TieContext {
             scope: Some(Scope::Project),
             query_features: keys::query_features("what does repo:src/cache.rs say"),
+            ..TieContext::default()
         };
         let candidates = vec![
             candidate("e_id_b", Scope::Run, 100, 0.5, "repo:src/a.rs"),
