@@ -952,6 +952,20 @@ fn eval_locomo_scores_holds_floors_and_says_where_the_data_is() {
         .expect("run lessrt");
     assert_eq!(missing.status.code(), Some(2), "the rerank alone without its model is refused, never faked");
     assert!(stderr(&missing).contains("provision-model.sh"), "{}", stderr(&missing));
+    // Cross-validation needs two conversations; with two, each is scored with the weights the other chose.
+    let output = eval(&["--cv", "--quiet"]);
+    assert_eq!(output.status.code(), Some(2), "one conversation cannot be cross-validated");
+    assert!(stderr(&output).contains("at least two conversations"), "{}", stderr(&output));
+    let mut second = sample[0].clone();
+    second["sample_id"] = json!("conv-y");
+    let two = write_doc(dir.path(), "locomo-two.json", &json!([sample[0].clone(), second])).display().to_string();
+    let output = lessrt(&["eval", "locomo", &two, "--stages", "hash", "--k", "1,10", "--cv", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(&stdout(&output)).expect("JSON report");
+    assert_eq!(report["questions"], json!(6), "every question scored once, in its own fold");
+    let folds = report["cv_folds"].as_array().expect("folds");
+    assert_eq!(folds.iter().map(|f| f["held_out"].as_str().unwrap_or("")).collect::<Vec<_>>(), ["conv-x", "conv-y"]);
+    assert_eq!(report["overall"]["recall@10"], json!(100.0), "{report}");
 }
 
 /// Progress bars go to a terminal only: under a pseudo-terminal (`script`, util-linux) `eval locomo` and `dag
