@@ -23,12 +23,12 @@ use less_runtime::dag::{Archive, Dag, NewMessage};
 use less_runtime::memory::{
     Memory, MemoryActor, MemoryArgs, MemoryMsg, Principal, PutRequest, QueryOptions, QueryRequest,
 };
-use less_runtime::run::{Draft, Envelope, EnvelopeKind, LocalRun, RunOptions};
+use less_runtime::run::{Draft, Envelope, EnvelopeKind, LocalRun, RunOptions, sam_keys};
 use less_runtime::{Engram, Scenario, Valid, WireMode};
 use ractor::Actor;
 use serde_json::{Value, json};
 
-use super::args::{OutputArgs, Stop};
+use super::args::{InboxArgs, OutputArgs, Stop};
 use crate::Ctx;
 
 /// Arguments of `lessrt load`.
@@ -52,6 +52,9 @@ pub(crate) struct Args {
     /// Messages archived while queries run (ingest).
     #[arg(long, default_value_t = 100_000)]
     ingest: usize,
+    /// What each recipient keeps inline (gateways); the rest is spilled to `sam:msg:` pointers.
+    #[command(flatten)]
+    inbox: InboxArgs,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -174,7 +177,8 @@ fn message(from: &str, to: &str, seq: usize) -> Envelope {
 async fn gateways(args: &Args, out: &Path) -> anyhow::Result<Value> {
     let (toml, edges) = hierarchy(args.agents);
     let scenario = Arc::new(Scenario::from_toml(&toml, Path::new(".")).map_err(|v| anyhow::anyhow!("{v}"))?);
-    let options = RunOptions { out_dir: Some(out.to_owned()), ..RunOptions::new(WireMode::Less) };
+    let options =
+        RunOptions { out_dir: Some(out.to_owned()), inbox_cap: args.inbox.cap(), ..RunOptions::new(WireMode::Less) };
     let run = Arc::new(LocalRun::start(scenario, Arc::new(ScriptedFactory), &options).await?);
     let started = Instant::now();
     let mut senders = tokio::task::JoinSet::new();
@@ -206,13 +210,23 @@ async fn gateways(args: &Args, out: &Path) -> anyhow::Result<Value> {
     run.stop().await;
     let ledger = std::fs::read_to_string(out.join("ledger.jsonl")).context("the run's ledger")?;
     let on_ledger = ledger.lines().filter(|l| l.contains("\"event\":\"delivered\"")).count() as u64;
+    // A spilled message left its recipient's inbox for a pointer: the pointer must read it back.
+    let spilled: Vec<String> = ledger
+        .lines()
+        .filter(|l| l.contains("\"event\":\"spilled\""))
+        .map(|l| serde_json::from_str::<Value>(l).map(|e| e["msg_id"].as_str().unwrap_or_default().to_owned()))
+        .collect::<Result<_, _>>()
+        .context("a spilled event of the ledger")?;
+    let readable = sam_keys(&out.join("memory").join("sam.sqlite"), "msg").map_err(|e| anyhow::anyhow!("{e}"))?;
+    let unreadable = spilled.iter().filter(|id| !readable.contains(id.as_str())).count();
     // Every delivered message is archived, raw, in the run's store.
     let archived = Archive::open(&out.join("memory")).context("the run's archive")?.stats()?.messages;
     let sent = (args.agents * args.messages) as u64;
     Ok(json!({
         "agents": args.agents, "messages_per_agent": args.messages, "sent": sent, "delivered": delivered,
         "refused": refused, "on_ledger": on_ledger, "archived": archived,
-        "lost": sent.saturating_sub(on_ledger.min(delivered).min(archived)),
+        "lost": sent.saturating_sub(on_ledger.min(delivered).min(archived)) + unreadable as u64,
+        "inbox_cap": args.inbox.cap(), "spilled": spilled.len(), "spilled_unreadable": unreadable,
         "seconds": elapsed.as_secs_f64(), "messages_per_s": sent as f64 / elapsed.as_secs_f64(),
         "deliver": latency(samples),
     }))

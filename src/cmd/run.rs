@@ -14,7 +14,7 @@ use less_agents::{AgentsFactory, ModelSource};
 use less_runtime::run::{Pinned, RunOptions, RunReport, check_out_dir, fresh_secret, run_scenario_with};
 use less_runtime::{ErrorCode, Scenario, WireMode};
 
-use super::args::{AgentsArgs, OutputArgs, Stop, count};
+use super::args::{AgentsArgs, InboxArgs, OutputArgs, Stop, count};
 use super::serve::manifest::Manifest;
 use super::summarizer::SummarizerChoice;
 use crate::Ctx;
@@ -49,6 +49,8 @@ pub(crate) struct Args {
     summarizer: SummarizerChoice,
     #[command(flatten)]
     agents: AgentsArgs,
+    #[command(flatten)]
+    inbox: InboxArgs,
     /// Serve the LESS page of this run at ADDR (loopback; port 0 picks one, said on stderr) from before the first
     /// step: events arrive on the page as they happen. When the run ends the page stays up until Ctrl-C; the exit
     /// status is then the run's.
@@ -160,6 +162,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
             pinned,
             summarizer: Some(summarizer.clone()),
             step_timeout: args.step_timeout.map(Duration::from_secs),
+            inbox_cap: args.inbox.cap(),
         };
         let factory = Arc::new(
             AgentsFactory::for_scenario(&scenario, &source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?,

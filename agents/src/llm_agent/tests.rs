@@ -150,6 +150,22 @@ async fn report_comes_from_the_model_and_the_prompt_from_the_inbox_only() {
 }
 
 #[tokio::test]
+async fn a_spilled_message_reaches_the_model_as_its_pointer_only() {
+    let mut input = input();
+    let stub = json!({"spilled": {"pointer": "sam:msg:dev-7", "from": "dev", "type": "task_result", "tokens": 312}});
+    input.inbox.insert(1, Arc::new(stub));
+    assert_eq!(known_pointers(&input.inbox), vec![DIFF.to_owned(), "sam:msg:dev-7".to_owned(), SPAN.to_owned()]);
+    let model = Answers::new(&[&good(1)]);
+    let mut agent = agent(model.clone());
+    let _ = first(&mut agent, &input).await;
+    let prompt = &model.seen()[0].messages[0].content;
+    assert!(
+        prompt.contains("# task_result from dev: not shown (312 tokens); deref sam:msg:dev-7 to read it"),
+        "{prompt}"
+    );
+}
+
+#[tokio::test]
 async fn unusable_output_is_retried_once_with_the_error() {
     let unknown = json!({"summary": "s", "engrams": [{"kind": "risk", "claim": "c", "pointers": ["repo:other.rs#L1-L2"], "confidence": 0.5}]});
     let model = Answers::new(&[&unknown.to_string(), &good(1)]);

@@ -19,6 +19,7 @@ use crate::run::RunContext;
 use crate::run::baseline::{self, BriefText, WholeBriefText, holds};
 use crate::run::gateway::AgentKnowledge;
 use crate::run::gateway::GatewayMsg;
+use crate::run::inbox::{Inbox, InboxItem};
 use crate::run::ledger::{Event, TokenLedgerMsg};
 use crate::run::resolver_actor::ResolverMsg;
 use crate::run::wire::{Action, AskGrantAction, BriefAction, Draft, Envelope, EnvelopeKind, ReportAction};
@@ -48,7 +49,8 @@ pub struct TurnInput {
     pub spec: AgentSpec,
     /// Documents delivered to it so far (LESS documents; recall answers as `{"recalled": engram}`; what it
     /// dereferenced as `{"dereferenced": {"pointer", "content"}}`; in the verbatim baseline a delivered message is
-    /// `{"verbatim": wire text, "doc": document}`).
+    /// `{"verbatim": wire text, "doc": document}`; an older message past the inbox's inline cap as
+    /// `{"spilled": {"pointer": "sam:msg:<id>", "from", "type", "tokens"}}`, which a deref reads back).
     pub inbox: Vec<Arc<Value>>,
     /// The run's wire mode (scripted misbehaviour only matters where a gateway can refuse it).
     pub mode: WireMode,
@@ -214,7 +216,7 @@ pub enum AgentMsg {
     /// Take a turn.
     Act(Box<ActRequest>, RpcReplyPort<ActOutcome>),
     /// A delivered document.
-    Inbox(Arc<Value>),
+    Inbox(InboxItem),
     /// A child asks for a dereference over its budget (through this agent's gateway); the answer goes back to the
     /// child's waiting turn.
     Decide(Box<GrantAsk>, RpcReplyPort<Outcome>),
@@ -238,7 +240,7 @@ pub struct AgentState {
     spec: AgentSpec,
     gateway: ActorRef<GatewayMsg>,
     agent: Box<dyn Agent>,
-    inbox: Vec<Arc<Value>>,
+    inbox: Inbox,
     /// Digests of what this agent dereferenced, by pointer text, recorded in the engrams it cites them from.
     seen: HashMap<String, Digest>,
 }
@@ -268,7 +270,10 @@ impl Actor for AgentActor {
         state: &mut AgentState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            AgentMsg::Inbox(doc) => state.inbox.push(doc),
+            AgentMsg::Inbox(item) => {
+                // The gateway's copy spilled the same message and recorded it.
+                state.inbox.push(item);
+            }
             AgentMsg::Act(request, reply) => {
                 let outcome = state.take_turn(*request).await;
                 let _ = reply.send(outcome);
@@ -289,7 +294,7 @@ impl AgentState {
             step: request.step,
             attempt: request.attempt,
             spec: self.spec.clone(),
-            inbox: self.inbox.clone(),
+            inbox: self.inbox.docs().to_vec(),
             mode: self.ctx.mode,
             done: Vec::new(),
             limit: self.spec.turn_limit.unwrap_or(DEFAULT_TURN_LIMIT),
@@ -316,7 +321,7 @@ impl AgentState {
             let resent = resending(&turn.done);
             turn.done.push(Done { action, outcome: result });
             let refused_twice = resent && resending(&turn.done);
-            turn.inbox = self.inbox.clone();
+            turn.inbox = self.inbox.docs().to_vec();
             // One resend after a refusal; the receiver's gateway escalated the second refusal.
             if refused_twice {
                 break;
@@ -425,7 +430,7 @@ impl AgentState {
                             .unwrap_or_else(|_| r.pointer.to_string());
                         self.seen.insert(key.clone(), r.digest);
                         // What the gateway let through is what the agent knows (an LLM agent's prompt).
-                        self.inbox.push(Arc::new(json!({ "dereferenced": { "pointer": key, "content": r.content } })));
+                        self.inbox.keep(Arc::new(json!({ "dereferenced": { "pointer": key, "content": r.content } })));
                     }
                     Outcome::Done
                 }
@@ -527,7 +532,8 @@ impl AgentState {
     async fn decide(&mut self, ask: GrantAsk) -> Outcome {
         let requester = ask.request.requester.clone();
         let request_id = ask.request.request_id.clone();
-        let input = DecideInput { ask, spec: self.spec.clone(), inbox: self.inbox.clone(), mode: self.ctx.mode };
+        let input =
+            DecideInput { ask, spec: self.spec.clone(), inbox: self.inbox.docs().to_vec(), mode: self.ctx.mode };
         let decision = AGENT_TURN.scope(self.spec.id.clone(), self.agent.decide(&input)).await;
         self.record_usage();
         let mut outcome = ActOutcome::default();
@@ -604,7 +610,7 @@ impl AgentState {
     /// the reports it received, and what it dereferenced.
     fn held(&self) -> Vec<Pointer> {
         let mut held = Vec::new();
-        for item in &self.inbox {
+        for item in self.inbox.docs() {
             if let Some(text) = item.pointer("/dereferenced/pointer").and_then(Value::as_str) {
                 held.extend(Pointer::parse(text).ok());
             }
@@ -671,7 +677,7 @@ impl AgentState {
         };
         let ids = engrams.iter().map(|e| e.get("id").and_then(Value::as_str).unwrap_or_default().to_owned()).collect();
         for engram in &engrams {
-            self.inbox.push(Arc::new(json!({ "recalled": engram })));
+            self.inbox.keep(Arc::new(json!({ "recalled": engram })));
         }
         self.ctx.record(Event::Query {
             agent: self.spec.id.clone(),

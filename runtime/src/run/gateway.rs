@@ -14,7 +14,7 @@
 //! [`MAX_RESTARTS`] times per [`RESTART_WINDOW`]; past that the agent stays down and the gateway escalates to its parent.
 //! Every restart is recorded in the ledger.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,7 @@ use serde_json::Value;
 use crate::resolver::Resolved;
 use crate::run::RunContext;
 use crate::run::agent::{ActOutcome, ActRequest, AgentActor, AgentArgs, AgentMsg, GrantAsk, Outcome};
+use crate::run::inbox::{Inbox, InboxItem, Spill};
 use crate::run::ledger::Event;
 use crate::run::resolver_actor::ResolverMsg;
 use crate::run::wire::{DerefAction, Document, Draft, Envelope, EnvelopeKind};
@@ -454,7 +455,7 @@ pub enum GatewayMsg {
     /// A message for the agent, from another agent; the reply is the token count or the refusal.
     Deliver(Box<Envelope>, RpcReplyPort<Result<u32, Violation>>),
     /// A system message (an escalation) already checked and recorded by the gateway that wrote it: only forwarded.
-    Forward(Box<(Envelope, Arc<Document>, Arc<Value>)>),
+    Forward(Box<(Envelope, Arc<Document>, Arc<Value>, u32)>),
     /// The supervisor asks the agent to take a turn.
     Act(ActRequest, RpcReplyPort<ActOutcome>),
     /// The agent's own deref request.
@@ -498,8 +499,8 @@ pub struct GatewayArgs {
 /// the digests of what it dereferenced.
 #[derive(Debug, Clone, Default)]
 pub struct AgentKnowledge {
-    /// Delivered documents, oldest first.
-    pub inbox: Vec<Arc<Value>>,
+    /// Delivered documents, oldest first, older typed messages past the run's cap spilled to `sam:msg:` stubs.
+    pub inbox: Inbox,
     /// Digest of every pointer the agent dereferenced, by pointer text.
     pub seen: HashMap<String, less_contract::Digest>,
 }
@@ -520,6 +521,8 @@ pub struct GatewayState {
     reach: Reach,
     /// Consecutive refused messages per sender (briefs and grants have no resend and do not count).
     refusals_by_sender: HashMap<String, u32>,
+    /// The `sam:msg:<id>` pointers of messages spilled from the agent's inbox: within its reach whatever its reach.
+    spilled: HashSet<String>,
     restarts: Vec<Instant>,
     n_restarts_total: u32,
 }
@@ -537,17 +540,19 @@ impl Actor for GatewayActor {
         let role = args.ctx.scenario.agent(&args.agent_id).map(|a| a.role.clone()).unwrap_or_default();
         let budget = args.ctx.scenario.budgets.of(&role);
         let reach = Reach::new(args.ctx.scenario.reach_of(&args.agent_id));
+        let inbox = Inbox::new(args.ctx.inbox_cap);
         let mut state = GatewayState {
             reach,
             ctx: args.ctx,
             agent_id: args.agent_id,
             budget,
             agent: None,
-            memory: AgentKnowledge::default(),
+            memory: AgentKnowledge { inbox, seen: HashMap::new() },
             turn: 0,
             meter: DerefMeter::default(),
             grants: GrantBook::default(),
             refusals_by_sender: HashMap::new(),
+            spilled: HashSet::new(),
             restarts: Vec::new(),
             n_restarts_total: 0,
         };
@@ -567,8 +572,8 @@ impl Actor for GatewayActor {
                 let _ = reply.send(verdict);
             }
             GatewayMsg::Forward(forwarded) => {
-                let (envelope, doc, value) = *forwarded;
-                state.forward(&envelope, &doc, &value);
+                let (envelope, doc, value, n_tokens) = *forwarded;
+                state.forward(&envelope, &doc, &value, n_tokens);
             }
             GatewayMsg::Act(request, reply) => match &state.agent {
                 Some(agent) => {
@@ -698,7 +703,7 @@ impl GatewayState {
         }
         let (doc, value) = (Arc::new(doc), Arc::new(value));
         self.record_delivery(&envelope, &doc, &value, n_tokens).await;
-        self.forward(&envelope, &doc, &value);
+        self.forward(&envelope, &doc, &value, n_tokens);
         Ok(n_tokens)
     }
 
@@ -760,7 +765,17 @@ impl GatewayState {
 
     /// Hands a delivered document to the agent and remembers it for a restart. In a baseline run the agent gets what
     /// was on the wire too (`{"verbatim": text, "doc": document}`): an LLM agent reads what it was sent.
-    fn forward(&mut self, envelope: &Envelope, doc: &Document, value: &Arc<Value>) {
+    fn forward(&mut self, envelope: &Envelope, doc: &Document, value: &Arc<Value>, n_tokens: u32) {
+        // Typed messages may be spilled past the inbox's cap (`sam:msg:<id>` reads them back); briefs and grants never.
+        let spill = match (doc, value.get("type").and_then(Value::as_str)) {
+            (Document::Message(_), Some(kind)) => Some(Spill {
+                msg_id: envelope.msg_id.clone(),
+                from: envelope.from.clone(),
+                kind: kind.to_owned(),
+                tokens: n_tokens,
+            }),
+            _ => None,
+        };
         let doc = match (doc, self.ctx.mode) {
             // The agent gets a grant's terms; the MAC stays with this gateway, which verified it and holds the grant.
             (Document::Grant(grant), _) => match serde_json::to_value(&grant.terms) {
@@ -775,9 +790,13 @@ impl GatewayState {
             }
             (_, _) => value.clone(),
         };
-        self.memory.inbox.push(doc.clone());
+        let item = InboxItem { doc, spill };
+        if let Some(spilled) = self.memory.inbox.push(item.clone()) {
+            self.spilled.insert(spilled.pointer());
+            self.ctx.record(Event::Spilled { agent: self.agent_id.clone(), msg_id: spilled.msg_id });
+        }
         if let Some(agent) = &self.agent {
-            agent.send_message(AgentMsg::Inbox(doc)).ok();
+            agent.send_message(AgentMsg::Inbox(item)).ok();
         }
     }
 
@@ -868,9 +887,9 @@ impl GatewayState {
         let (doc, value) = (Arc::new(doc), Arc::new(value));
         self.record_delivery(&envelope, &doc, &value, n_tokens).await;
         if parent == self.agent_id {
-            self.forward(&envelope, &doc, &value);
+            self.forward(&envelope, &doc, &value, n_tokens);
         } else if let Some(gateway) = self.ctx.directory.get(&parent) {
-            gateway.send_message(GatewayMsg::Forward(Box::new((envelope, doc, value)))).ok();
+            gateway.send_message(GatewayMsg::Forward(Box::new((envelope, doc, value, n_tokens)))).ok();
         }
     }
 
@@ -886,7 +905,9 @@ impl GatewayState {
         tracing::info!(target: "less.deref.request", agent = %self.agent_id, n = pointers.len());
         let less = self.ctx.mode == WireMode::Less;
         // Outside the agent's reach, only a grant reads: the whole request then goes through it.
-        let outside = if less { pointers.iter().find(|p| !self.reach.covers(p)) } else { None };
+        // A message spilled from the agent's own inbox is its to read back, whatever its reach.
+        let own = |p: &Pointer| p.ty() == PointerType::Sam && self.spilled.contains(&format!("sam:{}", p.location()));
+        let outside = if less { pointers.iter().find(|p| !self.reach.covers(p) && !own(p)) } else { None };
         if let (Some(pointer), None) = (outside, &action.grant) {
             return self.deref_refused(&action, outside_reach(&self.agent_id, &self.reach, pointer));
         }

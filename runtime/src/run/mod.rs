@@ -16,6 +16,7 @@ pub(crate) mod agent;
 pub(crate) mod baseline;
 pub(crate) mod gateway;
 pub(crate) mod grade;
+pub(crate) mod inbox;
 pub(crate) mod ledger;
 pub(crate) mod report;
 pub(crate) mod resolver_actor;
@@ -33,6 +34,7 @@ use crate::memory::{MemoryMsg, Principal};
 use crate::run::gateway::GatewayMsg;
 use crate::run::ledger::TokenLedgerMsg;
 use crate::run::resolver_actor::ResolverMsg;
+pub use crate::run::resolver_actor::sam_keys;
 use less_contract::{ErrorCode, Violation};
 use less_contract::{Scenario, WireMode};
 
@@ -43,6 +45,7 @@ pub use agent::{
 pub use gateway::{DerefMeter, GrantBook, GrantLeft, Reach, pattern_covers};
 pub(crate) use gateway::{outside_reach, passes_on, wider_than_held};
 pub use grade::{Answer, TaskReport, TaskVerdict, covers, states};
+pub use inbox::{DEFAULT_INBOX_CAP, Inbox, InboxItem, Spill};
 pub use ledger::Event;
 pub use report::{CheckResult, CheckStatus, ModelSpend, RoleReport, RunReport, TokenStats};
 pub use supervisor::{
@@ -92,6 +95,8 @@ pub struct RunContext {
     pub(crate) factory: Arc<dyn AgentFactory>,
     /// The frozen clock of [`RunOptions::frozen_clock`], if any.
     pub(crate) clock: Option<time::OffsetDateTime>,
+    /// How many typed messages an agent's inbox keeps inline ([`RunOptions::inbox_cap`]).
+    pub(crate) inbox_cap: usize,
     n_msgs: AtomicU64,
 }
 

@@ -4,8 +4,8 @@
 //! The index lives in a SQLite file of the run's store (`sam.sqlite`), written in batches, so it does not grow the
 //! process with every delivery; a resolution first writes what is pending, so it sees every earlier delivery.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::Value;
@@ -132,6 +132,16 @@ impl SamSource for SamIndex {
         let mut select = db.prepare_cached("SELECT text FROM sam WHERE namespace = ?1 AND key = ?2").ok()?;
         select.query_row(rusqlite::params![namespace, key], |row| row.get(0)).ok()
     }
+}
+
+/// The keys of `namespace` in the `sam:` index a finished run left at `path` (`msg`: the ids of every message
+/// delivered or refused), for checks that every `sam:msg:` pointer a run handed out reads back.
+pub fn sam_keys(path: &Path, namespace: &str) -> Result<HashSet<String>, String> {
+    let fail = |err: rusqlite::Error| format!("{}: {err}", path.display());
+    let db = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(fail)?;
+    let mut select = db.prepare("SELECT key FROM sam WHERE namespace = ?1").map_err(fail)?;
+    let keys = select.query_map([namespace], |row| row.get(0)).map_err(fail)?;
+    keys.collect::<Result<_, _>>().map_err(fail)
 }
 
 /// How to start the resolver actor.

@@ -26,6 +26,7 @@ use crate::memory::{MemoryActor, MemoryArgs, system_clock};
 use crate::resolver::Resolver;
 use crate::run::agent::{ActRequest, AgentFactory};
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg, MAX_RESTARTS};
+use crate::run::inbox::DEFAULT_INBOX_CAP;
 use crate::run::ledger::{Event, TokenLedger, TokenLedgerArgs, TokenLedgerMsg};
 use crate::run::report::RunReport;
 use crate::run::resolver_actor::{ResolverActor, ResolverArgs};
@@ -60,13 +61,24 @@ pub struct RunOptions {
     /// ([`AgentFactory::turn_timeout`], e.g. an LLM agent's model timeout × attempts), at least
     /// [`DEFAULT_STEP_TIMEOUT`].
     pub step_timeout: Option<Duration>,
+    /// How many typed messages an agent's inbox keeps inline; older ones become `sam:msg:<id>` pointers to the
+    /// archived message ([`DEFAULT_INBOX_CAP`] unless set; at least 1).
+    pub inbox_cap: usize,
 }
 
 impl RunOptions {
     /// A run in `mode` that writes nothing, prints no trace, reads the system clock, and takes the default summarizer
     /// and step timeouts; set the other fields with struct update syntax.
     pub fn new(mode: WireMode) -> RunOptions {
-        RunOptions { mode, out_dir: None, trace: false, pinned: None, summarizer: None, step_timeout: None }
+        RunOptions {
+            mode,
+            out_dir: None,
+            trace: false,
+            pinned: None,
+            summarizer: None,
+            step_timeout: None,
+            inbox_cap: DEFAULT_INBOX_CAP,
+        }
     }
 }
 
@@ -246,6 +258,7 @@ impl LocalRun {
             summarizers,
             factory,
             clock: options.pinned.map(|p| p.clock),
+            inbox_cap: options.inbox_cap.max(1),
             n_msgs: Default::default(),
         });
         for agent in &scenario.agents {
