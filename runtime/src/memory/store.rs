@@ -348,7 +348,8 @@ impl Store {
             rows.collect::<Result<_, _>>()?
         };
         tx.commit()?;
-        let changed = rows.into_iter().map(|row| self.decode_row(row)).collect::<Result<_, _>>()?;
+        // Read once to catch an index up: not worth a place in the decode cache.
+        let changed = rows.into_iter().map(|row| self.decode_row_once(row)).collect::<Result<_, _>>()?;
         Ok((generation, changed))
     }
 
@@ -357,6 +358,14 @@ impl Store {
         let mut stmt = self.conn.prepare_cached(&format!("{SELECT_STORED} WHERE project = ?1 AND id = ?2"))?;
         let row = stmt.query_row([project, id], raw_row).optional()?;
         row.map(|row| self.decode_row(row)).transpose()
+    }
+
+    /// [`Store::get`] for a row read once (re-indexing what was just written): the decode cache is not filled with
+    /// it, so a bulk load does not grow the cache with rows no query reads.
+    pub fn get_once(&self, project: &str, id: &str) -> Result<Option<Stored>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(&format!("{SELECT_STORED} WHERE project = ?1 AND id = ?2"))?;
+        let row = stmt.query_row([project, id], raw_row).optional()?;
+        row.map(|row| self.decode_row_once(row)).transpose()
     }
 
     /// Many engrams by (project, id) in one statement, hot or cold; missing ones are absent from the answer.
@@ -781,6 +790,15 @@ impl Store {
     /// Rows are re-validated on the way out (once per distinct text): a hand-edited or damaged row is an error, never
     /// an invalid engram.
     fn decode_row(&self, row: RawRow) -> Result<Stored, StoreError> {
+        self.decode(row, true)
+    }
+
+    /// [`Store::decode_row`] without keeping the row in the cache.
+    fn decode_row_once(&self, row: RawRow) -> Result<Stored, StoreError> {
+        self.decode(row, false)
+    }
+
+    fn decode(&self, row: RawRow, keep: bool) -> Result<Stored, StoreError> {
         let cached = self.decoded.borrow().get(row.doc.as_str()).cloned();
         let engram = match cached {
             Some(engram) => engram,
@@ -788,11 +806,13 @@ impl Store {
                 let engram = Valid::<Engram>::from_json(&row.doc)
                     .map_err(|err| StoreError::Corrupt { id: row.id.clone(), message: err.to_string() })?
                     .into_inner();
-                let mut decoded = self.decoded.borrow_mut();
-                if decoded.len() >= DECODED_CAPACITY {
-                    decoded.clear();
+                if keep {
+                    let mut decoded = self.decoded.borrow_mut();
+                    if decoded.len() >= DECODED_CAPACITY {
+                        decoded.clear();
+                    }
+                    decoded.insert(row.doc.as_str().into(), engram.clone());
                 }
-                decoded.insert(row.doc.as_str().into(), engram.clone());
                 engram
             }
         };

@@ -55,6 +55,9 @@ pub struct InboxItem {
     pub doc: Arc<Value>,
     /// `Some` for a typed message, which may be spilled.
     pub spill: Option<Spill>,
+    /// The stub the gateway's copy made when this item spilled an older message: the agent's copy, spilling the
+    /// same message, shares it instead of making its own.
+    pub stub: Option<Arc<Value>>,
 }
 
 /// An agent's delivered documents, oldest first, with at most `cap` typed messages inline.
@@ -81,7 +84,7 @@ impl Inbox {
 
     /// Appends `item`; if that puts more than `cap` typed messages inline, the oldest becomes its stub, and its
     /// description is returned.
-    pub fn push(&mut self, item: InboxItem) -> Option<Spill> {
+    pub fn push(&mut self, item: InboxItem) -> Option<(Spill, Arc<Value>)> {
         let at = self.docs.len();
         self.docs.push(item.doc);
         let spill = item.spill?;
@@ -90,9 +93,14 @@ impl Inbox {
             return None;
         }
         let (oldest, spill) = self.inline.pop_front()?;
-        self.docs[oldest] = Arc::new(spill.stub());
+        let pointer = spill.pointer();
+        let stub = match item.stub {
+            Some(stub) if stub.pointer("/spilled/pointer").and_then(Value::as_str) == Some(pointer.as_str()) => stub,
+            _ => Arc::new(spill.stub()),
+        };
+        self.docs[oldest] = stub.clone();
         self.n_spilled += 1;
-        Some(spill)
+        Some((spill, stub))
     }
 
     /// Appends a document that is never spilled (a deref result, a recall answer).
@@ -129,11 +137,12 @@ mod tests {
         InboxItem {
             doc: Arc::new(json!({ "type": "task_result", "from": "w", "n": i })),
             spill: Some(Spill { msg_id: format!("m-{i}"), from: "w".into(), kind: "task_result".into(), tokens: 7 }),
+            stub: None,
         }
     }
 
     fn brief(i: usize) -> InboxItem {
-        InboxItem { doc: Arc::new(json!({ "brief_id": format!("b-{i}") })), spill: None }
+        InboxItem { doc: Arc::new(json!({ "brief_id": format!("b-{i}") })), spill: None, stub: None }
     }
 
     #[test]
@@ -143,7 +152,7 @@ mod tests {
         assert_eq!(inbox.push(message(1)), None);
         assert_eq!(inbox.push(message(2)), None);
         inbox.keep(Arc::new(json!({ "recalled": {} })));
-        let spilled = inbox.push(message(3)).expect("the third message spills the first");
+        let (spilled, _) = inbox.push(message(3)).expect("the third message spills the first");
         assert_eq!(spilled.msg_id, "m-1");
         assert_eq!(inbox.len(), 5, "a stub keeps the message's place");
         let docs = inbox.docs();
@@ -155,7 +164,7 @@ mod tests {
         for i in 0..10 {
             inbox.push(brief(10 + i));
         }
-        assert_eq!(inbox.push(message(4)).map(|s| s.msg_id), Some("m-2".into()));
+        assert_eq!(inbox.push(message(4)).map(|(s, _)| s.msg_id), Some("m-2".into()));
         assert_eq!(inbox.n_spilled(), 2);
         let inline_messages = inbox.docs().iter().filter(|d| d.get("type").is_some()).count();
         assert_eq!(inline_messages, 2);
@@ -168,11 +177,18 @@ mod tests {
         let (mut gateway, mut agent) = (Inbox::new(3), Inbox::new(3));
         for i in 0..50 {
             let item = if i % 7 == 0 { brief(i) } else { message(i) };
+            let mut item = item;
             let a = gateway.push(item.clone());
             if i % 5 == 0 {
                 agent.keep(Arc::new(json!({ "dereferenced": { "pointer": "repo:a.rs", "content": "x" } })));
             }
-            assert_eq!(a, agent.push(item));
+            // As the gateway forwards it: with the stub it made, which the agent's copy shares.
+            item.stub = a.as_ref().map(|(_, stub)| stub.clone());
+            let b = agent.push(item);
+            assert_eq!(a.as_ref().map(|(s, _)| s), b.as_ref().map(|(s, _)| s));
+            if let (Some((_, x)), Some((_, y))) = (&a, &b) {
+                assert!(Arc::ptr_eq(x, y), "one stub for both copies");
+            }
         }
         let deliveries = |inbox: &Inbox| -> Vec<Value> {
             inbox.docs().iter().filter(|d| d.get("dereferenced").is_none()).map(|d| (**d).clone()).collect()
