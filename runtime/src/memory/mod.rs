@@ -386,16 +386,14 @@ impl Memory {
             return Ok(());
         }
         let mut write = self.index.write()?;
-        let (generation, changed) = match write.committed() {
-            Some(since) if since <= generation => self.store.changes_since(Some(since))?,
+        let since = match write.committed() {
+            Some(since) if since <= generation => Some(since),
             _ => {
                 write.clear()?;
-                self.store.changes_since(None)?
+                None
             }
         };
-        for stored in &changed {
-            write.add(stored)?;
-        }
+        let generation = self.store.changes_since(since, |stored| write.add(&stored).map_err(MemoryError::from))?;
         write.commit(generation)?;
         Ok(())
     }

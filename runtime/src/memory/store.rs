@@ -334,23 +334,30 @@ impl Store {
         Ok(value.parse().unwrap_or(0))
     }
 
-    /// The store generation and every engram changed after generation `since` (all of them when none), read in one
-    /// snapshot: a derived index that applies them reflects exactly that generation.
-    pub fn changes_since(&self, since: Option<u64>) -> Result<(u64, Vec<Stored>), StoreError> {
-        let tx = self.conn.unchecked_transaction()?;
+    /// The store generation, and every engram changed after generation `since` (all of them when none) handed to
+    /// `each` one at a time, read in one snapshot: a derived index that applies them reflects exactly that
+    /// generation. Rows are decoded as they are read, so catching up a large backlog holds one row at a time.
+    pub fn changes_since<E: From<StoreError>>(
+        &self,
+        since: Option<u64>,
+        mut each: impl FnMut(Stored) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        let tx = self.conn.unchecked_transaction().map_err(StoreError::from)?;
         let generation = self.generation()?;
         let since = since.map_or(-1, |g| i64::try_from(g).unwrap_or(i64::MAX));
-        let rows: Vec<RawRow> = {
+        {
             let mut stmt = self
                 .conn
-                .prepare_cached(&format!("{SELECT_STORED} WHERE changed > ?1 ORDER BY changed, stored_at, id"))?;
-            let rows = stmt.query_map([since], raw_row)?;
-            rows.collect::<Result<_, _>>()?
-        };
-        tx.commit()?;
-        // Read once to catch an index up: not worth a place in the decode cache.
-        let changed = rows.into_iter().map(|row| self.decode_row_once(row)).collect::<Result<_, _>>()?;
-        Ok((generation, changed))
+                .prepare_cached(&format!("{SELECT_STORED} WHERE changed > ?1 ORDER BY changed, stored_at, id"))
+                .map_err(StoreError::from)?;
+            let rows = stmt.query_map([since], raw_row).map_err(StoreError::from)?;
+            for row in rows {
+                // Read once to catch an index up: not worth a place in the decode cache.
+                each(self.decode_row_once(row.map_err(StoreError::from)?)?)?;
+            }
+        }
+        tx.commit().map_err(StoreError::from)?;
+        Ok(generation)
     }
 
     /// The engram with `id` in `project`, hot or cold. Projects never see each other's engrams.
