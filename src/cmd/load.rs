@@ -12,6 +12,7 @@
 //! Each part reports its latencies (p50, p99, max), throughput, and the process's resident memory before and after
 //! and at its peak, so a reader can see whether memory stays bounded.
 
+use std::io::BufRead;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -208,15 +209,19 @@ async fn gateways(args: &Args, out: &Path) -> anyhow::Result<Value> {
     let elapsed = started.elapsed();
     let run = Arc::try_unwrap(run).map_err(|_| anyhow::anyhow!("a sender still holds the run"))?;
     run.stop().await;
-    let ledger = std::fs::read_to_string(out.join("ledger.jsonl")).context("the run's ledger")?;
-    let on_ledger = ledger.lines().filter(|l| l.contains("\"event\":\"delivered\"")).count() as u64;
-    // A spilled message left its recipient's inbox for a pointer: the pointer must read it back.
-    let spilled: Vec<String> = ledger
-        .lines()
-        .filter(|l| l.contains("\"event\":\"spilled\""))
-        .map(|l| serde_json::from_str::<Value>(l).map(|e| e["msg_id"].as_str().unwrap_or_default().to_owned()))
-        .collect::<Result<_, _>>()
-        .context("a spilled event of the ledger")?;
+    // Read line by line: the peak resident memory reported is the run's, not this count's.
+    let ledger = std::fs::File::open(out.join("ledger.jsonl")).context("the run's ledger")?;
+    let (mut on_ledger, mut spilled) = (0u64, Vec::new());
+    for line in std::io::BufReader::new(ledger).lines() {
+        let line = line.context("the run's ledger")?;
+        if line.contains("\"event\":\"delivered\"") {
+            on_ledger += 1;
+        } else if line.contains("\"event\":\"spilled\"") {
+            // A spilled message left its recipient's inbox for a pointer: the pointer must read it back.
+            let event: Value = serde_json::from_str(&line).context("a spilled event of the ledger")?;
+            spilled.push(event["msg_id"].as_str().unwrap_or_default().to_owned());
+        }
+    }
     let readable = sam_keys(&out.join("memory").join("sam.sqlite"), "msg").map_err(|e| anyhow::anyhow!("{e}"))?;
     let unreadable = spilled.iter().filter(|id| !readable.contains(id.as_str())).count();
     // Every delivered message is archived, raw, in the run's store.

@@ -294,7 +294,7 @@ impl AgentState {
             step: request.step,
             attempt: request.attempt,
             spec: self.spec.clone(),
-            inbox: self.inbox.docs().to_vec(),
+            inbox: self.inbox.docs(),
             mode: self.ctx.mode,
             done: Vec::new(),
             limit: self.spec.turn_limit.unwrap_or(DEFAULT_TURN_LIMIT),
@@ -321,7 +321,7 @@ impl AgentState {
             let resent = resending(&turn.done);
             turn.done.push(Done { action, outcome: result });
             let refused_twice = resent && resending(&turn.done);
-            turn.inbox = self.inbox.docs().to_vec();
+            turn.inbox = self.inbox.docs();
             // One resend after a refusal; the receiver's gateway escalated the second refusal.
             if refused_twice {
                 break;
@@ -532,8 +532,7 @@ impl AgentState {
     async fn decide(&mut self, ask: GrantAsk) -> Outcome {
         let requester = ask.request.requester.clone();
         let request_id = ask.request.request_id.clone();
-        let input =
-            DecideInput { ask, spec: self.spec.clone(), inbox: self.inbox.docs().to_vec(), mode: self.ctx.mode };
+        let input = DecideInput { ask, spec: self.spec.clone(), inbox: self.inbox.docs(), mode: self.ctx.mode };
         let decision = AGENT_TURN.scope(self.spec.id.clone(), self.agent.decide(&input)).await;
         self.record_usage();
         let mut outcome = ActOutcome::default();
@@ -610,7 +609,7 @@ impl AgentState {
     /// the reports it received, and what it dereferenced.
     fn held(&self) -> Vec<Pointer> {
         let mut held = Vec::new();
-        for item in self.inbox.docs() {
+        for item in &self.inbox.docs() {
             if let Some(text) = item.pointer("/dereferenced/pointer").and_then(Value::as_str) {
                 held.extend(Pointer::parse(text).ok());
             }

@@ -790,11 +790,10 @@ impl GatewayState {
             }
             (_, _) => value.clone(),
         };
-        let mut item = InboxItem { doc, spill, stub: None };
-        if let Some((spilled, stub)) = self.memory.inbox.push(item.clone()) {
+        let item = InboxItem { doc, spill };
+        if let Some(spilled) = self.memory.inbox.push(item.clone()) {
             self.spilled.insert(spilled.pointer());
             self.ctx.record(Event::Spilled { agent: self.agent_id.clone(), msg_id: spilled.msg_id });
-            item.stub = Some(stub);
         }
         if let Some(agent) = &self.agent {
             agent.send_message(AgentMsg::Inbox(item)).ok();

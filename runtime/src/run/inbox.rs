@@ -8,7 +8,8 @@
 //! (metered against its budget). Briefs, grants, what the agent dereferenced and what it recalled are never spilled.
 //!
 //! The gateway and the agent apply the same [`Inbox::push`] to the same deliveries, in the same order, so both copies
-//! spill the same messages and a restarted agent starts from what the old one had.
+//! spill the same messages and a restarted agent starts from what the old one had. A spilled message keeps only its
+//! id, sender, type and size (about a hundred bytes); its stub is made when the agent reads its inbox.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -55,16 +56,21 @@ pub struct InboxItem {
     pub doc: Arc<Value>,
     /// `Some` for a typed message, which may be spilled.
     pub spill: Option<Spill>,
-    /// The stub the gateway's copy made when this item spilled an older message: the agent's copy, spilling the
-    /// same message, shares it instead of making its own.
-    pub stub: Option<Arc<Value>>,
+}
+
+/// A place in an inbox: a document, or what is left of a spilled message (its stub is made when the inbox is read,
+/// so a spilled message costs its id, sender and type, not a JSON document).
+#[derive(Debug, Clone)]
+enum Entry {
+    Doc(Arc<Value>),
+    Spilled(Box<Spill>),
 }
 
 /// An agent's delivered documents, oldest first, with at most `cap` typed messages inline.
 #[derive(Debug, Clone)]
 pub struct Inbox {
-    docs: Vec<Arc<Value>>,
-    /// Typed messages still inline: their position in `docs` and their stub, oldest first.
+    entries: Vec<Entry>,
+    /// Typed messages still inline: their position in `entries` and their stub, oldest first.
     inline: VecDeque<(usize, Spill)>,
     cap: usize,
     n_spilled: u64,
@@ -79,48 +85,49 @@ impl Default for Inbox {
 impl Inbox {
     /// An empty inbox keeping at most `cap` typed messages inline (at least one).
     pub fn new(cap: usize) -> Inbox {
-        Inbox { docs: Vec::new(), inline: VecDeque::new(), cap: cap.max(1), n_spilled: 0 }
+        Inbox { entries: Vec::new(), inline: VecDeque::new(), cap: cap.max(1), n_spilled: 0 }
     }
 
-    /// Appends `item`; if that puts more than `cap` typed messages inline, the oldest becomes its stub, and its
-    /// description is returned.
-    pub fn push(&mut self, item: InboxItem) -> Option<(Spill, Arc<Value>)> {
-        let at = self.docs.len();
-        self.docs.push(item.doc);
+    /// Appends `item`; if that puts more than `cap` typed messages inline, the oldest is spilled (its document
+    /// dropped, its stub left in its place), and its description is returned.
+    pub fn push(&mut self, item: InboxItem) -> Option<Spill> {
+        let at = self.entries.len();
+        self.entries.push(Entry::Doc(item.doc));
         let spill = item.spill?;
         self.inline.push_back((at, spill));
         if self.inline.len() <= self.cap {
             return None;
         }
         let (oldest, spill) = self.inline.pop_front()?;
-        let pointer = spill.pointer();
-        let stub = match item.stub {
-            Some(stub) if stub.pointer("/spilled/pointer").and_then(Value::as_str) == Some(pointer.as_str()) => stub,
-            _ => Arc::new(spill.stub()),
-        };
-        self.docs[oldest] = stub.clone();
+        self.entries[oldest] = Entry::Spilled(Box::new(spill.clone()));
         self.n_spilled += 1;
-        Some((spill, stub))
+        Some(spill)
     }
 
     /// Appends a document that is never spilled (a deref result, a recall answer).
     pub fn keep(&mut self, doc: Arc<Value>) {
-        self.docs.push(doc);
+        self.entries.push(Entry::Doc(doc));
     }
 
-    /// The documents, oldest first (spilled messages as their stubs).
-    pub fn docs(&self) -> &[Arc<Value>] {
-        &self.docs
+    /// The documents, oldest first, spilled messages as their stubs (made here: what the agent reads in a turn).
+    pub fn docs(&self) -> Vec<Arc<Value>> {
+        self.entries
+            .iter()
+            .map(|entry| match entry {
+                Entry::Doc(doc) => doc.clone(),
+                Entry::Spilled(spill) => Arc::new(spill.stub()),
+            })
+            .collect()
     }
 
     /// How many documents it holds, stubs included.
     pub fn len(&self) -> usize {
-        self.docs.len()
+        self.entries.len()
     }
 
     /// Whether nothing was delivered yet.
     pub fn is_empty(&self) -> bool {
-        self.docs.is_empty()
+        self.entries.is_empty()
     }
 
     /// How many typed messages were spilled so far.
@@ -137,12 +144,11 @@ mod tests {
         InboxItem {
             doc: Arc::new(json!({ "type": "task_result", "from": "w", "n": i })),
             spill: Some(Spill { msg_id: format!("m-{i}"), from: "w".into(), kind: "task_result".into(), tokens: 7 }),
-            stub: None,
         }
     }
 
     fn brief(i: usize) -> InboxItem {
-        InboxItem { doc: Arc::new(json!({ "brief_id": format!("b-{i}") })), spill: None, stub: None }
+        InboxItem { doc: Arc::new(json!({ "brief_id": format!("b-{i}") })), spill: None }
     }
 
     #[test]
@@ -152,7 +158,7 @@ mod tests {
         assert_eq!(inbox.push(message(1)), None);
         assert_eq!(inbox.push(message(2)), None);
         inbox.keep(Arc::new(json!({ "recalled": {} })));
-        let (spilled, _) = inbox.push(message(3)).expect("the third message spills the first");
+        let spilled = inbox.push(message(3)).expect("the third message spills the first");
         assert_eq!(spilled.msg_id, "m-1");
         assert_eq!(inbox.len(), 5, "a stub keeps the message's place");
         let docs = inbox.docs();
@@ -164,7 +170,7 @@ mod tests {
         for i in 0..10 {
             inbox.push(brief(10 + i));
         }
-        assert_eq!(inbox.push(message(4)).map(|(s, _)| s.msg_id), Some("m-2".into()));
+        assert_eq!(inbox.push(message(4)).map(|s| s.msg_id), Some("m-2".into()));
         assert_eq!(inbox.n_spilled(), 2);
         let inline_messages = inbox.docs().iter().filter(|d| d.get("type").is_some()).count();
         assert_eq!(inline_messages, 2);
@@ -177,18 +183,11 @@ mod tests {
         let (mut gateway, mut agent) = (Inbox::new(3), Inbox::new(3));
         for i in 0..50 {
             let item = if i % 7 == 0 { brief(i) } else { message(i) };
-            let mut item = item;
             let a = gateway.push(item.clone());
             if i % 5 == 0 {
                 agent.keep(Arc::new(json!({ "dereferenced": { "pointer": "repo:a.rs", "content": "x" } })));
             }
-            // As the gateway forwards it: with the stub it made, which the agent's copy shares.
-            item.stub = a.as_ref().map(|(_, stub)| stub.clone());
-            let b = agent.push(item);
-            assert_eq!(a.as_ref().map(|(s, _)| s), b.as_ref().map(|(s, _)| s));
-            if let (Some((_, x)), Some((_, y))) = (&a, &b) {
-                assert!(Arc::ptr_eq(x, y), "one stub for both copies");
-            }
+            assert_eq!(a, agent.push(item));
         }
         let deliveries = |inbox: &Inbox| -> Vec<Value> {
             inbox.docs().iter().filter(|d| d.get("dereferenced").is_none()).map(|d| (**d).clone()).collect()

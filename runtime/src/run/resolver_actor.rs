@@ -32,6 +32,8 @@ pub enum ResolverMsg {
     ReadUnpinned(Pointer, RpcReplyPort<Result<String, Violation>>),
     /// Remember a delivered (or refused) document for `sam:` pointers.
     Remember(String, std::sync::Arc<Value>),
+    /// Write every document remembered so far to `sam.sqlite` (a run's stop asks, after the last delivery).
+    Flush(RpcReplyPort<()>),
 }
 
 /// State: the resolver and the episodic index, moved onto the blocking pool to resolve (a resolution reads files).
@@ -207,6 +209,22 @@ impl Actor for ResolverActor {
                     blocking::with_taken(&mut state.held, RESOLVER, |h| h.sam.flush_or_keep()).await?;
                 }
             }
+            ResolverMsg::Flush(reply) => {
+                blocking::with_taken(&mut state.held, RESOLVER, |h| h.sam.flush_or_keep()).await?;
+                let _ = reply.send(());
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<ResolverMsg>,
+        state: &mut ResolverState,
+    ) -> Result<(), ActorProcessingErr> {
+        // What a stop without a flush left pending (a failed run, say) still reaches the file.
+        if state.held.is_some() {
+            blocking::with_taken(&mut state.held, RESOLVER, |h| h.sam.flush_or_keep()).await?;
         }
         Ok(())
     }

@@ -29,7 +29,7 @@ use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg, MAX_RESTARTS};
 use crate::run::inbox::DEFAULT_INBOX_CAP;
 use crate::run::ledger::{Event, TokenLedger, TokenLedgerArgs, TokenLedgerMsg};
 use crate::run::report::RunReport;
-use crate::run::resolver_actor::{ResolverActor, ResolverArgs};
+use crate::run::resolver_actor::{ResolverActor, ResolverArgs, ResolverMsg};
 use crate::run::wire::Envelope;
 use crate::run::{Directory, RunContext, fresh_secret};
 use less_contract::{Error, ErrorCode, Violation};
@@ -385,6 +385,10 @@ impl LocalRun {
         }
         if let Err(err) = ractor::call!(self.ctx.ledger, TokenLedgerMsg::Flush) {
             tracing::error!("the ledger did not flush before the run stopped: {err}");
+        }
+        // Every `sam:msg:` pointer handed out (a spilled message's, a refused one's) reads back after the run.
+        if let Err(err) = ractor::call!(self.ctx.resolver, ResolverMsg::Flush) {
+            tracing::error!("the sam: index was not written before the run stopped: {err}");
         }
         self.supervisor.stop(None);
         let _ = self.supervisor_handle.await;
