@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ractor::message::{BoxedDowncastErr, SerializedMessage};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use serde_json::Value;
 
@@ -457,6 +458,8 @@ pub enum GatewayMsg {
     Forward(Box<(Envelope, Arc<Document>, Arc<Value>)>),
     /// The supervisor asks the agent to take a turn.
     Act(ActRequest, RpcReplyPort<ActOutcome>),
+    /// The same from another node: the step by its index in the scenario, and the attempt.
+    ActAt(usize, u32, RpcReplyPort<ActOutcome>),
     /// The agent's own deref request.
     Deref(DerefAction, RpcReplyPort<DerefOutcome>),
     /// The agent sent a message: its turn is over (the deref budget starts again).
@@ -469,7 +472,42 @@ pub enum GatewayMsg {
     SpendCodeGrant(CodeGrantRequest, RpcReplyPort<Result<u32, Violation>>),
 }
 
+/// A gateway's message as it crosses to another node: what one agent sends another, and the driver's turns. An
+/// agent's requests to its own gateway (derefs, grants, the end of a turn) never leave its node.
+pub(crate) fn to_wire(msg: GatewayMsg) -> Result<SerializedMessage, BoxedDowncastErr> {
+    use crate::cluster::serial::{call, cast, unknown};
+    match msg {
+        GatewayMsg::Deliver(envelope, reply) => call("Deliver", &envelope, reply),
+        GatewayMsg::Forward(forwarded) => cast("Forward", &forwarded),
+        GatewayMsg::Act(request, reply) => call("Act", &(request.index, request.attempt), reply),
+        GatewayMsg::ActAt(index, attempt, reply) => call("Act", &(index, attempt), reply),
+        GatewayMsg::AskGrant(ask, reply) => call("AskGrant", &ask, reply),
+        GatewayMsg::SpendCodeGrant(request, reply) => call("SpendCodeGrant", &request, reply),
+        GatewayMsg::Deref(..) => Err(unknown("gateway", "Deref")),
+        GatewayMsg::EndTurn => Err(unknown("gateway", "EndTurn")),
+        GatewayMsg::IssueGrant(..) => Err(unknown("gateway", "IssueGrant")),
+    }
+}
+
+/// A gateway's message read from another node.
+pub(crate) fn from_wire(message: SerializedMessage) -> Result<GatewayMsg, BoxedDowncastErr> {
+    use crate::cluster::serial::{answer, args, parts, port, unknown};
+    let (variant, bytes, reply) = parts(message)?;
+    Ok(match variant.as_str() {
+        "Deliver" => GatewayMsg::Deliver(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
+        "Forward" => GatewayMsg::Forward(args(&variant, &bytes)?),
+        "Act" => {
+            let (index, attempt) = args(&variant, &bytes)?;
+            GatewayMsg::ActAt(index, attempt, answer(port(&variant, reply)?))
+        }
+        "AskGrant" => GatewayMsg::AskGrant(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
+        "SpendCodeGrant" => GatewayMsg::SpendCodeGrant(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
+        other => return Err(unknown("gateway", other)),
+    })
+}
+
 /// A request to spend an inline-code grant.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct CodeGrantRequest {
     /// The grant named by the message.
     pub grant_id: String,
@@ -564,11 +602,27 @@ impl Actor for GatewayActor {
         match msg {
             GatewayMsg::Deliver(envelope, reply) => {
                 let verdict = state.deliver(*envelope).await;
+                // On a worker node: an acknowledged delivery is in the head's ledger before the acknowledgement.
+                state.ctx.settle().await;
                 let _ = reply.send(verdict);
             }
             GatewayMsg::Forward(forwarded) => {
                 let (envelope, doc, value) = *forwarded;
                 state.forward(&envelope, &doc, &value);
+            }
+            GatewayMsg::ActAt(index, attempt, reply) => {
+                let Some(step) = state.ctx.scenario.steps.get(index).cloned() else {
+                    tracing::error!(agent = %state.agent_id, "no step {index} in the scenario");
+                    return Ok(());
+                };
+                let request = ActRequest { index, step, attempt };
+                if let Some(agent) = &state.agent {
+                    if let Err(err) = agent.send_message(AgentMsg::Act(Box::new(request), reply)) {
+                        tracing::warn!(agent = %state.agent_id, "act not delivered: {err}");
+                    }
+                } else {
+                    let _ = reply.send(ActOutcome::down(&state.agent_id));
+                }
             }
             GatewayMsg::Act(request, reply) => match &state.agent {
                 Some(agent) => {
@@ -828,7 +882,7 @@ impl GatewayState {
     async fn send_escalation(&mut self, about: &str, reason: &str, refused_msg: Option<&str>) {
         let Some(parent) = self.ctx.scenario.agent(about).and_then(|a| a.parent.clone()) else { return };
         let from = format!("{}-gw", self.agent_id);
-        let msg_id = self.ctx.next_msg_id(&from);
+        let msg_id = self.ctx.next_msg_id(&from).await;
         let reason: String = reason.chars().take(480).collect();
         let refs: Vec<String> = refused_msg.map(|id| format!("sam:msg:{id}")).into_iter().collect();
         let message = TypedMessage {

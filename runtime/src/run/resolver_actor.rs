@@ -32,6 +32,8 @@ pub enum ResolverMsg {
     ReadUnpinned(Pointer, RpcReplyPort<Result<String, Violation>>),
     /// Remember a delivered (or refused) document for `sam:` pointers.
     Remember(String, std::sync::Arc<Value>),
+    /// Answers at once: every document a node asked to remember before it is remembered.
+    Ack(RpcReplyPort<()>),
 }
 
 /// State: the resolver and the episodic index, moved onto the blocking pool to resolve (a resolution reads files).
@@ -177,6 +179,9 @@ impl Actor for ResolverActor {
                     h.resolver.read_unpinned(&pointer, &h.sam)
                 });
                 let _ = reply.send(read.await?);
+            }
+            ResolverMsg::Ack(reply) => {
+                let _ = reply.send(());
             }
             ResolverMsg::Remember(msg_id, doc) => {
                 let sam = &mut state.held.as_mut().ok_or(LOST)?.sam;
