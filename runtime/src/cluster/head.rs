@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use ractor::message::{BoxedDowncastErr, SerializedMessage};
 use ractor::{Actor, ActorProcessingErr, ActorRef, Message, RpcReplyPort};
@@ -32,6 +33,8 @@ pub(crate) enum HeadMsg {
     Promote(Box<(String, String, Scope)>, RpcReplyPort<Result<Option<String>, MemoryFailure>>),
     /// Put as an agent: (agent, engram). The engram is validated again as it is read.
     Put(Box<(String, Valid<Engram>)>, RpcReplyPort<Result<PutAnswer, MemoryFailure>>),
+    /// Answers once every message the node sent before it was taken (archived messages queued).
+    Ack(RpcReplyPort<()>),
 }
 
 impl Message for HeadMsg {
@@ -46,6 +49,7 @@ impl Message for HeadMsg {
             HeadMsg::Recall(request, reply) => call("Recall", &request, reply),
             HeadMsg::Promote(request, reply) => call("Promote", &request, reply),
             HeadMsg::Put(request, reply) => call("Put", &request, reply),
+            HeadMsg::Ack(reply) => call("Ack", &(), reply),
         }
     }
 
@@ -57,6 +61,7 @@ impl Message for HeadMsg {
             "Recall" => HeadMsg::Recall(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
             "Promote" => HeadMsg::Promote(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
             "Put" => HeadMsg::Put(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
+            "Ack" => HeadMsg::Ack(answer(port(&variant, reply)?)),
             other => return Err(unknown("head", other)),
         })
     }
@@ -114,6 +119,9 @@ impl Actor for HeadBridge {
                 let (agent, engram) = *request;
                 let _ = reply.send(put_here(ctx, memory, &agent, engram).await);
             }
+            HeadMsg::Ack(reply) => {
+                let _ = reply.send(());
+            }
         }
         Ok(())
     }
@@ -127,6 +135,7 @@ struct HeadServer {
     server: ActorRef<ractor_cluster::NodeServerMessage>,
     cookie: String,
     lost: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
+    refused: Arc<Mutex<Vec<String>>>,
 }
 
 /// Starts a node server named `name` on `addr`; `lost` hears the names of authenticated peers that disconnect.
@@ -135,6 +144,7 @@ pub(crate) async fn node_server(
     addr: SocketAddr,
     cookie: String,
     lost: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+    refused: Arc<Mutex<Vec<String>>>,
 ) -> Result<ActorRef<ractor_cluster::NodeServerMessage>, String> {
     let server = ractor_cluster::NodeServer::new(
         addr.port(),
@@ -146,7 +156,7 @@ pub(crate) async fn node_server(
     )
     .with_listen_addr(addr.ip());
     let (server, _) = Actor::spawn(None, server, ()).await.map_err(|e| format!("node server: {e}"))?;
-    let log = SessionLog { node: name.to_owned(), authenticated: Default::default(), lost };
+    let log = SessionLog { node: name.to_owned(), authenticated: Default::default(), lost, refused };
     server
         .cast(ractor_cluster::NodeServerMessage::SubscribeToEvents {
             id: "lessrt".to_owned(),
@@ -191,8 +201,9 @@ impl ClusterHandle {
             .get_or_try_init(|| async {
                 let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
                 let addr: SocketAddr = ([127, 0, 0, 1], 0).into();
-                let server = node_server(HEAD_NODE, addr, cookie.clone(), Some(tx)).await?;
-                Ok::<_, String>(HeadServer { server, cookie: cookie.clone(), lost: Mutex::new(Some(rx)) })
+                let refused = Arc::new(Mutex::new(Vec::new()));
+                let server = node_server(HEAD_NODE, addr, cookie.clone(), Some(tx), refused.clone()).await?;
+                Ok::<_, String>(HeadServer { server, cookie: cookie.clone(), lost: Mutex::new(Some(rx)), refused })
             })
             .await
             .map_err(|e| Violation::new(ErrorCode::RunFailed, "", e))?;
@@ -212,15 +223,27 @@ impl ClusterHandle {
         }
         let mut live = BTreeMap::new();
         for node in &scenario.cluster {
-            let host = wait_for_group(&node_group(&node.name), CONNECT_TIMEOUT).await.ok_or_else(|| {
-                node_error(format!(
-                    "node {} at {} did not join within {}s: it refused the handshake (check that it runs with the same \
-                     cookie) or it is another node",
-                    node.name,
-                    node.addr,
-                    CONNECT_TIMEOUT.as_secs()
-                ))
-            })?;
+            let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
+            let host = loop {
+                if let Some(host) = wait_for_group(&node_group(&node.name), Duration::ZERO).await {
+                    break host;
+                }
+                let refused =
+                    head.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&node.addr);
+                if refused || tokio::time::Instant::now() >= deadline {
+                    return Err(node_error(format!(
+                        "node {} at {} {}: check that it runs with the run's cookie (`lessrt node --cookie-env`)",
+                        node.name,
+                        node.addr,
+                        if refused {
+                            "refused the cookie handshake".to_owned()
+                        } else {
+                            format!("did not join within {}s", CONNECT_TIMEOUT.as_secs())
+                        }
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            };
             live.insert(node.name.clone(), ActorRef::<HostMsg>::from(host));
         }
         let (bridge, _) = Actor::spawn_linked(Some(format!("{run_key}:head")), HeadBridge, ctx.clone(), supervisor)
@@ -318,8 +341,23 @@ impl ClusterHandle {
         names
     }
 
+    /// Moves the agents of every node lost since the last look (before a step: a node may die between turns).
+    pub(crate) async fn move_lost(&self, supervisor: ractor::ActorCell) -> Result<Vec<String>, Violation> {
+        let newly = self.take_lost();
+        self.lost.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(newly);
+        let lost: Vec<String> =
+            self.lost.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().cloned().collect();
+        let mut moved = Vec::new();
+        for node in lost {
+            if self.ctx.scenario.agents.iter().any(|a| a.node.as_deref() == Some(node.as_str()) && !self.moved(&a.id)) {
+                moved.extend(self.fail_over(&node, supervisor.clone()).await?);
+            }
+        }
+        Ok(moved)
+    }
+
     /// Whether `agent`'s node is lost, waiting up to `wait` for the head's server to notice.
-    pub(crate) async fn node_lost(&self, agent: &str, wait: std::time::Duration) -> Option<String> {
+    pub(crate) async fn node_lost(&self, agent: &str, wait: Duration) -> Option<String> {
         let node = self.ctx.scenario.agent(agent)?.node.clone()?;
         if self.moved(agent) {
             return None;
@@ -338,7 +376,7 @@ impl ClusterHandle {
             if tokio::time::Instant::now() >= deadline {
                 return None;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 

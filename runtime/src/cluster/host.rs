@@ -265,7 +265,7 @@ pub async fn start_node(
     cookie: String,
     factory: FactoryMaker,
 ) -> Result<NodeHandle, String> {
-    let server = super::head::node_server(name, addr, cookie, None).await?;
+    let server = super::head::node_server(name, addr, cookie, None, Default::default()).await?;
     let args = NodeHostArgs { name: name.to_owned(), server: server.clone(), factory };
     let (host, _) = Actor::spawn(Some(format!("lessrt:node:{name}")), NodeHost, args)
         .await

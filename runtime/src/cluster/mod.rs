@@ -75,6 +75,8 @@ pub(crate) struct SessionLog {
     pub(crate) node: String,
     pub(crate) authenticated: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<ractor::ActorId>>>,
     pub(crate) lost: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+    /// The addresses of peers refused, newest last.
+    pub(crate) refused: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl ractor_cluster::NodeEventSubscription for SessionLog {
@@ -92,6 +94,7 @@ impl ractor_cluster::NodeEventSubscription for SessionLog {
                 let _ = lost.send(peer);
             }
         } else {
+            self.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(ses.peer_addr.clone());
             // Logged at error level on purpose: a refusal is what an operator must see.
             tracing::error!(
                 target: "less.cluster",

@@ -225,6 +225,49 @@ mod tests {
         assert_eq!(rx.await.expect("answered"), vec![("m1".to_owned(), "said".to_owned())]);
     }
 
+    /// A delivery crosses with its envelope whole: the draft under its kind, the exact wire text.
+    #[tokio::test]
+    async fn a_delivery_crosses_whole() {
+        let doc = serde_json::json!({"type": "escalation", "from": "a", "msg_id": "a-m1", "reason": "r", "severity": "warning"});
+        let envelope = crate::run::Envelope {
+            from: "a".to_owned(),
+            to: "b".to_owned(),
+            msg_id: "a-m1".to_owned(),
+            kind: crate::run::EnvelopeKind::Escalation,
+            doc: crate::run::Draft::Raw(doc.clone()),
+            wire: doc.to_string(),
+            inline_code: None,
+            code_sources: Vec::new(),
+            prose: None,
+            restated: vec!["said".to_owned()],
+        };
+        let (tx, rx) = ractor::concurrency::oneshot::<Result<u32, less_contract::Violation>>();
+        let wire = GatewayMsg::Deliver(Box::new(envelope), tx.into()).serialize().expect("serializes");
+        let GatewayMsg::Deliver(back, reply) = GatewayMsg::deserialize(wire).expect("deserializes") else {
+            panic!("another variant")
+        };
+        assert_eq!(
+            (back.wire.as_str(), back.restated.as_slice()),
+            (doc.to_string().as_str(), &["said".to_owned()][..])
+        );
+        assert!(matches!(back.doc, crate::run::Draft::Raw(ref d) if d == &doc));
+        reply.send(Ok(7)).expect("sent");
+        assert_eq!(rx.await.expect("answered"), Ok(7));
+    }
+
+    /// A reply the callee drops reaches the caller as a dropped reply, not a wait for the timeout.
+    #[tokio::test]
+    async fn a_dropped_reply_is_dropped_for_the_caller() {
+        let (tx, rx) = ractor::concurrency::oneshot::<()>();
+        let wire = TokenLedgerMsg::Ack(tx.into()).serialize().expect("serializes");
+        let TokenLedgerMsg::Ack(reply) = TokenLedgerMsg::deserialize(wire).expect("deserializes") else {
+            panic!("another variant")
+        };
+        drop(reply);
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(5), rx).await.expect("at once");
+        assert!(answer.is_err(), "the caller's reply was dropped");
+    }
+
     /// The ledger's own variants are refused on the wire, not written.
     #[test]
     fn local_variants_do_not_serialize() {

@@ -212,17 +212,27 @@ impl RunContext {
         }
     }
 
-    /// On a worker node: waits until every event and document this node sent the head's ledger and resolver is
-    /// there (each connection keeps its order, so one answered call behind them is enough). Before a node answers
+    /// On a worker node: waits until every event, document and archived message this node sent the head's ledger,
+    /// resolver and bridge is there (each connection keeps its order, so one answered call behind them is enough). Before a node answers
     /// a delivery or a turn, so that what it acknowledged is in the head's ledger, and another node that acts next
     /// reads a ledger that has it. On the head: nothing to wait for.
     pub(crate) async fn settle(&self) {
-        if let Services::Remote { .. } = &self.services {
-            if let Err(err) = ractor::call!(self.ledger, crate::run::ledger::TokenLedgerMsg::Ack) {
-                tracing::error!(target: "less.cluster", "the head's ledger did not acknowledge: {err}");
-            }
-            if let Err(err) = ractor::call!(self.resolver, crate::run::resolver_actor::ResolverMsg::Ack) {
-                tracing::error!(target: "less.cluster", "the head's resolver did not acknowledge: {err}");
+        if let Services::Remote { head } = &self.services {
+            // The three in flight at once: one round trip, not three.
+            let (ledger, resolver, bridge) = tokio::join!(
+                async {
+                    ractor::call!(self.ledger, crate::run::ledger::TokenLedgerMsg::Ack).map_err(|e| e.to_string())
+                },
+                async {
+                    ractor::call!(self.resolver, crate::run::resolver_actor::ResolverMsg::Ack)
+                        .map_err(|e| e.to_string())
+                },
+                async { ractor::call!(head, HeadMsg::Ack).map_err(|e| e.to_string()) },
+            );
+            for (what, answer) in [("ledger", ledger), ("resolver", resolver), ("archive", bridge)] {
+                if let Err(err) = answer {
+                    tracing::error!(target: "less.cluster", "the head's {what} did not acknowledge: {err}");
+                }
             }
         }
     }

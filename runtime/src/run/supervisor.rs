@@ -349,6 +349,13 @@ impl LocalRun {
         for (index, step) in ctx.scenario.steps.iter().enumerate() {
             on_step(index, n_steps);
             let agent = step_agent(step).to_owned();
+            if let Some(cluster) = &self.cluster {
+                let moved =
+                    cluster.move_lost(self.supervisor.get_cell()).await.map_err(|v| fail("cluster", &v.message))?;
+                if !moved.is_empty() {
+                    tracing::warn!(target: "less.cluster", "a node was lost; {} moved to the head", moved.join(", "));
+                }
+            }
             ctx.record(Event::Step { index, agent: agent.clone(), action: step_name(step).to_owned() });
             let mut gateway = ctx.directory.get(&agent).ok_or_else(|| fail("step", &format!("no agent {agent}")))?;
             let timeout = self.step_timeout(&agent);
@@ -362,7 +369,7 @@ impl LocalRun {
                 if !matches!(answer, Ok(CallResult::Success(_)))
                     && let Some(cluster) = &self.cluster
                     && moves < 2
-                    && let Some(node) = cluster.node_lost(&agent, Duration::from_secs(3)).await
+                    && let Some(node) = cluster.node_lost(&agent, lost_wait(&answer)).await
                 {
                     let moved = cluster.fail_over(&node, self.supervisor.get_cell()).await.map_err(|v| {
                         fail("cluster", &format!("node {node} was lost and its agents could not move: {}", v.message))
@@ -510,6 +517,15 @@ pub async fn run_scenario_with(
     run.stop().await;
     driven?;
     report
+}
+
+/// How long the driver waits to hear that a node was lost after a turn on it failed: a dropped reply is most often
+/// an agent that panicked (its gateway restarts it), so only a moment; a failed send or a timeout, longer.
+fn lost_wait<T>(answer: &Result<CallResult<T>, ractor::MessagingErr<GatewayMsg>>) -> Duration {
+    match answer {
+        Ok(CallResult::SenderError) => Duration::from_millis(100),
+        _ => Duration::from_secs(3),
+    }
 }
 
 fn step_agent(step: &Step) -> &str {
