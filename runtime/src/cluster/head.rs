@@ -16,8 +16,9 @@ use super::serial::{answer, args, call, cast, parts, port, unknown};
 use super::{CONNECT_TIMEOUT, SessionLog, group, node_group, wait_for_group};
 use crate::dag::NewMessage;
 use crate::memory::QueryOptions;
-use crate::run::gateway::{GatewayActor, GatewayArgs};
+use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg, Restored};
 use crate::run::services::{MemoryFailure, PutAnswer, RecallAnswer, Services, promote_here, put_here, recall_here};
+use crate::run::wire::Document;
 use crate::run::{Event, RunContext};
 use less_contract::{ClusterNode, Engram, ErrorCode, HEAD_NODE, Scope, Valid, Violation};
 
@@ -386,8 +387,9 @@ impl ClusterHandle {
     }
 
     /// Moves every agent of the lost `node` to the head: a fresh gateway (and agent) each, a `restart` event each in
-    /// the ledger, and every directory rewired. A moved agent starts afresh: what its old gateway kept (its inbox,
-    /// the grants it held) was on the lost node.
+    /// the ledger, and every directory rewired. The new gateway takes again what the ledger says was delivered to
+    /// the agent (its inbox, the grants it accepted); what the agent dereferenced, and the uses of its grants it had
+    /// spent, were on the lost node only.
     pub(crate) async fn fail_over(&self, node: &str, supervisor: ractor::ActorCell) -> Result<Vec<String>, Violation> {
         self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(node);
         let agents: Vec<String> = self
@@ -398,6 +400,9 @@ impl ClusterHandle {
             .filter(|a| a.node.as_deref() == Some(node) && !self.moved(&a.id))
             .map(|a| a.id.clone())
             .collect();
+        // Everything acknowledged before the loss is in the ledger (a node settles before it acknowledges).
+        let events = ractor::call!(self.ctx.ledger, crate::run::ledger::TokenLedgerMsg::Snapshot)
+            .map_err(|e| Violation::new(ErrorCode::RunFailed, "", format!("ledger: {e}")))?;
         for agent in &agents {
             let args = GatewayArgs { ctx: self.ctx.clone(), agent_id: agent.clone() };
             let n = self.n_moved.fetch_add(1, Ordering::Relaxed);
@@ -417,6 +422,31 @@ impl ClusterHandle {
                 ractor::pg::leave(group.clone(), stale);
             }
             ractor::pg::join(group, vec![gateway.get_cell()]);
+            // What was delivered to the agent is in the ledger: it comes back to the new gateway (the agent's inbox
+            // and accepted grants; not what it dereferenced, nor the uses of its grants already spent).
+            let delivered: Vec<(String, Arc<Document>)> = events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Delivered { from, to, doc, .. } if to == agent => Some((from.clone(), doc.clone())),
+                    _ => None,
+                })
+                .collect();
+            let read: Vec<Vec<String>> = events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Deref { agent: reader, pointers, granted: true, .. } if reader == agent => {
+                        Some(pointers.clone())
+                    }
+                    _ => None,
+                })
+                .collect();
+            let restored = Box::new(Restored { delivered, read });
+            match ractor::call!(gateway, GatewayMsg::Restore, restored) {
+                Ok(n) => {
+                    tracing::info!(target: "less.cluster", "{agent}: {n} delivered documents restored from the ledger")
+                }
+                Err(err) => tracing::warn!(target: "less.cluster", "{agent}: nothing restored: {err}"),
+            }
             self.ctx.directory.insert(agent.clone(), gateway);
             self.ctx.record(Event::Restart {
                 agent: agent.clone(),

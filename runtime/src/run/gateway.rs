@@ -470,6 +470,10 @@ pub enum GatewayMsg {
     AskGrant(Box<GrantAsk>, RpcReplyPort<Outcome>),
     /// A receiver's gateway asks to spend one use of this agent's inline-code grant on a message it sent.
     SpendCodeGrant(CodeGrantRequest, RpcReplyPort<Result<u32, Violation>>),
+    /// The agent moved here from a lost node: what the ledger says was delivered to it, oldest first (sender and
+    /// document), and the pointers of each deref it was granted; taken again without being recorded again (its
+    /// inbox, the grants it had accepted, the digests of what it read), then the agent starts again from them.
+    Restore(Box<Restored>, RpcReplyPort<usize>),
 }
 
 /// A gateway's message as it crosses to another node: what one agent sends another, and the driver's turns. An
@@ -486,6 +490,7 @@ pub(crate) fn to_wire(msg: GatewayMsg) -> Result<SerializedMessage, BoxedDowncas
         GatewayMsg::Deref(..) => Err(unknown("gateway", "Deref")),
         GatewayMsg::EndTurn => Err(unknown("gateway", "EndTurn")),
         GatewayMsg::IssueGrant(..) => Err(unknown("gateway", "IssueGrant")),
+        GatewayMsg::Restore(..) => Err(unknown("gateway", "Restore")),
     }
 }
 
@@ -504,6 +509,14 @@ pub(crate) fn from_wire(message: SerializedMessage) -> Result<GatewayMsg, BoxedD
         "SpendCodeGrant" => GatewayMsg::SpendCodeGrant(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
         other => return Err(unknown("gateway", other)),
     })
+}
+
+/// What the ledger says an agent had: for [`GatewayMsg::Restore`].
+pub struct Restored {
+    /// Delivered to it, oldest first: the sender and the document.
+    pub delivered: Vec<(String, Arc<Document>)>,
+    /// The pointers (text form) of each deref it was granted.
+    pub read: Vec<Vec<String>>,
 }
 
 /// A request to spend an inline-code grant.
@@ -595,7 +608,7 @@ impl Actor for GatewayActor {
 
     async fn handle(
         &self,
-        _myself: ActorRef<GatewayMsg>,
+        myself: ActorRef<GatewayMsg>,
         msg: GatewayMsg,
         state: &mut GatewayState,
     ) -> Result<(), ActorProcessingErr> {
@@ -640,6 +653,15 @@ impl Actor for GatewayActor {
                 let _ = reply.send(outcome);
             }
             GatewayMsg::EndTurn => state.turn += 1,
+            GatewayMsg::Restore(restored, reply) => {
+                // The agent is out while its knowledge comes back, so `forward` fills the gateway's memory only.
+                if let Some(agent) = state.agent.take() {
+                    agent.stop(Some("restarting from the ledger".to_owned()));
+                }
+                let n = state.restore(*restored).await;
+                state.agent = Some(spawn_agent(&myself, state).await?);
+                let _ = reply.send(n);
+            }
             GatewayMsg::IssueGrant(spec, answers, reply) => {
                 let _ = reply.send(state.issue_grant(&spec, answers.as_deref()));
             }
@@ -716,6 +738,48 @@ async fn spawn_agent(
 }
 
 impl GatewayState {
+    /// Takes again what the ledger says the agent had (see [`GatewayMsg::Restore`]); how many documents came back.
+    async fn restore(&mut self, restored: Restored) -> usize {
+        let mut n = 0;
+        for (from, doc) in restored.delivered {
+            if let Document::Grant(grant) = &*doc {
+                let grant = Grant::clone(grant);
+                let is_ancestor = self.ctx.scenario.is_ancestor(&grant.terms.issuer, &self.agent_id);
+                // A grant that has run out since is refused again; the rest still comes back.
+                if let Err(v) = self.grants.accept(grant, &self.agent_id, &self.ctx.secret, is_ancestor) {
+                    tracing::warn!(target: "less.cluster", agent = %self.agent_id, "a grant not restored: {}", v.message);
+                }
+            }
+            let value = Arc::new(doc.to_value());
+            let envelope = Envelope {
+                from,
+                to: self.agent_id.clone(),
+                msg_id: String::new(),
+                kind: EnvelopeKind::Message,
+                doc: Draft::Raw(Value::Null),
+                // The wire text is not in the ledger: a baseline's inbox gets the document without it.
+                wire: String::new(),
+                inline_code: None,
+                code_sources: Vec::new(),
+                prose: None,
+                restated: Vec::new(),
+            };
+            self.forward(&envelope, &doc, &value);
+            n += 1;
+        }
+        for texts in restored.read {
+            let Ok(pointers) = texts.iter().map(|t| Pointer::parse(t)).collect::<Result<Vec<_>, _>>() else { continue };
+            if let Ok(Ok(resolved)) = ractor::call!(self.ctx.resolver, ResolverMsg::Resolve, pointers) {
+                for r in &resolved {
+                    if let Ok(plain) = Pointer::new(r.pointer.ty(), r.pointer.reference(), r.pointer.span()) {
+                        self.memory.seen.insert(plain.to_string(), r.digest);
+                    }
+                }
+            }
+        }
+        n
+    }
+
     async fn deliver(&mut self, envelope: Envelope) -> Result<u32, Violation> {
         let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
         // The wire is counted once; the cache makes any later count of the same text free.
