@@ -132,7 +132,7 @@ fn a_node_killed_mid_run_moves_its_agents_and_the_run_completes() {
     let (n1, mut n2) = (Node::start("n1", COOKIE), Node::start("n2", COOKIE));
     let file = uc1_cluster_file(dir.path(), &n1.addr, &n2.addr);
     let out = dir.path().join("out");
-    let mut head = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+    let head = Command::new(env!("CARGO_BIN_EXE_lessrt"))
         .args(["run", "scenarios/uc1-refactor.toml", "--json", "--mode", "less", "--pace", "150", "--out"])
         .arg(&out)
         .args(["--cluster", file.to_str().expect("utf-8")])
