@@ -82,8 +82,12 @@ fn uc1_cluster_file(dir: &Path, n1: &str, n2: &str) -> PathBuf {
 }
 
 fn run_uc1(out: &Path, extra: &[&str], cookie: &str) -> Output {
+    run_scenario("scenarios/uc1-refactor.toml", out, extra, cookie)
+}
+
+fn run_scenario(scenario: &str, out: &Path, extra: &[&str], cookie: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_lessrt"))
-        .args(["run", "scenarios/uc1-refactor.toml", "--json", "--out"])
+        .args(["run", scenario, "--json", "--out"])
         .arg(out)
         .args(extra)
         .current_dir(root())
@@ -122,6 +126,29 @@ fn uc1_on_two_nodes_reports_as_one_process() {
         (ledger_events(&dir.path().join("single"), "less"), ledger_events(&dir.path().join("cluster"), "less"));
     let delivered = |events: &[Value]| events.iter().filter(|e| e["event"] == "delivered").count();
     assert_eq!(delivered(&two), delivered(&one));
+}
+
+/// UC4 with five of its seven agents on the two nodes: recalls and promotions from a node go through the head's
+/// memory, and the baseline's restatements (the reports each writer knows) come out as in one process.
+#[test]
+fn uc4_with_recall_on_two_nodes_reports_as_one_process() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = "scenarios/uc4-shared-knowledge.toml";
+    let single = run_scenario(scenario, &dir.path().join("single"), &[], COOKIE);
+    assert_eq!(single.status.code(), Some(0), "{}", stderr(&single));
+    let (n1, n2) = (Node::start("n1", COOKIE), Node::start("n2", COOKIE));
+    let file = dir.path().join("cluster.toml");
+    let text = format!(
+        "nodes = [{{ name = \"n1\", addr = \"{}\" }}, {{ name = \"n2\", addr = \"{}\" }}]\n[placement]\n\
+         team-lead = \"n1\"\nconfig-programmer = \"n1\"\ndb-programmer = \"n2\"\ncache-programmer = \"n2\"\n\
+         new-programmer = \"n2\"\n",
+        n1.addr, n2.addr
+    );
+    std::fs::write(&file, text).expect("cluster file");
+    let out = dir.path().join("cluster");
+    let clustered = run_scenario(scenario, &out, &["--cluster", file.to_str().expect("utf-8")], COOKIE);
+    assert_eq!(clustered.status.code(), Some(0), "{}\n{}\n{}", stderr(&clustered), n1.log(), n2.log());
+    assert_eq!(report(&clustered), report(&single));
 }
 
 /// A node killed (SIGKILL) in the middle of a run: the head notices, its agents restart on the head with a

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 
 use crate::run::agent::AgentMsg;
 use crate::run::gateway::GatewayMsg;
-use crate::run::ledger::TokenLedgerMsg;
+use crate::run::ledger::{Event, TokenLedgerMsg};
 use crate::run::resolver_actor::ResolverMsg;
 
 /// A one-way message with `args` as JSON.
@@ -156,7 +156,15 @@ impl Message for TokenLedgerMsg {
 
     fn serialize(self) -> Result<SerializedMessage, BoxedDowncastErr> {
         match self {
-            TokenLedgerMsg::Record(event) => cast("Record", &event),
+            // A delivery's restatement is not written to `ledger.jsonl`, but the ledger needs it (a baseline's
+            // history, the reports an agent knows): it travels beside the event.
+            TokenLedgerMsg::Record(event) => {
+                let prose = match &*event {
+                    Event::Delivered { prose, .. } => prose.clone(),
+                    _ => None,
+                };
+                cast("Record", &(event, prose))
+            }
             TokenLedgerMsg::History(reply) => call("History", &(), reply),
             TokenLedgerMsg::Known(agent, reply) => call("Known", &agent, reply),
             TokenLedgerMsg::Ack(reply) => call("Ack", &(), reply),
@@ -170,7 +178,13 @@ impl Message for TokenLedgerMsg {
     fn deserialize(message: SerializedMessage) -> Result<Self, BoxedDowncastErr> {
         let (variant, bytes, reply) = parts(message)?;
         Ok(match variant.as_str() {
-            "Record" => TokenLedgerMsg::Record(args(&variant, &bytes)?),
+            "Record" => {
+                let (mut event, prose): (Box<Event>, Option<String>) = args(&variant, &bytes)?;
+                if let Event::Delivered { prose: slot, .. } = &mut *event {
+                    *slot = prose;
+                }
+                TokenLedgerMsg::Record(event)
+            }
             "History" => TokenLedgerMsg::History(answer(port(&variant, reply)?)),
             "Known" => TokenLedgerMsg::Known(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
             "Ack" => TokenLedgerMsg::Ack(answer(port(&variant, reply)?)),
@@ -266,6 +280,30 @@ mod tests {
         drop(reply);
         let answer = tokio::time::timeout(std::time::Duration::from_secs(5), rx).await.expect("at once");
         assert!(answer.is_err(), "the caller's reply was dropped");
+    }
+
+    /// A delivery's restatement crosses with its event (`ledger.jsonl` leaves it out; the ledger needs it).
+    #[test]
+    fn a_recorded_delivery_keeps_its_restatement() {
+        let doc = crate::run::wire::Document::message(serde_json::json!({
+            "type": "escalation", "from": "a", "msg_id": "a-m1", "reason": "r", "severity": "warning"
+        }));
+        let event = Event::Delivered {
+            from: "a".to_owned(),
+            to: "b".to_owned(),
+            msg_id: "a-m1".to_owned(),
+            kind: crate::run::EnvelopeKind::Escalation,
+            tokens: 3,
+            max_tokens: 800,
+            doc,
+            prose: Some("a said r".to_owned()),
+            restated: Vec::new(),
+        };
+        let wire = TokenLedgerMsg::Record(Box::new(event)).serialize().expect("serializes");
+        let TokenLedgerMsg::Record(event) = TokenLedgerMsg::deserialize(wire).expect("deserializes") else {
+            panic!("another variant")
+        };
+        assert!(matches!(*event, Event::Delivered { prose: Some(ref p), .. } if p == "a said r"));
     }
 
     /// The ledger's own variants are refused on the wire, not written.
