@@ -134,6 +134,8 @@ static HEAD_SERVER: OnceCell<HeadServer> = OnceCell::const_new();
 
 struct HeadServer {
     server: ActorRef<ractor_cluster::NodeServerMessage>,
+    /// Its node name (`head-<pid>-<nanos>`): the nodes release this head's runs when it goes away.
+    name: String,
     cookie: String,
     lost: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
     refused: Arc<Mutex<Vec<String>>>,
@@ -203,8 +205,11 @@ impl ClusterHandle {
                 let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
                 let addr: SocketAddr = ([127, 0, 0, 1], 0).into();
                 let refused = Arc::new(Mutex::new(Vec::new()));
-                let server = node_server(HEAD_NODE, addr, cookie.clone(), Some(tx), refused.clone()).await?;
-                Ok::<_, String>(HeadServer { server, cookie: cookie.clone(), lost: Mutex::new(Some(rx)), refused })
+                // Named per process: two heads running on one node at once are two peers, not one connecting twice.
+                let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+                let name = format!("{HEAD_NODE}-{}-{nanos}", std::process::id());
+                let server = node_server(&name, addr, cookie.clone(), Some(tx), refused.clone()).await?;
+                Ok::<_, String>(HeadServer { server, name, cookie: cookie.clone(), lost: Mutex::new(Some(rx)), refused })
             })
             .await
             .map_err(|e| Violation::new(ErrorCode::RunFailed, "", e))?;
@@ -271,6 +276,7 @@ impl ClusterHandle {
             nodes: scenario.cluster.clone(),
             placement: placement.clone(),
             agents: Vec::new(),
+            head: head.name.clone(),
             secret: ctx.secret,
             clock,
         };

@@ -46,6 +46,8 @@ pub struct HostSpec {
     pub placement: std::collections::BTreeMap<String, String>,
     /// The agents this node hosts.
     pub agents: Vec<String>,
+    /// The head's node name: when it goes away, the node releases the run.
+    pub head: String,
     /// The run's grant key: gateways on every node verify and issue the run's grants. It crosses only the
     /// authenticated node connection.
     pub secret: [u8; 32],
@@ -63,6 +65,8 @@ pub enum HostMsg {
     Wire(String, RpcReplyPort<Result<(), String>>),
     /// Stop the run's gateways (and their agents).
     Release(String),
+    /// A peer went away: release every run it heads (a head that died cannot release them itself).
+    PeerLost(String),
     /// Answers at once.
     Ping(RpcReplyPort<()>),
 }
@@ -77,6 +81,7 @@ impl Message for HostMsg {
             HostMsg::Host(spec, reply) => call("Host", &spec, reply),
             HostMsg::Wire(run_key, reply) => call("Wire", &run_key, reply),
             HostMsg::Release(run_key) => cast("Release", &run_key),
+            HostMsg::PeerLost(_) => Err(unknown("node host", "PeerLost")),
             HostMsg::Ping(reply) => call("Ping", &(), reply),
         }
     }
@@ -98,6 +103,7 @@ struct NodeHost;
 
 /// A run hosted here.
 struct HostedRun {
+    head: String,
     ctx: Arc<RunContext>,
     gateways: Vec<ActorRef<GatewayMsg>>,
 }
@@ -167,6 +173,18 @@ impl Actor for NodeHost {
                     tracing::info!(target: "less.cluster", "{}: released {run_key}", state.name);
                 }
             }
+            HostMsg::PeerLost(peer) => {
+                let orphaned: Vec<String> =
+                    state.runs.iter().filter(|(_, run)| run.head == peer).map(|(key, _)| key.clone()).collect();
+                for key in orphaned {
+                    if let Some(run) = state.runs.remove(&key) {
+                        for gateway in run.gateways {
+                            gateway.stop(Some("the run's head went away".to_owned()));
+                        }
+                        tracing::warn!(target: "less.cluster", "{}: released {key}: its head {peer} went away", state.name);
+                    }
+                }
+            }
             HostMsg::Ping(reply) => {
                 let _ = reply.send(());
             }
@@ -224,7 +242,7 @@ impl NodeHostState {
             gateways.push(gateway);
         }
         tracing::info!(target: "less.cluster", "{}: hosting {} of {}", self.name, spec.agents.join(", "), spec.run_key);
-        Ok(HostedRun { ctx, gateways })
+        Ok(HostedRun { head: spec.head.clone(), ctx, gateways })
     }
 }
 
@@ -265,10 +283,19 @@ pub async fn start_node(
     cookie: String,
     factory: FactoryMaker,
 ) -> Result<NodeHandle, String> {
-    let server = super::head::node_server(name, addr, cookie, None, Default::default()).await?;
+    let (lost_tx, mut lost_rx) = tokio::sync::mpsc::unbounded_channel();
+    let server = super::head::node_server(name, addr, cookie, Some(lost_tx), Default::default()).await?;
     let args = NodeHostArgs { name: name.to_owned(), server: server.clone(), factory };
     let (host, _) = Actor::spawn(Some(format!("lessrt:node:{name}")), NodeHost, args)
         .await
         .map_err(|e| format!("node host: {e}"))?;
+    let watcher = host.clone();
+    tokio::spawn(async move {
+        while let Some(peer) = lost_rx.recv().await {
+            if watcher.send_message(HostMsg::PeerLost(peer)).is_err() {
+                break;
+            }
+        }
+    });
     Ok(NodeHandle { name: name.to_owned(), addr, server, host })
 }

@@ -91,7 +91,9 @@ impl ractor_cluster::NodeEventSubscription for SessionLog {
         if was_in {
             tracing::warn!(target: "less.cluster", "{}: node {peer} at {} disconnected", self.node, ses.peer_addr);
             if let Some(lost) = &self.lost {
-                let _ = lost.send(peer);
+                // ractor_cluster names a peer `name@host`; runs know nodes by name.
+                let name = peer.split('@').next().unwrap_or_default().to_owned();
+                let _ = lost.send(name);
             }
         } else {
             self.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(ses.peer_addr.clone());
