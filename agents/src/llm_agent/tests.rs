@@ -82,6 +82,7 @@ fn input() -> TurnInput {
             llm: None,
             turn_limit: None,
             reach: None,
+            node: None,
         },
         inbox: vec![Arc::new(brief), Arc::new(read)],
         mode: WireMode::Less,

@@ -18,6 +18,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ractor::message::{BoxedDowncastErr, SerializedMessage};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use serde_json::Value;
 
@@ -458,6 +459,8 @@ pub enum GatewayMsg {
     Forward(Box<(Envelope, Arc<Document>, Arc<Value>, u32)>),
     /// The supervisor asks the agent to take a turn.
     Act(ActRequest, RpcReplyPort<ActOutcome>),
+    /// The same from another node: the step by its index in the scenario, and the attempt.
+    ActAt(usize, u32, RpcReplyPort<ActOutcome>),
     /// The agent's own deref request.
     Deref(DerefAction, RpcReplyPort<DerefOutcome>),
     /// The agent sent a message: its turn is over (the deref budget starts again).
@@ -468,9 +471,57 @@ pub enum GatewayMsg {
     AskGrant(Box<GrantAsk>, RpcReplyPort<Outcome>),
     /// A receiver's gateway asks to spend one use of this agent's inline-code grant on a message it sent.
     SpendCodeGrant(CodeGrantRequest, RpcReplyPort<Result<u32, Violation>>),
+    /// The agent moved here from a lost node: what the ledger says was delivered to it, oldest first (sender and
+    /// document), and the pointers of each deref it was granted; taken again without being recorded again (its
+    /// inbox, the grants it had accepted, the digests of what it read), then the agent starts again from them.
+    Restore(Box<Restored>, RpcReplyPort<usize>),
+}
+
+/// A gateway's message as it crosses to another node: what one agent sends another, and the driver's turns. An
+/// agent's requests to its own gateway (derefs, grants, the end of a turn) never leave its node.
+pub(crate) fn to_wire(msg: GatewayMsg) -> Result<SerializedMessage, BoxedDowncastErr> {
+    use crate::cluster::serial::{call, cast, unknown};
+    match msg {
+        GatewayMsg::Deliver(envelope, reply) => call("Deliver", &envelope, reply),
+        GatewayMsg::Forward(forwarded) => cast("Forward", &forwarded),
+        GatewayMsg::Act(request, reply) => call("Act", &(request.index, request.attempt), reply),
+        GatewayMsg::ActAt(index, attempt, reply) => call("Act", &(index, attempt), reply),
+        GatewayMsg::AskGrant(ask, reply) => call("AskGrant", &ask, reply),
+        GatewayMsg::SpendCodeGrant(request, reply) => call("SpendCodeGrant", &request, reply),
+        GatewayMsg::Deref(..) => Err(unknown("gateway", "Deref")),
+        GatewayMsg::EndTurn => Err(unknown("gateway", "EndTurn")),
+        GatewayMsg::IssueGrant(..) => Err(unknown("gateway", "IssueGrant")),
+        GatewayMsg::Restore(..) => Err(unknown("gateway", "Restore")),
+    }
+}
+
+/// A gateway's message read from another node.
+pub(crate) fn from_wire(message: SerializedMessage) -> Result<GatewayMsg, BoxedDowncastErr> {
+    use crate::cluster::serial::{answer, args, parts, port, unknown};
+    let (variant, bytes, reply) = parts(message)?;
+    Ok(match variant.as_str() {
+        "Deliver" => GatewayMsg::Deliver(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
+        "Forward" => GatewayMsg::Forward(args(&variant, &bytes)?),
+        "Act" => {
+            let (index, attempt) = args(&variant, &bytes)?;
+            GatewayMsg::ActAt(index, attempt, answer(port(&variant, reply)?))
+        }
+        "AskGrant" => GatewayMsg::AskGrant(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
+        "SpendCodeGrant" => GatewayMsg::SpendCodeGrant(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
+        other => return Err(unknown("gateway", other)),
+    })
+}
+
+/// What the ledger says an agent had: for [`GatewayMsg::Restore`].
+pub struct Restored {
+    /// Delivered to it, oldest first: the sender, the message id, its tokens on the wire and the document.
+    pub delivered: Vec<(String, String, u32, Arc<Document>)>,
+    /// The pointers (text form) of each deref it was granted.
+    pub read: Vec<Vec<String>>,
 }
 
 /// A request to spend an inline-code grant.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct CodeGrantRequest {
     /// The grant named by the message.
     pub grant_id: String,
@@ -562,18 +613,34 @@ impl Actor for GatewayActor {
 
     async fn handle(
         &self,
-        _myself: ActorRef<GatewayMsg>,
+        myself: ActorRef<GatewayMsg>,
         msg: GatewayMsg,
         state: &mut GatewayState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             GatewayMsg::Deliver(envelope, reply) => {
                 let verdict = state.deliver(*envelope).await;
+                // On a worker node: an acknowledged delivery is in the head's ledger before the acknowledgement.
+                state.ctx.settle().await;
                 let _ = reply.send(verdict);
             }
             GatewayMsg::Forward(forwarded) => {
                 let (envelope, doc, value, n_tokens) = *forwarded;
                 state.forward(&envelope, &doc, &value, n_tokens);
+            }
+            GatewayMsg::ActAt(index, attempt, reply) => {
+                let Some(step) = state.ctx.scenario.steps.get(index).cloned() else {
+                    tracing::error!(agent = %state.agent_id, "no step {index} in the scenario");
+                    return Ok(());
+                };
+                let request = ActRequest { index, step, attempt };
+                if let Some(agent) = &state.agent {
+                    if let Err(err) = agent.send_message(AgentMsg::Act(Box::new(request), reply)) {
+                        tracing::warn!(agent = %state.agent_id, "act not delivered: {err}");
+                    }
+                } else {
+                    let _ = reply.send(ActOutcome::down(&state.agent_id));
+                }
             }
             GatewayMsg::Act(request, reply) => match &state.agent {
                 Some(agent) => {
@@ -591,6 +658,15 @@ impl Actor for GatewayActor {
                 let _ = reply.send(outcome);
             }
             GatewayMsg::EndTurn => state.turn += 1,
+            GatewayMsg::Restore(restored, reply) => {
+                // The agent is out while its knowledge comes back, so `forward` fills the gateway's memory only.
+                if let Some(agent) = state.agent.take() {
+                    agent.stop(Some("restarting from the ledger".to_owned()));
+                }
+                let n = state.restore(*restored).await;
+                state.agent = Some(spawn_agent(&myself, state).await?);
+                let _ = reply.send(n);
+            }
             GatewayMsg::IssueGrant(spec, answers, reply) => {
                 let _ = reply.send(state.issue_grant(&spec, answers.as_deref()));
             }
@@ -667,6 +743,49 @@ async fn spawn_agent(
 }
 
 impl GatewayState {
+    /// Takes again what the ledger says the agent had (see [`GatewayMsg::Restore`]); how many documents came back.
+    async fn restore(&mut self, restored: Restored) -> usize {
+        let mut n = 0;
+        for (from, msg_id, n_tokens, doc) in restored.delivered {
+            if let Document::Grant(grant) = &*doc {
+                let grant = Grant::clone(grant);
+                let is_ancestor = self.ctx.scenario.is_ancestor(&grant.terms.issuer, &self.agent_id);
+                // A grant that has run out since is refused again; the rest still comes back.
+                if let Err(v) = self.grants.accept(grant, &self.agent_id, &self.ctx.secret, is_ancestor) {
+                    tracing::warn!(target: "less.cluster", agent = %self.agent_id, "a grant not restored: {}", v.message);
+                }
+            }
+            let value = Arc::new(doc.to_value());
+            let envelope = Envelope {
+                from,
+                to: self.agent_id.clone(),
+                // Its id names it again in a `sam:msg:` stub, should the inbox spill it.
+                msg_id,
+                kind: EnvelopeKind::Message,
+                doc: Draft::Raw(Value::Null),
+                // The wire text is not in the ledger: a baseline's inbox gets the document without it.
+                wire: String::new(),
+                inline_code: None,
+                code_sources: Vec::new(),
+                prose: None,
+                restated: Vec::new(),
+            };
+            self.forward(&envelope, &doc, &value, n_tokens);
+            n += 1;
+        }
+        for texts in restored.read {
+            let Ok(pointers) = texts.iter().map(|t| Pointer::parse(t)).collect::<Result<Vec<_>, _>>() else { continue };
+            if let Ok(Ok(resolved)) = ractor::call!(self.ctx.resolver, ResolverMsg::Resolve, pointers) {
+                for r in &resolved {
+                    if let Ok(plain) = Pointer::new(r.pointer.ty(), r.pointer.reference(), r.pointer.span()) {
+                        self.memory.seen.insert(plain.to_string(), r.digest);
+                    }
+                }
+            }
+        }
+        n
+    }
+
     async fn deliver(&mut self, envelope: Envelope) -> Result<u32, Violation> {
         let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
         // The wire is counted once; the cache makes any later count of the same text free.
@@ -847,7 +966,7 @@ impl GatewayState {
     async fn send_escalation(&mut self, about: &str, reason: &str, refused_msg: Option<&str>) {
         let Some(parent) = self.ctx.scenario.agent(about).and_then(|a| a.parent.clone()) else { return };
         let from = format!("{}-gw", self.agent_id);
-        let msg_id = self.ctx.next_msg_id(&from);
+        let msg_id = self.ctx.next_msg_id(&from).await;
         let reason: String = reason.chars().take(480).collect();
         let refs: Vec<String> = refused_msg.map(|id| format!("sam:msg:{id}")).into_iter().collect();
         let message = TypedMessage {

@@ -375,6 +375,8 @@ pub enum TokenLedgerMsg {
     Flush(RpcReplyPort<()>),
     /// Writes what is pending (sent by the ledger to itself [`FLUSH_AFTER`] after an event finds nothing pending).
     Tick,
+    /// Answers at once: every event a node recorded before it is in this ledger (a node's messages arrive in order).
+    Ack(RpcReplyPort<()>),
 }
 
 /// Where the ledger writes.
@@ -498,6 +500,9 @@ impl Actor for TokenLedger {
             TokenLedgerMsg::Tick => {
                 state.tick_scheduled = false;
                 state.flush(false).await?;
+            }
+            TokenLedgerMsg::Ack(reply) => {
+                let _ = reply.send(());
             }
             TokenLedgerMsg::History(reply) => {
                 let _ = reply.send(state.histories.iter().map(|(_, prose)| prose.clone()).collect());

@@ -34,6 +34,8 @@ pub enum ResolverMsg {
     Remember(String, std::sync::Arc<Value>),
     /// Write every document remembered so far to `sam.sqlite` (a run's stop asks, after the last delivery).
     Flush(RpcReplyPort<()>),
+    /// Answers at once: every document a node asked to remember before it is remembered.
+    Ack(RpcReplyPort<()>),
 }
 
 /// State: the resolver and the episodic index, moved onto the blocking pool to resolve (a resolution reads files).
@@ -189,6 +191,9 @@ impl Actor for ResolverActor {
                     h.resolver.read_unpinned(&pointer, &h.sam)
                 });
                 let _ = reply.send(read.await?);
+            }
+            ResolverMsg::Ack(reply) => {
+                let _ = reply.send(());
             }
             ResolverMsg::Remember(msg_id, doc) => {
                 let sam = &mut state.held.as_mut().ok_or(LOST)?.sam;

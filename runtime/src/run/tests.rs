@@ -83,13 +83,15 @@ async fn harness_with(mode: WireMode, budget_toml: &str, lead_toml: &str, inbox_
         directory: Directory::default(),
         resolver,
         ledger,
-        memory,
-        summarizers,
-        archive_queue: Arc::new(crate::dag::actor::ArchiveQueue::new("demo", "h")),
+        services: services::Services::Local {
+            memory,
+            summarizers,
+            archive_queue: Arc::new(crate::dag::actor::ArchiveQueue::new("demo", "h")),
+            n_msgs: Default::default(),
+        },
         factory: Arc::new(RecorderFactory(seen.clone())),
         clock: None,
         inbox_cap,
-        n_msgs: Default::default(),
     });
     for id in ["lead", "dev"] {
         let args = GatewayArgs { ctx: ctx.clone(), agent_id: id.to_owned() };
@@ -410,7 +412,8 @@ async fn a_run_whose_memory_actor_dies_ends_with_an_error_naming_it() {
     let options =
         RunOptions { step_timeout: Some(std::time::Duration::from_secs(30)), ..RunOptions::new(WireMode::Less) };
     let run = LocalRun::start(scenario, Arc::new(AskerFactory), &options).await.expect("run starts");
-    run.ctx.memory.kill();
+    let services::Services::Local { memory, .. } = &run.ctx.services else { panic!("a local run") };
+    memory.kill();
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     let driven = run.drive().await;
     let err = driven.expect_err("the run ends").to_string();
