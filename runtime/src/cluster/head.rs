@@ -206,10 +206,17 @@ impl ClusterHandle {
                 let addr: SocketAddr = ([127, 0, 0, 1], 0).into();
                 let refused = Arc::new(Mutex::new(Vec::new()));
                 // Named per process: two heads running on one node at once are two peers, not one connecting twice.
-                let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+                let nanos =
+                    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
                 let name = format!("{HEAD_NODE}-{}-{nanos}", std::process::id());
                 let server = node_server(&name, addr, cookie.clone(), Some(tx), refused.clone()).await?;
-                Ok::<_, String>(HeadServer { server, name, cookie: cookie.clone(), lost: Mutex::new(Some(rx)), refused })
+                Ok::<_, String>(HeadServer {
+                    server,
+                    name,
+                    cookie: cookie.clone(),
+                    lost: Mutex::new(Some(rx)),
+                    refused,
+                })
             })
             .await
             .map_err(|e| Violation::new(ErrorCode::RunFailed, "", e))?;
