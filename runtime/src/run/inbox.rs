@@ -73,7 +73,6 @@ pub struct Inbox {
     /// Typed messages still inline: their position in `entries` and their stub, oldest first.
     inline: VecDeque<(usize, Spill)>,
     cap: usize,
-    n_spilled: u64,
 }
 
 impl Default for Inbox {
@@ -85,7 +84,7 @@ impl Default for Inbox {
 impl Inbox {
     /// An empty inbox keeping at most `cap` typed messages inline (at least one).
     pub fn new(cap: usize) -> Inbox {
-        Inbox { entries: Vec::new(), inline: VecDeque::new(), cap: cap.max(1), n_spilled: 0 }
+        Inbox { entries: Vec::new(), inline: VecDeque::new(), cap: cap.max(1) }
     }
 
     /// Appends `item`; if that puts more than `cap` typed messages inline, the oldest is spilled (its document
@@ -100,7 +99,6 @@ impl Inbox {
         }
         let (oldest, spill) = self.inline.pop_front()?;
         self.entries[oldest] = Entry::Spilled(Box::new(spill.clone()));
-        self.n_spilled += 1;
         Some(spill)
     }
 
@@ -131,8 +129,8 @@ impl Inbox {
     }
 
     /// How many typed messages were spilled so far.
-    pub fn n_spilled(&self) -> u64 {
-        self.n_spilled
+    pub fn n_spilled(&self) -> usize {
+        self.entries.iter().filter(|entry| matches!(entry, Entry::Spilled(_))).count()
     }
 }
 
