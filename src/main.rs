@@ -65,6 +65,9 @@ enum Command {
     /// Serve the LESS page of a run on a loopback address: hierarchy with budget meters, Shared Briefs, engram feed,
     /// pointer click-through, timeline, memory DAG, LESS vs verbatim; live during `lessrt run --serve`.
     Serve(cmd::serve::Args),
+    /// A worker node of cluster runs: hosts the agents (and their gateways) a run places on it, over ractor_cluster
+    /// with a cookie handshake; loopback unless --allow-remote.
+    Node(cmd::node::Args),
     /// Put the runtime under load and measure it: agents sending through gateways at once, concurrent memory
     /// clients, an ingest while queries run. Exit 1 if anything acknowledged was lost.
     Load(cmd::load::Args),
@@ -148,6 +151,7 @@ fn main() -> ExitCode {
         Command::Dag(command) => cmd::dag::run(&command, ctx),
         Command::Mcp(args) => cmd::mcp::run(&args),
         Command::Serve(args) => cmd::serve::run(&args),
+        Command::Node(args) => cmd::node::run(&args),
         Command::Load(args) => cmd::load::run(&args, ctx),
         Command::Doctor(args) => cmd::doctor::run(&args),
         Command::Schema(args) => cmd::schema::run(&args),

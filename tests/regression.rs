@@ -521,6 +521,8 @@ fn issue17_under_load_nothing_acknowledged_is_lost() {
         "10",
         "--ingest",
         "2000",
+        "--inbox-cap",
+        "16",
         "--json",
     ]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -528,6 +530,10 @@ fn issue17_under_load_nothing_acknowledged_is_lost() {
     let gateways = &doc["parts"]["gateways"];
     assert_eq!((gateways["sent"].as_u64(), gateways["delivered"].as_u64()), (Some(400), Some(400)), "{gateways}");
     assert_eq!(gateways["on_ledger"].as_u64(), Some(400), "every delivery on the ledger: {gateways}");
+    // 8 senders: 2 managers under the lead (100 messages to it), 3 workers under each manager (150 to each). Past 16
+    // inline, each recipient's oldest are spilled, and every spilled message reads back by its pointer.
+    assert_eq!(gateways["spilled"].as_u64(), Some((100 - 16) + 2 * (150 - 16)), "{gateways}");
+    assert_eq!(gateways["spilled_unreadable"].as_u64(), Some(0), "{gateways}");
     let memory = &doc["parts"]["memory"];
     assert_eq!((memory["acknowledged_puts"].as_u64(), memory["lost"].as_u64()), (Some(20), Some(0)), "{memory}");
     assert_eq!(memory["query"]["n"].as_u64(), Some(20), "{memory}");

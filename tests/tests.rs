@@ -8,6 +8,8 @@ mod bench;
 mod browser;
 /// The `lessrt` command line, run as a user runs it: exit codes, output lines, JSON reports.
 mod cli;
+/// A run across `lessrt node` processes over ractor_cluster: the same report, a lost node, the cookie.
+mod cluster;
 /// `lessrt compact` and `lessrt eval context`: the context ledger from the command line.
 mod context;
 /// LLM agents against the real local model server, record and replay, the LLM summarizer.

@@ -595,6 +595,18 @@ fn describe(doc: &Value, text: &mut String) {
             cut.push_str("\n[…]");
         }
         text.push_str(&format!("\n# You read {pointer}\n{cut}\n"));
+    } else if let Some(spilled) = doc.get("spilled") {
+        // An older message past the inbox's inline cap: its pointer, which a deref reads back.
+        let field = |name: &str| spilled.get(name).and_then(Value::as_str).unwrap_or_default();
+        let tokens = spilled.get("tokens").and_then(Value::as_u64).unwrap_or_default();
+        text.push_str(&format!(
+            "
+# {} from {}: not shown ({tokens} tokens); deref {} to read it
+",
+            field("type"),
+            field("from"),
+            field("pointer")
+        ));
     } else if let Some(engram) = doc.get("recalled") {
         text.push_str(&format!("\n# Recalled\n{}\n", engram_line(engram)));
     } else if doc.get("brief_id").is_some() {
@@ -656,6 +668,9 @@ pub fn known_pointers(inbox: &[Arc<Value>]) -> Vec<String> {
         let doc = doc.get("verbatim").and(doc.get("doc")).unwrap_or(doc);
         if let Some(read) = doc.get("dereferenced") {
             add(read.get("pointer").and_then(Value::as_str).map(str::to_owned));
+        }
+        if let Some(spilled) = doc.get("spilled") {
+            add(spilled.get("pointer").and_then(Value::as_str).map(str::to_owned));
         }
         for pointers in doc.get("pointer_packs").and_then(Value::as_object).into_iter().flat_map(|m| m.values()) {
             pointers.as_array().into_iter().flatten().for_each(|p| add(pointer_text(p)));

@@ -13,6 +13,7 @@
 
 pub mod bench;
 mod blocking;
+pub mod cluster;
 pub mod context;
 pub mod dag;
 pub mod desk;

@@ -26,7 +26,7 @@ use less_contract::{Pointer, PointerType};
 pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Content behind a pointer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Resolved {
     /// The pointer, with the digest of `content` recorded.
     pub pointer: Pointer,

@@ -92,11 +92,15 @@ pub enum ErrorCode {
     /// answering; the run ended with what it had.
     #[serde(rename = "LESS_RUN_FAILED")]
     RunFailed,
+    /// An agent is placed on a node the run's cluster does not name, or a node of the cluster could not be reached,
+    /// refused the handshake, or is named twice.
+    #[serde(rename = "LESS_NODE_UNKNOWN")]
+    NodeUnknown,
 }
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 26] = [
         ErrorCode::JsonMalformed,
         ErrorCode::InputUnreadable,
         ErrorCode::KindUnknown,
@@ -122,6 +126,7 @@ impl ErrorCode {
         ErrorCode::OutputUnwritable,
         ErrorCode::StoreFailed,
         ErrorCode::RunFailed,
+        ErrorCode::NodeUnknown,
     ];
 
     /// The stable wire string of this code.
@@ -152,6 +157,7 @@ impl ErrorCode {
             ErrorCode::OutputUnwritable => "LESS_OUTPUT_UNWRITABLE",
             ErrorCode::StoreFailed => "LESS_STORE_FAILED",
             ErrorCode::RunFailed => "LESS_RUN_FAILED",
+            ErrorCode::NodeUnknown => "LESS_NODE_UNKNOWN",
         }
     }
 
@@ -226,6 +232,9 @@ impl ErrorCode {
             }
             ErrorCode::RunFailed => {
                 "Read the message for the part that failed, fix its cause (disk, model server, workspace) and run again; report it as a bug if it repeats."
+            }
+            ErrorCode::NodeUnknown => {
+                "Place the agent on a node named in the scenario's [cluster] nodes (or the --cluster file), or leave `node` out to keep it on the head; start each node with `lessrt node --name NAME --listen ADDR` and the run's cookie."
             }
         }
     }

@@ -61,7 +61,68 @@ pub struct Scenario {
     pub expect: Vec<Expect>,
     /// Graded tasks: questions agents are briefed with, and their gold answers (never shown to an agent).
     pub tasks: Vec<Task>,
+    /// The worker nodes agents are placed on (`[cluster] nodes`); empty: every agent runs on the head.
+    pub cluster: Vec<ClusterNode>,
 }
+
+/// A worker node of a run's cluster: a `lessrt node` process.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterNode {
+    /// Its name (`lessrt node --name`).
+    pub name: String,
+    /// Where it listens (`lessrt node --listen`), `host:port`.
+    pub addr: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClusterDoc {
+    nodes: Vec<ClusterNode>,
+}
+
+/// What is wrong with placing agents on `nodes`: `placed` is each placed agent's index and node. A node named twice,
+/// an address that is not `host:port`, an agent on a node not named (all `LESS_NODE_UNKNOWN`; `nodes_path` is where
+/// the nodes are written).
+pub fn placement_violations(nodes: &[ClusterNode], placed: &[(usize, String)], nodes_path: &str) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (i, node) in nodes.iter().enumerate() {
+        if node.name == HEAD_NODE || !seen.insert(node.name.as_str()) {
+            out.push(Violation::new(
+                ErrorCode::NodeUnknown,
+                format!("{nodes_path}/{i}/name"),
+                format!("node {:?} is named twice (the head is {HEAD_NODE:?})", node.name),
+            ));
+        }
+        let port = node.addr.rsplit_once(':').and_then(|(host, port)| (!host.is_empty()).then_some(port));
+        if port.and_then(|p| p.parse::<u16>().ok()).is_none() {
+            out.push(Violation::new(
+                ErrorCode::NodeUnknown,
+                format!("{nodes_path}/{i}/addr"),
+                format!("node {:?} has address {:?}, not host:port", node.name, node.addr),
+            ));
+        }
+    }
+    for (idx, node) in placed {
+        if node != HEAD_NODE && !nodes.iter().any(|n| &n.name == node) {
+            let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+            out.push(Violation::new(
+                ErrorCode::NodeUnknown,
+                format!("/agents/{idx}/node"),
+                format!(
+                    "agent {idx} is placed on node {node:?}, which the cluster does not name (its nodes: {}); name one \
+                     of them, or leave `node` out to keep the agent on the head",
+                    if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// The name of the head node: the `lessrt run` process, where unplaced agents run.
+pub const HEAD_NODE: &str = "head";
 
 /// A graded task: a question or job one agent must answer, and the gold answer its report is graded against.
 ///
@@ -242,6 +303,9 @@ pub struct AgentSpec {
     /// absent: the whole workspace). Within its parent's; what it grants is within it or within grants it holds.
     #[serde(default)]
     pub reach: Option<Vec<String>>,
+    /// The node it runs on (with its gateway): a name of the run's cluster; absent, the head.
+    #[serde(default)]
+    pub node: Option<String>,
 }
 
 /// The model behind an `llm` agent, as the scenario writes it (`[agents.llm]`): an OpenAI-compatible endpoint. Every
@@ -753,6 +817,8 @@ struct ScenarioDoc {
     expect: Vec<Expect>,
     #[serde(default)]
     tasks: Vec<Task>,
+    #[serde(default)]
+    cluster: Option<ClusterDoc>,
 }
 
 #[derive(Default, Deserialize)]
@@ -802,7 +868,43 @@ impl Scenario {
             steps: doc.steps,
             expect: doc.expect,
             tasks: doc.tasks,
+            cluster: doc.cluster.map(|c| c.nodes).unwrap_or_default(),
         })
+    }
+
+    /// The node `agent` runs on: its `node`, or [`HEAD_NODE`].
+    pub fn node_of(&self, agent: &str) -> &str {
+        self.agent(agent).and_then(|a| a.node.as_deref()).unwrap_or(HEAD_NODE)
+    }
+
+    /// Places the run on `nodes` (from `lessrt run --cluster FILE`: they replace the scenario's), moving the agents
+    /// `placement` names (agent → node; [`HEAD_NODE`] for the head); checks that every placed agent's node is named.
+    pub fn placed(
+        mut self,
+        nodes: Vec<ClusterNode>,
+        placement: &BTreeMap<String, String>,
+    ) -> Result<Scenario, Violations> {
+        let mut out = Vec::new();
+        for (agent, node) in placement {
+            match self.agents.iter_mut().find(|a| &a.id == agent) {
+                Some(spec) => spec.node = (node != HEAD_NODE).then(|| node.clone()),
+                None => out.push(Violation::new(
+                    ErrorCode::NodeUnknown,
+                    format!("/placement/{agent}"),
+                    format!("the placement names agent {agent:?}, which the scenario does not have"),
+                )),
+            }
+        }
+        self.cluster = nodes;
+        out.extend(self.check_placement());
+        if out.is_empty() { Ok(self) } else { Err(Violations(out)) }
+    }
+
+    /// What is wrong with the scenario's placement ([`placement_violations`]).
+    pub fn check_placement(&self) -> Vec<Violation> {
+        let placed: Vec<(usize, String)> =
+            self.agents.iter().enumerate().filter_map(|(i, a)| Some((i, a.node.clone()?))).collect();
+        placement_violations(&self.cluster, &placed, "/cluster/nodes")
     }
 
     /// The agent with `id`.

@@ -254,6 +254,16 @@ fn check_reference(text: &Value, path: &str, out: &mut Vec<Violation>) {
 fn check_scenario(doc: &Value, out: &mut Vec<Violation>) {
     check_scenario_pointers(doc, out);
     check_scenario_shared(doc, out);
+    // Placement is checked against the scenario's own nodes when it names any; a scenario without `[cluster]` is
+    // placed by `lessrt run --cluster FILE`, which checks it then (`Scenario::check_placement`).
+    if let Some(nodes) = doc.pointer("/cluster/nodes").and_then(Value::as_array) {
+        let nodes: Vec<crate::scenario::ClusterNode> =
+            nodes.iter().filter_map(|n| serde_json::from_value(n.clone()).ok()).collect();
+        let placed = doc.get("agents").and_then(Value::as_array).into_iter().flatten().enumerate();
+        let placed: Vec<(usize, String)> =
+            placed.filter_map(|(i, a)| Some((i, a.get("node")?.as_str()?.to_owned()))).collect();
+        out.extend(crate::scenario::placement_violations(&nodes, &placed, "/cluster/nodes"));
+    }
     if let Some(workspace) = doc.get("workspace").and_then(Value::as_str)
         && let Err(message) = check_workspace(workspace)
     {

@@ -270,3 +270,21 @@ impl AgentsArgs {
         scenario
     }
 }
+
+/// `--inbox-cap`: how much of what was delivered an agent keeps inline.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct InboxArgs {
+    /// How many typed messages an agent's inbox keeps inline. Past that, the oldest is replaced by a pointer to it
+    /// (`sam:msg:<id>`, in the ledger as a `spilled` event) that the agent reads back with a deref; briefs, grants,
+    /// what it read and what it recalled always stay.
+    #[arg(long, value_name = "N", default_value_t = less_runtime::run::DEFAULT_INBOX_CAP as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) inbox_cap: u64,
+}
+
+impl InboxArgs {
+    /// The cap as a count.
+    pub(crate) fn cap(&self) -> usize {
+        usize::try_from(self.inbox_cap).unwrap_or(usize::MAX)
+    }
+}

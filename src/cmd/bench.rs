@@ -21,7 +21,7 @@ use less_runtime::bench::{Bench, BenchFailure, BenchRun};
 use less_runtime::run::{RunOptions, run_scenario_with};
 use less_runtime::{AgentKind, ErrorCode, Scenario, WireMode};
 
-use super::args::{AgentsArgs, OutputArgs, Stop};
+use super::args::{AgentsArgs, InboxArgs, OutputArgs, Stop};
 use super::run::pinned_for;
 use super::summarizer::SummarizerChoice;
 use crate::Ctx;
@@ -56,6 +56,8 @@ pub(crate) struct Args {
     summarizer: SummarizerChoice,
     #[command(flatten)]
     agents: AgentsArgs,
+    #[command(flatten)]
+    inbox: InboxArgs,
 }
 
 fn parse_mode(text: &str) -> Result<WireMode, String> {
@@ -111,6 +113,8 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
                     pinned,
                     summarizer: Some(summarizer.clone()),
                     step_timeout: args.step_timeout.map(Duration::from_secs),
+                    inbox_cap: args.inbox.cap(),
+                    cluster: None,
                 };
                 let step_bar = bars.run(&format!("{} {mode} #{repeat}", scenario.name), scenario.steps.len() as u64);
                 let on_step = {

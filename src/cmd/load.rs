@@ -9,9 +9,14 @@
 //! - `ingest`: a transcript of K messages archived in batches while another handle on the same store answers
 //!   questions; every message must be archived, and queries must keep answering while it runs.
 //!
+//! - `cluster` (not in the default set: it starts a `lessrt node` process on loopback): the `gateways` part twice,
+//!   with the gateways in this process and with every agent (so every gateway) on the node, so the same deliveries
+//!   are measured through a local and a remote gateway. Nothing may be lost there either.
+//!
 //! Each part reports its latencies (p50, p99, max), throughput, and the process's resident memory before and after
 //! and at its peak, so a reader can see whether memory stays bounded.
 
+use std::io::BufRead;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -23,18 +28,18 @@ use less_runtime::dag::{Archive, Dag, NewMessage};
 use less_runtime::memory::{
     Memory, MemoryActor, MemoryArgs, MemoryMsg, Principal, PutRequest, QueryOptions, QueryRequest,
 };
-use less_runtime::run::{Draft, Envelope, EnvelopeKind, LocalRun, RunOptions};
+use less_runtime::run::{Draft, Envelope, EnvelopeKind, LocalRun, RunOptions, sam_keys};
 use less_runtime::{Engram, Scenario, Valid, WireMode};
 use ractor::Actor;
 use serde_json::{Value, json};
 
-use super::args::{OutputArgs, Stop};
+use super::args::{InboxArgs, OutputArgs, Stop};
 use crate::Ctx;
 
 /// Arguments of `lessrt load`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Parts to run, comma-separated: gateways, memory, ingest.
+    /// Parts to run, comma-separated: gateways, memory, ingest, cluster (gateways on a `lessrt node` process).
     #[arg(long, value_delimiter = ',', default_value = "gateways,memory,ingest")]
     parts: Vec<Part>,
     /// Agents sending at once (gateways).
@@ -52,6 +57,9 @@ pub(crate) struct Args {
     /// Messages archived while queries run (ingest).
     #[arg(long, default_value_t = 100_000)]
     ingest: usize,
+    /// What each recipient keeps inline (gateways); the rest is spilled to `sam:msg:` pointers.
+    #[command(flatten)]
+    inbox: InboxArgs,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -62,6 +70,7 @@ enum Part {
     Gateways,
     Memory,
     Ingest,
+    Cluster,
 }
 
 /// Latencies in microseconds: p50, p99, max, and how many.
@@ -110,9 +119,10 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     for part in &args.parts {
         let before = rss_mib();
         let (name, mut doc) = match part {
-            Part::Gateways => ("gateways", runtime.block_on(gateways(args, &scratch.path().join("run")))?),
+            Part::Gateways => ("gateways", runtime.block_on(gateways(args, &scratch.path().join("run"), None))?),
             Part::Memory => ("memory", runtime.block_on(memory(args, &scratch.path().join("memory")))?),
             Part::Ingest => ("ingest", ingest(args, &scratch.path().join("archive"))?),
+            Part::Cluster => ("cluster", runtime.block_on(cluster(args, scratch.path()))?),
         };
         lost += doc["lost"].as_u64().unwrap_or(0);
         doc["memory"] = memory_json(before, rss_mib());
@@ -171,10 +181,55 @@ fn message(from: &str, to: &str, seq: usize) -> Envelope {
     }
 }
 
-async fn gateways(args: &Args, out: &Path) -> anyhow::Result<Value> {
-    let (toml, edges) = hierarchy(args.agents);
+/// The gateways part with every agent on a `lessrt node` child process (this executable), and again in this
+/// process: the same deliveries through remote and local gateways.
+async fn cluster(args: &Args, dir: &Path) -> anyhow::Result<Value> {
+    let local = gateways(args, &dir.join("local"), None).await?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let addr = format!("127.0.0.1:{port}");
+    let secret = less_runtime::run::fresh_secret().map_err(|v| anyhow::anyhow!("no random cookie: {}", v.message))?;
+    let cookie: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+    let mut node = std::process::Command::new(std::env::current_exe()?)
+        .args(["node", "--listen", &addr, "--name", "n1", "--cookie-env", "LESSRT_LOAD_COOKIE"])
+        .env("LESSRT_LOAD_COOKIE", &cookie)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .context("cannot start a lessrt node")?;
+    // The node listens once its port answers.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        if Instant::now() > deadline {
+            let _ = node.kill();
+            anyhow::bail!("the node did not listen on {addr}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let remote = gateways(args, &dir.join("remote"), Some((addr, cookie))).await;
+    let _ = node.kill();
+    let _ = node.wait();
+    let remote = remote?;
+    let lost = local["lost"].as_u64().unwrap_or(0) + remote["lost"].as_u64().unwrap_or(0);
+    Ok(json!({"local": local, "remote": remote, "lost": lost}))
+}
+
+async fn gateways(args: &Args, out: &Path, node: Option<(String, String)>) -> anyhow::Result<Value> {
+    let (mut toml, edges) = hierarchy(args.agents);
+    let mut options =
+        RunOptions { out_dir: Some(out.to_owned()), inbox_cap: args.inbox.cap(), ..RunOptions::new(WireMode::Less) };
+    if let Some((addr, cookie)) = node {
+        // Every agent on the node: each delivery goes to a gateway in the other process.
+        toml = toml.replace("role = ", "node = \"n1\"\nrole = ");
+        toml.push_str(&format!("[cluster]\nnodes = [{{ name = \"n1\", addr = \"{addr}\" }}]\n"));
+        options.cluster = Some(less_runtime::run::ClusterOptions {
+            cookie,
+            scenario_toml: toml.clone(),
+            scenario_base: Path::new(".").to_owned(),
+            every_llm: false,
+        });
+    }
     let scenario = Arc::new(Scenario::from_toml(&toml, Path::new(".")).map_err(|v| anyhow::anyhow!("{v}"))?);
-    let options = RunOptions { out_dir: Some(out.to_owned()), ..RunOptions::new(WireMode::Less) };
     let run = Arc::new(LocalRun::start(scenario, Arc::new(ScriptedFactory), &options).await?);
     let started = Instant::now();
     let mut senders = tokio::task::JoinSet::new();
@@ -204,15 +259,29 @@ async fn gateways(args: &Args, out: &Path) -> anyhow::Result<Value> {
     let elapsed = started.elapsed();
     let run = Arc::try_unwrap(run).map_err(|_| anyhow::anyhow!("a sender still holds the run"))?;
     run.stop().await;
-    let ledger = std::fs::read_to_string(out.join("ledger.jsonl")).context("the run's ledger")?;
-    let on_ledger = ledger.lines().filter(|l| l.contains("\"event\":\"delivered\"")).count() as u64;
+    // Read line by line: the peak resident memory reported is the run's, not this count's.
+    let ledger = std::fs::File::open(out.join("ledger.jsonl")).context("the run's ledger")?;
+    let (mut on_ledger, mut spilled) = (0u64, Vec::new());
+    for line in std::io::BufReader::new(ledger).lines() {
+        let line = line.context("the run's ledger")?;
+        if line.contains("\"event\":\"delivered\"") {
+            on_ledger += 1;
+        } else if line.contains("\"event\":\"spilled\"") {
+            // A spilled message left its recipient's inbox for a pointer: the pointer must read it back.
+            let event: Value = serde_json::from_str(&line).context("a spilled event of the ledger")?;
+            spilled.push(event["msg_id"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    let readable = sam_keys(&out.join("memory").join("sam.sqlite"), "msg").map_err(|e| anyhow::anyhow!("{e}"))?;
+    let unreadable = spilled.iter().filter(|id| !readable.contains(id.as_str())).count();
     // Every delivered message is archived, raw, in the run's store.
     let archived = Archive::open(&out.join("memory")).context("the run's archive")?.stats()?.messages;
     let sent = (args.agents * args.messages) as u64;
     Ok(json!({
         "agents": args.agents, "messages_per_agent": args.messages, "sent": sent, "delivered": delivered,
         "refused": refused, "on_ledger": on_ledger, "archived": archived,
-        "lost": sent.saturating_sub(on_ledger.min(delivered).min(archived)),
+        "lost": sent.saturating_sub(on_ledger.min(delivered).min(archived)) + unreadable as u64,
+        "inbox_cap": args.inbox.cap(), "spilled": spilled.len(), "spilled_unreadable": unreadable,
         "seconds": elapsed.as_secs_f64(), "messages_per_s": sent as f64 / elapsed.as_secs_f64(),
         "deliver": latency(samples),
     }))

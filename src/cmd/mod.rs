@@ -11,6 +11,7 @@ pub(crate) mod eval;
 pub(crate) mod load;
 pub(crate) mod mcp;
 pub(crate) mod memory;
+pub(crate) mod node;
 pub(crate) mod pointer;
 pub(crate) mod run;
 pub(crate) mod runs;

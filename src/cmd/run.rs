@@ -11,10 +11,12 @@ use anyhow::Context;
 
 use less_agents::record::recorded_run;
 use less_agents::{AgentsFactory, ModelSource};
-use less_runtime::run::{Pinned, RunOptions, RunReport, check_out_dir, fresh_secret, run_scenario_with};
+use less_runtime::run::{
+    ClusterOptions, Pinned, RunOptions, RunReport, check_out_dir, fresh_secret, run_scenario_with,
+};
 use less_runtime::{ErrorCode, Scenario, WireMode};
 
-use super::args::{AgentsArgs, OutputArgs, Stop, count};
+use super::args::{AgentsArgs, InboxArgs, OutputArgs, Stop, count};
 use super::serve::manifest::Manifest;
 use super::summarizer::SummarizerChoice;
 use crate::Ctx;
@@ -49,6 +51,8 @@ pub(crate) struct Args {
     summarizer: SummarizerChoice,
     #[command(flatten)]
     agents: AgentsArgs,
+    #[command(flatten)]
+    inbox: InboxArgs,
     /// Serve the LESS page of this run at ADDR (loopback; port 0 picks one, said on stderr) from before the first
     /// step: events arrive on the page as they happen. When the run ends the page stays up until Ctrl-C; the exit
     /// status is then the run's.
@@ -60,6 +64,20 @@ pub(crate) struct Args {
     /// Wait this long before each step after the first, so a person can follow the run on the page.
     #[arg(long, value_name = "MS")]
     pace: Option<u64>,
+    /// Place the run's agents on worker nodes (`lessrt node`): a TOML file with `nodes = [{name, addr}]` and an
+    /// optional `[placement]` table (agent = "node", or "head"); it replaces the scenario's `[cluster]`.
+    #[arg(long, value_name = "FILE")]
+    cluster: Option<PathBuf>,
+    /// The environment variable holding the cluster's cookie (a scenario that places agents on nodes needs it).
+    #[arg(long, value_name = "VAR", default_value = "LESSRT_COOKIE")]
+    cookie_env: String,
+}
+
+/// Reads a `--cluster` file: the nodes and the placement (`LESS_NODE_UNKNOWN` when it cannot be read or parsed).
+fn read_cluster(file: &Path) -> Result<less_runtime::cluster::ClusterFile, less_runtime::Violation> {
+    let unknown = |message: String| less_runtime::Violation::new(ErrorCode::NodeUnknown, "", message);
+    let text = std::fs::read_to_string(file).map_err(|e| unknown(format!("{}: {e}", file.display())))?;
+    toml::from_str(&text).map_err(|e| unknown(format!("{}: {}", file.display(), e.message())))
 }
 
 /// The file in a run directory that holds its report; written when the run finished.
@@ -70,7 +88,14 @@ fn parse_mode(text: &str) -> Result<WireMode, String> {
 }
 
 pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
-    let scenario = match Scenario::load(&args.scenario) {
+    let placed = Scenario::load(&args.scenario).and_then(|s| match &args.cluster {
+        Some(file) => {
+            let cluster = read_cluster(file).map_err(|v| less_runtime::Violations(vec![v]))?;
+            s.placed(cluster.nodes, &cluster.placement)
+        }
+        None => Ok(s),
+    });
+    let scenario = match placed {
         Ok(s) => Arc::new(args.agents.apply(s)),
         Err(violations) => {
             let file = args.scenario.display().to_string();
@@ -139,6 +164,21 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let pace = args.pace.map(Duration::from_millis);
+    // A run with agents on nodes: the cookie, and the scenario's text for the nodes to rebuild it from.
+    let cluster = if scenario.agents.iter().any(|a| a.node.is_some()) {
+        let cookie = less_runtime::cluster::cookie_from_env(&args.cookie_env)
+            .map_err(|e| Stop::usage(format!("LESS_ARGUMENT_INVALID: {e}")))?;
+        let scenario_toml = std::fs::read_to_string(&args.scenario)
+            .with_context(|| format!("cannot read {}", args.scenario.display()))?;
+        Some(ClusterOptions {
+            cookie,
+            scenario_toml,
+            scenario_base: args.scenario.parent().unwrap_or(Path::new(".")).to_owned(),
+            every_llm: matches!(args.agents.agents, super::args::AgentsChoice::Llm),
+        })
+    } else {
+        None
+    };
     let mut reports = Vec::new();
     for mode in modes {
         if trace {
@@ -160,6 +200,8 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
             pinned,
             summarizer: Some(summarizer.clone()),
             step_timeout: args.step_timeout.map(Duration::from_secs),
+            inbox_cap: args.inbox.cap(),
+            cluster: cluster.clone(),
         };
         let factory = Arc::new(
             AgentsFactory::for_scenario(&scenario, &source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?,

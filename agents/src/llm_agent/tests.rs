@@ -82,6 +82,7 @@ fn input() -> TurnInput {
             llm: None,
             turn_limit: None,
             reach: None,
+            node: None,
         },
         inbox: vec![Arc::new(brief), Arc::new(read)],
         mode: WireMode::Less,
@@ -147,6 +148,22 @@ async fn report_comes_from_the_model_and_the_prompt_from_the_inbox_only() {
     let spent = agent.take_usage();
     assert_eq!((spent.calls, spent.prompt_tokens, spent.completion_tokens), (1, 10, 5));
     assert_eq!(agent.take_usage(), ModelUsage::default(), "usage is handed over once");
+}
+
+#[tokio::test]
+async fn a_spilled_message_reaches_the_model_as_its_pointer_only() {
+    let mut input = input();
+    let stub = json!({"spilled": {"pointer": "sam:msg:dev-7", "from": "dev", "type": "task_result", "tokens": 312}});
+    input.inbox.insert(1, Arc::new(stub));
+    assert_eq!(known_pointers(&input.inbox), vec![DIFF.to_owned(), "sam:msg:dev-7".to_owned(), SPAN.to_owned()]);
+    let model = Answers::new(&[&good(1)]);
+    let mut agent = agent(model.clone());
+    let _ = first(&mut agent, &input).await;
+    let prompt = &model.seen()[0].messages[0].content;
+    assert!(
+        prompt.contains("# task_result from dev: not shown (312 tokens); deref sam:msg:dev-7 to read it"),
+        "{prompt}"
+    );
 }
 
 #[tokio::test]

@@ -23,6 +23,10 @@ use std::sync::{Arc, OnceLock};
 /// Engrams embedded and stored per step of [`Memory::flush`].
 const EMBED_CHUNK: usize = 256;
 
+/// Most engrams kept in memory waiting for their vector; past it they are found again in the store (see
+/// [`Memory::spill_pending`]).
+const MAX_PENDING: usize = 4096;
+
 pub use actor::{
     Clock, DEFAULT_SWEEP_SECS, EngramRef, MemoryActor, MemoryArgs, MemoryMsg, PromoteRequest, PutRequest, QueryRequest,
     SupersedeRequest, system_clock,
@@ -210,6 +214,8 @@ struct Semantic {
     /// The store may hold hot engrams without a vector that `pending` does not list (set on open): the next
     /// embedding pass asks the store for them.
     backlog: bool,
+    /// Most entries in `pending` ([`MAX_PENDING`]).
+    max_pending: usize,
 }
 
 /// The store and its recall indexes, kept in step.
@@ -295,6 +301,7 @@ impl Memory {
                 embedder,
                 vectors: VectorIndex::open(&dir.join("vectors"))?,
                 pending: Default::default(),
+                max_pending: MAX_PENDING,
                 backlog: true,
             }),
             Err(reason) => Err(reason),
@@ -379,16 +386,14 @@ impl Memory {
             return Ok(());
         }
         let mut write = self.index.write()?;
-        let (generation, changed) = match write.committed() {
-            Some(since) if since <= generation => self.store.changes_since(Some(since))?,
+        let since = match write.committed() {
+            Some(since) if since <= generation => Some(since),
             _ => {
                 write.clear()?;
-                self.store.changes_since(None)?
+                None
             }
         };
-        for stored in &changed {
-            write.add(stored)?;
-        }
+        let generation = self.store.changes_since(since, |stored| write.add(&stored).map_err(MemoryError::from))?;
         write.commit(generation)?;
         Ok(())
     }
@@ -691,7 +696,7 @@ impl Memory {
         if self.semantic.is_err() {
             return Ok(());
         }
-        let stored = self.store.get(project, id)?;
+        let stored = self.store.get_once(project, id)?;
         if let Ok(semantic) = &mut self.semantic {
             // Stage 2 holds hot engrams only; a hot one is (re)entered at the next flush, with its kept vector when
             // it has one, so a changed scope or a revival is seen by the vector search too.
@@ -711,6 +716,34 @@ impl Memory {
                     semantic.vectors.remove(project, id);
                 }
             }
+            if semantic.pending.len() > semantic.max_pending {
+                self.spill_pending()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// How many engrams wait in memory for their vector (tests of the bound).
+    #[cfg(test)]
+    fn n_pending(&self) -> usize {
+        self.semantic.as_ref().map_or(0, |s| s.pending.len())
+    }
+
+    #[cfg(test)]
+    fn set_max_pending(&mut self, max: usize) {
+        if let Ok(semantic) = &mut self.semantic {
+            semantic.max_pending = max;
+        }
+    }
+
+    /// Bounds what waits for the model in memory: pending engrams that have a vector are entered now (no model), and
+    /// the others are left to the store, which the next embedding pass asks for every hot engram without a vector.
+    /// A memory that is written and never queried (a run's message index) so holds no growing list of claims.
+    fn spill_pending(&mut self) -> Result<(), MemoryError> {
+        self.enter_stored_vectors()?;
+        if let Ok(semantic) = &mut self.semantic {
+            semantic.pending.clear();
+            semantic.backlog = true;
         }
         Ok(())
     }

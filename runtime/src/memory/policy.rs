@@ -237,7 +237,7 @@ impl Principal {
 }
 
 /// How to query.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct QueryOptions {
     /// Most engrams returned.
     pub k: usize,

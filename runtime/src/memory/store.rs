@@ -334,22 +334,30 @@ impl Store {
         Ok(value.parse().unwrap_or(0))
     }
 
-    /// The store generation and every engram changed after generation `since` (all of them when none), read in one
-    /// snapshot: a derived index that applies them reflects exactly that generation.
-    pub fn changes_since(&self, since: Option<u64>) -> Result<(u64, Vec<Stored>), StoreError> {
-        let tx = self.conn.unchecked_transaction()?;
+    /// The store generation, and every engram changed after generation `since` (all of them when none) handed to
+    /// `each` one at a time, read in one snapshot: a derived index that applies them reflects exactly that
+    /// generation. Rows are decoded as they are read, so catching up a large backlog holds one row at a time.
+    pub fn changes_since<E: From<StoreError>>(
+        &self,
+        since: Option<u64>,
+        mut each: impl FnMut(Stored) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        let tx = self.conn.unchecked_transaction().map_err(StoreError::from)?;
         let generation = self.generation()?;
         let since = since.map_or(-1, |g| i64::try_from(g).unwrap_or(i64::MAX));
-        let rows: Vec<RawRow> = {
+        {
             let mut stmt = self
                 .conn
-                .prepare_cached(&format!("{SELECT_STORED} WHERE changed > ?1 ORDER BY changed, stored_at, id"))?;
-            let rows = stmt.query_map([since], raw_row)?;
-            rows.collect::<Result<_, _>>()?
-        };
-        tx.commit()?;
-        let changed = rows.into_iter().map(|row| self.decode_row(row)).collect::<Result<_, _>>()?;
-        Ok((generation, changed))
+                .prepare_cached(&format!("{SELECT_STORED} WHERE changed > ?1 ORDER BY changed, stored_at, id"))
+                .map_err(StoreError::from)?;
+            let rows = stmt.query_map([since], raw_row).map_err(StoreError::from)?;
+            for row in rows {
+                // Read once to catch an index up: not worth a place in the decode cache.
+                each(self.decode_row_once(row.map_err(StoreError::from)?)?)?;
+            }
+        }
+        tx.commit().map_err(StoreError::from)?;
+        Ok(generation)
     }
 
     /// The engram with `id` in `project`, hot or cold. Projects never see each other's engrams.
@@ -357,6 +365,14 @@ impl Store {
         let mut stmt = self.conn.prepare_cached(&format!("{SELECT_STORED} WHERE project = ?1 AND id = ?2"))?;
         let row = stmt.query_row([project, id], raw_row).optional()?;
         row.map(|row| self.decode_row(row)).transpose()
+    }
+
+    /// [`Store::get`] for a row read once (re-indexing what was just written): the decode cache is not filled with
+    /// it, so a bulk load does not grow the cache with rows no query reads.
+    pub fn get_once(&self, project: &str, id: &str) -> Result<Option<Stored>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(&format!("{SELECT_STORED} WHERE project = ?1 AND id = ?2"))?;
+        let row = stmt.query_row([project, id], raw_row).optional()?;
+        row.map(|row| self.decode_row_once(row)).transpose()
     }
 
     /// Many engrams by (project, id) in one statement, hot or cold; missing ones are absent from the answer.
@@ -781,6 +797,15 @@ impl Store {
     /// Rows are re-validated on the way out (once per distinct text): a hand-edited or damaged row is an error, never
     /// an invalid engram.
     fn decode_row(&self, row: RawRow) -> Result<Stored, StoreError> {
+        self.decode(row, true)
+    }
+
+    /// [`Store::decode_row`] without keeping the row in the cache.
+    fn decode_row_once(&self, row: RawRow) -> Result<Stored, StoreError> {
+        self.decode(row, false)
+    }
+
+    fn decode(&self, row: RawRow, keep: bool) -> Result<Stored, StoreError> {
         let cached = self.decoded.borrow().get(row.doc.as_str()).cloned();
         let engram = match cached {
             Some(engram) => engram,
@@ -788,11 +813,13 @@ impl Store {
                 let engram = Valid::<Engram>::from_json(&row.doc)
                     .map_err(|err| StoreError::Corrupt { id: row.id.clone(), message: err.to_string() })?
                     .into_inner();
-                let mut decoded = self.decoded.borrow_mut();
-                if decoded.len() >= DECODED_CAPACITY {
-                    decoded.clear();
+                if keep {
+                    let mut decoded = self.decoded.borrow_mut();
+                    if decoded.len() >= DECODED_CAPACITY {
+                        decoded.clear();
+                    }
+                    decoded.insert(row.doc.as_str().into(), engram.clone());
                 }
-                decoded.insert(row.doc.as_str().into(), engram.clone());
                 engram
             }
         };

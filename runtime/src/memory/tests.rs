@@ -191,6 +191,35 @@ fn rerank_puts_the_semantically_right_engram_first_where_hash_keys_tie() {
 }
 
 #[test]
+fn what_waits_for_the_model_is_bounded_and_still_embedded_before_a_rerank() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut memory = model_memory(dir.path());
+    memory.flush().expect("the backlog of a new store: nothing");
+    memory.set_max_pending(2);
+    let notes = [
+        "Kelp note: the broker bought a bond across the street.",
+        "Kelp note: the puppy chased a ball around the yard.",
+        "Kelp note: the invoice totals were reconciled on Friday.",
+        "Kelp note: the kettle whistled while the rain fell.",
+        "Kelp note: the train left the station twenty minutes late.",
+    ];
+    let mut put = Vec::new();
+    for (i, note) in notes.iter().enumerate() {
+        let engram = engram(EngramKind::Fact, note, &format!("sam:notes:{i}"), &[]);
+        memory.put(&engram, "p", i as i64).expect("put");
+        assert!(memory.n_pending() <= 2, "{} claims held for the model", memory.n_pending());
+        put.push(engram);
+    }
+    assert_eq!(memory.unembedded().expect("count"), 5, "nothing embedded on the way to an acknowledgement");
+    // The rerank alone finds the dog: every claim was embedded first, the spilled ones found in the store.
+    let semantic = memory.recall(&RecallRequest::in_project("a dog", "p", 1).stages(Stages::Rerank)).expect("q");
+    assert_eq!(ids(&semantic), [put[1].id.as_str()]);
+    assert_eq!(memory.unembedded().expect("count"), 0);
+    let late = memory.recall(&RecallRequest::in_project("a delayed departure", "p", 1).stages(Stages::Rerank));
+    assert_eq!(ids(&late.expect("q")), [put[4].id.as_str()]);
+}
+
+#[test]
 fn a_missing_model_is_said_never_silent() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut memory = Memory::open_with(dir.path(), Err("no model here".into())).expect("open");

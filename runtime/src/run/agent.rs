@@ -14,11 +14,12 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::{Value, json};
 
-use crate::memory::{EngramRef, MemoryError, MemoryMsg, PromoteRequest, PutRequest, QueryOptions, QueryRequest};
+use crate::memory::QueryOptions;
 use crate::run::RunContext;
 use crate::run::baseline::{self, BriefText, WholeBriefText, holds};
 use crate::run::gateway::AgentKnowledge;
 use crate::run::gateway::GatewayMsg;
+use crate::run::inbox::{Inbox, InboxItem};
 use crate::run::ledger::{Event, TokenLedgerMsg};
 use crate::run::resolver_actor::ResolverMsg;
 use crate::run::wire::{Action, AskGrantAction, BriefAction, Draft, Envelope, EnvelopeKind, ReportAction};
@@ -48,7 +49,8 @@ pub struct TurnInput {
     pub spec: AgentSpec,
     /// Documents delivered to it so far (LESS documents; recall answers as `{"recalled": engram}`; what it
     /// dereferenced as `{"dereferenced": {"pointer", "content"}}`; in the verbatim baseline a delivered message is
-    /// `{"verbatim": wire text, "doc": document}`).
+    /// `{"verbatim": wire text, "doc": document}`; an older message past the inbox's inline cap as
+    /// `{"spilled": {"pointer": "sam:msg:<id>", "from", "type", "tokens"}}`, which a deref reads back).
     pub inbox: Vec<Arc<Value>>,
     /// The run's wire mode (scripted misbehaviour only matters where a gateway can refuse it).
     pub mode: WireMode,
@@ -77,7 +79,7 @@ pub struct Done {
 }
 
 /// What came of an action.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Outcome {
     /// Carried out (delivered, read, recalled).
     Done,
@@ -96,7 +98,7 @@ pub enum Outcome {
 }
 
 /// A child's request for a dereference over its budget, as its parent decides on it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct GrantAsk {
     /// The request (its pointers, reason and use).
     pub request: less_contract::DerefRequest,
@@ -181,7 +183,7 @@ pub struct ActRequest {
 }
 
 /// How a turn went.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct ActOutcome {
     /// The agent is down and did not act.
     pub agent_down: bool,
@@ -214,7 +216,7 @@ pub enum AgentMsg {
     /// Take a turn.
     Act(Box<ActRequest>, RpcReplyPort<ActOutcome>),
     /// A delivered document.
-    Inbox(Arc<Value>),
+    Inbox(InboxItem),
     /// A child asks for a dereference over its budget (through this agent's gateway); the answer goes back to the
     /// child's waiting turn.
     Decide(Box<GrantAsk>, RpcReplyPort<Outcome>),
@@ -238,7 +240,7 @@ pub struct AgentState {
     spec: AgentSpec,
     gateway: ActorRef<GatewayMsg>,
     agent: Box<dyn Agent>,
-    inbox: Vec<Arc<Value>>,
+    inbox: Inbox,
     /// Digests of what this agent dereferenced, by pointer text, recorded in the engrams it cites them from.
     seen: HashMap<String, Digest>,
 }
@@ -268,13 +270,19 @@ impl Actor for AgentActor {
         state: &mut AgentState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            AgentMsg::Inbox(doc) => state.inbox.push(doc),
+            AgentMsg::Inbox(item) => {
+                // The gateway's copy spilled the same message and recorded it.
+                state.inbox.push(item);
+            }
             AgentMsg::Act(request, reply) => {
                 let outcome = state.take_turn(*request).await;
+                // On a worker node, what the turn recorded reaches the head's ledger before the turn's answer.
+                state.ctx.settle().await;
                 let _ = reply.send(outcome);
             }
             AgentMsg::Decide(ask, reply) => {
                 let outcome = state.decide(*ask).await;
+                state.ctx.settle().await;
                 let _ = reply.send(outcome);
             }
         }
@@ -289,7 +297,7 @@ impl AgentState {
             step: request.step,
             attempt: request.attempt,
             spec: self.spec.clone(),
-            inbox: self.inbox.clone(),
+            inbox: self.inbox.docs(),
             mode: self.ctx.mode,
             done: Vec::new(),
             limit: self.spec.turn_limit.unwrap_or(DEFAULT_TURN_LIMIT),
@@ -316,7 +324,7 @@ impl AgentState {
             let resent = resending(&turn.done);
             turn.done.push(Done { action, outcome: result });
             let refused_twice = resent && resending(&turn.done);
-            turn.inbox = self.inbox.clone();
+            turn.inbox = self.inbox.docs();
             // One resend after a refusal; the receiver's gateway escalated the second refusal.
             if refused_twice {
                 break;
@@ -376,7 +384,8 @@ impl AgentState {
             }
             Action::Escalate { reason, severity } => self.escalate(reason, *severity, done, outcome).await,
             Action::Send(send) => {
-                let envelope = self.envelope(&send.to, send.kind, Draft::Raw(send.doc.clone()), send.doc.to_string());
+                let envelope =
+                    self.envelope(&send.to, send.kind, Draft::Raw(send.doc.clone()), send.doc.to_string()).await;
                 let result = self.deliver(envelope, outcome).await;
                 if send.kind == EnvelopeKind::Message {
                     self.end_turn();
@@ -425,7 +434,7 @@ impl AgentState {
                             .unwrap_or_else(|_| r.pointer.to_string());
                         self.seen.insert(key.clone(), r.digest);
                         // What the gateway let through is what the agent knows (an LLM agent's prompt).
-                        self.inbox.push(Arc::new(json!({ "dereferenced": { "pointer": key, "content": r.content } })));
+                        self.inbox.keep(Arc::new(json!({ "dereferenced": { "pointer": key, "content": r.content } })));
                     }
                     Outcome::Done
                 }
@@ -463,7 +472,7 @@ impl AgentState {
             let text = if text.trim().is_empty() { "over my deref budget" } else { text.trim() };
             text.chars().take(200).collect()
         };
-        let msg_id = self.ctx.next_msg_id(&self.spec.id);
+        let msg_id = self.ctx.next_msg_id(&self.spec.id).await;
         let request = less_contract::DerefRequest {
             request_id: format!("dr-{msg_id}"),
             requester: self.spec.id.clone(),
@@ -490,7 +499,7 @@ impl AgentState {
             Ok(doc) => doc.to_string(),
             Err(violation) => return Outcome::Refused(violation),
         };
-        let envelope = Envelope { msg_id, ..self.envelope(&parent, EnvelopeKind::Message, draft, wire) };
+        let envelope = Envelope { msg_id, ..self.envelope(&parent, EnvelopeKind::Message, draft, wire).await };
         if let Err(violation) = self.deliver(envelope, outcome).await {
             return Outcome::Refused(violation);
         }
@@ -527,7 +536,7 @@ impl AgentState {
     async fn decide(&mut self, ask: GrantAsk) -> Outcome {
         let requester = ask.request.requester.clone();
         let request_id = ask.request.request_id.clone();
-        let input = DecideInput { ask, spec: self.spec.clone(), inbox: self.inbox.clone(), mode: self.ctx.mode };
+        let input = DecideInput { ask, spec: self.spec.clone(), inbox: self.inbox.docs(), mode: self.ctx.mode };
         let decision = AGENT_TURN.scope(self.spec.id.clone(), self.agent.decide(&input)).await;
         self.record_usage();
         let mut outcome = ActOutcome::default();
@@ -551,7 +560,7 @@ impl AgentState {
             request_id: request_id.clone(),
             reason: reason.clone(),
         });
-        let msg_id = self.ctx.next_msg_id(&self.spec.id);
+        let msg_id = self.ctx.next_msg_id(&self.spec.id).await;
         let message = TypedMessage {
             from: self.spec.id.clone(),
             msg_id: msg_id.clone(),
@@ -569,7 +578,7 @@ impl AgentState {
         let draft = Draft::Message(message);
         if let Ok(doc) = draft.to_value() {
             let wire = doc.to_string();
-            let envelope = Envelope { msg_id, ..self.envelope(&requester, EnvelopeKind::Message, draft, wire) };
+            let envelope = Envelope { msg_id, ..self.envelope(&requester, EnvelopeKind::Message, draft, wire).await };
             let _ = self.deliver(envelope, &mut outcome).await;
         }
         Outcome::Denied { reason }
@@ -586,7 +595,7 @@ impl AgentState {
                     Ok(wire) => wire,
                     Err(err) => return Outcome::Refused(run_failed("grant", &err.to_string())),
                 };
-                let envelope = self.envelope(&spec.to, EnvelopeKind::Grant, Draft::Grant(grant), wire);
+                let envelope = self.envelope(&spec.to, EnvelopeKind::Grant, Draft::Grant(grant), wire).await;
                 match self.deliver(envelope, outcome).await {
                     Ok(()) => Outcome::Done,
                     Err(violation) => Outcome::Refused(violation),
@@ -604,7 +613,7 @@ impl AgentState {
     /// the reports it received, and what it dereferenced.
     fn held(&self) -> Vec<Pointer> {
         let mut held = Vec::new();
-        for item in &self.inbox {
+        for item in &self.inbox.docs() {
             if let Some(text) = item.pointer("/dereferenced/pointer").and_then(Value::as_str) {
                 held.extend(Pointer::parse(text).ok());
             }
@@ -629,32 +638,20 @@ impl AgentState {
     /// charged for reading every prior report of the run, as an agent without a shared memory has to.
     async fn query(&mut self, text: &str, options: QueryOptions, outcome: &mut ActOutcome) -> Outcome {
         let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
-        let request = QueryRequest { who: self.ctx.principal(&self.spec.id), text: text.to_owned(), options };
-        let recalled = match ractor::call!(self.ctx.memory, MemoryMsg::Query, Box::new(request)) {
-            Ok(result) => result,
-            Err(err) => Err(MemoryError::Unavailable(err.to_string())),
-        };
+        // Recalled where the memory is (the head node), consumed and counted here.
+        let recalled = self.ctx.recall(&self.spec.id, text.to_owned(), options).await;
         let mut result = Outcome::Done;
-        // An agent reads the claims, not the index's keys: the hash keys stay in the store.
-        let recalled = recalled.and_then(|recall| {
-            let engrams = recall.hits.iter().map(|h| {
-                let mut engram = h.stored.engram.clone();
-                engram.hash_keys = None;
-                serde_json::to_value(&engram).map_err(|e| MemoryError::Unavailable(format!("recall answer: {e}")))
-            });
-            Ok((engrams.collect::<Result<Vec<Value>, _>>()?, recall))
-        });
         let (engrams, stages, code, message) = match recalled {
-            Ok((engrams, recall)) => {
+            Ok(recall) => {
                 if let Some(why) = &recall.degraded {
                     tracing::warn!(target: "less.memory.query", "{}: {why}", self.spec.id);
                 }
-                (engrams, recall.stages.iter().map(|s| (*s).to_owned()).collect(), None, String::new())
+                (recall.engrams, recall.stages, None, String::new())
             }
             Err(err) => {
-                outcome.refusals.extend(err.refusal_code());
-                result = Outcome::Refused(Violation::new(err.code(), "", err.message()));
-                (Vec::new(), Vec::new(), Some(err.code()), err.message())
+                outcome.refusals.extend(err.refusal);
+                result = Outcome::Refused(Violation::new(err.code, "", err.message.clone()));
+                (Vec::new(), Vec::new(), Some(err.code), err.message)
             }
         };
         let n_tokens = match self.ctx.mode {
@@ -671,7 +668,7 @@ impl AgentState {
         };
         let ids = engrams.iter().map(|e| e.get("id").and_then(Value::as_str).unwrap_or_default().to_owned()).collect();
         for engram in &engrams {
-            self.inbox.push(Arc::new(json!({ "recalled": engram })));
+            self.inbox.keep(Arc::new(json!({ "recalled": engram })));
         }
         self.ctx.record(Event::Query {
             agent: self.spec.id.clone(),
@@ -687,22 +684,14 @@ impl AgentState {
 
     /// Widens the newest engram of `subject` to `to`, as this agent; a refusal is in the ledger and the outcome.
     async fn promote(&mut self, subject: &str, to: less_contract::Scope, outcome: &mut ActOutcome) -> Outcome {
-        let request = PromoteRequest {
-            who: self.ctx.principal(&self.spec.id),
-            target: EngramRef::Subject(subject.to_owned()),
-            to,
-        };
-        let result = match ractor::call!(self.ctx.memory, MemoryMsg::Promote, Box::new(request)) {
-            Ok(result) => result,
-            Err(err) => Err(MemoryError::Unavailable(err.to_string())),
-        };
+        let result = self.ctx.promote(&self.spec.id, subject.to_owned(), to).await;
         let mut answer = Outcome::Done;
         let (id, code, message) = match result {
-            Ok(stored) => (stored.map(|s| s.engram.id), None, String::new()),
+            Ok(id) => (id, None, String::new()),
             Err(err) => {
-                outcome.refusals.extend(err.refusal_code());
-                answer = Outcome::Refused(Violation::new(err.code(), "", err.message()));
-                (None, Some(err.code()), err.message())
+                outcome.refusals.extend(err.refusal);
+                answer = Outcome::Refused(Violation::new(err.code, "", err.message.clone()));
+                (None, Some(err.code), err.message)
             }
         };
         self.ctx.record(Event::Promote {
@@ -725,27 +714,13 @@ impl AgentState {
                 // The receiver's gateway validated the message, engrams included; nothing invalid gets here.
                 continue;
             };
-            let request = PutRequest {
-                who: self.ctx.principal(&self.spec.id),
-                engram,
-                project: self.ctx.scenario.project.clone(),
-            };
-            let result = match ractor::call!(self.ctx.memory, MemoryMsg::Put, Box::new(request)) {
-                Ok(result) => result,
-                Err(err) => Err(MemoryError::Unavailable(err.to_string())),
-            };
-            let event = match result {
-                Ok(report) => Event::MemoryPut {
+            let event = match self.ctx.put(&self.spec.id, engram).await {
+                Ok(put) => Event::MemoryPut {
                     agent: self.spec.id.clone(),
-                    id: report.outcome.id().to_owned(),
-                    status: match report.outcome {
-                        crate::memory::PutOutcome::Stored { .. } => "stored",
-                        crate::memory::PutOutcome::Duplicate { .. } => "duplicate",
-                        crate::memory::PutOutcome::Revived { .. } => "revived",
-                    }
-                    .to_owned(),
-                    superseded: report.superseded,
-                    contradictions: report.contradictions,
+                    id: put.id,
+                    status: put.status,
+                    superseded: put.superseded,
+                    contradictions: put.contradictions,
                     code: None,
                     message: String::new(),
                 },
@@ -755,8 +730,8 @@ impl AgentState {
                     status: "refused".to_owned(),
                     superseded: Vec::new(),
                     contradictions: Vec::new(),
-                    code: Some(err.code()),
-                    message: err.message(),
+                    code: Some(err.code),
+                    message: err.message,
                 },
             };
             self.ctx.record(event);
@@ -800,7 +775,7 @@ impl AgentState {
             let mut now = brief.now.clone();
             now.extend(self.ctx.scenario.task_lines(&brief.tasks, &child));
             let doc_brief = SharedBriefMicro {
-                brief_id: self.ctx.next_msg_id(&self.spec.id),
+                brief_id: self.ctx.next_msg_id(&self.spec.id).await,
                 from: self.spec.id.clone(),
                 what_matters_now: now.clone(),
                 constraints: brief.constraints.clone(),
@@ -816,7 +791,7 @@ impl AgentState {
                 Ok(doc) => doc.to_string(),
                 Err(violation) => return Outcome::Refused(violation),
             };
-            let mut envelope = self.envelope(&child, EnvelopeKind::Brief, draft, String::new());
+            let mut envelope = self.envelope(&child, EnvelopeKind::Brief, draft, String::new()).await;
             let wire = match self.ctx.mode {
                 WireMode::Less => Ok(less_wire),
                 WireMode::Verbatim => {
@@ -1075,7 +1050,7 @@ impl AgentState {
                 Payload::Question { question: question.clone(), refs: refs.clone() }
             }
         };
-        let msg_id = self.ctx.next_msg_id(&self.spec.id);
+        let msg_id = self.ctx.next_msg_id(&self.spec.id).await;
         let message = TypedMessage {
             from: self.spec.id.clone(),
             msg_id: msg_id.clone(),
@@ -1128,11 +1103,11 @@ impl AgentState {
         })
     }
 
-    fn envelope(&self, to: &str, kind: EnvelopeKind, doc: Draft, wire: String) -> Envelope {
+    async fn envelope(&self, to: &str, kind: EnvelopeKind, doc: Draft, wire: String) -> Envelope {
         Envelope {
             from: self.spec.id.clone(),
             to: to.to_owned(),
-            msg_id: self.ctx.next_msg_id(&self.spec.id),
+            msg_id: self.ctx.next_msg_id(&self.spec.id).await,
             kind,
             doc,
             wire,

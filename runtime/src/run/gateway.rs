@@ -14,16 +14,18 @@
 //! [`MAX_RESTARTS`] times per [`RESTART_WINDOW`]; past that the agent stays down and the gateway escalates to its parent.
 //! Every restart is recorded in the ledger.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ractor::message::{BoxedDowncastErr, SerializedMessage};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use serde_json::Value;
 
 use crate::resolver::Resolved;
 use crate::run::RunContext;
 use crate::run::agent::{ActOutcome, ActRequest, AgentActor, AgentArgs, AgentMsg, GrantAsk, Outcome};
+use crate::run::inbox::{Inbox, InboxItem, Spill};
 use crate::run::ledger::Event;
 use crate::run::resolver_actor::ResolverMsg;
 use crate::run::wire::{DerefAction, Document, Draft, Envelope, EnvelopeKind};
@@ -454,9 +456,11 @@ pub enum GatewayMsg {
     /// A message for the agent, from another agent; the reply is the token count or the refusal.
     Deliver(Box<Envelope>, RpcReplyPort<Result<u32, Violation>>),
     /// A system message (an escalation) already checked and recorded by the gateway that wrote it: only forwarded.
-    Forward(Box<(Envelope, Arc<Document>, Arc<Value>)>),
+    Forward(Box<(Envelope, Arc<Document>, Arc<Value>, u32)>),
     /// The supervisor asks the agent to take a turn.
     Act(ActRequest, RpcReplyPort<ActOutcome>),
+    /// The same from another node: the step by its index in the scenario, and the attempt.
+    ActAt(usize, u32, RpcReplyPort<ActOutcome>),
     /// The agent's own deref request.
     Deref(DerefAction, RpcReplyPort<DerefOutcome>),
     /// The agent sent a message: its turn is over (the deref budget starts again).
@@ -467,9 +471,57 @@ pub enum GatewayMsg {
     AskGrant(Box<GrantAsk>, RpcReplyPort<Outcome>),
     /// A receiver's gateway asks to spend one use of this agent's inline-code grant on a message it sent.
     SpendCodeGrant(CodeGrantRequest, RpcReplyPort<Result<u32, Violation>>),
+    /// The agent moved here from a lost node: what the ledger says was delivered to it, oldest first (sender and
+    /// document), and the pointers of each deref it was granted; taken again without being recorded again (its
+    /// inbox, the grants it had accepted, the digests of what it read), then the agent starts again from them.
+    Restore(Box<Restored>, RpcReplyPort<usize>),
+}
+
+/// A gateway's message as it crosses to another node: what one agent sends another, and the driver's turns. An
+/// agent's requests to its own gateway (derefs, grants, the end of a turn) never leave its node.
+pub(crate) fn to_wire(msg: GatewayMsg) -> Result<SerializedMessage, BoxedDowncastErr> {
+    use crate::cluster::serial::{call, cast, unknown};
+    match msg {
+        GatewayMsg::Deliver(envelope, reply) => call("Deliver", &envelope, reply),
+        GatewayMsg::Forward(forwarded) => cast("Forward", &forwarded),
+        GatewayMsg::Act(request, reply) => call("Act", &(request.index, request.attempt), reply),
+        GatewayMsg::ActAt(index, attempt, reply) => call("Act", &(index, attempt), reply),
+        GatewayMsg::AskGrant(ask, reply) => call("AskGrant", &ask, reply),
+        GatewayMsg::SpendCodeGrant(request, reply) => call("SpendCodeGrant", &request, reply),
+        GatewayMsg::Deref(..) => Err(unknown("gateway", "Deref")),
+        GatewayMsg::EndTurn => Err(unknown("gateway", "EndTurn")),
+        GatewayMsg::IssueGrant(..) => Err(unknown("gateway", "IssueGrant")),
+        GatewayMsg::Restore(..) => Err(unknown("gateway", "Restore")),
+    }
+}
+
+/// A gateway's message read from another node.
+pub(crate) fn from_wire(message: SerializedMessage) -> Result<GatewayMsg, BoxedDowncastErr> {
+    use crate::cluster::serial::{answer, args, parts, port, unknown};
+    let (variant, bytes, reply) = parts(message)?;
+    Ok(match variant.as_str() {
+        "Deliver" => GatewayMsg::Deliver(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
+        "Forward" => GatewayMsg::Forward(args(&variant, &bytes)?),
+        "Act" => {
+            let (index, attempt) = args(&variant, &bytes)?;
+            GatewayMsg::ActAt(index, attempt, answer(port(&variant, reply)?))
+        }
+        "AskGrant" => GatewayMsg::AskGrant(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
+        "SpendCodeGrant" => GatewayMsg::SpendCodeGrant(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
+        other => return Err(unknown("gateway", other)),
+    })
+}
+
+/// What the ledger says an agent had: for [`GatewayMsg::Restore`].
+pub struct Restored {
+    /// Delivered to it, oldest first: the sender, the message id, its tokens on the wire and the document.
+    pub delivered: Vec<(String, String, u32, Arc<Document>)>,
+    /// The pointers (text form) of each deref it was granted.
+    pub read: Vec<Vec<String>>,
 }
 
 /// A request to spend an inline-code grant.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct CodeGrantRequest {
     /// The grant named by the message.
     pub grant_id: String,
@@ -498,8 +550,8 @@ pub struct GatewayArgs {
 /// the digests of what it dereferenced.
 #[derive(Debug, Clone, Default)]
 pub struct AgentKnowledge {
-    /// Delivered documents, oldest first.
-    pub inbox: Vec<Arc<Value>>,
+    /// Delivered documents, oldest first, older typed messages past the run's cap spilled to `sam:msg:` stubs.
+    pub inbox: Inbox,
     /// Digest of every pointer the agent dereferenced, by pointer text.
     pub seen: HashMap<String, less_contract::Digest>,
 }
@@ -520,6 +572,8 @@ pub struct GatewayState {
     reach: Reach,
     /// Consecutive refused messages per sender (briefs and grants have no resend and do not count).
     refusals_by_sender: HashMap<String, u32>,
+    /// The `sam:msg:<id>` pointers of messages spilled from the agent's inbox: within its reach whatever its reach.
+    spilled: HashSet<String>,
     restarts: Vec<Instant>,
     n_restarts_total: u32,
 }
@@ -537,17 +591,19 @@ impl Actor for GatewayActor {
         let role = args.ctx.scenario.agent(&args.agent_id).map(|a| a.role.clone()).unwrap_or_default();
         let budget = args.ctx.scenario.budgets.of(&role);
         let reach = Reach::new(args.ctx.scenario.reach_of(&args.agent_id));
+        let inbox = Inbox::new(args.ctx.inbox_cap);
         let mut state = GatewayState {
             reach,
             ctx: args.ctx,
             agent_id: args.agent_id,
             budget,
             agent: None,
-            memory: AgentKnowledge::default(),
+            memory: AgentKnowledge { inbox, seen: HashMap::new() },
             turn: 0,
             meter: DerefMeter::default(),
             grants: GrantBook::default(),
             refusals_by_sender: HashMap::new(),
+            spilled: HashSet::new(),
             restarts: Vec::new(),
             n_restarts_total: 0,
         };
@@ -557,18 +613,34 @@ impl Actor for GatewayActor {
 
     async fn handle(
         &self,
-        _myself: ActorRef<GatewayMsg>,
+        myself: ActorRef<GatewayMsg>,
         msg: GatewayMsg,
         state: &mut GatewayState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             GatewayMsg::Deliver(envelope, reply) => {
                 let verdict = state.deliver(*envelope).await;
+                // On a worker node: an acknowledged delivery is in the head's ledger before the acknowledgement.
+                state.ctx.settle().await;
                 let _ = reply.send(verdict);
             }
             GatewayMsg::Forward(forwarded) => {
-                let (envelope, doc, value) = *forwarded;
-                state.forward(&envelope, &doc, &value);
+                let (envelope, doc, value, n_tokens) = *forwarded;
+                state.forward(&envelope, &doc, &value, n_tokens);
+            }
+            GatewayMsg::ActAt(index, attempt, reply) => {
+                let Some(step) = state.ctx.scenario.steps.get(index).cloned() else {
+                    tracing::error!(agent = %state.agent_id, "no step {index} in the scenario");
+                    return Ok(());
+                };
+                let request = ActRequest { index, step, attempt };
+                if let Some(agent) = &state.agent {
+                    if let Err(err) = agent.send_message(AgentMsg::Act(Box::new(request), reply)) {
+                        tracing::warn!(agent = %state.agent_id, "act not delivered: {err}");
+                    }
+                } else {
+                    let _ = reply.send(ActOutcome::down(&state.agent_id));
+                }
             }
             GatewayMsg::Act(request, reply) => match &state.agent {
                 Some(agent) => {
@@ -586,6 +658,15 @@ impl Actor for GatewayActor {
                 let _ = reply.send(outcome);
             }
             GatewayMsg::EndTurn => state.turn += 1,
+            GatewayMsg::Restore(restored, reply) => {
+                // The agent is out while its knowledge comes back, so `forward` fills the gateway's memory only.
+                if let Some(agent) = state.agent.take() {
+                    agent.stop(Some("restarting from the ledger".to_owned()));
+                }
+                let n = state.restore(*restored).await;
+                state.agent = Some(spawn_agent(&myself, state).await?);
+                let _ = reply.send(n);
+            }
             GatewayMsg::IssueGrant(spec, answers, reply) => {
                 let _ = reply.send(state.issue_grant(&spec, answers.as_deref()));
             }
@@ -662,6 +743,49 @@ async fn spawn_agent(
 }
 
 impl GatewayState {
+    /// Takes again what the ledger says the agent had (see [`GatewayMsg::Restore`]); how many documents came back.
+    async fn restore(&mut self, restored: Restored) -> usize {
+        let mut n = 0;
+        for (from, msg_id, n_tokens, doc) in restored.delivered {
+            if let Document::Grant(grant) = &*doc {
+                let grant = Grant::clone(grant);
+                let is_ancestor = self.ctx.scenario.is_ancestor(&grant.terms.issuer, &self.agent_id);
+                // A grant that has run out since is refused again; the rest still comes back.
+                if let Err(v) = self.grants.accept(grant, &self.agent_id, &self.ctx.secret, is_ancestor) {
+                    tracing::warn!(target: "less.cluster", agent = %self.agent_id, "a grant not restored: {}", v.message);
+                }
+            }
+            let value = Arc::new(doc.to_value());
+            let envelope = Envelope {
+                from,
+                to: self.agent_id.clone(),
+                // Its id names it again in a `sam:msg:` stub, should the inbox spill it.
+                msg_id,
+                kind: EnvelopeKind::Message,
+                doc: Draft::Raw(Value::Null),
+                // The wire text is not in the ledger: a baseline's inbox gets the document without it.
+                wire: String::new(),
+                inline_code: None,
+                code_sources: Vec::new(),
+                prose: None,
+                restated: Vec::new(),
+            };
+            self.forward(&envelope, &doc, &value, n_tokens);
+            n += 1;
+        }
+        for texts in restored.read {
+            let Ok(pointers) = texts.iter().map(|t| Pointer::parse(t)).collect::<Result<Vec<_>, _>>() else { continue };
+            if let Ok(Ok(resolved)) = ractor::call!(self.ctx.resolver, ResolverMsg::Resolve, pointers) {
+                for r in &resolved {
+                    if let Ok(plain) = Pointer::new(r.pointer.ty(), r.pointer.reference(), r.pointer.span()) {
+                        self.memory.seen.insert(plain.to_string(), r.digest);
+                    }
+                }
+            }
+        }
+        n
+    }
+
     async fn deliver(&mut self, envelope: Envelope) -> Result<u32, Violation> {
         let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
         // The wire is counted once; the cache makes any later count of the same text free.
@@ -698,7 +822,7 @@ impl GatewayState {
         }
         let (doc, value) = (Arc::new(doc), Arc::new(value));
         self.record_delivery(&envelope, &doc, &value, n_tokens).await;
-        self.forward(&envelope, &doc, &value);
+        self.forward(&envelope, &doc, &value, n_tokens);
         Ok(n_tokens)
     }
 
@@ -760,7 +884,17 @@ impl GatewayState {
 
     /// Hands a delivered document to the agent and remembers it for a restart. In a baseline run the agent gets what
     /// was on the wire too (`{"verbatim": text, "doc": document}`): an LLM agent reads what it was sent.
-    fn forward(&mut self, envelope: &Envelope, doc: &Document, value: &Arc<Value>) {
+    fn forward(&mut self, envelope: &Envelope, doc: &Document, value: &Arc<Value>, n_tokens: u32) {
+        // Typed messages may be spilled past the inbox's cap (`sam:msg:<id>` reads them back); briefs and grants never.
+        let spill = match (doc, value.get("type").and_then(Value::as_str)) {
+            (Document::Message(_), Some(kind)) => Some(Spill {
+                msg_id: envelope.msg_id.clone(),
+                from: envelope.from.clone(),
+                kind: kind.to_owned(),
+                tokens: n_tokens,
+            }),
+            _ => None,
+        };
         let doc = match (doc, self.ctx.mode) {
             // The agent gets a grant's terms; the MAC stays with this gateway, which verified it and holds the grant.
             (Document::Grant(grant), _) => match serde_json::to_value(&grant.terms) {
@@ -775,9 +909,13 @@ impl GatewayState {
             }
             (_, _) => value.clone(),
         };
-        self.memory.inbox.push(doc.clone());
+        let item = InboxItem { doc, spill };
+        if let Some(spilled) = self.memory.inbox.push(item.clone()) {
+            self.spilled.insert(spilled.pointer());
+            self.ctx.record(Event::Spilled { agent: self.agent_id.clone(), msg_id: spilled.msg_id });
+        }
         if let Some(agent) = &self.agent {
-            agent.send_message(AgentMsg::Inbox(doc)).ok();
+            agent.send_message(AgentMsg::Inbox(item)).ok();
         }
     }
 
@@ -828,7 +966,7 @@ impl GatewayState {
     async fn send_escalation(&mut self, about: &str, reason: &str, refused_msg: Option<&str>) {
         let Some(parent) = self.ctx.scenario.agent(about).and_then(|a| a.parent.clone()) else { return };
         let from = format!("{}-gw", self.agent_id);
-        let msg_id = self.ctx.next_msg_id(&from);
+        let msg_id = self.ctx.next_msg_id(&from).await;
         let reason: String = reason.chars().take(480).collect();
         let refs: Vec<String> = refused_msg.map(|id| format!("sam:msg:{id}")).into_iter().collect();
         let message = TypedMessage {
@@ -868,9 +1006,9 @@ impl GatewayState {
         let (doc, value) = (Arc::new(doc), Arc::new(value));
         self.record_delivery(&envelope, &doc, &value, n_tokens).await;
         if parent == self.agent_id {
-            self.forward(&envelope, &doc, &value);
+            self.forward(&envelope, &doc, &value, n_tokens);
         } else if let Some(gateway) = self.ctx.directory.get(&parent) {
-            gateway.send_message(GatewayMsg::Forward(Box::new((envelope, doc, value)))).ok();
+            gateway.send_message(GatewayMsg::Forward(Box::new((envelope, doc, value, n_tokens)))).ok();
         }
     }
 
@@ -886,7 +1024,9 @@ impl GatewayState {
         tracing::info!(target: "less.deref.request", agent = %self.agent_id, n = pointers.len());
         let less = self.ctx.mode == WireMode::Less;
         // Outside the agent's reach, only a grant reads: the whole request then goes through it.
-        let outside = if less { pointers.iter().find(|p| !self.reach.covers(p)) } else { None };
+        // A message spilled from the agent's own inbox is its to read back, whatever its reach.
+        let own = |p: &Pointer| p.ty() == PointerType::Sam && self.spilled.contains(&format!("sam:{}", p.location()));
+        let outside = if less { pointers.iter().find(|p| !self.reach.covers(p) && !own(p)) } else { None };
         if let (Some(pointer), None) = (outside, &action.grant) {
             return self.deref_refused(&action, outside_reach(&self.agent_id, &self.reach, pointer));
         }

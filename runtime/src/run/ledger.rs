@@ -96,6 +96,12 @@ pub enum Event {
         request_id: String,
         reason: String,
     },
+    /// An agent's inbox held more typed messages than the run's cap: the oldest, `msg_id`, is now a `sam:msg:` stub
+    /// in it (the agent reads it back with a deref).
+    Spilled {
+        agent: String,
+        msg_id: String,
+    },
     /// An agent's turn reached its action limit without finishing.
     TurnLimit {
         agent: String,
@@ -204,6 +210,7 @@ impl Event {
             Event::GrantDenied { issuer, requester, request_id, reason } => {
                 vec![issuer.clone(), "deny-grant".into(), format!("{request_id}->{requester}\t{reason}")]
             }
+            Event::Spilled { agent, msg_id } => vec![agent.clone(), "spill".into(), format!("sam:msg:{msg_id}")],
             Event::TurnLimit { agent, actions } => vec![agent.clone(), "turn-limit".into(), actions.to_string()],
             Event::Query { agent, returned, tokens, code, .. } => vec![
                 agent.clone(),
@@ -279,6 +286,9 @@ impl Event {
             }
             Event::GrantDenied { issuer, requester, request_id, reason } => {
                 format!("  {issuer} DENIES {requester}'s request {request_id}: {reason}")
+            }
+            Event::Spilled { agent, msg_id } => {
+                format!("  {agent} inbox full: {msg_id} is now the pointer sam:msg:{msg_id}")
             }
             Event::TurnLimit { agent, actions } => {
                 format!("  {agent} did not finish its turn within {actions} actions: the turn ends")
@@ -365,6 +375,8 @@ pub enum TokenLedgerMsg {
     Flush(RpcReplyPort<()>),
     /// Writes what is pending (sent by the ledger to itself [`FLUSH_AFTER`] after an event finds nothing pending).
     Tick,
+    /// Answers at once: every event a node recorded before it is in this ledger (a node's messages arrive in order).
+    Ack(RpcReplyPort<()>),
 }
 
 /// Where the ledger writes.
@@ -488,6 +500,9 @@ impl Actor for TokenLedger {
             TokenLedgerMsg::Tick => {
                 state.tick_scheduled = false;
                 state.flush(false).await?;
+            }
+            TokenLedgerMsg::Ack(reply) => {
+                let _ = reply.send(());
             }
             TokenLedgerMsg::History(reply) => {
                 let _ = reply.send(state.histories.iter().map(|(_, prose)| prose.clone()).collect());

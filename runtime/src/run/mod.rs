@@ -16,23 +16,24 @@ pub(crate) mod agent;
 pub(crate) mod baseline;
 pub(crate) mod gateway;
 pub(crate) mod grade;
+pub(crate) mod inbox;
 pub(crate) mod ledger;
 pub(crate) mod report;
 pub(crate) mod resolver_actor;
+pub(crate) mod services;
 pub(crate) mod supervisor;
 pub(crate) mod wire;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use ractor::ActorRef;
 
-use crate::dag::actor::SummarizerMsg;
-use crate::memory::{MemoryMsg, Principal};
+use crate::memory::Principal;
 use crate::run::gateway::GatewayMsg;
 use crate::run::ledger::TokenLedgerMsg;
 use crate::run::resolver_actor::ResolverMsg;
+pub use crate::run::resolver_actor::sam_keys;
 use less_contract::{ErrorCode, Violation};
 use less_contract::{Scenario, WireMode};
 
@@ -43,10 +44,11 @@ pub use agent::{
 pub use gateway::{DerefMeter, GrantBook, GrantLeft, Reach, pattern_covers};
 pub(crate) use gateway::{outside_reach, passes_on, wider_than_held};
 pub use grade::{Answer, TaskReport, TaskVerdict, covers, states};
+pub use inbox::{DEFAULT_INBOX_CAP, Inbox, InboxItem, Spill};
 pub use ledger::Event;
 pub use report::{CheckResult, CheckStatus, ModelSpend, RoleReport, RunReport, TokenStats};
 pub use supervisor::{
-    DEFAULT_STEP_TIMEOUT, LocalRun, Pinned, RunOptions, check_out_dir, run_scenario, run_scenario_with,
+    ClusterOptions, DEFAULT_STEP_TIMEOUT, LocalRun, Pinned, RunOptions, check_out_dir, run_scenario, run_scenario_with,
 };
 pub use wire::{
     Action, AskGrantAction, BriefAction, DerefAction, Document, Draft, Envelope, EnvelopeKind, ReportAction, SendAction,
@@ -62,7 +64,7 @@ impl Directory {
         self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(agent).cloned()
     }
 
-    fn insert(&self, agent: String, gateway: ActorRef<GatewayMsg>) {
+    pub(crate) fn insert(&self, agent: String, gateway: ActorRef<GatewayMsg>) {
         self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(agent, gateway);
     }
 }
@@ -84,15 +86,14 @@ pub struct RunContext {
     pub(crate) directory: Directory,
     pub(crate) resolver: ActorRef<ResolverMsg>,
     pub(crate) ledger: ActorRef<TokenLedgerMsg>,
-    pub(crate) memory: ActorRef<MemoryMsg>,
-    /// The summarizers: every delivered message is archived, and the run is one session.
-    pub(crate) summarizers: ActorRef<SummarizerMsg>,
-    /// Delivered messages on their way to the archive (bounded: a delivery waits when the archive lags).
-    pub(crate) archive_queue: Arc<crate::dag::actor::ArchiveQueue>,
+    /// The memory, the summarizers (every delivered message is archived, and the run is one session) and the
+    /// message ids: here on the head node, the head's on a worker node.
+    pub(crate) services: services::Services,
     pub(crate) factory: Arc<dyn AgentFactory>,
     /// The frozen clock of [`RunOptions::frozen_clock`], if any.
     pub(crate) clock: Option<time::OffsetDateTime>,
-    n_msgs: AtomicU64,
+    /// How many typed messages an agent's inbox keeps inline ([`RunOptions::inbox_cap`]).
+    pub(crate) inbox_cap: usize,
 }
 
 impl RunContext {
@@ -113,7 +114,16 @@ impl RunContext {
     pub(crate) async fn archive(&self, from: &str, content: String) {
         let role = self.scenario.agent(from).map(|a| a.role.clone()).unwrap_or_else(|| from.to_owned());
         let message = crate::dag::NewMessage { role, content, name: Some(from.to_owned()), at: None };
-        self.archive_queue.push(message, &self.summarizers).await;
+        match &self.services {
+            services::Services::Local { archive_queue, summarizers, .. } => {
+                archive_queue.push(message, summarizers).await;
+            }
+            services::Services::Remote { head } => {
+                if let Err(err) = head.send_message(crate::cluster::HeadMsg::Archive(Box::new(message))) {
+                    tracing::error!(target: "less.cluster", "a message not archived: the head is unreachable: {err}");
+                }
+            }
+        }
     }
 
     /// Who `agent` is to the memory: its role, the scenario's project, this run, the agents below it, and whether it
@@ -141,8 +151,8 @@ impl RunContext {
             .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
     }
 
-    pub(crate) fn next_msg_id(&self, agent: &str) -> String {
-        let n = self.n_msgs.fetch_add(1, Ordering::Relaxed) + 1;
+    pub(crate) async fn next_msg_id(&self, agent: &str) -> String {
+        let n = self.next_msg_number().await;
         format!("{agent}-m{n}")
     }
 }

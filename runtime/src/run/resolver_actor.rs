@@ -4,8 +4,8 @@
 //! The index lives in a SQLite file of the run's store (`sam.sqlite`), written in batches, so it does not grow the
 //! process with every delivery; a resolution first writes what is pending, so it sees every earlier delivery.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::Value;
@@ -32,6 +32,10 @@ pub enum ResolverMsg {
     ReadUnpinned(Pointer, RpcReplyPort<Result<String, Violation>>),
     /// Remember a delivered (or refused) document for `sam:` pointers.
     Remember(String, std::sync::Arc<Value>),
+    /// Write every document remembered so far to `sam.sqlite` (a run's stop asks, after the last delivery).
+    Flush(RpcReplyPort<()>),
+    /// Answers at once: every document a node asked to remember before it is remembered.
+    Ack(RpcReplyPort<()>),
 }
 
 /// State: the resolver and the episodic index, moved onto the blocking pool to resolve (a resolution reads files).
@@ -134,6 +138,16 @@ impl SamSource for SamIndex {
     }
 }
 
+/// The keys of `namespace` in the `sam:` index a finished run left at `path` (`msg`: the ids of every message
+/// delivered or refused), for checks that every `sam:msg:` pointer a run handed out reads back.
+pub fn sam_keys(path: &Path, namespace: &str) -> Result<HashSet<String>, String> {
+    let fail = |err: rusqlite::Error| format!("{}: {err}", path.display());
+    let db = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(fail)?;
+    let mut select = db.prepare("SELECT key FROM sam WHERE namespace = ?1").map_err(fail)?;
+    let keys = select.query_map([namespace], |row| row.get(0)).map_err(fail)?;
+    keys.collect::<Result<_, _>>().map_err(fail)
+}
+
 /// How to start the resolver actor.
 pub struct ResolverArgs {
     /// The run's resolver.
@@ -178,6 +192,9 @@ impl Actor for ResolverActor {
                 });
                 let _ = reply.send(read.await?);
             }
+            ResolverMsg::Ack(reply) => {
+                let _ = reply.send(());
+            }
             ResolverMsg::Remember(msg_id, doc) => {
                 let sam = &mut state.held.as_mut().ok_or(LOST)?.sam;
                 sam.insert("msg".into(), msg_id, doc.to_string());
@@ -197,6 +214,22 @@ impl Actor for ResolverActor {
                     blocking::with_taken(&mut state.held, RESOLVER, |h| h.sam.flush_or_keep()).await?;
                 }
             }
+            ResolverMsg::Flush(reply) => {
+                blocking::with_taken(&mut state.held, RESOLVER, |h| h.sam.flush_or_keep()).await?;
+                let _ = reply.send(());
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<ResolverMsg>,
+        state: &mut ResolverState,
+    ) -> Result<(), ActorProcessingErr> {
+        // What a stop without a flush left pending (a failed run, say) still reaches the file.
+        if state.held.is_some() {
+            blocking::with_taken(&mut state.held, RESOLVER, |h| h.sam.flush_or_keep()).await?;
         }
         Ok(())
     }

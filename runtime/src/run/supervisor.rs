@@ -26,9 +26,11 @@ use crate::memory::{MemoryActor, MemoryArgs, system_clock};
 use crate::resolver::Resolver;
 use crate::run::agent::{ActRequest, AgentFactory};
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg, MAX_RESTARTS};
+use crate::run::inbox::DEFAULT_INBOX_CAP;
 use crate::run::ledger::{Event, TokenLedger, TokenLedgerArgs, TokenLedgerMsg};
 use crate::run::report::RunReport;
-use crate::run::resolver_actor::{ResolverActor, ResolverArgs};
+use crate::run::resolver_actor::{ResolverActor, ResolverArgs, ResolverMsg};
+use crate::run::services::Services;
 use crate::run::wire::Envelope;
 use crate::run::{Directory, RunContext, fresh_secret};
 use less_contract::{Error, ErrorCode, Violation};
@@ -60,13 +62,40 @@ pub struct RunOptions {
     /// ([`AgentFactory::turn_timeout`], e.g. an LLM agent's model timeout × attempts), at least
     /// [`DEFAULT_STEP_TIMEOUT`].
     pub step_timeout: Option<Duration>,
+    /// How many typed messages an agent's inbox keeps inline; older ones become `sam:msg:<id>` pointers to the
+    /// archived message ([`DEFAULT_INBOX_CAP`] unless set; at least 1).
+    pub inbox_cap: usize,
+    /// How to reach the run's worker nodes, for a scenario that places agents on nodes (`[cluster]`).
+    pub cluster: Option<ClusterOptions>,
+}
+
+/// What the head of a cluster run needs besides the scenario: the cookie, and the scenario as the nodes rebuild it.
+#[derive(Clone)]
+pub struct ClusterOptions {
+    /// The nodes' shared secret (`--cookie-env`).
+    pub cookie: String,
+    /// The scenario file's text: each node rebuilds the scenario from it.
+    pub scenario_toml: String,
+    /// The scenario file's directory.
+    pub scenario_base: PathBuf,
+    /// Every agent backed by a model (`--agents llm`).
+    pub every_llm: bool,
 }
 
 impl RunOptions {
     /// A run in `mode` that writes nothing, prints no trace, reads the system clock, and takes the default summarizer
     /// and step timeouts; set the other fields with struct update syntax.
     pub fn new(mode: WireMode) -> RunOptions {
-        RunOptions { mode, out_dir: None, trace: false, pinned: None, summarizer: None, step_timeout: None }
+        RunOptions {
+            mode,
+            out_dir: None,
+            trace: false,
+            pinned: None,
+            summarizer: None,
+            step_timeout: None,
+            inbox_cap: DEFAULT_INBOX_CAP,
+            cluster: None,
+        }
     }
 }
 
@@ -133,6 +162,8 @@ pub struct LocalRun {
     failed: Arc<std::sync::Mutex<Option<String>>>,
     supervisor: ActorRef<()>,
     supervisor_handle: tokio::task::JoinHandle<()>,
+    /// The worker nodes of a cluster run.
+    cluster: Option<crate::cluster::ClusterHandle>,
 }
 
 fn fail(what: &str, err: &dyn std::fmt::Display) -> Error {
@@ -232,7 +263,6 @@ impl LocalRun {
         let ctx = Arc::new(RunContext {
             run_id: run_id.clone(),
             session_base,
-            archive_queue,
             mode,
             scenario: scenario.clone(),
             secret: match options.pinned {
@@ -242,13 +272,26 @@ impl LocalRun {
             directory: Directory::default(),
             resolver,
             ledger,
-            memory,
-            summarizers,
+            services: Services::Local { memory, summarizers, archive_queue, n_msgs: Default::default() },
             factory,
             clock: options.pinned.map(|p| p.clock),
-            n_msgs: Default::default(),
+            inbox_cap: options.inbox_cap.max(1),
         });
-        for agent in &scenario.agents {
+        let placed = scenario.agents.iter().any(|a| a.node.is_some());
+        let violations = scenario.check_placement();
+        if let Some(v) = violations.into_iter().next() {
+            return Err(Error::Malformed { code: v.code, message: v.message });
+        }
+        if placed && options.cluster.is_none() {
+            return Err(Error::Malformed {
+                code: ErrorCode::NodeUnknown,
+                message: "the scenario places agents on nodes, and the run was given no cookie to reach them \
+                          (`lessrt run --cookie-env VAR`)"
+                    .to_owned(),
+            });
+        }
+        // Placed agents run on their nodes, with their gateways; the others here.
+        for agent in scenario.agents.iter().filter(|a| a.node.is_none()) {
             let args = GatewayArgs { ctx: ctx.clone(), agent_id: agent.id.clone() };
             let (gateway, _) = Actor::spawn_linked(
                 Some(format!("{run_id}:{}:gateway:{}", mode.as_str(), agent.id)),
@@ -260,7 +303,30 @@ impl LocalRun {
             .map_err(|e| fail("gateway", &e))?;
             ctx.directory.insert(agent.id.clone(), gateway);
         }
-        Ok(LocalRun { ctx, step_timeout: options.step_timeout, failed, supervisor, supervisor_handle })
+        let cluster = match (&options.cluster, placed) {
+            (Some(cluster), true) => {
+                let started = crate::cluster::ClusterHandle::start(
+                    ctx.clone(),
+                    cluster.cookie.clone(),
+                    cluster.scenario_toml.clone(),
+                    cluster.scenario_base.clone(),
+                    cluster.every_llm,
+                    supervisor.get_cell(),
+                    options.pinned.map(|p| p.clock.unix_timestamp()),
+                )
+                .await;
+                match started {
+                    Ok(cluster) => Some(cluster),
+                    Err(v) => {
+                        supervisor.stop(None);
+                        let _ = supervisor_handle.await;
+                        return Err(Error::Malformed { code: v.code, message: v.message });
+                    }
+                }
+            }
+            _ => None,
+        };
+        Ok(LocalRun { ctx, step_timeout: options.step_timeout, failed, supervisor, supervisor_handle, cluster })
     }
 
     /// Delivers `envelope` to its receiver's gateway: the token count, or the refusal.
@@ -289,13 +355,38 @@ impl LocalRun {
         for (index, step) in ctx.scenario.steps.iter().enumerate() {
             on_step(index, n_steps);
             let agent = step_agent(step).to_owned();
+            if let Some(cluster) = &self.cluster {
+                let moved =
+                    cluster.move_lost(self.supervisor.get_cell()).await.map_err(|v| fail("cluster", &v.message))?;
+                if !moved.is_empty() {
+                    tracing::warn!(target: "less.cluster", "a node was lost; {} moved to the head", moved.join(", "));
+                }
+            }
             ctx.record(Event::Step { index, agent: agent.clone(), action: step_name(step).to_owned() });
-            let gateway = ctx.directory.get(&agent).ok_or_else(|| fail("step", &format!("no agent {agent}")))?;
+            let mut gateway = ctx.directory.get(&agent).ok_or_else(|| fail("step", &format!("no agent {agent}")))?;
             let timeout = self.step_timeout(&agent);
             let mut attempt = 0u32;
+            let mut moves = 0u32;
             loop {
                 let request = ActRequest { index, step: step.clone(), attempt };
-                match gateway.call(|reply| GatewayMsg::Act(request, reply), Some(timeout)).await {
+                let answer = gateway.call(|reply| GatewayMsg::Act(request, reply), Some(timeout)).await;
+                // The agent's node was lost (mid-turn, or before): its agents move to the head and the step is
+                // taken again there.
+                if !matches!(answer, Ok(CallResult::Success(_)))
+                    && let Some(cluster) = &self.cluster
+                    && moves < 2
+                    && let Some(node) = cluster.node_lost(&agent, lost_wait(&answer)).await
+                {
+                    let moved = cluster.fail_over(&node, self.supervisor.get_cell()).await.map_err(|v| {
+                        fail("cluster", &format!("node {node} was lost and its agents could not move: {}", v.message))
+                    })?;
+                    tracing::warn!(target: "less.cluster", "node {node} lost; {} moved to the head", moved.join(", "));
+                    gateway = ctx.directory.get(&agent).ok_or_else(|| fail("step", &format!("no agent {agent}")))?;
+                    moves += 1;
+                    attempt += 1;
+                    continue;
+                }
+                match answer {
                     Ok(CallResult::Success(outcome)) => {
                         if outcome.agent_down {
                             tracing::warn!("{agent} is down; step {index} skipped");
@@ -349,12 +440,15 @@ impl LocalRun {
     /// everything pending: the run's messages are archived and, past the significance gate, summarized.
     pub async fn end_session(&self) -> crate::Result<BuildReport> {
         let ctx = &self.ctx;
+        let Services::Local { summarizers, archive_queue, .. } = &ctx.services else {
+            return Err(fail("summarizers", &"a run's session ends on its head node"));
+        };
         // The queued messages go in before the session ends (it would summarize without them).
-        let queue = ctx.archive_queue.clone();
-        ctx.summarizers.send_message(SummarizerMsg::RecordQueued(queue)).map_err(|e| fail("summarizers", &e))?;
+        let queue = archive_queue.clone();
+        summarizers.send_message(SummarizerMsg::RecordQueued(queue)).map_err(|e| fail("summarizers", &e))?;
         let end = SummarizerMsg::EndSession { project: ctx.scenario.project.clone(), session: ctx.session() };
-        ctx.summarizers.send_message(end).map_err(|e| fail("summarizers", &e))?;
-        match ctx.summarizers.call(SummarizerMsg::Drain, Some(SUMMARY_TIMEOUT)).await {
+        summarizers.send_message(end).map_err(|e| fail("summarizers", &e))?;
+        match summarizers.call(SummarizerMsg::Drain, Some(SUMMARY_TIMEOUT)).await {
             Ok(CallResult::Success(report)) => Ok(report),
             Ok(_) => Err(fail("summarizers", &"did not drain in time")),
             Err(err) => Err(fail("summarizers", &err)),
@@ -366,12 +460,20 @@ impl LocalRun {
     /// drops what is still in a mailbox, and nothing of a delivery that was acknowledged may be among it).
     pub async fn stop(self) {
         // Every delivered message is archived before the summarizers stop, and every event written.
-        let queue = self.ctx.archive_queue.clone();
-        if let Err(err) = ractor::call!(self.ctx.summarizers, SummarizerMsg::Sync, queue) {
+        if let Services::Local { summarizers, archive_queue, .. } = &self.ctx.services
+            && let Err(err) = ractor::call!(summarizers, SummarizerMsg::Sync, archive_queue.clone())
+        {
             tracing::error!("the archive did not take the run's last messages before the run stopped: {err}");
         }
         if let Err(err) = ractor::call!(self.ctx.ledger, TokenLedgerMsg::Flush) {
             tracing::error!("the ledger did not flush before the run stopped: {err}");
+        }
+        // Every `sam:msg:` pointer handed out (a spilled message's, a refused one's) reads back after the run.
+        if let Err(err) = ractor::call!(self.ctx.resolver, ResolverMsg::Flush) {
+            tracing::error!("the sam: index was not written before the run stopped: {err}");
+        }
+        if let Some(cluster) = &self.cluster {
+            cluster.release();
         }
         self.supervisor.stop(None);
         let _ = self.supervisor_handle.await;
@@ -425,6 +527,15 @@ pub async fn run_scenario_with(
     run.stop().await;
     driven?;
     report
+}
+
+/// How long the driver waits to hear that a node was lost after a turn on it failed: a dropped reply is most often
+/// an agent that panicked (its gateway restarts it), so only a moment; a failed send or a timeout, longer.
+fn lost_wait<T>(answer: &Result<CallResult<T>, ractor::MessagingErr<GatewayMsg>>) -> Duration {
+    match answer {
+        Ok(CallResult::SenderError) => Duration::from_millis(100),
+        _ => Duration::from_secs(3),
+    }
 }
 
 fn step_agent(step: &Step) -> &str {

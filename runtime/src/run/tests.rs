@@ -45,10 +45,15 @@ async fn harness(budget_toml: &str) -> Harness {
 }
 
 async fn harness_in(mode: WireMode, budget_toml: &str) -> Harness {
+    harness_with(mode, budget_toml, "", DEFAULT_INBOX_CAP).await
+}
+
+/// A harness whose lead has `lead_toml` added to its `[[agents]]` table, with inboxes of `inbox_cap`.
+async fn harness_with(mode: WireMode, budget_toml: &str, lead_toml: &str, inbox_cap: usize) -> Harness {
     let workspace = tempfile::tempdir().expect("tempdir");
     std::fs::write(workspace.path().join("a.rs"), "fn a() {}\n").expect("write");
     let toml = format!(
-        "name = \"h\"\n{budget_toml}\n[[agents]]\nid = \"lead\"\nrole = \"lead\"\n[[agents]]\nid = \"dev\"\nrole = \"dev\"\nparent = \"lead\"\n"
+        "name = \"h\"\n{budget_toml}\n[[agents]]\nid = \"lead\"\nrole = \"lead\"\n{lead_toml}\n[[agents]]\nid = \"dev\"\nrole = \"dev\"\nparent = \"lead\"\n"
     );
     let scenario = Arc::new(Scenario::from_toml(&toml, workspace.path()).expect("scenario"));
     let args = ResolverArgs { resolver: Resolver::new(workspace.path()).expect("resolver"), sam_path: None };
@@ -78,12 +83,15 @@ async fn harness_in(mode: WireMode, budget_toml: &str) -> Harness {
         directory: Directory::default(),
         resolver,
         ledger,
-        memory,
-        summarizers,
-        archive_queue: Arc::new(crate::dag::actor::ArchiveQueue::new("demo", "h")),
+        services: services::Services::Local {
+            memory,
+            summarizers,
+            archive_queue: Arc::new(crate::dag::actor::ArchiveQueue::new("demo", "h")),
+            n_msgs: Default::default(),
+        },
         factory: Arc::new(RecorderFactory(seen.clone())),
         clock: None,
-        n_msgs: Default::default(),
+        inbox_cap,
     });
     for id in ["lead", "dev"] {
         let args = GatewayArgs { ctx: ctx.clone(), agent_id: id.to_owned() };
@@ -292,6 +300,46 @@ async fn a_forged_grant_delivered_to_a_gateway_is_refused() {
 }
 
 #[tokio::test]
+async fn past_the_inbox_cap_old_messages_become_pointers_the_agent_reads_back() {
+    // The lead may read only a.rs by its reach; what was spilled from its own inbox it reads all the same.
+    let h = harness_with(WireMode::Less, "", "reach = [\"repo:a.rs\"]", 2).await;
+    let gateway = h.ctx.directory.get("lead").expect("lead");
+    for idx in 0..5 {
+        let verdict = ractor::call!(gateway, GatewayMsg::Deliver, Box::new(message(idx, "", 1, false)));
+        verdict.expect("answered").expect("delivered");
+    }
+    let inbox: Vec<Value> = inbox_of_lead(&h).await.into_iter().filter(|d| d.get("recalled").is_none()).collect();
+    let pointers: Vec<&str> = inbox.iter().filter_map(|d| d.pointer("/spilled/pointer")?.as_str()).collect();
+    assert_eq!(pointers, ["sam:msg:q0", "sam:msg:q1", "sam:msg:q2"], "{inbox:?}");
+    let inline: Vec<&str> = inbox.iter().filter_map(|d| d["msg_id"].as_str()).collect();
+    assert_eq!(inline, ["q3", "q4"], "the newest stay inline, in order");
+    assert_eq!(inbox[0]["spilled"]["type"], "question");
+    let events = ractor::call!(h.ctx.ledger, TokenLedgerMsg::Snapshot).expect("ledger");
+    let spilled: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Spilled { agent, msg_id } if agent == "lead" => Some(msg_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(spilled, ["q0", "q1", "q2"]);
+    // The pointer reads the message back, whole.
+    let read = |pointer: &str| DerefAction {
+        pointers: vec![pointer.to_owned()],
+        reason: "an older message".into(),
+        intended_use: "answer it".into(),
+        grant: None,
+    };
+    let outcome = ractor::call!(gateway, GatewayMsg::Deref, read("sam:msg:q1")).expect("deref answered");
+    let resolved = outcome.result.expect("a spilled message reads back");
+    let doc: Value = serde_json::from_str(&resolved[0].content).expect("the document");
+    assert_eq!((doc["msg_id"].as_str(), doc["engrams"][0]["claim"].as_str()), (Some("q1"), Some("claim 0")));
+    // A message that was not spilled from its inbox stays outside its reach.
+    let outcome = ractor::call!(gateway, GatewayMsg::Deref, read("sam:msg:q4")).expect("deref answered");
+    assert_eq!(outcome.result.expect_err("outside the reach").code, ErrorCode::DerefDenied);
+}
+
+#[tokio::test]
 async fn path_traversal_and_absolute_paths_are_refused_through_the_gateway() {
     let h = harness("").await;
     let outside = h._workspace.path().parent().expect("parent").join("lessrt-outside.rs");
@@ -364,7 +412,8 @@ async fn a_run_whose_memory_actor_dies_ends_with_an_error_naming_it() {
     let options =
         RunOptions { step_timeout: Some(std::time::Duration::from_secs(30)), ..RunOptions::new(WireMode::Less) };
     let run = LocalRun::start(scenario, Arc::new(AskerFactory), &options).await.expect("run starts");
-    run.ctx.memory.kill();
+    let services::Services::Local { memory, .. } = &run.ctx.services else { panic!("a local run") };
+    memory.kill();
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     let driven = run.drive().await;
     let err = driven.expect_err("the run ends").to_string();

@@ -194,7 +194,7 @@ impl EnvelopeKind {
 }
 
 /// One message on the wire.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Envelope {
     /// Sender agent id.
     pub from: String,
@@ -245,6 +245,40 @@ impl Draft {
         };
         value.map_err(|err| {
             Violation::new(ErrorCode::SchemaInvalid, "", format!("the document has no JSON form: {err}"))
+        })
+    }
+}
+
+/// On the wire (between nodes) a draft is its JSON under its kind's name.
+impl Serialize for Draft {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (kind, value) = match self {
+            Draft::Brief(brief) => ("brief", serde_json::to_value(brief)),
+            Draft::Message(message) => ("message", serde_json::to_value(message)),
+            Draft::Grant(grant) => ("grant", serde_json::to_value(grant)),
+            Draft::Raw(doc) => ("raw", Ok(doc.clone())),
+        };
+        let value = value.map_err(serde::ser::Error::custom)?;
+        let mut map = serde_json::Map::new();
+        map.insert(kind.to_owned(), value);
+        map.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Draft {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Draft, D::Error> {
+        use serde::de::Error;
+        let map = serde_json::Map::<String, Value>::deserialize(deserializer)?;
+        let mut entries = map.into_iter();
+        let (Some((kind, value)), None) = (entries.next(), entries.next()) else {
+            return Err(D::Error::custom("a draft is one object with one key: brief, message, grant or raw"));
+        };
+        Ok(match kind.as_str() {
+            "brief" => Draft::Brief(serde_json::from_value(value).map_err(D::Error::custom)?),
+            "message" => Draft::Message(serde_json::from_value(value).map_err(D::Error::custom)?),
+            "grant" => Draft::Grant(serde_json::from_value(value).map_err(D::Error::custom)?),
+            "raw" => Draft::Raw(value),
+            other => return Err(D::Error::custom(format!("no draft kind {other}"))),
         })
     }
 }

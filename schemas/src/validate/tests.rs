@@ -458,6 +458,24 @@ fn other_vectors() -> Vec<Vector> {
         ),
         v!("scenario with two leads", Scenario, |d| remove(d, "/agents/2/parent"), [(ScenarioInvalid, "/agents/2")]),
         v!(
+            "scenario placing an agent on a node its cluster does not name",
+            Scenario,
+            |d| {
+                insert(d, "/cluster", json!({"nodes": [{"name": "n1", "addr": "127.0.0.1:7101"}]}));
+                insert(d, "/agents/1/node", json!("n9"));
+            },
+            [(NodeUnknown, "/agents/1/node")]
+        ),
+        v!(
+            "scenario naming a node twice, one without a port",
+            Scenario,
+            |d| {
+                let node = json!({"name": "n1", "addr": "127.0.0.1"});
+                insert(d, "/cluster", json!({"nodes": [{"name": "n1", "addr": "127.0.0.1:7101"}, node]}));
+            },
+            [(NodeUnknown, "/cluster/nodes/1/name"), (NodeUnknown, "/cluster/nodes/1/addr")]
+        ),
+        v!(
             "scenario with a cycle",
             Scenario,
             |d| {

@@ -42,6 +42,8 @@ pub(crate) struct Served {
     /// Answer requests for any host name (`--allow-remote`); else only for loopback names, so a web page whose
     /// name was rebound to 127.0.0.1 cannot read the workspace through the browser.
     pub(crate) any_host: bool,
+    /// The ledgers read so far, parsed.
+    pub(crate) events: dirs::EventCache,
 }
 
 /// The page, its script and its style, compiled in: the page works offline and needs nothing beside the binary.
@@ -224,7 +226,7 @@ fn pick(served: &Served, id: Option<&str>) -> Result<RunDir, ApiError> {
 /// A run read now, with the `--scenario` manifest standing in for a missing one.
 fn load(served: &Served, id: Option<&str>) -> Result<Loaded, ApiError> {
     let run = pick(served, id)?;
-    let mut loaded = dirs::load(&run);
+    let mut loaded = dirs::load(&run, &served.events);
     if loaded.manifest.is_none()
         && let Some(scenario) = &served.scenario
     {
@@ -301,6 +303,8 @@ struct EventsParam {
     from: Option<usize>,
     /// Only events of this name (`delivered`, `deref`, …).
     event: Option<String>,
+    /// At most this many (after `from` and `event`); `total` still counts them all.
+    limit: Option<usize>,
 }
 
 /// `GET /api/events`: the ledger's events as written (`ledger.jsonl`), each with its `seq`.
@@ -323,6 +327,7 @@ async fn events(State(served): State<Arc<Served>>, Params(param): Params<EventsP
                 }
                 v
             })
+            .take(param.limit.unwrap_or(usize::MAX))
             .collect();
         Ok(Json(redacted(json!({"run": loaded.run.id, "total": loaded.events.len(), "events": list}))))
     })
@@ -338,6 +343,7 @@ async fn timeline(State(served): State<Arc<Served>>, Params(param): Params<Event
             .into_iter()
             .skip(param.from.unwrap_or(0))
             .filter(|item| param.event.as_deref().is_none_or(|want| item.event == want))
+            .take(param.limit.unwrap_or(usize::MAX))
             .collect();
         Ok(Json(redacted(json!({"run": loaded.run.id, "total": loaded.events.len(), "items": items}))))
     })
@@ -733,6 +739,9 @@ enum Grown {
     Lines { lines: Vec<String>, offset: u64, report: bool },
 }
 
+/// The most of a ledger the live stream reads at one look (1 MiB: a few thousand events).
+const TAIL_READ: u64 = 1 << 20;
+
 fn read_tail(dir: &Path, offset: u64, started_at: Option<&str>) -> Grown {
     use std::io::{Read, Seek, SeekFrom};
     let now_started = Manifest::read(dir).map(|m| m.started_at);
@@ -751,8 +760,15 @@ fn read_tail(dir: &Path, offset: u64, started_at: Option<&str>) -> Grown {
     if len == offset || file.seek(SeekFrom::Start(offset)).is_err() {
         return Grown::Lines { lines: Vec::new(), offset, report };
     }
+    // At most TAIL_READ bytes a look: a long ledger reaches a new page in steps, not in one read of the whole file.
+    // A line longer than that is read whole.
     let mut bytes = Vec::new();
-    if file.take(len - offset).read_to_end(&mut bytes).is_err() {
+    let mut read = |bytes: &mut Vec<u8>, most: u64| (&mut file).take(most).read_to_end(bytes).is_ok();
+    if !read(&mut bytes, (len - offset).min(TAIL_READ)) {
+        return Grown::Lines { lines: Vec::new(), offset, report: false };
+    }
+    let rest = len - offset - bytes.len() as u64;
+    if rest > 0 && !bytes.contains(&b'\n') && !read(&mut bytes, rest) {
         return Grown::Lines { lines: Vec::new(), offset, report: false };
     }
     // Only whole lines: a line being written is read on the next look.
@@ -765,12 +781,13 @@ fn read_tail(dir: &Path, offset: u64, started_at: Option<&str>) -> Grown {
         .map(|l| String::from_utf8_lossy(l).into_owned())
         .collect();
     // The report is announced only once the ledger is read to its end.
-    let whole = end + 1 == bytes.len();
+    let whole = end + 1 == bytes.len() && offset + bytes.len() as u64 == len;
     Grown::Lines { lines, offset: offset + end as u64 + 1, report: report && whole }
 }
 
-/// Keys whose values are identifiers or digests, never free text: left as they are (a digest is a long hex run,
-/// which the redaction would take for a secret).
+/// Keys whose values are identifiers or digests: a value there shaped like one ([`id_shaped`]) is left as it is (a
+/// digest is a long hex run, which the redaction would take for a secret); any other value is redacted like free
+/// text, since an id is written by whoever wrote the document.
 const VERBATIM_KEYS: [&str; 14] = [
     "digest",
     "pinned",
@@ -807,7 +824,12 @@ pub(crate) fn redacted(mut value: Value) -> Value {
                     *mac = Value::String("(kept by the gateway)".to_owned());
                 }
                 for (key, item) in object.iter_mut() {
-                    if key == "mac" || (VERBATIM_KEYS.contains(&key.as_str()) && !item.is_object()) {
+                    let ids = || match &*item {
+                        Value::String(text) => id_shaped(text),
+                        Value::Array(items) => items.iter().all(|i| i.as_str().is_some_and(id_shaped)),
+                        other => !other.is_object(),
+                    };
+                    if key == "mac" || (VERBATIM_KEYS.contains(&key.as_str()) && ids()) {
                         continue;
                     }
                     walk(item);
@@ -818,6 +840,24 @@ pub(crate) fn redacted(mut value: Value) -> Value {
     }
     walk(&mut value);
     value
+}
+
+/// Whether `text` is shaped like an identifier the redaction could mistake for a secret: a digest or hash (hex
+/// digits, perhaps after `blake3:`), or a short word and a hex run (`eg_0f8c…`, `m-3a9…`). Anything else under an id
+/// key goes through the redaction like free text.
+fn id_shaped(text: &str) -> bool {
+    let body = text.strip_prefix("blake3:").unwrap_or(text);
+    let hex = |s: &str| !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_hexdigit());
+    if hex(body) {
+        return true;
+    }
+    match body.find(['_', '-']) {
+        Some(at) => {
+            let (word, run) = (&body[..at], &body[at + 1..]);
+            (1..=12).contains(&word.len()) && word.bytes().all(|b| b.is_ascii_alphabetic()) && hex(run)
+        }
+        None => false,
+    }
 }
 
 /// A text redacted; the digests in it (`blake3:` and 64 hex digits, in a document's JSON) are kept, since the
@@ -886,6 +926,16 @@ mod tests {
         assert_eq!(value["digest"], json!(digest));
         assert_eq!(value["id"], "eg_0f8c2d5769c98528");
         assert_eq!(value["grant"]["mac"], "(kept by the gateway)");
+        // An id is written by whoever wrote the document: a secret placed there is redacted all the same.
+        let leaky = redacted(json!({
+            "id": "ghp_0123456789abcdefghijABCDEFGHIJklmnop",
+            "msg_id": "password=hunter2-very-secret",
+            "returned": ["eg_0f8c2d5769c98528", "sk-proj-0123456789abcdefghijKLMNOP"],
+        }));
+        for (key, secret) in [("id", "ghp_0123"), ("msg_id", "hunter2"), ("returned", "sk-proj-0123")] {
+            assert!(!leaky[key].to_string().contains(secret), "{key}: {leaky}");
+        }
+        assert!(id_shaped("m-0f8c2d5769c9") && id_shaped(&digest) && id_shaped("4f2a9c1"), "ids and digests pass");
         let text = format!("{{\"grant_id\":\"g1\",\"mac\":\"{digest}\",\"uses\":1}}");
         assert_eq!(hide_macs(&text), "{\"grant_id\":\"g1\",\"mac\":\"(kept by the gateway)\",\"uses\":1}");
         let doc = format!("{{\"digest\":\"{digest}\",\"claim\":\"token sk-live-0123456789abcdefghijklmnop\"}}");

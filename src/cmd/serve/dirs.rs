@@ -6,6 +6,7 @@
 //! by the id this module gave it, never by a path: nothing a browser sends is joined to a path.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use less_runtime::run::{Event, RunReport};
 
@@ -72,7 +73,7 @@ fn subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
 pub(crate) struct Loaded {
     pub(crate) run: RunDir,
     pub(crate) manifest: Option<Manifest>,
-    pub(crate) events: Vec<Event>,
+    pub(crate) events: Arc<Vec<Event>>,
     /// Why the ledger stops early, when a line in it is not a whole event.
     pub(crate) cut: Option<String>,
     /// The report (none while the mode runs, or when it was stopped or failed).
@@ -99,34 +100,104 @@ impl Loaded {
     }
 }
 
-/// Reads a run directory.
-pub(crate) fn load(run: &RunDir) -> Loaded {
-    let (events, cut) = read_events(&run.dir.join(LEDGER_FILE));
+/// Reads a run directory; its ledger's events come from `cache`, which parses only what was appended since.
+pub(crate) fn load(run: &RunDir, cache: &EventCache) -> Loaded {
+    let manifest = Manifest::read(&run.dir);
+    let started_at = manifest.as_ref().map(|m| m.started_at.clone());
+    let (events, cut) = cache.events(&run.dir.join(LEDGER_FILE), started_at);
     let report = std::fs::read_to_string(run.dir.join(REPORT_FILE))
         .ok()
         .and_then(|text| serde_json::from_str::<RunReport>(&text).ok());
-    Loaded { run: run.clone(), manifest: Manifest::read(&run.dir), events, cut, report }
+    Loaded { run: run.clone(), manifest, events, cut, report }
 }
 
-/// The whole events of a ledger, in order. A last line without its newline is being written and is left for the
-/// next read; a line that is not an event ends the reading (with why).
-pub(crate) fn read_events(path: &Path) -> (Vec<Event>, Option<String>) {
-    let Ok(bytes) = std::fs::read(path) else { return (Vec::new(), None) };
-    let mut events = Vec::new();
-    let whole = match bytes.iter().rposition(|b| *b == b'\n') {
-        Some(end) => &bytes[..=end],
-        None => return (events, None),
-    };
-    for (n, line) in whole.split(|b| *b == b'\n').enumerate() {
-        if line.is_empty() {
-            continue;
-        }
-        match serde_json::from_slice::<Event>(line) {
-            Ok(event) => events.push(event),
-            Err(err) => return (events, Some(format!("{LEDGER_FILE} line {} is not a whole event ({err})", n + 1))),
-        }
+/// How many ledgers an [`EventCache`] keeps parsed (the most recently read).
+const CACHED_LEDGERS: usize = 4;
+
+/// The parsed events of the ledgers read last, so that a request reads only the lines appended since the one before
+/// (the page asks several times a second while a run is live). A ledger that shrank, or whose run's manifest names
+/// another start, is read again from its beginning.
+#[derive(Default)]
+pub(crate) struct EventCache(Mutex<Vec<(PathBuf, Cached)>>);
+
+impl std::fmt::Debug for EventCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let held = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f.debug_list().entries(held.iter().map(|(path, c)| (path, c.events.len()))).finish()
     }
-    (events, None)
+}
+
+#[derive(Clone, Default)]
+struct Cached {
+    events: Arc<Vec<Event>>,
+    /// Bytes of the file read so far (whole lines).
+    offset: u64,
+    /// Lines read so far (for the line number of a broken one).
+    lines: usize,
+    started_at: Option<String>,
+    cut: Option<String>,
+}
+
+impl EventCache {
+    /// The whole events of the ledger at `path`, in order. A last line without its newline is being written and is
+    /// left for the next read; a line that is not an event ends the reading (with why).
+    pub(crate) fn events(&self, path: &Path, started_at: Option<String>) -> (Arc<Vec<Event>>, Option<String>) {
+        let mut cached = {
+            let mut held = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match held.iter().position(|(p, _)| p == path) {
+                Some(at) => held.remove(at).1,
+                None => Cached::default(),
+            }
+        };
+        if cached.started_at != started_at {
+            cached = Cached { started_at, ..Cached::default() };
+        }
+        extend(&mut cached, path);
+        let answer = (cached.events.clone(), cached.cut.clone());
+        let mut held = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.retain(|(p, _)| p != path);
+        held.insert(0, (path.to_owned(), cached));
+        held.truncate(CACHED_LEDGERS);
+        answer
+    }
+}
+
+/// Reads the lines appended to `path` since `cached.offset` into `cached`.
+fn extend(cached: &mut Cached, path: &Path) {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else {
+        *cached = Cached { started_at: cached.started_at.take(), ..Cached::default() };
+        return;
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if len < cached.offset {
+        *cached = Cached { started_at: cached.started_at.take(), ..Cached::default() };
+    }
+    if cached.cut.is_some() || len == cached.offset || file.seek(SeekFrom::Start(cached.offset)).is_err() {
+        return;
+    }
+    let mut bytes = Vec::new();
+    if file.take(len - cached.offset).read_to_end(&mut bytes).is_err() {
+        return;
+    }
+    let Some(end) = bytes.iter().rposition(|b| *b == b'\n') else { return };
+    let events = Arc::make_mut(&mut cached.events);
+    let mut read = 0;
+    for line in bytes[..=end].split_inclusive(|b| *b == b'\n') {
+        cached.lines += 1;
+        let text = line.strip_suffix(b"\n").unwrap_or(line);
+        if !text.is_empty() {
+            match serde_json::from_slice::<Event>(text) {
+                Ok(event) => events.push(event),
+                Err(err) => {
+                    cached.cut = Some(format!("{LEDGER_FILE} line {} is not a whole event ({err})", cached.lines));
+                    break;
+                }
+            }
+        }
+        read += line.len();
+    }
+    cached.offset += read as u64;
 }
 
 /// The run the page opens first: one still running, else the LESS mode, else the first.
@@ -135,4 +206,52 @@ pub(crate) fn default_run(runs: &[RunDir]) -> Option<&RunDir> {
         .find(|r| r.dir.join(LEDGER_FILE).is_file() && !r.dir.join(REPORT_FILE).is_file())
         .or_else(|| runs.iter().find(|r| r.dir.file_name().is_some_and(|n| n == "less")))
         .or_else(|| runs.first())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(n: usize) -> String {
+        let event = Event::Spilled { agent: "lead".into(), msg_id: format!("m{n}") };
+        serde_json::to_string(&event).expect("an event") + "\n"
+    }
+
+    fn ids(events: &[Event]) -> Vec<String> {
+        events
+            .iter()
+            .map(|e| match e {
+                Event::Spilled { msg_id, .. } => msg_id.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    /// A ledger read again is parsed only where it grew; a shrunk ledger or another run's start reads it anew.
+    #[test]
+    fn the_cache_reads_what_was_appended_and_starts_over_for_a_new_run() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(LEDGER_FILE);
+        let cache = EventCache::default();
+        std::fs::write(&path, line(0) + &line(1)).expect("write");
+        let (events, cut) = cache.events(&path, Some("t0".into()));
+        assert_eq!((ids(&events), cut), (vec!["m0".to_owned(), "m1".to_owned()], None));
+        // A line being written is left for the next read.
+        let partial = line(3);
+        std::fs::write(&path, line(0) + &line(1) + &line(2) + &partial[..10]).expect("write");
+        assert_eq!(ids(&cache.events(&path, Some("t0".into())).0), ["m0", "m1", "m2"]);
+        std::fs::write(&path, line(0) + &line(1) + &line(2) + &partial).expect("write");
+        assert_eq!(ids(&cache.events(&path, Some("t0".into())).0), ["m0", "m1", "m2", "m3"]);
+        // The file was replaced by a shorter one: read again from its start.
+        std::fs::write(&path, line(7)).expect("write");
+        assert_eq!(ids(&cache.events(&path, Some("t0".into())).0), ["m7"]);
+        // The same length but another run (the manifest's start time): read again.
+        std::fs::write(&path, line(8)).expect("write");
+        assert_eq!(ids(&cache.events(&path, Some("t1".into())).0), ["m8"]);
+        // A line that is not an event ends the reading, and says where.
+        std::fs::write(&path, line(8) + "{\"event\":\"nonsense\"}\n" + &line(9)).expect("write");
+        let (events, cut) = cache.events(&path, Some("t1".into()));
+        assert_eq!(ids(&events), ["m8"]);
+        assert!(cut.is_some_and(|c| c.contains("line 2")));
+    }
 }

@@ -97,7 +97,14 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if dirs::discover(&root).is_empty() {
         eprintln!("lessrt: {} holds no run yet; the page shows runs as they appear", root.display());
     }
-    let served = Served { root, store: args.store.clone(), scenario, poll: POLL, any_host: args.listen.allow_remote };
+    let served = Served {
+        root,
+        store: args.store.clone(),
+        scenario,
+        poll: POLL,
+        any_host: args.listen.allow_remote,
+        events: Default::default(),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("no async runtime")?;
     runtime.block_on(async {
         let (addr, server) = start(served, args.listen.addr).await?;
@@ -137,5 +144,5 @@ pub(crate) async fn start(
 
 /// What `lessrt run --serve` serves: the scenario's output directory (its modes appear as they start).
 pub(crate) fn for_run(dir: PathBuf, any_host: bool) -> Served {
-    Served { root: dir, store: None, scenario: None, poll: POLL, any_host }
+    Served { root: dir, store: None, scenario: None, poll: POLL, any_host, events: Default::default() }
 }

@@ -109,9 +109,15 @@ async function refreshAll() {
   results.filter((r) => r.status === "rejected").forEach((r) => console.warn(r.reason));
 }
 
+// While a run is live the timeline grows by the stream's own items; the other panels are asked again at most once a
+// second, so a fast run costs the server a few requests a second, not a few per event.
 function scheduleRefresh() {
   if (state.refresh) return;
-  state.refresh = setTimeout(async () => { state.refresh = null; await refreshAll(); }, 250);
+  state.refresh = setTimeout(async () => {
+    state.refresh = null;
+    const results = await Promise.allSettled([renderRun(), renderBriefs(), renderFeed(), renderCompare()]);
+    results.filter((r) => r.status === "rejected").forEach((r) => console.warn(r.reason));
+  }, 1000);
 }
 
 // ---------- header and hierarchy ----------
@@ -506,11 +512,11 @@ function connect() {
   // A finished run's stream says `report` at once: the page has it already.
   source.addEventListener("report", () => {
     if (state.finished) return;
-    scheduleRefresh();
+    refreshAll();
     loadRuns();
     renderDag();
   });
-  source.addEventListener("reset", () => { state.events = 0; scheduleRefresh(); renderDag(); });
+  source.addEventListener("reset", () => { state.events = 0; refreshAll(); renderDag(); });
 }
 
 // ---------- start ----------

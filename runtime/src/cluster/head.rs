@@ -1,0 +1,497 @@
+//! The head's side of a cluster run: its node server, the bridge nodes reach the run's shared services through,
+//! placing agents on nodes, and moving the agents of a lost node.
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ractor::message::{BoxedDowncastErr, SerializedMessage};
+use ractor::{Actor, ActorProcessingErr, ActorRef, Message, RpcReplyPort};
+use tokio::sync::OnceCell;
+
+use super::host::{HostMsg, HostSpec};
+use super::serial::{answer, args, call, cast, parts, port, unknown};
+use super::{CONNECT_TIMEOUT, SessionLog, group, node_group, wait_for_group};
+use crate::dag::NewMessage;
+use crate::memory::QueryOptions;
+use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg, Restored};
+use crate::run::services::{MemoryFailure, PutAnswer, RecallAnswer, Services, promote_here, put_here, recall_here};
+use crate::run::wire::Document;
+use crate::run::{Event, RunContext};
+use less_contract::{ClusterNode, Engram, ErrorCode, HEAD_NODE, Scope, Valid, Violation};
+
+/// Messages to the head's bridge: what a node asks of the run's shared services besides the ledger and resolver.
+pub(crate) enum HeadMsg {
+    /// The run's next message number.
+    NextId(RpcReplyPort<u64>),
+    /// Archive a delivered message.
+    Archive(Box<NewMessage>),
+    /// Recall as an agent: (agent, text, options).
+    Recall(Box<(String, String, QueryOptions)>, RpcReplyPort<Result<RecallAnswer, MemoryFailure>>),
+    /// Promote as an agent: (agent, subject, scope).
+    Promote(Box<(String, String, Scope)>, RpcReplyPort<Result<Option<String>, MemoryFailure>>),
+    /// Put as an agent: (agent, engram). The engram is validated again as it is read.
+    Put(Box<(String, Valid<Engram>)>, RpcReplyPort<Result<PutAnswer, MemoryFailure>>),
+    /// Answers once every message the node sent before it was taken (archived messages queued).
+    Ack(RpcReplyPort<()>),
+}
+
+impl Message for HeadMsg {
+    fn serializable() -> bool {
+        true
+    }
+
+    fn serialize(self) -> Result<SerializedMessage, BoxedDowncastErr> {
+        match self {
+            HeadMsg::NextId(reply) => call("NextId", &(), reply),
+            HeadMsg::Archive(message) => cast("Archive", &message),
+            HeadMsg::Recall(request, reply) => call("Recall", &request, reply),
+            HeadMsg::Promote(request, reply) => call("Promote", &request, reply),
+            HeadMsg::Put(request, reply) => call("Put", &request, reply),
+            HeadMsg::Ack(reply) => call("Ack", &(), reply),
+        }
+    }
+
+    fn deserialize(message: SerializedMessage) -> Result<Self, BoxedDowncastErr> {
+        let (variant, bytes, reply) = parts(message)?;
+        Ok(match variant.as_str() {
+            "NextId" => HeadMsg::NextId(answer(port(&variant, reply)?)),
+            "Archive" => HeadMsg::Archive(args(&variant, &bytes)?),
+            "Recall" => HeadMsg::Recall(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
+            "Promote" => HeadMsg::Promote(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
+            "Put" => HeadMsg::Put(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
+            "Ack" => HeadMsg::Ack(answer(port(&variant, reply)?)),
+            other => return Err(unknown("head", other)),
+        })
+    }
+}
+
+/// The bridge actor.
+pub(crate) struct HeadBridge;
+
+impl Actor for HeadBridge {
+    type Msg = HeadMsg;
+    type State = Arc<RunContext>;
+    type Arguments = Arc<RunContext>;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<HeadMsg>,
+        ctx: Arc<RunContext>,
+    ) -> Result<Arc<RunContext>, ActorProcessingErr> {
+        Ok(ctx)
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<HeadMsg>,
+        msg: HeadMsg,
+        ctx: &mut Arc<RunContext>,
+    ) -> Result<(), ActorProcessingErr> {
+        let Services::Local { memory, .. } = &ctx.services else {
+            return Err("the head bridge runs on the head".into());
+        };
+        match msg {
+            HeadMsg::NextId(reply) => {
+                let _ = reply.send(ctx.next_msg_number().await);
+            }
+            HeadMsg::Archive(message) => {
+                let name = message.name.clone().unwrap_or_default();
+                ctx.archive(&name, message.content).await;
+            }
+            // The memory calls wait in their own tasks, so one slow recall does not hold the ids and the archive.
+            HeadMsg::Recall(request, reply) => {
+                let (ctx, memory) = (ctx.clone(), memory.clone());
+                tokio::spawn(async move {
+                    let (agent, text, options) = *request;
+                    let _ = reply.send(recall_here(&ctx, &memory, &agent, text, options).await);
+                });
+            }
+            HeadMsg::Promote(request, reply) => {
+                let (ctx, memory) = (ctx.clone(), memory.clone());
+                tokio::spawn(async move {
+                    let (agent, subject, to) = *request;
+                    let _ = reply.send(promote_here(&ctx, &memory, &agent, subject, to).await);
+                });
+            }
+            HeadMsg::Put(request, reply) => {
+                let (agent, engram) = *request;
+                let _ = reply.send(put_here(ctx, memory, &agent, engram).await);
+            }
+            HeadMsg::Ack(reply) => {
+                let _ = reply.send(());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The process's node server for runs it heads: one per process (node ids are per server, and the groups are the
+/// process's), started on first use on loopback with the first run's cookie.
+static HEAD_SERVER: OnceCell<HeadServer> = OnceCell::const_new();
+
+struct HeadServer {
+    server: ActorRef<ractor_cluster::NodeServerMessage>,
+    /// Its node name (`head-<pid>-<nanos>`): the nodes release this head's runs when it goes away.
+    name: String,
+    cookie: String,
+    lost: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
+    refused: Arc<Mutex<Vec<String>>>,
+}
+
+/// Starts a node server named `name` on `addr`; `lost` hears the names of authenticated peers that disconnect.
+pub(crate) async fn node_server(
+    name: &str,
+    addr: SocketAddr,
+    cookie: String,
+    lost: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+    refused: Arc<Mutex<Vec<String>>>,
+) -> Result<ActorRef<ractor_cluster::NodeServerMessage>, String> {
+    let server = ractor_cluster::NodeServer::new(
+        addr.port(),
+        cookie,
+        name.to_owned(),
+        addr.ip().to_string(),
+        None,
+        Some(ractor_cluster::node::NodeConnectionMode::Isolated),
+    )
+    .with_listen_addr(addr.ip());
+    let (server, _) = Actor::spawn(None, server, ()).await.map_err(|e| format!("node server: {e}"))?;
+    let log = SessionLog { node: name.to_owned(), authenticated: Default::default(), lost, refused };
+    server
+        .cast(ractor_cluster::NodeServerMessage::SubscribeToEvents {
+            id: "lessrt".to_owned(),
+            subscription: Box::new(log),
+        })
+        .map_err(|e| format!("node server: {e}"))?;
+    Ok(server)
+}
+
+/// A run's cluster, seen from its head.
+pub struct ClusterHandle {
+    run_key: String,
+    ctx: Arc<RunContext>,
+    spec: HostSpec,
+    server: ActorRef<ractor_cluster::NodeServerMessage>,
+    /// Nodes still in the run, by name.
+    live: Mutex<BTreeMap<String, ActorRef<HostMsg>>>,
+    lost: Mutex<HashSet<String>>,
+    bridge: ActorRef<HeadMsg>,
+    n_moved: AtomicU64,
+}
+
+fn node_error(message: String) -> Violation {
+    Violation::new(ErrorCode::NodeUnknown, "/cluster/nodes", message)
+}
+
+impl ClusterHandle {
+    /// Connects to every node of `ctx`'s scenario, starts the bridge, and places the agents: the head's gateways
+    /// (already spawned by the caller) join their groups, each node hosts its agents, and every directory is filled.
+    pub(crate) async fn start(
+        ctx: Arc<RunContext>,
+        cookie: String,
+        scenario_toml: String,
+        scenario_base: std::path::PathBuf,
+        every_llm: bool,
+        supervisor: ractor::ActorCell,
+        clock: Option<i64>,
+    ) -> Result<ClusterHandle, Violation> {
+        let scenario = &ctx.scenario;
+        let run_key = format!("{}:{}", ctx.run_id, ctx.mode.as_str());
+        let head = HEAD_SERVER
+            .get_or_try_init(|| async {
+                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                let addr: SocketAddr = ([127, 0, 0, 1], 0).into();
+                let refused = Arc::new(Mutex::new(Vec::new()));
+                // Named per process: two heads running on one node at once are two peers, not one connecting twice.
+                let nanos =
+                    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+                let name = format!("{HEAD_NODE}-{}-{nanos}", std::process::id());
+                let server = node_server(&name, addr, cookie.clone(), Some(tx), refused.clone()).await?;
+                Ok::<_, String>(HeadServer {
+                    server,
+                    name,
+                    cookie: cookie.clone(),
+                    lost: Mutex::new(Some(rx)),
+                    refused,
+                })
+            })
+            .await
+            .map_err(|e| Violation::new(ErrorCode::RunFailed, "", e))?;
+        if head.cookie != cookie {
+            return Err(node_error("this process heads runs with another cookie already".to_owned()));
+        }
+        for node in &scenario.cluster {
+            if !ractor::pg::get_members(&node_group(&node.name)).is_empty() {
+                continue;
+            }
+            ractor_cluster::client_connect(&head.server, node.addr.as_str()).await.map_err(|e| {
+                node_error(format!(
+                    "cannot connect to node {} at {}: {e}: is `lessrt node --name {} --listen {}` running?",
+                    node.name, node.addr, node.name, node.addr
+                ))
+            })?;
+        }
+        let mut live = BTreeMap::new();
+        for node in &scenario.cluster {
+            let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
+            let host = loop {
+                if let Some(host) = wait_for_group(&node_group(&node.name), Duration::ZERO).await {
+                    break host;
+                }
+                let refused =
+                    head.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&node.addr);
+                if refused || tokio::time::Instant::now() >= deadline {
+                    return Err(node_error(format!(
+                        "node {} at {} {}: check that it runs with the run's cookie (`lessrt node --cookie-env`)",
+                        node.name,
+                        node.addr,
+                        if refused {
+                            "refused the cookie handshake".to_owned()
+                        } else {
+                            format!("did not join within {}s", CONNECT_TIMEOUT.as_secs())
+                        }
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            };
+            live.insert(node.name.clone(), ActorRef::<HostMsg>::from(host));
+        }
+        let (bridge, _) = Actor::spawn_linked(Some(format!("{run_key}:head")), HeadBridge, ctx.clone(), supervisor)
+            .await
+            .map_err(|e| Violation::new(ErrorCode::RunFailed, "", format!("head bridge: {e}")))?;
+        ractor::pg::join(group(&run_key, "head"), vec![bridge.get_cell()]);
+        ractor::pg::join(group(&run_key, "ledger"), vec![ctx.ledger.get_cell()]);
+        ractor::pg::join(group(&run_key, "resolver"), vec![ctx.resolver.get_cell()]);
+        for agent in scenario.agents.iter().filter(|a| a.node.is_none()) {
+            if let Some(gateway) = ctx.directory.get(&agent.id) {
+                ractor::pg::join(group(&run_key, &format!("gateway:{}", agent.id)), vec![gateway.get_cell()]);
+            }
+        }
+        let placement: BTreeMap<String, String> =
+            scenario.agents.iter().filter_map(|a| Some((a.id.clone(), a.node.clone()?))).collect();
+        let spec = HostSpec {
+            run_key: run_key.clone(),
+            run_id: ctx.run_id.clone(),
+            session_base: ctx.session_base.clone(),
+            mode: ctx.mode,
+            scenario_toml,
+            scenario_base,
+            every_llm,
+            nodes: scenario.cluster.clone(),
+            placement: placement.clone(),
+            agents: Vec::new(),
+            head: head.name.clone(),
+            secret: ctx.secret,
+            clock,
+            inbox_cap: ctx.inbox_cap,
+        };
+        let cluster = ClusterHandle {
+            run_key,
+            ctx: ctx.clone(),
+            spec,
+            server: head.server.clone(),
+            live: Mutex::new(live),
+            lost: Mutex::new(HashSet::new()),
+            bridge,
+            n_moved: AtomicU64::new(0),
+        };
+        for node in &scenario.cluster {
+            let agents: Vec<String> =
+                placement.iter().filter(|(_, n)| *n == &node.name).map(|(a, _)| a.clone()).collect();
+            let host = cluster.host(&node.name).ok_or_else(|| node_error(format!("node {} is gone", node.name)))?;
+            let spec = HostSpec { agents, ..cluster.spec.clone() };
+            match host.call(|reply| HostMsg::Host(Box::new(spec), reply), Some(CONNECT_TIMEOUT)).await {
+                Ok(ractor::rpc::CallResult::Success(Ok(()))) => {}
+                Ok(ractor::rpc::CallResult::Success(Err(err))) => {
+                    return Err(node_error(format!("node {} cannot host its agents: {err}", node.name)));
+                }
+                other => return Err(node_error(format!("node {} did not answer: {other:?}", node.name))),
+            }
+        }
+        cluster.wire_all().await?;
+        Ok(cluster)
+    }
+
+    fn host(&self, node: &str) -> Option<ActorRef<HostMsg>> {
+        self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(node).cloned()
+    }
+
+    /// Fills every directory (the head's and each live node's) from the groups.
+    async fn wire_all(&self) -> Result<(), Violation> {
+        super::host::wire(&self.run_key, &self.ctx).await.map_err(|e| Violation::new(ErrorCode::RunFailed, "", e))?;
+        let hosts: Vec<(String, ActorRef<HostMsg>)> = self
+            .live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(n, h)| (n.clone(), h.clone()))
+            .collect();
+        for (name, host) in hosts {
+            let key = self.run_key.clone();
+            match host.call(|reply| HostMsg::Wire(key, reply), Some(CONNECT_TIMEOUT)).await {
+                Ok(ractor::rpc::CallResult::Success(Ok(()))) => {}
+                Ok(ractor::rpc::CallResult::Success(Err(err))) => {
+                    return Err(Violation::new(ErrorCode::RunFailed, "", format!("node {name}: {err}")));
+                }
+                // A node lost while wiring is dealt with by the next failover.
+                other => tracing::warn!(target: "less.cluster", "node {name} did not wire: {other:?}"),
+            }
+        }
+        Ok(())
+    }
+
+    /// The nodes reported lost since the last call (by the head's node server).
+    fn take_lost(&self) -> Vec<String> {
+        let Some(head) = HEAD_SERVER.get() else { return Vec::new() };
+        let mut guard = head.lost.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut names = Vec::new();
+        if let Some(rx) = guard.as_mut() {
+            while let Ok(name) = rx.try_recv() {
+                names.push(name);
+            }
+        }
+        names
+    }
+
+    /// Moves the agents of every node lost since the last look (before a step: a node may die between turns).
+    pub(crate) async fn move_lost(&self, supervisor: ractor::ActorCell) -> Result<Vec<String>, Violation> {
+        let newly = self.take_lost();
+        self.lost.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(newly);
+        let lost: Vec<String> =
+            self.lost.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().cloned().collect();
+        let mut moved = Vec::new();
+        for node in lost {
+            if self.ctx.scenario.agents.iter().any(|a| a.node.as_deref() == Some(node.as_str()) && !self.moved(&a.id)) {
+                moved.extend(self.fail_over(&node, supervisor.clone()).await?);
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Whether `agent`'s node is lost, waiting up to `wait` for the head's server to notice.
+    pub(crate) async fn node_lost(&self, agent: &str, wait: Duration) -> Option<String> {
+        let node = self.ctx.scenario.agent(agent)?.node.clone()?;
+        if self.moved(agent) {
+            return None;
+        }
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let newly = self.take_lost();
+            self.lost.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(newly);
+            if self.lost.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&node) {
+                return Some(node);
+            }
+            let host_alive = self.host(&node).is_some_and(|h| h.get_status() == ractor::ActorStatus::Running);
+            if !host_alive {
+                return Some(node);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn moved(&self, agent: &str) -> bool {
+        // An agent moved to the head has a local gateway in the head's directory.
+        self.ctx.directory.get(agent).is_some_and(|g| g.get_id().is_local())
+    }
+
+    /// Moves every agent of the lost `node` to the head: a fresh gateway (and agent) each, a `restart` event each in
+    /// the ledger, and every directory rewired. The new gateway takes again what the ledger says was delivered to
+    /// the agent (its inbox, the grants it accepted); what the agent dereferenced, and the uses of its grants it had
+    /// spent, were on the lost node only.
+    pub(crate) async fn fail_over(&self, node: &str, supervisor: ractor::ActorCell) -> Result<Vec<String>, Violation> {
+        self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(node);
+        let agents: Vec<String> = self
+            .ctx
+            .scenario
+            .agents
+            .iter()
+            .filter(|a| a.node.as_deref() == Some(node) && !self.moved(&a.id))
+            .map(|a| a.id.clone())
+            .collect();
+        // Everything acknowledged before the loss is in the ledger (a node settles before it acknowledges).
+        let events = ractor::call!(self.ctx.ledger, crate::run::ledger::TokenLedgerMsg::Snapshot)
+            .map_err(|e| Violation::new(ErrorCode::RunFailed, "", format!("ledger: {e}")))?;
+        for agent in &agents {
+            let args = GatewayArgs { ctx: self.ctx.clone(), agent_id: agent.clone() };
+            let n = self.n_moved.fetch_add(1, Ordering::Relaxed);
+            let (gateway, _) = Actor::spawn_linked(
+                Some(format!("{}:gateway:{agent}:moved{n}", self.run_key)),
+                GatewayActor,
+                args,
+                supervisor.clone(),
+            )
+            .await
+            .map_err(|e| Violation::new(ErrorCode::RunFailed, "", format!("gateway {agent}: {e}")))?;
+            // The lost node's member leaves the group when its session closes; the new one joins now.
+            let group = group(&self.run_key, &format!("gateway:{agent}"));
+            let stale: Vec<ractor::ActorCell> =
+                ractor::pg::get_members(&group).into_iter().filter(|c| !c.get_id().is_local()).collect();
+            if !stale.is_empty() {
+                ractor::pg::leave(group.clone(), stale);
+            }
+            ractor::pg::join(group, vec![gateway.get_cell()]);
+            // What was delivered to the agent is in the ledger: it comes back to the new gateway (the agent's inbox
+            // and accepted grants; not what it dereferenced, nor the uses of its grants already spent).
+            let delivered: Vec<(String, String, u32, Arc<Document>)> = events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Delivered { from, to, msg_id, tokens, doc, .. } if to == agent => {
+                        Some((from.clone(), msg_id.clone(), *tokens, doc.clone()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let read: Vec<Vec<String>> = events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Deref { agent: reader, pointers, granted: true, .. } if reader == agent => {
+                        Some(pointers.clone())
+                    }
+                    _ => None,
+                })
+                .collect();
+            let restored = Box::new(Restored { delivered, read });
+            match ractor::call!(gateway, GatewayMsg::Restore, restored) {
+                Ok(n) => {
+                    tracing::info!(target: "less.cluster", "{agent}: {n} delivered documents restored from the ledger")
+                }
+                Err(err) => tracing::warn!(target: "less.cluster", "{agent}: nothing restored: {err}"),
+            }
+            self.ctx.directory.insert(agent.clone(), gateway);
+            self.ctx.record(Event::Restart {
+                agent: agent.clone(),
+                reason: format!("node {node} was lost; {agent} restarted on the head"),
+            });
+        }
+        self.wire_all().await?;
+        Ok(agents)
+    }
+
+    /// Tells every live node the run is over (its gateways stop) and leaves the run's groups.
+    pub(crate) fn release(&self) {
+        let hosts: Vec<ActorRef<HostMsg>> =
+            self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect();
+        for host in hosts {
+            let _ = host.send_message(HostMsg::Release(self.run_key.clone()));
+        }
+        self.bridge.stop(None);
+        let _ = &self.server;
+    }
+}
+
+/// A cluster file (`lessrt run --cluster FILE`): the nodes, and where agents go.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFile {
+    /// The nodes.
+    pub nodes: Vec<ClusterNode>,
+    /// Agent → node (`head` for the head); overrides the scenario's `node`s.
+    #[serde(default)]
+    pub placement: BTreeMap<String, String>,
+}

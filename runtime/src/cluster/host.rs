@@ -1,0 +1,309 @@
+//! A worker node: the node server and its host actor, which hosts agents (and their gateways) for the runs that
+//! place them here.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ractor::message::{BoxedDowncastErr, SerializedMessage};
+use ractor::{Actor, ActorProcessingErr, ActorRef, Message, RpcReplyPort};
+use serde::{Deserialize, Serialize};
+
+use super::serial::{answer, args, call, cast, parts, port, unknown};
+use super::{CONNECT_TIMEOUT, HeadMsg, group, node_group, wait_for_group};
+use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg};
+use crate::run::ledger::TokenLedgerMsg;
+use crate::run::resolver_actor::ResolverMsg;
+use crate::run::services::Services;
+use crate::run::{AgentFactory, Directory, RunContext};
+use less_contract::{ClusterNode, Scenario, WireMode};
+
+/// Makes the agents of a run hosted here (the binary's: scripted agents, or models).
+pub type FactoryMaker = Arc<dyn Fn(&Scenario) -> Result<Arc<dyn AgentFactory>, String> + Send + Sync>;
+
+/// What a node needs to host agents of a run: the scenario as the head runs it, the run's identity and grant key,
+/// and which agents are its own.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostSpec {
+    /// The run id and mode (`<run>:<mode>`): the prefix of the run's groups.
+    pub run_key: String,
+    /// The run id.
+    pub run_id: String,
+    /// The run's session in the archive (without the mode).
+    pub session_base: String,
+    /// Wire mode.
+    pub mode: WireMode,
+    /// The scenario's TOML text and the directory its workspace is resolved against.
+    pub scenario_toml: String,
+    /// Where the scenario file is (the workspace is read by the head's resolver only).
+    pub scenario_base: PathBuf,
+    /// Every agent backed by a model (`--agents llm`).
+    pub every_llm: bool,
+    /// The cluster as the head runs it, and every agent's node.
+    pub nodes: Vec<ClusterNode>,
+    /// Agent → node, for every agent not on the head.
+    pub placement: std::collections::BTreeMap<String, String>,
+    /// The agents this node hosts.
+    pub agents: Vec<String>,
+    /// The head's node name: when it goes away, the node releases the run.
+    pub head: String,
+    /// The run's grant key: gateways on every node verify and issue the run's grants. It crosses only the
+    /// authenticated node connection.
+    pub secret: [u8; 32],
+    /// The frozen clock of a recorded or replayed run (unix seconds).
+    pub clock: Option<i64>,
+    /// How many typed messages an agent's inbox keeps inline (`--inbox-cap`).
+    #[serde(default = "default_inbox_cap")]
+    pub inbox_cap: usize,
+}
+
+fn default_inbox_cap() -> usize {
+    crate::run::DEFAULT_INBOX_CAP
+}
+
+/// Messages to a node's host.
+pub enum HostMsg {
+    /// Host agents of a run: build its context (the head's ledger, resolver and bridge found by group), spawn a
+    /// gateway per agent and join each to its group.
+    Host(Box<HostSpec>, RpcReplyPort<Result<(), String>>),
+    /// Fill the run's directory with the gateway of every agent of the run, wherever it is (again after a node was
+    /// lost and its agents moved).
+    Wire(String, RpcReplyPort<Result<(), String>>),
+    /// Stop the run's gateways (and their agents).
+    Release(String),
+    /// A peer went away: release every run it heads (a head that died cannot release them itself).
+    PeerLost(String),
+    /// Answers at once.
+    Ping(RpcReplyPort<()>),
+}
+
+impl Message for HostMsg {
+    fn serializable() -> bool {
+        true
+    }
+
+    fn serialize(self) -> Result<SerializedMessage, BoxedDowncastErr> {
+        match self {
+            HostMsg::Host(spec, reply) => call("Host", &spec, reply),
+            HostMsg::Wire(run_key, reply) => call("Wire", &run_key, reply),
+            HostMsg::Release(run_key) => cast("Release", &run_key),
+            HostMsg::PeerLost(_) => Err(unknown("node host", "PeerLost")),
+            HostMsg::Ping(reply) => call("Ping", &(), reply),
+        }
+    }
+
+    fn deserialize(message: SerializedMessage) -> Result<Self, BoxedDowncastErr> {
+        let (variant, bytes, reply) = parts(message)?;
+        Ok(match variant.as_str() {
+            "Host" => HostMsg::Host(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
+            "Wire" => HostMsg::Wire(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
+            "Release" => HostMsg::Release(args(&variant, &bytes)?),
+            "Ping" => HostMsg::Ping(answer(port(&variant, reply)?)),
+            other => return Err(unknown("node host", other)),
+        })
+    }
+}
+
+/// The host actor of a node.
+struct NodeHost;
+
+/// A run hosted here.
+struct HostedRun {
+    head: String,
+    ctx: Arc<RunContext>,
+    gateways: Vec<ActorRef<GatewayMsg>>,
+}
+
+/// The host's state.
+struct NodeHostState {
+    name: String,
+    server: ActorRef<ractor_cluster::NodeServerMessage>,
+    factory: FactoryMaker,
+    runs: HashMap<String, HostedRun>,
+}
+
+struct NodeHostArgs {
+    name: String,
+    server: ActorRef<ractor_cluster::NodeServerMessage>,
+    factory: FactoryMaker,
+}
+
+impl Actor for NodeHost {
+    type Msg = HostMsg;
+    type State = NodeHostState;
+    type Arguments = NodeHostArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<HostMsg>,
+        args: NodeHostArgs,
+    ) -> Result<NodeHostState, ActorProcessingErr> {
+        ractor::pg::join(node_group(&args.name), vec![myself.get_cell()]);
+        Ok(NodeHostState { name: args.name, server: args.server, factory: args.factory, runs: HashMap::new() })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<HostMsg>,
+        msg: HostMsg,
+        state: &mut NodeHostState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            HostMsg::Host(spec, reply) => {
+                let run_key = spec.run_key.clone();
+                let hosted = state.host(*spec).await;
+                let answer = match hosted {
+                    Ok(run) => {
+                        state.runs.insert(run_key, run);
+                        Ok(())
+                    }
+                    Err(err) => {
+                        tracing::error!(target: "less.cluster", "{}: cannot host {run_key}: {err}", state.name);
+                        Err(err)
+                    }
+                };
+                let _ = reply.send(answer);
+            }
+            HostMsg::Wire(run_key, reply) => {
+                let answer = match state.runs.get(&run_key) {
+                    Some(run) => wire(&run_key, &run.ctx).await,
+                    None => Err(format!("{} hosts no run {run_key}", state.name)),
+                };
+                let _ = reply.send(answer);
+            }
+            HostMsg::Release(run_key) => {
+                if let Some(run) = state.runs.remove(&run_key) {
+                    for gateway in run.gateways {
+                        gateway.stop(Some("the run ended".to_owned()));
+                    }
+                    tracing::info!(target: "less.cluster", "{}: released {run_key}", state.name);
+                }
+            }
+            HostMsg::PeerLost(peer) => {
+                let orphaned: Vec<String> =
+                    state.runs.iter().filter(|(_, run)| run.head == peer).map(|(key, _)| key.clone()).collect();
+                for key in orphaned {
+                    if let Some(run) = state.runs.remove(&key) {
+                        for gateway in run.gateways {
+                            gateway.stop(Some("the run's head went away".to_owned()));
+                        }
+                        tracing::warn!(target: "less.cluster", "{}: released {key}: its head {peer} went away", state.name);
+                    }
+                }
+            }
+            HostMsg::Ping(reply) => {
+                let _ = reply.send(());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl NodeHostState {
+    async fn host(&mut self, spec: HostSpec) -> Result<HostedRun, String> {
+        let scenario = Scenario::from_toml(&spec.scenario_toml, &spec.scenario_base).map_err(|v| v.to_string())?;
+        let scenario = if spec.every_llm { scenario.with_every_agent_llm() } else { scenario };
+        let scenario = scenario.placed(spec.nodes.clone(), &spec.placement).map_err(|v| v.to_string())?;
+        // Other nodes this node's agents talk to: the lower name connects (the cluster's election settles a
+        // simultaneous connect either way).
+        for node in spec.nodes.iter().filter(|n| n.name > self.name) {
+            if ractor::pg::get_members(&node_group(&node.name)).is_empty()
+                && let Err(err) = ractor_cluster::client_connect(&self.server, node.addr.as_str()).await
+            {
+                tracing::warn!(target: "less.cluster", "{}: cannot reach node {} at {}: {err}", self.name, node.name, node.addr);
+            }
+        }
+        let find = |actor: &str| {
+            let group = group(&spec.run_key, actor);
+            async move { wait_for_group(&group, CONNECT_TIMEOUT).await.ok_or_else(|| format!("no {group} reachable")) }
+        };
+        let ledger: ActorRef<TokenLedgerMsg> = find("ledger").await?.into();
+        let resolver: ActorRef<ResolverMsg> = find("resolver").await?.into();
+        let head: ActorRef<HeadMsg> = find("head").await?.into();
+        let factory = (self.factory)(&scenario)?;
+        let clock = match spec.clock {
+            Some(at) => Some(time::OffsetDateTime::from_unix_timestamp(at).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        let ctx = Arc::new(RunContext {
+            run_id: spec.run_id.clone(),
+            session_base: spec.session_base.clone(),
+            mode: spec.mode,
+            scenario: Arc::new(scenario),
+            secret: spec.secret,
+            directory: Directory::default(),
+            resolver,
+            ledger,
+            services: Services::Remote { head },
+            factory,
+            clock,
+            inbox_cap: spec.inbox_cap.max(1),
+        });
+        let mut gateways = Vec::new();
+        for agent in &spec.agents {
+            let args = GatewayArgs { ctx: ctx.clone(), agent_id: agent.clone() };
+            let (gateway, _) =
+                Actor::spawn(None, GatewayActor, args).await.map_err(|e| format!("gateway {agent}: {e}"))?;
+            ractor::pg::join(group(&spec.run_key, &format!("gateway:{agent}")), vec![gateway.get_cell()]);
+            ctx.directory.insert(agent.clone(), gateway.clone());
+            gateways.push(gateway);
+        }
+        tracing::info!(target: "less.cluster", "{}: hosting {} of {}", self.name, spec.agents.join(", "), spec.run_key);
+        Ok(HostedRun { head: spec.head.clone(), ctx, gateways })
+    }
+}
+
+/// Fills `ctx`'s directory with every agent's gateway as the groups show it now.
+pub(crate) async fn wire(run_key: &str, ctx: &RunContext) -> Result<(), String> {
+    for agent in &ctx.scenario.agents {
+        let group = group(run_key, &format!("gateway:{}", agent.id));
+        let cell = wait_for_group(&group, CONNECT_TIMEOUT)
+            .await
+            .ok_or_else(|| format!("no gateway of {} reachable", agent.id))?;
+        ctx.directory.insert(agent.id.clone(), cell.into());
+    }
+    Ok(())
+}
+
+/// A running node: its server's address and the actors to stop.
+pub struct NodeHandle {
+    /// The node's name.
+    pub name: String,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    server: ActorRef<ractor_cluster::NodeServerMessage>,
+    host: ActorRef<HostMsg>,
+}
+
+impl NodeHandle {
+    /// Stops the host (and every gateway it hosts) and the server.
+    pub fn stop(self) {
+        self.host.stop(None);
+        self.server.stop(None);
+    }
+}
+
+/// Starts a worker node: a `ractor_cluster` node server on `addr` with `cookie`, and its host actor.
+pub async fn start_node(
+    name: &str,
+    addr: SocketAddr,
+    cookie: String,
+    factory: FactoryMaker,
+) -> Result<NodeHandle, String> {
+    let (lost_tx, mut lost_rx) = tokio::sync::mpsc::unbounded_channel();
+    let server = super::head::node_server(name, addr, cookie, Some(lost_tx), Default::default()).await?;
+    let args = NodeHostArgs { name: name.to_owned(), server: server.clone(), factory };
+    let (host, _) = Actor::spawn(Some(format!("lessrt:node:{name}")), NodeHost, args)
+        .await
+        .map_err(|e| format!("node host: {e}"))?;
+    let watcher = host.clone();
+    tokio::spawn(async move {
+        while let Some(peer) = lost_rx.recv().await {
+            if watcher.send_message(HostMsg::PeerLost(peer)).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(NodeHandle { name: name.to_owned(), addr, server, host })
+}

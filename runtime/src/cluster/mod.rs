@@ -1,0 +1,119 @@
+//! A run across processes: agents (with their gateways) on `lessrt node` worker nodes, over `ractor_cluster`.
+//!
+//! ```text
+//! head (lessrt run)                                 node n1 (lessrt node)          node n2 (lessrt node)
+//! RunSupervisor                                     NodeHost "lessrt:node:n1"      NodeHost "lessrt:node:n2"
+//! ├── TokenLedger, ResolverActor, MemoryActor,      └── GatewayActor(a) → Agent    └── GatewayActor(b) → Agent
+//! │   SummarizerSupervisor (the run's state)
+//! ├── HeadBridge (ids, archive, memory for nodes)
+//! └── GatewayActor(lead) → Agent  (unplaced agents)
+//! ```
+//!
+//! The head keeps what must be one per run: the supervisor and driver, the ledger, the resolver and the memory. A
+//! worker node hosts agents and, beside each, its gateway, so everything an agent receives was admitted by its own
+//! gateway on its own node. Nodes find each other's actors through ractor's process groups (`pg`), which
+//! `ractor_cluster` keeps in sync between connected nodes: the head's services and every gateway join a group named
+//! after the run and the actor. The messages that cross are written as JSON ([`serial`]).
+//!
+//! Nodes authenticate with ractor_cluster's magic-cookie handshake (a challenge on a shared secret); the cookie is
+//! required, and a connection that fails the handshake is refused and logged. The link is not encrypted: run nodes on
+//! loopback or a private network (the command line refuses a non-loopback address without `--allow-remote`).
+
+pub(crate) mod head;
+pub(crate) mod host;
+pub(crate) mod serial;
+
+use std::time::Duration;
+
+pub(crate) use head::HeadMsg;
+pub use head::{ClusterFile, ClusterHandle};
+pub use host::{FactoryMaker, HostMsg, HostSpec, NodeHandle, start_node};
+
+/// The process group of a run's actor: `<run key>:<actor>` (the run key is the run id and its mode).
+pub(crate) fn group(run_key: &str, actor: &str) -> String {
+    format!("lessrt:{run_key}:{actor}")
+}
+
+/// The process group of a node's host actor.
+pub(crate) fn node_group(name: &str) -> String {
+    format!("lessrt:node:{name}")
+}
+
+/// Longest the head waits for a node to connect and show its host, and for a group to appear on a node.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The cookie from the environment variable `var`: required, at least 16 characters.
+pub fn cookie_from_env(var: &str) -> Result<String, String> {
+    match std::env::var(var) {
+        Ok(cookie) if cookie.chars().count() >= 16 => Ok(cookie),
+        Ok(_) => Err(format!("the cookie in ${var} is shorter than 16 characters: use a long random secret")),
+        Err(_) => Err(format!(
+            "no cookie: set ${var} to a shared secret of at least 16 characters (the same on the head and every node)"
+        )),
+    }
+}
+
+/// The members of `group` on this node or any connected one; waits up to `timeout` for one to appear.
+pub(crate) async fn wait_for_group(group: &str, timeout: Duration) -> Option<ractor::ActorCell> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let members = ractor::pg::get_members(&group.to_owned());
+        // A member of a lost node may linger a moment: prefer a live one.
+        if let Some(cell) = members.into_iter().find(|c| c.get_status() == ractor::ActorStatus::Running) {
+            return Some(cell);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Logs the sessions a node server opens and closes, and says so when one closed before it authenticated: a peer
+/// that failed the cookie handshake (or went away during it) is refused.
+pub(crate) struct SessionLog {
+    pub(crate) node: String,
+    pub(crate) authenticated: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<ractor::ActorId>>>,
+    pub(crate) lost: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+    /// The addresses of peers refused, newest last.
+    pub(crate) refused: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ractor_cluster::NodeEventSubscription for SessionLog {
+    fn node_session_opened(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
+        tracing::info!(target: "less.cluster", "{}: connection from {}", self.node, ses.peer_addr);
+    }
+
+    fn node_session_disconnected(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
+        let id = ses.actor.get_id();
+        let was_in = self.authenticated.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&id);
+        let peer = ses.peer_name.as_ref().map(|n| n.name.clone()).unwrap_or_else(|| "an unnamed peer".to_owned());
+        if was_in {
+            tracing::warn!(target: "less.cluster", "{}: node {peer} at {} disconnected", self.node, ses.peer_addr);
+            if let Some(lost) = &self.lost {
+                // ractor_cluster names a peer `name@host`; runs know nodes by name.
+                let name = peer.split('@').next().unwrap_or_default().to_owned();
+                let _ = lost.send(name);
+            }
+        } else {
+            self.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(ses.peer_addr.clone());
+            // Logged at error level on purpose: a refusal is what an operator must see.
+            tracing::error!(
+                target: "less.cluster",
+                "{}: refused {peer} at {}: it did not pass the cookie handshake (a wrong cookie, or not a lessrt node)",
+                self.node,
+                ses.peer_addr
+            );
+            eprintln!(
+                "lessrt: {}: refused a connection from {} ({peer}): the cookie handshake failed",
+                self.node, ses.peer_addr
+            );
+        }
+    }
+
+    fn node_session_authenticated(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
+        self.authenticated.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(ses.actor.get_id());
+        let peer = ses.peer_name.as_ref().map(|n| n.name.clone()).unwrap_or_default();
+        tracing::info!(target: "less.cluster", "{}: node {peer} at {} authenticated", self.node, ses.peer_addr);
+    }
+}

@@ -1,0 +1,239 @@
+//! The run's shared services as an agent and its gateway use them: the memory (puts, recalls, promotions), the
+//! archive and the message ids. On the head node they are the local actors; on a worker node (`lessrt node`) they are
+//! the head's, reached through its bridge ([`crate::cluster::HeadMsg`]). Either way an agent gets the same answers,
+//! as plain serializable values: what it reads of a recall, what came of a put.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ractor::ActorRef;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::cluster::HeadMsg;
+use crate::dag::actor::{ArchiveQueue, SummarizerMsg};
+use crate::memory::{EngramRef, MemoryError, MemoryMsg, PromoteRequest, PutRequest, QueryOptions, QueryRequest};
+use crate::run::RunContext;
+use less_contract::{Engram, ErrorCode, Scope, Valid};
+
+/// Where the shared services are.
+pub(crate) enum Services {
+    /// In this process: the run's memory and summarizers, and the archive's queue.
+    Local {
+        /// The run's engram memory.
+        memory: ActorRef<MemoryMsg>,
+        /// The summarizers.
+        summarizers: ActorRef<SummarizerMsg>,
+        /// Delivered messages on their way to the archive.
+        archive_queue: Arc<ArchiveQueue>,
+        /// The run's message counter (shared with the head's bridge, which hands out ids to the nodes).
+        n_msgs: Arc<AtomicU64>,
+    },
+    /// On the head node.
+    Remote {
+        /// The head's bridge.
+        head: ActorRef<HeadMsg>,
+    },
+}
+
+/// What an agent reads of a recall: the engrams (without the index's hash keys), the stages that ran, and why the
+/// recall was degraded, if it was.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct RecallAnswer {
+    pub engrams: Vec<Value>,
+    pub stages: Vec<String>,
+    pub degraded: Option<String>,
+}
+
+/// What came of a put.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct PutAnswer {
+    pub id: String,
+    pub status: String,
+    pub superseded: Vec<String>,
+    pub contradictions: Vec<String>,
+}
+
+/// A memory error as an agent sees it: its code, message and whether it is a refusal.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct MemoryFailure {
+    pub code: ErrorCode,
+    pub message: String,
+    pub refusal: Option<ErrorCode>,
+}
+
+impl From<MemoryError> for MemoryFailure {
+    fn from(err: MemoryError) -> MemoryFailure {
+        MemoryFailure { code: err.code(), message: err.message(), refusal: err.refusal_code() }
+    }
+}
+
+impl MemoryFailure {
+    fn unavailable(what: &str, err: &dyn std::fmt::Display) -> MemoryFailure {
+        MemoryFailure::from(MemoryError::Unavailable(format!("{what}: {err}")))
+    }
+}
+
+/// A recall through the local memory, as `agent`.
+pub(crate) async fn recall_here(
+    ctx: &RunContext,
+    memory: &ActorRef<MemoryMsg>,
+    agent: &str,
+    text: String,
+    options: QueryOptions,
+) -> Result<RecallAnswer, MemoryFailure> {
+    let request = QueryRequest { who: ctx.principal(agent), text, options };
+    let recall = match ractor::call!(memory, MemoryMsg::Query, Box::new(request)) {
+        Ok(result) => result?,
+        Err(err) => return Err(MemoryFailure::unavailable("memory", &err)),
+    };
+    // An agent reads the claims, not the index's keys: the hash keys stay in the store.
+    let engrams = recall
+        .hits
+        .iter()
+        .map(|hit| {
+            let mut engram = hit.stored.engram.clone();
+            engram.hash_keys = None;
+            serde_json::to_value(&engram).map_err(|e| MemoryFailure::unavailable("recall answer", &e))
+        })
+        .collect::<Result<Vec<Value>, _>>()?;
+    Ok(RecallAnswer {
+        engrams,
+        stages: recall.stages.iter().map(|s| (*s).to_owned()).collect(),
+        degraded: recall.degraded.clone(),
+    })
+}
+
+/// A promotion through the local memory, as `agent`: the id of the engram promoted, if there was one.
+pub(crate) async fn promote_here(
+    ctx: &RunContext,
+    memory: &ActorRef<MemoryMsg>,
+    agent: &str,
+    subject: String,
+    to: Scope,
+) -> Result<Option<String>, MemoryFailure> {
+    let request = PromoteRequest { who: ctx.principal(agent), target: EngramRef::Subject(subject), to };
+    match ractor::call!(memory, MemoryMsg::Promote, Box::new(request)) {
+        Ok(result) => Ok(result?.map(|stored| stored.engram.id)),
+        Err(err) => Err(MemoryFailure::unavailable("memory", &err)),
+    }
+}
+
+/// A put through the local memory, as `agent`, into the scenario's project.
+pub(crate) async fn put_here(
+    ctx: &RunContext,
+    memory: &ActorRef<MemoryMsg>,
+    agent: &str,
+    engram: Valid<Engram>,
+) -> Result<PutAnswer, MemoryFailure> {
+    let request = PutRequest { who: ctx.principal(agent), engram, project: ctx.scenario.project.clone() };
+    let report = match ractor::call!(memory, MemoryMsg::Put, Box::new(request)) {
+        Ok(result) => result?,
+        Err(err) => return Err(MemoryFailure::unavailable("memory", &err)),
+    };
+    Ok(PutAnswer {
+        id: report.outcome.id().to_owned(),
+        status: match report.outcome {
+            crate::memory::PutOutcome::Stored { .. } => "stored",
+            crate::memory::PutOutcome::Duplicate { .. } => "duplicate",
+            crate::memory::PutOutcome::Revived { .. } => "revived",
+        }
+        .to_owned(),
+        superseded: report.superseded,
+        contradictions: report.contradictions,
+    })
+}
+
+impl RunContext {
+    /// Recall as `agent`.
+    pub(crate) async fn recall(
+        &self,
+        agent: &str,
+        text: String,
+        options: QueryOptions,
+    ) -> Result<RecallAnswer, MemoryFailure> {
+        match &self.services {
+            Services::Local { memory, .. } => recall_here(self, memory, agent, text, options).await,
+            Services::Remote { head } => {
+                let args = (agent.to_owned(), text, options);
+                match ractor::call!(head, HeadMsg::Recall, Box::new(args)) {
+                    Ok(answer) => answer,
+                    Err(err) => Err(MemoryFailure::unavailable("the head node's memory", &err)),
+                }
+            }
+        }
+    }
+
+    /// Promote as `agent`.
+    pub(crate) async fn promote(
+        &self,
+        agent: &str,
+        subject: String,
+        to: Scope,
+    ) -> Result<Option<String>, MemoryFailure> {
+        match &self.services {
+            Services::Local { memory, .. } => promote_here(self, memory, agent, subject, to).await,
+            Services::Remote { head } => {
+                match ractor::call!(head, HeadMsg::Promote, Box::new((agent.to_owned(), subject, to))) {
+                    Ok(answer) => answer,
+                    Err(err) => Err(MemoryFailure::unavailable("the head node's memory", &err)),
+                }
+            }
+        }
+    }
+
+    /// Put as `agent`.
+    pub(crate) async fn put(&self, agent: &str, engram: Valid<Engram>) -> Result<PutAnswer, MemoryFailure> {
+        match &self.services {
+            Services::Local { memory, .. } => put_here(self, memory, agent, engram).await,
+            Services::Remote { head } => {
+                match ractor::call!(head, HeadMsg::Put, Box::new((agent.to_owned(), engram))) {
+                    Ok(answer) => answer,
+                    Err(err) => Err(MemoryFailure::unavailable("the head node's memory", &err)),
+                }
+            }
+        }
+    }
+
+    /// The next message number of the run (one counter for the whole run, on the head, so ids are the same
+    /// wherever the agents run).
+    pub(crate) async fn next_msg_number(&self) -> u64 {
+        match &self.services {
+            Services::Local { n_msgs, .. } => n_msgs.fetch_add(1, Ordering::Relaxed) + 1,
+            Services::Remote { head } => match ractor::call!(head, HeadMsg::NextId) {
+                Ok(n) => n,
+                Err(err) => {
+                    // Without the head the run is over; an id that cannot collide with the head's keeps the
+                    // documents valid until the head notices.
+                    tracing::error!(target: "less.cluster", "no message id from the head: {err}");
+                    u64::MAX - (std::process::id() as u64)
+                }
+            },
+        }
+    }
+
+    /// On a worker node: waits until every event, document and archived message this node sent the head's ledger,
+    /// resolver and bridge is there (each connection keeps its order, so one answered call behind them is enough). Before a node answers
+    /// a delivery or a turn, so that what it acknowledged is in the head's ledger, and another node that acts next
+    /// reads a ledger that has it. On the head: nothing to wait for.
+    pub(crate) async fn settle(&self) {
+        if let Services::Remote { head } = &self.services {
+            // The three in flight at once: one round trip, not three.
+            let (ledger, resolver, bridge) = tokio::join!(
+                async {
+                    ractor::call!(self.ledger, crate::run::ledger::TokenLedgerMsg::Ack).map_err(|e| e.to_string())
+                },
+                async {
+                    ractor::call!(self.resolver, crate::run::resolver_actor::ResolverMsg::Ack)
+                        .map_err(|e| e.to_string())
+                },
+                async { ractor::call!(head, HeadMsg::Ack).map_err(|e| e.to_string()) },
+            );
+            for (what, answer) in [("ledger", ledger), ("resolver", resolver), ("archive", bridge)] {
+                if let Err(err) = answer {
+                    tracing::error!(target: "less.cluster", "the head's {what} did not acknowledge: {err}");
+                }
+            }
+        }
+    }
+}

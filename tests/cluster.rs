@@ -1,0 +1,253 @@
+//! A run across processes: `lessrt node` workers on 127.0.0.1 and `lessrt run` as the head, over ractor_cluster.
+//! Every node a test starts is stopped by it (killed when its handle drops).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::cli::{stderr, stdout};
+
+const COOKIE: &str = "cluster-test-cookie-0123456789";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A `lessrt node` child process; killed (SIGKILL) and reaped when dropped.
+struct Node {
+    child: Child,
+    addr: String,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Node {
+    /// Starts node `name` on a free loopback port with `cookie`; returns once it listens.
+    fn start(name: &str, cookie: &str) -> Node {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr").port();
+        let addr = format!("127.0.0.1:{port}");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+            .args(["node", "--listen", &addr, "--name", name])
+            .env("LESSRT_COOKIE", cookie)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("lessrt node starts");
+        let (tx, rx) = mpsc::channel();
+        let err = child.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let node = Node { child, addr, stderr: rx };
+        let line = node.stderr.recv_timeout(Duration::from_secs(20)).expect("the node says it listens");
+        assert!(line.contains("listening on"), "{line}");
+        node
+    }
+
+    /// Kills the node the way a crash does (SIGKILL).
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// What the node wrote on stderr so far.
+    fn log(&self) -> String {
+        self.stderr.try_iter().collect::<Vec<_>>().join("\n")
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A cluster file placing UC1's director and manager on `n1`, the programmer and reviewer on `n2`; the architect
+/// stays on the head.
+fn uc1_cluster_file(dir: &Path, n1: &str, n2: &str) -> PathBuf {
+    let file = dir.join("cluster.toml");
+    let text = format!(
+        "nodes = [{{ name = \"n1\", addr = \"{n1}\" }}, {{ name = \"n2\", addr = \"{n2}\" }}]\n\n[placement]\n\
+         director = \"n1\"\nmanager = \"n1\"\nprogrammer = \"n2\"\nreviewer = \"n2\"\n"
+    );
+    std::fs::write(&file, text).expect("cluster file");
+    file
+}
+
+fn run_uc1(out: &Path, extra: &[&str], cookie: &str) -> Output {
+    run_scenario("scenarios/uc1-refactor.toml", out, extra, cookie)
+}
+
+fn run_scenario(scenario: &str, out: &Path, extra: &[&str], cookie: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["run", scenario, "--json", "--out"])
+        .arg(out)
+        .args(extra)
+        .current_dir(root())
+        .env("LESSRT_COOKIE", cookie)
+        .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
+        .output()
+        .expect("lessrt run")
+}
+
+fn report(output: &Output) -> Value {
+    serde_json::from_str(&stdout(output))
+        .unwrap_or_else(|err| panic!("a JSON report ({err}): {}\n{}", stdout(output), stderr(output)))
+}
+
+fn ledger_events(out: &Path, mode: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(out.join("uc1-refactor").join(mode).join("ledger.jsonl")).unwrap_or_default();
+    text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+/// UC1 with four of its five agents on two `lessrt node` processes reports what the single-process run reports:
+/// the same tokens per role in both modes, the same checks and graded tasks.
+#[test]
+fn uc1_on_two_nodes_reports_as_one_process() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let single = run_uc1(&dir.path().join("single"), &[], COOKIE);
+    assert_eq!(single.status.code(), Some(0), "{}", stderr(&single));
+    let (n1, n2) = (Node::start("n1", COOKIE), Node::start("n2", COOKIE));
+    let file = uc1_cluster_file(dir.path(), &n1.addr, &n2.addr);
+    let clustered = run_uc1(&dir.path().join("cluster"), &["--cluster", file.to_str().expect("utf-8")], COOKIE);
+    assert_eq!(clustered.status.code(), Some(0), "{}\n{}\n{}", stderr(&clustered), n1.log(), n2.log());
+    // The whole report: per mode, every role's tokens (inline, per turn), derefs, refusals, restarts; the checks;
+    // the graded tasks.
+    assert_eq!(report(&clustered), report(&single));
+    // Every delivery the nodes' gateways acknowledged is in the head's ledger, exactly once.
+    let (one, two) =
+        (ledger_events(&dir.path().join("single"), "less"), ledger_events(&dir.path().join("cluster"), "less"));
+    let delivered = |events: &[Value]| events.iter().filter(|e| e["event"] == "delivered").count();
+    assert_eq!(delivered(&two), delivered(&one));
+}
+
+/// UC4 with five of its seven agents on the two nodes: recalls and promotions from a node go through the head's
+/// memory, and the baseline's restatements (the reports each writer knows) come out as in one process.
+#[test]
+fn uc4_with_recall_on_two_nodes_reports_as_one_process() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = "scenarios/uc4-shared-knowledge.toml";
+    let single = run_scenario(scenario, &dir.path().join("single"), &[], COOKIE);
+    assert_eq!(single.status.code(), Some(0), "{}", stderr(&single));
+    let (n1, n2) = (Node::start("n1", COOKIE), Node::start("n2", COOKIE));
+    let file = dir.path().join("cluster.toml");
+    let text = format!(
+        "nodes = [{{ name = \"n1\", addr = \"{}\" }}, {{ name = \"n2\", addr = \"{}\" }}]\n[placement]\n\
+         team-lead = \"n1\"\nconfig-programmer = \"n1\"\ndb-programmer = \"n2\"\ncache-programmer = \"n2\"\n\
+         new-programmer = \"n2\"\n",
+        n1.addr, n2.addr
+    );
+    std::fs::write(&file, text).expect("cluster file");
+    let out = dir.path().join("cluster");
+    let clustered = run_scenario(scenario, &out, &["--cluster", file.to_str().expect("utf-8")], COOKIE);
+    assert_eq!(clustered.status.code(), Some(0), "{}\n{}\n{}", stderr(&clustered), n1.log(), n2.log());
+    assert_eq!(report(&clustered), report(&single));
+}
+
+/// A node killed (SIGKILL) in the middle of a run: the head notices, its agents restart on the head with a
+/// `restart` event each in the ledger, and the run completes with its report.
+#[test]
+fn a_node_killed_mid_run_moves_its_agents_and_the_run_completes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (n1, mut n2) = (Node::start("n1", COOKIE), Node::start("n2", COOKIE));
+    let file = uc1_cluster_file(dir.path(), &n1.addr, &n2.addr);
+    let out = dir.path().join("out");
+    let head = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["run", "scenarios/uc1-refactor.toml", "--json", "--mode", "less", "--pace", "150", "--out"])
+        .arg(&out)
+        .args(["--cluster", file.to_str().expect("utf-8")])
+        .current_dir(root())
+        .env("LESSRT_COOKIE", COOKIE)
+        .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lessrt run");
+    // Kill n2 once the run is past its first derefs (step 4 of UC1), before the programmer and reviewer report.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let steps = ledger_events(&out, "less").iter().filter(|e| e["event"] == "step").count();
+        if steps >= 4 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the run did not get to step 4");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    n2.kill();
+    let output = head.wait_with_output().expect("the run ends");
+    // The run completes: a report, whatever its checks say (exit 0 or 1; 2 would be a run that could not go on).
+    assert!(matches!(output.status.code(), Some(0 | 1)), "{}\n{}", stderr(&output), n1.log());
+    let report = report(&output);
+    assert_eq!(report["mode"], "less", "{report}");
+    let events = ledger_events(&out, "less");
+    let restarts: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "restart" && e["reason"].as_str().is_some_and(|r| r.contains("node n2 was lost")))
+        .collect();
+    let moved: Vec<&str> = restarts.iter().filter_map(|e| e["agent"].as_str()).collect();
+    assert_eq!(moved, ["programmer", "reviewer"], "{events:#?}");
+    // The agents that stayed (n1's, the head's) and the moved ones finished the script.
+    let steps = events.iter().filter(|e| e["event"] == "step").count();
+    assert_eq!(steps, 11, "every step of UC1 ran");
+}
+
+/// A node with another cookie is refused: the run stops before any step with `LESS_NODE_UNKNOWN` saying so, and the
+/// node logs the refusal.
+#[test]
+fn a_wrong_cookie_is_refused_and_logged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (n1, n2) = (Node::start("n1", "another-cookie-0123456789"), Node::start("n2", "another-cookie-0123456789"));
+    let file = uc1_cluster_file(dir.path(), &n1.addr, &n2.addr);
+    let started = Instant::now();
+    let output =
+        run_uc1(&dir.path().join("out"), &["--mode", "less", "--cluster", file.to_str().expect("utf-8")], COOKIE);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("LESS_NODE_UNKNOWN"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("refused the cookie handshake"), "{}", stderr(&output));
+    assert!(started.elapsed() < Duration::from_secs(10), "refused at once, not after a timeout");
+    std::thread::sleep(Duration::from_millis(200));
+    let log = n1.log();
+    assert!(log.contains("refused a connection"), "{log}");
+}
+
+/// An agent placed on a node the cluster does not name is refused before anything starts, with a stable code and a
+/// message that says what to do.
+#[test]
+fn an_agent_on_an_unknown_node_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("cluster.toml");
+    std::fs::write(&file, "nodes = [{ name = \"n1\", addr = \"127.0.0.1:1\" }]\n[placement]\nreviewer = \"n9\"\n")
+        .expect("cluster file");
+    let output = run_uc1(&dir.path().join("out"), &["--cluster", file.to_str().expect("utf-8")], COOKIE);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report = report(&output);
+    let error = &report["errors"][0];
+    assert_eq!(error["code"], "LESS_NODE_UNKNOWN", "{report}");
+    assert!(error["message"].as_str().is_some_and(|m| m.contains("n9") && m.contains("leave `node` out")), "{report}");
+}
+
+/// A node refuses a non-loopback address unless asked, and starts with no cookie not at all.
+#[test]
+fn a_node_needs_loopback_and_a_cookie() {
+    let remote = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["node", "--listen", "0.0.0.0:0", "--name", "n1"])
+        .env("LESSRT_COOKIE", COOKIE)
+        .output()
+        .expect("lessrt node");
+    assert_eq!(remote.status.code(), Some(2), "{}", stderr(&remote));
+    assert!(stderr(&remote).contains("not a loopback address"), "{}", stderr(&remote));
+    let no_cookie = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["node", "--listen", "127.0.0.1:0", "--name", "n1"])
+        .env_remove("LESSRT_COOKIE")
+        .output()
+        .expect("lessrt node");
+    assert_eq!(no_cookie.status.code(), Some(2), "{}", stderr(&no_cookie));
+    assert!(stderr(&no_cookie).contains("no cookie"), "{}", stderr(&no_cookie));
+}
