@@ -76,12 +76,12 @@ pub(crate) struct LocomoArgs {
     /// embedding model alone).
     #[arg(long, default_value = "hash+rerank")]
     stages: String,
-    /// Fusion weights `HASH,COSINE,NEIGHBOUR,FLOOR[,CONTEXT,AUTHOR,SOURCE]` (for tuning experiments; the defaults
-    /// are the chosen ones; the last three are 0 when left out).
+    /// Fusion weights `HASH,COSINE,NEIGHBOUR,FLOOR[,CONTEXT,AUTHOR,SOURCE[,TIME]]` (for tuning experiments; the
+    /// defaults are the chosen ones; the optional ones are 0 when left out).
     #[arg(long, value_delimiter = ',')]
     fusion: Option<Vec<f32>>,
-    /// Cross-validation over the conversations of FILE: for each conversation, the weights of turn context, writer
-    /// and source (each on at its default or off: 8 choices) that score best on the other conversations, scored on
+    /// Cross-validation over the conversations of FILE: for each conversation, the weights of turn context, writer,
+    /// source and time (each on at its default or off: 16 choices) that score best on the other conversations, scored on
     /// it; the report is over every question, each scored by weights chosen without its conversation.
     #[arg(long)]
     cv: bool,
@@ -294,9 +294,9 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
     }
     if let Some(w) = &args.fusion {
         anyhow::ensure!(
-            w.len() == 4 || w.len() == 7,
-            "--fusion takes four or seven numbers, HASH,COSINE,NEIGHBOUR,FLOOR[,CONTEXT,AUTHOR,SOURCE] (e.g. \
-             1,1.5,0.5,0.3,0.3,0.3,0.5)"
+            w.len() == 4 || w.len() == 7 || w.len() == 8,
+            "--fusion takes four, seven or eight numbers, HASH,COSINE,NEIGHBOUR,FLOOR[,CONTEXT,AUTHOR,SOURCE[,TIME]] \
+             (e.g. 1,1.5,0.5,0.3,0.3,0.3,0.5,0.2)"
         );
         let extra = |i: usize| w.get(i).copied().unwrap_or(0.0);
         memory.set_fusion(Fusion {
@@ -307,6 +307,7 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
             context: extra(4),
             author: extra(5),
             source: extra(6),
+            time: extra(7),
         });
     }
     let bars = Bars::new(ctx.quiet);
@@ -367,11 +368,12 @@ fn cross_validate(
     }
     memory.flush()?;
     let defaults = Fusion::default();
-    let choices: Vec<Fusion> = (0..8u8)
+    let choices: Vec<Fusion> = (0..16u8)
         .map(|bits| Fusion {
             context: if bits & 1 != 0 { defaults.context } else { 0.0 },
             author: if bits & 2 != 0 { defaults.author } else { 0.0 },
             source: if bits & 4 != 0 { defaults.source } else { 0.0 },
+            time: if bits & 8 != 0 { defaults.time } else { 0.0 },
             ..defaults
         })
         .collect();
@@ -417,7 +419,8 @@ fn cross_validate(
         let chosen = choices[best];
         folds.push(json!({
             "held_out": samples[held].sample_id,
-            "chosen": {"context": chosen.context, "author": chosen.author, "source": chosen.source},
+            "chosen": {"context": round3(chosen.context), "author": round3(chosen.author), "source": round3(chosen.source),
+                "time": round3(chosen.time)},
             "recall@10": (mean_at10(best, &mut std::iter::once(held)) * 1000.0).round() / 10.0,
         }));
         tested.extend(scores[best][held].iter().cloned());
@@ -428,16 +431,22 @@ fn cross_validate(
         print_report(ks, &report);
         for fold in &folds {
             outln!(
-                "fold {}: context {}, writer {}, source {} chosen on the others; recall@10 {}",
+                "fold {}: context {}, writer {}, source {}, time {} chosen on the others; recall@10 {}",
                 fold["held_out"].as_str().unwrap_or(""),
                 fold["chosen"]["context"],
                 fold["chosen"]["author"],
                 fold["chosen"]["source"],
+                fold["chosen"]["time"],
                 fold["recall@10"]
             );
         }
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A weight as a short decimal (0.3, not the f32's 0.30000001192092896).
+fn round3(weight: f32) -> f64 {
+    (f64::from(weight) * 1000.0).round() / 1000.0
 }
 
 /// One question's category, recall and strict recall at each k, from a recall's hits.

@@ -85,6 +85,97 @@ pub fn stem(word: &str) -> String {
     word.to_owned()
 }
 
+/// Words that place something in time: relative days and periods, weekdays, months and seasons.
+const TIME_WORDS: &[&str] = &[
+    "yesterday",
+    "today",
+    "tonight",
+    "tomorrow",
+    "ago",
+    "recently",
+    "lately",
+    "earlier",
+    "later",
+    "weekend",
+    "weekends",
+    "week",
+    "weeks",
+    "month",
+    "months",
+    "year",
+    "years",
+    "morning",
+    "afternoon",
+    "evening",
+    "night",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "spring",
+    "summer",
+    "autumn",
+    "fall",
+    "winter",
+    "вчера",
+    "сегодня",
+    "завтра",
+    "назад",
+    "недавно",
+    "неделе",
+    "неделю",
+    "месяц",
+    "году",
+    "утром",
+    "вечером",
+];
+
+/// Whether a text places something in time: a time word (`yesterday`, `last week`, `Friday`, `May`) or a year
+/// (1900–2099) or a date with digits (`2023-05-07`, `7/5`).
+pub fn mentions_time(text: &str) -> bool {
+    text.split(|c: char| !c.is_alphanumeric() && c != '-' && c != '/').any(|token| {
+        let word = token.trim_matches('-').to_lowercase();
+        if TIME_WORDS.contains(&word.as_str()) {
+            return true;
+        }
+        let digits: Vec<&str> = word.split(['-', '/']).collect();
+        let year = |d: &str| d.len() == 4 && d.parse::<u32>().is_ok_and(|y| (1900..2100).contains(&y));
+        digits.iter().any(|d| year(d))
+            || (digits.len() > 1 && digits.iter().all(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit())))
+    })
+}
+
+/// Whether a query asks for a time: it starts with "when" (or "когда"), or asks what day, date, month or year, or
+/// how long ago. A "when" inside a question ("what did she say when …") does not ask for a time.
+pub fn asks_time(query: &str) -> bool {
+    let words: Vec<String> =
+        query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    if words.first().is_some_and(|w| w == "when" || w == "когда") {
+        return true;
+    }
+    words.windows(2).any(|pair| {
+        matches!(
+            (pair[0].as_str(), pair[1].as_str()),
+            ("what" | "which", "day" | "date" | "month" | "year" | "time" | "week" | "weekend") | ("long", "ago")
+        )
+    })
+}
+
 /// The features of a pointer: its type and location, and each segment of the location.
 pub fn pointer_features(pointer: &Pointer) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
@@ -227,6 +318,34 @@ mod tests {
         assert!(keys("she went hiking").contains(&key("s:hik")));
         assert!(keys("Melanie hiked up the hill").contains(&key("s:hik")));
         assert!(!keys("Melanie hiked").contains(&key("w:hiking")), "the words themselves stay apart");
+    }
+
+    #[test]
+    fn time_questions_and_time_mentions_are_recognized() {
+        for q in [
+            "When did Caroline go to the support group?",
+            "what year did he move",
+            "How long ago was it?",
+            "Когда она переехала?",
+        ] {
+            assert!(asks_time(q), "{q}");
+        }
+        for q in ["What did Melanie say when her son fell?", "which port does the dev server use", ""] {
+            assert!(!asks_time(q), "{q}");
+        }
+        for t in [
+            "I went there yesterday!",
+            "Last Friday we hiked",
+            "back in 2019",
+            "on 2023-05-07",
+            "due 7/5",
+            "мы уехали неделю назад",
+        ] {
+            assert!(mentions_time(t), "{t}");
+        }
+        for t in ["The dev server listens on port 5173.", "I love painting sunsets", "version 1-2-x", "3000 items"] {
+            assert!(!mentions_time(t), "{t}");
+        }
     }
 
     #[test]

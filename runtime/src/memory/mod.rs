@@ -538,7 +538,12 @@ impl Memory {
             candidates.push(rank::Candidate { stored, hash, cosine, vector });
         }
         phases[3] = started.elapsed();
-        let ties = TieContext { scope: request.scope, query_features: features, query_vector };
+        let ties = TieContext {
+            scope: request.scope,
+            query_features: features,
+            query_vector,
+            asks_time: keys::asks_time(request.text),
+        };
         let fusion = if stages == ["hash"] { Fusion { cosine: 0.0, ..self.fusion } } else { self.fusion };
         let hits = rank::rank(candidates, &fusion, &ties)
             .into_iter()

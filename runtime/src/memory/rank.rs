@@ -47,12 +47,15 @@ pub struct Fusion {
     /// Share of the best score among the candidates of the same source (the location up to its final number: one
     /// session, one file) an engram receives: evidence clusters in the sources that match best.
     pub source: f32,
+    /// Added when the query asks for a time ("when …", "what year …") and the engram places something in time
+    /// (a time word, a year, a date): the answer to a "when" is a time.
+    pub time: f32,
 }
 
 impl Fusion {
     /// The weights before issue 19 (stage 1 + cosine + adjacent turn), for comparison.
     pub const fn plain() -> Fusion {
-        Fusion { hash: 1.0, cosine: 1.5, neighbour: 0.5, floor: 0.3, context: 0.0, author: 0.0, source: 0.0 }
+        Fusion { hash: 1.0, cosine: 1.5, neighbour: 0.5, floor: 0.3, context: 0.0, author: 0.0, source: 0.0, time: 0.0 }
     }
 }
 
@@ -60,7 +63,7 @@ impl Default for Fusion {
     /// The weights chosen on the LoCoMo development split, round values from a flat optimum that holds in
     /// cross-validation over its five conversations (README, "Memory recall on LoCoMo").
     fn default() -> Fusion {
-        Fusion { context: 0.3, author: 0.3, source: 0.5, ..Fusion::plain() }
+        Fusion { context: 0.3, author: 0.3, source: 0.5, time: 0.5, ..Fusion::plain() }
     }
 }
 
@@ -73,6 +76,8 @@ pub struct TieContext {
     pub query_features: BTreeSet<String>,
     /// The query's vector, when stage 2 ran (for the turn-context cosine).
     pub query_vector: Option<Vec<f32>>,
+    /// Whether the query asks for a time ([`keys::asks_time`]).
+    pub asks_time: bool,
 }
 
 /// A ranked candidate.
@@ -103,7 +108,12 @@ pub fn rank(mut candidates: Vec<Candidate>, fusion: &Fusion, ties: &TieContext) 
                 _ => 0.0,
             };
             let author = if fusion.author != 0.0 && names_writer(c, ties) { fusion.author } else { 0.0 };
-            fusion.hash * hash + fusion.cosine * cosine.unwrap_or(0.0) + author
+            let time = if fusion.time != 0.0 && ties.asks_time && keys::mentions_time(&c.stored.engram.claim) {
+                fusion.time
+            } else {
+                0.0
+            };
+            fusion.hash * hash + fusion.cosine * cosine.unwrap_or(0.0) + author + time
         })
         .collect();
     let boosted = if fusion.neighbour > 0.0 { with_neighbours(&keys, &base, fusion.neighbour) } else { base };
@@ -339,6 +349,20 @@ mod tests {
         let fusion = Fusion { author: 0.3, ..Fusion::plain() };
         assert_eq!(order(vec![other.clone(), theirs.clone()], &fusion, &ties), ["e_theirs", "e_other"]);
         assert_eq!(order(vec![other, theirs], &Fusion::plain(), &ties), ["e_other", "e_theirs"], "off: by score");
+    }
+
+    #[test]
+    fn a_time_question_lifts_what_places_something_in_time() {
+        let mut dated = plain("e_dated", "sam:c:D1:1", 1.0, 0.5);
+        dated.stored.engram.claim = "Caroline: I went to the support group yesterday.".into();
+        let mut undated = plain("e_undated", "sam:c:D2:1", 1.0, 0.6);
+        undated.stored.engram.claim = "Caroline: the support group was lovely.".into();
+        let fusion = Fusion { time: 0.5, ..Fusion::plain() };
+        let asking = TieContext { asks_time: true, ..TieContext::default() };
+        assert_eq!(order(vec![undated.clone(), dated.clone()], &fusion, &asking), ["e_dated", "e_undated"]);
+        let not_asking = TieContext::default();
+        assert_eq!(order(vec![undated.clone(), dated.clone()], &fusion, &not_asking), ["e_undated", "e_dated"]);
+        assert_eq!(order(vec![undated, dated], &Fusion::plain(), &asking), ["e_undated", "e_dated"], "off: by score");
     }
 
     #[test]
