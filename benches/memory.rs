@@ -1,5 +1,5 @@
 //! Memory benches: recall latency at 10k and 100k engrams, stage 1 alone and with the rerank (query embedding
-//! included), and put throughput (one durable put; a bulk load; a bulk load embedded). The corpus is generated
+//! included; each recall bench also prints the p50 and p95 of its queries), and put throughput (one durable put; a bulk load; a bulk load embedded). The corpus is generated
 //! deterministically from a fixed vocabulary, so runs compare.
 //!
 //! Embedding 110k claims takes minutes, so the loaded corpora are kept in `$LESSRT_CACHE_DIR/bench/` (default
@@ -9,6 +9,7 @@
 #![allow(missing_docs)] // criterion_group! generates undocumented public functions.
 
 use std::hint::black_box;
+use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use less_runtime::memory::{Embedder, Memory, ModelPaths, RecallRequest, Stages};
@@ -120,17 +121,41 @@ fn bench_recall(c: &mut Criterion) {
             ["which module refuses oversize messages", "where are payment events recorded", "dev server port"];
         for (name, stages) in [("stage1", Stages::Hash), ("both", Stages::HashRerank)] {
             let mut idx = 0;
-            group.bench_function(format!("recall_{name}_k10_{}k", n / 1000), |b| {
+            // Every query's own time, warm-up included, for the percentiles criterion does not give.
+            let mut latencies: Vec<Duration> = Vec::new();
+            let id = format!("recall_{name}_k10_{}k", n / 1000);
+            group.bench_function(&id, |b| {
                 let memory = memory.get_or_insert_with(|| cached(n));
-                b.iter(|| {
-                    idx = (idx + 1) % questions.len();
-                    let request = RecallRequest::in_project(black_box(questions[idx]), "bench", 10).stages(stages);
-                    memory.recall(&request).expect("query")
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        idx = (idx + 1) % questions.len();
+                        let request = RecallRequest::in_project(black_box(questions[idx]), "bench", 10).stages(stages);
+                        let started = Instant::now();
+                        black_box(memory.recall(&request).expect("query"));
+                        let took = started.elapsed();
+                        latencies.push(took);
+                        total += took;
+                    }
+                    total
                 })
             });
+            if let Some(line) = percentiles(&mut latencies) {
+                println!("memory/{id}: {line}");
+            }
         }
     }
     group.finish();
+}
+
+/// p50 and p95 of the measured queries, or nothing when the bench was filtered out.
+fn percentiles(latencies: &mut [Duration]) -> Option<String> {
+    if latencies.is_empty() {
+        return None;
+    }
+    latencies.sort_unstable();
+    let at = |q: usize| latencies[(latencies.len() * q / 100).min(latencies.len() - 1)].as_secs_f64() * 1000.0;
+    Some(format!("p50 {:.3} ms, p95 {:.3} ms over {} queries", at(50), at(95), latencies.len()))
 }
 
 fn bench_put(c: &mut Criterion) {

@@ -206,6 +206,15 @@ fn the_api_serves_a_uc1_run_as_its_ledger_and_report_have_it() {
     assert_eq!(all["events"][3]["event"], events[3]["event"]);
     let (_, derefs) = get(&server, "/api/events", &[("event", "deref"), ("from", "2")]);
     assert!(derefs["events"].as_array().expect("events").iter().all(|e| e["event"] == "deref"));
+    // `limit` cuts the list after `from` and `event`; `total` still counts every event.
+    let (_, page) = get(&server, "/api/events", &[("from", "2"), ("limit", "3")]);
+    let seqs: Vec<&Value> = page["events"].as_array().expect("events").iter().map(|e| &e["seq"]).collect();
+    assert_eq!(seqs, [&json!(2), &json!(3), &json!(4)]);
+    assert_eq!(page["total"], json!(events.len()));
+    let (_, first_deref) = get(&server, "/api/timeline", &[("event", "deref"), ("limit", "1")]);
+    let items = first_deref["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["event"], "deref");
 
     let engrams = delivered_engrams(&events);
     let (status, feed) = get(&server, "/api/engrams", &[]);
