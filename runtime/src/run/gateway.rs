@@ -572,8 +572,11 @@ pub struct GatewayState {
     reach: Reach,
     /// Consecutive refused messages per sender (briefs and grants have no resend and do not count).
     refusals_by_sender: HashMap<String, u32>,
-    /// The `sam:msg:<id>` pointers of messages spilled from the agent's inbox: within its reach whatever its reach.
-    spilled: HashSet<String>,
+    /// The ids of messages spilled from the agent's inbox (shared with their stubs): a `sam:msg:<id>` pointer of one
+    /// is within the agent's reach whatever its reach.
+    spilled: HashSet<Arc<str>>,
+    /// Senders and message types, one copy each for all the stubs that name them.
+    names: HashSet<Arc<str>>,
     restarts: Vec<Instant>,
     n_restarts_total: u32,
 }
@@ -604,6 +607,7 @@ impl Actor for GatewayActor {
             grants: GrantBook::default(),
             refusals_by_sender: HashMap::new(),
             spilled: HashSet::new(),
+            names: HashSet::new(),
             restarts: Vec::new(),
             n_restarts_total: 0,
         };
@@ -882,17 +886,27 @@ impl GatewayState {
         self.ctx.archive(&envelope.from, content).await;
     }
 
+    /// `name`, shared with every stub that already names it.
+    fn name(&mut self, name: &str) -> Arc<str> {
+        if let Some(known) = self.names.get(name) {
+            return known.clone();
+        }
+        let name: Arc<str> = name.into();
+        self.names.insert(name.clone());
+        name
+    }
+
     /// Hands a delivered document to the agent and remembers it for a restart. In a baseline run the agent gets what
     /// was on the wire too (`{"verbatim": text, "doc": document}`): an LLM agent reads what it was sent.
     fn forward(&mut self, envelope: &Envelope, doc: &Document, value: &Arc<Value>, n_tokens: u32) {
         // Typed messages may be spilled past the inbox's cap (`sam:msg:<id>` reads them back); briefs and grants never.
         let spill = match (doc, value.get("type").and_then(Value::as_str)) {
-            (Document::Message(_), Some(kind)) => Some(Spill {
-                msg_id: envelope.msg_id.clone(),
-                from: envelope.from.clone(),
-                kind: kind.to_owned(),
+            (Document::Message(_), Some(kind)) => Some(Arc::new(Spill {
+                msg_id: envelope.msg_id.as_str().into(),
+                from: self.name(&envelope.from),
+                kind: self.name(kind),
                 tokens: n_tokens,
-            }),
+            })),
             _ => None,
         };
         let doc = match (doc, self.ctx.mode) {
@@ -911,8 +925,8 @@ impl GatewayState {
         };
         let item = InboxItem { doc, spill };
         if let Some(spilled) = self.memory.inbox.push(item.clone()) {
-            self.spilled.insert(spilled.pointer());
-            self.ctx.record(Event::Spilled { agent: self.agent_id.clone(), msg_id: spilled.msg_id });
+            self.ctx.record(Event::Spilled { agent: self.agent_id.clone(), msg_id: spilled.msg_id.to_string() });
+            self.spilled.insert(spilled.msg_id.clone());
         }
         if let Some(agent) = &self.agent {
             agent.send_message(AgentMsg::Inbox(item)).ok();
@@ -1025,7 +1039,9 @@ impl GatewayState {
         let less = self.ctx.mode == WireMode::Less;
         // Outside the agent's reach, only a grant reads: the whole request then goes through it.
         // A message spilled from the agent's own inbox is its to read back, whatever its reach.
-        let own = |p: &Pointer| p.ty() == PointerType::Sam && self.spilled.contains(&format!("sam:{}", p.location()));
+        let own = |p: &Pointer| {
+            p.ty() == PointerType::Sam && p.location().strip_prefix("msg:").is_some_and(|id| self.spilled.contains(id))
+        };
         let outside = if less { pointers.iter().find(|p| !self.reach.covers(p) && !own(p)) } else { None };
         if let (Some(pointer), None) = (outside, &action.grant) {
             return self.deref_refused(&action, outside_reach(&self.agent_id, &self.reach, pointer));

@@ -8,8 +8,9 @@
 //! (metered against its budget). Briefs, grants, what the agent dereferenced and what it recalled are never spilled.
 //!
 //! The gateway and the agent apply the same [`Inbox::push`] to the same deliveries, in the same order, so both copies
-//! spill the same messages and a restarted agent starts from what the old one had. A spilled message keeps only its
-//! id, sender, type and size (about a hundred bytes); its stub is made when the agent reads its inbox.
+//! spill the same messages and a restarted agent starts from what the old one had. Both copies share one [`Spill`]
+//! per typed message (its id, sender, type and size), the gateway interns senders and types, so a spilled message
+//! costs about 150 bytes in all; its stub is made when the agent reads its inbox.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -19,15 +20,16 @@ use serde_json::{Value, json};
 /// How many typed messages an inbox keeps inline unless the run says otherwise.
 pub const DEFAULT_INBOX_CAP: usize = 1024;
 
-/// A delivered typed message as its stub will name it.
+/// A delivered typed message as its stub will name it. Shared (`Arc`) by the gateway's and the agent's copy of an
+/// inbox; `from` and `kind` are shared by every message of a sender or of a type.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Spill {
     /// The message id (`sam:msg:<id>` reads it back).
-    pub msg_id: String,
+    pub msg_id: Arc<str>,
     /// Who sent it.
-    pub from: String,
+    pub from: Arc<str>,
     /// Its type (`task_result`, `escalation`, …).
-    pub kind: String,
+    pub kind: Arc<str>,
     /// Its size on the wire, in tokens: what a deref of it will cost.
     pub tokens: u32,
 }
@@ -42,8 +44,8 @@ impl Spill {
     pub fn stub(&self) -> Value {
         json!({ "spilled": {
             "pointer": self.pointer(),
-            "from": self.from,
-            "type": self.kind,
+            "from": &*self.from,
+            "type": &*self.kind,
             "tokens": self.tokens,
         } })
     }
@@ -55,15 +57,15 @@ pub struct InboxItem {
     /// The document as the agent reads it.
     pub doc: Arc<Value>,
     /// `Some` for a typed message, which may be spilled.
-    pub spill: Option<Spill>,
+    pub spill: Option<Arc<Spill>>,
 }
 
 /// A place in an inbox: a document, or what is left of a spilled message (its stub is made when the inbox is read,
-/// so a spilled message costs its id, sender and type, not a JSON document).
+/// so a spilled message costs a pointer to its shared description, not a JSON document).
 #[derive(Debug, Clone)]
 enum Entry {
     Doc(Arc<Value>),
-    Spilled(Box<Spill>),
+    Spilled(Arc<Spill>),
 }
 
 /// An agent's delivered documents, oldest first, with at most `cap` typed messages inline.
@@ -71,7 +73,7 @@ enum Entry {
 pub struct Inbox {
     entries: Vec<Entry>,
     /// Typed messages still inline: their position in `entries` and their stub, oldest first.
-    inline: VecDeque<(usize, Spill)>,
+    inline: VecDeque<(usize, Arc<Spill>)>,
     cap: usize,
 }
 
@@ -89,7 +91,7 @@ impl Inbox {
 
     /// Appends `item`; if that puts more than `cap` typed messages inline, the oldest is spilled (its document
     /// dropped, its stub left in its place), and its description is returned.
-    pub fn push(&mut self, item: InboxItem) -> Option<Spill> {
+    pub fn push(&mut self, item: InboxItem) -> Option<Arc<Spill>> {
         let at = self.entries.len();
         self.entries.push(Entry::Doc(item.doc));
         let spill = item.spill?;
@@ -98,7 +100,7 @@ impl Inbox {
             return None;
         }
         let (oldest, spill) = self.inline.pop_front()?;
-        self.entries[oldest] = Entry::Spilled(Box::new(spill.clone()));
+        self.entries[oldest] = Entry::Spilled(spill.clone());
         Some(spill)
     }
 
@@ -141,7 +143,12 @@ mod tests {
     fn message(i: usize) -> InboxItem {
         InboxItem {
             doc: Arc::new(json!({ "type": "task_result", "from": "w", "n": i })),
-            spill: Some(Spill { msg_id: format!("m-{i}"), from: "w".into(), kind: "task_result".into(), tokens: 7 }),
+            spill: Some(Arc::new(Spill {
+                msg_id: format!("m-{i}").into(),
+                from: "w".into(),
+                kind: "task_result".into(),
+                tokens: 7,
+            })),
         }
     }
 
@@ -157,7 +164,7 @@ mod tests {
         assert_eq!(inbox.push(message(2)), None);
         inbox.keep(Arc::new(json!({ "recalled": {} })));
         let spilled = inbox.push(message(3)).expect("the third message spills the first");
-        assert_eq!(spilled.msg_id, "m-1");
+        assert_eq!(&*spilled.msg_id, "m-1");
         assert_eq!(inbox.len(), 5, "a stub keeps the message's place");
         let docs = inbox.docs();
         assert_eq!(docs[0]["brief_id"], "b-0");
@@ -168,7 +175,7 @@ mod tests {
         for i in 0..10 {
             inbox.push(brief(10 + i));
         }
-        assert_eq!(inbox.push(message(4)).map(|s| s.msg_id), Some("m-2".into()));
+        assert_eq!(inbox.push(message(4)).map(|s| s.msg_id.clone()), Some("m-2".into()));
         assert_eq!(inbox.n_spilled(), 2);
         let inline_messages = inbox.docs().iter().filter(|d| d.get("type").is_some()).count();
         assert_eq!(inline_messages, 2);
@@ -185,7 +192,11 @@ mod tests {
             if i % 5 == 0 {
                 agent.keep(Arc::new(json!({ "dereferenced": { "pointer": "repo:a.rs", "content": "x" } })));
             }
-            assert_eq!(a, agent.push(item));
+            let b = agent.push(item);
+            assert_eq!(a, b);
+            if let (Some(a), Some(b)) = (a, b) {
+                assert!(Arc::ptr_eq(&a, &b), "both copies keep one description of a spilled message");
+            }
         }
         let deliveries = |inbox: &Inbox| -> Vec<Value> {
             inbox.docs().iter().filter(|d| d.get("dereferenced").is_none()).map(|d| (**d).clone()).collect()
