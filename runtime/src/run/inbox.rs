@@ -9,8 +9,8 @@
 //!
 //! The gateway and the agent apply the same [`Inbox::push`] to the same deliveries, in the same order, so both copies
 //! spill the same messages and a restarted agent starts from what the old one had. Both copies share one [`Spill`]
-//! per typed message (its id, sender, type and size), the gateway interns senders and types, so a spilled message
-//! costs about 150 bytes in all; its stub is made when the agent reads its inbox.
+//! per typed message (its id, sender, type and size) and the gateway interns senders and types, so a spilled message
+//! costs one small allocation and a slot in each copy; its stub is made when the agent reads its inbox.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
