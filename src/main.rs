@@ -40,6 +40,13 @@ enum Command {
     Run(cmd::run::Args),
     /// Benchmark scenarios in LESS and the baselines: graded tasks, tokens per role, bench.json/csv, summary.md, plots.
     Bench(cmd::bench::Args),
+    /// Ask a question of any directory: a lead and workers (LLM agents) search the workspace, read what they need
+    /// and answer with cited spans; tokens per role, and with --compare the fair baseline beside it.
+    Ask(cmd::ask::Args),
+    /// Build or refresh a workspace's index (chunks along the syntax, BM25 and embeddings) and say what it holds.
+    Index(cmd::index::IndexArgs),
+    /// Search a workspace's index: the pointers and one-line previews a `search` action gets, best first.
+    Search(cmd::index::SearchArgs),
     /// Re-render a finished run from its directory: the trace, the per-role tables and the checks.
     #[command(subcommand)]
     Runs(cmd::runs::Command),
@@ -148,6 +155,9 @@ fn main() -> ExitCode {
         Command::Compact(args) => cmd::compact::run(&args, ctx),
         Command::Eval(command) => cmd::eval::run(&command, ctx),
         Command::Memory(command) => cmd::memory::run(&command, ctx),
+        Command::Ask(args) => cmd::ask::run(&args, ctx),
+        Command::Index(args) => cmd::index::index(&args, ctx),
+        Command::Search(args) => cmd::index::search(&args, ctx),
         Command::Dag(command) => cmd::dag::run(&command, ctx),
         Command::Mcp(args) => cmd::mcp::run(&args),
         Command::Serve(args) => cmd::serve::run(&args),

@@ -707,3 +707,99 @@ fn a_grant_or_a_reach_wider_than_the_issuer_holds_is_refused_before_the_run() {
     let refused = Scenario::from_toml(&format!("name = \"t\"\n{wider_child}"), dir.path()).expect_err("dev wider").0;
     assert_eq!(refused[0].path, "/agents/2/reach/0", "{refused:?}");
 }
+
+/// Agents under an architect for the search tests: `dev` may read only `src/a.rs`, `tight` takes 40 inline tokens.
+const SEARCHERS: &str = r#"
+[budgets.roles.tight]
+max_inline_tokens = 40
+
+[[agents]]
+id = "lead"
+role = "architect"
+[[agents]]
+id = "dev"
+role = "programmer"
+parent = "lead"
+reach = ["repo:src/a.rs"]
+[[agents]]
+id = "wide"
+role = "programmer"
+parent = "lead"
+[[agents]]
+id = "small"
+role = "tight"
+parent = "lead"
+"#;
+
+const SEARCHES: &str = r#"
+[[steps]]
+action = "search"
+agent = "wide"
+query = "discount tiers for large orders"
+k = 4
+
+[[steps]]
+action = "search"
+agent = "dev"
+query = "wrapping_mul rotate_left"
+k = 3
+
+[[steps]]
+action = "list"
+agent = "wide"
+pattern = "src"
+
+[[steps]]
+action = "search"
+agent = "small"
+query = "wrapping_mul"
+k = 10
+"#;
+
+/// Runs [`SEARCHES`] in `mode` with the index in a directory of its own; the ledger's events.
+fn searched(mode: WireMode) -> Vec<Value> {
+    let (dir, _outside) = workspace();
+    let mut pricing = String::from("/// Discount tiers for large orders.\npub fn discount(total: u64) -> u64 {\n");
+    for tier in 1..=30 {
+        pricing.push_str(&format!("    if total > {tier}000 {{ return total / 100 * {tier}; }}\n"));
+    }
+    pricing.push_str("    0\n}\n");
+    std::fs::write(dir.path().join("src/pricing.rs"), pricing).expect("write");
+    let out = tempfile::tempdir().expect("out");
+    let index_dir = tempfile::tempdir().expect("index");
+    let toml = format!("name = \"s\"\nworkspace = \".\"\n{SEARCHES}\n{SEARCHERS}");
+    let scenario = Arc::new(Scenario::from_toml(&toml, dir.path()).unwrap_or_else(|v| panic!("scenario: {v}")));
+    let index = less_runtime::workspace::SharedIndex::new(&scenario.workspace, Some(index_dir.path()));
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let options = RunOptions { out_dir: Some(out.path().to_owned()), index: Some(index), ..RunOptions::new(mode) };
+    runtime.block_on(run_scenario(scenario, Arc::new(ScriptedFactory), options)).expect("run completes");
+    let ledger = std::fs::read_to_string(out.path().join("ledger.jsonl")).expect("ledger.jsonl");
+    ledger.lines().map(|l| serde_json::from_str(l).expect("event is JSON")).collect()
+}
+
+/// A search answers through the agent's gateway: pointers and previews in LESS mode, the same hits with their content
+/// pasted in the baseline (so it costs more), hits outside the agent's reach left out, and an answer over the role's
+/// inline budget refused with what to ask instead; a listing names the files with their symbols.
+#[test]
+fn search_and_list_travel_through_the_gateway_in_both_wire_modes() {
+    let less = searched(WireMode::Less);
+    let baseline = searched(WireMode::Verbatim);
+    let search = |events: &[Value], agent: &str| -> Value {
+        of_kind(events, "search").into_iter().find(|e| e["agent"] == agent).cloned().expect("a search event")
+    };
+    let (l, b) = (search(&less, "wide"), search(&baseline, "wide"));
+    assert_eq!(l["returned"].as_array().map(Vec::len), Some(4), "{l}");
+    assert_eq!(l["returned"], b["returned"], "the same engine and k answer in both modes");
+    let tokens = |e: &Value| e["tokens"].as_u64().expect("tokens");
+    assert_eq!(l["returned"][0], "repo:src/pricing.rs#L1-L33", "{l}");
+    assert!(tokens(&l) > 0 && tokens(&b) > 2 * tokens(&l), "LESS {} vs pasted {}", tokens(&l), tokens(&b));
+    let dev = search(&less, "dev");
+    let pointers: Vec<&str> = dev["returned"].as_array().expect("hits").iter().filter_map(Value::as_str).collect();
+    assert!(!pointers.is_empty() && pointers.iter().all(|p| p.starts_with("repo:src/a.rs#")), "{pointers:?}");
+    let small = search(&less, "small");
+    assert_eq!(small["code"], "LESS_BUDGET_EXCEEDED", "{small}");
+    assert!(small["message"].as_str().expect("message").contains("k = "), "{small}");
+    assert!(search(&baseline, "small")["code"].is_null(), "the baseline has no budgets to refuse with");
+    let list = of_kind(&less, "list")[0].clone();
+    assert_eq!(list["files"], 5, "src/link.rs leads out of the workspace: {list}");
+}

@@ -297,6 +297,12 @@ fn actions_for(turn: &TurnInput) -> Vec<Action> {
         Step::Query { text, k, project, scope, .. } => {
             vec![Action::Query { text: text.clone(), k: *k, project: project.clone(), scope: *scope }]
         }
+        Step::Search { query, k, .. } => {
+            vec![Action::Search(less_runtime::run::SearchAction { query: query.clone(), k: *k })]
+        }
+        Step::List { pattern, .. } => {
+            vec![Action::List(less_runtime::run::ListAction { pattern: pattern.clone() })]
+        }
         Step::Promote { subject, to, .. } => vec![Action::Promote { subject: subject.clone(), to: *to }],
         Step::Panic { agent } => {
             // Scripted crash, once: the restarted agent runs the step again with attempt 1 and carries on.

@@ -79,7 +79,7 @@ pub struct LlmAgent {
 struct Conversation {
     request: CompletionRequest,
     answer: String,
-    known: Vec<String>,
+    known: Citable,
     /// The graded questions the report answers, one engram each (`(id, question)`).
     questions: Vec<(String, String)>,
     n_engrams: usize,
@@ -137,7 +137,7 @@ impl LlmAgent {
     async fn ask(
         &mut self,
         request: &CompletionRequest,
-        known: &[String],
+        known: &Citable,
         questions: &[(String, String)],
     ) -> Result<JsonCompletion, LlmError> {
         let completion = self.model.complete(request).await?;
@@ -150,7 +150,7 @@ impl LlmAgent {
 
     /// Writes the report of `step` with the model, or an escalation when its output stays unusable.
     async fn report(&mut self, input: &TurnInput, step: &ReportStep) -> Action {
-        let known = known_pointers(&input.inbox);
+        let known = Citable::of(&input.inbox);
         let questions = self.questions_for(input);
         let schema = if questions.is_empty() {
             report_schema(&known, DEFAULT_ENGRAMS, DEFAULT_CLAIM_CHARS)
@@ -261,6 +261,12 @@ impl Agent for LlmAgent {
                     let reported =
                         turn.done.iter().any(|d| matches!(d.action, Action::Report(_) | Action::Escalate { .. }));
                     if !reported {
+                        // A worker handed questions and no pointers finds its own: it searches the workspace first.
+                        if self.scenario.is_some()
+                            && let Some(action) = self.search_step(turn)
+                        {
+                            return action;
+                        }
                         // A worker that has read nothing yet reads first (the model chooses what).
                         let read_before = turn.inbox.iter().any(|d| d.get("dereferenced").is_some());
                         let reading =
@@ -300,7 +306,7 @@ impl Agent for LlmAgent {
 /// The JSON Schema a report answer must follow: a summary and 1..=`max_engrams` engrams whose kind comes from
 /// `schemas/engram.v0.1.json`, whose confidence is one of [`CONFIDENCE_LEVELS`] within that schema's bounds, whose
 /// claim has at most `max_claim` characters and whose pointers are among `known`.
-pub fn report_schema(known: &[String], max_engrams: usize, max_claim: usize) -> Value {
+pub fn report_schema(known: &Citable, max_engrams: usize, max_claim: usize) -> Value {
     json!({
         "type": "object",
         "properties": {
@@ -320,7 +326,7 @@ pub fn report_schema(known: &[String], max_engrams: usize, max_claim: usize) -> 
 /// The JSON Schema of a report that answers graded questions: `answers`, one engram (as in [`report_schema`]) under
 /// each question's id, and a summary. A small model answers a question it sees named far better than it maps
 /// findings to questions itself.
-pub fn answers_schema(known: &[String], questions: &[(String, String)], max_claim: usize) -> Value {
+pub fn answers_schema(known: &Citable, questions: &[(String, String)], max_claim: usize) -> Value {
     let mut answers = serde_json::Map::new();
     for (id, _) in questions {
         answers.insert(id.clone(), engram_item_schema(known, max_claim));
@@ -340,7 +346,7 @@ pub fn answers_schema(known: &[String], questions: &[(String, String)], max_clai
 
 /// One engram of an answer: a kind from `schemas/engram.v0.1.json`, a claim of at most `max_claim` characters, 1–2
 /// pointers among `known`, a confidence among [`CONFIDENCE_LEVELS`] within the schema's bounds.
-fn engram_item_schema(known: &[String], max_claim: usize) -> Value {
+fn engram_item_schema(known: &Citable, max_claim: usize) -> Value {
     let engram = schema_document("engram.v0.1.json").unwrap_or_default();
     let kind = engram.pointer("/properties/kind").cloned().unwrap_or_else(|| json!({"type": "string"}));
     let bound = |name: &str, default: f64| {
@@ -348,7 +354,7 @@ fn engram_item_schema(known: &[String], max_claim: usize) -> Value {
     };
     let (low, high) = (bound("minimum", 0.0), bound("maximum", 1.0));
     let levels: Vec<f64> = CONFIDENCE_LEVELS.into_iter().filter(|c| (low..=high).contains(c)).collect();
-    let pointer = if known.is_empty() { json!({"type": "string"}) } else { json!({"enum": known}) };
+    let pointer = known.schema();
     json!({
         "type": "object",
         "properties": {
@@ -412,7 +418,7 @@ fn asks(claim: &str, question: &str) -> bool {
 
 /// What the schema cannot say: claims not blank (and, answering questions, not a question), pointers in the text
 /// grammar and among those the agent knows.
-fn check_report(value: &Value, known: &[String], questions: &[(String, String)]) -> Vec<String> {
+fn check_report(value: &Value, known: &Citable, questions: &[(String, String)]) -> Vec<String> {
     let mut violations = Vec::new();
     for (idx, (path, engram)) in answer_engrams(value, questions).into_iter().enumerate() {
         let claim = engram.get("claim").and_then(Value::as_str).unwrap_or_default();
@@ -428,10 +434,12 @@ fn check_report(value: &Value, known: &[String], questions: &[(String, String)])
         }
         for (j, pointer) in engram.get("pointers").and_then(Value::as_array).into_iter().flatten().enumerate() {
             let text = pointer.as_str().unwrap_or_default();
-            if Pointer::parse(text).is_err() {
-                violations.push(format!("{path}/pointers/{j}: not a pointer: {text:?}"));
-            } else if !known.is_empty() && !known.iter().any(|k| k == text) {
-                violations.push(format!("{path}/pointers/{j}: not one of the pointers you were given: {text:?}"));
+            match Pointer::parse(text) {
+                Err(_) => violations.push(format!("{path}/pointers/{j}: not a pointer: {text:?}")),
+                Ok(pointer) if !known.allows(text, &pointer) => violations.push(format!(
+                    "{path}/pointers/{j}: not one of the pointers you were given, nor lines inside what you read: {text:?}"
+                )),
+                Ok(_) => {}
             }
         }
     }
@@ -590,11 +598,32 @@ fn describe(doc: &Value, text: &mut String) {
     } else if let Some(read) = doc.get("dereferenced") {
         let pointer = read.get("pointer").and_then(Value::as_str).unwrap_or_default();
         let content = read.get("content").and_then(Value::as_str).unwrap_or_default();
-        let mut cut: String = content.chars().take(MAX_DEREF_CHARS).collect();
-        if cut.len() < content.len() {
-            cut.push_str("\n[…]");
+        text.push_str(&format!("\n# You read {pointer}\n{}\n", numbered(pointer, content)));
+    } else if let Some(searched) = doc.get("searched") {
+        let query = searched.get("query").and_then(Value::as_str).unwrap_or_default();
+        let hits = searched.get("hits").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        text.push_str(&format!("\n# You searched the workspace for {query:?}: {} hits, best first\n", hits.len()));
+        for hit in hits {
+            let field = |name: &str| hit.get(name).and_then(Value::as_str).unwrap_or_default();
+            match hit.get("content").and_then(Value::as_str) {
+                // The baseline pastes each hit's content.
+                Some(content) => text.push_str(&format!("## {}\n{}\n", field("pointer"), numbered(field("pointer"), content))),
+                None => {
+                    let tokens = hit.get("tokens").and_then(Value::as_u64).unwrap_or_default();
+                    text.push_str(&format!("- {} — {} ({tokens} tokens to read)\n", field("pointer"), field("preview")));
+                }
+            }
         }
-        text.push_str(&format!("\n# You read {pointer}\n{cut}\n"));
+    } else if let Some(listed) = doc.get("listed") {
+        let pattern = listed.get("pattern").and_then(Value::as_str).unwrap_or_default();
+        text.push_str(&format!("\n# Files matching {pattern:?}\n"));
+        for file in listed.get("files").and_then(Value::as_array).into_iter().flatten() {
+            let path = file.get("path").and_then(Value::as_str).unwrap_or_default();
+            let number = |name: &str| file.get(name).and_then(Value::as_u64).unwrap_or_default();
+            let symbols: Vec<&str> =
+                file.get("symbols").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+            text.push_str(&format!("- {path} ({} lines, {} tokens): {}\n", number("lines"), number("tokens"), symbols.join(", ")));
+        }
     } else if let Some(spilled) = doc.get("spilled") {
         // An older message past the inbox's inline cap: its pointer, which a deref reads back.
         let field = |name: &str| spilled.get(name).and_then(Value::as_str).unwrap_or_default();
@@ -636,6 +665,27 @@ fn describe(doc: &Value, text: &mut String) {
     }
 }
 
+/// Content read through `pointer`, cut to [`MAX_DEREF_CHARS`], each line behind its number in the file when the
+/// pointer says where it starts (a line span, or a whole file), so that a model can cite `#Lx-Ly` of what it read.
+fn numbered(pointer: &str, content: &str) -> String {
+    let mut cut: String = content.chars().take(MAX_DEREF_CHARS).collect();
+    let truncated = cut.len() < content.len();
+    let parsed = Pointer::parse(pointer).ok();
+    let first = parsed.as_ref().and_then(|p| match (p.line_range(), p.span()) {
+        (Some((start, _)), _) => Some(start),
+        (None, None) if p.ty() == less_runtime::PointerType::Repo => Some(1),
+        _ => None,
+    });
+    if let Some(first) = first {
+        cut = cut.lines().enumerate().map(|(i, line)| format!("{}| {line}\n", first as usize + i)).collect();
+        cut.truncate(cut.trim_end().len());
+    }
+    if truncated {
+        cut.push_str("\n[…]");
+    }
+    cut
+}
+
 fn engram_line(engram: &Value) -> String {
     let kind = engram.get("kind").and_then(Value::as_str).unwrap_or_default();
     let claim = engram.get("claim").and_then(Value::as_str).unwrap_or_default();
@@ -653,7 +703,99 @@ fn pointer_text(value: &Value) -> Option<String> {
     Pointer::new(pointer.ty(), pointer.reference(), pointer.span()).ok().map(|p| p.to_string())
 }
 
-/// Every pointer the agent was given (brief packs, delivered engrams) or read, in first-seen order.
+/// What an agent may cite: every pointer it was given or read ([`known_pointers`]), and any line span inside a
+/// repository file it read (a whole file or a span of one: a narrower citation than the hit or the pack).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Citable {
+    /// Pointers given or read, in text form.
+    pub known: Vec<String>,
+    /// What it read of repository files: the path and the lines (none: the whole file).
+    pub read: Vec<(String, Option<(u32, u32)>)>,
+}
+
+impl Citable {
+    /// What the inbox lets the agent cite.
+    pub fn of(inbox: &[Arc<Value>]) -> Citable {
+        let mut read: Vec<(String, Option<(u32, u32)>)> = Vec::new();
+        let mut add = |text: &str| {
+            if let Ok(pointer) = Pointer::parse(text)
+                && pointer.ty() == less_runtime::PointerType::Repo
+                && (pointer.span().is_none() || pointer.line_range().is_some())
+            {
+                let entry = (pointer.location().to_owned(), pointer.line_range());
+                if !read.contains(&entry) {
+                    read.push(entry);
+                }
+            }
+        };
+        for doc in inbox {
+            if let Some(text) = doc.pointer("/dereferenced/pointer").and_then(Value::as_str) {
+                add(text);
+            }
+            // The baseline's search answer pasted its hits: read as well.
+            for hit in doc.pointer("/searched/hits").and_then(Value::as_array).into_iter().flatten() {
+                if hit.get("content").is_some()
+                    && let Some(text) = hit.get("pointer").and_then(Value::as_str)
+                {
+                    add(text);
+                }
+            }
+        }
+        Citable { known: known_pointers(inbox), read }
+    }
+
+    /// Only these pointers (nothing read).
+    pub fn pointers(known: &[String]) -> Citable {
+        Citable { known: known.to_vec(), read: Vec::new() }
+    }
+
+    /// Whether `text` (parsed: `pointer`) may be cited: one of the known pointers, or lines inside what was read.
+    /// Nothing known and nothing read: anything in the pointer grammar.
+    pub fn allows(&self, text: &str, pointer: &Pointer) -> bool {
+        if self.known.is_empty() && self.read.is_empty() || self.known.iter().any(|k| k == text) {
+            return true;
+        }
+        let Some((from, to)) = pointer.line_range() else { return false };
+        pointer.ty() == less_runtime::PointerType::Repo
+            && self.read.iter().any(|(path, lines)| {
+                path == pointer.location() && lines.is_none_or(|(start, end)| start <= from && to <= end)
+            })
+    }
+
+    /// The JSON Schema of one cited pointer: the known ones, or a line span of a file read (the lines are checked
+    /// against what was read afterwards: a schema cannot bound them).
+    fn schema(&self) -> Value {
+        let mut options = Vec::new();
+        if !self.known.is_empty() {
+            options.push(json!({"enum": self.known}));
+        }
+        let mut paths: Vec<String> = self.read.iter().map(|(path, _)| regex_escape(path)).collect();
+        paths.dedup();
+        if !paths.is_empty() {
+            let pattern = format!("^repo:({})#L[1-9][0-9]{{0,5}}-L[1-9][0-9]{{0,5}}$", paths.join("|"));
+            options.push(json!({"type": "string", "pattern": pattern}));
+        }
+        match options.len() {
+            0 => json!({"type": "string"}),
+            1 => options.remove(0),
+            _ => json!({"anyOf": options}),
+        }
+    }
+}
+
+/// `text` with the characters a regular expression treats specially escaped.
+fn regex_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Every pointer the agent was given (brief packs, delivered engrams, search hits) or read, in first-seen order.
 pub fn known_pointers(inbox: &[Arc<Value>]) -> Vec<String> {
     let mut seen = BTreeSet::new();
     let mut known = Vec::new();
@@ -671,6 +813,9 @@ pub fn known_pointers(inbox: &[Arc<Value>]) -> Vec<String> {
         }
         if let Some(spilled) = doc.get("spilled") {
             add(spilled.get("pointer").and_then(Value::as_str).map(str::to_owned));
+        }
+        for hit in doc.pointer("/searched/hits").and_then(Value::as_array).into_iter().flatten() {
+            add(hit.get("pointer").and_then(Value::as_str).map(str::to_owned));
         }
         for pointers in doc.get("pointer_packs").and_then(Value::as_object).into_iter().flat_map(|m| m.values()) {
             pointers.as_array().into_iter().flatten().for_each(|p| add(pointer_text(p)));

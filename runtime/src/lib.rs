@@ -23,6 +23,7 @@ pub mod memory;
 mod progress;
 mod resolver;
 pub mod run;
+pub mod workspace;
 
 pub use less_contract::*;
 pub use progress::{Progress, Silent, silent};

@@ -515,6 +515,25 @@ pub enum Step {
         #[serde(default)]
         scope: Option<Scope>,
     },
+    /// An agent searches the workspace index (pointers with one-line previews in LESS mode; the hits' content pasted
+    /// in the baseline).
+    Search {
+        /// Who searches.
+        agent: String,
+        /// What to look for.
+        query: String,
+        /// Most hits (1 to 50; default 5).
+        #[serde(default = "default_k")]
+        k: usize,
+    },
+    /// An agent lists workspace files under a path or glob, with their sizes and top-level symbols.
+    List {
+        /// Who lists.
+        agent: String,
+        /// A file, a directory or a glob (`src/**/*.rs`); empty: every file.
+        #[serde(default)]
+        pattern: String,
+    },
     /// An agent promotes the newest engram of a subject key (`subject:<key>` tag) to a wider scope; only a parent of
     /// its creator may promote to org or global, above the confidence floor.
     Promote {

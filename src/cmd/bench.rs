@@ -115,6 +115,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
                     step_timeout: args.step_timeout.map(Duration::from_secs),
                     inbox_cap: args.inbox.cap(),
                     cluster: None,
+                    index: None,
                 };
                 let step_bar = bars.run(&format!("{} {mode} #{repeat}", scenario.name), scenario.steps.len() as u64);
                 let on_step = {

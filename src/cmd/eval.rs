@@ -21,7 +21,7 @@ use less_runtime::{Engram, EngramKind, Pointer, Progress, Scope, Source, Ttl, Va
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::args::{OutputArgs, Stop};
+use super::args::{OutputArgs, Stop, count};
 use crate::Ctx;
 use crate::progress::Bars;
 
@@ -32,6 +32,23 @@ pub(crate) enum Command {
     Locomo(LocomoArgs),
     /// The context ledger against the hot-tail and truncation baselines: checks passed per miss kind.
     Context(ContextArgs),
+    /// Workspace search on the graded tasks of scenarios: the share whose gold spans are all in the top k hits of the
+    /// task's question, with BM25 alone and with the embedding rerank, per split (tune, held out).
+    Search(SearchEvalArgs),
+}
+
+/// Arguments of `lessrt eval search`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SearchEvalArgs {
+    /// Scenario files with graded tasks (default: the three shipped graded scenarios).
+    #[arg(value_name = "SCENARIO")]
+    scenarios: Vec<PathBuf>,
+    /// The cut-offs.
+    #[arg(long, value_delimiter = ',', default_value = "5,10")]
+    k: Vec<usize>,
+    /// The report: {"tasks", "rows": [{"stages", "split", "tasks", "found": {k: n}}], "items": [per task]}.
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 /// Arguments of `lessrt eval context`.
@@ -128,7 +145,98 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
     match command {
         Command::Locomo(args) => locomo(args, ctx),
         Command::Context(args) => context(args),
+        Command::Search(args) => search(args, ctx),
     }
+}
+
+/// The shipped scenarios with graded tasks, the default of `lessrt eval search`.
+pub(crate) const GRADED_SCENARIOS: [&str; 3] =
+    ["scenarios/audit-tidepool.toml", "scenarios/review-lanternfish.toml", "scenarios/waves-harbor.toml"];
+
+/// Runs the search evaluation; exit 1 when no scenario had a graded task.
+fn search(args: &SearchEvalArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
+    use less_runtime::workspace::{WorkspaceIndex, eval};
+    let files: Vec<PathBuf> = if args.scenarios.is_empty() {
+        GRADED_SCENARIOS.iter().map(PathBuf::from).collect()
+    } else {
+        args.scenarios.clone()
+    };
+    if args.k.iter().any(|k| !(1..=less_runtime::workspace::MAX_K).contains(k)) {
+        return Err(Stop::usage(format!("--k takes cut-offs from 1 to {}", less_runtime::workspace::MAX_K)).into());
+    }
+    let mut items = Vec::new();
+    let mut degraded = None;
+    for file in &files {
+        let scenario = less_runtime::Scenario::load(file).map_err(|v| anyhow::anyhow!("{}: {v}", file.display()))?;
+        let mut index = WorkspaceIndex::open(&scenario.workspace).map_err(|e| anyhow::anyhow!("{e}"))?;
+        index.refresh(&less_runtime::Silent).map_err(|e| anyhow::anyhow!("{e}"))?;
+        for stages in [Stages::Hash, Stages::HashRerank] {
+            let found = eval::evaluate(&scenario, &mut index, stages, &args.k).map_err(|e| anyhow::anyhow!("{e}"))?;
+            if stages == Stages::HashRerank && degraded.is_none() {
+                // A rerank without the model is BM25 again: say so rather than report it as the rerank's figure.
+                let probe = index.search("probe", 1, stages, &|_| true);
+                degraded = probe.ok().and_then(|s| s.degraded);
+            }
+            items.extend(found.into_iter().map(|f| (stages, f)));
+        }
+    }
+    if let Some(why) = &degraded {
+        return Err(Stop::usage(format!("LESS_RUN_FAILED: {why}; `lessrt doctor` says how to install the model")).into());
+    }
+    let mut rows = Vec::new();
+    for stages in ["hash", "hash+rerank"] {
+        for split in ["tune", "held_out", "all"] {
+            let chosen: Vec<&eval::TaskFound> = items
+                .iter()
+                .filter(|(s, f)| s.as_str() == stages && (split == "all" || f.split == split))
+                .map(|(_, f)| f)
+                .collect();
+            let found: serde_json::Map<String, Value> = args
+                .k
+                .iter()
+                .map(|k| {
+                    let n = chosen.iter().filter(|f| f.found.iter().any(|(kk, ok)| kk == k && *ok)).count();
+                    (k.to_string(), serde_json::json!(n))
+                })
+                .collect();
+            rows.push(serde_json::json!({"stages": stages, "split": split, "tasks": chosen.len(), "found": found}));
+        }
+    }
+    let n_tasks = items.len() / 2;
+    let doc = serde_json::json!({
+        "tasks": n_tasks,
+        "rows": rows,
+        "items": items.iter().map(|(s, f)| serde_json::json!({"stages": s.as_str(), "found": f})).collect::<Vec<_>>(),
+    });
+    args.output.emit(&doc, || {
+        outln!("{}", search_table(&doc, &args.k));
+        if !ctx.quiet {
+            eprintln!("{} graded tasks of {}; a task is found at k when every gold citation overlaps a top-k hit", n_tasks, count(files.len() as u64, "scenario"));
+        }
+    })?;
+    Ok(if n_tasks == 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// The table of `lessrt eval search` (the README's): a row per stages and split, a column per k.
+pub(crate) fn search_table(doc: &Value, ks: &[usize]) -> String {
+    let mut out = String::from("| stages | split | tasks |");
+    for k in ks {
+        out.push_str(&format!(" found in top {k} |"));
+    }
+    out.push_str("\n|---|---|---:|");
+    for _ in ks {
+        out.push_str("---:|");
+    }
+    for row in doc["rows"].as_array().into_iter().flatten() {
+        let tasks = row["tasks"].as_u64().unwrap_or(0);
+        out.push_str(&format!("\n| {} | {} | {tasks} |", row["stages"].as_str().unwrap_or(""), row["split"].as_str().unwrap_or("")));
+        for k in ks {
+            let n = row["found"][k.to_string()].as_u64().unwrap_or(0);
+            let pct = if tasks == 0 { 0.0 } else { 100.0 * n as f64 / tasks as f64 };
+            out.push_str(&format!(" {n} ({pct:.0}%) |"));
+        }
+    }
+    out
 }
 
 /// Runs a scenario set; exit 1 when the ledger misses a check (the set is its contract).

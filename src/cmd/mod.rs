@@ -1,6 +1,7 @@
 //! One module per sub-command; each exposes `Args` (or `Command`) and `run`.
 
 pub(crate) mod args;
+pub(crate) mod ask;
 pub(crate) mod bench;
 pub(crate) mod compact;
 pub(crate) mod completions;
@@ -8,6 +9,7 @@ pub(crate) mod dag;
 pub(crate) mod doctor;
 pub(crate) mod errors;
 pub(crate) mod eval;
+pub(crate) mod index;
 pub(crate) mod load;
 pub(crate) mod mcp;
 pub(crate) mod memory;

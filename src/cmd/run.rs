@@ -202,6 +202,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
             step_timeout: args.step_timeout.map(Duration::from_secs),
             inbox_cap: args.inbox.cap(),
             cluster: cluster.clone(),
+            index: None,
         };
         let factory = Arc::new(
             AgentsFactory::for_scenario(&scenario, &source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?,

@@ -8,7 +8,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use less_runtime::run::{Action, AskGrantAction, BriefAction, DecideInput, DerefAction, Done, Outcome, TurnInput};
+use less_runtime::run::{
+    Action, AskGrantAction, BriefAction, DecideInput, DerefAction, Done, Outcome, SearchAction, TurnInput,
+};
 use less_runtime::{ErrorCode, GrantSpec, Scenario, Step};
 use serde_json::{Value, json};
 
@@ -34,6 +36,10 @@ const MAX_RECALL_CHARS: usize = 120;
 const RECALL_K: usize = 3;
 /// Lines of what matters now a brief may carry (`shared_brief_micro.v0.1.json`).
 const MAX_BRIEF_LINES: usize = 10;
+/// Hits a worker's search asks for: a few pointers with previews, well inside a message budget.
+pub(crate) const SEARCH_K: usize = 5;
+/// Characters of a search query.
+const MAX_QUERY_CHARS: usize = 300;
 
 impl LlmAgent {
     /// Asks the model for one JSON answer under `schema`, with one corrective retry of unusable output.
@@ -53,7 +59,7 @@ impl LlmAgent {
         };
         let mut tries = 0;
         loop {
-            match self.ask(&request, &[], &[]).await {
+            match self.ask(&request, &super::Citable::default(), &[]).await {
                 Ok(done) => return Ok(done.value),
                 Err(err) if tries < super::OUTPUT_RETRIES && !err.is_transient() => {
                     tries += 1;
@@ -66,6 +72,25 @@ impl LlmAgent {
                 Err(err) => return Err(err),
             }
         }
+    }
+
+    /// A worker with questions and nothing to read finds its own evidence: its first action is a search of the
+    /// workspace with its questions' words (and the lines of what matters now its brief gave), once per turn, and
+    /// not again once it holds a search's hits. `None`: it has pointers to read, or it searched already.
+    pub(super) fn search_step(&self, turn: &TurnInput) -> Option<Action> {
+        let searched = turn.done.iter().any(|d| matches!(d.action, Action::Search(_)))
+            || turn.inbox.iter().any(|d| d.get("searched").is_some());
+        let read = turn.inbox.iter().any(|d| d.get("dereferenced").is_some());
+        if searched || read || !unread(&turn.inbox).is_empty() {
+            return None;
+        }
+        let questions = self.questions_for(turn);
+        if questions.is_empty() {
+            return None;
+        }
+        let query: String =
+            questions.iter().map(|(_, q)| q.as_str()).collect::<Vec<_>>().join(" ").chars().take(MAX_QUERY_CHARS).collect();
+        Some(Action::Search(SearchAction { query, k: SEARCH_K }))
     }
 
     /// A parent's brief turn: the model writes one brief per child, the runtime hands the step's tasks down with

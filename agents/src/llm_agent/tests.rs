@@ -117,7 +117,7 @@ fn report_of(actions: &[Action]) -> &ReportAction {
 
 #[test]
 fn schema_takes_kinds_and_bounds_from_the_engram_schema() {
-    let schema = report_schema(&[DIFF.to_owned()], 3, 500);
+    let schema = report_schema(&Citable::pointers(&[DIFF.to_owned()]), 3, 500);
     let kinds = schema.pointer("/properties/engrams/items/properties/kind/enum").expect("kind enum");
     assert!(kinds.as_array().expect("array").contains(&json!("risk")));
     assert_eq!(schema.pointer("/properties/engrams/maxItems"), Some(&json!(3)));
@@ -845,7 +845,7 @@ mod fuzz {
     /// most its schema's engrams, each with a claim and only pointers the agent holds.
     #[test]
     fn fuzz_model_output_parser() {
-        let known = vec![DIFF.to_owned(), SPAN.to_owned()];
+        let known = Citable::pointers(&[DIFF.to_owned(), SPAN.to_owned()]);
         let questions = task_questions(&questions_input().inbox);
         let mut runner = TestRunner::new(config(256));
         let outcome = runner.run(&(model_text(), any::<bool>()), |(text, answering)| {
@@ -868,7 +868,7 @@ mod fuzz {
                     prop_assert!(engrams.len() <= most, "{} engrams", engrams.len());
                     for engram in &engrams {
                         prop_assert!(!engram.claim.trim().is_empty());
-                        prop_assert!(engram.pointers.iter().all(|p| known.contains(p)), "{:?}", engram.pointers);
+                        prop_assert!(engram.pointers.iter().all(|p| known.known.contains(p)), "{:?}", engram.pointers);
                         prop_assert!((0.0..=1.0).contains(&engram.confidence));
                     }
                 }

@@ -222,6 +222,8 @@ impl NodeHostState {
         let resolver: ActorRef<ResolverMsg> = find("resolver").await?.into();
         let head: ActorRef<HeadMsg> = find("head").await?.into();
         let factory = (self.factory)(&scenario)?;
+        // The node searches its own copy of the workspace (the head's resolver reads it for derefs).
+        let index = crate::workspace::SharedIndex::new(&scenario.workspace, None);
         let clock = match spec.clock {
             Some(at) => Some(time::OffsetDateTime::from_unix_timestamp(at).map_err(|e| e.to_string())?),
             None => None,
@@ -239,6 +241,7 @@ impl NodeHostState {
             factory,
             clock,
             inbox_cap: spec.inbox_cap.max(1),
+            workspace: index,
         });
         let mut gateways = Vec::new();
         for agent in &spec.agents {

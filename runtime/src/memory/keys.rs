@@ -15,7 +15,7 @@ use less_contract::Valid;
 pub const MAX_STORED_KEYS: usize = 32;
 
 /// Words too common to say anything on their own (they still take part in pairs).
-const STOPWORDS: &[&str] = &[
+pub(crate) const STOPWORDS: &[&str] = &[
     "a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "did", "do", "does", "for", "from", "had",
     "has", "have", "he", "her", "his", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not",
     "of", "on", "or", "our", "she", "so", "that", "the", "their", "them", "then", "there", "they", "this", "to", "was",
@@ -264,7 +264,7 @@ pub fn with_stored_keys(engram: &Valid<Engram>) -> Valid<Engram> {
 
 /// Splits an identifier or path at `/`, `.`, `::`, `_`, `-` and camelCase boundaries, lowercased; parts of one
 /// character are dropped.
-fn identifier_parts(token: &str) -> Vec<String> {
+pub(crate) fn identifier_parts(token: &str) -> Vec<String> {
     let mut parts = Vec::new();
     for chunk in token.split(['/', '.', ':', '_', '-', '#', '@']) {
         let mut current = String::new();

@@ -375,6 +375,14 @@ impl AgentState {
                     QueryOptions { k: *k, project: project.clone(), scope: *scope, ..QueryOptions::default() };
                 self.query(text, options, outcome).await
             }
+            Action::Search(search) => {
+                let answer = ractor::call!(self.gateway, GatewayMsg::Search, search.clone());
+                self.looked(answer.map_err(|e| e.to_string()), "search", outcome)
+            }
+            Action::List(list) => {
+                let answer = ractor::call!(self.gateway, GatewayMsg::List, list.clone());
+                self.looked(answer.map_err(|e| e.to_string()), "list", outcome)
+            }
             Action::Promote { subject, to } => self.promote(subject, *to, outcome).await,
             Action::Brief(brief) => self.brief(brief, outcome).await,
             Action::Report(report) => {
@@ -421,6 +429,26 @@ impl AgentState {
         let result = self.send_report(&report, resending(done), outcome).await;
         self.end_turn();
         result
+    }
+
+    /// A search's or a listing's answer from the gateway: what it let through joins the inbox.
+    fn looked(
+        &mut self,
+        answer: Result<Result<crate::run::gateway::Looked, Violation>, String>,
+        what: &str,
+        outcome: &mut ActOutcome,
+    ) -> Outcome {
+        match answer {
+            Ok(Ok(looked)) => {
+                self.inbox.keep(Arc::new(looked.item));
+                Outcome::Done
+            }
+            Ok(Err(violation)) => {
+                outcome.refusals.push(violation.code);
+                Outcome::Refused(violation)
+            }
+            Err(err) => Outcome::Refused(run_failed(what, &err)),
+        }
     }
 
     /// Pulls content through the gateway; what it lets through joins the inbox, with its digest remembered.
@@ -616,6 +644,14 @@ impl AgentState {
         for item in &self.inbox.docs() {
             if let Some(text) = item.pointer("/dereferenced/pointer").and_then(Value::as_str) {
                 held.extend(Pointer::parse(text).ok());
+            }
+            // A baseline's search answer pasted each hit's content.
+            for hit in item.pointer("/searched/hits").and_then(Value::as_array).into_iter().flatten() {
+                if hit.get("content").is_some()
+                    && let Some(text) = hit.get("pointer").and_then(Value::as_str)
+                {
+                    held.extend(Pointer::parse(text).ok());
+                }
             }
             let Some(doc) = item.get("verbatim").and(item.get("doc")) else { continue };
             for pack in doc.get("pointer_packs").and_then(Value::as_object).into_iter().flat_map(|p| p.values()) {

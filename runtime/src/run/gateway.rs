@@ -28,7 +28,8 @@ use crate::run::agent::{ActOutcome, ActRequest, AgentActor, AgentArgs, AgentMsg,
 use crate::run::inbox::{Inbox, InboxItem, Spill};
 use crate::run::ledger::Event;
 use crate::run::resolver_actor::ResolverMsg;
-use crate::run::wire::{DerefAction, Document, Draft, Envelope, EnvelopeKind};
+use crate::run::wire::{DerefAction, Document, Draft, Envelope, EnvelopeKind, ListAction, SearchAction};
+pub use look::Looked;
 use less_contract::Budget;
 use less_contract::Grant;
 use less_contract::TokenCounter;
@@ -419,7 +420,7 @@ fn glob_matches(pattern: &str, text: &str) -> bool {
 /// `/`; everything else matches itself. Matching takes time linear in the text whatever the pattern (a parent's
 /// model writes patterns; a backtracking matcher is exponential in the number of stars). None when the pattern is
 /// too large to compile.
-fn glob_regex(pattern: &str) -> Option<regex::Regex> {
+pub(crate) fn glob_regex(pattern: &str) -> Option<regex::Regex> {
     let mut expr = String::with_capacity(pattern.len() * 2 + 2);
     expr.push('^');
     let mut rest = pattern;
@@ -463,6 +464,10 @@ pub enum GatewayMsg {
     ActAt(usize, u32, RpcReplyPort<ActOutcome>),
     /// The agent's own deref request.
     Deref(DerefAction, RpcReplyPort<DerefOutcome>),
+    /// The agent's search of the workspace index.
+    Search(SearchAction, RpcReplyPort<Result<Looked, Violation>>),
+    /// The agent's listing of workspace files.
+    List(ListAction, RpcReplyPort<Result<Looked, Violation>>),
     /// The agent sent a message: its turn is over (the deref budget starts again).
     EndTurn,
     /// The agent issues a grant to a descendant (answering the deref request named, if any).
@@ -489,6 +494,8 @@ pub(crate) fn to_wire(msg: GatewayMsg) -> Result<SerializedMessage, BoxedDowncas
         GatewayMsg::AskGrant(ask, reply) => call("AskGrant", &ask, reply),
         GatewayMsg::SpendCodeGrant(request, reply) => call("SpendCodeGrant", &request, reply),
         GatewayMsg::Deref(..) => Err(unknown("gateway", "Deref")),
+        GatewayMsg::Search(..) => Err(unknown("gateway", "Search")),
+        GatewayMsg::List(..) => Err(unknown("gateway", "List")),
         GatewayMsg::EndTurn => Err(unknown("gateway", "EndTurn")),
         GatewayMsg::IssueGrant(..) => Err(unknown("gateway", "IssueGrant")),
         GatewayMsg::Restore(..) => Err(unknown("gateway", "Restore")),
@@ -660,6 +667,12 @@ impl Actor for GatewayActor {
             GatewayMsg::Deref(action, reply) => {
                 let outcome = state.deref(action).await;
                 let _ = reply.send(outcome);
+            }
+            GatewayMsg::Search(action, reply) => {
+                let _ = reply.send(state.search(action).await);
+            }
+            GatewayMsg::List(action, reply) => {
+                let _ = reply.send(state.list(action).await);
             }
             GatewayMsg::EndTurn => state.turn += 1,
             GatewayMsg::Restore(restored, reply) => {
@@ -1159,5 +1172,6 @@ impl GatewayState {
     }
 }
 
+mod look;
 #[cfg(test)]
 mod tests;

@@ -58,9 +58,11 @@ pub struct Answer {
 
 /// Grades every task of `scenario` against the delivered messages among `events`.
 pub fn grade(scenario: &Scenario, events: &[Event]) -> TaskReport {
+    // A task without a gold answer is a question only (`lessrt ask` hands its question down that way): never graded.
     let items: Vec<TaskVerdict> = scenario
         .tasks
         .iter()
+        .filter(|task| !(task.gold.cites.is_empty() && task.gold.terms.is_empty() && task.gold.patterns.is_empty()))
         .map(|task| {
             let mut verdict = grade_task(task, events);
             verdict.role = scenario.agent(&task.agent).map(|a| a.role.clone()).unwrap_or_default();
@@ -200,7 +202,7 @@ pub fn states(claim: &str, term: &str) -> bool {
 }
 
 /// The engrams of messages `agent` delivered, in delivery order, with their message ids.
-fn delivered_by<'a>(events: &'a [Event], agent: &'a str) -> impl Iterator<Item = (&'a str, &'a Engram)> {
+pub(crate) fn delivered_by<'a>(events: &'a [Event], agent: &'a str) -> impl Iterator<Item = (&'a str, &'a Engram)> {
     events
         .iter()
         .filter_map(move |e| match e {

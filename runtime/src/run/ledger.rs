@@ -121,6 +121,33 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "String::is_empty")]
         message: String,
     },
+    /// An agent searched the workspace index: the pointers it was answered with and the inline tokens they cost (a
+    /// refusal: `code` and `message`).
+    Search {
+        agent: String,
+        query: String,
+        k: usize,
+        returned: Vec<String>,
+        tokens: u32,
+        /// The stages that ranked the hits (`hash`, `rerank`); empty when refused.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        stages: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<ErrorCode>,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        message: String,
+    },
+    /// An agent listed workspace files under a pattern.
+    List {
+        agent: String,
+        pattern: String,
+        files: usize,
+        tokens: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<ErrorCode>,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        message: String,
+    },
     /// An engram of a delivered report put into the memory as its sender: `status` is stored, duplicate, revived or
     /// refused (then `code` and `message` say why).
     MemoryPut {
@@ -217,6 +244,16 @@ impl Event {
                 "query".into(),
                 format!("{}={tokens}{}", returned.len(), code.map(|c| format!("\t{c}")).unwrap_or_default()),
             ],
+            Event::Search { agent, returned, tokens, code, .. } => vec![
+                agent.clone(),
+                "search".into(),
+                format!("{}={tokens}{}", returned.len(), code.map(|c| format!("\t{c}")).unwrap_or_default()),
+            ],
+            Event::List { agent, files, tokens, code, .. } => vec![
+                agent.clone(),
+                "list".into(),
+                format!("{files}={tokens}{}", code.map(|c| format!("\t{c}")).unwrap_or_default()),
+            ],
             Event::MemoryPut { agent, id, status, code, .. } => vec![
                 agent.clone(),
                 "memory-put".into(),
@@ -298,6 +335,18 @@ impl Event {
             }
             Event::Query { agent, code: Some(code), message, .. } => {
                 format!("  {agent} queries memory: REFUSED {code}: {message}")
+            }
+            Event::Search { agent, query, returned, tokens, stages, code: None, .. } => {
+                format!("  {agent} searches {query:?} ({}): {} hits, {tokens} tok", stages.join("+"), returned.len())
+            }
+            Event::Search { agent, query, code: Some(code), message, .. } => {
+                format!("  {agent} searches {query:?}: REFUSED {code}: {message}")
+            }
+            Event::List { agent, pattern, files, tokens, code: None, .. } => {
+                format!("  {agent} lists {pattern:?}: {files} files, {tokens} tok")
+            }
+            Event::List { agent, pattern, code: Some(code), message, .. } => {
+                format!("  {agent} lists {pattern:?}: REFUSED {code}: {message}")
             }
             Event::MemoryPut { agent, id, status, code, message, superseded, contradictions } => match code {
                 Some(code) => format!("  {agent} memory put {id}: REFUSED {code}: {message}"),

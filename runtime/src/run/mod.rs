@@ -51,7 +51,8 @@ pub use supervisor::{
     ClusterOptions, DEFAULT_STEP_TIMEOUT, LocalRun, Pinned, RunOptions, check_out_dir, run_scenario, run_scenario_with,
 };
 pub use wire::{
-    Action, AskGrantAction, BriefAction, DerefAction, Document, Draft, Envelope, EnvelopeKind, ReportAction, SendAction,
+    Action, AskGrantAction, BriefAction, DerefAction, Document, Draft, Envelope, EnvelopeKind, ListAction, ReportAction,
+    SearchAction, SendAction,
 };
 
 /// Gateways by agent id: the only way to reach an agent.
@@ -94,6 +95,8 @@ pub struct RunContext {
     pub(crate) clock: Option<time::OffsetDateTime>,
     /// How many typed messages an agent's inbox keeps inline ([`RunOptions::inbox_cap`]).
     pub(crate) inbox_cap: usize,
+    /// The workspace index behind the agents' `search` and `list` ([`RunOptions::index`]).
+    pub(crate) workspace: Arc<crate::workspace::SharedIndex>,
 }
 
 impl RunContext {

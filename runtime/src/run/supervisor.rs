@@ -67,6 +67,9 @@ pub struct RunOptions {
     pub inbox_cap: usize,
     /// How to reach the run's worker nodes, for a scenario that places agents on nodes (`[cluster]`).
     pub cluster: Option<ClusterOptions>,
+    /// The workspace index the agents' `search` and `list` actions use. `None`: the scenario workspace's, in its
+    /// default directory ([`crate::workspace::WorkspaceIndex::default_dir`]), opened and refreshed on the first search.
+    pub index: Option<Arc<crate::workspace::SharedIndex>>,
 }
 
 /// What the head of a cluster run needs besides the scenario: the cookie, and the scenario as the nodes rebuild it.
@@ -95,6 +98,7 @@ impl RunOptions {
             step_timeout: None,
             inbox_cap: DEFAULT_INBOX_CAP,
             cluster: None,
+            index: None,
         }
     }
 }
@@ -276,6 +280,10 @@ impl LocalRun {
             factory,
             clock: options.pinned.map(|p| p.clock),
             inbox_cap: options.inbox_cap.max(1),
+            workspace: options
+                .index
+                .clone()
+                .unwrap_or_else(|| crate::workspace::SharedIndex::new(&scenario.workspace, None)),
         });
         let placed = scenario.agents.iter().any(|a| a.node.is_some());
         let violations = scenario.check_placement();
@@ -543,6 +551,8 @@ fn step_agent(step: &Step) -> &str {
         Step::Brief { agent, .. }
         | Step::Deref { agent, .. }
         | Step::Query { agent, .. }
+        | Step::Search { agent, .. }
+        | Step::List { agent, .. }
         | Step::Promote { agent, .. }
         | Step::Panic { agent } => agent,
         Step::Report(report) => &report.agent,
@@ -555,6 +565,8 @@ fn step_name(step: &Step) -> &'static str {
         Step::Deref { .. } => "deref",
         Step::Report(_) => "report",
         Step::Query { .. } => "query",
+        Step::Search { .. } => "search",
+        Step::List { .. } => "list",
         Step::Promote { .. } => "promote",
         Step::Panic { .. } => "panic",
     }

@@ -74,6 +74,7 @@ async fn harness_with(mode: WireMode, budget_toml: &str, lead_toml: &str, inbox_
     let (summarizers, _) =
         Actor::spawn(None, crate::dag::actor::SummarizerSupervisor, summarizer_args).await.expect("summarizers");
     let seen = Arc::new(Mutex::new(Vec::new()));
+    let index = crate::workspace::SharedIndex::new(&scenario.workspace, None);
     let ctx = Arc::new(RunContext {
         run_id: format!("h{}", rand_suffix()),
         session_base: format!("h{}", rand_suffix()),
@@ -92,6 +93,7 @@ async fn harness_with(mode: WireMode, budget_toml: &str, lead_toml: &str, inbox_
         factory: Arc::new(RecorderFactory(seen.clone())),
         clock: None,
         inbox_cap,
+        workspace: index,
     });
     for id in ["lead", "dev"] {
         let args = GatewayArgs { ctx: ctx.clone(), agent_id: id.to_owned() };

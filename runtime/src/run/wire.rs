@@ -41,6 +41,12 @@ pub enum Action {
         /// Only this scope.
         scope: Option<Scope>,
     },
+    /// Search the workspace index: the answer is pointers with one-line previews (LESS), or the same hits with their
+    /// content pasted (the fair baseline), metered as inline tokens by the agent's gateway.
+    Search(SearchAction),
+    /// List the workspace's files under a path or glob, with their sizes and top-level symbols (an outline), metered
+    /// like a search.
+    List(ListAction),
     /// Widen the scope of the newest engram of a subject key.
     Promote {
         /// The subject key.
@@ -73,6 +79,8 @@ impl Action {
             Action::AskGrant(_) => "ask_grant",
             Action::Grant(_) => "grant",
             Action::Query { .. } => "query",
+            Action::Search(_) => "search",
+            Action::List(_) => "list",
             Action::Promote { .. } => "promote",
             Action::Report(_) => "report",
             Action::Escalate { .. } => "escalate",
@@ -134,6 +142,22 @@ pub struct DerefAction {
     pub intended_use: String,
     /// Grant to present.
     pub grant: Option<String>,
+}
+
+/// A search of the workspace index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchAction {
+    /// What to look for: key words, identifiers, a question.
+    pub query: String,
+    /// Most hits (1 to [`crate::workspace::MAX_K`]).
+    pub k: usize,
+}
+
+/// A listing of the workspace's files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListAction {
+    /// A file, a directory (`src/orders`: everything under it) or a glob (`src/**/*.rs`); empty: every file.
+    pub pattern: String,
 }
 
 /// A request to the parent for a dereference over the agent's budget.

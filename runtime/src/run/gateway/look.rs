@@ -1,0 +1,166 @@
+//! An agent's `search` and `list`, answered by its gateway from the run's workspace index and metered like any
+//! inline message.
+//!
+//! In LESS mode the answer is one line per hit, `pointer — preview (N tok)`, or per file, `path (L lines, T
+//! tokens): symbols`; hits outside the agent's reach are left out, and an answer over the role's
+//! `max_inline_tokens` is refused with `LESS_BUDGET_EXCEEDED`, saying how many hits would fit. In the fair baseline
+//! the same engine at the same `k` answers, and each hit's content is pasted under its pointer, as an orchestrator
+//! without LESS pastes what it retrieved; nothing is refused there (it has no budgets).
+
+use serde_json::{Value, json};
+
+use super::GatewayState;
+use crate::memory::Stages;
+use crate::run::ledger::Event;
+use crate::run::wire::{ListAction, SearchAction};
+use crate::workspace::{Hit, MAX_K};
+use less_contract::{ErrorCode, Pointer, TokenCounter, Violation, WireMode};
+
+/// What a search or a listing brought the agent.
+#[derive(Debug, Clone)]
+pub struct Looked {
+    /// The inbox item: `{"searched": {"query", "hits": [{"pointer", "preview", "tokens"(, "content")}]}}` or
+    /// `{"listed": {"pattern", "files": [{"path", "lines", "tokens", "symbols"}]}}`.
+    pub item: Value,
+}
+
+impl GatewayState {
+    /// Searches the workspace index for the agent (see the module docs).
+    pub(super) async fn search(&mut self, action: SearchAction) -> Result<Looked, Violation> {
+        let less = self.ctx.mode == WireMode::Less;
+        let refused = |this: &Self, violation: Violation| {
+            this.ctx.record(Event::Search {
+                agent: this.agent_id.clone(),
+                query: action.query.clone(),
+                k: action.k,
+                returned: Vec::new(),
+                tokens: 0,
+                stages: Vec::new(),
+                code: Some(violation.code),
+                message: violation.message.clone(),
+            });
+            Err(violation)
+        };
+        if !(1..=MAX_K).contains(&action.k) {
+            let why = format!("k is {}; ask for 1 to {MAX_K} hits", action.k);
+            return refused(self, Violation::new(ErrorCode::ArgumentInvalid, "/k", why));
+        }
+        let reach = self.reach.clone();
+        // Outside its reach an agent learns nothing, not even that a file exists (in LESS mode; the baseline has no
+        // reach).
+        let keep: Box<dyn Fn(&Hit) -> bool + Send> = if less {
+            Box::new(move |hit: &Hit| Pointer::parse(&hit.pointer).is_ok_and(|p| reach.covers(&p)))
+        } else {
+            Box::new(|_: &Hit| true)
+        };
+        let found = match self.ctx.workspace.search(action.query.clone(), action.k, Stages::HashRerank, keep).await {
+            Ok(found) => found,
+            Err(violation) => return refused(self, violation),
+        };
+        if let Some(why) = &found.degraded {
+            tracing::warn!(target: "less.search", "{}: {why}", self.agent_id);
+        }
+        let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
+        let (item, text) = if less {
+            let lines: Vec<String> = found.hits.iter().map(|h| format!("{} ({} tok)", h.line(), h.tokens)).collect();
+            let hits: Vec<Value> = found
+                .hits
+                .iter()
+                .map(|h| json!({"pointer": h.pointer, "preview": h.preview, "tokens": h.tokens}))
+                .collect();
+            (json!({"searched": {"query": action.query, "hits": hits}}), lines.join("\n"))
+        } else {
+            let pointers: Vec<String> = found.hits.iter().map(|h| h.pointer.clone()).collect();
+            let contents = match self.ctx.workspace.read(pointers).await {
+                Ok(contents) => contents,
+                Err(violation) => return refused(self, violation),
+            };
+            let mut text = String::new();
+            let mut hits = Vec::with_capacity(found.hits.len());
+            for (hit, content) in found.hits.iter().zip(contents) {
+                text.push_str(&format!("{}\n{}\n\n", hit.pointer, content.trim_end()));
+                hits.push(json!({"pointer": hit.pointer, "preview": hit.preview, "tokens": hit.tokens, "content": content}));
+            }
+            (json!({"searched": {"query": action.query, "hits": hits}}), text)
+        };
+        let tokens = counter.count(&text);
+        if less && tokens > self.budget.max_inline_tokens {
+            // How many of the best hits would have fitted.
+            let mut fit = 0;
+            let mut used = 0;
+            for hit in &found.hits {
+                used += counter.count(&format!("{} ({} tok)\n", hit.line(), hit.tokens));
+                if used > self.budget.max_inline_tokens {
+                    break;
+                }
+                fit += 1;
+            }
+            let why = format!(
+                "{} hits are {tokens} inline tokens; this role accepts at most {} in one answer: search again with k = {} or fewer, or with narrower words",
+                found.hits.len(),
+                self.budget.max_inline_tokens,
+                fit.max(1)
+            );
+            return refused(self, Violation::new(ErrorCode::BudgetExceeded, "/k", why));
+        }
+        self.ctx.record(Event::Search {
+            agent: self.agent_id.clone(),
+            query: action.query.clone(),
+            k: action.k,
+            returned: found.hits.iter().map(|h| h.pointer.clone()).collect(),
+            tokens,
+            stages: found.stages.clone(),
+            code: None,
+            message: String::new(),
+        });
+        Ok(Looked { item })
+    }
+
+    /// Lists workspace files for the agent (see the module docs).
+    pub(super) async fn list(&mut self, action: ListAction) -> Result<Looked, Violation> {
+        let less = self.ctx.mode == WireMode::Less;
+        let refused = |this: &Self, violation: Violation| {
+            this.ctx.record(Event::List {
+                agent: this.agent_id.clone(),
+                pattern: action.pattern.clone(),
+                files: 0,
+                tokens: 0,
+                code: Some(violation.code),
+                message: violation.message.clone(),
+            });
+            Err(violation)
+        };
+        let mut files = match self.ctx.workspace.list(action.pattern.clone()).await {
+            Ok(files) => files,
+            Err(violation) => return refused(self, violation),
+        };
+        if less {
+            let reach = self.reach.clone();
+            files.retain(|f| Pointer::parse(&format!("repo:{}", f.path)).is_ok_and(|p| reach.covers(&p)));
+        }
+        let text: String = files.iter().map(|f| f.line() + "\n").collect();
+        let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
+        let tokens = counter.count(&text);
+        if less && tokens > self.budget.max_inline_tokens {
+            let why = format!(
+                "{} files are {tokens} inline tokens; this role accepts at most {} in one answer: list a narrower path or glob",
+                files.len(),
+                self.budget.max_inline_tokens
+            );
+            return refused(self, Violation::new(ErrorCode::BudgetExceeded, "/pattern", why));
+        }
+        self.ctx.record(Event::List {
+            agent: self.agent_id.clone(),
+            pattern: action.pattern.clone(),
+            files: files.len(),
+            tokens,
+            code: None,
+            message: String::new(),
+        });
+        let files: Vec<Value> = files
+            .iter()
+            .map(|f| json!({"path": f.path, "lines": f.lines, "tokens": f.tokens, "symbols": f.symbols}))
+            .collect();
+        Ok(Looked { item: json!({"listed": {"pattern": action.pattern, "files": files}}) })
+    }
+}

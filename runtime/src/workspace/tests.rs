@@ -1,0 +1,251 @@
+use super::chunk::WINDOW_LINES;
+use super::*;
+
+fn spans(chunks: &[Chunk]) -> Vec<(u32, u32, ChunkKind, Option<&str>)> {
+    chunks.iter().map(|c| (c.start, c.end, c.kind, c.symbols.first().map(String::as_str))).collect()
+}
+
+#[test]
+fn rust_is_cut_at_its_items_with_their_doc_comments() {
+    let text = "\
+use std::time::Duration;
+
+/// How long a reservation is held.
+pub const HOLD: Duration = Duration::from_secs(900);
+
+/// A reservation.
+#[derive(Debug)]
+pub struct Reservation {
+    pub sku: String,
+}
+
+impl Reservation {
+    /// Holds it.
+    pub fn hold(&self) -> Duration {
+        HOLD
+    }
+}
+
+fn helper() {}
+";
+    let chunks = chunk_file("src/stock.rs", text);
+    assert_eq!(
+        spans(&chunks),
+        vec![
+            (1, 1, ChunkKind::Window, None),
+            (3, 4, ChunkKind::Const, Some("HOLD")),
+            (6, 10, ChunkKind::Type, Some("Reservation")),
+            (12, 17, ChunkKind::Impl, Some("Reservation")),
+            (19, 19, ChunkKind::Function, Some("helper")),
+        ]
+    );
+    assert_eq!(chunks[2].preview, "pub struct Reservation {");
+    assert_eq!(chunks[1].pointer("src/stock.rs"), "repo:src/stock.rs#L3-L4");
+}
+
+#[test]
+fn a_long_impl_is_cut_into_its_methods() {
+    let mut text = String::from("impl Store {\n");
+    for name in ["put", "get", "evict"] {
+        text.push_str(&format!("    /// {name} it.\n    pub fn {name}(&self) {{\n"));
+        for i in 0..30 {
+            text.push_str(&format!("        let x{i} = {i};\n"));
+        }
+        text.push_str("    }\n\n");
+    }
+    text.push_str("}\n");
+    let chunks = chunk_file("src/store.rs", &text);
+    let methods: Vec<_> = chunks.iter().filter(|c| c.kind == ChunkKind::Method).collect();
+    assert_eq!(methods.len(), 3, "{chunks:#?}");
+    assert_eq!((methods[0].start, methods[0].end), (2, 34));
+    assert_eq!(methods[1].symbols, vec!["get".to_owned(), "Store::get".to_owned()]);
+    assert_eq!(methods[2].preview, "pub fn evict(&self) {");
+    assert!(!methods[0].top_level);
+    let head = chunks.iter().find(|c| c.kind == ChunkKind::Impl).expect("the impl's head");
+    assert_eq!((head.start, head.end), (1, 1));
+}
+
+#[test]
+fn python_functions_and_classes_keep_their_decorators() {
+    let text = "\
+import os
+
+TIMEOUT = 30
+
+
+@retry(3)
+def fetch(url, timeout=TIMEOUT):
+    return os.get(url, timeout)
+
+
+class Client:
+    def __init__(self):
+        self.t = 1
+";
+    let chunks = chunk_file("app/http.py", text);
+    assert_eq!(
+        spans(&chunks),
+        vec![
+            (1, 3, ChunkKind::Window, None),
+            (6, 8, ChunkKind::Function, Some("fetch")),
+            (11, 13, ChunkKind::Type, Some("Client")),
+        ]
+    );
+    assert_eq!(chunks[1].preview, "def fetch(url, timeout=TIMEOUT):");
+}
+
+#[test]
+fn typescript_javascript_and_go_items() {
+    let ts = "export function reserve(sku: string): number {\n  return 1;\n}\n\nexport interface Hold {\n  ttl: number;\n}\n";
+    let chunks = chunk_file("web/stock.ts", ts);
+    assert_eq!(
+        spans(&chunks),
+        vec![(1, 3, ChunkKind::Function, Some("reserve")), (5, 7, ChunkKind::Type, Some("Hold"))]
+    );
+    let js = "class Cart {\n  total() { return 0; }\n}\nconst LIMIT = 5;\n";
+    let chunks = chunk_file("web/cart.js", js);
+    assert_eq!(spans(&chunks), vec![(1, 3, ChunkKind::Type, Some("Cart")), (4, 4, ChunkKind::Const, Some("LIMIT"))]);
+    let go = "package stock\n\n// Hold holds.\nfunc Hold(sku string) int {\n\treturn 1\n}\n\ntype Store struct {\n\tn int\n}\n\nfunc (s *Store) Put() {}\n";
+    let chunks = chunk_file("stock/stock.go", go);
+    assert_eq!(
+        spans(&chunks),
+        vec![
+            (1, 1, ChunkKind::Window, None),
+            (3, 6, ChunkKind::Function, Some("Hold")),
+            (8, 10, ChunkKind::Type, Some("Store")),
+            (12, 12, ChunkKind::Method, Some("Put")),
+        ]
+    );
+}
+
+#[test]
+fn markdown_sections_toml_tables_yaml_keys_and_plain_windows() {
+    let md = "# Guide\nIntro.\n\n## Install\nRun it.\n\n## Use\nCall it.\n\n## Use\nAgain.\n";
+    let chunks = chunk_file("docs/guide.md", md);
+    assert_eq!(chunks.len(), 4);
+    assert_eq!(chunks[1].pointer("docs/guide.md"), "artifact:docs/guide.md#sec=Install");
+    // Not a leaf (it has subsections) and a repeated heading: named by lines.
+    assert_eq!(chunks[0].pointer("docs/guide.md"), "artifact:docs/guide.md#L1-L3");
+    assert_eq!(chunks[2].pointer("docs/guide.md"), "artifact:docs/guide.md#L7-L9");
+    assert_eq!(chunks[1].preview, "## Install");
+    // The resolver reads exactly the chunk's lines for a named section.
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("docs")).expect("mkdir");
+    std::fs::write(dir.path().join("docs/guide.md"), md).expect("write");
+    let resolver = Resolver::new(dir.path()).expect("resolver");
+    let read = resolver.read_unpinned(&Pointer::parse("artifact:docs/guide.md#sec=Install").expect("p"), &());
+    assert_eq!(read.expect("resolves").trim_end(), "## Install\nRun it.");
+
+    let toml = "name = \"x\"\n\n[server]\nport = 1\n\n[[workers]]\nid = 2\n";
+    let chunks = chunk_file("cfg.toml", toml);
+    assert_eq!(
+        spans(&chunks),
+        vec![
+            (1, 1, ChunkKind::Window, None),
+            (3, 4, ChunkKind::Table, Some("server")),
+            (6, 7, ChunkKind::Table, Some("workers")),
+        ]
+    );
+    let yaml = "server:\n  port: 1\nworkers:\n  - id: 2\n";
+    let chunks = chunk_file("cfg.yaml", yaml);
+    assert_eq!(spans(&chunks), vec![(1, 2, ChunkKind::Table, Some("server")), (3, 4, ChunkKind::Table, Some("workers"))]);
+
+    let text: String = (1..=120).map(|i| format!("line {i}\n")).collect();
+    let chunks = chunk_file("notes.txt", &text);
+    assert_eq!(spans(&chunks)[..2], [(1, 50, ChunkKind::Window, None), (51, 100, ChunkKind::Window, None)]);
+    assert!(chunks.iter().all(|c| c.end - c.start < WINDOW_LINES));
+    assert_eq!(chunks.last().map(|c| c.end), Some(120));
+}
+
+#[test]
+fn terms_split_identifiers_and_stem() {
+    assert_eq!(
+        terms::query_terms("How long is a stock reservation held for an unpaid order by default?"),
+        vec!["long", "stock", "reservation", "held", "unpaid", "order", "default"]
+    );
+    let text = terms::index_text("const DEFAULT_HOLD_SECS: u64 = 900; fn releaseReservations()");
+    for term in ["default", "hold", "sec", "default_hold_secs", "release", "reservation", "releasereservation", "900"] {
+        assert!(text.split(' ').any(|t| t == term), "{term} in {text:?}");
+    }
+}
+
+fn write(dir: &Path, rel: &str, text: &str) {
+    let path = dir.join(rel);
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(path, text).expect("write");
+}
+
+#[test]
+fn a_refresh_reindexes_only_what_changed_and_search_finds_it() {
+    let ws = tempfile::tempdir().expect("workspace");
+    let cache = tempfile::tempdir().expect("cache");
+    write(ws.path(), "src/stock.rs", "/// Minutes a stock reservation is held for an unpaid order.\npub const RESERVATION_HOLD_MINUTES: u32 = 15;\n");
+    write(ws.path(), "src/billing.rs", "pub fn capture_payment(order: &str) -> bool {\n    !order.is_empty()\n}\n");
+    write(ws.path(), "README.md", "# Shop\n\n## Billing\nPayments are captured once.\n");
+    write(ws.path(), "target/junk.rs", "pub fn reservation_junk() {}\n");
+    write(ws.path(), ".gitignore", "target/\n");
+    let mut index = WorkspaceIndex::open_in(ws.path(), cache.path()).expect("open");
+    let first = index.refresh(&crate::Silent).expect("refresh");
+    assert!(first.rebuilt);
+    assert_eq!((first.files, first.indexed), (3, 3), "{first:?}");
+
+    let found = index.search("how long is a stock reservation held", 5, Stages::Hash, &|_| true).expect("search");
+    assert_eq!(found.hits[0].pointer, "repo:src/stock.rs#L1-L2");
+    assert_eq!(found.hits[0].preview, "pub const RESERVATION_HOLD_MINUTES: u32 = 15;");
+    assert!(found.hits.iter().all(|h| !h.path.starts_with("target/")), "ignored files are not indexed");
+
+    // Nothing changed: nothing re-read.
+    let again = index.refresh(&crate::Silent).expect("refresh");
+    assert_eq!((again.indexed, again.unchanged, again.removed), (0, 3, 0));
+
+    // One file changed, one removed, one added: only those are touched.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    write(ws.path(), "src/billing.rs", "pub fn refund_payment(order: &str) -> bool {\n    order.len() > 1\n}\n");
+    std::fs::remove_file(ws.path().join("README.md")).expect("rm");
+    write(ws.path(), "src/cart.py", "def add_item(cart, sku):\n    cart.append(sku)\n");
+    let third = index.refresh(&crate::Silent).expect("refresh");
+    assert_eq!((third.indexed, third.unchanged, third.removed), (2, 1, 1), "{third:?}");
+    assert!(index.search("capture", 5, Stages::Hash, &|_| true).expect("search").hits.iter().all(|h| h.path != "src/billing.rs"));
+    let refund = index.search("refund", 5, Stages::Hash, &|_| true).expect("search");
+    assert_eq!(refund.hits[0].path, "src/billing.rs");
+
+    // Reopened from disk, the index answers the same.
+    drop(index);
+    let index = WorkspaceIndex::open_in(ws.path(), cache.path()).expect("reopen");
+    let stats = index.stats().expect("stats");
+    assert_eq!((stats.files, stats.languages.get("python").copied()), (3, Some(1)));
+    let listed = index.list("src").expect("list");
+    assert_eq!(listed.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["src/billing.rs", "src/cart.py", "src/stock.rs"]);
+    assert_eq!(listed[0].symbols, ["refund_payment"]);
+    assert_eq!(index.list("src/*.py").expect("glob").len(), 1);
+}
+
+#[test]
+fn bad_queries_and_ks_are_refused_with_what_to_do() {
+    let ws = tempfile::tempdir().expect("workspace");
+    let cache = tempfile::tempdir().expect("cache");
+    write(ws.path(), "a.rs", "fn a() {}\n");
+    let mut index = WorkspaceIndex::open_in(ws.path(), cache.path()).expect("open");
+    index.refresh(&crate::Silent).expect("refresh");
+    let err = index.search("the of a", 5, Stages::Hash, &|_| true).expect_err("no words");
+    assert_eq!(err.violation().code, ErrorCode::ArgumentInvalid);
+    let err = index.search("alpha", 0, Stages::Hash, &|_| true).expect_err("k 0");
+    assert!(err.to_string().contains("ask for 1 to 50"), "{err}");
+}
+
+#[cfg(unix)]
+#[test]
+fn symlinks_and_hard_links_out_of_the_workspace_are_not_indexed() {
+    let ws = tempfile::tempdir().expect("workspace");
+    let outside = tempfile::tempdir().expect("outside");
+    let cache = tempfile::tempdir().expect("cache");
+    write(outside.path(), "secret.txt", "password hunter2 zebra\n");
+    write(ws.path(), "ok.txt", "plain text\n");
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), ws.path().join("link.txt")).expect("symlink");
+    std::fs::hard_link(outside.path().join("secret.txt"), ws.path().join("hard.txt")).expect("hard link");
+    let mut index = WorkspaceIndex::open_in(ws.path(), cache.path()).expect("open");
+    let done = index.refresh(&crate::Silent).expect("refresh");
+    assert_eq!(done.files, 1, "{done:?}");
+    let found = index.search("zebra", 5, Stages::Hash, &|_| true).expect("search");
+    assert!(found.hits.is_empty(), "{found:?}");
+}
