@@ -541,7 +541,7 @@ fn rejection_prompt(violation: &Violation, questions: &[(String, String)]) -> St
 
 fn system_prompt(input: &TurnInput) -> String {
     format!(
-        "You are {} (role {}) in a hierarchy of agents that exchange engrams: short typed claims, each citing the pointers (sources) it rests on. Answer with one JSON object: a one-sentence summary and your findings as engrams. Cite only pointers you were given; never paste code.",
+        "You are {} (role {}) in a hierarchy of agents that exchange engrams: short typed claims, each citing the pointers (sources) it rests on. Answer with one JSON object: a one-sentence summary and your findings as engrams. Cite only pointers you were given or read, or the lines of what you read that show it (repo:path#Lx-Ly, from the line numbers shown); never paste code.",
         input.spec.id, input.spec.role
     )
 }
@@ -795,7 +795,8 @@ fn regex_escape(text: &str) -> String {
     out
 }
 
-/// Every pointer the agent was given (brief packs, delivered engrams, search hits) or read, in first-seen order.
+/// Every pointer the agent was given (brief packs, delivered engrams) or read, in first-seen order. A search hit is
+/// not among them until it is read: a pointer is cited for what it says, and a hit's preview is not that.
 pub fn known_pointers(inbox: &[Arc<Value>]) -> Vec<String> {
     let mut seen = BTreeSet::new();
     let mut known = Vec::new();
@@ -813,9 +814,6 @@ pub fn known_pointers(inbox: &[Arc<Value>]) -> Vec<String> {
         }
         if let Some(spilled) = doc.get("spilled") {
             add(spilled.get("pointer").and_then(Value::as_str).map(str::to_owned));
-        }
-        for hit in doc.pointer("/searched/hits").and_then(Value::as_array).into_iter().flatten() {
-            add(hit.get("pointer").and_then(Value::as_str).map(str::to_owned));
         }
         for pointers in doc.get("pointer_packs").and_then(Value::as_object).into_iter().flat_map(|m| m.values()) {
             pointers.as_array().into_iter().flatten().for_each(|p| add(pointer_text(p)));

@@ -109,10 +109,10 @@ fn scenario_text(name: &str, question: &str, workers: usize, args: &Args) -> Str
     ));
     for id in &ids {
         text.push_str(&format!(
-            "[[steps]]\naction = \"report\"\nagent = \"{id}\"\ntype = \"task_result\"\ntask = \"q-{id}\"\nstatus = \"done\"\n\n"
+            "[[steps]]\naction = \"report\"\nagent = \"{id}\"\ntype = \"task_result\"\ntask = \"q-{id}\"\nstatus = \"pass\"\n\n"
         ));
     }
-    text.push_str("[[steps]]\naction = \"report\"\nagent = \"lead\"\nto = \"user\"\ntype = \"task_result\"\ntask = \"q\"\nstatus = \"done\"\n\n");
+    text.push_str("[[steps]]\naction = \"report\"\nagent = \"lead\"\nto = \"user\"\ntype = \"task_result\"\ntask = \"q\"\nstatus = \"pass\"\n\n");
     text.push_str(&format!("[[tasks]]\nid = \"q\"\nkind = \"locate_rule\"\nagent = \"lead\"\nquestion = {q}\ngold = {{}}\n\n"));
     for id in &ids {
         text.push_str(&format!(

@@ -88,9 +88,43 @@ impl LlmAgent {
         if questions.is_empty() {
             return None;
         }
-        let query: String =
-            questions.iter().map(|(_, q)| q.as_str()).collect::<Vec<_>>().join(" ").chars().take(MAX_QUERY_CHARS).collect();
+        // The question first, then what the parent said matters now for this agent (how it split the work).
+        let mut words: Vec<&str> = questions.iter().map(|(_, q)| q.as_str()).collect();
+        for doc in &turn.inbox {
+            let doc = doc.get("doc").unwrap_or(doc);
+            let lines = doc.get("what_matters_now").and_then(Value::as_array).into_iter().flatten();
+            words.extend(lines.filter_map(Value::as_str).filter(|l| !l.starts_with("Task ")));
+        }
+        let query: String = words.join(" ").chars().take(MAX_QUERY_CHARS).collect();
         Some(Action::Search(SearchAction { query, k: SEARCH_K }))
+    }
+
+    /// What a worker reads of its own search's hits: the best unread ones, in rank order, while its budget's repo
+    /// spans, artifact sections and deref tokens last (the first whatever it costs). `None`: nothing it holds came
+    /// from a search, or it was handed pointers besides.
+    fn search_reads(&self, turn: &TurnInput, unread: &[String]) -> Option<Vec<String>> {
+        let found = hits(&turn.inbox);
+        if found.is_empty() || unread.iter().any(|p| !found.iter().any(|(h, _)| h == p)) {
+            return None;
+        }
+        let budget = self.scenario.as_ref()?.budgets.of(&turn.spec.role);
+        let (mut repo, mut artifact, mut tokens) = (0u32, 0u32, 0u32);
+        let mut chosen = Vec::new();
+        for (pointer, cost) in found.iter().filter(|(p, _)| unread.contains(p)) {
+            let is_artifact = pointer.starts_with("artifact:");
+            let fits = if is_artifact { artifact < budget.max_artifact_sections } else { repo < budget.max_repo_spans };
+            if !chosen.is_empty() && (!fits || tokens + cost > budget.max_deref_tokens_total) {
+                continue;
+            }
+            if is_artifact {
+                artifact += 1;
+            } else {
+                repo += 1;
+            }
+            tokens += cost;
+            chosen.push(pointer.clone());
+        }
+        Some(chosen)
     }
 
     /// A parent's brief turn: the model writes one brief per child, the runtime hands the step's tasks down with
@@ -186,7 +220,7 @@ impl LlmAgent {
             user.push_str(&self.catalogue_line(text));
         }
         user.push_str(&format!(
-            "\n# Task\nWrite one brief for each child: one or two short lines of what matters now, and under `questions`, for each of the child's questions, the pointers (one to {MAX_PER_QUESTION}) from your list whose description shows they hold that question's answer (a question comparing two sources needs a pointer to each). Never paste content.\n",
+            "\n# Task\nWrite one brief for each child: one or two short lines of what matters now (where to look, what to check; you have not read the sources, so never state an answer), and under `questions`, for each of the child's questions, the pointers (one to {MAX_PER_QUESTION}) from your list whose description shows they hold that question's answer (a question comparing two sources needs a pointer to each). Never paste content.\n",
         ));
         let system = format!(
             "You are {} (role {}), a parent in a hierarchy of agents that exchange pointers to sources instead of pasting them. Answer with one JSON object: for each child, its brief.",
@@ -309,6 +343,17 @@ impl LlmAgent {
                 if unread.is_empty() {
                     return None;
                 }
+                // The agent's own search ranked what it found: the best hits its budget covers are read, a number
+                // decides that (the first even over the budget, which then goes to the parent as a request).
+                if let Some(pointers) = self.search_reads(turn, &unread) {
+                    self.chosen.extend(pointers.iter().cloned());
+                    return Some(Action::Deref(DerefAction {
+                        pointers,
+                        reason: "the best hits of my search".to_owned(),
+                        intended_use: "cite the lines that answer my questions".to_owned(),
+                        grant: None,
+                    }));
+                }
                 match self.choose_reads(turn, &unread).await {
                     Ok(Reads { pointers, recall }) => {
                         self.chosen.extend(pointers.iter().cloned());
@@ -430,5 +475,29 @@ fn unread(inbox: &[Arc<Value>]) -> Vec<String> {
         .iter()
         .filter_map(|d| d.pointer("/dereferenced/pointer").and_then(Value::as_str).map(str::to_owned))
         .collect();
-    known_pointers(inbox).into_iter().filter(|p| !read.contains(p)).collect()
+    let mut given = known_pointers(inbox);
+    for (pointer, _) in hits(inbox) {
+        if !given.contains(&pointer) {
+            given.push(pointer);
+        }
+    }
+    given.into_iter().filter(|p| !read.contains(p)).collect()
+}
+
+/// The hits of the agent's searches not pasted to it (a baseline's are), best first: pointer and tokens to read.
+fn hits(inbox: &[Arc<Value>]) -> Vec<(String, u32)> {
+    let mut out: Vec<(String, u32)> = Vec::new();
+    for doc in inbox {
+        for hit in doc.pointer("/searched/hits").and_then(Value::as_array).into_iter().flatten() {
+            if hit.get("content").is_some() {
+                continue;
+            }
+            let Some(pointer) = hit.get("pointer").and_then(Value::as_str) else { continue };
+            let tokens = hit.get("tokens").and_then(Value::as_u64).and_then(|t| u32::try_from(t).ok()).unwrap_or(0);
+            if !out.iter().any(|(p, _)| p == pointer) {
+                out.push((pointer.to_owned(), tokens));
+            }
+        }
+    }
+    out
 }
