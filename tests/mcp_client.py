@@ -64,6 +64,12 @@ async def main():
             }
             expect(wanted <= set(tools), f"tools listed: {sorted(tools)}")
             expect(all(tools[t].output_schema for t in wanted), "every tool has an outputSchema")
+            # Every argument is spelled out: a schema that constrains something, and a description.
+            for name in wanted:
+                for field, schema in tools[name].input_schema.get("properties", {}).items():
+                    expect(isinstance(schema, dict) and set(schema) - {"description", "title", "default"},
+                           f"{name}.{field} has a schema: {schema}")
+                    expect(schema.get("description"), f"{name}.{field} is described")
             summary["tools"] = sorted(tools)
 
             # The validator: a valid pointer, an engram whose claim is too long.
@@ -89,6 +95,19 @@ async def main():
             expect(elsewhere["engrams"] == [], f"a query never crosses projects: {elsewhere}")
             refused(await client.call_tool("less_put_engram", {"engram": {"claim": "no"}, "client_identity": "dev"}),
                     "LESS_SCHEMA_INVALID")
+            # As a host's model writes one: no id, no provenance, pointers as text. The desk fills them in.
+            bare = {"kind": "fact", "claim": "long.rs numbers its sixty functions f1 to f60.",
+                    "pointers": ["repo:long.rs#L1-L3"]}
+            put = structured(await client.call_tool("less_put_engram", {"engram": bare, "client_identity": "dev"}))
+            expect(put["id"].startswith("eg_") and put["outcome"] == "stored", put)
+            found = structured(await client.call_tool(
+                "less_query_engrams", {"query": "long.rs numbers its sixty functions", "k": 1, "client_identity": "dev"}))
+            stored = found["engrams"][0]
+            expect(stored["id"] == put["id"] and stored["provenance"]["created_by"] == "dev", found)
+            expect(stored["pointers"] == [{"type": "repo", "ref": "long.rs", "span": "L1-L3"}], stored)
+            text = refused(await client.call_tool("less_put_engram", {
+                "engram": {**bare, "pointers": ["long.rs#L1-L3"]}, "client_identity": "dev"}), "LESS_POINTER_INVALID")
+            expect("/pointers/0" in text, text)
 
             # Derefs under the budget, a refusal over it, a request, a grant from the parent, the granted deref.
             small = structured(await client.call_tool(

@@ -400,13 +400,13 @@ impl Desk {
         }
     }
 
-    /// Validates and stores an engram as `who`, in its project.
+    /// Completes, validates and stores an engram as `who`, in its project.
+    ///
+    /// What a host's model leaves out is filled in first ([`complete_engram`]): the content-derived id, the
+    /// provenance (now, `who`, agent), the default confidence, TTL and scope; pointers may be given as text. Whatever
+    /// is still wrong is refused with its code and path (relative to the engram).
     pub fn put_engram(&self, who: &Client, engram: &Value) -> Result<PutAnswer, Violation> {
-        let engram: Valid<Engram> = Valid::from_value(engram).map_err(|v| {
-            v.0.into_iter()
-                .next()
-                .unwrap_or_else(|| Violation::new(ErrorCode::SchemaInvalid, "/engram", "invalid engram"))
-        })?;
+        let engram = complete_engram(who, engram)?;
         let mut memory = self.memory.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let report =
             memory.put_as(&self.principal(who), &engram, &who.project, now_unix()).map_err(memory_violation)?;
@@ -991,6 +991,84 @@ impl Desk {
         principal.shared = who.shared_reads;
         principal
     }
+}
+
+/// The confidence `put_engram` gives an engram that states none (the contract builder's default).
+pub const DEFAULT_CONFIDENCE: f64 = 0.8;
+/// The TTL `put_engram` gives an engram that states none (the contract builder's default).
+pub const DEFAULT_TTL: &str = "P7D";
+/// The scope `put_engram` gives an engram that states none: the caller's project. A desk has no runs (its clients
+/// share one, `desk`), so a `run` engram would be seen by the same clients while hidden from the project's runs.
+pub const DEFAULT_SCOPE: Scope = Scope::Project;
+
+/// Stands in for an id the desk derives, only while the rest of the engram is validated.
+const PENDING_ID: &str = "eg_pending";
+
+/// `given` with what a host's model leaves out filled in, then validated as an engram v0.1.
+///
+/// - `id` absent: derived from kind, claim and pointers by the contract's `EngramBuilder` (`eg_` and 16 hex digits of
+///   blake3), so the same claim about the same sources gets the same id.
+/// - `provenance` absent, or some of its fields: `created_at` now, `created_by` the caller's id, `source` `agent`.
+/// - `confidence`, `ttl`, `scope` absent: [`DEFAULT_CONFIDENCE`], [`DEFAULT_TTL`], [`DEFAULT_SCOPE`].
+/// - A pointer given as text (`repo:src/x.rs#L3-L9`) is parsed into its object form; one that does not parse is
+///   `LESS_POINTER_INVALID` at `/pointers/<i>`.
+///
+/// A field sent as `null` counts as left out. What the caller gives is kept as given (a given id or provenance is
+/// validated, never replaced). The first problem left is the refusal, with its code and path.
+fn complete_engram(who: &Client, given: &Value) -> Result<Valid<Engram>, Violation> {
+    let first = |violations: less_contract::Violations| {
+        violations
+            .0
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| Violation::new(ErrorCode::SchemaInvalid, "", "invalid engram"))
+    };
+    let Some(fields) = given.as_object() else { return Valid::from_value(given).map_err(first) };
+    let mut doc = fields.clone();
+    for key in ["id", "provenance", "confidence", "ttl", "scope"] {
+        if doc.get(key).is_some_and(Value::is_null) {
+            doc.remove(key);
+        }
+    }
+    if let Some(Value::Array(pointers)) = doc.get_mut("pointers") {
+        for (index, pointer) in pointers.iter_mut().enumerate() {
+            let Value::String(text) = pointer else { continue };
+            let parsed =
+                Pointer::parse(text).map_err(|v| Violation::new(v.code, format!("/pointers/{index}"), v.message))?;
+            *pointer = serde_json::to_value(&parsed).map_err(|err| {
+                Violation::new(ErrorCode::PointerInvalid, format!("/pointers/{index}"), err.to_string())
+            })?;
+        }
+    }
+    doc.entry("confidence").or_insert_with(|| DEFAULT_CONFIDENCE.into());
+    doc.entry("ttl").or_insert_with(|| DEFAULT_TTL.into());
+    doc.entry("scope").or_insert_with(|| DEFAULT_SCOPE.as_str().into());
+    if let Value::Object(provenance) = doc.entry("provenance").or_insert_with(|| Value::Object(Default::default())) {
+        provenance.retain(|_, value| !value.is_null());
+        provenance.entry("created_at").or_insert_with(|| less_contract::now_rfc3339().into());
+        provenance.entry("created_by").or_insert_with(|| who.id.clone().into());
+        provenance.entry("source").or_insert_with(|| "agent".into());
+    }
+    if doc.contains_key("id") {
+        return Valid::from_value(&Value::Object(doc)).map_err(first);
+    }
+    // Everything but the id is checked first, so a refusal names what the caller can fix.
+    doc.insert("id".to_owned(), PENDING_ID.into());
+    let engram = Valid::<Engram>::from_value(&Value::Object(doc)).map_err(first)?.into_inner();
+    let mut builder = Engram::builder(engram.kind, engram.claim.clone(), engram.provenance.created_by.clone())
+        .confidence(engram.confidence)
+        .ttl(engram.ttl.clone())
+        .scope(engram.scope)
+        .source(engram.provenance.source)
+        .created_at(engram.provenance.created_at.clone());
+    for pointer in &engram.pointers {
+        builder = builder.pointer(pointer.clone());
+    }
+    for tag in engram.tags.iter().flatten() {
+        builder = builder.tag(tag.clone());
+    }
+    let id = builder.build().map_err(first)?.into_inner().id;
+    Valid::new(Engram { id, ..engram }).map_err(first)
 }
 
 /// A gate's verdict as its report states it: a cargo or pytest summary, a JUnit `failures`/`errors` count, or a

@@ -219,6 +219,9 @@ fn call() -> impl Strategy<Value = Call> {
             doc["pointers"][0]["ref"] = Value::from(pointer);
             doc
         }),
+        // As a host's model writes one: no id or provenance (the desk completes it), a pointer as text.
+        (s(), s())
+            .prop_map(|(claim, pointer)| serde_json::json!({"kind": "fact", "claim": claim, "pointers": [pointer]})),
     ];
     prop_oneof![
         (json_value(), prop::option::of(s())).prop_map(|(d, k)| Call::Validate(d, k)),

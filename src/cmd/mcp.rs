@@ -18,12 +18,15 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
 use rmcp::service::RequestContext;
 use rmcp::{Json, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
-use schemars::JsonSchema;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use less_runtime::desk::{Client, Desk, DeskConfig, NewCapsule, NewGrant};
-use less_runtime::{ErrorCode, GateStatus, Scope, Violation};
+use less_runtime::desk::{
+    Client, DEFAULT_CONFIDENCE, DEFAULT_SCOPE, DEFAULT_TTL, Desk, DeskConfig, NewCapsule, NewGrant,
+};
+use less_runtime::memory::MAX_K;
+use less_runtime::{DocKind, ErrorCode, GateStatus, Scope, Violation, schema_document};
 
 use crate::cmd::args::Stop;
 
@@ -175,11 +178,14 @@ impl LessServer {
 /// `less_validate`'s arguments.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 struct ValidateArgs {
-    /// The document (engram, pointer, brief, grant, deref request, message, budget or scenario).
+    /// The document, a JSON object: an engram, a pointer object, a SharedBriefMicro, a grant, a deref request, a
+    /// typed message, a budget or a scenario, as the schemas of `schemas/*.v0.1.json` define them (any object is
+    /// accepted here; the answer lists what is wrong with it).
+    #[schemars(schema_with = "document_schema")]
     document: Value,
-    /// Its kind (`engram`, `pointer`, `brief`, `grant`, `deref`, `message`, `budget`, `scenario`); inferred from its
-    /// fields when absent.
+    /// Its kind; inferred from its fields when absent.
     #[serde(default)]
+    #[schemars(transform = doc_kinds)]
     kind: Option<String>,
 }
 
@@ -208,7 +214,9 @@ struct ValidateOut {
 /// `less_put_engram`'s arguments.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 struct PutArgs {
-    /// An engram v0.1 (`schemas/engram.v0.1.json`).
+    /// An engram v0.1 (`schemas/engram.v0.1.json`): kind, claim and pointers are needed; the desk fills in the id
+    /// (derived from them), the provenance (now, the caller, agent), and the confidence, ttl and scope defaults.
+    #[schemars(schema_with = "engram_input_schema")]
     engram: Value,
     /// Act as this client instead of the host's client name.
     #[serde(default)]
@@ -235,12 +243,15 @@ struct QueryArgs {
     query: String,
     /// Most engrams (1 to 1000; default 5).
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_K))]
     k: Option<usize>,
-    /// Only this kind (`fact`, `decision`, `risk`, …).
+    /// Only this kind.
     #[serde(default)]
+    #[schemars(transform = engram_kinds)]
     kind: Option<String>,
-    /// Only this scope (`run`, `project`, `org`, `global`).
+    /// Only this scope.
     #[serde(default)]
+    #[schemars(transform = engram_scopes)]
     scope: Option<String>,
     /// Act as this client.
     #[serde(default)]
@@ -359,7 +370,8 @@ struct CheckpointOut {
 /// `less_compact`'s arguments.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 struct CompactArgs {
-    /// Chat messages (`[{"role": "user", "content": "…"}]`).
+    /// Chat messages in the OpenAI chat shape (`[{"role": "user", "content": "…"}]`), oldest first.
+    #[schemars(schema_with = "messages_schema")]
     messages: Value,
     /// Messages kept verbatim at the end (default 6).
     #[serde(default)]
@@ -429,6 +441,7 @@ struct ImpactArgs {
     pointer: String,
     /// Leave out what is below this confidence (default 0).
     #[serde(default)]
+    #[schemars(range(min = 0.0, max = 1.0))]
     min_confidence: Option<f64>,
     /// Act as this client.
     #[serde(default)]
@@ -553,8 +566,9 @@ struct GateArgs {
     gate_id: String,
     /// The report file, a path in the workspace (test output, a JUnit XML, a file saying `status: pass`).
     report: String,
-    /// `pass` or `fail`; read from the report when absent.
+    /// The gate's verdict; read from the report when absent.
     #[serde(default)]
+    #[schemars(transform = gate_statuses)]
     status: Option<String>,
     /// Act as this client.
     #[serde(default)]
@@ -570,6 +584,125 @@ struct GateOut {
     tokens: u32,
     /// The report's tokens: what pasting it would have cost.
     report_tokens: u32,
+}
+
+/// The contract's schema `file` (`schemas/`), without the keys that make it a document of its own.
+fn contract_schema(file: &str) -> Option<Value> {
+    let mut doc = schema_document(file)?;
+    let fields = doc.as_object_mut()?;
+    for key in ["$schema", "$id", "title"] {
+        fields.remove(key);
+    }
+    Some(doc)
+}
+
+/// The schema of `less_put_engram`'s `engram`: the contract's engram (`schemas/engram.v0.1.json`, its pointer object
+/// inlined), with pointers also as text, and what the desk fills in (`Desk::put_engram`) optional with its default.
+fn engram_input_schema(_: &mut SchemaGenerator) -> Schema {
+    let (Some(mut engram), Some(pointer)) = (contract_schema("engram.v0.1.json"), contract_schema("pointer.v0.1.json"))
+    else {
+        return json_schema!({"type": "object"});
+    };
+    engram["required"] = json!(["kind", "claim", "pointers"]);
+    let notes = [
+        (
+            "id",
+            "Left out: derived from kind, claim and pointers (`eg_` and 16 hex digits of their blake3), so the same \
+             claim about the same sources has the same id. Given: kept, and must not name another claim.",
+        ),
+        ("kind", "What the claim is."),
+        ("claim", "The claim itself, at most 500 characters: a finding, not pasted content."),
+        (
+            "pointers",
+            "1 to 12 sources the claim rests on, each as text (`repo:src/lib.rs#L10-L20`) or as an object; cite the \
+             narrowest span.",
+        ),
+        ("confidence", "How sure the claim is, 0 to 1."),
+        ("ttl", "How long it stays in normal recall: an ISO-8601 duration (PT6H, P7D, P1Y)."),
+        (
+            "scope",
+            "Who may read it: run, project (the caller's project), org or global (org and global are promotions \
+             only a parent may make).",
+        ),
+        ("tags", "Labels; `subject:<key>` makes a newer fact on the same subject supersede the older one."),
+        ("hash_keys", "Recall keys; derived from the content when left out."),
+        (
+            "provenance",
+            "Who made it, when, from what. Left out, or any of its fields: created_at now, created_by the caller, \
+             source agent.",
+        ),
+    ];
+    let properties = &mut engram["properties"];
+    for (name, note) in notes {
+        properties[name]["description"] = json!(note);
+    }
+    properties["confidence"]["default"] = json!(DEFAULT_CONFIDENCE);
+    properties["ttl"]["default"] = json!(DEFAULT_TTL);
+    properties["scope"]["default"] = json!(DEFAULT_SCOPE.as_str());
+    properties["pointers"]["items"] = json!({"anyOf": [
+        {
+            "type": "string",
+            "description": "A pointer's text form: repo:src/lib.rs#L10-L20, artifact:PLAN.md#sec=Steps, \
+                            diff:a..b#src/lib.rs, test:suite::name, sam:msg:<id>, url:https://…",
+        },
+        pointer,
+    ]});
+    if let Some(provenance) = properties["provenance"].as_object_mut() {
+        provenance.remove("required");
+    }
+    Schema::try_from(engram).unwrap_or_else(|_| json_schema!({"type": "object"}))
+}
+
+/// The schema of `less_validate`'s `document`: any object (what is wrong with it is the answer).
+fn document_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"type": "object"})
+}
+
+/// The schema of `less_compact`'s `messages`.
+fn messages_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "items": {
+            "type": "object",
+            "required": ["role", "content"],
+            "properties": {
+                "role": {"type": "string", "enum": less_runtime::context::ROLES},
+                "content": {"type": "string", "description": "The message's text."},
+            },
+        },
+    })
+}
+
+/// Restricts an optional string argument to `names` (null, too, where the schema admits it).
+fn one_of(schema: &mut Schema, names: impl IntoIterator<Item = Value>) {
+    let mut names: Vec<Value> = names.into_iter().collect();
+    if schema.get("type").and_then(Value::as_array).is_some_and(|types| types.contains(&json!("null"))) {
+        names.push(Value::Null);
+    }
+    schema.insert("enum".to_owned(), Value::Array(names));
+}
+
+/// The names of a property's `enum` in the contract's engram schema.
+fn engram_enum(property: &str) -> Vec<Value> {
+    schema_document("engram.v0.1.json")
+        .and_then(|doc| doc["properties"][property]["enum"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+fn engram_kinds(schema: &mut Schema) {
+    one_of(schema, engram_enum("kind"));
+}
+
+fn engram_scopes(schema: &mut Schema) {
+    one_of(schema, engram_enum("scope"));
+}
+
+fn doc_kinds(schema: &mut Schema) {
+    one_of(schema, DocKind::ALL.iter().map(|kind| json!(kind.as_str())));
+}
+
+fn gate_statuses(schema: &mut Schema) {
+    one_of(schema, [json!("pass"), json!("fail")]);
 }
 
 fn symbols_out(pairs: Vec<(String, String)>) -> SymbolsOut {
@@ -605,9 +738,11 @@ impl LessServer {
     }
 
     /// Validates and stores an engram in the caller's project.
-    #[tool(description = "Validate and store an engram (v0.1: a claim of at most 500 characters anchored to \
-                          pointers) in the caller's project; returns its id and outcome (stored, duplicate, \
-                          revived, superseded, risk).")]
+    #[tool(description = "Validate and store an engram (v0.1: a claim of at most 500 characters anchored to 1 to \
+                          12 pointers, as text or objects) in the caller's project. Leave out id and provenance: \
+                          the id is derived from kind, claim and pointers, the provenance records the caller and \
+                          now; confidence, ttl and scope have defaults. Returns its id and outcome (stored, \
+                          duplicate, revived, superseded, risk).")]
     async fn less_put_engram(
         &self,
         Parameters(args): Parameters<PutArgs>,

@@ -120,6 +120,100 @@ fn engrams_are_validated_stored_and_recalled_only_in_their_project() {
 }
 
 #[test]
+fn an_engram_without_id_or_provenance_and_with_text_pointers_is_completed_then_stored() {
+    let (desk, _dir) = desk();
+    let dev = desk.client("dev");
+    let claim = "The retry loop of long.rs gives up after the third attempt.";
+    let given = json!({
+        "kind": "fact", "claim": claim,
+        "pointers": ["repo:long.rs#L3-L9", {"type": "repo", "ref": "short.rs", "span": "L1-L1"}],
+    });
+    let before = now_unix();
+    let put = desk.put_engram(&dev, &given).expect("completed and stored");
+    assert_eq!(put.outcome, "stored");
+    // The id is the contract builder's content-derived id of the same kind, claim and pointers.
+    let expected = Engram::builder(less_contract::EngramKind::Fact, claim, "dev")
+        .pointer(Pointer::parse("repo:long.rs#L3-L9").expect("pointer"))
+        .pointer(Pointer::parse("repo:short.rs#L1-L1").expect("pointer"))
+        .build()
+        .expect("builds");
+    assert_eq!(put.id, expected.id);
+    let found = desk.query(&dev, "retry loop gives up after the third attempt", Some(3), None, None).expect("recall");
+    let stored = found.iter().find(|e| e.id == put.id).unwrap_or_else(|| panic!("{put:?} in {found:?}"));
+    assert_eq!(stored.provenance.created_by, "dev", "the caller made it");
+    assert_eq!(stored.provenance.source, less_contract::Source::Agent);
+    let created =
+        time::OffsetDateTime::parse(&stored.provenance.created_at, &time::format_description::well_known::Rfc3339)
+            .expect("RFC 3339");
+    assert!((before - 1..=now_unix() + 1).contains(&created.unix_timestamp()), "created now: {created}");
+    let pointers: Vec<String> = stored.pointers.iter().map(ToString::to_string).collect();
+    assert_eq!(pointers, ["repo:long.rs#L3-L9", "repo:short.rs#L1-L1"]);
+    assert_eq!(
+        (stored.confidence, stored.ttl.to_string(), stored.scope),
+        (DEFAULT_CONFIDENCE, DEFAULT_TTL.to_owned(), DEFAULT_SCOPE)
+    );
+    // The same claim again has the same id; null counts as left out.
+    let mut again = given.clone();
+    again["id"] = Value::Null;
+    again["provenance"] = Value::Null;
+    let again = desk.put_engram(&dev, &again).expect("again");
+    assert_eq!((again.id.as_str(), again.outcome.as_str()), (put.id.as_str(), "duplicate"));
+    // A partial provenance keeps what it gives and gets the rest.
+    let partial = json!({
+        "kind": "todo", "claim": "Cover the retry loop with a test.", "pointers": ["repo:long.rs#L3-L9"],
+        "provenance": {"source": "tool"}, "scope": "run", "confidence": 0.5,
+    });
+    let put = desk.put_engram(&dev, &partial).expect("stored");
+    let found = desk.query(&dev, "cover the retry loop with a test", Some(3), None, None).expect("recall");
+    let stored = found.iter().find(|e| e.id == put.id).expect("found");
+    assert_eq!(stored.provenance.source, less_contract::Source::Tool);
+    assert_eq!(stored.provenance.created_by, "dev");
+    assert_eq!((stored.scope, stored.confidence), (Scope::Run, 0.5));
+}
+
+#[test]
+fn a_completed_engram_is_still_refused_with_the_code_and_path_of_what_is_wrong() {
+    let (desk, _dir) = desk();
+    let dev = desk.client("dev");
+    let engram = |pointers: Value| json!({"kind": "fact", "claim": "Pricing rounds half up.", "pointers": pointers});
+    // A text pointer that does not parse: LESS's pointer code, at its index.
+    let bad = desk.put_engram(&dev, &engram(json!(["repo:short.rs#L1-L1", "src/x.rs#L3-L9"]))).expect_err("no type");
+    assert_eq!((bad.code, bad.path.as_str()), (ErrorCode::PointerInvalid, "/pointers/1"), "{bad:?}");
+    assert!(bad.message.contains("src/x.rs#L3-L9"), "{bad:?}");
+    let bad = desk.put_engram(&dev, &engram(json!(["repo:short.rs#lines 1-2"]))).expect_err("bad span");
+    assert_eq!((bad.code, bad.path.as_str()), (ErrorCode::PointerInvalid, "/pointers/0"), "{bad:?}");
+    // Without an id, the refusal names the real problem, not the id.
+    let mut long = engram(json!(["repo:short.rs#L1-L1"]));
+    long["claim"] = json!("x".repeat(501));
+    let bad = desk.put_engram(&dev, &long).expect_err("too long");
+    assert_eq!((bad.code, bad.path.as_str()), (ErrorCode::SchemaInvalid, "/claim"), "{bad:?}");
+    let bad = desk.put_engram(&dev, &engram(json!([]))).expect_err("no pointers");
+    assert_eq!((bad.code, bad.path.as_str()), (ErrorCode::SchemaInvalid, "/pointers"), "{bad:?}");
+    // A given id and provenance are validated as given, never replaced.
+    let mut blank = engram(json!(["repo:short.rs#L1-L1"]));
+    blank["id"] = json!(" ");
+    assert_eq!(desk.put_engram(&dev, &blank).expect_err("blank id").path, "/id");
+    let mut wrong = engram(json!(["repo:short.rs#L1-L1"]));
+    wrong["provenance"] = json!({"created_by": "dev", "source": "oracle"});
+    assert_eq!(desk.put_engram(&dev, &wrong).expect_err("no such source").path, "/provenance/source");
+    let mut given = engram(json!(["repo:short.rs#L1-L1"]));
+    given["id"] = json!("eg_mine");
+    given["provenance"] = json!({"created_at": "2026-01-01T00:00:00Z", "created_by": "lead", "source": "rag"});
+    assert_eq!(desk.put_engram(&dev, &given).expect("kept as given").id, "eg_mine");
+    let found = desk.query(&dev, "pricing rounds half up", Some(1), None, None).expect("recall");
+    assert_eq!(serde_json::to_value(&found[0].provenance).expect("json"), given["provenance"]);
+    assert!(desk.put_engram(&dev, &json!("repo:short.rs")).is_err(), "an engram is an object");
+}
+
+#[test]
+fn the_desk_defaults_are_the_contract_builders_but_for_the_scope() {
+    let pointer = Pointer::parse("repo:short.rs").expect("pointer");
+    let built = Engram::builder(less_contract::EngramKind::Fact, "x", "dev").pointer(pointer).build().expect("builds");
+    assert_eq!(built.confidence, DEFAULT_CONFIDENCE);
+    assert_eq!(built.ttl.to_string(), DEFAULT_TTL);
+}
+
+#[test]
 fn every_call_is_on_the_ledger_per_client_and_tool() {
     let (desk, dir) = desk();
     let dev = desk.client("dev");
