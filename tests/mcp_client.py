@@ -60,7 +60,7 @@ async def main():
                 "less_issue_grant", "less_checkpoint", "less_compact", "less_ledger_report", "less_expand",
                 "less_expand_query", "less_impact", "less_symbol_set", "less_symbol_resolve", "less_symbol_list",
                 "less_capsule_write", "less_capsule_hydrate", "less_blackboard_set", "less_blackboard_get",
-                "less_blackboard_list", "less_gate_report",
+                "less_blackboard_list", "less_gate_report", "less_search",
             }
             expect(wanted <= set(tools), f"tools listed: {sorted(tools)}")
             expect(all(tools[t].output_schema for t in wanted), "every tool has an outputSchema")
@@ -108,6 +108,17 @@ async def main():
             text = refused(await client.call_tool("less_put_engram", {
                 "engram": {**bare, "pointers": ["long.rs#L1-L3"]}, "client_identity": "dev"}), "LESS_POINTER_INVALID")
             expect("/pointers/0" in text, text)
+
+            # A search answers with pointers and previews, which a deref reads; too many hits for the budget are
+            # refused, naming the k that fits.
+            hits = structured(await client.call_tool("less_search", {"query": "f42", "k": 3, "client_identity": "dev"}))
+            expect(hits["hits"][0]["pointer"] == "repo:long.rs#L42-L42", hits)
+            expect(hits["hits"][0]["preview"] == "fn f42() -> u32 { 42 }" and "content" not in hits["hits"][0], hits)
+            expect(0 < hits["tokens"] < 100, hits)
+            many = " ".join(f"f{i}" for i in range(1, 51))
+            text = refused(await client.call_tool("less_search", {"query": many, "k": 50, "client_identity": "dev"}),
+                           "LESS_BUDGET_EXCEEDED")
+            expect("k = " in text, text)
 
             # Derefs under the budget, a refusal over it, a request, a grant from the parent, the granted deref.
             small = structured(await client.call_tool(

@@ -735,7 +735,7 @@ const SEARCHES: &str = r#"
 [[steps]]
 action = "search"
 agent = "wide"
-query = "discount tiers for large orders"
+query = "discount tiers for large orders, or wrapping_mul"
 k = 4
 
 [[steps]]
@@ -791,7 +791,7 @@ fn search_and_list_travel_through_the_gateway_in_both_wire_modes() {
     assert_eq!(l["returned"].as_array().map(Vec::len), Some(4), "{l}");
     assert_eq!(l["returned"], b["returned"], "the same engine and k answer in both modes");
     let tokens = |e: &Value| e["tokens"].as_u64().expect("tokens");
-    assert_eq!(l["returned"][0], "repo:src/pricing.rs#L1-L33", "{l}");
+    assert_eq!(l["returned"][0], "repo:src/pricing.rs#L1-L34", "{l}");
     assert!(tokens(&l) > 0 && tokens(&b) > 2 * tokens(&l), "LESS {} vs pasted {}", tokens(&l), tokens(&b));
     let dev = search(&less, "dev");
     let pointers: Vec<&str> = dev["returned"].as_array().expect("hits").iter().filter_map(Value::as_str).collect();

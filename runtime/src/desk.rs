@@ -290,6 +290,21 @@ pub struct LedgerRow {
     pub baseline_tokens: u64,
 }
 
+/// A search's answer at the desk.
+#[derive(Debug, Clone)]
+pub struct SearchAnswer {
+    /// Best first.
+    pub hits: Vec<crate::workspace::Hit>,
+    /// Tokens of the hits as one line each (pointer, preview, tokens to read): what the caller was charged.
+    pub tokens: u32,
+    /// What pasting each hit's content would have cost instead.
+    pub baseline: u32,
+    /// The stages that ranked them (`hash`, `rerank`).
+    pub stages: Vec<String>,
+    /// Why the rerank did not run, when it did not.
+    pub degraded: Option<String>,
+}
+
 /// The desk of one store.
 pub struct Desk {
     config: DeskConfig,
@@ -300,6 +315,8 @@ pub struct Desk {
     shared: Mutex<shared::Shared>,
     memory: Mutex<Memory>,
     resolver: Mutex<Option<Resolver>>,
+    /// The workspace's index, opened by the first search (and brought up to the files before each).
+    index: Mutex<Option<crate::workspace::WorkspaceIndex>>,
     db: Mutex<Connection>,
     key: [u8; 32],
     meters: Mutex<HashMap<String, DerefMeter>>,
@@ -368,6 +385,7 @@ impl Desk {
             shared: Mutex::new(shared::Shared::open(dir)?),
             memory: Mutex::new(memory),
             resolver: Mutex::new(resolver),
+            index: Mutex::new(None),
             db: Mutex::new(db),
             key,
             meters: Mutex::default(),
@@ -530,6 +548,65 @@ impl Desk {
             })
             .collect();
         Ok((items, baseline))
+    }
+
+    /// Searches the workspace as `who`: the best `k` chunks within its reach, as pointers with one-line previews,
+    /// metered like an inline message (over the caller's `max_inline_tokens`: `LESS_BUDGET_EXCEEDED`, naming the `k`
+    /// that fits). Returns the hits, their tokens as the caller reads them, and what pasting the hits' content (the
+    /// baseline) would have cost.
+    pub fn search(&self, who: &Client, query: &str, k: usize) -> Result<SearchAnswer, Violation> {
+        let root = {
+            let resolver = self.resolver.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            resolver.as_ref().map(|r| r.root().to_owned()).ok_or_else(|| {
+                Violation::new(
+                    ErrorCode::PointerUnresolved,
+                    "",
+                    "this server has no workspace to search; start it with --workspace DIR",
+                )
+            })?
+        };
+        let mut slot = self.index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slot.is_none() {
+            // Beside the store: the desk's clients share it, and it goes with the store.
+            let at = self.dir.join("workspace-index");
+            *slot = Some(crate::workspace::WorkspaceIndex::open_in(&root, &at).map_err(|e| e.violation())?);
+        }
+        let index = slot.as_mut().ok_or_else(|| Violation::new(ErrorCode::RunFailed, "", "no workspace index"))?;
+        // Files change under an MCP host's feet: each search first takes up what changed (a walk and a stat when
+        // nothing did).
+        index.refresh(&crate::Silent).map_err(|e| e.violation())?;
+        let reach = who.reach.clone();
+        let keep = move |hit: &crate::workspace::Hit| Pointer::parse(&hit.pointer).is_ok_and(|p| reach.covers(&p));
+        let found = index.search(query, k, crate::memory::Stages::HashRerank, &keep).map_err(|e| e.violation())?;
+        let lines: Vec<String> = found.hits.iter().map(|h| format!("{} ({} tok)", h.line(), h.tokens)).collect();
+        let tokens = self.counter.count(&lines.join("\n"));
+        if tokens > who.budget.max_inline_tokens {
+            let mut used = 0;
+            let fit = lines
+                .iter()
+                .take_while(|line| {
+                    used += self.counter.count(line) + 1;
+                    used <= who.budget.max_inline_tokens
+                })
+                .count();
+            return Err(Violation::new(
+                ErrorCode::BudgetExceeded,
+                "/k",
+                format!(
+                    "{} hits are {tokens} tokens; this client accepts at most {} in one answer: search again with k = {} or fewer, or with narrower words",
+                    found.hits.len(),
+                    who.budget.max_inline_tokens,
+                    fit.max(1)
+                ),
+            ));
+        }
+        let baseline = found
+            .hits
+            .iter()
+            .map(|h| index.read(&h.pointer).map_or(0, |text| self.counter.count(&text)))
+            .sum::<u32>()
+            .max(tokens);
+        Ok(SearchAnswer { hits: found.hits, tokens, baseline, stages: found.stages, degraded: found.degraded })
     }
 
     fn spend_grant(&self, who: &Client, grant_id: &str, items: &[(Pointer, u32)]) -> Result<(), Violation> {

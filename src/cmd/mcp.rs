@@ -278,6 +278,47 @@ struct DerefArgs {
     client_identity: Option<String>,
 }
 
+/// `less_search`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct SearchArgs {
+    /// What to look for: key words, identifiers, or a question (`where is the upstream HTTP timeout set`).
+    query: String,
+    /// Most hits, 1 to 50 (default 5); an answer over the caller's `max_inline_tokens` is refused, naming the k that
+    /// fits.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 50))]
+    k: Option<usize>,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// One hit of a search.
+#[derive(Debug, Serialize, JsonSchema)]
+struct SearchHit {
+    /// The pointer to read with less_deref (`repo:src/x.rs#L10-L42`, `artifact:README.md#sec=Install`).
+    pointer: String,
+    /// Its signature, heading or first line.
+    preview: String,
+    /// What it is: function, method, type, impl, module, const, section, table or window.
+    kind: String,
+    /// The names it defines.
+    symbols: Vec<String>,
+    /// What reading it costs, in tokens.
+    tokens: u32,
+}
+
+/// `less_search`'s answer.
+#[derive(Debug, Serialize, JsonSchema)]
+struct SearchOut {
+    /// Best first, within the caller's reach.
+    hits: Vec<SearchHit>,
+    /// What the answer cost the caller (one line per hit).
+    tokens: u32,
+    /// The stages that ranked them (`hash`: BM25; `rerank`: the local embedding model).
+    stages: Vec<String>,
+}
+
 /// One dereferenced pointer.
 #[derive(Debug, Serialize, JsonSchema)]
 struct Item {
@@ -811,6 +852,35 @@ impl LessServer {
                 .map(|i| Item { pointer: i.pointer, content: i.content, digest: i.digest, tokens: i.tokens })
                 .collect();
             Ok((DerefOut { items }, Some(baseline)))
+        })
+        .await
+    }
+
+    /// Searches the workspace index.
+    #[tool(description = "Search the workspace for code and documents: answers with pointers and one-line previews \
+                          (signatures, headings), best first, never the content; read a hit with less_deref. \
+                          Metered like a message: an answer over the caller's max_inline_tokens is refused with \
+                          LESS_BUDGET_EXCEEDED naming the k that fits.")]
+    async fn less_search(
+        &self,
+        Parameters(args): Parameters<SearchArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<SearchOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_search", self.tokens_in(&args), move |desk, who| {
+            let found = desk.search(who, &args.query, args.k.unwrap_or(5))?;
+            let hits = found
+                .hits
+                .into_iter()
+                .map(|h| SearchHit {
+                    pointer: h.pointer,
+                    preview: h.preview,
+                    kind: h.kind.as_str().to_owned(),
+                    symbols: h.symbols,
+                    tokens: h.tokens,
+                })
+                .collect();
+            Ok((SearchOut { hits, tokens: found.tokens, stages: found.stages }, Some(found.baseline)))
         })
         .await
     }

@@ -218,9 +218,14 @@ pub struct FileOutline {
     pub bytes: u64,
     /// Tokens of the whole file's chunks.
     pub tokens: u32,
-    /// The names its top-level chunks define, in line order.
+    /// The names its top-level chunks define, in line order, at most [`MAX_OUTLINE_SYMBOLS`].
     pub symbols: Vec<String>,
+    /// How many more names it defines at top level.
+    pub more: usize,
 }
+
+/// Names an outline lists per file.
+pub const MAX_OUTLINE_SYMBOLS: usize = 12;
 
 impl FileOutline {
     /// The file as one line an agent reads.
@@ -229,6 +234,9 @@ impl FileOutline {
         if !self.symbols.is_empty() {
             line.push_str(": ");
             line.push_str(&self.symbols.join(", "));
+        }
+        if self.more > 0 {
+            line.push_str(&format!(" (+{} more)", self.more));
         }
         line
     }
@@ -627,7 +635,14 @@ impl WorkspaceIndex {
         for row in rows {
             let (path, lines, bytes) = row?;
             if matcher(&path) {
-                files.push(FileOutline { path, lines, bytes: u64::try_from(bytes).unwrap_or(0), tokens: 0, symbols: Vec::new() });
+                files.push(FileOutline {
+                    path,
+                    lines,
+                    bytes: u64::try_from(bytes).unwrap_or(0),
+                    tokens: 0,
+                    symbols: Vec::new(),
+                    more: 0,
+                });
             }
         }
         let mut chunks =
@@ -645,7 +660,11 @@ impl WorkspaceIndex {
                     && let Some(first) = symbols.into_iter().next()
                     && !file.symbols.contains(&first)
                 {
-                    file.symbols.push(first);
+                    if file.symbols.len() < MAX_OUTLINE_SYMBOLS {
+                        file.symbols.push(first);
+                    } else {
+                        file.more += 1;
+                    }
                 }
             }
         }

@@ -159,7 +159,7 @@ impl GatewayState {
         });
         let files: Vec<Value> = files
             .iter()
-            .map(|f| json!({"path": f.path, "lines": f.lines, "tokens": f.tokens, "symbols": f.symbols}))
+            .map(|f| json!({"path": f.path, "lines": f.lines, "tokens": f.tokens, "symbols": f.symbols, "more": f.more}))
             .collect();
         Ok(Looked { item: json!({"listed": {"pattern": action.pattern, "files": files}}) })
     }
