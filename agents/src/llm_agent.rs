@@ -41,6 +41,9 @@ const MAX_ENGRAM_POINTERS: usize = 2;
 const DEFAULT_CLAIM_CHARS: usize = 300;
 /// The confidences a model may choose: servers do not enforce numeric bounds, but they do enforce an enum.
 const CONFIDENCE_LEVELS: [f64; 3] = [0.5, 0.7, 0.9];
+/// Whether a report may cite lines inside what was read, narrower than the pointer read (off until the committed
+/// recordings are made again with it: a schema change asks the models new questions).
+const NARROWER_CITATIONS: bool = false;
 /// Corrective retries of unusable output in a turn.
 pub(crate) const OUTPUT_RETRIES: u32 = 1;
 
@@ -541,7 +544,7 @@ fn rejection_prompt(violation: &Violation, questions: &[(String, String)]) -> St
 
 fn system_prompt(input: &TurnInput) -> String {
     format!(
-        "You are {} (role {}) in a hierarchy of agents that exchange engrams: short typed claims, each citing the pointers (sources) it rests on. Answer with one JSON object: a one-sentence summary and your findings as engrams. Cite only pointers you were given or read, or the lines of what you read that show it (repo:path#Lx-Ly, from the line numbers shown); never paste code.",
+        "You are {} (role {}) in a hierarchy of agents that exchange engrams: short typed claims, each citing the pointers (sources) it rests on. Answer with one JSON object: a one-sentence summary and your findings as engrams. Cite only pointers you were given; never paste code.",
         input.spec.id, input.spec.role
     )
 }
@@ -598,7 +601,11 @@ fn describe(doc: &Value, text: &mut String) {
     } else if let Some(read) = doc.get("dereferenced") {
         let pointer = read.get("pointer").and_then(Value::as_str).unwrap_or_default();
         let content = read.get("content").and_then(Value::as_str).unwrap_or_default();
-        text.push_str(&format!("\n# You read {pointer}\n{}\n", numbered(pointer, content)));
+        let mut cut: String = content.chars().take(MAX_DEREF_CHARS).collect();
+        if cut.len() < content.len() {
+            cut.push_str("\n[…]");
+        }
+        text.push_str(&format!("\n# You read {pointer}\n{cut}\n"));
     } else if let Some(searched) = doc.get("searched") {
         let query = searched.get("query").and_then(Value::as_str).unwrap_or_default();
         let hits = searched.get("hits").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
@@ -771,7 +778,7 @@ impl Citable {
         }
         let mut paths: Vec<String> = self.read.iter().map(|(path, _)| regex_escape(path)).collect();
         paths.dedup();
-        if !paths.is_empty() {
+        if NARROWER_CITATIONS && !paths.is_empty() {
             let pattern = format!("^repo:({})#L[1-9][0-9]{{0,5}}-L[1-9][0-9]{{0,5}}$", paths.join("|"));
             options.push(json!({"type": "string", "pattern": pattern}));
         }
