@@ -66,7 +66,9 @@ fn build(c: &mut Criterion) {
             stats.index_bytes as f64 / 1_048_576.0,
             started.elapsed().as_millis()
         );
-        group.bench_function(format!("refresh_unchanged_{name}"), |b| b.iter(|| index.refresh(&Silent).expect("refresh")));
+        group.bench_function(format!("refresh_unchanged_{name}"), |b| {
+            b.iter(|| index.refresh(&Silent).expect("refresh"))
+        });
     }
     group.finish();
 }
@@ -98,7 +100,8 @@ fn search(c: &mut Criterion) {
             });
             if !latencies.is_empty() {
                 latencies.sort_unstable();
-                let at = |q: usize| latencies[(latencies.len() * q / 100).min(latencies.len() - 1)].as_secs_f64() * 1000.0;
+                let at =
+                    |q: usize| latencies[(latencies.len() * q / 100).min(latencies.len() - 1)].as_secs_f64() * 1000.0;
                 println!("workspace/{id}: p50 {:.3} ms, p95 {:.3} ms over {} queries", at(50), at(95), latencies.len());
             }
         }

@@ -1191,3 +1191,30 @@ fn doctor_reports_the_model_and_what_is_missing() {
     assert!(text.contains("MISSING model file model.onnx"), "{text}");
     assert!(text.contains("stage 1 only") && text.contains("scripts/provision-model.sh"), "{text}");
 }
+
+/// The README's search quality table is what `lessrt eval search` measures now (BM25 and the rerank: the embedding
+/// model must be provisioned), and the JSON report agrees with it.
+#[test]
+fn the_readme_search_quality_table_is_a_fresh_measurement() {
+    let output = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["eval", "search"])
+        .output()
+        .expect("lessrt runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let table = stdout(&output);
+    let readme = std::fs::read_to_string(repo_path("README.md")).expect("README");
+    assert!(readme.contains(table.trim_end()), "README.md's search table differs from a fresh run:\n{table}");
+    let json = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["eval", "search", "--json"])
+        .output()
+        .expect("lessrt runs");
+    let doc: Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(doc["tasks"], 25, "the 25 graded tasks of the shipped scenarios");
+    let row = |stages: &str, split: &str| {
+        doc["rows"].as_array().expect("rows").iter().find(|r| r["stages"] == stages && r["split"] == split).cloned()
+    };
+    let all = row("hash", "all").expect("the BM25 row");
+    assert!(all["found"]["5"].as_u64() <= all["found"]["10"].as_u64(), "top 5 is a prefix of top 10: {all}");
+}

@@ -614,10 +614,16 @@ fn describe(doc: &Value, text: &mut String) {
             let field = |name: &str| hit.get(name).and_then(Value::as_str).unwrap_or_default();
             match hit.get("content").and_then(Value::as_str) {
                 // The baseline pastes each hit's content.
-                Some(content) => text.push_str(&format!("## {}\n{}\n", field("pointer"), numbered(field("pointer"), content))),
+                Some(content) => {
+                    text.push_str(&format!("## {}\n{}\n", field("pointer"), numbered(field("pointer"), content)))
+                }
                 None => {
                     let tokens = hit.get("tokens").and_then(Value::as_u64).unwrap_or_default();
-                    text.push_str(&format!("- {} — {} ({tokens} tokens to read)\n", field("pointer"), field("preview")));
+                    text.push_str(&format!(
+                        "- {} — {} ({tokens} tokens to read)\n",
+                        field("pointer"),
+                        field("preview")
+                    ));
                 }
             }
         }
@@ -629,7 +635,12 @@ fn describe(doc: &Value, text: &mut String) {
             let number = |name: &str| file.get(name).and_then(Value::as_u64).unwrap_or_default();
             let symbols: Vec<&str> =
                 file.get("symbols").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
-            text.push_str(&format!("- {path} ({} lines, {} tokens): {}\n", number("lines"), number("tokens"), symbols.join(", ")));
+            text.push_str(&format!(
+                "- {path} ({} lines, {} tokens): {}\n",
+                number("lines"),
+                number("tokens"),
+                symbols.join(", ")
+            ));
         }
     } else if let Some(spilled) = doc.get("spilled") {
         // An older message past the inbox's inline cap: its pointer, which a deref reads back.

@@ -78,7 +78,8 @@ pub(crate) struct Args {
 /// The scenario `lessrt ask` runs.
 fn scenario_text(name: &str, question: &str, workers: usize, args: &Args) -> String {
     let q = toml_string(question);
-    let mut llm = format!("temperature = 0.0\nmax_tokens = {}\ntimeout_secs = {}\n", args.max_tokens, args.model_timeout);
+    let mut llm =
+        format!("temperature = 0.0\nmax_tokens = {}\ntimeout_secs = {}\n", args.max_tokens, args.model_timeout);
     for (key, value) in [("base_url", &args.base_url), ("model", &args.model), ("api_key_env", &args.api_key_env)] {
         if let Some(value) = value {
             llm.push_str(&format!("{key} = {}\n", toml_string(value)));
@@ -91,7 +92,9 @@ fn scenario_text(name: &str, question: &str, workers: usize, args: &Args) -> Str
         toml_string(&format!("lessrt ask: {question}")),
     );
     text.push_str("[[agents]]\nid = \"user\"\nrole = \"user\"\n\n");
-    text.push_str(&format!("[[agents]]\nid = \"lead\"\nrole = \"lead\"\nparent = \"user\"\nkind = \"llm\"\n\n[agents.llm]\n{llm}\n"));
+    text.push_str(&format!(
+        "[[agents]]\nid = \"lead\"\nrole = \"lead\"\nparent = \"user\"\nkind = \"llm\"\n\n[agents.llm]\n{llm}\n"
+    ));
     for id in &ids {
         text.push_str(&format!(
             "[[agents]]\nid = \"{id}\"\nrole = \"worker\"\nparent = \"lead\"\nkind = \"llm\"\n\n[agents.llm]\n{llm}\n"
@@ -113,7 +116,9 @@ fn scenario_text(name: &str, question: &str, workers: usize, args: &Args) -> Str
         ));
     }
     text.push_str("[[steps]]\naction = \"report\"\nagent = \"lead\"\nto = \"user\"\ntype = \"task_result\"\ntask = \"q\"\nstatus = \"pass\"\n\n");
-    text.push_str(&format!("[[tasks]]\nid = \"q\"\nkind = \"locate_rule\"\nagent = \"lead\"\nquestion = {q}\ngold = {{}}\n\n"));
+    text.push_str(&format!(
+        "[[tasks]]\nid = \"q\"\nkind = \"locate_rule\"\nagent = \"lead\"\nquestion = {q}\ngold = {{}}\n\n"
+    ));
     for id in &ids {
         text.push_str(&format!(
             "[[tasks]]\nid = \"q-{id}\"\nkind = \"locate_rule\"\nagent = \"{id}\"\nquestion = {q}\ngold = {{}}\n\n"
@@ -156,7 +161,8 @@ fn answers(ledger: &[Event], agent: &str, resolver: &Resolver) -> Vec<Answer> {
                 .pointers
                 .iter()
                 .map(|p| {
-                    let plain = Pointer::new(p.ty(), p.reference(), p.span()).map(|p| p.to_string()).unwrap_or_default();
+                    let plain =
+                        Pointer::new(p.ty(), p.reference(), p.span()).map(|p| p.to_string()).unwrap_or_default();
                     Cite { at: at(p), resolves: resolver.read_unpinned(p, &()).is_ok(), pointer: plain }
                 })
                 .collect();
@@ -196,7 +202,9 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         Stop::usage(format!("LESS_POINTER_UNRESOLVED: workspace {}: {err}", args.workspace.display()))
     })?;
     if !root.is_dir() {
-        return Err(Stop::usage(format!("LESS_POINTER_UNRESOLVED: workspace {} is not a directory", root.display())).into());
+        return Err(
+            Stop::usage(format!("LESS_POINTER_UNRESOLVED: workspace {} is not a directory", root.display())).into()
+        );
     }
     let stamp = time::OffsetDateTime::now_utc();
     let name = format!(
@@ -237,11 +245,10 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let text_out = !args.output.json();
     if text_out && !ctx.quiet {
         eprintln!(
-            "lessrt ask: {} indexed ({} re-read) in {} ms; {} {} at work",
+            "lessrt ask: {} indexed ({} re-read) in {} ms; a lead and {} at work",
             count(refreshed.files as u64, "file"),
             refreshed.indexed,
             refreshed.millis,
-            "lead and",
             count(workers as u64, "worker")
         );
     }
@@ -283,9 +290,9 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         }
         results.push((mode, report, lead, found, out));
     }
-    let answered = results.first().is_some_and(|(_, _, lead, found, _)| {
-        lead.iter().chain(found).any(|a| a.cites.iter().any(|c| c.resolves))
-    });
+    let answered = results
+        .first()
+        .is_some_and(|(_, _, lead, found, _)| lead.iter().chain(found).any(|a| a.cites.iter().any(|c| c.resolves)));
     let doc = json!({
         "question": question,
         "workspace": root,
@@ -308,7 +315,9 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
                 outln!("\nfrom the workers:");
                 print_answers(found);
             }
-            outln!("\ntokens by role (inline: what reached each agent; deref: what it read; model: the provider's count)");
+            outln!(
+                "\ntokens by role (inline: what reached each agent; deref: what it read; model: the provider's count)"
+            );
             outln!("  {:<8} {:>7} {:>7} {:>9} {:>9}", "role", "inline", "deref", "prompt", "completion");
             for (role, r) in report.roles.iter().chain(std::iter::once((&"TOTAL".to_owned(), &report.totals))) {
                 outln!(
@@ -323,7 +332,8 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         }
         if let [(_, less, ..), (_, baseline, ..)] = &results[..] {
             let total = |r: &RunReport| r.totals.inline_tokens.total + r.totals.deref_tokens;
-            let pct = |a: u64, b: u64| if b == 0 { "—".to_owned() } else { format!("{:.1}%", 100.0 * a as f64 / b as f64) };
+            let pct =
+                |a: u64, b: u64| if b == 0 { "—".to_owned() } else { format!("{:.1}%", 100.0 * a as f64 / b as f64) };
             outln!(
                 "\nLESS vs the fair baseline: inline + deref {} vs {} tokens ({}); model prompt {} vs {} ({})",
                 total(less),

@@ -181,7 +181,9 @@ fn search(args: &SearchEvalArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(why) = &degraded {
-        return Err(Stop::usage(format!("LESS_RUN_FAILED: {why}; `lessrt doctor` says how to install the model")).into());
+        return Err(
+            Stop::usage(format!("LESS_RUN_FAILED: {why}; `lessrt doctor` says how to install the model")).into()
+        );
     }
     let mut rows = Vec::new();
     for stages in ["hash", "hash+rerank"] {
@@ -211,7 +213,11 @@ fn search(args: &SearchEvalArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
     args.output.emit(&doc, || {
         outln!("{}", search_table(&doc, &args.k));
         if !ctx.quiet {
-            eprintln!("{} graded tasks of {}; a task is found at k when every gold citation overlaps a top-k hit", n_tasks, count(files.len() as u64, "scenario"));
+            eprintln!(
+                "{} graded tasks of {}; a task is found at k when every gold citation overlaps a top-k hit",
+                n_tasks,
+                count(files.len() as u64, "scenario")
+            );
         }
     })?;
     Ok(if n_tasks == 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
@@ -229,7 +235,11 @@ pub(crate) fn search_table(doc: &Value, ks: &[usize]) -> String {
     }
     for row in doc["rows"].as_array().into_iter().flatten() {
         let tasks = row["tasks"].as_u64().unwrap_or(0);
-        out.push_str(&format!("\n| {} | {} | {tasks} |", row["stages"].as_str().unwrap_or(""), row["split"].as_str().unwrap_or("")));
+        out.push_str(&format!(
+            "\n| {} | {} | {tasks} |",
+            row["stages"].as_str().unwrap_or(""),
+            row["split"].as_str().unwrap_or("")
+        ));
         for k in ks {
             let n = row["found"][k.to_string()].as_u64().unwrap_or(0);
             let pct = if tasks == 0 { 0.0 } else { 100.0 * n as f64 / tasks as f64 };

@@ -29,7 +29,6 @@ use crate::run::inbox::{Inbox, InboxItem, Spill};
 use crate::run::ledger::Event;
 use crate::run::resolver_actor::ResolverMsg;
 use crate::run::wire::{DerefAction, Document, Draft, Envelope, EnvelopeKind, ListAction, SearchAction};
-pub use look::Looked;
 use less_contract::Budget;
 use less_contract::Grant;
 use less_contract::TokenCounter;
@@ -37,6 +36,7 @@ use less_contract::{ErrorCode, Violation};
 use less_contract::{GrantSpec, WireMode};
 use less_contract::{Payload, Severity, TypedMessage, Valid};
 use less_contract::{Pointer, PointerType};
+pub use look::Looked;
 
 /// Most restarts of one agent per window.
 pub const MAX_RESTARTS: usize = 3;

@@ -51,8 +51,8 @@ pub use supervisor::{
     ClusterOptions, DEFAULT_STEP_TIMEOUT, LocalRun, Pinned, RunOptions, check_out_dir, run_scenario, run_scenario_with,
 };
 pub use wire::{
-    Action, AskGrantAction, BriefAction, DerefAction, Document, Draft, Envelope, EnvelopeKind, ListAction, ReportAction,
-    SearchAction, SendAction,
+    Action, AskGrantAction, BriefAction, DerefAction, Document, Draft, Envelope, EnvelopeKind, ListAction,
+    ReportAction, SearchAction, SendAction,
 };
 
 /// Gateways by agent id: the only way to reach an agent.

@@ -507,7 +507,8 @@ fn fill_gaps(chunks: &mut Vec<Chunk>, lines: &[&str]) {
     }
     close(&mut run, &mut windows);
     for (start, end) in windows {
-        let says_something = lines[start as usize - 1..end as usize].iter().any(|l| l.chars().any(char::is_alphanumeric));
+        let says_something =
+            lines[start as usize - 1..end as usize].iter().any(|l| l.chars().any(char::is_alphanumeric));
         if says_something {
             let preview = preview_line(lines, start, end);
             chunks.push(Chunk {
@@ -575,7 +576,15 @@ fn markdown(root: Node<'_>, text: &str, lines: &[&str]) -> Vec<Chunk> {
             out.push(chunk);
         } else {
             let before = out.len();
-            push_split(&mut out, chunk.start, chunk.end, ChunkKind::Section, chunk.symbols, chunk.preview, chunk.top_level);
+            push_split(
+                &mut out,
+                chunk.start,
+                chunk.end,
+                ChunkKind::Section,
+                chunk.symbols,
+                chunk.preview,
+                chunk.top_level,
+            );
             for part in &mut out[before..] {
                 part.section = None;
             }

@@ -44,7 +44,7 @@ pub struct TaskFound {
 
 /// The split of a task, by its id.
 pub fn split_of(task_id: &str) -> &'static str {
-    if blake3::hash(task_id.as_bytes()).as_bytes()[0] % 2 == 0 { "tune" } else { "held_out" }
+    if blake3::hash(task_id.as_bytes()).as_bytes()[0].is_multiple_of(2) { "tune" } else { "held_out" }
 }
 
 /// Places `pointer` on its file's lines in the workspace `root` (none: it names nothing there).
@@ -60,7 +60,9 @@ pub fn place(root: &Path, pointer: &Pointer) -> Option<Place> {
             }
             match pointer.span().map(|s| s.strip_prefix("sec=").unwrap_or(s)) {
                 Some(heading) => {
-                    let chunk = chunk_file(&path, &text).into_iter().find(|c| c.symbols.first().is_some_and(|s| s == heading))?;
+                    let chunk = chunk_file(&path, &text)
+                        .into_iter()
+                        .find(|c| c.symbols.first().is_some_and(|s| s == heading))?;
                     Some(Place { path, start: chunk.start, end: chunk.end })
                 }
                 None => Some(Place { end: lines_of(&text), path, start: 1 }),
@@ -72,7 +74,10 @@ pub fn place(root: &Path, pointer: &Pointer) -> Option<Place> {
             let Some(file) = pointer.span() else { return Some(Place { end: lines_of(&text), path, start: 1 }) };
             let lines: Vec<&str> = text.lines().collect();
             let start = lines.iter().position(|l| l.starts_with("diff --git") && l.contains(&format!("b/{file}")))?;
-            let end = lines[start + 1..].iter().position(|l| l.starts_with("diff --git")).map_or(lines.len(), |n| start + 1 + n);
+            let end = lines[start + 1..]
+                .iter()
+                .position(|l| l.starts_with("diff --git"))
+                .map_or(lines.len(), |n| start + 1 + n);
             Some(Place { path, start: u32::try_from(start + 1).ok()?, end: u32::try_from(end).ok()? })
         }
         PointerType::Test => {
@@ -80,7 +85,8 @@ pub fn place(root: &Path, pointer: &Pointer) -> Option<Place> {
             let suite = suite.replace("::", "/");
             for candidate in [format!("tests/{suite}.rs"), format!("src/{suite}.rs"), format!("src/{suite}/mod.rs")] {
                 if let Some(text) = read(&candidate)
-                    && let Some(chunk) = chunk_file(&candidate, &text).into_iter().find(|c| c.symbols.iter().any(|s| s == name))
+                    && let Some(chunk) =
+                        chunk_file(&candidate, &text).into_iter().find(|c| c.symbols.iter().any(|s| s == name))
                 {
                     return Some(Place { path: candidate, start: chunk.start, end: chunk.end });
                 }

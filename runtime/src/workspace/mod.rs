@@ -45,7 +45,9 @@ use std::sync::Arc;
 use rusqlite::{Connection, OptionalExtension, params};
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
-use tantivy::schema::{FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TantivyDocument, TextFieldIndexing, TextOptions};
+use tantivy::schema::{
+    FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TantivyDocument, TextFieldIndexing, TextOptions,
+};
 use tantivy::{Index, IndexReader, ReloadPolicy, Term};
 
 use crate::memory::{Embedder, Stages};
@@ -561,7 +563,8 @@ impl WorkspaceIndex {
                 Err(why) => out.degraded = Some(format!("the rerank did not run: {why}")),
             }
         }
-        out.hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.path.cmp(&b.path)).then(a.start.cmp(&b.start)));
+        out.hits
+            .sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.path.cmp(&b.path)).then(a.start.cmp(&b.start)));
         out.hits.truncate(k);
         Ok(out)
     }
@@ -586,7 +589,9 @@ impl WorkspaceIndex {
             for digest in &digests {
                 let blob: Option<Vec<u8>> =
                     stmt.query_row(params![digest, crate::memory::MODEL_ID], |r| r.get(0)).optional()?;
-                vectors.push(blob.map(|b| b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()));
+                vectors.push(
+                    blob.map(|b| b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()),
+                );
             }
         }
         let missing: Vec<usize> = (0..hits.len()).filter(|i| vectors[*i].is_none()).collect();
@@ -712,7 +717,8 @@ fn embed_text(path: &str, preview: &str, body: &str) -> String {
 }
 
 fn canonical_root(root: &Path) -> Result<PathBuf> {
-    let canonical = root.canonicalize().map_err(|err| WorkspaceError::Root { path: root.to_owned(), why: err.to_string() })?;
+    let canonical =
+        root.canonicalize().map_err(|err| WorkspaceError::Root { path: root.to_owned(), why: err.to_string() })?;
     if !canonical.is_dir() {
         return Err(WorkspaceError::Root { path: root.to_owned(), why: "not a directory".to_owned() });
     }
@@ -861,7 +867,11 @@ impl std::fmt::Debug for SharedIndex {
 impl SharedIndex {
     /// The index of `root`, in its default directory ([`WorkspaceIndex::default_dir`]) unless `dir` names one.
     pub fn new(root: &Path, dir: Option<&Path>) -> Arc<SharedIndex> {
-        Arc::new(SharedIndex { root: root.to_owned(), dir: dir.map(Path::to_owned), cell: tokio::sync::OnceCell::new() })
+        Arc::new(SharedIndex {
+            root: root.to_owned(),
+            dir: dir.map(Path::to_owned),
+            cell: tokio::sync::OnceCell::new(),
+        })
     }
 
     async fn index(&self) -> std::result::Result<Arc<std::sync::Mutex<WorkspaceIndex>>, Violation> {

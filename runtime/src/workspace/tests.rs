@@ -1,3 +1,5 @@
+//! The workspace index on strings and temporary workspaces: chunking per language, terms, refresh, search, refusals.
+
 use super::chunk::WINDOW_LINES;
 use super::*;
 
@@ -148,7 +150,10 @@ fn markdown_sections_toml_tables_yaml_keys_and_plain_windows() {
     );
     let yaml = "server:\n  port: 1\nworkers:\n  - id: 2\n";
     let chunks = chunk_file("cfg.yaml", yaml);
-    assert_eq!(spans(&chunks), vec![(1, 2, ChunkKind::Table, Some("server")), (3, 4, ChunkKind::Table, Some("workers"))]);
+    assert_eq!(
+        spans(&chunks),
+        vec![(1, 2, ChunkKind::Table, Some("server")), (3, 4, ChunkKind::Table, Some("workers"))]
+    );
 
     let text: String = (1..=120).map(|i| format!("line {i}\n")).collect();
     let chunks = chunk_file("notes.txt", &text);
@@ -179,7 +184,11 @@ fn write(dir: &Path, rel: &str, text: &str) {
 fn a_refresh_reindexes_only_what_changed_and_search_finds_it() {
     let ws = tempfile::tempdir().expect("workspace");
     let cache = tempfile::tempdir().expect("cache");
-    write(ws.path(), "src/stock.rs", "/// Minutes a stock reservation is held for an unpaid order.\npub const RESERVATION_HOLD_MINUTES: u32 = 15;\n");
+    write(
+        ws.path(),
+        "src/stock.rs",
+        "/// Minutes a stock reservation is held for an unpaid order.\npub const RESERVATION_HOLD_MINUTES: u32 = 15;\n",
+    );
     write(ws.path(), "src/billing.rs", "pub fn capture_payment(order: &str) -> bool {\n    !order.is_empty()\n}\n");
     write(ws.path(), "README.md", "# Shop\n\n## Billing\nPayments are captured once.\n");
     write(ws.path(), "target/junk.rs", "pub fn reservation_junk() {}\n");
@@ -205,7 +214,14 @@ fn a_refresh_reindexes_only_what_changed_and_search_finds_it() {
     write(ws.path(), "src/cart.py", "def add_item(cart, sku):\n    cart.append(sku)\n");
     let third = index.refresh(&crate::Silent).expect("refresh");
     assert_eq!((third.indexed, third.unchanged, third.removed), (2, 1, 1), "{third:?}");
-    assert!(index.search("capture", 5, Stages::Hash, &|_| true).expect("search").hits.iter().all(|h| h.path != "src/billing.rs"));
+    assert!(
+        index
+            .search("capture", 5, Stages::Hash, &|_| true)
+            .expect("search")
+            .hits
+            .iter()
+            .all(|h| h.path != "src/billing.rs")
+    );
     let refund = index.search("refund", 5, Stages::Hash, &|_| true).expect("search");
     assert_eq!(refund.hits[0].path, "src/billing.rs");
 
@@ -215,7 +231,10 @@ fn a_refresh_reindexes_only_what_changed_and_search_finds_it() {
     let stats = index.stats().expect("stats");
     assert_eq!((stats.files, stats.languages.get("python").copied()), (3, Some(1)));
     let listed = index.list("src").expect("list");
-    assert_eq!(listed.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["src/billing.rs", "src/cart.py", "src/stock.rs"]);
+    assert_eq!(
+        listed.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(),
+        ["src/billing.rs", "src/cart.py", "src/stock.rs"]
+    );
     assert_eq!(listed[0].symbols, ["refund_payment"]);
     assert_eq!(index.list("src/*.py").expect("glob").len(), 1);
 }

@@ -79,7 +79,9 @@ impl GatewayState {
             let mut hits = Vec::with_capacity(found.hits.len());
             for (hit, content) in found.hits.iter().zip(contents) {
                 text.push_str(&format!("{}\n{}\n\n", hit.pointer, content.trim_end()));
-                hits.push(json!({"pointer": hit.pointer, "preview": hit.preview, "tokens": hit.tokens, "content": content}));
+                hits.push(
+                    json!({"pointer": hit.pointer, "preview": hit.preview, "tokens": hit.tokens, "content": content}),
+                );
             }
             (json!({"searched": {"query": action.query, "hits": hits}}), text)
         };
@@ -159,7 +161,9 @@ impl GatewayState {
         });
         let files: Vec<Value> = files
             .iter()
-            .map(|f| json!({"path": f.path, "lines": f.lines, "tokens": f.tokens, "symbols": f.symbols, "more": f.more}))
+            .map(
+                |f| json!({"path": f.path, "lines": f.lines, "tokens": f.tokens, "symbols": f.symbols, "more": f.more}),
+            )
             .collect();
         Ok(Looked { item: json!({"listed": {"pattern": action.pattern, "files": files}}) })
     }
