@@ -393,7 +393,16 @@ fn check_scenario_tasks(doc: &Value, out: &mut Vec<Violation>) {
             }
         }
         // An empty gold (`gold = {}`) is a question only, handed down and never graded (what `lessrt ask` writes);
-        // a gold answer with citations also needs something the claim must state.
+        // a gold answer names what to cite and something the claim must state.
+        let gold_given = task.get("gold").and_then(Value::as_object).is_some_and(|g| !g.is_empty());
+        if gold_given && task.pointer("/gold/cites").is_none() {
+            out.push(Violation::new(
+                ErrorCode::SchemaInvalid,
+                format!("/tasks/{idx}/gold/cites"),
+                "required: a graded task's gold names the spans to cite (leave gold empty, {}, for a question that is not graded)"
+                    .to_owned(),
+            ));
+        }
         if !list(task.pointer("/gold/cites")).is_empty()
             && list(task.pointer("/gold/terms")).is_empty()
             && list(task.pointer("/gold/patterns")).is_empty()
