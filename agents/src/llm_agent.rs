@@ -759,7 +759,19 @@ impl Citable {
                 }
             }
         }
-        Citable { known: known_pointers(inbox), read }
+        let mut known = known_pointers(inbox);
+        // What a baseline's search pasted was read: citable as it stands.
+        for doc in inbox {
+            for hit in doc.pointer("/searched/hits").and_then(Value::as_array).into_iter().flatten() {
+                if hit.get("content").is_some()
+                    && let Some(text) = hit.get("pointer").and_then(Value::as_str)
+                    && !known.iter().any(|k| k == text)
+                {
+                    known.push(text.to_owned());
+                }
+            }
+        }
+        Citable { known, read }
     }
 
     /// Only these pointers (nothing read).

@@ -923,3 +923,29 @@ mod fuzz {
         }
     }
 }
+
+/// A report may cite what the agent was given, and lines inside what it read of a repository file; nothing else.
+#[test]
+fn citations_are_the_pointers_given_or_lines_inside_what_was_read() {
+    let inbox = vec![
+        Arc::new(json!({"dereferenced": {"pointer": "repo:src/config.rs#L61-L74", "content": "…"}})),
+        Arc::new(json!({"dereferenced": {"pointer": "repo:README.md", "content": "…"}})),
+        Arc::new(
+            json!({"searched": {"query": "q", "hits": [{"pointer": "repo:src/other.rs#L1-L9", "preview": "p", "tokens": 9}]}}),
+        ),
+    ];
+    let citable = Citable::of(&inbox);
+    let allows = |text: &str| citable.allows(text, &Pointer::parse(text).expect("pointer"));
+    assert!(allows("repo:src/config.rs#L61-L74"), "what it read");
+    assert!(allows("repo:src/config.rs#L70-L74"), "lines inside what it read");
+    assert!(allows("repo:README.md#L3-L9"), "lines of a whole file it read");
+    assert!(!allows("repo:src/config.rs#L60-L74"), "lines beyond what it read");
+    assert!(!allows("repo:src/other.rs#L1-L9"), "a search hit it did not read");
+    assert!(!allows("repo:src/config.rs"), "a whole file it read only part of");
+    // A baseline's search pasted its hits: read, and citable.
+    let pasted = vec![Arc::new(json!({"searched": {"query": "q", "hits": [
+        {"pointer": "repo:src/other.rs#L1-L9", "preview": "p", "tokens": 9, "content": "x"}]}}))];
+    let citable = Citable::of(&pasted);
+    assert!(citable.allows("repo:src/other.rs#L2-L3", &Pointer::parse("repo:src/other.rs#L2-L3").expect("p")));
+    assert!(citable.known.contains(&"repo:src/other.rs#L1-L9".to_owned()));
+}
