@@ -15,7 +15,7 @@ fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/ws"
-printf 'fn a() {}\n' > "$work/ws/a.rs"
+printf 'fn alpha() {}\n' > "$work/ws/a.rs"
 serve=("$lessrt" mcp --store "$work/store" --workspace "$work/ws")
 
 tools="$("$inspector" --cli "${serve[@]}" --method tools/list 2>/dev/null)"
@@ -28,7 +28,7 @@ done
 deref="$("$inspector" --cli "${serve[@]}" --method tools/call --tool-name less_deref \
     --tool-arg 'pointers=["repo:a.rs#L1-L1"]' 2>/dev/null)"
 grep -q '"digest": "blake3:' <<<"$deref" || { echo "mcp-inspector: less_deref answered $deref" >&2; exit 1; }
-search="$("$inspector" --cli "${serve[@]}" --method tools/call --tool-name less_search --tool-arg 'query=a' 2>/dev/null)"
+search="$("$inspector" --cli "${serve[@]}" --method tools/call --tool-name less_search --tool-arg 'query=alpha' 2>/dev/null)"
 grep -q '"pointer": "repo:a.rs#L1-L1"' <<<"$search" || { echo "mcp-inspector: less_search answered $search" >&2; exit 1; }
 report="$("$inspector" --cli "${serve[@]}" --method tools/call --tool-name less_ledger_report 2>/dev/null)"
 grep -q '"tool": "less_deref"' <<<"$report" || { echo "mcp-inspector: the ledger lacks the deref: $report" >&2; exit 1; }
