@@ -1204,7 +1204,30 @@ fn the_readme_search_quality_table_is_a_fresh_measurement() {
     assert!(output.status.success(), "{}", stderr(&output));
     let table = stdout(&output);
     let readme = std::fs::read_to_string(repo_path("README.md")).expect("README");
-    assert!(readme.contains(table.trim_end()), "README.md's search table differs from a fresh run:\n{table}");
+    // BM25 is exact; the rerank's cosines may differ in their last bits on another CPU, which can move a hit across a
+    // cut-off: its rows may differ from the README by one task.
+    let rows = |text: &str| -> Vec<(String, Vec<i64>)> {
+        text.lines()
+            .filter(|l| l.starts_with("| hash"))
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                let counts = cells[4..cells.len() - 1]
+                    .iter()
+                    .map(|c| c.split(' ').next().and_then(|n| n.parse().ok()).expect("a count"))
+                    .collect();
+                (format!("{} {} {}", cells[1], cells[2], cells[3]), counts)
+            })
+            .collect()
+    };
+    let (fresh, documented) = (rows(&table), rows(&readme));
+    assert_eq!(fresh.len(), 6, "{table}");
+    for (key, counts) in &fresh {
+        let shown = documented.iter().find(|(k, _)| k == key).map(|(_, c)| c.clone());
+        let shown = shown.unwrap_or_else(|| panic!("README.md has no row {key}:\n{table}"));
+        let slack = if key.starts_with("hash+rerank") { 1 } else { 0 };
+        let close = counts.iter().zip(&shown).all(|(a, b)| (a - b).abs() <= slack);
+        assert!(close, "README.md's row {key} is {shown:?}, a fresh run measures {counts:?}:\n{table}");
+    }
     let json = Command::new(env!("CARGO_BIN_EXE_lessrt"))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["eval", "search", "--json"])
