@@ -91,6 +91,12 @@ fn scenario_text(name: &str, question: &str, workers: usize, args: &Args) -> Str
         toml_string(name),
         toml_string(&format!("lessrt ask: {question}")),
     );
+    // A worker reads the best hits of its search within its budget: five spans and 2,400 tokens (the spec's defaults,
+    // three and 1,200, stop before a setting's impl below its struct); the lead reads what they cite.
+    text.push_str(
+        "[budgets.roles.worker]\nmax_repo_spans = 5\nmax_artifact_sections = 3\nmax_deref_tokens_total = 2400\n\n",
+    );
+    text.push_str("[budgets.roles.lead]\nmax_repo_spans = 6\nmax_deref_tokens_total = 2400\n\n");
     text.push_str("[[agents]]\nid = \"user\"\nrole = \"user\"\n\n");
     text.push_str(&format!(
         "[[agents]]\nid = \"lead\"\nrole = \"lead\"\nparent = \"user\"\nkind = \"llm\"\n\n[agents.llm]\n{llm}\n"

@@ -75,7 +75,7 @@ impl LlmAgent {
     }
 
     /// A worker with questions and nothing to read finds its own evidence: its first action is a search of the
-    /// workspace with its questions' words (and the lines of what matters now its brief gave), once per turn, and
+    /// workspace with its questions' words, once per turn, and
     /// not again once it holds a search's hits. `None`: it has pointers to read, or it searched already.
     pub(super) fn search_step(&self, turn: &TurnInput) -> Option<Action> {
         let searched = turn.done.iter().any(|d| matches!(d.action, Action::Search(_)))
@@ -88,13 +88,9 @@ impl LlmAgent {
         if questions.is_empty() {
             return None;
         }
-        // The question first, then what the parent said matters now for this agent (how it split the work).
-        let mut words: Vec<&str> = questions.iter().map(|(_, q)| q.as_str()).collect();
-        for doc in &turn.inbox {
-            let doc = doc.get("doc").unwrap_or(doc);
-            let lines = doc.get("what_matters_now").and_then(Value::as_array).into_iter().flatten();
-            words.extend(lines.filter_map(Value::as_str).filter(|l| !l.starts_with("Task ")));
-        }
+        // The questions' own words: a parent's lines of what matters now are a model's, and a small one writes a
+        // guessed answer there ("… is 7 days"), which then ranks chunks that say so above the ones that answer.
+        let words: Vec<&str> = questions.iter().map(|(_, q)| q.as_str()).collect();
         let query: String = words.join(" ").chars().take(MAX_QUERY_CHARS).collect();
         Some(Action::Search(SearchAction { query, k: SEARCH_K }))
     }
