@@ -1241,3 +1241,45 @@ fn the_readme_search_quality_table_is_a_fresh_measurement() {
     let all = row("hash", "all").expect("the BM25 row");
     assert!(all["found"]["5"].as_u64() <= all["found"]["10"].as_u64(), "top 5 is a prefix of top 10: {all}");
 }
+
+/// The README's figures of the harbor fixture's index (its `lessrt index` output and the Performance row) are what
+/// `lessrt index` builds now.
+#[test]
+fn the_readme_index_figures_of_the_fixture_are_a_fresh_build() {
+    let at = tempfile::tempdir().expect("index dir");
+    let output = lessrt(&[
+        "index",
+        &repo_path("scenarios/fixtures/uc1-refactor"),
+        "--index-dir",
+        &at.path().display().to_string(),
+        "--json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let doc: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let index = &doc["index"];
+    assert_eq!(doc["refresh"]["rebuilt"], true);
+    let readme = std::fs::read_to_string(repo_path("README.md")).expect("README");
+    let holds = format!(
+        "holds     {} files, {} chunks, {} lines, {} tokens, 0 embedded",
+        index["files"], index["chunks"], index["lines"], index["tokens"]
+    );
+    assert!(readme.contains(&holds), "README.md's `lessrt index` example should say: {holds}");
+    let thousands = |n: &Value| {
+        let n = n.as_u64().expect("count").to_string();
+        let mut out = String::new();
+        for (i, c) in n.chars().enumerate() {
+            if i > 0 && (n.len() - i).is_multiple_of(3) {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        out
+    };
+    let row = format!(
+        "the harbor fixture, {} files, {} lines, {} chunks",
+        index["files"],
+        thousands(&index["lines"]),
+        thousands(&index["chunks"])
+    );
+    assert!(readme.contains(&row), "README.md's Performance row should say: {row}");
+}

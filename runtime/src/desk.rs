@@ -578,17 +578,10 @@ impl Desk {
         let reach = who.reach.clone();
         let keep = move |hit: &crate::workspace::Hit| Pointer::parse(&hit.pointer).is_ok_and(|p| reach.covers(&p));
         let found = index.search(query, k, crate::memory::Stages::HashRerank, &keep).map_err(|e| e.violation())?;
-        let lines: Vec<String> = found.hits.iter().map(|h| format!("{} ({} tok)", h.line(), h.tokens)).collect();
+        let lines: Vec<String> = found.hits.iter().map(crate::workspace::Hit::line).collect();
         let tokens = self.counter.count(&lines.join("\n"));
         if tokens > who.budget.max_inline_tokens {
-            let mut used = 0;
-            let fit = lines
-                .iter()
-                .take_while(|line| {
-                    used += self.counter.count(line) + 1;
-                    used <= who.budget.max_inline_tokens
-                })
-                .count();
+            let fit = crate::workspace::fitting(&found.hits, self.counter, who.budget.max_inline_tokens);
             return Err(Violation::new(
                 ErrorCode::BudgetExceeded,
                 "/k",
@@ -596,7 +589,7 @@ impl Desk {
                     "{} hits are {tokens} tokens; this client accepts at most {} in one answer: search again with k = {} or fewer, or with narrower words",
                     found.hits.len(),
                     who.budget.max_inline_tokens,
-                    fit.max(1)
+                    fit
                 ),
             ));
         }

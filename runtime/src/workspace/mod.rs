@@ -143,10 +143,24 @@ pub struct Hit {
 }
 
 impl Hit {
-    /// The hit as one line an agent reads: the pointer, then the preview.
+    /// The hit as one line an agent reads: the pointer, the preview, and what reading it costs.
     pub fn line(&self) -> String {
-        format!("{} — {}", self.pointer, self.preview)
+        format!("{} — {} ({} tok)", self.pointer, self.preview, self.tokens)
     }
+}
+
+/// How many of `hits`, best first, fit in `max_tokens` as lines ([`Hit::line`]), at least 1: the `k` a refusal of a
+/// search answer over budget names.
+pub fn fitting(hits: &[Hit], counter: &TokenCounter, max_tokens: u32) -> usize {
+    let mut used = 0;
+    let fit = hits
+        .iter()
+        .take_while(|hit| {
+            used += counter.count(&hit.line()) + 1;
+            used <= max_tokens
+        })
+        .count();
+    fit.max(1)
 }
 
 /// A search's answer.
@@ -900,7 +914,7 @@ impl SharedIndex {
     /// Runs `work` on the index, on the blocking pool.
     async fn with<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&mut WorkspaceIndex) -> Result<T> + Send + 'static,
+        work: impl FnOnce(&mut WorkspaceIndex) -> std::result::Result<T, Violation> + Send + 'static,
     ) -> std::result::Result<T, Violation> {
         let index = self.index().await?;
         let done = tokio::task::spawn_blocking(move || {
@@ -908,11 +922,7 @@ impl SharedIndex {
             work(&mut index)
         })
         .await;
-        match done {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(err)) => Err(err.violation()),
-            Err(err) => Err(Violation::new(ErrorCode::RunFailed, "", format!("the workspace index failed: {err}"))),
-        }
+        done.map_err(|err| Violation::new(ErrorCode::RunFailed, "", format!("the workspace index failed: {err}")))?
     }
 
     /// [`WorkspaceIndex::search`].
@@ -923,22 +933,16 @@ impl SharedIndex {
         stages: Stages,
         keep: Box<dyn Fn(&Hit) -> bool + Send>,
     ) -> std::result::Result<Search, Violation> {
-        self.with(move |index| index.search(&query, k, stages, &*keep)).await
+        self.with(move |index| index.search(&query, k, stages, &*keep).map_err(|e| e.violation())).await
     }
 
     /// [`WorkspaceIndex::list`].
     pub async fn list(&self, pattern: String) -> std::result::Result<Vec<FileOutline>, Violation> {
-        self.with(move |index| index.list(&pattern)).await
+        self.with(move |index| index.list(&pattern).map_err(|e| e.violation())).await
     }
 
     /// [`WorkspaceIndex::read`]: the content behind a hit's pointer.
     pub async fn read(&self, pointers: Vec<String>) -> std::result::Result<Vec<String>, Violation> {
-        let index = self.index().await?;
-        let done = tokio::task::spawn_blocking(move || {
-            let index = index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            pointers.iter().map(|p| index.read(p)).collect::<std::result::Result<Vec<String>, Violation>>()
-        })
-        .await;
-        done.map_err(|err| Violation::new(ErrorCode::RunFailed, "", format!("the workspace index failed: {err}")))?
+        self.with(move |index| pointers.iter().map(|p| index.read(p)).collect()).await
     }
 }

@@ -62,7 +62,7 @@ impl GatewayState {
         }
         let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
         let (item, text) = if less {
-            let lines: Vec<String> = found.hits.iter().map(|h| format!("{} ({} tok)", h.line(), h.tokens)).collect();
+            let lines: Vec<String> = found.hits.iter().map(Hit::line).collect();
             let hits: Vec<Value> = found
                 .hits
                 .iter()
@@ -87,21 +87,11 @@ impl GatewayState {
         };
         let tokens = counter.count(&text);
         if less && tokens > self.budget.max_inline_tokens {
-            // How many of the best hits would have fitted.
-            let mut fit = 0;
-            let mut used = 0;
-            for hit in &found.hits {
-                used += counter.count(&format!("{} ({} tok)\n", hit.line(), hit.tokens));
-                if used > self.budget.max_inline_tokens {
-                    break;
-                }
-                fit += 1;
-            }
             let why = format!(
                 "{} hits are {tokens} inline tokens; this role accepts at most {} in one answer: search again with k = {} or fewer, or with narrower words",
                 found.hits.len(),
                 self.budget.max_inline_tokens,
-                fit.max(1)
+                crate::workspace::fitting(&found.hits, counter, self.budget.max_inline_tokens)
             );
             return refused(self, Violation::new(ErrorCode::BudgetExceeded, "/k", why));
         }
