@@ -454,8 +454,9 @@ fn read_report(value: &Value, questions: &[(String, String)]) -> (String, Vec<En
     let summary = value.get("summary").and_then(Value::as_str).unwrap_or_default().to_owned();
     let engrams = answer_engrams(value, questions)
         .into_iter()
-        .map(|(_, e)| e)
-        .filter_map(|e| {
+        .filter_map(|(path, e)| {
+            // An answer keyed by a task's id answers that task (the runtime records it for the grader).
+            let task = path.strip_prefix("/answers/").map(str::to_owned);
             Some(EngramSpec {
                 kind: serde_json::from_value::<EngramKind>(e.get("kind")?.clone()).ok()?,
                 claim: e.get("claim")?.as_str()?.trim().to_owned(),
@@ -473,6 +474,7 @@ fn read_report(value: &Value, questions: &[(String, String)]) -> (String, Vec<En
                 ttl: "P7D".to_owned(),
                 scope: Scope::Run,
                 tags: vec!["llm".to_owned()],
+                task,
             })
         })
         .collect();

@@ -178,7 +178,32 @@ impl Bench {
         }
         self.tasks_table(&mut out, &modes);
         self.lead_table(&mut out, &modes);
+        self.failures_table(&mut out);
         out
+    }
+
+    /// What keeps each run from passing: `(scenario, mode, failure)`, failed checks first, then unsolved tasks, in the
+    /// order the runs ran (a repeat after the first says which, `#2: …`).
+    pub fn failures(&self) -> Vec<(String, WireMode, String)> {
+        let mut out = Vec::new();
+        for run in &self.runs {
+            for failure in run.report.failures() {
+                let failure = if run.repeat > 1 { format!("#{}: {failure}", run.repeat) } else { failure };
+                out.push((run.report.scenario.clone(), run.report.mode, failure));
+            }
+        }
+        out
+    }
+
+    fn failures_table(&self, out: &mut String) {
+        let failures = self.failures();
+        if failures.is_empty() {
+            return;
+        }
+        out.push_str("\nUnsolved tasks and failed checks:\n\n| scenario | mode | what |\n|---|---|---|\n");
+        for (scenario, mode, failure) in failures {
+            let _ = writeln!(out, "| {scenario} | {mode} | {} |", failure.replace('|', "\\|"));
+        }
     }
 
     fn comparison_table(&self, out: &mut String, base: WireMode, by_role: bool) {

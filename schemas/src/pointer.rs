@@ -183,6 +183,11 @@ impl Pointer {
         self
     }
 
+    /// The whole source this pointer is a span of (itself when it names a whole source), without a digest.
+    pub fn whole(&self) -> Pointer {
+        Pointer { ty: self.ty, reference: self.reference.clone(), span: None, digest: None }
+    }
+
     /// What the pointer points into.
     pub fn ty(&self) -> PointerType {
         self.ty

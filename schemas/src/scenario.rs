@@ -186,6 +186,10 @@ pub struct Gold {
     /// Every regular expression must match the claim (case-insensitive unless it says `(?-i)`).
     #[serde(default)]
     pub patterns: Vec<String>,
+    /// Regular expressions of a wrong answer (the opposite polarity of a yes/no or before/after question): a claim
+    /// matching any of them does not solve the task, whatever else it states.
+    #[serde(default)]
+    pub wrong: Vec<String>,
 }
 
 /// One value, or alternatives of which any one will do.
@@ -359,6 +363,10 @@ pub struct EngramSpec {
     /// Tags.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// The graded task this engram answers (an id of the scenario's `[[tasks]]`). The runtime records the answer in
+    /// the ledger; the grader counts an engram for a task only when it answers that task.
+    #[serde(default)]
+    pub task: Option<String>,
 }
 
 fn default_confidence() -> f64 {

@@ -383,13 +383,16 @@ fn check_scenario_tasks(doc: &Value, out: &mut Vec<Violation>) {
             )),
             Some(Some(_)) => {}
         }
-        for (p_idx, pattern) in list(task.pointer("/gold/patterns")).iter().enumerate() {
-            if let Some(Err(err)) = pattern.as_str().map(|p| regex::RegexBuilder::new(p).case_insensitive(true).build())
-            {
-                out.push(invalid(
-                    format!("/tasks/{idx}/gold/patterns/{p_idx}"),
-                    format!("not a regular expression: {err}"),
-                ));
+        for field in ["patterns", "wrong"] {
+            for (p_idx, pattern) in list(task.pointer(&format!("/gold/{field}"))).iter().enumerate() {
+                if let Some(Err(err)) =
+                    pattern.as_str().map(|p| regex::RegexBuilder::new(p).case_insensitive(true).build())
+                {
+                    out.push(invalid(
+                        format!("/tasks/{idx}/gold/{field}/{p_idx}"),
+                        format!("not a regular expression: {err}"),
+                    ));
+                }
             }
         }
         // An empty gold (`gold = {}`) is a question only, handed down and never graded (what `lessrt ask` writes);
@@ -411,6 +414,24 @@ fn check_scenario_tasks(doc: &Value, out: &mut Vec<Violation>) {
                 format!("/tasks/{idx}/gold"),
                 "a gold answer needs terms or patterns the claim must state (or leave gold empty for a question that is not graded)".to_owned(),
             ));
+        }
+    }
+    // An engram that answers a task names a task of the scenario, and is reported by its agent or one below it.
+    for (s_idx, step) in list(doc.get("steps")).iter().enumerate() {
+        let Some(reporter) = str_of(step, "agent") else { continue };
+        for (e_idx, engram) in list(step.get("engrams")).iter().enumerate() {
+            let Some(task) = str_of(engram, "task") else { continue };
+            let path = format!("/steps/{s_idx}/engrams/{e_idx}/task");
+            match task_agent.get(&task) {
+                None => out.push(invalid(path, format!("{task:?} is not a task of this scenario"))),
+                Some(agent) if !at_or_above(agent, &reporter) => out.push(invalid(
+                    path,
+                    format!(
+                        "{reporter:?} answers {task:?}, but the task is {agent:?}'s and {reporter:?} is not below it"
+                    ),
+                )),
+                Some(_) => {}
+            }
         }
     }
     let mut asked: HashSet<String> = HashSet::new();

@@ -164,6 +164,9 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     for failure in &bench.failed {
         eprintln!("lessrt: {} {} #{} failed: {}", failure.scenario, failure.mode, failure.repeat, failure.error);
     }
+    for (scenario, mode, failure) in bench.failures() {
+        eprintln!("lessrt: {scenario} {mode}: {failure}");
+    }
     for line in bench.differing_repeats() {
         eprintln!("lessrt: repeats counted different tokens: {line}");
     }
@@ -185,10 +188,11 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     Ok(exit_code(&over_cap, &bench))
 }
 
-/// 1 when a LESS message reached an agent over its cap or a run failed; an unsolved task or a failed check is a
-/// result, not an error.
+/// 1 when a LESS message reached an agent over its cap, a run failed, a check failed or a graded task was left
+/// unsolved (each printed, and listed in `summary.md`).
 fn exit_code(over_cap: &[String], bench: &Bench) -> ExitCode {
-    if over_cap.is_empty() && bench.failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    let clean = over_cap.is_empty() && bench.failed.is_empty() && bench.failures().is_empty();
+    if clean { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
 /// The scenario files `paths` name: files as given, directories' `*.toml` files (not recursive) sorted by name.

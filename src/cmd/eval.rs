@@ -40,7 +40,7 @@ pub(crate) enum Command {
 /// Arguments of `lessrt eval search`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct SearchEvalArgs {
-    /// Scenario files with graded tasks (default: the three shipped graded scenarios).
+    /// Scenario files with graded tasks (default: the four shipped graded scenarios).
     #[arg(value_name = "SCENARIO")]
     scenarios: Vec<PathBuf>,
     /// The cut-offs.
@@ -150,8 +150,12 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
 }
 
 /// The shipped scenarios with graded tasks, the default of `lessrt eval search`.
-pub(crate) const GRADED_SCENARIOS: [&str; 3] =
-    ["scenarios/audit-tidepool.toml", "scenarios/review-lanternfish.toml", "scenarios/waves-harbor.toml"];
+pub(crate) const GRADED_SCENARIOS: [&str; 4] = [
+    "scenarios/audit-tidepool.toml",
+    "scenarios/real-ignore.toml",
+    "scenarios/review-lanternfish.toml",
+    "scenarios/waves-harbor.toml",
+];
 
 /// Runs the search evaluation; exit 1 when no scenario had a graded task.
 fn search(args: &SearchEvalArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {

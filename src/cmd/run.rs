@@ -243,6 +243,12 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
             anyhow::Ok(())
         })?;
     }
+    // Exit 1 says why: each failed check and unsolved task, with its mode.
+    for report in &reports {
+        for failure in report.failures() {
+            eprintln!("lessrt run: {} {}: {failure}", report.scenario, report.mode);
+        }
+    }
     Ok(if reports.iter().all(RunReport::passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 

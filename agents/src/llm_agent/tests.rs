@@ -60,6 +60,7 @@ fn input() -> TurnInput {
             ttl: "P7D".to_owned(),
             scope: Scope::Run,
             tags: Vec::new(),
+            task: None,
         }],
         summary: "SCRIPTED SUMMARY".to_owned(),
         misbehave: None,

@@ -1016,8 +1016,16 @@ impl AgentState {
                 hasher.update(spec.claim.as_bytes());
                 hasher.update(self.spec.id.as_bytes());
                 hasher.update(&idx.to_le_bytes());
+                let id = format!("eg_{}", &hasher.finalize().to_hex()[..16]);
+                if let Some(task) = &spec.task {
+                    self.ctx.record(Event::Answer {
+                        agent: self.spec.id.clone(),
+                        engram: id.clone(),
+                        task: task.clone(),
+                    });
+                }
                 engrams.push(Engram {
-                    id: format!("eg_{}", &hasher.finalize().to_hex()[..16]),
+                    id,
                     kind: spec.kind,
                     claim: spec.claim.clone(),
                     pointers,

@@ -1,17 +1,31 @@
-//! Grading the scenario's tasks from what the agents actually delivered.
+//! Grading the scenario's tasks from what the agents actually delivered, strictly.
 //!
-//! A task is solved when one engram of a message its agent delivered (a `Delivered` event in the ledger: refused
-//! messages never count) cites, for every gold citation, a pointer overlapping it, and its claim states every gold
-//! term and matches every gold pattern. The grader reads the delivered documents only, never the scenario's steps, so
-//! a scripted answer and a model's answer are graded alike. Both wire modes deliver the same typed message (the
-//! baseline's wire text restates it as prose), so LESS and the baseline are graded by the same rule.
+//! A task is solved when one engram that its agent delivered (a `Delivered` event in the ledger: refused messages
+//! never count) and that answers that task (an `Answer` event: the runtime records which task an engram answers)
+//! - cites, for every gold citation, a pointer that locates it ([`covers`]: the same source, an overlapping span at
+//!   most [`MAX_WIDTH_FACTOR`] times the gold's length or [`MIN_WIDTH_LINES`] lines, whichever is larger) and that
+//!   the agent or one of its descendants read ([`Reads`]: dereferenced, or pasted to it by a baseline);
+//! - states every gold term and matches every gold pattern, and matches none of the gold's `wrong` patterns.
+//!
+//! The grader reads the ledger only, never the scenario's steps, so a scripted answer and a model's answer are graded
+//! alike. Both wire modes deliver the same typed message (the baseline's wire text restates it as prose), so LESS and
+//! the baselines are graded by the same rule; only what counts as read differs, as the modes differ in what reaches
+//! an agent.
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::{HashMap, HashSet};
+
 use crate::run::ledger::Event;
+use crate::run::wire::Document;
 use less_contract::Engram;
 use less_contract::Pointer;
-use less_contract::{Gold, OneOf, Scenario, Task, TaskKind};
+use less_contract::{Gold, OneOf, Scenario, Task, TaskKind, WireMode};
+
+/// A citation may be this many times as long as the gold span it locates…
+pub const MAX_WIDTH_FACTOR: u32 = 3;
+/// …or this many lines, whichever is larger.
+pub const MIN_WIDTH_LINES: u32 = 40;
 
 /// The graded tasks of one run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -56,15 +70,19 @@ pub struct Answer {
     pub pointers: Vec<String>,
 }
 
-/// Grades every task of `scenario` against the delivered messages among `events`.
-pub fn grade(scenario: &Scenario, events: &[Event]) -> TaskReport {
+/// Grades every task of `scenario` against the delivered messages among `events` of a run in `mode`.
+pub fn grade(scenario: &Scenario, mode: WireMode, events: &[Event]) -> TaskReport {
+    let reads = Reads::new(scenario, mode, events);
+    let answers = answers(events);
     // A task without a gold answer is a question only (`lessrt ask` hands its question down that way): never graded.
     let items: Vec<TaskVerdict> = scenario
         .tasks
         .iter()
         .filter(|task| !(task.gold.cites.is_empty() && task.gold.terms.is_empty() && task.gold.patterns.is_empty()))
         .map(|task| {
-            let mut verdict = grade_task(task, events);
+            let readers = subtree(scenario, &task.agent);
+            let read = |pointer: &Pointer| readers.iter().any(|agent| reads.holds(agent, pointer));
+            let mut verdict = grade_task(task, events, &answers, &read);
             verdict.role = scenario.agent(&task.agent).map(|a| a.role.clone()).unwrap_or_default();
             verdict
         })
@@ -72,22 +90,133 @@ pub fn grade(scenario: &Scenario, events: &[Event]) -> TaskReport {
     TaskReport { graded: items.len() as u32, solved: items.iter().filter(|v| v.solved).count() as u32, items }
 }
 
+/// Which task each engram answers, from the runtime's `Answer` events: engram id → task ids.
+fn answers(events: &[Event]) -> HashMap<&str, HashSet<&str>> {
+    let mut answers: HashMap<&str, HashSet<&str>> = HashMap::new();
+    for event in events {
+        if let Event::Answer { engram, task, .. } = event {
+            answers.entry(engram.as_str()).or_default().insert(task.as_str());
+        }
+    }
+    answers
+}
+
+/// `agent` and every agent below it.
+fn subtree(scenario: &Scenario, agent: &str) -> Vec<String> {
+    let mut members = vec![agent.to_owned()];
+    let mut idx = 0;
+    while idx < members.len() {
+        let children = scenario.agents.iter().filter(|a| a.parent.as_deref() == Some(members[idx].as_str()));
+        let fresh: Vec<String> = children.map(|a| a.id.clone()).filter(|id| !members.contains(id)).collect();
+        members.extend(fresh);
+        idx += 1;
+    }
+    members
+}
+
+/// What reached each agent as content, from the ledger: its granted dereferences in every mode; in the baselines
+/// also what was pasted to it (its briefs' packs for its role, the spans a report to it cites, the hits of its
+/// searches). The whole-file baseline pastes packed files whole.
+pub struct Reads {
+    by_agent: HashMap<String, Vec<Pointer>>,
+}
+
+impl Reads {
+    /// Collects the reads of a run in `mode`.
+    pub fn new(scenario: &Scenario, mode: WireMode, events: &[Event]) -> Reads {
+        let mut by_agent: HashMap<String, Vec<Pointer>> = HashMap::new();
+        let parse =
+            |texts: &[String]| -> Vec<Pointer> { texts.iter().filter_map(|t| Pointer::parse(t).ok()).collect() };
+        let pasted = mode != WireMode::Less;
+        for event in events {
+            let (agent, read): (&str, Vec<Pointer>) = match event {
+                Event::Deref { agent, pointers, granted: true, code: None, .. } => (agent, parse(pointers)),
+                Event::Search { agent, returned, code: None, .. } if pasted => (agent, parse(returned)),
+                Event::Delivered { to, doc, .. } if pasted => match doc.as_ref() {
+                    Document::Brief(brief) => {
+                        let role = scenario.agent(to).map(|a| a.role.as_str()).unwrap_or_default();
+                        let pack = brief.pointer_packs.get(role).into_iter().flatten().map(|p| &p.0);
+                        let whole = mode == WireMode::VerbatimWhole;
+                        (to, pack.map(|p| if whole { p.whole() } else { p.clone() }).collect())
+                    }
+                    Document::Message(_) => {
+                        (to, doc.engrams().iter().flat_map(|e| e.pointers.iter().cloned()).collect())
+                    }
+                    Document::Grant(_) => continue,
+                },
+                _ => continue,
+            };
+            by_agent.entry(agent.to_owned()).or_default().extend(read);
+        }
+        Reads { by_agent }
+    }
+
+    /// Whether `agent` read the whole of what `pointer` names.
+    pub fn holds(&self, agent: &str, pointer: &Pointer) -> bool {
+        self.by_agent.get(agent).is_some_and(|read| read.iter().any(|r| contains(r, pointer)))
+    }
+}
+
+/// Whether reading `read` read all of `cited`: the same source, and `cited`'s lines inside `read`'s (or the same
+/// section, diff path or test; a whole source holds every span of it).
+fn contains(read: &Pointer, cited: &Pointer) -> bool {
+    if read.ty() != cited.ty() || read.location() != cited.location() {
+        return false;
+    }
+    match (read.span(), cited.span()) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(r), Some(c)) => match (read.line_range(), cited.line_range()) {
+            (Some((r1, r2)), Some((c1, c2))) => r1 <= c1 && c2 <= r2,
+            (None, None) => r == c,
+            _ => false,
+        },
+    }
+}
+
 /// How far one engram is from the gold answer.
+#[derive(Default)]
 struct Miss {
+    /// The engram answers another task, or none.
+    task: Option<String>,
+    /// Gold citations located by no citation at all.
     cites: Vec<String>,
+    /// Gold citations located only by citations wider than the width rule allows.
+    wide: Vec<String>,
+    /// Gold citations located only by citations nobody at or below the agent read.
+    unread: Vec<String>,
     terms: Vec<String>,
     patterns: Vec<String>,
+    wrong: Vec<String>,
 }
 
 impl Miss {
     fn count(&self) -> usize {
-        self.cites.len() + self.terms.len() + self.patterns.len()
+        usize::from(self.task.is_some())
+            + self.cites.len()
+            + self.wide.len()
+            + self.unread.len()
+            + self.terms.len()
+            + self.patterns.len()
+            + self.wrong.len()
     }
 
     fn describe(&self) -> String {
         let mut parts = Vec::new();
+        if let Some(task) = &self.task {
+            parts.push(task.clone());
+        }
         if !self.cites.is_empty() {
             parts.push(format!("cites nothing overlapping {}", self.cites.join(", ")));
+        }
+        if !self.wide.is_empty() {
+            parts.push(format!(
+                "cites only spans too wide for {} (at most {MAX_WIDTH_FACTOR}× its length or {MIN_WIDTH_LINES} lines)",
+                self.wide.join(", ")
+            ));
+        }
+        if !self.unread.is_empty() {
+            parts.push(format!("cites {} without having read it", self.unread.join(", ")));
         }
         if !self.terms.is_empty() {
             parts.push(format!("does not state {}", self.terms.join(", ")));
@@ -95,11 +224,19 @@ impl Miss {
         if !self.patterns.is_empty() {
             parts.push(format!("does not match /{}/", self.patterns.join("/, /")));
         }
+        if !self.wrong.is_empty() {
+            parts.push(format!("states a wrong answer (/{}/)", self.wrong.join("/, /")));
+        }
         parts.join("; ")
     }
 }
 
-fn grade_task(task: &Task, events: &[Event]) -> TaskVerdict {
+fn grade_task(
+    task: &Task,
+    events: &[Event],
+    answers: &HashMap<&str, HashSet<&str>>,
+    read: &dyn Fn(&Pointer) -> bool,
+) -> TaskVerdict {
     let mut best: Option<(Miss, Answer)> = None;
     for (msg_id, engram) in delivered_by(events, &task.agent) {
         let answer = Answer {
@@ -108,7 +245,16 @@ fn grade_task(task: &Task, events: &[Event]) -> TaskVerdict {
             claim: engram.claim.clone(),
             pointers: engram.pointers.iter().map(ToString::to_string).collect(),
         };
-        let miss = judge(&task.gold, &answer.claim, &engram.pointers);
+        let mut miss = judge(&task.gold, &answer.claim, &engram.pointers, read);
+        miss.task = match answers.get(engram.id.as_str()) {
+            Some(tasks) if tasks.contains(task.id.as_str()) => None,
+            Some(tasks) => {
+                let mut others: Vec<&str> = tasks.iter().copied().collect();
+                others.sort_unstable();
+                Some(format!("answers {}, not {}", others.join(", "), task.id))
+            }
+            None => Some(format!("answers no task (not {})", task.id)),
+        };
         if miss.count() == 0 {
             let evidence = format!("{} in {} cites {}", answer.engram, answer.msg_id, answer.pointers.join(" + "));
             return verdict(task, true, Some(answer), evidence);
@@ -139,29 +285,36 @@ fn verdict(task: &Task, solved: bool, answer: Option<Answer>, evidence: String) 
     }
 }
 
-/// What `claim` citing `cited` lacks of `gold`.
-fn judge(gold: &Gold, claim: &str, cited: &[Pointer]) -> Miss {
-    let cites = gold
-        .cites
-        .iter()
-        .filter(|entry| {
-            !entry.options().iter().filter_map(|t| Pointer::parse(t).ok()).any(|g| cited.iter().any(|c| covers(c, &g)))
-        })
-        .map(describe_one_of)
-        .collect();
-    let terms = gold
+/// What `claim` citing `cited` lacks of `gold`, when `read` says which citations were read.
+fn judge(gold: &Gold, claim: &str, cited: &[Pointer], read: &dyn Fn(&Pointer) -> bool) -> Miss {
+    let mut miss = Miss::default();
+    for entry in &gold.cites {
+        let golds: Vec<Pointer> = entry.options().iter().filter_map(|t| Pointer::parse(t).ok()).collect();
+        let located = |c: &Pointer| golds.iter().any(|g| overlaps(c, g));
+        let narrow = |c: &Pointer| golds.iter().any(|g| covers(c, g));
+        if cited.iter().any(|c| narrow(c) && read(c)) {
+            continue;
+        }
+        let target = if cited.iter().any(narrow) {
+            &mut miss.unread
+        } else if cited.iter().any(located) {
+            &mut miss.wide
+        } else {
+            &mut miss.cites
+        };
+        target.push(describe_one_of(entry));
+    }
+    let matches =
+        |p: &String| regex::RegexBuilder::new(p).case_insensitive(true).build().is_ok_and(|re| re.is_match(claim));
+    miss.terms = gold
         .terms
         .iter()
         .filter(|entry| !entry.options().iter().any(|term| states(claim, term)))
         .map(describe_one_of)
         .collect();
-    let patterns = gold
-        .patterns
-        .iter()
-        .filter(|p| !regex::RegexBuilder::new(p).case_insensitive(true).build().is_ok_and(|re| re.is_match(claim)))
-        .cloned()
-        .collect();
-    Miss { cites, terms, patterns }
+    miss.patterns = gold.patterns.iter().filter(|p| !matches(p)).cloned().collect();
+    miss.wrong = gold.wrong.iter().filter(|p| matches(p)).cloned().collect();
+    miss
 }
 
 fn describe_one_of(entry: &OneOf) -> String {
@@ -171,10 +324,28 @@ fn describe_one_of(entry: &OneOf) -> String {
     }
 }
 
-/// Whether a cited pointer locates the gold one: the same source, and a line range intersecting the gold's, or the
-/// same section, diff path or test. A citation of a whole file locates only a gold citation of that whole file; a
-/// gold citation of a whole file is located by any citation inside it.
+/// Whether a cited pointer locates the gold one: it [`overlaps`] it and is not much wider — at most
+/// [`MAX_WIDTH_FACTOR`] times the gold span's lines, or [`MIN_WIDTH_LINES`] lines, whichever is larger. A citation of
+/// a whole file locates only a gold citation of that whole file; a gold citation of a whole file is located by any
+/// citation inside it.
 pub fn covers(cited: &Pointer, gold: &Pointer) -> bool {
+    if !overlaps(cited, gold) {
+        return false;
+    }
+    match (cited.line_range(), gold.line_range()) {
+        (Some((c1, c2)), Some((g1, g2))) => {
+            let lines = |a: u32, b: u32| b.saturating_sub(a) + 1;
+            let allowed = (MAX_WIDTH_FACTOR * lines(g1, g2)).max(MIN_WIDTH_LINES);
+            lines(c1, c2) <= allowed
+        }
+        _ => true,
+    }
+}
+
+/// Whether a cited pointer is about the gold one at all: the same source, and a line range intersecting the gold's,
+/// or the same section, diff path or test. A whole file overlaps only a gold whole file; a gold whole file is
+/// overlapped by anything inside it.
+pub fn overlaps(cited: &Pointer, gold: &Pointer) -> bool {
     if cited.ty() != gold.ty() || cited.location() != gold.location() {
         return false;
     }

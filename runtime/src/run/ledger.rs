@@ -174,6 +174,13 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "String::is_empty")]
         message: String,
     },
+    /// An engram an agent wrote answers a graded task (the runtime's record of which task a report answers: the
+    /// grader counts an engram for a task only when this says so).
+    Answer {
+        agent: String,
+        engram: String,
+        task: String,
+    },
     Restart {
         agent: String,
         reason: String,
@@ -269,6 +276,7 @@ impl Event {
                     code.map(|c| format!("\t{c}")).unwrap_or_default()
                 ),
             ],
+            Event::Answer { agent, engram, task } => vec![agent.clone(), "answer".into(), format!("{engram}->{task}")],
             Event::Restart { agent, .. } => vec![agent.clone(), "restart".into(), String::new()],
             Event::ModelUsage { agent, calls, prompt_tokens, completion_tokens, unusable } => {
                 let mut detail = format!("calls={calls}\tprompt={prompt_tokens}\tcompletion={completion_tokens}");
@@ -374,6 +382,8 @@ impl Event {
                     id.as_deref().unwrap_or("no such engram")
                 ),
             },
+            // Which task an engram answers shows in the report's task verdicts, not in the live trace.
+            Event::Answer { .. } => return None,
             Event::Restart { agent, reason } => format!("  RESTART {agent}: {reason}"),
             Event::ModelUsage { agent, calls, prompt_tokens, completion_tokens, unusable } => {
                 let mut line = format!(

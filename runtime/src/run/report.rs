@@ -163,9 +163,18 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    /// Whether no check failed (checks that do not apply to the mode have not failed).
+    /// Whether no check failed (checks that do not apply to the mode have not failed) and every graded task was
+    /// solved.
     pub fn passed(&self) -> bool {
-        !self.checks.iter().any(CheckResult::failed)
+        !self.checks.iter().any(CheckResult::failed) && self.tasks.solved == self.tasks.graded
+    }
+
+    /// What keeps the run from passing, one line each: `check <name>: <detail>` for a failed check, `task <id>
+    /// (<agent>): <evidence>` for an unsolved task.
+    pub fn failures(&self) -> Vec<String> {
+        let checks = self.checks.iter().filter(|c| c.failed()).map(|c| format!("check {}: {}", c.name, c.detail));
+        let tasks = self.tasks.items.iter().filter(|t| !t.solved);
+        checks.chain(tasks.map(|t| format!("task {} ({}): {}", t.id, t.agent, t.evidence))).collect()
     }
 
     /// Builds the report from the ledger's events.
@@ -273,7 +282,7 @@ impl RunReport {
             tokenizer: scenario.tokenizer.to_string(),
             roles,
             checks,
-            tasks: grade(scenario, events),
+            tasks: grade(scenario, mode, events),
             over_cap: over_cap(events),
             totals,
         }

@@ -1,5 +1,6 @@
-//! Grading from delivered documents: a right answer is solved with its evidence, and each way of being wrong (a
-//! wrong span, a missing side, a missing term, an answer by someone else, an answer that was refused) is not.
+//! Grading from the ledger: a right answer is solved with its evidence, and each way of being wrong (a wrong span, a
+//! span too wide, a span never read, a missing side, a missing term, a wrong polarity, a restated question, an answer
+//! to another task, an answer by someone else, an answer that was refused) is not.
 
 use std::path::Path;
 
@@ -33,7 +34,7 @@ id = "rounding"
 kind = "locate_rule"
 agent = "dev"
 question = "Where is tax rounded, and how?"
-gold = { cites = [["repo:src/tax.rs#L159-L167", "repo:src/money.rs#L239-L263"]], terms = [["half-even", "banker's"], "per line"] }
+gold = { cites = [["repo:src/tax.rs#L159-L167", "repo:src/money.rs#L239-L263"]], terms = [["half-even", "banker's"], "per line"], wrong = ["\\bnot rounded\\b"] }
 
 [[tasks]]
 id = "contradiction"
@@ -70,89 +71,178 @@ fn delivered(from: &str, msg_id: &str, engrams: Vec<Value>) -> Event {
     }
 }
 
+fn deref(agent: &str, pointers: &[&str]) -> Event {
+    Event::Deref {
+        agent: agent.to_owned(),
+        pointers: pointers.iter().map(|p| (*p).to_owned()).collect(),
+        tokens: 50,
+        granted: true,
+        via_grant: None,
+        code: None,
+    }
+}
+
+fn answers(agent: &str, engram: &str, task: &str) -> Event {
+    Event::Answer { agent: agent.to_owned(), engram: engram.to_owned(), task: task.to_owned() }
+}
+
+/// The events of `from` reading what its one engram cites, answering `task` with it, and delivering it.
+fn answer(from: &str, task: &str, id: &str, claim: &str, pointers: &[&str]) -> Vec<Event> {
+    vec![
+        deref(from, pointers),
+        answers(from, id, task),
+        delivered(from, &format!("{from}-m"), vec![engram(id, claim, pointers)]),
+    ]
+}
+
+fn graded(events: &[Event]) -> TaskReport {
+    grade(&scenario(), WireMode::Less, events)
+}
+
 fn verdict<'a>(report: &'a TaskReport, id: &str) -> &'a TaskVerdict {
     report.items.iter().find(|v| v.id == id).expect("graded")
 }
 
 #[test]
 fn a_right_answer_is_solved_with_its_evidence() {
-    let events = vec![
-        delivered(
-            "dev",
-            "dev-m1",
-            vec![engram("eg_1", "Tax is rounded half-even, per line after discounts.", &["repo:src/tax.rs#L160-L163"])],
-        ),
-        delivered(
-            "peer",
-            "peer-m2",
-            vec![engram(
-                "eg_2",
-                "The spec allows 3 Free projects; the PRD allows five.",
-                &[
-                    "artifact:docs/SPEC.md#sec=Free tier",
-                    "artifact:docs/PRD.md#sec=Free plan",
-                    "repo:src/limits.rs#L8-L9",
-                ],
-            )],
-        ),
-    ];
-    let report = grade(&scenario(), &events);
+    let contradiction =
+        ["artifact:docs/SPEC.md#sec=Free tier", "artifact:docs/PRD.md#sec=Free plan", "repo:src/limits.rs#L8-L9"];
+    let mut events = answer(
+        "dev",
+        "rounding",
+        "eg_1",
+        "Tax is rounded half-even, per line after discounts.",
+        &["repo:src/tax.rs#L160-L163"],
+    );
+    events.extend(answer(
+        "peer",
+        "contradiction",
+        "eg_2",
+        "The spec allows 3 Free projects; the PRD allows five.",
+        &contradiction,
+    ));
+    let report = graded(&events);
     assert_eq!((report.graded, report.solved), (2, 2), "{report:#?}");
     let rounding = verdict(&report, "rounding");
     assert_eq!(rounding.answer.as_ref().map(|a| a.engram.as_str()), Some("eg_1"));
-    assert!(rounding.evidence.contains("dev-m1") && rounding.evidence.contains("repo:src/tax.rs#L160-L163"));
+    assert!(rounding.evidence.contains("dev-m") && rounding.evidence.contains("repo:src/tax.rs#L160-L163"));
     // An alternative of a gold entry is as good as the first one: money.rs and "banker's".
-    let alt = vec![delivered(
-        "dev",
-        "dev-m3",
-        vec![engram("eg_3", "Banker's rounding per line (money.rs).", &["repo:src/money.rs#L250-L300"])],
-    )];
-    assert!(verdict(&grade(&scenario(), &alt), "rounding").solved);
+    let alt =
+        answer("dev", "rounding", "eg_3", "Banker's rounding per line (money.rs).", &["repo:src/money.rs#L250-L300"]);
+    assert!(verdict(&graded(&alt), "rounding").solved);
+    // A span narrower than what was read, inside it, counts as read.
+    let narrower = vec![
+        deref("dev", &["repo:src/tax.rs#L150-L180"]),
+        answers("dev", "eg_4", "rounding"),
+        delivered("dev", "m", vec![engram("eg_4", "Half-even, per line.", &["repo:src/tax.rs#L160-L163"])]),
+    ];
+    assert!(verdict(&graded(&narrower), "rounding").solved);
 }
 
 #[test]
 fn wrong_answers_are_not_solved_and_say_what_they_lack() {
+    let right = "Tax is rounded half-even, per line.";
     let cases: Vec<(&str, Vec<Event>, &str)> = vec![
         (
             "a span that does not overlap the gold one",
-            vec![delivered("dev", "m", vec![engram("e", "Half-even, per line.", &["repo:src/tax.rs#L1-L20"])])],
+            answer("dev", "rounding", "e", right, &["repo:src/tax.rs#L1-L20"]),
             "cites nothing overlapping",
         ),
         (
             "a whole file where the gold is a span",
-            vec![delivered("dev", "m", vec![engram("e", "Half-even, per line.", &["repo:src/tax.rs"])])],
+            answer("dev", "rounding", "e", right, &["repo:src/tax.rs"]),
             "cites nothing overlapping",
         ),
         (
+            "a span more than three times the gold's length and over 40 lines",
+            answer("dev", "rounding", "e", right, &["repo:src/tax.rs#L100-L200"]),
+            "too wide",
+        ),
+        (
+            "a span cited but never read",
+            vec![
+                deref("dev", &["repo:src/tax.rs#L1-L9"]),
+                answers("dev", "e", "rounding"),
+                delivered("dev", "m", vec![engram("e", right, &["repo:src/tax.rs#L159-L167"])]),
+            ],
+            "without having read it",
+        ),
+        (
+            "a span only partly read",
+            vec![
+                deref("dev", &["repo:src/tax.rs#L159-L162"]),
+                answers("dev", "e", "rounding"),
+                delivered("dev", "m", vec![engram("e", right, &["repo:src/tax.rs#L159-L167"])]),
+            ],
+            "without having read it",
+        ),
+        (
+            "a span read by another agent",
+            vec![
+                deref("peer", &["repo:src/tax.rs#L159-L167"]),
+                answers("dev", "e", "rounding"),
+                delivered("dev", "m", vec![engram("e", right, &["repo:src/tax.rs#L159-L167"])]),
+            ],
+            "without having read it",
+        ),
+        (
             "the right span without the rule",
-            vec![delivered("dev", "m", vec![engram("e", "Tax is rounded up.", &["repo:src/tax.rs#L159-L167"])])],
+            answer("dev", "rounding", "e", "Tax is rounded up.", &["repo:src/tax.rs#L159-L167"]),
+            "does not state",
+        ),
+        (
+            "the question restated",
+            answer("dev", "rounding", "e", "Where is tax rounded, and how?", &["repo:src/tax.rs#L159-L167"]),
             "does not state",
         ),
         (
             "a term inside another word",
-            vec![delivered("dev", "m", vec![engram("e", "half-evenly, per lines", &["repo:src/tax.rs#L159-L167"])])],
+            answer("dev", "rounding", "e", "half-evenly, per lines", &["repo:src/tax.rs#L159-L167"]),
             "does not state",
         ),
         (
+            "the wrong polarity",
+            answer("dev", "rounding", "e", "Half-even per line: tax is not rounded.", &["repo:src/tax.rs#L159-L167"]),
+            "states a wrong answer",
+        ),
+        (
+            "an answer to another task",
+            answer("dev", "contradiction", "e", right, &["repo:src/tax.rs#L159-L167"]),
+            "answers contradiction, not rounding",
+        ),
+        (
+            "an engram that answers no task",
+            vec![
+                deref("dev", &["repo:src/tax.rs#L159-L167"]),
+                delivered("dev", "m", vec![engram("e", right, &["repo:src/tax.rs#L159-L167"])]),
+            ],
+            "answers no task",
+        ),
+        (
             "the answer from another agent",
-            vec![delivered("peer", "m", vec![engram("e", "Half-even, per line.", &["repo:src/tax.rs#L159-L167"])])],
+            answer("peer", "rounding", "e", right, &["repo:src/tax.rs#L159-L167"]),
             "dev delivered no engram",
         ),
         (
             "the rule and the span split over two engrams",
-            vec![delivered(
-                "dev",
-                "m",
-                vec![
-                    engram("e1", "Half-even, per line.", &["repo:src/lib.rs#L1-L2"]),
-                    engram("e2", "See here.", &["repo:src/tax.rs#L159-L167"]),
-                ],
-            )],
+            vec![
+                deref("dev", &["repo:src/lib.rs#L1-L2", "repo:src/tax.rs#L159-L167"]),
+                answers("dev", "e1", "rounding"),
+                answers("dev", "e2", "rounding"),
+                delivered(
+                    "dev",
+                    "m",
+                    vec![
+                        engram("e1", "Half-even, per line.", &["repo:src/lib.rs#L1-L2"]),
+                        engram("e2", "See here.", &["repo:src/tax.rs#L159-L167"]),
+                    ],
+                ),
+            ],
             "closest",
         ),
     ];
     for (name, events, lack) in cases {
-        let report = grade(&scenario(), &events);
+        let report = graded(&events);
         let rounding = verdict(&report, "rounding");
         assert!(!rounding.solved, "{name}: {rounding:?}");
         assert!(rounding.evidence.contains(lack), "{name}: {}", rounding.evidence);
@@ -161,28 +251,72 @@ fn wrong_answers_are_not_solved_and_say_what_they_lack() {
 }
 
 #[test]
+fn a_descendant_reading_counts_and_baselines_read_what_is_pasted() {
+    let scenario = Scenario::from_toml(
+        &SCENARIO.replace(
+            "[[agents]]\nid = \"peer\"",
+            "[[agents]]\nid = \"helper\"\nrole = \"dev\"\nparent = \"dev\"\n\n[[agents]]\nid = \"peer\"",
+        ),
+        Path::new("."),
+    )
+    .unwrap_or_else(|v| panic!("scenario: {v}"));
+    let span = "repo:src/tax.rs#L159-L167";
+    let claim = "Half-even, per line.";
+    let by_helper = vec![
+        deref("helper", &[span]),
+        answers("dev", "e", "rounding"),
+        delivered("dev", "m", vec![engram("e", claim, &[span])]),
+    ];
+    assert!(verdict(&grade(&scenario, WireMode::Less, &by_helper), "rounding").solved, "a child's read counts");
+    // In the baseline a report to the agent pastes the spans it cites: the agent has read them.
+    let pasted = Event::Delivered {
+        from: "helper".to_owned(),
+        to: "dev".to_owned(),
+        msg_id: "h1".to_owned(),
+        kind: EnvelopeKind::Message,
+        tokens: 100,
+        max_tokens: 800,
+        doc: Document::message(
+            json!({"type": "question", "from": "helper", "msg_id": "h1", "question": "?", "engrams": [engram("h", "x", &[span])]}),
+        ),
+        prose: None,
+        restated: Vec::new(),
+    };
+    let unread =
+        vec![pasted, answers("dev", "e", "rounding"), delivered("dev", "m", vec![engram("e", claim, &[span])])];
+    assert!(verdict(&grade(&scenario, WireMode::Verbatim, &unread), "rounding").solved, "pasted in the baseline");
+    assert!(!verdict(&grade(&scenario, WireMode::Less, &unread), "rounding").solved, "a pointer only in LESS");
+}
+
+#[test]
 fn a_contradiction_needs_both_sides_and_both_numbers() {
-    let one_side = vec![delivered(
+    let one_side = answer(
         "peer",
-        "m",
-        vec![engram("e", "The spec allows 3 projects, the PRD 5.", &["artifact:docs/SPEC.md#sec=Free tier"])],
-    )];
-    let contradiction = verdict(&grade(&scenario(), &one_side), "contradiction").clone();
+        "contradiction",
+        "e",
+        "The spec allows 3 projects, the PRD 5.",
+        &["artifact:docs/SPEC.md#sec=Free tier"],
+    );
+    let contradiction = verdict(&graded(&one_side), "contradiction").clone();
     assert!(!contradiction.solved);
     assert!(contradiction.evidence.contains("artifact:docs/PRD.md#sec=Free plan"), "{}", contradiction.evidence);
     // Another section of the same document is another source.
-    let wrong_section = vec![delivered(
+    let wrong_section = answer(
         "peer",
-        "m",
-        vec![engram("e", "3 vs 5", &["artifact:docs/SPEC.md#sec=Seats", "artifact:docs/PRD.md#sec=Free plan"])],
-    )];
-    assert!(!verdict(&grade(&scenario(), &wrong_section), "contradiction").solved);
-    let no_pattern = vec![delivered(
+        "contradiction",
+        "e",
+        "3 vs 5",
+        &["artifact:docs/SPEC.md#sec=Seats", "artifact:docs/PRD.md#sec=Free plan"],
+    );
+    assert!(!verdict(&graded(&wrong_section), "contradiction").solved);
+    let no_pattern = answer(
         "peer",
-        "m",
-        vec![engram("e", "3 vs 4", &["artifact:docs/SPEC.md#sec=Free tier", "artifact:docs/PRD.md#sec=Free plan"])],
-    )];
-    let missing = verdict(&grade(&scenario(), &no_pattern), "contradiction").clone();
+        "contradiction",
+        "e",
+        "3 vs 4",
+        &["artifact:docs/SPEC.md#sec=Free tier", "artifact:docs/PRD.md#sec=Free plan"],
+    );
+    let missing = verdict(&graded(&no_pattern), "contradiction").clone();
     assert!(!missing.solved && missing.evidence.contains("does not match"), "{}", missing.evidence);
 }
 
@@ -198,7 +332,7 @@ fn only_delivered_messages_count() {
         tokens: 9000,
         attempt: 1,
     };
-    let report = grade(&scenario(), &[refused]);
+    let report = graded(&[refused]);
     assert_eq!(report.solved, 0);
     assert_eq!(verdict(&report, "rounding").answer, None);
 }
@@ -212,6 +346,12 @@ fn covers_and_states_follow_their_rules() {
     assert!(!covers(&p("repo:a.rs"), &p("repo:a.rs#L1-L2")), "a whole file does not locate a span");
     assert!(!covers(&p("repo:b.rs#L10-L20"), &p("repo:a.rs#L10-L20")));
     assert!(covers(&p("repo:a.rs#L10-L20@abc"), &p("repo:a.rs#L12")), "revisions do not matter");
+    // Width: at most 3× the gold's lines or 40 lines, whichever is larger.
+    assert!(covers(&p("repo:a.rs#L1-L40"), &p("repo:a.rs#L12")), "40 lines for a one-line gold");
+    assert!(!covers(&p("repo:a.rs#L1-L41"), &p("repo:a.rs#L12")), "41 lines for a one-line gold");
+    assert!(covers(&p("repo:a.rs#L1-L90"), &p("repo:a.rs#L31-L60")), "3× a 30-line gold");
+    assert!(!covers(&p("repo:a.rs#L1-L91"), &p("repo:a.rs#L31-L60")), "more than 3× a 30-line gold");
+    assert!(overlaps(&p("repo:a.rs#L1-L91"), &p("repo:a.rs#L31-L60")));
     assert!(covers(&p("diff:a..b#src/x.rs"), &p("diff:a..b#src/x.rs")));
     assert!(!covers(&p("diff:a..b#src/y.rs"), &p("diff:a..b#src/x.rs")));
     assert!(covers(&p("diff:a..b#src/y.rs"), &p("diff:a..b")));
@@ -223,4 +363,39 @@ fn covers_and_states_follow_their_rules() {
     assert!(states("x = &mut Order;", "&mut Order"));
     assert!(!states("FREE_MAX_PROJECTS5", "5"));
     assert!(states("limit 5.", "5"));
+}
+
+/// The shipped graded scenarios: restating a task's question never states its answer (a term the question does not
+/// hold is required), and every yes/no question has patterns of the wrong polarity.
+#[test]
+fn shipped_questions_do_not_answer_themselves() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let mut graded = 0;
+    for entry in std::fs::read_dir(&dir).expect("scenarios") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read");
+        let scenario = Scenario::from_toml(&text, &dir).unwrap_or_else(|v| panic!("{}: {v}", path.display()));
+        for task in &scenario.tasks {
+            graded += 1;
+            let miss = judge(&task.gold, &task.question, &[], &|_| false);
+            assert!(
+                !(miss.terms.is_empty() && miss.patterns.is_empty()),
+                "{} {}: the question alone states every term and pattern",
+                path.display(),
+                task.id
+            );
+            let first = task.question.split_whitespace().next().unwrap_or_default().to_lowercase();
+            let yes_no = ["does", "do", "did", "is", "are", "can", "will", "should", "has", "have", "was", "were"];
+            assert!(
+                !yes_no.contains(&first.as_str()) || !task.gold.wrong.is_empty(),
+                "{} {}: a yes/no question needs `wrong` patterns for the other answer",
+                path.display(),
+                task.id
+            );
+        }
+    }
+    assert!(graded >= 25, "only {graded} graded tasks found in {}", dir.display());
 }
