@@ -185,7 +185,7 @@ start() {
         exit 2
     fi
     OMP_WAIT_POLICY=passive OMP_NUM_THREADS="$threads" nohup "$dir/venv/bin/python" "$here/local-llm-server.py" \
-        "$model" "$port" "$threads" "${LESSRT_LLM_CTX:-$ctx}" "$parallel" >"$log_file" 2>&1 </dev/null &
+        "$model" "$port" "$threads" "${LESSRT_LLM_CTX:-$ctx}" "$parallel" "$name" "$sha" >"$log_file" 2>&1 </dev/null &
     echo $! >"$pid_file"
     for _ in $(seq 1 120); do
         if healthy; then

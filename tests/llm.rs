@@ -286,6 +286,12 @@ fn summarizer_against_the_server(dir: &Path) {
     let summary = Driver::default().escalate(&LlmSummarizer::new(live, "llm:smollm2", 0.0), &input, 160, counter);
     assert!(summary.level <= 2, "the model's summary was accepted at level 1 or 2: {:?}", summary.attempts);
     assert!(summary.tokens <= 160 && !summary.content.is_empty());
+    // The recording names the model that answered: the local server lists its weights' sha256, which
+    // `scripts/local-llm.sh` checked when it fetched them.
+    let model = less_agents::record::recorded_model(&rec).expect("run.json").expect("a model");
+    let sha = model.sha256.as_deref().expect("the local server names its weights' sha256");
+    assert!(sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()), "{model:?}");
+    assert!(model.served.as_deref().is_some_and(|s| !s.starts_with("sha256:")), "{model:?}");
     let replay: Arc<dyn CompletionModel> = Arc::new(Replayer::new(&rec).expect("replayer"));
     let again = Driver::default().escalate(&LlmSummarizer::new(replay, "llm:smollm2", 0.0), &input, 160, counter);
     assert_eq!(summary, again);

@@ -19,7 +19,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
-use crate::provider::{Completion, CompletionModel, CompletionRequest, LlmError, ModelFuture, Usage};
+use crate::provider::{Completion, CompletionModel, CompletionRequest, LlmError, ModelFuture, ModelIdentity, Usage};
 
 /// The longest answer read from a server (a completion is a few kilobytes; a server streaming without end is cut off).
 pub(crate) const MAX_ANSWER_BYTES: usize = 16 << 20;
@@ -220,6 +220,41 @@ fn parse_completion(text: &str) -> Result<Completion, LlmError> {
 impl CompletionModel for OpenAiCompatible {
     fn complete<'a>(&'a self, request: &'a CompletionRequest) -> ModelFuture<'a, Result<Completion, LlmError>> {
         Box::pin(async move { self.complete_all(Bytes::from(self.body(request).to_string())).await })
+    }
+
+    /// The configured name, and what `GET {base_url}/models` lists first: its name (id or alias) and a
+    /// `sha256:<hex>` among them (the local server names its weights so). A server that does not answer leaves both
+    /// unknown.
+    fn identity(&self) -> ModelFuture<'_, ModelIdentity> {
+        Box::pin(async move {
+            let mut identity = ModelIdentity { name: self.config.model.clone(), served: None, sha256: None };
+            let url = format!("{}/models", self.config.base_url.trim_end_matches('/'));
+            let mut request = hyper::Request::get(&url);
+            if let Some(key) = self.config.api_key_env.as_ref().and_then(|var| std::env::var(var).ok()) {
+                request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {key}"));
+            }
+            let Ok(request) = request.body(Full::new(Bytes::new())) else { return identity };
+            let asked = async {
+                let response = self.client.request(request).await.ok()?;
+                let body = http_body_util::Limited::new(response.into_body(), 1 << 20).collect().await.ok()?;
+                serde_json::from_slice::<Value>(&body.to_bytes()).ok()
+            };
+            let Ok(Some(doc)) = tokio::time::timeout(self.config.timeout, asked).await else { return identity };
+            let Some(first) = doc.pointer("/data/0") else { return identity };
+            let id = first.get("id").and_then(Value::as_str);
+            let aliases =
+                first.get("aliases").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str);
+            let names: Vec<&str> = id.into_iter().chain(aliases).collect();
+            // The served name is the first that is not a digest (the local server lists `sha256:<hex>` first).
+            identity.served =
+                names.iter().find(|n| !n.starts_with("sha256:")).or(names.first()).map(|n| (*n).to_owned());
+            identity.sha256 = names
+                .iter()
+                .find_map(|name| name.strip_prefix("sha256:"))
+                .filter(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+                .map(str::to_owned);
+            identity
+        })
     }
 }
 

@@ -171,6 +171,16 @@ pub enum LlmError {
         /// The recording directory.
         dir: String,
     },
+    /// A recorded exchange is not what this run asks or not of the recording's model (edited by hand, or mixed).
+    #[error("recorded exchange {key} in {dir}: {what}; record it again with `--record` into an empty directory")]
+    ReplayMismatch {
+        /// The request's key (file stem).
+        key: String,
+        /// The recording directory.
+        dir: String,
+        /// What differs.
+        what: String,
+    },
     /// A recording could not be written or read.
     #[error("recording {path}: {message}")]
     Recording {
@@ -183,7 +193,7 @@ pub enum LlmError {
 
 impl LlmError {
     /// Every code [`LlmError::code`] returns, with what it means and what to do (`lessrt errors` lists them).
-    pub const CODES: [(&'static str, &'static str); 11] = [
+    pub const CODES: [(&'static str, &'static str); 12] = [
         ("LLM_API_KEY_MISSING", "The variable `api_key_env` names is unset: export it."),
         ("LLM_TIMEOUT", "No answer within `timeout_secs` on any attempt: check the server or raise the timeout."),
         ("LLM_RATE_LIMITED", "HTTP 429 on every attempt (backoff honours `Retry-After`): lower the rate or wait."),
@@ -197,6 +207,10 @@ impl LlmError {
         ("LLM_OUTPUT_NOT_JSON", "The model's text is not one JSON document (often: cut at `max_tokens`)."),
         ("LLM_OUTPUT_INVALID", "The model's JSON breaks the requested schema or cites pointers it was not given."),
         ("LLM_REPLAY_MISSING", "A replay met a request the recording lacks: record again with `--record`."),
+        (
+            "LLM_REPLAY_MISMATCH",
+            "A recorded exchange's request differs from the run's, or its model from the recording's: record again.",
+        ),
         ("LLM_RECORDING_IO", "A recording cannot be read or written (or `--replay` names no recording)."),
     ];
 
@@ -213,6 +227,7 @@ impl LlmError {
             LlmError::OutputNotJson { .. } => "LLM_OUTPUT_NOT_JSON",
             LlmError::OutputInvalid { .. } => "LLM_OUTPUT_INVALID",
             LlmError::ReplayMissing { .. } => "LLM_REPLAY_MISSING",
+            LlmError::ReplayMismatch { .. } => "LLM_REPLAY_MISMATCH",
             LlmError::Recording { .. } => "LLM_RECORDING_IO",
         }
     }
@@ -220,7 +235,7 @@ impl LlmError {
     /// Whether the failure is the model's or its server's answer to a request (and so belongs in a recording), rather
     /// than the recording's own.
     pub fn is_exchange_outcome(&self) -> bool {
-        !matches!(self, LlmError::ReplayMissing { .. } | LlmError::Recording { .. })
+        !matches!(self, LlmError::ReplayMissing { .. } | LlmError::ReplayMismatch { .. } | LlmError::Recording { .. })
     }
 
     /// Whether another attempt may succeed (transport failures, 429, 5xx).
@@ -239,6 +254,32 @@ impl LlmError {
 pub trait CompletionModel: Send + Sync + 'static {
     /// One completion (retries, if any, happen inside).
     fn complete<'a>(&'a self, request: &'a CompletionRequest) -> ModelFuture<'a, Result<Completion, LlmError>>;
+
+    /// Which model answers, as far as the provider can tell (a recording stores it with every exchange).
+    fn identity(&self) -> ModelFuture<'_, ModelIdentity> {
+        Box::pin(async { ModelIdentity::unknown() })
+    }
+}
+
+/// Which model answered: the name requests ask for, what the server says it serves, and the sha256 of the weights
+/// when the server says (the local server of `scripts/local-llm.sh` does, as an alias `sha256:<hex>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelIdentity {
+    /// The model name sent with each request.
+    pub name: String,
+    /// The model the server lists as served (`GET /models`), if it answered.
+    #[serde(default)]
+    pub served: Option<String>,
+    /// The sha256 of the weights, if the server names it.
+    #[serde(default)]
+    pub sha256: Option<String>,
+}
+
+impl ModelIdentity {
+    /// A provider that cannot tell (a test double).
+    pub fn unknown() -> ModelIdentity {
+        ModelIdentity { name: "unknown".to_owned(), served: None, sha256: None }
+    }
 }
 
 /// A completion whose text parsed as JSON and satisfied `check`.
@@ -312,6 +353,7 @@ mod codes_tests {
             | LlmError::OutputNotJson { .. }
             | LlmError::OutputInvalid { .. }
             | LlmError::ReplayMissing { .. }
+            | LlmError::ReplayMismatch { .. }
             | LlmError::Recording { .. } => {}
         }
     }
@@ -331,6 +373,7 @@ mod codes_tests {
             LlmError::OutputNotJson { message: s() },
             LlmError::OutputInvalid { violations: Vec::new() },
             LlmError::ReplayMissing { key: s(), dir: s() },
+            LlmError::ReplayMismatch { key: s(), dir: s(), what: s() },
             LlmError::Recording { path: s(), message: s() },
         ];
         variants.iter().for_each(listed_below);

@@ -10,9 +10,15 @@
 //! `LLM_REPLAY_MISSING` naming the key. A recorded failure answers again only within the recording process (so both
 //! modes of a run see it alike); a later `--record` into the same directory asks that question live again, so a
 //! server that was down while recording does not leave its errors behind for good.
-//! Files are pretty JSON `{"key", "request", "completion"}` or `{"key", "request", "error"}`, never edited by hand.
-//! `run.json` holds the recording's start time ([`recorded_run`]): recorded and replayed runs stamp their documents
-//! with that time, so both count the same tokens. It holds no secret: a recording is meant to be shared (committed
+//! Files are pretty JSON `{"key", "model", "request", "completion"}` or `{"key", "model", "request", "error"}`, never
+//! edited by hand: `model` is the [`ModelIdentity`] that answered (its name, what the server serves, the weights'
+//! sha256 when the server names them). `run.json` holds the recording's start time ([`recorded_run`]; recorded and
+//! replayed runs stamp their documents with that time, so both count the same tokens) and its model, asked of the
+//! provider at the first live exchange; recording into a directory made with another model is refused. A replay
+//! checks every exchange it answers from: its stored request must be the request the run makes now, field for field,
+//! and its model the recording's (`LLM_REPLAY_MISMATCH` otherwise), so an exchange edited by hand or copied in from
+//! another model's recording does not replay. [`recording_digest`] names a recording's exact content (the bench
+//! writes it into `bench.json`). It holds no secret: a recording is meant to be shared (committed
 //! beside the scenario), and the run's grant key never reaches a model or a counted byte (agents read a grant's
 //! terms; its MAC stays with the grantee's gateway), so recorded and replayed runs sign with a fresh key of their
 //! own like live runs. The `run_secret` that older recordings hold is ignored.
@@ -23,7 +29,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Value, json};
 
-use crate::provider::{Completion, CompletionModel, CompletionRequest, LlmError, ModelFuture};
+use crate::provider::{Completion, CompletionModel, CompletionRequest, LlmError, ModelFuture, ModelIdentity};
 
 /// The key of `request` in a recording: 16 hex digits of the blake3 of its JSON. A request that cannot be written
 /// as JSON has no key (`LLM_RECORDING_IO`), rather than the key of the empty text that every such request would share.
@@ -65,12 +71,69 @@ pub fn recorded_run(dir: &Path, create: bool, now: &str) -> Result<String, LlmEr
     }
 }
 
+/// The model a recording was made with, from its `run.json` (`None`: none recorded yet, or no `run.json`).
+pub fn recorded_model(dir: &Path) -> Result<Option<ModelIdentity>, LlmError> {
+    let path = dir.join(RUN_FILE);
+    let io = |message: String| LlmError::Recording { path: path.display().to_string(), message };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(io(err.to_string())),
+    };
+    let doc: Value = serde_json::from_str(&text).map_err(|err| io(err.to_string()))?;
+    match doc.get("model") {
+        None | Some(Value::Null) => Ok(None),
+        Some(model) => serde_json::from_value(model.clone()).map(Some).map_err(|err| io(format!("model: {err}"))),
+    }
+}
+
+/// Writes `model` into the recording's `run.json` (beside its start time) unless it names one already.
+fn stamp_model(dir: &Path, model: &ModelIdentity) -> Result<(), LlmError> {
+    let path = dir.join(RUN_FILE);
+    let io = |message: String| LlmError::Recording { path: path.display().to_string(), message };
+    let mut doc: Value = match std::fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text).map_err(|err| io(err.to_string()))?,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => json!({}),
+        Err(err) => return Err(io(err.to_string())),
+    };
+    if recorded_model(dir)?.is_some() {
+        // Checked against the recorder's model before its exchange was asked.
+        return Ok(());
+    }
+    doc["model"] = serde_json::to_value(model).map_err(|err| io(err.to_string()))?;
+    let text = serde_json::to_string_pretty(&doc).map_err(|err| io(err.to_string()))? + "\n";
+    std::fs::write(&path, text).map_err(|err| io(err.to_string()))
+}
+
+/// The digest of a recording's content: blake3 over every `*.json` file of `dir` (exchanges and `run.json`), in name
+/// order, each file's name and bytes. Any edit of any exchange changes it.
+pub fn recording_digest(dir: &Path) -> Result<String, LlmError> {
+    let io = |message: String| LlmError::Recording { path: dir.display().to_string(), message };
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|err| io(err.to_string()))?
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".json"))
+        .collect();
+    names.sort();
+    let mut hasher = blake3::Hasher::new();
+    for name in &names {
+        let bytes = std::fs::read(dir.join(name)).map_err(|err| io(format!("{name}: {err}")))?;
+        hasher.update(name.as_bytes());
+        hasher.update(&(bytes.len() as u64).to_le_bytes());
+        hasher.update(&bytes);
+    }
+    Ok(format!("blake3:{}", hasher.finalize().to_hex()))
+}
+
 /// Writes every exchange of the model it wraps.
 pub struct Recorder {
     inner: Arc<dyn CompletionModel>,
     dir: PathBuf,
     /// Keys whose failure this recorder wrote (answered from the recording again; older failures are asked anew).
     failed_here: Mutex<HashSet<String>>,
+    /// The model that answers, asked once at the first live exchange and stamped into `run.json`.
+    model: tokio::sync::OnceCell<ModelIdentity>,
 }
 
 impl Recorder {
@@ -79,7 +142,7 @@ impl Recorder {
         let dir = dir.into();
         std::fs::create_dir_all(&dir)
             .map_err(|err| LlmError::Recording { path: dir.display().to_string(), message: err.to_string() })?;
-        Ok(Recorder { inner, dir, failed_here: Mutex::default() })
+        Ok(Recorder { inner, dir, failed_here: Mutex::default(), model: tokio::sync::OnceCell::new() })
     }
 
     fn write(&self, key: &str, doc: &Value) -> Result<(), LlmError> {
@@ -101,13 +164,26 @@ impl CompletionModel for Recorder {
                 }
                 Some(Err(_)) | None => {}
             }
+            // The model is asked for once; a recording made with another one is refused before anything is asked.
+            let model = self.model.get_or_init(|| self.inner.identity()).await;
+            if let Some(recorded) = recorded_model(&self.dir)?.filter(|recorded| recorded != model) {
+                return Err(LlmError::Recording {
+                    path: self.dir.join(RUN_FILE).display().to_string(),
+                    message: format!(
+                        "this recording was made with {recorded:?}, the server now answers as {model:?}: record into an empty directory"
+                    ),
+                });
+            }
             match self.inner.complete(request).await {
                 Ok(completion) => {
-                    self.write(&key, &json!({"key": key, "request": request, "completion": completion}))?;
+                    stamp_model(&self.dir, model)?;
+                    let doc = json!({"key": key, "model": model, "request": request, "completion": completion});
+                    self.write(&key, &doc)?;
                     Ok(completion)
                 }
                 Err(err) if err.is_exchange_outcome() => {
-                    self.write(&key, &json!({"key": key, "request": request, "error": err}))?;
+                    stamp_model(&self.dir, model)?;
+                    self.write(&key, &json!({"key": key, "model": model, "request": request, "error": err}))?;
                     self.failed_here.lock().unwrap_or_else(PoisonError::into_inner).insert(key);
                     Err(err)
                 }
@@ -119,6 +195,14 @@ impl CompletionModel for Recorder {
 
 /// The recorded outcome of `key`: the completion (`attempts` 0) or the failure; `None` if there is none.
 fn read_exchange(dir: &Path, key: &str) -> Result<Option<Result<Completion, LlmError>>, LlmError> {
+    match read_doc(dir, key)? {
+        Some(doc) => outcome(dir, key, &doc).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The file of `key`, parsed; `None` if there is none.
+fn read_doc(dir: &Path, key: &str) -> Result<Option<Value>, LlmError> {
     let path = path_of(dir, key);
     let io = |message: String| LlmError::Recording { path: path.display().to_string(), message };
     let text = match std::fs::read_to_string(&path) {
@@ -126,21 +210,28 @@ fn read_exchange(dir: &Path, key: &str) -> Result<Option<Result<Completion, LlmE
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(err) => return Err(io(err.to_string())),
     };
-    let doc: Value = serde_json::from_str(&text).map_err(|err| io(err.to_string()))?;
+    serde_json::from_str(&text).map(Some).map_err(|err| io(err.to_string()))
+}
+
+/// The outcome an exchange file records.
+fn outcome(dir: &Path, key: &str, doc: &Value) -> Result<Result<Completion, LlmError>, LlmError> {
+    let path = path_of(dir, key);
+    let io = |message: String| LlmError::Recording { path: path.display().to_string(), message };
     if let Some(error) = doc.get("error") {
         let failed: LlmError =
             serde_json::from_value(error.clone()).map_err(|err| io(format!("unreadable error: {err}")))?;
-        return Ok(Some(Err(failed)));
+        return Ok(Err(failed));
     }
     let mut completion: Completion = serde_json::from_value(doc.get("completion").cloned().unwrap_or_default())
         .map_err(|err| io(format!("no completion: {err}")))?;
     completion.attempts = 0;
-    Ok(Some(Ok(completion)))
+    Ok(Ok(completion))
 }
 
-/// Answers from a recording.
+/// Answers from a recording, checking each exchange against the request and the recording's model.
 pub struct Replayer {
     dir: PathBuf,
+    model: ModelIdentity,
 }
 
 impl Replayer {
@@ -153,16 +244,43 @@ impl Replayer {
                 message: "no such recording directory: record one with `lessrt run --record DIR`".to_owned(),
             });
         }
-        Ok(Replayer { dir })
+        let Some(model) = recorded_model(&dir)? else {
+            return Err(LlmError::Recording {
+                path: dir.join(RUN_FILE).display().to_string(),
+                message: "the recording names no model (made before recordings stored their model): record it again"
+                    .to_owned(),
+            });
+        };
+        Ok(Replayer { dir, model })
+    }
+
+    /// The model the recording was made with.
+    pub fn model(&self) -> &ModelIdentity {
+        &self.model
     }
 }
 
 impl CompletionModel for Replayer {
+    fn identity(&self) -> ModelFuture<'_, ModelIdentity> {
+        Box::pin(async move { self.model.clone() })
+    }
+
     fn complete<'a>(&'a self, request: &'a CompletionRequest) -> ModelFuture<'a, Result<Completion, LlmError>> {
         Box::pin(async move {
             let key = exchange_key(request)?;
-            read_exchange(&self.dir, &key)?
-                .unwrap_or_else(|| Err(LlmError::ReplayMissing { key, dir: self.dir.display().to_string() }))
+            let dir = self.dir.display().to_string();
+            let Some(doc) = read_doc(&self.dir, &key)? else { return Err(LlmError::ReplayMissing { key, dir }) };
+            let mismatch = |what: String| LlmError::ReplayMismatch { key: key.clone(), dir: dir.clone(), what };
+            let asked =
+                serde_json::to_value(request).map_err(|err| mismatch(format!("the request has no JSON: {err}")))?;
+            if doc.get("request") != Some(&asked) {
+                return Err(mismatch("its stored request is not the request this run makes".to_owned()));
+            }
+            let model: Option<ModelIdentity> = doc.get("model").and_then(|m| serde_json::from_value(m.clone()).ok());
+            if model.as_ref() != Some(&self.model) {
+                return Err(mismatch(format!("its model {model:?} is not the recording's {:?}", self.model)));
+            }
+            outcome(&self.dir, &key, &doc)?
         })
     }
 }

@@ -52,6 +52,21 @@ pub struct Bench {
     /// Runs that did not finish (a runtime failure, not a failed check), if any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub failed: Vec<BenchFailure>,
+    /// The recordings the models answered from (`--record`/`--replay`), one per scenario that has one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub recordings: Vec<BenchRecording>,
+}
+
+/// A recording a bench's models answered from: which model made it and a digest of its exact content, so a
+/// `bench.json` names what its figures came from and an edited recording no longer matches it.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchRecording {
+    /// The scenario.
+    pub scenario: String,
+    /// The model's identity as the recording names it (`name`, `served`, `sha256`).
+    pub model: serde_json::Value,
+    /// `blake3:<hex>` over the recording's files.
+    pub digest: String,
 }
 
 /// A run that did not finish.

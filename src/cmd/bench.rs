@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use less_agents::{AgentsFactory, ModelSource};
-use less_runtime::bench::{Bench, BenchFailure, BenchRun};
+use less_runtime::bench::{Bench, BenchFailure, BenchRecording, BenchRun};
 use less_runtime::run::{RunOptions, run_scenario_with};
 use less_runtime::{AgentKind, ErrorCode, Scenario, WireMode};
 
@@ -138,6 +138,22 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         }
     }
     bars.total.finish_and_clear();
+    // bench.json names the recordings its models answered from: their model and the digest of their content.
+    for scenario in &scenarios {
+        if let ModelSource::Record(dir) | ModelSource::Replay(dir) = source_for(args, scenario)
+            && dir.join(less_agents::record::RUN_FILE).exists()
+        {
+            let model =
+                less_agents::record::recorded_model(&dir).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
+            let digest =
+                less_agents::record::recording_digest(&dir).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
+            bench.recordings.push(BenchRecording {
+                scenario: scenario.name.clone(),
+                model: serde_json::to_value(model)?,
+                digest,
+            });
+        }
+    }
 
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     let value = serde_json::to_value(&bench)?;

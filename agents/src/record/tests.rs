@@ -87,6 +87,8 @@ async fn recording_problems_are_not_recorded_as_answers() {
     let dir = tempfile::tempdir().expect("tempdir");
     let empty = tempfile::tempdir().expect("tempdir");
     // A recorder over a replayer of an empty recording: the miss is the recording's problem, not the model's answer.
+    let model = ModelIdentity { name: "m".to_owned(), served: None, sha256: None };
+    stamp_model(empty.path(), &model).expect("run.json");
     let inner: Arc<dyn CompletionModel> = Arc::new(Replayer::new(empty.path()).expect("replayer"));
     let recorder = Recorder::new(inner, dir.path()).expect("recorder");
     let err = recorder.complete(&ask("a")).await.expect_err("missing");
@@ -120,4 +122,71 @@ fn a_recording_holds_its_start_time_and_no_secret() {
     assert_eq!(recorded_run(dir.path(), false, "x").expect("read"), "2026-01-01T00:00:00Z");
     let missing = tempfile::tempdir().expect("tempdir");
     assert!(recorded_run(missing.path(), false, "x").is_err(), "a replay needs a recording");
+}
+
+/// Answers "x" as the model `name`.
+struct Named(&'static str);
+
+impl CompletionModel for Named {
+    fn complete<'a>(&'a self, _request: &'a CompletionRequest) -> ModelFuture<'a, Result<Completion, LlmError>> {
+        Box::pin(async {
+            Ok(Completion { text: "x".to_owned(), finish_reason: None, usage: Usage::default(), attempts: 1 })
+        })
+    }
+
+    fn identity(&self) -> ModelFuture<'_, ModelIdentity> {
+        Box::pin(async move {
+            ModelIdentity {
+                name: self.0.to_owned(),
+                served: Some(format!("{}.gguf", self.0)),
+                sha256: Some("ab".repeat(32)),
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_replay_refuses_an_edited_request_another_model_and_a_recording_without_its_model() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recorder = Recorder::new(Arc::new(Named("qwen")), dir.path()).expect("recorder");
+    recorder.complete(&ask("a")).await.expect("a");
+    recorder.complete(&ask("b")).await.expect("b");
+    assert_eq!(recorded_model(dir.path()).expect("run.json").map(|m| m.name), Some("qwen".to_owned()));
+    let digest = recording_digest(dir.path()).expect("digest");
+    let replayer = Replayer::new(dir.path()).expect("replayer");
+    assert_eq!(replayer.model().sha256.as_deref(), Some("ab".repeat(32).as_str()));
+    assert_eq!(replayer.complete(&ask("a")).await.expect("a").text, "x");
+
+    // The stored request of `a` edited by hand (its file name, the key, unchanged): refused, and the digest moves.
+    let key = exchange_key(&ask("a")).expect("key");
+    let file = dir.path().join(format!("{key}.json"));
+    let text = std::fs::read_to_string(&file).expect("exchange");
+    std::fs::write(&file, text.replace("\"max_tokens\": 8", "\"max_tokens\": 9")).expect("edit");
+    assert_ne!(recording_digest(dir.path()).expect("digest"), digest, "any edit changes the digest");
+    let err = replayer.complete(&ask("a")).await.expect_err("edited");
+    assert_eq!(err.code(), "LLM_REPLAY_MISMATCH");
+    assert!(err.to_string().contains("stored request"), "{err}");
+
+    // An exchange of another model's recording copied in: refused.
+    let other = tempfile::tempdir().expect("tempdir");
+    Recorder::new(Arc::new(Named("smol")), other.path()).expect("recorder").complete(&ask("c")).await.expect("c");
+    let key_c = exchange_key(&ask("c")).expect("key");
+    std::fs::copy(other.path().join(format!("{key_c}.json")), dir.path().join(format!("{key_c}.json"))).expect("copy");
+    let err = replayer.complete(&ask("c")).await.expect_err("another model");
+    assert_eq!(err.code(), "LLM_REPLAY_MISMATCH");
+    assert!(err.to_string().contains("smol"), "{err}");
+
+    // Recording into a directory another model made is refused before anything is asked.
+    let err = Recorder::new(Arc::new(Named("smol")), dir.path())
+        .expect("recorder")
+        .complete(&ask("d"))
+        .await
+        .expect_err("another model");
+    assert_eq!(err.code(), "LLM_RECORDING_IO");
+    assert!(!dir.path().join(format!("{}.json", exchange_key(&ask("d")).expect("key"))).exists());
+
+    // A recording whose run.json names no model does not replay.
+    std::fs::write(dir.path().join(RUN_FILE), "{\"started_at\": \"2026-01-01T00:00:00Z\"}\n").expect("run.json");
+    let err = Replayer::new(dir.path()).err().expect("no model");
+    assert!(err.to_string().contains("names no model"), "{err}");
 }

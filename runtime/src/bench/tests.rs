@@ -73,10 +73,14 @@ fn deref(tokens: u32) -> Event {
 
 fn bench() -> Bench {
     let s = scenario();
-    let less = [delivered("lead", "dev", 100, None), deref(300), delivered("dev", "lead", 200, Some("It is here."))];
-    let verbatim = [delivered("lead", "dev", 900, None), delivered("dev", "lead", 1100, Some("Somewhere else."))];
+    let answer = || Event::Answer { agent: "dev".to_owned(), engram: "eg_1".to_owned(), task: "where".to_owned() };
+    let less =
+        [delivered("lead", "dev", 100, None), deref(300), answer(), delivered("dev", "lead", 200, Some("It is here."))];
+    let verbatim =
+        [delivered("lead", "dev", 900, None), answer(), delivered("dev", "lead", 1100, Some("Somewhere else."))];
     Bench {
         failed: Vec::new(),
+        recordings: Vec::new(),
         runs: vec![
             BenchRun::new(&s, RunReport::build(&s, WireMode::Less, &less), 1),
             BenchRun::new(&s, RunReport::build(&s, WireMode::Verbatim, &verbatim), 1),
@@ -95,6 +99,11 @@ fn the_comparison_table_compares_inline_and_with_derefs() {
     assert!(summary.contains("|  | dev | 200 | 500 | 1,100 | 1,100 | 18.2% | 45.5% |"), "{summary}");
     assert!(summary.contains("| tiny | 1 | locate_rule 1 | 1/1 | 600 | 0/1 | — |"), "{summary}");
     assert!(summary.contains("| tiny | lead | verbatim | 900 |"), "{summary}");
+    // What failed is listed last: the baseline's unsolved task, with what its closest answer lacks.
+    let (_, failures) = summary.split_once("Unsolved tasks and failed checks:").expect("a failures table");
+    assert!(failures.contains("| tiny | verbatim | task where (dev): closest: eg_1 in dev-1100 "), "{failures}");
+    assert!(!failures.contains("| tiny | less |"), "{failures}");
+    assert_eq!(bench().failures().len(), 1);
     // A second baseline gets its totals only.
     let s = scenario();
     let mut b = bench();
