@@ -185,7 +185,13 @@ fn a_wrong_answer_is_graded_unsolved() {
     std::fs::write(&path, wrong).expect("write");
     let out = dir.path().join("out").display().to_string();
     let output = lessrt(&["bench", &path.display().to_string(), "--modes", "less", "--out", &out, "--json"]);
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    // Exit 1, naming the unsolved tasks.
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("lessrt: waves-harbor less: task tax-rounding (w1-tax): "),
+        "{}",
+        text(&output.stderr)
+    );
     let bench: Value = serde_json::from_slice(&output.stdout).expect("bench.json");
     let tasks = &run(&bench, "waves-harbor", "less")["tasks"];
     assert_eq!((tasks["graded"].as_u64(), tasks["solved"].as_u64()), (Some(9), Some(7)), "{tasks}");
