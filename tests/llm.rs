@@ -540,3 +540,101 @@ fn ask_answers_a_question_of_a_directory_outside_the_repository() {
     assert!(shown.status.code() == Some(0) || shown.status.code() == Some(1), "{shown:?}");
     assert!(String::from_utf8_lossy(&shown.stdout).contains("worker-1 searches"), "the trace reads back");
 }
+
+/// `--agents llm-free` against the live local model: no scripted step or pack reaches a model, the worker's model
+/// chooses its actions one JSON action at a time (the recorded requests are the tagged union), what it chose went
+/// through its gateway (a search, a list or a read in the ledger, or straight to its answer), and the run finishes
+/// and grades its task. Which actions and whether the answer is right are the model's; not asserted.
+#[test]
+fn llm_free_workers_choose_their_own_actions_against_the_live_model() {
+    let _server = LocalServer::up();
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_tree(&root().join("scenarios/fixtures/ignore-walk"), &dir.path().join("fixtures/ignore-walk"));
+    let scenario = dir.path().join("one.toml");
+    std::fs::write(
+        &scenario,
+        r#"name = "one-question"
+workspace = "fixtures/ignore-walk"
+[plan]
+goal = "Answer a maintainer's question about the walker."
+[budgets.defaults]
+max_inline_tokens = 800
+[[agents]]
+id = "lead"
+role = "lead"
+[[agents]]
+id = "worker"
+role = "investigator"
+parent = "lead"
+[[tasks]]
+id = "threads"
+kind = "locate_rule"
+agent = "worker"
+question = "How many threads does WalkParallel use when WalkBuilder::threads is left at its default of 0?"
+gold = { cites = [["repo:src/walk.rs#L1581-L1587"]], terms = [["available_parallelism", "CPUs", "cores"], ["12", "twelve"]] }
+[[steps]]
+action = "brief"
+agent = "lead"
+now = ["SCRIPTED LINE NO MODEL MAY SEE"]
+packs = { investigator = ["repo:src/walk.rs#L1581-L1587"] }
+tasks = ["threads"]
+[[steps]]
+action = "report"
+agent = "worker"
+type = "task_result"
+task = "w"
+status = "pass"
+engrams = [{ task = "threads", kind = "fact", claim = "SCRIPTED ANSWER", pointers = ["repo:src/walk.rs#L1581-L1587"] }]
+"#,
+    )
+    .expect("scenario");
+    let s = |p: &Path| p.display().to_string();
+    let (out, rec) = (dir.path().join("runs"), dir.path().join("rec"));
+    let args = [
+        "run",
+        &s(&scenario),
+        "--agents",
+        "llm-free",
+        "--mode",
+        "less",
+        "--out",
+        &s(&out),
+        "--record",
+        &s(&rec),
+        "--json",
+    ];
+    let (_, stdout) = run_finished(&args);
+    let report: Value = serde_json::from_str(&stdout).expect("report JSON");
+    assert_eq!(report["tasks"]["graded"], 1, "{report}");
+    let mut requests = Vec::new();
+    for entry in std::fs::read_dir(&rec).expect("recording") {
+        let path = entry.expect("entry").path();
+        if path.file_name().is_some_and(|n| n != "run.json") {
+            requests.push(read_json(&path)["request"].clone());
+        }
+    }
+    let text = serde_json::to_string(&requests).expect("JSON");
+    assert!(!text.contains("SCRIPTED"), "no scripted line, pack or answer reaches a model");
+    let choices = requests.iter().filter(|r| r["schema"]["name"] == "action").count();
+    assert!(choices >= 1, "the worker's model chose at least one action: {text}");
+    let union = requests.iter().find(|r| r["schema"]["name"] == "action").expect("a choice");
+    let kinds: Vec<&Value> = union["schema"]["schema"]["anyOf"]
+        .as_array()
+        .expect("a tagged union")
+        .iter()
+        .map(|c| &c["properties"]["action"]["enum"][0])
+        .collect();
+    assert!(kinds.contains(&&json!("search")) && kinds.contains(&&json!("answer")), "{kinds:?}");
+    let events: Vec<Value> = std::fs::read_to_string(out.join("one-question/less/ledger.jsonl"))
+        .expect("ledger")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("ledger line"))
+        .collect();
+    let worker = |e: &&Value| e["agent"] == "worker" || e["from"] == "worker";
+    let acted = events
+        .iter()
+        .filter(worker)
+        .filter(|e| ["search", "list", "deref", "delivered"].contains(&e["event"].as_str().unwrap_or("")));
+    assert!(acted.count() >= 1, "what the worker chose went through its gateway");
+    assert!(!events.iter().any(|e| e["event"] == "deref" && e["agent"] == "lead"), "the lead read nothing for it");
+}

@@ -257,13 +257,21 @@ impl Agent for LlmAgent {
                 // What a turn planned ends with it.
                 self.queue.clear();
             }
+            // A model that chooses its own actions (`LlmSpec::choose_actions`, the `act` module) works from what its
+            // actions return; as a parent it hands the steps' questions down as written, never choosing among
+            // authored pointers.
+            let chooses_actions = turn.spec.llm.as_ref().is_some_and(|llm| llm.choose_actions);
             match &turn.step {
-                Step::Brief { .. } if self.scenario.is_some() => self.brief_turn(turn).await,
+                Step::Brief { .. } if self.scenario.is_some() && !chooses_actions => self.brief_turn(turn).await,
                 Step::Deref { .. } if self.scenario.is_some() => self.read_step(turn).await.unwrap_or(Action::Finish),
                 Step::Report(step) => {
                     let reported =
                         turn.done.iter().any(|d| matches!(d.action, Action::Report(_) | Action::Escalate { .. }));
                     if !reported {
+                        let questions = if chooses_actions { self.questions_for(turn) } else { Vec::new() };
+                        if self.scenario.is_some() && !questions.is_empty() {
+                            return self.act(turn, step, &questions).await;
+                        }
                         // A worker handed questions and no pointers finds its own: it searches the workspace first.
                         if self.scenario.is_some()
                             && let Some(action) = self.search_step(turn)
@@ -859,6 +867,8 @@ pub fn known_pointers(inbox: &[Arc<Value>]) -> Vec<String> {
 }
 
 mod roles;
+
+mod act;
 
 #[cfg(test)]
 mod tests;

@@ -339,6 +339,11 @@ pub struct LlmSpec {
     /// Retries of a request after a timeout, connection error, 429 or 5xx.
     #[serde(default)]
     pub retries: Option<u32>,
+    /// The model chooses each action of a worker's turn itself (search, list, read, answer), one JSON action per
+    /// completion, instead of the runtime's fixed order (search with the question's words, read the best hits,
+    /// answer).
+    #[serde(default)]
+    pub choose_actions: bool,
 }
 
 /// What an engram in a step says; the runtime fills in ids, provenance and digests.
@@ -993,6 +998,116 @@ impl Scenario {
         self
     }
 
+    /// The scenario as models do its work on their own: every agent an `llm` agent that chooses its own actions
+    /// ([`LlmSpec::choose_actions`]), and the scripted steps (with their pointer packs and answers) replaced by the
+    /// hierarchy's plain delegation ([`Scenario::delegation_steps`]). No authored pack or catalogue reaches a model:
+    /// it sees the goal, its questions, its budget and what its own actions return. The scenario's checks, which are
+    /// about its script, are dropped; its graded tasks stay.
+    pub fn delegated(self) -> Scenario {
+        let mut scenario = self.with_every_agent_llm();
+        for agent in &mut scenario.agents {
+            agent.llm.get_or_insert_default().choose_actions = true;
+        }
+        scenario.steps = scenario.delegation_steps();
+        // The checks are about the script that is gone (its reads, its engrams): the graded tasks say how it went.
+        scenario.expect.clear();
+        scenario
+    }
+
+    /// The hierarchy's plain delegation, from the goal and the graded tasks alone: top down, each parent briefs each
+    /// child with the goal and the questions of the tasks at or below that child (as many briefs as the lines of a
+    /// brief need; no pointer packs, grants, symbols or capsules); then bottom up, every agent but the lead reports
+    /// to its parent (a task result; its engrams are its model's).
+    pub fn delegation_steps(&self) -> Vec<Step> {
+        // Task lines per brief: a brief's "what matters now" holds 10 lines, one of them the goal.
+        const TASKS_PER_BRIEF: usize = 9;
+        // A brief's line holds 200 characters: a longer goal is cut at its last word that fits.
+        let goal = if self.plan.goal.is_empty() {
+            "Answer the questions below, citing the lines that answer them.".to_owned()
+        } else if self.plan.goal.chars().count() <= 200 {
+            self.plan.goal.clone()
+        } else {
+            let head: String = self.plan.goal.chars().take(199).collect();
+            let cut = head.rfind(' ').unwrap_or(head.len());
+            format!("{}…", head[..cut].trim_end_matches([',', ';', ':']))
+        };
+        let mut order: Vec<&AgentSpec> = self.agents.iter().collect();
+        order.sort_by_key(|a| self.depth_of(&a.id));
+        let mut steps = Vec::new();
+        for parent in &order {
+            for child in self.agents.iter().filter(|a| a.parent.as_deref() == Some(parent.id.as_str())) {
+                let below: Vec<String> = self
+                    .tasks
+                    .iter()
+                    .filter(|t| self.is_at_or_below(&t.agent, &child.id))
+                    .map(|t| t.id.clone())
+                    .collect();
+                let chunks: Vec<Vec<String>> = if below.is_empty() {
+                    vec![Vec::new()]
+                } else {
+                    below.chunks(TASKS_PER_BRIEF).map(<[String]>::to_vec).collect()
+                };
+                for tasks in chunks {
+                    steps.push(Step::Brief {
+                        agent: parent.id.clone(),
+                        to: vec![child.id.clone()],
+                        now: vec![goal.clone()],
+                        constraints: vec!["Cite the lines that answer each question; never paste code.".to_owned()],
+                        risks: Vec::new(),
+                        packs: BTreeMap::new(),
+                        grants: Vec::new(),
+                        tasks,
+                        symbols: Vec::new(),
+                        capsules: Vec::new(),
+                    });
+                }
+            }
+        }
+        for agent in order.iter().rev().filter(|a| a.parent.is_some()) {
+            steps.push(Step::Report(Box::new(ReportStep {
+                agent: agent.id.clone(),
+                to: None,
+                kind: ReportKind::TaskResult {
+                    task: format!("{}-answers", agent.id),
+                    status: TaskStatus::Pass,
+                    criteria: Vec::new(),
+                },
+                engrams: Vec::new(),
+                summary: String::new(),
+                misbehave: None,
+                grant: None,
+            })));
+        }
+        steps
+    }
+
+    /// How many agents from the lead down to `id` (the lead: 1).
+    fn depth_of(&self, id: &str) -> usize {
+        let mut n = 1;
+        let mut cursor = self.agent(id).and_then(|a| a.parent.as_deref());
+        while let Some(parent) = cursor {
+            n += 1;
+            if n > self.agents.len() {
+                break;
+            }
+            cursor = self.agent(parent).and_then(|a| a.parent.as_deref());
+        }
+        n
+    }
+
+    /// Whether `id` is `above` or below it.
+    fn is_at_or_below(&self, id: &str, above: &str) -> bool {
+        let mut cursor = Some(id);
+        for _ in 0..=self.agents.len() {
+            match cursor {
+                Some(a) if a == above => return true,
+                Some(a) => cursor = self.agent(a).and_then(|s| s.parent.as_deref()),
+                None => return false,
+            }
+        }
+        false
+    }
+
     /// The pointers the lead holds when the run starts: the plan's artifacts and every pointer a brief step packs,
     /// in first-mention order. An LLM lead chooses its children's packs from these; a parent below it holds what
     /// it was handed.
@@ -1044,19 +1159,7 @@ impl Scenario {
 
     /// How deep the hierarchy is: 1 for a lone lead, 2 for a lead with children, and so on.
     pub fn depth(&self) -> usize {
-        let depth_of = |agent: &AgentSpec| {
-            let mut n = 1;
-            let mut cursor = agent.parent.as_deref();
-            while let Some(parent) = cursor {
-                n += 1;
-                if n > self.agents.len() {
-                    break;
-                }
-                cursor = self.agent(parent).and_then(|a| a.parent.as_deref());
-            }
-            n
-        };
-        self.agents.iter().map(depth_of).max().unwrap_or(0)
+        self.agents.iter().map(|a| self.depth_of(&a.id)).max().unwrap_or(0)
     }
 }
 

@@ -239,13 +239,18 @@ pub(crate) enum AgentsChoice {
     /// Every agent asks its model: parents write briefs and answer deref requests, workers choose what to read and
     /// write their reports; the scenario's steps say only whose turn it is and what for.
     Llm,
+    /// Free of the script: every agent asks its model, and the scenario's steps (their packs and answers) are
+    /// replaced by the hierarchy's plain delegation of the goal and the questions; each worker's model chooses its
+    /// own actions (search, list, read, answer). Nothing the scenario's author packed reaches a model.
+    LlmFree,
 }
 
 /// `--agents`: the scenario's agents as written, or every one of them backed by a model.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct AgentsArgs {
     /// as-written: each agent as its scenario says; llm: every agent asks a model (the settings of the scenario's
-    /// first `llm` agent, or the defaults: the local server of scripts/local-llm.sh).
+    /// first `llm` agent, or the defaults: the local server of scripts/local-llm.sh); llm-free: every agent a model
+    /// and no scripted steps or packs: the hierarchy hands the questions down and workers choose their own actions.
     #[arg(long, value_enum, default_value_t = AgentsChoice::AsWritten)]
     pub(crate) agents: AgentsChoice,
     /// Seconds one model request of an `llm` agent may take before it is retried (default: as the scenario says,
@@ -260,6 +265,7 @@ impl AgentsArgs {
         let mut scenario = match self.agents {
             AgentsChoice::AsWritten => scenario,
             AgentsChoice::Llm => scenario.with_every_agent_llm(),
+            AgentsChoice::LlmFree => scenario.delegated(),
         };
         if let Some(secs) = self.model_timeout {
             let llm_agents = scenario.agents.iter_mut().filter(|a| a.kind == less_runtime::AgentKind::Llm);

@@ -373,33 +373,7 @@ impl LlmAgent {
                     }
                 }
             }
-            Some(Done { action: Action::Deref(deref), outcome: Outcome::Refused(violation) })
-                if violation.code == ErrorCode::DerefDenied && deref.grant.is_none() =>
-            {
-                Some(Action::AskGrant(AskGrantAction {
-                    pointers: deref.pointers.clone(),
-                    reason: "over my deref budget; needed for my questions".to_owned(),
-                    intended_use: "cite it in my report".to_owned(),
-                }))
-            }
-            Some(Done { action: Action::AskGrant(ask), outcome: Outcome::Granted { grant_id } }) => {
-                Some(Action::Deref(DerefAction {
-                    pointers: ask.pointers.clone(),
-                    reason: "granted by my parent".to_owned(),
-                    intended_use: "cite it in my report".to_owned(),
-                    grant: Some(grant_id.clone()),
-                }))
-            }
-            Some(Done { action: Action::AskGrant(ask), outcome: Outcome::Denied { .. } }) if ask.pointers.len() > 1 => {
-                // Denied: read the first alone, which the budget may cover.
-                Some(Action::Deref(DerefAction {
-                    pointers: ask.pointers[..1].to_vec(),
-                    reason: "the most needed one, within my budget".to_owned(),
-                    intended_use: "cite it in my report".to_owned(),
-                    grant: None,
-                }))
-            }
-            Some(_) => None,
+            Some(done) => grant_follow_up(done),
         }
     }
 
@@ -440,6 +414,40 @@ impl LlmAgent {
     }
 }
 
+/// What follows a read as a number decides it: a read refused over the budget becomes a request to the parent, a
+/// granted request is read with its grant, a denied request of several pointers reads the first alone (which the
+/// budget may cover). `None`: nothing follows of itself.
+pub(super) fn grant_follow_up(done: &Done) -> Option<Action> {
+    match done {
+        Done { action: Action::Deref(deref), outcome: Outcome::Refused(violation) }
+            if violation.code == ErrorCode::DerefDenied && deref.grant.is_none() =>
+        {
+            Some(Action::AskGrant(AskGrantAction {
+                pointers: deref.pointers.clone(),
+                reason: "over my deref budget; needed for my questions".to_owned(),
+                intended_use: "cite it in my report".to_owned(),
+            }))
+        }
+        Done { action: Action::AskGrant(ask), outcome: Outcome::Granted { grant_id } } => {
+            Some(Action::Deref(DerefAction {
+                pointers: ask.pointers.clone(),
+                reason: "granted by my parent".to_owned(),
+                intended_use: "cite it in my report".to_owned(),
+                grant: Some(grant_id.clone()),
+            }))
+        }
+        Done { action: Action::AskGrant(ask), outcome: Outcome::Denied { .. } } if ask.pointers.len() > 1 => {
+            Some(Action::Deref(DerefAction {
+                pointers: ask.pointers[..1].to_vec(),
+                reason: "the most needed one, within my budget".to_owned(),
+                intended_use: "cite it in my report".to_owned(),
+                grant: None,
+            }))
+        }
+        _ => None,
+    }
+}
+
 /// A worker model's choice: what to read, and what to recall from the run's memory.
 struct Reads {
     pointers: Vec<String>,
@@ -466,7 +474,7 @@ fn holdings(scenario: &Arc<Scenario>, turn: &TurnInput) -> Vec<String> {
 }
 
 /// Pointers the agent was given and has not read yet (nor read a span containing them).
-fn unread(inbox: &[Arc<Value>]) -> Vec<String> {
+pub(super) fn unread(inbox: &[Arc<Value>]) -> Vec<String> {
     let read: Vec<String> = inbox
         .iter()
         .filter_map(|d| d.pointer("/dereferenced/pointer").and_then(Value::as_str).map(str::to_owned))

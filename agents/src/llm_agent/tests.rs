@@ -3,6 +3,7 @@
 
 use std::sync::Mutex;
 
+use less_runtime::run::{DerefAction, ListAction};
 use less_runtime::{AgentSpec, ReportStep, TaskStatus, WireMode};
 
 use super::*;
@@ -949,4 +950,139 @@ fn citations_are_the_pointers_given_or_lines_inside_what_was_read() {
     let citable = Citable::of(&pasted);
     assert!(citable.allows("repo:src/other.rs#L2-L3", &Pointer::parse("repo:src/other.rs#L2-L3").expect("p")));
     assert!(citable.known.contains(&"repo:src/other.rs#L1-L9".to_owned()));
+}
+
+/// The roles scenario as models do it on their own: no packs, no scripted answers.
+fn delegated_scenario() -> Arc<Scenario> {
+    Arc::new(Scenario::from_toml(ROLES_SCENARIO, std::path::Path::new(".")).expect("scenario").delegated())
+}
+
+#[test]
+fn a_delegated_scenario_hands_the_questions_down_with_no_pack_and_no_scripted_answer() {
+    let scenario = delegated_scenario();
+    assert!(scenario.agents.iter().all(|a| a.llm.as_ref().is_some_and(|l| l.choose_actions)));
+    assert!(scenario.expect.is_empty(), "the script's checks go with the script");
+    let briefs: Vec<&Step> = scenario.steps.iter().filter(|s| matches!(s, Step::Brief { .. })).collect();
+    assert_eq!(briefs.len(), 2, "one brief per child: {briefs:?}");
+    let Step::Brief { agent, to, now, packs, tasks, .. } = briefs[0] else { unreachable!() };
+    assert_eq!(
+        (agent.as_str(), to.as_slice(), now.as_slice()),
+        ("lead", &["a".to_owned()][..], &["Check the store.".to_owned()][..])
+    );
+    assert!(packs.is_empty(), "no authored pack");
+    assert_eq!(tasks, &["t1".to_owned()]);
+    // Every agent but the lead reports, deepest first, with no engram of its own: its model writes them.
+    let reports: Vec<&ReportStep> = scenario
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Report(r) => Some(r.as_ref()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reports.iter().map(|r| r.agent.as_str()).collect::<Vec<_>>(), ["b", "a"]);
+    assert!(reports.iter().all(|r| r.engrams.is_empty() && r.summary.is_empty()));
+    assert!(
+        scenario.catalogue().is_empty() || scenario.catalogue() == ["repo:src/plan.md"],
+        "no pack in the catalogue"
+    );
+}
+
+#[tokio::test]
+async fn a_worker_model_chooses_its_actions_search_read_answer() {
+    let scenario = delegated_scenario();
+    let brief = json!({
+        "brief_id": "lead-m1", "from": "lead", "what_matters_now": ["Check the store.", "Task t1: Where is the guard taken?"],
+        "pointer_packs": {}, "budgets": {}, "grants": [],
+    });
+    let report = scenario.steps.iter().position(|s| matches!(s, Step::Report(r) if r.agent == "a")).expect("a reports");
+    let answer = json!({"summary": "s", "answers": {"t1": {"kind": "fact", "claim": "Store::check takes the guard with self.lock().", "pointers": ["repo:src/store.rs#L53-L55"], "confidence": 0.9}}});
+    let model = Answers::new(&[
+        r#"{"action": "search", "query": "lock guard"}"#,
+        r#"{"action": "read", "pointers": ["repo:src/store.rs#L53-L55"]}"#,
+        r#"{"action": "search", "query": "LOCK GUARD"}"#,
+        &answer.to_string(),
+    ]);
+    let mut agent = agent_with(model.clone(), &scenario);
+    let mut turn = turn_of(&scenario, "a", report, vec![Arc::new(brief)]);
+    let Action::Search(search) = agent.next(&turn).await else { panic!("the model's search first") };
+    assert_eq!(search.query, "lock guard");
+    let first = model.seen()[0].clone();
+    let schema = &first.schema.as_ref().expect("schema").schema;
+    let kinds: Vec<&Value> = schema["anyOf"]
+        .as_array()
+        .expect("a tagged union")
+        .iter()
+        .map(|c| &c["properties"]["action"]["enum"][0])
+        .collect();
+    assert_eq!(kinds, [&json!("search"), &json!("list"), &json!("answer")], "nothing to read yet: no read");
+    assert!(first.messages[0].content.contains("t1: Where is the guard taken?"), "its question is in the prompt");
+    // The search answered: its hits are in the inbox, and reading them is a choice now.
+    let hits = json!({"searched": {"query": "lock guard", "hits": [{"pointer": "repo:src/store.rs#L53-L55", "preview": "fn check", "tokens": 40}]}});
+    turn.inbox.push(Arc::new(hits));
+    turn.done.push(Done { action: Action::Search(search), outcome: Outcome::Done });
+    let Action::Deref(read) = agent.next(&turn).await else { panic!("the model's read") };
+    assert_eq!(read.pointers, ["repo:src/store.rs#L53-L55"]);
+    let second = model.seen()[1].clone();
+    assert!(second.messages[0].content.contains("search \"lock guard\": done"), "what it did is in the prompt");
+    let schema = &second.schema.as_ref().expect("schema").schema;
+    assert_eq!(schema.pointer("/anyOf/2/properties/pointers/items/enum/0"), Some(&json!("repo:src/store.rs#L53-L55")));
+    turn.inbox.push(Arc::new(
+        json!({"dereferenced": {"pointer": "repo:src/store.rs#L53-L55", "content": "let g = self.lock();"}}),
+    ));
+    turn.done.push(Done { action: Action::Deref(read), outcome: Outcome::Done });
+    // The same search again would answer the same: it answers instead, one engram per question.
+    let Action::Report(report) = agent.next(&turn).await else { panic!("the answer") };
+    assert_eq!(report.engrams.len(), 1);
+    assert_eq!(report.engrams[0].task.as_deref(), Some("t1"), "the answer names its task");
+    assert_eq!(model.seen().len(), 4);
+}
+
+#[tokio::test]
+async fn a_worker_model_answers_at_its_action_limit_and_over_budget_reads_go_to_the_parent() {
+    let scenario = delegated_scenario();
+    let brief = json!({"brief_id": "lead-m1", "from": "lead", "what_matters_now": ["Task t1: Where is the guard taken?"],
+                       "pointer_packs": {}, "budgets": {}, "grants": []});
+    let report = scenario.steps.iter().position(|s| matches!(s, Step::Report(r) if r.agent == "a")).expect("a reports");
+    let answer = json!({"summary": "s", "answers": {"t1": {"kind": "fact", "claim": "It takes the guard in check.", "pointers": [], "confidence": 0.5}}});
+    let model = Answers::new(&[&answer.to_string()]);
+    let mut agent = agent_with(model.clone(), &scenario);
+    let mut turn = turn_of(&scenario, "a", report, vec![Arc::new(brief)]);
+    let read = DerefAction {
+        pointers: vec!["repo:src/store.rs#L1-L90".to_owned()],
+        reason: String::new(),
+        intended_use: String::new(),
+        grant: None,
+    };
+    let denied = Violation::new(ErrorCode::DerefDenied, "", "over budget".to_owned());
+    turn.done.push(Done { action: Action::Deref(read), outcome: Outcome::Refused(denied) });
+    let Action::AskGrant(ask) = agent.next(&turn).await else { panic!("a number decides: ask the parent") };
+    assert_eq!(ask.pointers, ["repo:src/store.rs#L1-L90"]);
+    assert!(model.seen().is_empty(), "no model call for it");
+    turn.done.push(Done { action: Action::AskGrant(ask), outcome: Outcome::Denied { reason: "no".to_owned() } });
+    for _ in 0..act::MAX_OWN_ACTIONS {
+        turn.done.push(Done { action: Action::List(ListAction { pattern: "src".to_owned() }), outcome: Outcome::Done });
+    }
+    // At its limit it answers (here with nothing read to cite, the answer is unusable and it escalates instead).
+    let action = agent.next(&turn).await;
+    assert!(matches!(action, Action::Report(_) | Action::Escalate { .. }), "{action:?}");
+    let names: Vec<String> =
+        model.seen().iter().map(|r| r.schema.as_ref().map(|s| s.name.clone()).unwrap_or_default()).collect();
+    assert!(!names.is_empty() && names.iter().all(|n| n == "report"), "the answer only, no more choices: {names:?}");
+}
+
+#[test]
+fn a_choice_outside_what_the_agent_holds_is_an_answer() {
+    let unread = vec!["repo:a.rs#L1-L2".to_owned()];
+    assert_eq!(act::read_choice(&json!({"action": "read", "pointers": ["repo:b.rs"]}), &unread), act::Choice::Answer);
+    assert_eq!(
+        act::read_choice(&json!({"action": "read", "pointers": ["repo:a.rs#L1-L2", "repo:a.rs#L1-L2"]}), &unread),
+        act::Choice::Read(unread.clone())
+    );
+    assert_eq!(act::read_choice(&json!({"action": "search", "query": "  "}), &unread), act::Choice::Answer);
+    assert_eq!(act::read_choice(&json!({"action": "dance"}), &unread), act::Choice::Answer);
+    assert_eq!(
+        act::read_choice(&json!({"action": "list", "pattern": "src/"}), &unread),
+        act::Choice::List("src/".to_owned())
+    );
 }

@@ -552,7 +552,14 @@ fn other_vectors() -> Vec<Vector> {
             "scenario report by the lead without a receiver",
             Scenario,
             |d| set(d, "/steps/2/agent", json!("architect")),
-            [(ScenarioInvalid, "/steps/2/to")]
+            // …and its engram answers the programmer's task, which is not the lead's to answer.
+            [(ScenarioInvalid, "/steps/2/engrams/0/task"), (ScenarioInvalid, "/steps/2/to")]
+        ),
+        v!(
+            "scenario engram answering a task that does not exist",
+            Scenario,
+            |d| set(d, "/steps/2/engrams/0/task", json!("no-such-task")),
+            [(ScenarioInvalid, "/steps/2/engrams/0/task")]
         ),
         v!(
             "scenario report to an unknown agent",
