@@ -153,8 +153,13 @@ impl LlmAgent {
 
     /// Writes the report of `step` with the model, or an escalation when its output stays unusable.
     async fn report(&mut self, input: &TurnInput, step: &ReportStep) -> Action {
-        let known = Citable::of(&input.inbox);
         let questions = self.questions_for(input);
+        self.report_on(input, step, questions).await
+    }
+
+    /// Writes the report of `step` answering `questions` (none: findings), or an escalation.
+    async fn report_on(&mut self, input: &TurnInput, step: &ReportStep, questions: Vec<(String, String)>) -> Action {
+        let known = Citable::of(&input.inbox);
         let schema = if questions.is_empty() {
             report_schema(&known, DEFAULT_ENGRAMS, DEFAULT_CLAIM_CHARS)
         } else {
@@ -295,6 +300,15 @@ impl Agent for LlmAgent {
                             if matches!(action, Action::Report(_)) =>
                         {
                             self.resend(action, violation).await.unwrap_or(Action::Finish)
+                        }
+                        // A model that chooses its actions answers its questions a few per message.
+                        Some(Done { action: Action::Report(_), outcome: Outcome::Done }) if chooses_actions => {
+                            let unanswered = act::unanswered(&self.questions_for(turn), turn);
+                            if unanswered.is_empty() {
+                                Action::Finish
+                            } else {
+                                self.answer(turn, step, &unanswered).await
+                            }
                         }
                         _ => Action::Finish,
                     }

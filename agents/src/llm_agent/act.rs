@@ -18,6 +18,9 @@ pub(crate) const MAX_OWN_ACTIONS: usize = 8;
 const MAX_QUERY_CHARS: usize = 120;
 /// Pointers one read may name.
 const MAX_READ: usize = 4;
+/// Inline tokens one answer takes in a message, about (a claim, two pointers with digests, provenance): a message
+/// answers as many questions as the receiver's budget holds at this rate, the rest in the next.
+const TOKENS_PER_ANSWER: u32 = 200;
 
 /// One action the model chose.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,7 +39,7 @@ impl LlmAgent {
         }
         let own = turn.done.len();
         if own >= MAX_OWN_ACTIONS.min(turn.limit.saturating_sub(3)) {
-            return self.report(turn, step).await;
+            return self.answer(turn, step, questions).await;
         }
         let unread = unread(&turn.inbox);
         let (system, user) = self.action_prompt(turn, questions, &unread);
@@ -54,7 +57,7 @@ impl LlmAgent {
             _ => false,
         });
         match choice {
-            _ if repeated => self.report(turn, step).await,
+            _ if repeated => self.answer(turn, step, questions).await,
             Choice::Search(query) => Action::Search(SearchAction { query, k: SEARCH_K }),
             Choice::List(pattern) => Action::List(ListAction { pattern }),
             Choice::Read(pointers) => Action::Deref(DerefAction {
@@ -63,8 +66,27 @@ impl LlmAgent {
                 intended_use: "cite the lines that answer".to_owned(),
                 grant: None,
             }),
-            Choice::Answer => self.report(turn, step).await,
+            Choice::Answer => self.answer(turn, step, questions).await,
         }
+    }
+
+    /// The report answering the first of `questions` that a message to the parent holds (its budget at
+    /// [`TOKENS_PER_ANSWER`] each); the others follow in the next reports of the turn.
+    pub(super) async fn answer(
+        &mut self,
+        turn: &TurnInput,
+        step: &ReportStep,
+        questions: &[(String, String)],
+    ) -> Action {
+        let parent_role =
+            turn.spec.parent.as_deref().and_then(|p| self.scenario.as_ref()?.agent(p)).map(|a| a.role.clone());
+        let per_message = match (&self.scenario, parent_role) {
+            (Some(scenario), Some(role)) => {
+                (scenario.budgets.of(&role).max_inline_tokens / TOKENS_PER_ANSWER).max(1) as usize
+            }
+            _ => questions.len().max(1),
+        };
+        self.report_on(turn, step, questions.iter().take(per_message).cloned().collect()).await
     }
 
     /// The prompt of one choice: the questions, the budget and what it used, what the agent holds (briefs, search
@@ -104,6 +126,21 @@ impl LlmAgent {
         });
         (system, user)
     }
+}
+
+/// `questions` that no report of this turn delivered an answer to.
+pub(crate) fn unanswered(questions: &[(String, String)], turn: &TurnInput) -> Vec<(String, String)> {
+    let answered: Vec<&str> = turn
+        .done
+        .iter()
+        .filter(|d| d.outcome == Outcome::Done)
+        .filter_map(|d| match &d.action {
+            Action::Report(report) => Some(report.engrams.iter().filter_map(|e| e.task.as_deref())),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    questions.iter().filter(|(id, _)| !answered.contains(&id.as_str())).cloned().collect()
 }
 
 /// The budget's reading limits and what this turn used of them.

@@ -1086,3 +1086,40 @@ fn a_choice_outside_what_the_agent_holds_is_an_answer() {
         act::Choice::List("src/".to_owned())
     );
 }
+
+#[tokio::test]
+async fn a_worker_model_answers_as_many_questions_a_message_holds_then_the_rest() {
+    // Five questions; the lead takes 800 inline tokens a message: four answers (200 each), then the fifth.
+    let mut toml = ROLES_SCENARIO.replace("[plan]", "[budgets.defaults]\nmax_inline_tokens = 800\n[plan]");
+    for i in 2..=5 {
+        toml.push_str(&format!(
+            "\n[[tasks]]\nid = \"t{i}\"\nkind = \"locate_rule\"\nagent = \"a\"\nquestion = \"Question {i}?\"\ngold = {{ cites = [\"repo:src/store.rs#L53-L55\"], terms = [\"x{i}\"] }}\n"
+        ));
+    }
+    let toml = toml.replace("tasks = [\"t1\"]", "tasks = [\"t1\", \"t2\", \"t3\", \"t4\", \"t5\"]");
+    let scenario = Arc::new(Scenario::from_toml(&toml, std::path::Path::new(".")).expect("scenario").delegated());
+    let lines: Vec<String> = std::iter::once("Task t1: Where is the guard taken?".to_owned())
+        .chain((2..=5).map(|i| format!("Task t{i}: Question {i}?")))
+        .collect();
+    let brief = json!({"brief_id": "lead-m1", "from": "lead", "what_matters_now": lines, "pointer_packs": {}, "budgets": {}, "grants": []});
+    let read = json!({"dereferenced": {"pointer": "repo:src/store.rs#L53-L55", "content": "let g = self.lock();"}});
+    let answers = |ids: &[&str]| -> String {
+        let map: serde_json::Map<String, Value> = ids
+            .iter()
+            .map(|id| ((*id).to_owned(), json!({"kind": "fact", "claim": format!("Answer of {id}."), "pointers": ["repo:src/store.rs#L53-L55"], "confidence": 0.9})))
+            .collect();
+        json!({"summary": "s", "answers": map}).to_string()
+    };
+    let model = Answers::new(&[r#"{"action": "answer"}"#, &answers(&["t1", "t2", "t3", "t4"]), &answers(&["t5"])]);
+    let mut agent = agent_with(model.clone(), &scenario);
+    let report = scenario.steps.iter().position(|s| matches!(s, Step::Report(r) if r.agent == "a")).expect("a reports");
+    let mut turn = turn_of(&scenario, "a", report, vec![Arc::new(brief), Arc::new(read)]);
+    let Action::Report(first) = agent.next(&turn).await else { panic!("the first answers") };
+    let tasks = |r: &ReportAction| r.engrams.iter().filter_map(|e| e.task.clone()).collect::<Vec<_>>();
+    assert_eq!(tasks(&first), ["t1", "t2", "t3", "t4"]);
+    turn.done.push(Done { action: Action::Report(first), outcome: Outcome::Done });
+    let Action::Report(second) = agent.next(&turn).await else { panic!("the rest") };
+    assert_eq!(tasks(&second), ["t5"]);
+    turn.done.push(Done { action: Action::Report(second), outcome: Outcome::Done });
+    assert!(matches!(agent.next(&turn).await, Action::Finish), "every question answered");
+}
