@@ -211,13 +211,18 @@ impl LlmAgent {
     }
 
     /// The model's resend after `violation`, or an escalation when it cannot give one.
-    async fn resend(&mut self, action: &Action, violation: &Violation) -> Option<Action> {
+    async fn resend(&mut self, action: &Action, violation: &Violation, split: bool) -> Option<Action> {
         let Action::Report(report) = action else { return None };
         let last = self.last.take()?;
         let mut request = last.request.clone();
         request.messages.push(ChatMessage::assistant(last.answer.clone()));
         request.messages.push(ChatMessage::user(rejection_prompt(violation, &last.questions)));
-        let (max_engrams, max_claim) = tightened(violation, last.n_engrams, !last.questions.is_empty());
+        let (mut max_engrams, max_claim) = tightened(violation, last.n_engrams, !last.questions.is_empty());
+        // Answers that may follow in the next report (a model choosing its actions answers the rest then): as many
+        // as the receiver's inline budget holds, in the proportion the refusal names.
+        if split && violation.code == ErrorCode::BudgetExceeded && !last.questions.is_empty() {
+            max_engrams = max_engrams.min(fitting_answers(violation, last.n_engrams));
+        }
         // An answer per question, as many as the receiver takes.
         let questions: Vec<(String, String)> = last.questions.into_iter().take(max_engrams).collect();
         let schema = if questions.is_empty() {
@@ -299,7 +304,7 @@ impl Agent for LlmAgent {
                         Some(Done { action, outcome: Outcome::Refused(violation) })
                             if matches!(action, Action::Report(_)) =>
                         {
-                            self.resend(action, violation).await.unwrap_or(Action::Finish)
+                            self.resend(action, violation, chooses_actions).await.unwrap_or(Action::Finish)
                         }
                         // A model that chooses its actions answers its questions a few per message.
                         Some(Done { action: Action::Report(_), outcome: Outcome::Done }) if chooses_actions => {
@@ -545,6 +550,18 @@ fn tightened(violation: &Violation, n_engrams: usize, answering: bool) -> (usize
         return (n_engrams.max(1), 160);
     }
     (n_engrams.saturating_sub(1).max(1), 240)
+}
+
+/// How many of `n` answers fit a receiver whose refusal says "<sent> inline tokens; the receiver accepts at most
+/// <allowed>": `n` scaled by allowed/sent, rounded down, one fewer for the margin, at least one (`n - 1` when the
+/// refusal names no numbers).
+fn fitting_answers(violation: &Violation, n: usize) -> usize {
+    let numbers: Vec<usize> =
+        violation.message.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
+    match (numbers.first(), numbers.last()) {
+        (Some(&sent), Some(&allowed)) if sent > allowed && sent > 0 => (n * allowed / sent).saturating_sub(1).max(1),
+        _ => n.saturating_sub(1).max(1),
+    }
 }
 
 /// What a refusal says to the model; a path into an answered report's engrams names the answer (`/answers/<id>`:

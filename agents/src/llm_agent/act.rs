@@ -20,7 +20,7 @@ const MAX_QUERY_CHARS: usize = 120;
 const MAX_READ: usize = 4;
 /// Inline tokens one answer takes in a message, about (a claim, two pointers with digests, provenance): a message
 /// answers as many questions as the receiver's budget holds at this rate, the rest in the next.
-const TOKENS_PER_ANSWER: u32 = 200;
+const TOKENS_PER_ANSWER: u32 = 300;
 
 /// One action the model chose.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,9 +101,10 @@ impl LlmAgent {
              fields), not with the question's wording.",
             turn.spec.id, turn.spec.role
         );
+        // The questions without their ids: a small model searches for an id as if it were a word of the code.
         let mut user = String::from("# Your questions\n");
-        for (id, question) in questions {
-            user.push_str(&format!("- {id}: {question}\n"));
+        for (_, question) in questions {
+            user.push_str(&format!("- {question}\n"));
         }
         if let Some(budget) = self.scenario.as_ref().map(|s| s.budgets.of(&turn.spec.role)) {
             user.push_str(&budget_lines(&budget, turn));

@@ -711,7 +711,7 @@ async fn a_refused_answered_report_is_resent_with_every_answer_shorter_or_as_man
     // Too many inline tokens: both answers again, with shorter claims.
     let tokens =
         Violation::new(ErrorCode::BudgetExceeded, "", "900 inline tokens; the receiver accepts at most 800".to_owned());
-    let Some(Action::Report(resent)) = agent.resend(&first_report, &tokens).await else { panic!("a resend") };
+    let Some(Action::Report(resent)) = agent.resend(&first_report, &tokens, false).await else { panic!("a resend") };
     assert_eq!(resent.engrams.len(), 2);
     let seen = model.seen();
     let schema = &seen[1].schema.as_ref().expect("schema").schema;
@@ -724,7 +724,7 @@ async fn a_refused_answered_report_is_resent_with_every_answer_shorter_or_as_man
     let first_report = first(&mut taker, &turn).await;
     let one =
         Violation::new(ErrorCode::BudgetExceeded, "/engrams", "2 engrams; the receiver accepts at most 1".to_owned());
-    let Some(Action::Report(resent)) = taker.resend(&first_report, &one).await else { panic!("a resend") };
+    let Some(Action::Report(resent)) = taker.resend(&first_report, &one, false).await else { panic!("a resend") };
     assert_eq!(resent.engrams.len(), 1);
     let seen = model.seen();
     let schema = &seen[1].schema.as_ref().expect("schema").schema;
@@ -1016,7 +1016,7 @@ async fn a_worker_model_chooses_its_actions_search_read_answer() {
         .map(|c| &c["properties"]["action"]["enum"][0])
         .collect();
     assert_eq!(kinds, [&json!("search"), &json!("list"), &json!("answer")], "nothing to read yet: no read");
-    assert!(first.messages[0].content.contains("t1: Where is the guard taken?"), "its question is in the prompt");
+    assert!(first.messages[0].content.contains("- Where is the guard taken?"), "its question is in the prompt");
     // The search answered: its hits are in the inbox, and reading them is a choice now.
     let hits = json!({"searched": {"query": "lock guard", "hits": [{"pointer": "repo:src/store.rs#L53-L55", "preview": "fn check", "tokens": 40}]}});
     turn.inbox.push(Arc::new(hits));
@@ -1089,7 +1089,7 @@ fn a_choice_outside_what_the_agent_holds_is_an_answer() {
 
 #[tokio::test]
 async fn a_worker_model_answers_as_many_questions_a_message_holds_then_the_rest() {
-    // Five questions; the lead takes 800 inline tokens a message: four answers (200 each), then the fifth.
+    // Five questions; the lead takes 800 inline tokens a message: two answers (300 each), two more, then the fifth.
     let mut toml = ROLES_SCENARIO.replace("[plan]", "[budgets.defaults]\nmax_inline_tokens = 800\n[plan]");
     for i in 2..=5 {
         toml.push_str(&format!(
@@ -1110,16 +1110,30 @@ async fn a_worker_model_answers_as_many_questions_a_message_holds_then_the_rest(
             .collect();
         json!({"summary": "s", "answers": map}).to_string()
     };
-    let model = Answers::new(&[r#"{"action": "answer"}"#, &answers(&["t1", "t2", "t3", "t4"]), &answers(&["t5"])]);
+    let model =
+        Answers::new(&[r#"{"action": "answer"}"#, &answers(&["t1", "t2"]), &answers(&["t3", "t4"]), &answers(&["t5"])]);
     let mut agent = agent_with(model.clone(), &scenario);
     let report = scenario.steps.iter().position(|s| matches!(s, Step::Report(r) if r.agent == "a")).expect("a reports");
     let mut turn = turn_of(&scenario, "a", report, vec![Arc::new(brief), Arc::new(read)]);
     let Action::Report(first) = agent.next(&turn).await else { panic!("the first answers") };
     let tasks = |r: &ReportAction| r.engrams.iter().filter_map(|e| e.task.clone()).collect::<Vec<_>>();
-    assert_eq!(tasks(&first), ["t1", "t2", "t3", "t4"]);
+    assert_eq!(tasks(&first), ["t1", "t2"]);
     turn.done.push(Done { action: Action::Report(first), outcome: Outcome::Done });
-    let Action::Report(second) = agent.next(&turn).await else { panic!("the rest") };
-    assert_eq!(tasks(&second), ["t5"]);
+    let Action::Report(second) = agent.next(&turn).await else { panic!("the next two") };
+    assert_eq!(tasks(&second), ["t3", "t4"]);
     turn.done.push(Done { action: Action::Report(second), outcome: Outcome::Done });
+    let Action::Report(third) = agent.next(&turn).await else { panic!("the last") };
+    assert_eq!(tasks(&third), ["t5"]);
+    turn.done.push(Done { action: Action::Report(third), outcome: Outcome::Done });
     assert!(matches!(agent.next(&turn).await, Action::Finish), "every question answered");
+}
+
+#[test]
+fn a_refused_answer_keeps_what_fits_the_receiver() {
+    let over = |sent: u32| {
+        Violation::new(ErrorCode::BudgetExceeded, "", format!("{sent} inline tokens; the receiver accepts at most 800"))
+    };
+    assert_eq!(fitting_answers(&over(959), 4), 2, "4 × 800/959 = 3.3, less one");
+    assert_eq!(fitting_answers(&over(1600), 2), 1, "never none");
+    assert_eq!(fitting_answers(&Violation::new(ErrorCode::BudgetExceeded, "", "too long".to_owned()), 3), 2);
 }
