@@ -421,3 +421,41 @@ fn the_recorded_llm_bench_replays_to_its_committed_bench_json() {
         assert!(readme.contains(&row), "README.md lacks the row {row:?}: regenerate it from bench.json");
     }
 }
+
+/// The command of the README's table of `real-ignore` with models on their own (`--agents llm-free`), replayed from
+/// the committed recording (made against qwen2.5-coder-1.5b on the local server).
+const LLM_FREE_COMMAND: &str =
+    "lessrt bench scenarios/real-ignore.toml --agents llm-free --modes less --replay scenarios/recordings/llm-free";
+
+/// The recorded llm-free run replays without a server to its committed bench.json, byte for byte, and the README's
+/// table is its summary. In it no authored pack reached a model (the briefs carry none) and the workers' models chose
+/// their own searches and reads.
+#[test]
+fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("bench");
+    let mut args: Vec<String> = LLM_FREE_COMMAND.split(' ').skip(1).map(str::to_owned).collect();
+    args.extend(["--out".to_owned(), out.display().to_string(), "--quiet".to_owned()]);
+    let output = lessrt(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(output.status.code().is_some_and(|c| c <= 1), "{}", text(&output.stderr));
+    let replayed = std::fs::read(out.join("bench.json")).expect("bench.json");
+    let committed =
+        std::fs::read(root().join("scenarios/recordings/llm-free/bench.json")).expect("committed bench.json");
+    assert!(replayed == committed, "the replay must write the committed bench.json byte for byte");
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    let (start, end) = ("<!-- bench-llm-free:summary:start -->\n", "<!-- bench-llm-free:summary:end -->");
+    let from = readme.find(start).expect("start marker") + start.len();
+    let to = readme.find(end).expect("end marker");
+    let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
+    assert_eq!(&readme[from..to], summary, "regenerate the README's llm-free table from summary.md");
+    let ledger = std::fs::read_to_string(out.join("runs/real-ignore/less/1/ledger.jsonl")).expect("ledger");
+    let events: Vec<Value> = ledger.lines().map(|l| serde_json::from_str(l).expect("event")).collect();
+    for brief in events.iter().filter(|e| e["event"] == "delivered" && e["kind"] == "brief") {
+        let packs = brief["doc"]["pointer_packs"].as_object();
+        let empty = packs.is_none_or(|p| p.values().all(|p| p.as_array().is_some_and(Vec::is_empty)));
+        assert!(empty, "a pack reached a model: {brief}");
+    }
+    let searches = events.iter().filter(|e| e["event"] == "search").count();
+    let reads = events.iter().filter(|e| e["event"] == "deref" && e["granted"] == true).count();
+    assert!(searches >= 4 && reads >= 4, "the workers searched ({searches}) and read ({reads}) on their own");
+}
