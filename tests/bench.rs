@@ -308,23 +308,32 @@ const LLM_COMMAND: &str = "lessrt bench scenarios/audit-tidepool.toml scenarios/
 /// The recorded LLM bench replays without a server to the committed bench.json, byte for byte, and the README's
 /// table is its summary. In it the models did the hierarchy's work: parents' briefs and grant decisions are model
 /// calls in the ledger, a grant answers a child's deref request, and both modes grade every task.
-#[test]
-fn the_recorded_llm_bench_replays_to_its_committed_bench_json() {
+/// Runs a README's replay `command` into a fresh directory (kept alive by the returned guard) and checks that it
+/// writes the committed `bench.json` byte for byte and that the README between `<!-- {marker}:summary:start -->` and
+/// its end is its `summary.md`. Returns the output directory and the committed bench.json.
+fn replays_to_committed(command: &str, committed: &str, marker: &str) -> (tempfile::TempDir, PathBuf, Vec<u8>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("bench");
-    let mut args: Vec<String> = LLM_COMMAND.split(' ').skip(1).map(str::to_owned).collect();
+    let mut args: Vec<String> = command.split(' ').skip(1).map(str::to_owned).collect();
     args.extend(["--out".to_owned(), out.display().to_string(), "--quiet".to_owned()]);
     let output = lessrt(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(output.status.code().is_some_and(|c| c <= 1), "{}", text(&output.stderr));
     let replayed = std::fs::read(out.join("bench.json")).expect("bench.json");
-    let committed = std::fs::read(root().join("scenarios/recordings/llm/bench.json")).expect("committed bench.json");
+    let committed = std::fs::read(root().join(committed)).expect("committed bench.json");
     assert!(replayed == committed, "the replay must write the committed bench.json byte for byte");
     let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
-    let (start, end) = ("<!-- bench-llm:summary:start -->\n", "<!-- bench-llm:summary:end -->");
-    let from = readme.find(start).expect("start marker") + start.len();
-    let to = readme.find(end).expect("end marker");
+    let (start, end) = (format!("<!-- {marker}:summary:start -->\n"), format!("<!-- {marker}:summary:end -->"));
+    let from = readme.find(&start).expect("start marker") + start.len();
+    let to = readme.find(&end).expect("end marker");
     let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
-    assert_eq!(&readme[from..to], summary, "regenerate the README's LLM table from summary.md");
+    assert_eq!(&readme[from..to], summary, "regenerate the README's {marker} table from summary.md");
+    (dir, out, committed)
+}
+
+#[test]
+fn the_recorded_llm_bench_replays_to_its_committed_bench_json() {
+    let (_dir, out, committed) = replays_to_committed(LLM_COMMAND, "scenarios/recordings/llm/bench.json", "bench-llm");
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
 
     let bench: Value = serde_json::from_slice(&committed).expect("bench.json");
     for mode in ["less", "verbatim"] {
@@ -432,22 +441,8 @@ const LLM_FREE_COMMAND: &str =
 /// their own searches and reads.
 #[test]
 fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let out = dir.path().join("bench");
-    let mut args: Vec<String> = LLM_FREE_COMMAND.split(' ').skip(1).map(str::to_owned).collect();
-    args.extend(["--out".to_owned(), out.display().to_string(), "--quiet".to_owned()]);
-    let output = lessrt(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(output.status.code().is_some_and(|c| c <= 1), "{}", text(&output.stderr));
-    let replayed = std::fs::read(out.join("bench.json")).expect("bench.json");
-    let committed =
-        std::fs::read(root().join("scenarios/recordings/llm-free/bench.json")).expect("committed bench.json");
-    assert!(replayed == committed, "the replay must write the committed bench.json byte for byte");
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
-    let (start, end) = ("<!-- bench-llm-free:summary:start -->\n", "<!-- bench-llm-free:summary:end -->");
-    let from = readme.find(start).expect("start marker") + start.len();
-    let to = readme.find(end).expect("end marker");
-    let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
-    assert_eq!(&readme[from..to], summary, "regenerate the README's llm-free table from summary.md");
+    let (_dir, out, _) =
+        replays_to_committed(LLM_FREE_COMMAND, "scenarios/recordings/llm-free/bench.json", "bench-llm-free");
     let ledger = std::fs::read_to_string(out.join("runs/real-ignore/less/1/ledger.jsonl")).expect("ledger");
     let events: Vec<Value> = ledger.lines().map(|l| serde_json::from_str(l).expect("event")).collect();
     for brief in events.iter().filter(|e| e["event"] == "delivered" && e["kind"] == "brief") {
