@@ -163,10 +163,49 @@ fn the_readme_table_is_a_fresh_bench_run() {
     let to = readme[from..].find(end).expect("end marker") + from;
     let summary = std::fs::read_to_string(shared.out.join("summary.md")).expect("summary.md");
     assert_eq!(&readme[from..to], summary, "regenerate the README's table from summary.md");
+    // The prose's figures are the table's: tokens per solved task (the tasks table's total row) and the largest LESS
+    // p95 of a role against the fair baseline.
+    let prose = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let number = |cell: &str| -> u64 {
+        cell.trim_matches(|c: char| c == '*' || c == ' ').replace(',', "").parse().expect("a number")
+    };
+    let all: Vec<&str> =
+        summary.lines().find(|l| l.starts_with("| **all** |")).expect("the total row").split('|').collect();
+    let graded = number(all[2]);
+    let (less, fair) = (number(all[5]), number(all[7]));
+    let said = format!(
+        "every one of the {graded} graded tasks is solved in every mode under the strict grader, at {} tokens per solved task for LESS against {} for the fair baseline ({}%)",
+        thousands(less),
+        thousands(fair),
+        (less * 100 + fair / 2) / fair
+    );
+    assert!(prose.contains(&said), "README.md should say: {said}");
+    let fair_table = summary.split("\n\n").nth(1).expect("the comparison with the fair baseline");
+    let p95 = fair_table
+        .lines()
+        .filter(|l| l.starts_with("|  |"))
+        .map(|l| number(l.split('|').nth(9).expect("LESS p95")))
+        .max()
+        .expect("role rows");
+    let said = format!("p95 ≤ {p95} tokens in every role");
+    assert!(prose.contains(&said), "README.md should say: {said}");
 }
 
-/// A scripted answer that cites the wrong span is graded unsolved, with the evidence; an unsolved task is a result,
-/// not an error (exit 0).
+/// `n` with thousands separators, as the tables write it.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A scripted answer that cites the wrong span is graded unsolved, with the evidence, and the bench exits 1 naming
+/// it.
 #[test]
 fn a_wrong_answer_is_graded_unsolved() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -453,4 +492,37 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
     let searches = events.iter().filter(|e| e["event"] == "search").count();
     let reads = events.iter().filter(|e| e["event"] == "deref" && e["granted"] == true).count();
     assert!(searches >= 4 && reads >= 4, "the workers searched ({searches}) and read ({reads}) on their own");
+    // The README's reading of it is the ledger's and the verdicts' counts.
+    let count = |f: &dyn Fn(&Value) -> bool| events.iter().filter(|e| f(e)).count();
+    let worker_reads = count(&|e| {
+        e["event"] == "deref"
+            && e["granted"] == true
+            && e["agent"].as_str().is_some_and(|a| a.ends_with("investigator"))
+    });
+    let asked = count(&|e| e["event"] == "grant_asked");
+    let granted = count(&|e| e["event"] == "grant_issued" && e["answers"].is_string());
+    let denied = count(&|e| e["event"] == "grant_denied");
+    let bench: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("bench.json")).expect("bench.json")).expect("JSON");
+    let less = runs(&bench).iter().find(|r| r["mode"] == "less").expect("the LESS run");
+    let evidence: Vec<&str> =
+        less["tasks"]["items"].as_array().expect("items").iter().filter_map(|t| t["evidence"].as_str()).collect();
+    let wrong_span: Vec<&&str> = evidence.iter().filter(|e| e.contains("cites nothing overlapping")).collect();
+    let lacking = wrong_span.iter().filter(|e| e.contains("does not state")).count();
+    let unanswered = evidence.iter().filter(|e| e.contains("delivered no engram")).count();
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    let prose = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    for said in [
+        format!(
+            "read what it chose ({worker_reads} granted reads; {asked} reads over its budget went to its area lead as requests, {granted} granted by that lead's model, {denied} denied)"
+        ),
+        format!(
+            "of the {}, {} cite no span overlapping the gold ({lacking} of those also lack the asked value), and {unanswered} are unanswered",
+            evidence.len(),
+            wrong_span.len()
+        ),
+        format!("solve {} of the {} questions", less["tasks"]["solved"], evidence.len()),
+    ] {
+        assert!(prose.contains(&said), "README.md should say: {said}");
+    }
 }

@@ -630,11 +630,34 @@ engrams = [{ task = "threads", kind = "fact", claim = "SCRIPTED ANSWER", pointer
         .lines()
         .map(|l| serde_json::from_str(l).expect("ledger line"))
         .collect();
-    let worker = |e: &&Value| e["agent"] == "worker" || e["from"] == "worker";
-    let acted = events
+    // Every search the worker's model chose went through its gateway: the ledger's searches are the chosen ones.
+    let lower = |q: &str| q.trim().to_lowercase();
+    let mut chosen: Vec<String> = Vec::new();
+    for entry in std::fs::read_dir(&rec).expect("recording") {
+        let doc = read_json(&entry.expect("entry").path());
+        if doc["request"]["schema"]["name"] != "action" {
+            continue;
+        }
+        let Some(text) = doc["completion"]["text"].as_str() else { continue };
+        if let Ok(choice) = serde_json::from_str::<Value>(text)
+            && choice["action"] == "search"
+            && let Some(query) = choice["query"].as_str()
+            // A choice the schema refuses is asked again, not carried out.
+            && (2..=120).contains(&query.chars().count())
+            && choice.as_object().is_some_and(|o| o.len() == 2)
+        {
+            chosen.push(lower(query));
+        }
+    }
+    let mut searched: Vec<String> = events
         .iter()
-        .filter(worker)
-        .filter(|e| ["search", "list", "deref", "delivered"].contains(&e["event"].as_str().unwrap_or("")));
-    assert!(acted.count() >= 1, "what the worker chose went through its gateway");
+        .filter(|e| e["event"] == "search" && e["agent"] == "worker")
+        .filter_map(|e| e["query"].as_str().map(lower))
+        .collect();
+    chosen.sort();
+    chosen.dedup();
+    searched.sort();
+    searched.dedup();
+    assert_eq!(searched, chosen, "the searches in the ledger are the ones the model chose");
     assert!(!events.iter().any(|e| e["event"] == "deref" && e["agent"] == "lead"), "the lead read nothing for it");
 }

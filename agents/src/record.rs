@@ -48,61 +48,66 @@ fn path_of(dir: &Path, key: &str) -> PathBuf {
 /// The name of the file holding a recording's start time.
 pub const RUN_FILE: &str = "run.json";
 
-/// The start time (RFC 3339) of the recording in `dir`: read from its `run.json`, or, when `create` and there is none
-/// yet, `now`, written there.
-pub fn recorded_run(dir: &Path, create: bool, now: &str) -> Result<String, LlmError> {
+/// The recording's `run.json`, parsed (`None`: there is none).
+fn run_doc(dir: &Path) -> Result<Option<Value>, LlmError> {
     let path = dir.join(RUN_FILE);
     let io = |message: String| LlmError::Recording { path: path.display().to_string(), message };
     match std::fs::read_to_string(&path) {
-        Ok(text) => {
-            let doc: Value = serde_json::from_str(&text).map_err(|err| io(err.to_string()))?;
-            let started =
-                doc.get("started_at").and_then(Value::as_str).ok_or_else(|| io("no started_at".to_owned()))?;
+        Ok(text) => serde_json::from_str(&text).map(Some).map_err(|err| io(err.to_string())),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(io(err.to_string())),
+    }
+}
+
+/// Writes `doc` as the recording's `run.json` (pretty JSON), creating `dir`.
+fn write_run_doc(dir: &Path, doc: &Value) -> Result<(), LlmError> {
+    let path = dir.join(RUN_FILE);
+    let io = |message: String| LlmError::Recording { path: path.display().to_string(), message };
+    std::fs::create_dir_all(dir).map_err(|err| io(err.to_string()))?;
+    let text = serde_json::to_string_pretty(doc).map_err(|err| io(err.to_string()))? + "\n";
+    std::fs::write(&path, text).map_err(|err| io(err.to_string()))
+}
+
+/// The start time (RFC 3339) of the recording in `dir`: read from its `run.json`, or, when `create` and there is none
+/// yet, `now`, written there.
+pub fn recorded_run(dir: &Path, create: bool, now: &str) -> Result<String, LlmError> {
+    let io = |message: &str| LlmError::Recording {
+        path: dir.join(RUN_FILE).display().to_string(),
+        message: message.to_owned(),
+    };
+    match run_doc(dir)? {
+        Some(doc) => {
+            let started = doc.get("started_at").and_then(Value::as_str).ok_or_else(|| io("no started_at"))?;
             Ok(started.to_owned())
         }
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound && create => {
-            std::fs::create_dir_all(dir).map_err(|err| io(err.to_string()))?;
-            let text =
-                serde_json::to_string_pretty(&json!({"started_at": now})).map_err(|err| io(err.to_string()))? + "\n";
-            std::fs::write(&path, text).map_err(|err| io(err.to_string()))?;
+        None if create => {
+            write_run_doc(dir, &json!({"started_at": now}))?;
             Ok(now.to_owned())
         }
-        Err(err) => Err(io(format!("{err}: not a recording made with `lessrt run --record DIR`"))),
+        None => Err(io("not found: not a recording made with `lessrt run --record DIR`")),
     }
 }
 
 /// The model a recording was made with, from its `run.json` (`None`: none recorded yet, or no `run.json`).
 pub fn recorded_model(dir: &Path) -> Result<Option<ModelIdentity>, LlmError> {
-    let path = dir.join(RUN_FILE);
-    let io = |message: String| LlmError::Recording { path: path.display().to_string(), message };
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(err) => return Err(io(err.to_string())),
-    };
-    let doc: Value = serde_json::from_str(&text).map_err(|err| io(err.to_string()))?;
-    match doc.get("model") {
+    match run_doc(dir)?.as_ref().and_then(|doc| doc.get("model")) {
         None | Some(Value::Null) => Ok(None),
-        Some(model) => serde_json::from_value(model.clone()).map(Some).map_err(|err| io(format!("model: {err}"))),
+        Some(model) => serde_json::from_value(model.clone()).map(Some).map_err(|err| LlmError::Recording {
+            path: dir.join(RUN_FILE).display().to_string(),
+            message: format!("model: {err}"),
+        }),
     }
 }
 
-/// Writes `model` into the recording's `run.json` (beside its start time) unless it names one already.
+/// Writes `model` into the recording's `run.json` (beside its start time) unless it names one already (checked
+/// against the recorder's model before its exchange was asked).
 fn stamp_model(dir: &Path, model: &ModelIdentity) -> Result<(), LlmError> {
-    let path = dir.join(RUN_FILE);
-    let io = |message: String| LlmError::Recording { path: path.display().to_string(), message };
-    let mut doc: Value = match std::fs::read_to_string(&path) {
-        Ok(text) => serde_json::from_str(&text).map_err(|err| io(err.to_string()))?,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => json!({}),
-        Err(err) => return Err(io(err.to_string())),
-    };
-    if recorded_model(dir)?.is_some() {
-        // Checked against the recorder's model before its exchange was asked.
+    let mut doc = run_doc(dir)?.unwrap_or_else(|| json!({}));
+    if doc.get("model").is_some_and(|m| !m.is_null()) {
         return Ok(());
     }
-    doc["model"] = serde_json::to_value(model).map_err(|err| io(err.to_string()))?;
-    let text = serde_json::to_string_pretty(&doc).map_err(|err| io(err.to_string()))? + "\n";
-    std::fs::write(&path, text).map_err(|err| io(err.to_string()))
+    doc["model"] = json!(model);
+    write_run_doc(dir, &doc)
 }
 
 /// The digest of a recording's content: blake3 over every `*.json` file of `dir` (exchanges and `run.json`), in name

@@ -1096,7 +1096,7 @@ impl Scenario {
     }
 
     /// Whether `id` is `above` or below it.
-    fn is_at_or_below(&self, id: &str, above: &str) -> bool {
+    pub fn is_at_or_below(&self, id: &str, above: &str) -> bool {
         let mut cursor = Some(id);
         for _ in 0..=self.agents.len() {
             match cursor {

@@ -982,10 +982,7 @@ fn a_delegated_scenario_hands_the_questions_down_with_no_pack_and_no_scripted_an
         .collect();
     assert_eq!(reports.iter().map(|r| r.agent.as_str()).collect::<Vec<_>>(), ["b", "a"]);
     assert!(reports.iter().all(|r| r.engrams.is_empty() && r.summary.is_empty()));
-    assert!(
-        scenario.catalogue().is_empty() || scenario.catalogue() == ["repo:src/plan.md"],
-        "no pack in the catalogue"
-    );
+    assert_eq!(scenario.catalogue(), ["repo:src/plan.md"], "the plan's artifacts only: no authored pack");
 }
 
 #[tokio::test]

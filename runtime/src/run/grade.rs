@@ -80,7 +80,12 @@ pub fn grade(scenario: &Scenario, mode: WireMode, events: &[Event]) -> TaskRepor
         .iter()
         .filter(|task| !(task.gold.cites.is_empty() && task.gold.terms.is_empty() && task.gold.patterns.is_empty()))
         .map(|task| {
-            let readers = subtree(scenario, &task.agent);
+            let readers: Vec<&str> = scenario
+                .agents
+                .iter()
+                .filter(|a| scenario.is_at_or_below(&a.id, &task.agent))
+                .map(|a| a.id.as_str())
+                .collect();
             let read = |pointer: &Pointer| readers.iter().any(|agent| reads.holds(agent, pointer));
             let mut verdict = grade_task(task, events, &answers, &read);
             verdict.role = scenario.agent(&task.agent).map(|a| a.role.clone()).unwrap_or_default();
@@ -99,19 +104,6 @@ fn answers(events: &[Event]) -> HashMap<&str, HashSet<&str>> {
         }
     }
     answers
-}
-
-/// `agent` and every agent below it.
-fn subtree(scenario: &Scenario, agent: &str) -> Vec<String> {
-    let mut members = vec![agent.to_owned()];
-    let mut idx = 0;
-    while idx < members.len() {
-        let children = scenario.agents.iter().filter(|a| a.parent.as_deref() == Some(members[idx].as_str()));
-        let fresh: Vec<String> = children.map(|a| a.id.clone()).filter(|id| !members.contains(id)).collect();
-        members.extend(fresh);
-        idx += 1;
-    }
-    members
 }
 
 /// What reached each agent as content, from the ledger: its granted dereferences in every mode; in the baselines
@@ -160,18 +152,7 @@ impl Reads {
 /// Whether reading `read` read all of `cited`: the same source, and `cited`'s lines inside `read`'s (or the same
 /// section, diff path or test; a whole source holds every span of it).
 fn contains(read: &Pointer, cited: &Pointer) -> bool {
-    if read.ty() != cited.ty() || read.location() != cited.location() {
-        return false;
-    }
-    match (read.span(), cited.span()) {
-        (None, _) => true,
-        (Some(_), None) => false,
-        (Some(r), Some(c)) => match (read.line_range(), cited.line_range()) {
-            (Some((r1, r2)), Some((c1, c2))) => r1 <= c1 && c2 <= r2,
-            (None, None) => r == c,
-            _ => false,
-        },
-    }
+    on_place(cited, read, |(c1, c2), (r1, r2)| r1 <= c1 && c2 <= r2)
 }
 
 /// How far one engram is from the gold answer.
@@ -346,15 +327,21 @@ pub fn covers(cited: &Pointer, gold: &Pointer) -> bool {
 /// or the same section, diff path or test. A whole file overlaps only a gold whole file; a gold whole file is
 /// overlapped by anything inside it.
 pub fn overlaps(cited: &Pointer, gold: &Pointer) -> bool {
-    if cited.ty() != gold.ty() || cited.location() != gold.location() {
+    on_place(cited, gold, |(c1, c2), (g1, g2)| c1 <= g2 && g1 <= c2)
+}
+
+/// Whether `part` is at `place`: the same source, and `lines` holding between their line ranges, or the same section,
+/// diff path or test. A whole source as `place` takes any part of it; a whole source as `part` only a whole `place`.
+fn on_place(part: &Pointer, place: &Pointer, lines: impl Fn((u32, u32), (u32, u32)) -> bool) -> bool {
+    if part.ty() != place.ty() || part.location() != place.location() {
         return false;
     }
-    match (cited.span(), gold.span()) {
+    match (part.span(), place.span()) {
         (_, None) => true,
         (None, Some(_)) => false,
-        (Some(c), Some(g)) => match (cited.line_range(), gold.line_range()) {
-            (Some((c1, c2)), Some((g1, g2))) => c1 <= g2 && g1 <= c2,
-            (None, None) => c == g,
+        (Some(a), Some(b)) => match (part.line_range(), place.line_range()) {
+            (Some(a), Some(b)) => lines(a, b),
+            (None, None) => a == b,
             _ => false,
         },
     }
