@@ -472,8 +472,7 @@ fn the_recorded_llm_bench_replays_to_its_committed_bench_json() {
 
 /// The command of the README's table of `real-ignore` with models on their own (`--agents llm-free`), replayed from
 /// the committed recording (made against qwen2.5-coder-1.5b on the local server).
-const LLM_FREE_COMMAND: &str =
-    "lessrt bench scenarios/real-ignore.toml --agents llm-free --modes less --replay scenarios/recordings/llm-free";
+const LLM_FREE_COMMAND: &str = "lessrt bench scenarios/real-ignore.toml --agents llm-free --modes less,verbatim --replay scenarios/recordings/llm-free";
 
 /// The recorded llm-free run replays without a server to its committed bench.json, byte for byte, and the README's
 /// table is its summary. In it no authored pack reached a model (the briefs carry none) and the workers' models chose
@@ -522,6 +521,18 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
             wrong_span.len()
         ),
         format!("solve {} of the {} questions", less["tasks"]["solved"], evidence.len()),
+    ] {
+        assert!(prose.contains(&said), "README.md should say: {said}");
+    }
+    // Beside it, the fair baseline's outcome and the tokens of both, as the README states them.
+    let base = runs(&bench).iter().find(|r| r["mode"] == "verbatim").expect("the baseline run");
+    let spent = |r: &Value| {
+        r["totals"]["inline_tokens"]["total"].as_u64().expect("inline")
+            + r["totals"]["deref_tokens"].as_u64().expect("deref")
+    };
+    for said in [
+        format!("solves {} of {} too", base["tasks"]["solved"], base["tasks"]["graded"]),
+        format!("({} inline + dereferenced against {})", thousands(spent(less)), thousands(spent(base))),
     ] {
         assert!(prose.contains(&said), "README.md should say: {said}");
     }
