@@ -47,6 +47,19 @@ targets=(
   "less-agents llm_agent::tests::fuzz::fuzz_model_answers_never_become_other_actions"
 )
 
+# A filter that matches nothing would run nothing and pass: refused before the build.
+if [ -n "$filter" ]; then
+  matched=0
+  for target in "${targets[@]}"; do
+    [[ "${target#* }" == *"$filter"* ]] && matched=$((matched + 1))
+  done
+  if [ "$matched" -eq 0 ]; then
+    echo "fuzz: no target matches '$filter'; the targets are:" >&2
+    printf '  %s\n' "${targets[@]#* }" >&2
+    exit 2
+  fi
+fi
+
 # One build of the three crates' test binaries, then each target runs its binary directly, from its crate's
 # directory (where proptest-regressions/ lives): a long run holds no cargo lock, so other builds go on beside it.
 echo "== building the fuzz targets"

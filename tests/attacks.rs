@@ -522,3 +522,7 @@ fn attack_the_mcp_server_survives_deep_and_huge_arguments() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+/// Issue 34: the workspace swapped under a read, a workspace that is a link, links in the output, secrets and control
+/// characters in what is printed.
+mod files;

@@ -198,3 +198,32 @@ fn every_ledger_event_is_in_the_observability_section() {
         assert!(section.contains(&format!("| `{event}` |")), "ARCHITECTURE.md's ledger event table lacks `{event}`");
     }
 }
+
+/// A fuzz filter that matches no target would run nothing and report success (issue 34): the script refuses it
+/// before building anything, naming the targets; and every target it lists exists as a `fuzz_*` test.
+#[test]
+fn the_fuzz_script_refuses_a_filter_that_matches_no_target() {
+    let output = std::process::Command::new("bash")
+        .args(["scripts/fuzz.sh", "1", "fuzz_no_such_target"])
+        .current_dir(root())
+        .output()
+        .expect("bash runs");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(err.contains("no target matches") && err.contains("fuzz::fuzz_compact"), "{err}");
+
+    let script = std::fs::read_to_string(root().join("scripts/fuzz.sh")).expect("fuzz.sh");
+    let mut sources = Vec::new();
+    files_with_extension(root(), "rs", &mut sources);
+    let defined: String = sources.iter().map(|p| std::fs::read_to_string(p).expect("source")).collect();
+    let listed: Vec<&str> = script
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix('"')?.strip_suffix('"'))
+        .filter_map(|l| l.rsplit("::").next())
+        .filter(|name| name.starts_with("fuzz_"))
+        .collect();
+    assert!(listed.len() >= 10, "{listed:?}");
+    for name in listed {
+        assert!(defined.contains(&format!("fn {name}(")), "scripts/fuzz.sh lists {name}, which no test defines");
+    }
+}

@@ -65,7 +65,7 @@ fn write_run_doc(dir: &Path, doc: &Value) -> Result<(), LlmError> {
     let io = |message: String| LlmError::Recording { path: path.display().to_string(), message };
     std::fs::create_dir_all(dir).map_err(|err| io(err.to_string()))?;
     let text = serde_json::to_string_pretty(doc).map_err(|err| io(err.to_string()))? + "\n";
-    std::fs::write(&path, text).map_err(|err| io(err.to_string()))
+    less_runtime::files::write_whole(&path, text.as_bytes()).map_err(|err| io(err.to_string()))
 }
 
 /// The start time (RFC 3339) of the recording in `dir`: read from its `run.json`, or, when `create` and there is none
@@ -154,7 +154,7 @@ impl Recorder {
         let path = path_of(&self.dir, key);
         let failed = |message: String| LlmError::Recording { path: path.display().to_string(), message };
         let text = serde_json::to_string_pretty(doc).map_err(|err| failed(err.to_string()))? + "\n";
-        std::fs::write(&path, text).map_err(|err| failed(err.to_string()))
+        less_runtime::files::write_whole(&path, text.as_bytes()).map_err(|err| failed(err.to_string()))
     }
 }
 

@@ -41,6 +41,38 @@ fn nasty_string() -> impl Strategy<Value = String> {
     ]
 }
 
+/// Pointers at the ways out of [`desk`]'s workspace: its symlink to a file outside, its symlink to the directory
+/// outside, its hard link, `..` and absolute forms, in every file-backed pointer type, with or without lines and
+/// revisions. Half the pointers the desk calls are given come from here, so each way out is tried often.
+fn escaping_pointer() -> impl Strategy<Value = String> {
+    let path = prop::sample::select(vec![
+        "link",
+        "up/secret.txt",
+        "./up/secret.txt",
+        "src/../up/secret.txt",
+        "up/ws/../secret.txt",
+        "hard.txt",
+        "../secret.txt",
+        "src/../../secret.txt",
+        "/etc/passwd",
+        "%2e%2e/secret.txt",
+        "link/",
+        "up",
+    ]);
+    let ty = prop::sample::select(vec!["repo", "artifact", "diff", "test"]);
+    let rev = prop::option::of("[a-z0-9]{1,6}");
+    let span = prop::sample::select(vec!["", "#L1", "#L1-L2", "#sec=Tests"]);
+    (ty, path, rev, span).prop_map(|(ty, path, rev, span)| match rev {
+        Some(rev) => format!("{ty}:{path}@{rev}{span}"),
+        None => format!("{ty}:{path}{span}"),
+    })
+}
+
+/// A pointer a desk call is given: half of them a way out of the workspace.
+fn pointer_text() -> impl Strategy<Value = String> {
+    prop_oneof![1 => escaping_pointer(), 1 => nasty_string()]
+}
+
 fn json_value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
@@ -177,9 +209,10 @@ proptest! {
         let stats = compact_stats(&messages, &compaction.messages, &config);
         prop_assert!(stats.hot_tail_unchanged);
         prop_assert!(stats.tokens_out <= stats.tokens_in, "{stats:?}");
-        // Compacting the output again is a fixed point.
+        // Compacting the output again is a fixed point (the module's "idempotent"): the same messages, byte for byte.
         let again = compact_report(&compaction.messages, &config);
         prop_assert!(again.warning.is_none(), "the compactor failed on its own output: {:?}", again.warning);
+        prop_assert_eq!(&again.messages, &compaction.messages, "a second compaction changed the output");
     }
 }
 
@@ -209,6 +242,7 @@ enum Call {
 fn call() -> impl Strategy<Value = Call> {
     let s = nasty_string;
     let strings = || prop::collection::vec(nasty_string(), 0..5);
+    let pointers = || prop::collection::vec(pointer_text(), 0..5);
     let engram = prop_oneof![
         json_value(),
         (s(), s(), s()).prop_map(|(id, claim, pointer)| {
@@ -219,6 +253,8 @@ fn call() -> impl Strategy<Value = Call> {
             doc["pointers"][0]["ref"] = Value::from(pointer);
             doc
         }),
+        (s(), pointer_text())
+            .prop_map(|(claim, pointer)| serde_json::json!({"kind": "fact", "claim": claim, "pointers": [pointer]})),
         // As a host's model writes one: no id or provenance (the desk completes it), a pointer as text.
         (s(), s())
             .prop_map(|(claim, pointer)| serde_json::json!({"kind": "fact", "claim": claim, "pointers": [pointer]})),
@@ -227,9 +263,9 @@ fn call() -> impl Strategy<Value = Call> {
         (json_value(), prop::option::of(s())).prop_map(|(d, k)| Call::Validate(d, k)),
         engram.prop_map(Call::Put),
         (s(), prop::option::of(any::<usize>()), prop::option::of(s())).prop_map(|(q, k, sc)| Call::Query(q, k, sc)),
-        (strings(), prop::option::of(s())).prop_map(|(p, g)| Call::Deref(p, g)),
-        (strings(), s()).prop_map(|(p, r)| Call::RequestDeref(p, r)),
-        (s(), strings(), prop::option::of(any::<u32>()), prop::option::of(s()), prop::option::of(any::<u32>()))
+        (pointers(), prop::option::of(s())).prop_map(|(p, g)| Call::Deref(p, g)),
+        (pointers(), s()).prop_map(|(p, r)| Call::RequestDeref(p, r)),
+        (s(), pointers(), prop::option::of(any::<u32>()), prop::option::of(s()), prop::option::of(any::<u32>()))
             .prop_map(|(to, p, u, t, m)| Call::IssueGrant(to, p, u, t, m)),
         Just(Call::Checkpoint),
         s().prop_map(Call::Expand),
@@ -242,7 +278,7 @@ fn call() -> impl Strategy<Value = Call> {
         strings().prop_map(Call::CapsuleHydrate),
         (s(), s()).prop_map(|(k, v)| Call::BlackboardSet(k, v)),
         s().prop_map(Call::BlackboardGet),
-        (s(), s(), prop::option::of(any::<bool>())).prop_map(|(g, r, st)| Call::GateReport(g, r, st)),
+        (s(), pointer_text(), prop::option::of(any::<bool>())).prop_map(|(g, r, st)| Call::GateReport(g, r, st)),
     ]
 }
 

@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod context;
 pub mod dag;
 pub mod desk;
+pub mod files;
 #[cfg(test)]
 mod fuzz;
 pub mod memory;

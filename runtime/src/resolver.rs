@@ -170,8 +170,11 @@ impl Resolver {
     }
 
     /// Reads a workspace-relative regular file of at most [`MAX_FILE_BYTES`], refusing anything that leads outside
-    /// the root: `..` and absolute paths up front, symlinks after resolving them, and (on Linux) a path swapped for a
-    /// symlink between the check and the open, by checking where the opened descriptor really points.
+    /// the root: `..` and absolute paths up front, symlinks after resolving them. The path is checked once, and then
+    /// again on what was really opened, because it may be swapped between the check and the open (a symlink, a FIFO,
+    /// or a hard link to a file outside renamed over a workspace file): the opening never follows a last symlink and
+    /// never blocks, and the opened descriptor itself must be a regular file with one link whose path is inside the
+    /// root.
     fn read(&self, rel: &str) -> Result<String, Violation> {
         use std::io::Read;
         let unresolved = |why: String| Violation::new(ErrorCode::PointerUnresolved, "", format!("{rel}: {why}"));
@@ -184,7 +187,9 @@ impl Resolver {
         if !real.starts_with(&self.root) {
             return Err(outside());
         }
-        let meta = std::fs::metadata(&real).map_err(|err| unresolved(err.to_string()))?;
+        let file = open_untrusted(&real).map_err(|err| unresolved(err.to_string()))?;
+        // What was opened, not what the path named a moment ago.
+        let meta = file.metadata().map_err(|err| unresolved(err.to_string()))?;
         if !meta.is_file() {
             // Directories, FIFOs and devices would fail or block the resolver.
             return Err(unresolved("not a regular file".to_owned()));
@@ -204,20 +209,32 @@ impl Resolver {
                 )));
             }
         }
-        let file = std::fs::File::open(&real).map_err(|err| unresolved(err.to_string()))?;
         #[cfg(target_os = "linux")]
         {
             use std::os::fd::AsRawFd;
-            if let Ok(opened) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
-                && !opened.starts_with(&self.root)
-            {
-                return Err(outside());
+            match std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+                Ok(opened) if opened.starts_with(&self.root) => {}
+                Ok(_) => return Err(outside()),
+                Err(err) => return Err(unresolved(format!("cannot tell where the opened file is: {err}"))),
             }
         }
         let mut text = String::new();
         file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text).map_err(|err| unresolved(err.to_string()))?;
         Ok(text)
     }
+}
+
+/// Opens `path` for reading without following a symlink in its last component and without blocking (a FIFO or a
+/// device swapped in must not hang the resolver); the caller checks what it got.
+fn open_untrusted(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
+    }
+    options.open(path)
 }
 
 /// Characters of a pointer's one-line description.

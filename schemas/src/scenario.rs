@@ -794,10 +794,27 @@ impl std::str::FromStr for WireMode {
 }
 
 /// The workspace, resolved, must stay inside the scenario's directory: validation refused absolute and `..` paths,
-/// and this refuses a symlink out of it (both canonicalized when they exist; a missing workspace fails later, when
-/// the resolver opens it).
+/// and this refuses a symlink out of it, a dangling one, and a workspace whose scenario directory does not resolve
+/// (a missing workspace fails later, when the resolver opens it).
 fn check_workspace_inside(base: &Path, workspace: &Path) -> Result<(), Violations> {
-    let (Ok(base), Ok(real)) = (base.canonicalize(), workspace.canonicalize()) else { return Ok(()) };
+    let invalid = |message: String| Violations(vec![Violation::new(ErrorCode::ScenarioInvalid, "/workspace", message)]);
+    let real = match workspace.canonicalize() {
+        Ok(real) => real,
+        // Not there yet (a template validated before its workspace exists): the run refuses it when it opens it.
+        Err(_) if std::fs::symlink_metadata(workspace).is_err() => return Ok(()),
+        // There but not resolvable: a dangling link, a loop.
+        Err(err) => {
+            return Err(invalid(format!(
+                "workspace {}: {err}; make it a directory beside or below the scenario file",
+                workspace.display()
+            )));
+        }
+    };
+    // Fail closed: a workspace that is there is inside only if the directory it must be inside resolves.
+    let base = if base.as_os_str().is_empty() { Path::new(".") } else { base };
+    let base = base.canonicalize().map_err(|err| {
+        invalid(format!("the scenario's directory {} cannot be resolved: {err}", base.display()))
+    })?;
     if real.starts_with(&base) {
         return Ok(());
     }
@@ -868,7 +885,8 @@ impl Scenario {
         let text = std::fs::read_to_string(path).map_err(|err| {
             Violations(vec![Violation::new(ErrorCode::InputUnreadable, "", format!("{}: {err}", path.display()))])
         })?;
-        let base = path.parent().unwrap_or(Path::new("."));
+        // `scenario.toml` run from its own directory has the empty path as its parent.
+        let base = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         Scenario::from_toml(&text, base)
     }
 

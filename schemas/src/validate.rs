@@ -151,6 +151,7 @@ fn check_engram(doc: &Value, base: &str, out: &mut Vec<Violation>) {
     for field in ["/id", "/claim", "/provenance/created_by"] {
         check_not_blank(doc, base, field, out);
     }
+    check_no_control(doc, base, "/claim", out);
     if let Some(ttl) = doc.get("ttl").and_then(Value::as_str)
         && let Err(mut violation) = Ttl::parse(ttl)
     {
@@ -802,6 +803,22 @@ fn check_not_blank(doc: &Value, base: &str, field: &str, out: &mut Vec<Violation
         && text.trim().is_empty()
     {
         out.push(Violation::new(ErrorCode::TextEmpty, format!("{base}{field}"), "must not be blank"));
+    }
+}
+
+/// A claim is read in terminals and pages: a control character in it (ESC, BEL, CR) could clear a screen or rewrite a
+/// line. Newlines and tabs are text.
+fn check_no_control(doc: &Value, base: &str, field: &str, out: &mut Vec<Violation>) {
+    let Some(text) = doc.pointer(field).and_then(Value::as_str) else { return };
+    if let Some((at, c)) = text.chars().enumerate().find(|&(_, c)| c.is_control() && c != '\n' && c != '\t') {
+        out.push(Violation::new(
+            ErrorCode::SchemaInvalid,
+            format!("{base}{field}"),
+            format!(
+                "holds the control character U+{:04X} at character {at}: write plain text (newlines and tabs are fine)",
+                u32::from(c)
+            ),
+        ));
     }
 }
 

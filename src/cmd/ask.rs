@@ -235,7 +235,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     }
     args.output.check_writable().map_err(|v| Stop::usage(format!("{}: {}", v.code, v.message)))?;
     std::fs::create_dir_all(&base).with_context(|| format!("cannot create {}", base.display()))?;
-    std::fs::write(base.join("ask.toml"), &text).with_context(|| format!("cannot write {}", base.display()))?;
+    less_runtime::files::write_whole(&base.join("ask.toml"), text.as_bytes()).with_context(|| format!("cannot write {}", base.display()))?;
 
     // The index first, with a bar: a first build on a large directory takes seconds.
     let bars = crate::progress::Bars::new(ctx.quiet);
@@ -286,7 +286,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
             .map_err(|v| anyhow::anyhow!("{v}"))?;
         let mut json = serde_json::to_string_pretty(&report)?;
         json.push('\n');
-        super::run::write_whole(&out.join(super::run::REPORT_FILE), json.as_bytes())
+        less_runtime::files::write_whole(&out.join(super::run::REPORT_FILE), json.as_bytes())
             .with_context(|| format!("cannot write {}", out.display()))?;
         let ledger = read_ledger(&out)?;
         let lead = answers(&ledger, "lead", &resolver);

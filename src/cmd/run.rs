@@ -220,7 +220,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
             .map_err(|v| anyhow::anyhow!("{v}"))?;
         let mut json = serde_json::to_string_pretty(&report)?;
         json.push('\n');
-        write_whole(&report_file, json.as_bytes())
+        less_runtime::files::write_whole(&report_file, json.as_bytes())
             .with_context(|| format!("cannot write {}", report_file.display()))?;
         if text {
             print_report(&report);
@@ -252,20 +252,6 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     Ok(if reports.iter().all(RunReport::passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-/// Writes `path` whole or not at all: into a file beside it, synced, then renamed over it. `lessrt runs show` takes a
-/// directory with a report for a finished run, so a process killed while writing must not leave part of one.
-pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let partial = path.with_file_name(format!("{name}.partial-{}", std::process::id()));
-    let written = std::fs::File::create(&partial)
-        .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_all()))
-        .and_then(|()| std::fs::rename(&partial, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&partial);
-    }
-    written
-}
 
 /// Recorded and replayed runs stamp documents with the recording's start time and sign grants with its key, so both
 /// count alike; a live run is not pinned.

@@ -156,6 +156,9 @@ struct Detector {
     pattern: &'static str,
 }
 
+/// The kind of the detectors that find a value after a key word (`password: …`).
+const KEY_VALUE: &str = "key/value secret";
+
 /// The detectors, in the order they run.
 const DETECTOR_TABLE: &[Detector] = &[
     Detector {
@@ -179,15 +182,17 @@ const DETECTOR_TABLE: &[Detector] = &[
         pattern: r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})",
     },
     Detector {
-        action: Action::Secret("key/value secret"),
+        action: Action::Secret(KEY_VALUE),
         keys: &["key", "secret", "token", "pass", "pwd", "пароль", "токен", "ключ", "секрет"],
         pattern: concat!(
             // `_` before the key too: DB_PASSWORD=…, AWS_SECRET_ACCESS_KEY=….
-            r#"(?i)(?:\b|_)(?:api[_-]?key|apikey|api[_-]?secret|access[_-]?key(?:[_-]?id)?|secret[_-]?access[_-]?key|"#,
-            r#"secret[_-]?key|client[_-]?secret|secret|access[_-]?token|auth[_-]?token|refresh[_-]?token|token|"#,
+            r#"(?i)(?:\b|_)(?:api[_ -]?key|apikey|api[_ -]?secret|access[_ -]?key(?:[_-]?id)?|secret[_-]?access[_-]?key|"#,
+            r#"secret[_ -]?key|client[_ -]?secret|secret|access[_ -]?token|auth[_ -]?token|refresh[_ -]?token|token|"#,
             r#"(?:unseal|recovery|root|master|encryption|signing|deploy|license)[_ -]?(?:key|token)|"#,
-            r#"password|passwd|pwd|passphrase|private[_-]?key|пароль|токен|ключ api|секрет)\b["']?"#,
-            r#"(?:\s*(?:[:=]|=>|\bis\b|—|–)|(?:\s+\p{L}{1,12}){1,2}\s*[:=])\s*"#,
+            r#"password|passwd|pwd|passphrase|private[_ -]?key|пароль|токен|ключ api|api ключ|секрет)\b["']?"#,
+            // Up to four words between the key and a colon or `=` ("password for the billing db: …", "пароль от
+            // базы billing: …"); words only, so the colon is in the same phrase as the key.
+            r#"(?:\s*(?:[:=]|=>|\bis\b|—|–)|(?:\s+[\p{L}\p{N}][\p{L}\p{N}_.-]{0,15}){1,4}\s*[:=])\s*"#,
             // A quoted value is taken whole, spaces and all; an unquoted one up to a space or separator.
             r#"(?P<secret>"[^"\n]{1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|[^\s"'`,;]{3,})"#
         ),
@@ -195,7 +200,7 @@ const DETECTOR_TABLE: &[Detector] = &[
     Detector {
         // "the password for staging is …", "пароль от базы — …": words between the key and `is` or a dash; taken
         // only when the value looks like a secret (see `plausible_secret`), since ordinary prose has this shape too.
-        action: Action::PlausibleSecret("key/value secret"),
+        action: Action::PlausibleSecret(KEY_VALUE),
         keys: &["key", "secret", "token", "pass", "pwd", "пароль", "токен", "ключ", "секрет"],
         pattern: concat!(
             r#"(?i)\b(?:api[_-]?key|apikey|secret[_-]?key|client[_-]?secret|secret|access[_-]?token|token|"#,
@@ -274,6 +279,16 @@ impl Detector {
         let whole = caps.get(0)?;
         match self.action {
             Action::Secret(kind) | Action::PlausibleSecret(kind) => {
+                // A key word that is part of a path (`/etc/passwd`, `config/secret.yaml`) names a file, not a secret
+                // that follows: `pointer "repo:/etc/passwd": path outside…` keeps its words.
+                if kind == KEY_VALUE && haystack[..whole.start()].ends_with(['/', '\\', '.']) {
+                    return None;
+                }
+                // A reference between the key and a colon (`password for staging is credential_ref:credential:…`):
+                // the value was redacted already.
+                if kind == KEY_VALUE && whole.as_str().contains("credential_ref") {
+                    return None;
+                }
                 let group = caps.name("secret")?;
                 let (offset, secret) = unquoted(group.as_str());
                 if matches!(self.action, Action::PlausibleSecret(_)) && offset == 0 && !plausible_secret(secret) {

@@ -339,6 +339,13 @@ fn every_secret_shape_becomes_a_stable_credential_ref() {
         ("password: Zq8!mK2#pL", "Zq8!mK2#pL"),
         ("the password for staging is Zq8!mK2#pL.", "Zq8!mK2#pL"),
         ("DB_PASSWORD=Zq8!mK2#pL", "Zq8!mK2#pL"),
+        // Issue 34: words between the key and the colon.
+        ("password for the billing db: swordfish42", "swordfish42"),
+        ("the password for the billing db: swordfish", "swordfish"),
+        ("пароль от базы billing: рыба-меч", "рыба-меч"),
+        ("api key: 9dk3Lq7mZ2", "9dk3Lq7mZ2"),
+        ("The API key: plainword", "plainword"),
+        ("secret key for prod = Zq8!mK2#pL", "Zq8!mK2#pL"),
     ];
     for (text, secret) in found {
         let redacted = redact(text);
@@ -349,9 +356,16 @@ fn every_secret_shape_becomes_a_stable_credential_ref() {
         }
         assert_eq!(redact(&redacted.text).text, redacted.text, "redaction is idempotent: {text}");
     }
-    // Prose of the same shape is left alone.
-    for text in ["The token for staging is expired.", "The password policy is strict.", "Пароль от почты — другой."]
-    {
+    // Prose of the same shape is left alone, and so is a key word that is part of a path (issue 34: error messages
+    // about `/etc/passwd` lost their words).
+    for text in [
+        "The token for staging is expired.",
+        "The password policy is strict.",
+        "Пароль от почты — другой.",
+        r#"pointer "repo:/etc/passwd": path is outside the workspace root; refused"#,
+        "repo:/etc/passwd: url pointers are not dereferenced",
+        "read config/secret.yaml: no such file",
+    ] {
         assert_eq!(redact(text).text, text);
     }
     // Stable across runs and machines: the blake3 of the secret, not a counter or a random key.

@@ -637,10 +637,7 @@ impl Dag {
         // while writing leaves the old position, never an empty file that sends the next open through the whole
         // archive.
         let path = self.indexed_path();
-        let partial = path.with_file_name(format!("indexed-seq.partial-{}", std::process::id()));
-        let written = std::fs::write(&partial, seq.to_string()).and_then(|()| std::fs::rename(&partial, &path));
-        if let Err(err) = written {
-            let _ = std::fs::remove_file(&partial);
+        if let Err(err) = crate::files::write_whole(&path, seq.to_string().as_bytes()) {
             tracing::warn!(target: "less.dag", "message index position not saved: {err}");
         }
     }

@@ -191,7 +191,7 @@ impl WriteLock {
     fn acquire(dir: &Path) -> Result<WriteLock, IndexError> {
         let path = dir.join(LOCK_FILE);
         let io = |source| IndexError::Io { path: path.clone(), source };
-        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io)?;
+        let file = crate::files::open_or_create(&path).map_err(io)?;
         let deadline = std::time::Instant::now() + WRITE_WAIT;
         let mut pause = std::time::Duration::from_millis(2);
         loop {

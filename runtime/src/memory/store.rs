@@ -202,7 +202,7 @@ impl Store {
     /// first process migrates.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Io { path: dir.to_owned(), source })?;
-        let conn = Connection::open(dir.join("memory.sqlite3"))?;
+        let conn = crate::files::open_sqlite(&dir.join("memory.sqlite3"))?;
         // Wait for other connections to the same file (the archive and the engrams share it, and other processes
         // may hold it) instead of failing.
         conn.busy_timeout(BUSY_WAIT)?;

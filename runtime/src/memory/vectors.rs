@@ -376,9 +376,12 @@ impl VectorIndex {
         // The generation goes first as "unknown", then the file, then the generation: a crash in between leaves a
         // file that is rebuilt, never one trusted while stale.
         let _ = std::fs::remove_file(self.dir.join(Self::GENERATION));
+        // The index writes the file itself, following links: one left under this name goes first.
+        let _ = std::fs::remove_file(&tmp);
         self.index.save(tmp_str).map_err(|e| error(e.to_string()))?;
         std::fs::rename(&tmp, &file).map_err(|e| error(e.to_string()))?;
-        std::fs::write(self.dir.join(Self::GENERATION), generation.to_string()).map_err(|e| error(e.to_string()))?;
+        crate::files::write_whole(&self.dir.join(Self::GENERATION), generation.to_string().as_bytes())
+            .map_err(|e| error(e.to_string()))?;
         self.generation = Some(generation);
         self.dirty = false;
         Ok(())

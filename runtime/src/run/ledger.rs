@@ -508,8 +508,8 @@ impl Actor for TokenLedger {
                     std::fs::create_dir_all(&dir)?;
                     // The ledger is this run's; the audit log is append-only across runs: a rerun adds to it, never
                     // truncates what earlier runs recorded.
-                    let audit = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("audit.log"))?;
-                    Ok(LedgerFiles { jsonl: File::create(dir.join("ledger.jsonl"))?, audit })
+                    let audit = crate::files::append(&dir.join("audit.log"))?;
+                    Ok(LedgerFiles { jsonl: crate::files::create(&dir.join("ledger.jsonl"))?, audit })
                 })
                 .await??,
             ),

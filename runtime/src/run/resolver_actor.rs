@@ -74,7 +74,7 @@ impl SamIndex {
                     })?;
                 }
                 let _ = std::fs::remove_file(&path);
-                let db = rusqlite::Connection::open(&path)?;
+                let db = crate::files::open_sqlite(&path)?;
                 // A run's own index: rebuilt by the next run, so no journal and no fsync.
                 db.execute_batch(
                     "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;

@@ -488,8 +488,10 @@ impl LocalRun {
     }
 }
 
-/// Checks that `dir` can hold a run's output before anything runs: it is (or is created as) a directory, and a file
-/// can be written in it. `LESS_OUTPUT_UNWRITABLE` otherwise, saying which and why.
+/// Checks that `dir` can hold a run's output before anything runs: it is (or is created as) a directory, a file can
+/// be written in it, and nothing an earlier run left in it is a symlink, a FIFO or a device (the run would write
+/// through it, or block on it; the files lessrt opens itself refuse links anyway, see [`crate::files`], but the
+/// memory's index writes its own). `LESS_OUTPUT_UNWRITABLE` otherwise, saying which and why.
 pub fn check_out_dir(dir: &Path) -> Result<(), Violation> {
     let unwritable = |why: String| {
         Violation::new(
@@ -504,9 +506,33 @@ pub fn check_out_dir(dir: &Path) -> Result<(), Violation> {
     std::fs::create_dir_all(dir).map_err(|err| unwritable(err.to_string()))?;
     // Creating the directory can succeed where writing in it does not (a read-only mount, no write permission).
     let probe = dir.join(format!(".lessrt-write-probe-{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(|err| unwritable(err.to_string()))?;
     let _ = std::fs::remove_file(&probe);
+    crate::files::create(&probe).map_err(|err| unwritable(err.to_string()))?;
+    let _ = std::fs::remove_file(&probe);
+    if let Some(odd) = not_plain(dir).map_err(|err| unwritable(err.to_string()))? {
+        return Err(unwritable(format!(
+            "{} is a symlink, a FIFO or a device, and lessrt does not write through those: remove it",
+            odd.display()
+        )));
+    }
     Ok(())
+}
+
+/// The first entry under `dir` that is neither a directory nor a regular file (symlinks are not followed).
+fn not_plain(dir: &Path) -> std::io::Result<Option<PathBuf>> {
+    let mut pending = vec![dir.to_owned()];
+    while let Some(next) = pending.pop() {
+        for entry in std::fs::read_dir(&next)? {
+            let entry = entry?;
+            let kind = entry.file_type()?;
+            if kind.is_dir() {
+                pending.push(entry.path());
+            } else if !kind.is_file() {
+                return Ok(Some(entry.path()));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// Runs `scenario` to the end and reports.

@@ -332,7 +332,7 @@ impl WorkspaceIndex {
         };
         let tantivy_dir = dir.join("tantivy");
         std::fs::create_dir_all(&tantivy_dir).map_err(io(&tantivy_dir))?;
-        let db = Connection::open(dir.join("index.sqlite3"))?;
+        let db = crate::files::open_sqlite(&dir.join("index.sqlite3"))?;
         db.busy_timeout(std::time::Duration::from_secs(60))?;
         db.execute_batch(
             "PRAGMA journal_mode = WAL;

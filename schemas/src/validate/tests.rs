@@ -70,6 +70,8 @@ fn engram_vectors() -> Vec<Vector> {
         ),
         v!("claim not a string", Engram, |d| set(d, "/claim", json!(42)), [(SchemaInvalid, "/claim")]),
         v!("claim blank", Engram, |d| set(d, "/claim", json!("   ")), [(TextEmpty, "/claim")]),
+        v!("claim with ESC", Engram, |d| set(d, "/claim", json!("ok \u{1b}[2J PASS")), [(SchemaInvalid, "/claim")]),
+        v!("claim with CR", Engram, |d| set(d, "/claim", json!("FAIL\rPASS")), [(SchemaInvalid, "/claim")]),
         v!("claim missing", Engram, |d| remove(d, "/claim"), [(SchemaInvalid, "/claim")]),
         v!("id missing", Engram, |d| remove(d, "/id"), [(SchemaInvalid, "/id")]),
         v!("id blank", Engram, |d| set(d, "/id", json!("")), [(TextEmpty, "/id")]),

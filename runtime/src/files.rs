@@ -1,0 +1,142 @@
+//! Opening the files a run writes without writing through a link someone left in their place.
+//!
+//! A run's output directory (`runs/<scenario>/<mode>`, a memory store) is reused from run to run, so a symlink left
+//! there (`ledger.jsonl -> ~/.bashrc`) would have the run append to or truncate a file elsewhere. Every file lessrt
+//! writes is opened here: never following a symlink in the last component, never blocking on a FIFO, and refusing
+//! what is not a regular file. Directories along the path are followed: a user may keep `runs/` on another disk.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Opens `path` for writing, created if missing and emptied if present.
+pub fn create(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    open_regular(path, options)
+}
+
+/// Opens `path` to append to it, created if missing.
+pub fn append(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.append(true).create(true);
+    open_regular(path, options)
+}
+
+/// Opens `path` for writing without emptying it, created if missing (a lock file).
+pub fn open_or_create(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(false);
+    open_regular(path, options)
+}
+
+/// Writes `path` whole or not at all: into a new file beside it (created exclusively, so never through a link),
+/// synced, then renamed over it. A reader never sees part of the file, and a process killed while writing leaves the
+/// old one.
+pub fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let partial = partial_path(path);
+    let _ = std::fs::remove_file(&partial);
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    let written = open_regular(&partial, options)
+        .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_all()))
+        .and_then(|()| std::fs::rename(&partial, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    written
+}
+
+/// The name `path` is written under before it is renamed into place: this process's own, so two processes writing
+/// at once each rename a whole file.
+pub fn partial_path(path: &Path) -> std::path::PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!("{name}.partial-{}", std::process::id()))
+}
+
+/// Opens (creating) the SQLite database at `path`, refusing a symlink in its place like the files above.
+pub(crate) fn open_sqlite(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
+    use rusqlite::OpenFlags;
+    rusqlite::Connection::open_with_flags(path, OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW)
+}
+
+fn open_regular(path: &Path, mut options: OpenOptions) -> io::Result<File> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
+    }
+    let file = options.open(path).map_err(|err| {
+        // ELOOP is what O_NOFOLLOW answers for a symlink: say so instead of "too many levels of symbolic links".
+        #[cfg(unix)]
+        match err.raw_os_error() {
+            Some(libc::ELOOP) => {
+                return io::Error::other(format!(
+                    "{} is a symlink; lessrt does not write through links: remove it",
+                    path.display()
+                ));
+            }
+            // What a FIFO with no reader answers a non-blocking open for writing.
+            Some(libc::ENXIO) => return not_regular(path),
+            _ => {}
+        }
+        err
+    })?;
+    if !file.metadata()?.is_file() {
+        return Err(not_regular(path));
+    }
+    Ok(file)
+}
+
+fn not_regular(path: &Path) -> io::Error {
+    io::Error::other(format!("{} is not a regular file; remove it", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn links_and_fifos_left_in_place_are_never_written_through() {
+        let dir = tempfile::tempdir().expect("dir");
+        let target = dir.path().join("elsewhere.txt");
+        std::fs::write(&target, "keep\n").expect("write");
+        let link = dir.path().join("ledger.jsonl");
+        std::os::unix::fs::symlink(&target, &link).expect("symlink");
+        for opened in [create(&link).map(drop), append(&link).map(drop), open_or_create(&link).map(drop)] {
+            let err = opened.expect_err("a symlink is refused");
+            assert!(err.to_string().contains("is a symlink"), "{err}");
+        }
+        // Written whole, the link itself is replaced; the file it pointed at is untouched.
+        write_whole(&link, b"new\n").expect("write whole");
+        assert_eq!(std::fs::read_to_string(&target).expect("target"), "keep\n");
+        assert_eq!(std::fs::read_to_string(&link).expect("replaced"), "new\n");
+        assert!(!std::fs::symlink_metadata(&link).expect("meta").file_type().is_symlink());
+        // A link planted under the partial name is not written through either.
+        let report = dir.path().join("report.json");
+        std::os::unix::fs::symlink(&target, partial_path(&report)).expect("symlink");
+        write_whole(&report, b"{}").expect("write whole");
+        assert_eq!(std::fs::read_to_string(&target).expect("target"), "keep\n");
+
+        let fifo = dir.path().join("audit.log");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+        assert!(made.success(), "mkfifo");
+        let err = append(&fifo).expect_err("a FIFO is refused without blocking");
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+    }
+
+    #[test]
+    fn files_are_created_appended_and_replaced() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("audit.log");
+        append(&path).and_then(|mut f| f.write_all(b"a\n")).expect("append");
+        append(&path).and_then(|mut f| f.write_all(b"b\n")).expect("append");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "a\nb\n");
+        create(&path).and_then(|mut f| f.write_all(b"c\n")).expect("create");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "c\n");
+        write_whole(&path, b"d\n").expect("whole");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "d\n");
+        assert!(!partial_path(&path).exists());
+    }
+}
