@@ -812,9 +812,9 @@ fn check_workspace_inside(base: &Path, workspace: &Path) -> Result<(), Violation
     };
     // Fail closed: a workspace that is there is inside only if the directory it must be inside resolves.
     let base = if base.as_os_str().is_empty() { Path::new(".") } else { base };
-    let base = base.canonicalize().map_err(|err| {
-        invalid(format!("the scenario's directory {} cannot be resolved: {err}", base.display()))
-    })?;
+    let base = base
+        .canonicalize()
+        .map_err(|err| invalid(format!("the scenario's directory {} cannot be resolved: {err}", base.display())))?;
     if real.starts_with(&base) {
         return Ok(());
     }

@@ -235,7 +235,8 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     }
     args.output.check_writable().map_err(|v| Stop::usage(format!("{}: {}", v.code, v.message)))?;
     std::fs::create_dir_all(&base).with_context(|| format!("cannot create {}", base.display()))?;
-    less_runtime::files::write_whole(&base.join("ask.toml"), text.as_bytes()).with_context(|| format!("cannot write {}", base.display()))?;
+    less_runtime::files::write_whole(&base.join("ask.toml"), text.as_bytes())
+        .with_context(|| format!("cannot write {}", base.display()))?;
 
     // The index first, with a bar: a first build on a large directory takes seconds.
     let bars = crate::progress::Bars::new(ctx.quiet);

@@ -161,7 +161,8 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let summary = bench.summary_markdown();
     let write = |name: &str, text: &str| {
         let path = args.out.join(name);
-        less_runtime::files::write_whole(&path, text.as_bytes()).with_context(|| format!("cannot write {}", path.display()))
+        less_runtime::files::write_whole(&path, text.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))
     };
     write("bench.json", &json)?;
     write("bench.csv", &bench.csv())?;

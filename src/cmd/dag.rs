@@ -1,5 +1,8 @@
 //! `lessrt dag build|show|expand|query|impact|backfill|log` and `lessrt memory ingest`: the lossless memory (raw
 //! messages and the session → arc → epoch summary DAG) from the command line.
+//!
+//! What they print of archived text (messages, summaries, answers) is redacted the way the page redacts it: secrets
+//! become `credential_ref:` references, addresses `[REDACTED_IP]`. The raw messages stay in the store, unchanged.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,6 +19,7 @@ use less_runtime::{Pointer, Progress};
 use serde_json::json;
 
 use super::args::{OutputArgs, ProjectArgs, Stop, StoreArgs, count, rfc3339};
+use super::serve::api::{redact_text, redacted};
 use super::summarizer::SummarizerChoice;
 use crate::Ctx;
 use crate::progress::Bars;
@@ -260,7 +264,7 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
             let dag = open(store, DagConfig::default())?;
             match dag.expand(id) {
                 Ok(expansion) => {
-                    output.emit(&serde_json::to_value(&expansion)?, || print_expansion(&expansion))?;
+                    output.emit(&redacted(serde_json::to_value(&expansion)?), || print_expansion(&expansion))?;
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(err @ DagError::NotFound(_)) => Err(Stop::no(err.to_string()).into()),
@@ -277,7 +281,7 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
             };
             let answer = dag.expand_query(question, *max_tokens, Some(&project))?;
             bars.clear();
-            output.emit(&serde_json::to_value(&answer)?, || print_answer(&answer, ctx))?;
+            output.emit(&redacted(serde_json::to_value(&answer)?), || print_answer(&answer, ctx))?;
             Ok(if answer.citations.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
         Command::Impact { pointer, min_confidence, store, output } => {
@@ -287,7 +291,7 @@ pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
             };
             let dag = open(store, DagConfig::default())?;
             let impact = dag.impact(&pointer, *min_confidence)?;
-            output.emit(&serde_json::to_value(&impact)?, || print_impact(&impact))?;
+            output.emit(&redacted(serde_json::to_value(&impact)?), || print_impact(&impact))?;
             Ok(if impact.items.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
         }
         Command::Log { kind, store, output } => {
@@ -366,7 +370,7 @@ fn show(dag: &Dag, id: Option<&str>, output: &OutputArgs) -> anyhow::Result<Exit
     let Some(id) = id else {
         let tops = archive.tops(None)?;
         if output.json() || output.output.is_some() {
-            let doc = json!({"archive": archive.stats()?, "nodes": archive.all_nodes()?});
+            let doc = redacted(json!({"archive": archive.stats()?, "nodes": archive.all_nodes()?}));
             output.write_file(&doc)?;
             if output.json() {
                 super::print_json(&doc);
@@ -387,7 +391,7 @@ fn show(dag: &Dag, id: Option<&str>, output: &OutputArgs) -> anyhow::Result<Exit
     let Some(node) = archive.node(id)? else {
         return Err(Stop::no(format!("no node {id}; `lessrt dag show` lists the top nodes")).into());
     };
-    let expansion = serde_json::to_value(dag.expand(id)?)?;
+    let expansion = redacted(serde_json::to_value(dag.expand(id)?)?);
     output.write_file(&expansion)?;
     if output.json() {
         super::print_json(&expansion);
@@ -397,7 +401,7 @@ fn show(dag: &Dag, id: Option<&str>, output: &OutputArgs) -> anyhow::Result<Exit
     if let Some(parent) = archive.parent(id)? {
         outln!("  in {parent}");
     }
-    for line in node.content.lines() {
+    for line in redact_text(&node.content).lines() {
         outln!("  | {line}");
     }
     tree_children(dag, &node, 1)?;
@@ -415,7 +419,7 @@ fn tree_children(dag: &Dag, node: &Node, depth: usize) -> anyhow::Result<()> {
     }
     if depth <= 2 && node.kind == less_runtime::dag::NodeKind::Session {
         for m in dag.archive().node_messages(&node.id)? {
-            let text: String = m.content.chars().take(100).collect::<String>().replace(['\n', '\t'], " ");
+            let text: String = redact_text(&m.content).chars().take(100).collect::<String>().replace(['\n', '\t'], " ");
             outln!("{}{} {} {}", "  ".repeat(depth), m.id, m.name.as_deref().unwrap_or(&m.role), text);
         }
     }
@@ -426,7 +430,7 @@ fn print_expansion(expansion: &Expansion) {
     match &expansion.target {
         Child::Node(node) => {
             outln!("{}", node_line(node));
-            for line in node.content.lines() {
+            for line in redact_text(&node.content).lines() {
                 outln!("  | {line}");
             }
         }
@@ -439,7 +443,7 @@ fn print_expansion(expansion: &Expansion) {
                 m.session,
                 m.turn
             );
-            outln!("{}", m.content);
+            outln!("{}", redact_text(&m.content));
         }
     }
     if let Some(parent) = &expansion.parent {
@@ -449,13 +453,13 @@ fn print_expansion(expansion: &Expansion) {
         match child {
             Child::Node(node) => {
                 outln!("{}", node_line(node));
-                for line in node.content.lines() {
+                for line in redact_text(&node.content).lines() {
                     outln!("  | {line}");
                 }
             }
             Child::Message(m) => {
                 outln!("--- {} {} {} ({} tok)", m.id, day(m.at), m.name.as_deref().unwrap_or(&m.role), m.tokens);
-                outln!("{}", m.content);
+                outln!("{}", redact_text(&m.content));
             }
         }
     }
@@ -472,7 +476,7 @@ fn print_answer(answer: &Answer, ctx: Ctx) {
         eprintln!("lessrt: nothing in the archive bears on this question");
         return;
     }
-    out!("{}", answer.text);
+    out!("{}", redact_text(&answer.text));
     if !ctx.quiet {
         eprintln!(
             "lessrt: {} tokens of {}; cites {} through {}",
@@ -502,7 +506,7 @@ fn print_impact(impact: &Impact) {
             if item.project.is_empty() { "-" } else { &item.project },
             item.confidence,
             item.via,
-            item.text.chars().take(100).collect::<String>()
+            redact_text(&item.text).chars().take(100).collect::<String>()
         );
     }
 }

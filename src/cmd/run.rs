@@ -252,7 +252,6 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     Ok(if reports.iter().all(RunReport::passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-
 /// Recorded and replayed runs stamp documents with the recording's start time and sign grants with its key, so both
 /// count alike; a live run is not pinned.
 pub(crate) fn pinned_for(source: &ModelSource) -> anyhow::Result<Option<Pinned>> {

@@ -95,8 +95,18 @@ fn check_file(file: &Path, kind: Option<DocKind>) -> Outcome {
         }
     };
     let kind = kind.or(is_toml.then_some(DocKind::Scenario));
-    Outcome::Checked(match kind {
+    let violations = match kind {
         Some(kind) => validate(kind, &doc),
         None => validate_inferred(&doc).1,
-    })
+    };
+    // A scenario file is also loaded as a run loads it: that is where its workspace is resolved, and a workspace
+    // that leads out of the scenario's directory (a symlink a cloned repository carries) is refused.
+    if violations.is_empty()
+        && kind == Some(DocKind::Scenario)
+        && file != Path::new("-")
+        && let Err(loaded) = less_runtime::Scenario::load(file)
+    {
+        return Outcome::Checked(loaded.0);
+    }
+    Outcome::Checked(violations)
 }

@@ -28,7 +28,10 @@ fn swap_until(dir: &Path, a: &str, b: &str, stop: Arc<AtomicBool>) -> std::threa
             let swapped = std::fs::rename(&a, &spare)
                 .and_then(|()| std::fs::rename(&b, &a))
                 .and_then(|()| std::fs::rename(&spare, &b));
-            swapped.expect("swap");
+            if swapped.is_err() {
+                // The test ended and took the directory with it.
+                break;
+            }
             swaps += 1;
         }
         swaps
@@ -49,7 +52,7 @@ fn deref_while_racing(root: &Path, pointer: &str) -> Vec<String> {
         while started.elapsed() < RACE {
             rev += 1;
             let (path, span) = pointer.split_once('#').unwrap_or((&pointer, ""));
-            let text = if span.is_empty() { format!("{path}@r{rev}") } else { format!("{path}@r{rev}#{span}") };
+            let text = if span.is_empty() { format!("{path}@r{rev}") } else { format!("{path}#{span}@r{rev}") };
             let parsed = Pointer::parse(&text).expect("pointer");
             if let Ok(resolved) = resolver.resolve(&parsed, &()) {
                 read.push(resolved.content);
@@ -80,7 +83,8 @@ fn attack_a_hard_link_swapped_over_a_workspace_file_is_never_read() {
 
     assert!(swaps > 100, "the race ran ({swaps} swaps)");
     assert!(!read.is_empty(), "the workspace file was read in between");
-    assert!(read.iter().all(|content| content == "inside\n"), "an outside file was read: {read:?}");
+    let other = read.iter().filter(|content| *content != "inside\n").count();
+    assert_eq!(other, 0, "{other} of {} reads returned something else (the outside file: {OUTSIDE})", read.len());
 }
 
 #[cfg(unix)]
@@ -98,7 +102,8 @@ fn attack_a_fifo_swapped_over_a_workspace_file_never_blocks_the_resolver() {
     let read = deref_while_racing(&ws, "repo:a.rs");
     stop.store(true, Ordering::Relaxed);
     swapper.join().expect("swapper");
-    assert!(read.iter().all(|content| content == "inside\n"), "{read:?}");
+    let other = read.iter().filter(|content| *content != "inside\n").count();
+    assert_eq!(other, 0, "{other} of {} reads returned something else", read.len());
 }
 
 /// A scenario beside a workspace that is a symlink to a directory outside, loaded the way a user in that directory
@@ -114,7 +119,9 @@ fn attack_a_workspace_that_is_a_symlink_out_is_refused_from_any_working_director
     std::os::unix::fs::symlink(&outside, repo.join("wsetc")).expect("symlink");
     let scenario = "name = \"shadow\"\nworkspace = \"wsetc\"\n[[agents]]\nid = \"lead\"\nrole = \"lead\"\n";
     std::fs::write(repo.join("scenario.toml"), scenario).expect("write");
-    for (cwd, file) in [(&repo, "scenario.toml"), (&repo, "./scenario.toml"), (&dir.path().to_owned(), "repo/scenario.toml")] {
+    for (cwd, file) in
+        [(&repo, "scenario.toml"), (&repo, "./scenario.toml"), (&dir.path().to_owned(), "repo/scenario.toml")]
+    {
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_lessrt"))
             .args(["validate", file])
             .current_dir(cwd)
@@ -188,7 +195,8 @@ fn attack_secrets_after_words_and_control_characters_never_reach_the_terminal() 
     let mut printed = Vec::new();
     let show = lessrt(&["dag", "show", "--store", &store]);
     printed.push(stdout(&show));
-    let tree: Value = serde_json::from_str(&stdout(&lessrt(&["dag", "show", "--store", &store, "--json"]))).expect("JSON");
+    let tree: Value =
+        serde_json::from_str(&stdout(&lessrt(&["dag", "show", "--store", &store, "--json"]))).expect("JSON");
     let session = tree.to_string();
     let id = session.split('"').find(|s| s.starts_with("S-")).expect("a session node").to_owned();
     printed.push(stdout(&lessrt(&["dag", "show", &id, "--store", &store])));

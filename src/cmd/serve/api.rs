@@ -862,7 +862,7 @@ fn id_shaped(text: &str) -> bool {
 
 /// A text redacted; the digests in it (`blake3:` and 64 hex digits, in a document's JSON) are kept, since the
 /// redaction takes any long hex run for a secret, and a grant's MAC is hidden.
-fn redact_text(text: &str) -> String {
+pub(crate) fn redact_text(text: &str) -> String {
     const PREFIX: &str = "blake3:";
     let text = hide_macs(text);
     if !text.contains(PREFIX) {

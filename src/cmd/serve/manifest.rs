@@ -92,7 +92,8 @@ impl Manifest {
         let path = dir.join(MANIFEST_FILE);
         let mut json = serde_json::to_string_pretty(self)?;
         json.push('\n');
-        less_runtime::files::write_whole(&path, json.as_bytes()).with_context(|| format!("cannot write {}", path.display()))
+        less_runtime::files::write_whole(&path, json.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))
     }
 
     /// Reads a mode directory's manifest; `None` when there is none or it does not parse.
