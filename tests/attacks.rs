@@ -522,3 +522,6 @@ fn attack_the_mcp_server_survives_deep_and_huge_arguments() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+/// The second outside round (issue 34): the page's API, MCP over HTTP and stdio, cluster nodes, ingest.
+mod web;
