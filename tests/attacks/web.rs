@@ -158,3 +158,142 @@ fn attack_web_dag_query_reads_in_place_and_answers_only_the_page() {
     assert_eq!(files_below(&store), before, "serving changed the store");
     assert!(!dir.path().join("no-such-tmp").exists());
 }
+
+/// One `initialize` over streamable HTTP: the status, the session id and the JSON-RPC answer.
+fn initialize(addr: &str, id: u64) -> (u16, Option<String>, Value) {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+        "capabilities": {}, "clientInfo": {"name": format!("attacker-{id}"), "version": "1"}}});
+    let mut response = http()
+        .post(format!("http://{addr}/mcp"))
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .send(body.to_string())
+        .expect("the server answers");
+    let status = response.status().as_u16();
+    let session = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let text = response.body_mut().read_to_string().expect("a body");
+    // JSON, or server-sent events whose data lines hold the answer.
+    let answer = serde_json::from_str::<Value>(&text).ok().or_else(|| {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .find(|v| v.get("id").is_some())
+    });
+    (status, session, answer.unwrap_or(Value::Null))
+}
+
+/// `lessrt mcp --http 127.0.0.1:0` with `extra` arguments, and the address it serves.
+fn mcp_http(dir: &Path, extra: &[&str]) -> (Running, String) {
+    let server = Running::start(
+        Command::new(env!("CARGO_BIN_EXE_lessrt"))
+            .args(["mcp", "--store", &dir.join("store").display().to_string(), "--http", "127.0.0.1:0"])
+            .args(extra)
+            .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model"),
+    );
+    let addr = http_addr(&server.said("http://"));
+    (server, addr)
+}
+
+/// Low 2: MCP sessions over HTTP never ended (5,000 `initialize` calls: 25 → 316 MB, still there 15 minutes later).
+/// Now at most `--max-sessions` are open: the next `initialize` gets a JSON-RPC error naming the limit and what to
+/// do, until a session is closed (DELETE) or has been idle for `--session-idle-secs`.
+#[test]
+fn attack_mcp_http_sessions_are_capped_and_expire() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_server, addr) = mcp_http(dir.path(), &["--max-sessions", "2"]);
+    let (status, first, answer) = initialize(&addr, 1);
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer["result"].is_object(), "{answer}");
+    let first = first.expect("a session id");
+    let (status, second, _) = initialize(&addr, 2);
+    assert_eq!(status, 200);
+    assert!(second.is_some());
+    let (status, none, refused) = initialize(&addr, 3);
+    assert_eq!((status, none), (503, None), "{refused}");
+    assert_eq!(refused["id"], 3, "{refused}");
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("--max-sessions 2") && message.contains("DELETE /mcp"), "{message}");
+    // A session closed by its client makes room.
+    let closed = http()
+        .delete(format!("http://{addr}/mcp"))
+        .header("Mcp-Session-Id", &first)
+        .call()
+        .expect("the server answers");
+    assert!(closed.status().is_success(), "{}", closed.status());
+    let (status, _, answer) = initialize(&addr, 4);
+    assert_eq!(status, 200, "{answer}");
+
+    // An idle session expires and makes room (bounded wait, no timing assert).
+    let other = tempfile::tempdir().expect("tempdir");
+    let (_server, addr) = mcp_http(other.path(), &["--max-sessions", "1", "--session-idle-secs", "1"]);
+    assert_eq!(initialize(&addr, 1).0, 200);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, session, answer) = initialize(&addr, 2);
+        if status == 200 {
+            assert!(session.is_some() && answer["result"].is_object(), "{answer}");
+            break;
+        }
+        assert_eq!(answer["error"]["code"], -32000, "{answer}");
+        assert!(Instant::now() < deadline, "an idle session never closed: {answer}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Low 3: over stdio, a line over 16 MiB was dropped with a log line only, and a line that is not UTF-8 or holds a
+/// lone surrogate got no answer: the host waited forever. Each now gets a JSON-RPC error with id null (-32600 or
+/// -32700), and the server answers the next request.
+#[test]
+fn attack_mcp_stdio_answers_every_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["mcp", "--store", &dir.path().join("store").display().to_string()])
+        .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("lessrt mcp starts");
+    let mut input = server.stdin.take().expect("stdin");
+    let output = server.stdout.take().expect("stdout");
+    let (tx, answers) = mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(output).lines().map_while(Result::ok) {
+            if tx.send(serde_json::from_str(&line).unwrap_or(Value::Null)).is_err() {
+                break;
+            }
+        }
+    });
+    // The next answer (a message with an id, even a null one), skipping notifications.
+    let next = || loop {
+        let message = answers.recv_timeout(Duration::from_secs(60)).expect("an answer to every line");
+        if message.get("id").is_some() {
+            break message;
+        }
+    };
+    let mut send = |bytes: &[u8]| {
+        input.write_all(bytes).and_then(|()| input.write_all(b"\n")).and_then(|()| input.flush()).expect("send");
+    };
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "attacker", "version": "1"}}}).to_string().as_bytes());
+    assert!(next()["result"].is_object());
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string().as_bytes());
+
+    let huge =
+        format!(r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{{"pad":"{}"}}}}"#, "x".repeat(17 << 20));
+    let not_utf8 = b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\",\"params\":{\"x\":\"\xff\xfe\"}}".to_vec();
+    let surrogate = br#"{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"x":"\ud800"}}"#.to_vec();
+    for (line, code) in [(huge.into_bytes(), -32600), (not_utf8, -32700), (surrogate, -32700)] {
+        send(line.as_slice());
+        let answer = next();
+        assert_eq!((answer["id"].clone(), answer["error"]["code"].clone()), (Value::Null, json!(code)), "{answer}");
+        assert!(!answer["error"]["message"].as_str().unwrap_or_default().is_empty(), "{answer}");
+    }
+    send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}).to_string().as_bytes());
+    let answer = next();
+    assert_eq!(answer["id"], 5, "{answer}");
+    assert!(answer["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "still serving: {answer}");
+    drop(input);
+    let _ = server.kill();
+    let _ = server.wait();
+}
