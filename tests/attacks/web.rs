@@ -5,6 +5,8 @@
 //! messages). Every server a test starts listens on 127.0.0.1 and is killed by the test.
 
 use std::collections::BTreeMap;
+use std::io::Read;
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::Child;
 use std::sync::mpsc;
@@ -296,4 +298,60 @@ fn attack_mcp_stdio_answers_every_line() {
     drop(input);
     let _ = server.kill();
     let _ = server.wait();
+}
+
+/// Low 6: `lessrt node --listen 127.0.0.1:0` said port 0, not the port it bound; a cookie of 16 spaces was
+/// accepted; a connection that never did the handshake stayed open for as long as its peer liked. Now the node says
+/// the port it listens on, a cookie needs 16 characters that are not whitespace (exit 2, `LESS_ARGUMENT_INVALID`),
+/// and a silent connection is closed after the handshake timeout (10 s).
+#[test]
+fn attack_node_says_its_port_wants_a_real_cookie_and_closes_silent_connections() {
+    for cookie in [" ".repeat(16), "\t \u{a0}".repeat(8), format!("{}{}", "ab cd ".repeat(3), "        ")] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+            .args(["node", "--listen", "127.0.0.1:0", "--name", "n1"])
+            .env("LESSRT_COOKIE", &cookie)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("lessrt node");
+        // A node that accepted the cookie would serve until stopped: bounded wait, then stop it.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break Some(status);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut said = String::new();
+        child.stderr.take().expect("stderr").read_to_string(&mut said).expect("stderr");
+        assert_eq!(status.and_then(|s| s.code()), Some(2), "cookie {cookie:?} accepted: {said}");
+        assert!(said.contains("LESS_ARGUMENT_INVALID") && said.contains("not whitespace"), "{said}");
+    }
+
+    let node = Running::start(
+        Command::new(env!("CARGO_BIN_EXE_lessrt"))
+            .args(["node", "--listen", "127.0.0.1:0", "--name", "n1"])
+            .env("LESSRT_COOKIE", "web-attack-cookie-0123456789"),
+    );
+    let line = node.said("listening on");
+    let addr = line.rsplit(' ').next().unwrap_or_default().to_owned();
+    let port: u16 = addr.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_default();
+    assert_ne!(port, 0, "the port bound, not the one asked for: {line}");
+    // Connections that say nothing: each is closed by the node (read gives end of file), not held.
+    let mut silent: Vec<TcpStream> =
+        (0..5).map(|_| TcpStream::connect(&addr).expect("the node listens where it says")).collect();
+    for stream in &mut silent {
+        stream.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
+        let mut byte = [0u8; 1];
+        let read = stream.read(&mut byte);
+        assert!(
+            matches!(read, Ok(0)) || read.as_ref().is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+            "a silent connection was kept open: {read:?}"
+        );
+    }
 }
