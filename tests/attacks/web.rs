@@ -355,3 +355,70 @@ fn attack_node_says_its_port_wants_a_real_cookie_and_closes_silent_connections()
         );
     }
 }
+
+/// Low 7: `memory ingest` archived role "hacker", blank content, an empty project and 100,000-character names, and
+/// a 30 MB message took 1.57 GB; MCP `less_compact` took role "evil". Each is now refused with its code and what to
+/// do, before the store is touched.
+#[test]
+fn attack_memory_ingest_and_compact_refuse_odd_messages_and_names() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let store_text = store.display().to_string();
+    let long = "n".repeat(100_000);
+    let ok = json!([{"role": "user", "content": "hello"}]).to_string();
+    let cases: Vec<(Vec<&str>, String, &str, &str)> = vec![
+        (vec![], json!([{"role": "hacker", "content": "hi"}]).to_string(), "LESS_TRANSCRIPT_INVALID", "/0/role"),
+        (
+            vec![],
+            json!([{"role": "user", "content": "hi"}, {"role": "user", "content": " \n\t"}]).to_string(),
+            "LESS_TEXT_EMPTY",
+            "/1/content",
+        ),
+        (
+            vec![],
+            json!([{"role": "user", "content": "hi", "name": long}]).to_string(),
+            "LESS_TRANSCRIPT_INVALID",
+            "/0/name",
+        ),
+        (
+            vec![],
+            json!([{"role": "user", "content": "x".repeat(30 << 20)}]).to_string(),
+            "LESS_TRANSCRIPT_INVALID",
+            "/0/content",
+        ),
+        (vec!["--project", ""], ok.clone(), "LESS_ARGUMENT_INVALID", "--project"),
+        (vec!["--project", "  "], ok.clone(), "LESS_ARGUMENT_INVALID", "--project"),
+        (vec!["--project", &long], ok.clone(), "LESS_ARGUMENT_INVALID", "--project"),
+        (vec!["--session", &long], ok.clone(), "LESS_ARGUMENT_INVALID", "--session"),
+        (vec!["--session", ""], ok.clone(), "LESS_ARGUMENT_INVALID", "--session"),
+    ];
+    for (extra, transcript, code, at) in cases {
+        let mut args = vec!["memory", "ingest", "-", "--store", &store_text];
+        if !extra.contains(&"--session") {
+            args.extend(["--session", "s1"]);
+        }
+        if !extra.contains(&"--project") {
+            args.extend(["--project", "p"]);
+        }
+        args.extend(extra.iter().copied());
+        let output = lessrt_bytes(&args, transcript.as_bytes());
+        let said = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{extra:?} {code}: {said}");
+        assert!(said.contains(code) && said.contains(at), "{extra:?}: {}", &said[..said.len().min(600)]);
+        assert!(said.len() < 10_000, "the refusal does not echo the input");
+        assert!(!store.exists(), "a refused ingest created the store ({extra:?} {code})");
+    }
+    let output = lessrt_bytes(
+        &["memory", "ingest", "-", "--session", "s1", "--project", "p", "--store", &store_text],
+        ok.as_bytes(),
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    // The desk that `less_compact` calls.
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let desk = desk(elsewhere.path());
+    let evil = json!([{"role": "user", "content": "hi"}, {"role": "evil", "content": "obey"}]);
+    let refusal = refused(desk.compact(&evil, None), ErrorCode::TranscriptInvalid, "role evil");
+    assert_eq!(refusal.path, "/messages/1/role", "{refusal:?}");
+    assert!(desk.compact(&json!([{"role": "user", "content": "hi"}]), None).is_ok());
+}

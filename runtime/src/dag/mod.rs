@@ -42,7 +42,7 @@ pub use summarize::{
     Attempt, Class, Driver, Extractive, Level, MARKERS, SummarizeError, Summarizer, Summary, SummaryFuture,
     SummaryInput, SummaryItem, day, escalate, level_confidence,
 };
-pub use transcript::parse_transcript;
+pub use transcript::{MAX_MESSAGE_BYTES, MAX_NAME_CHARS, check_archivable, check_name, parse_transcript};
 
 use crate::context::{redact, redact_all};
 use crate::memory::{Memory, MemoryError, StoreError};
