@@ -150,7 +150,7 @@ fn attack_web_dag_query_reads_in_place_and_answers_only_the_page() {
         (vec![("Cookie", cookie.as_str()), ("Sec-Fetch-Site", "same-site")], "another port of this host"),
         (vec![("Cookie", cookie.as_str()), ("Origin", "http://evil.example")], "another origin"),
     ] {
-        for path in [query, "/api/runs", "/api/stream?run=demo/less"] {
+        for path in [query, "/api/runs", "/api/stream?run=demo/less", "/%61pi/runs", "/nowhere"] {
             let (status, body) = api(&addr, path, &headers);
             assert_eq!((status, body["code"].as_str()), (403, Some("LESS_ARGUMENT_INVALID")), "{why} {path}: {body}");
             assert!(body["message"].as_str().unwrap_or_default().contains("open the page (/ on this server"), "{body}");

@@ -143,15 +143,19 @@ pub(crate) fn router(served: Arc<Served>, access: Access) -> axum::Router {
         .with_state(served)
 }
 
-/// Answers an API request only from this server's own page: refuses what the browser says comes from another site
-/// or origin (`Sec-Fetch-Site`, `Origin`), then anything without the server's token (see [`Access`]). The page
-/// and its assets are served to anyone who reaches the server, as before.
+/// The paths served without the token: the page and its assets, which hold nothing of a run.
+const PUBLIC_PATHS: [&str; 3] = ["/", "/assets/app.js", "/assets/style.css"];
+
+/// Answers a request only from this server's own page: refuses what the browser says comes from another site or
+/// origin (`Sec-Fetch-Site`, `Origin`), then anything without the server's token (see [`Access`]). The page and
+/// its assets ([`PUBLIC_PATHS`]) are served to anyone who reaches the server, as before; every other path (the API,
+/// and whatever a path spelled otherwise would route to) needs the token.
 async fn same_site(
     State(access): State<Arc<Access>>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    if !request.uri().path().starts_with("/api/") {
+    if PUBLIC_PATHS.contains(&request.uri().path()) {
         return next.run(request).await;
     }
     let headers = request.headers();
