@@ -374,7 +374,7 @@ fn bad_input_gets_a_4xx_with_its_code_and_nothing_leaves_the_workspace() {
 fn the_server_writes_nothing() {
     let tmp = tempfile::tempdir().expect("tmp");
     let scenario_dir = run_uc1(tmp.path());
-    // The message index's recall files gone (a store a run was killed in): a query rebuilds them, but in a copy.
+    // The message index's recall files gone (a store a run was killed in): a query catches up in memory, not on disk.
     let recall = scenario_dir.join("less/memory/archive-index/recall");
     assert!(recall.is_dir(), "{} holds the message index", recall.display());
     std::fs::remove_dir_all(&recall).expect("remove");
