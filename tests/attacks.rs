@@ -526,3 +526,5 @@ fn attack_the_mcp_server_survives_deep_and_huge_arguments() {
 /// Issue 34: the workspace swapped under a read, a workspace that is a link, links in the output, secrets and control
 /// characters in what is printed.
 mod files;
+/// The second outside round (issue 34): the page's API, MCP over HTTP and stdio, cluster nodes, ingest.
+mod web;

@@ -23,6 +23,8 @@ const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/fixtures/u
 struct Server {
     child: Child,
     addr: String,
+    /// The cookie the page is served with (`name=token`): the API answers only requests that carry it.
+    cookie: String,
     /// What it printed on stderr after the address.
     stderr: std::sync::mpsc::Receiver<String>,
 }
@@ -46,7 +48,7 @@ impl Server {
             }
         });
         // Held from here on, so a failure below still stops the process (on drop).
-        let mut server = Server { child, addr: String::new(), stderr: rx };
+        let mut server = Server { child, addr: String::new(), cookie: String::new(), stderr: rx };
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let line = server
@@ -55,6 +57,7 @@ impl Server {
                 .unwrap_or_else(|_| panic!("lessrt {args:?} said nothing"));
             if let Some(at) = line.find("http://") {
                 server.addr = line[at + 7..].split('/').next().unwrap_or_default().to_owned();
+                server.cookie = page_cookie(&server.url("/"));
                 return server;
             }
             assert!(Instant::now() < deadline, "lessrt {args:?} did not say where it listens");
@@ -73,7 +76,14 @@ impl Drop for Server {
     }
 }
 
-fn http() -> ureq::Agent {
+/// The cookie `GET url` sets (`name=value`), as a browser keeps it for the page's requests.
+pub(crate) fn page_cookie(url: &str) -> String {
+    let page = http().get(url).call().expect("the page");
+    let set = page.headers().get("set-cookie").and_then(|v| v.to_str().ok()).expect("the page sets a cookie");
+    set.split(';').next().unwrap_or_default().trim().to_owned()
+}
+
+pub(crate) fn http() -> ureq::Agent {
     ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_secs(60)))
         .http_status_as_error(false)
@@ -83,7 +93,7 @@ fn http() -> ureq::Agent {
 
 /// GET `path` with `query`: the status and the JSON body.
 fn get(server: &Server, path: &str, query: &[(&str, &str)]) -> (u16, Value) {
-    let mut request = http().get(server.url(path));
+    let mut request = http().get(server.url(path)).header("Cookie", &server.cookie);
     for (key, value) in query {
         request = request.query(*key, *value);
     }
@@ -344,7 +354,7 @@ fn bad_input_gets_a_4xx_with_its_code_and_nothing_leaves_the_workspace() {
     let body: Value = serde_json::from_str(&rebound.body_mut().read_to_string().expect("body")).expect("JSON");
     assert_eq!((rebound.status().as_u16(), body["code"].as_str()), (403, Some("LESS_ARGUMENT_INVALID")), "{body}");
     assert!(!body.to_string().contains("pub fn a"), "{body}");
-    let mut posted = http().post(server.url("/api/run")).send("{}").expect("answers");
+    let mut posted = http().post(server.url("/api/run")).header("Cookie", &server.cookie).send("{}").expect("answers");
     let body: Value = serde_json::from_str(&posted.body_mut().read_to_string().expect("body")).expect("JSON");
     assert_eq!((posted.status().as_u16(), body["code"].as_str()), (405, Some("LESS_ARGUMENT_INVALID")), "{body}");
 
@@ -364,7 +374,7 @@ fn bad_input_gets_a_4xx_with_its_code_and_nothing_leaves_the_workspace() {
 fn the_server_writes_nothing() {
     let tmp = tempfile::tempdir().expect("tmp");
     let scenario_dir = run_uc1(tmp.path());
-    // The message index's recall files gone (a store a run was killed in): a query rebuilds them, but in a copy.
+    // The message index's recall files gone (a store a run was killed in): a query catches up in memory, not on disk.
     let recall = scenario_dir.join("less/memory/archive-index/recall");
     assert!(recall.is_dir(), "{} holds the message index", recall.display());
     std::fs::remove_dir_all(&recall).expect("remove");
@@ -431,7 +441,12 @@ fn the_live_stream_follows_the_ledger_as_it_is_written() {
     std::fs::write(run.join("ledger.jsonl"), "").expect("write");
     let server = Server::start(&["serve", &tmp.path().join("live").to_string_lossy(), "--addr", "127.0.0.1:0"]);
 
-    let response = http().get(server.url("/api/stream")).query("run", "uc1-refactor/less").call().expect("stream");
+    let response = http()
+        .get(server.url("/api/stream"))
+        .header("Cookie", &server.cookie)
+        .query("run", "uc1-refactor/less")
+        .call()
+        .expect("stream");
     assert_eq!(response.status().as_u16(), 200);
     let content_type =
         response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();

@@ -866,6 +866,9 @@ impl Desk {
         let messages: Vec<ChatMessage> = serde_json::from_value(messages.clone()).map_err(|err| {
             Violation::new(ErrorCode::TranscriptInvalid, "/messages", format!("not a list of chat messages: {err}"))
         })?;
+        for (idx, message) in messages.iter().enumerate() {
+            crate::context::check_role(&message.role, idx, "/messages")?;
+        }
         let mut config = CompactConfig::default();
         if let Some(hot_tail) = hot_tail {
             config.hot_tail = hot_tail;

@@ -121,6 +121,8 @@ impl ProjectArgs {
     /// An empty store has no project to choose: `empty` says what to do then (`Ok(None)`: the caller decides).
     pub(crate) fn resolve(&self, known: &[String], what: &str, quiet: bool) -> Result<Option<String>, Stop> {
         if let Some(project) = &self.project {
+            less_runtime::dag::check_name(project)
+                .map_err(|why| Stop::usage(format!("LESS_ARGUMENT_INVALID: --project {why}")))?;
             return Ok(Some(project.clone()));
         }
         match known {

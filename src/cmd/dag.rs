@@ -186,8 +186,16 @@ fn open_summarizing(
 
 /// `lessrt memory ingest`.
 pub(crate) fn ingest(args: &IngestArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
+    // Before the store is opened (or created): a refused ingest leaves no trace.
+    less_runtime::dag::check_name(&args.session)
+        .map_err(|why| Stop::usage(format!("LESS_ARGUMENT_INVALID: --session {why}")))?;
+    args.project.resolve(&[], "archive", true)?;
     let text = super::read_input(&args.file)?;
-    let messages = match parse_transcript(&text) {
+    let parsed = parse_transcript(&text).and_then(|messages| {
+        less_runtime::dag::check_archivable(&messages)?;
+        Ok(messages)
+    });
+    let messages = match parsed {
         Ok(messages) => messages,
         Err(v) => {
             eprintln!("lessrt: {}: {} {}: {}", v.code, args.file.display(), v.path, v.message);

@@ -47,7 +47,33 @@ pub(crate) struct Args {
     /// stderr).
     #[arg(long, value_name = "ADDR")]
     http: Option<std::net::SocketAddr>,
+    /// With --http: the most sessions open at once; an `initialize` past it is refused with a JSON-RPC error
+    /// (close sessions with DELETE /mcp, or wait for idle ones to expire).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = DEFAULT_MAX_SESSIONS,
+        value_parser = clap::value_parser!(u32).range(1..=100_000)
+    )]
+    max_sessions: u32,
+    /// With --http: a session without a request for this many seconds is closed (its client initializes again).
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = DEFAULT_SESSION_IDLE_SECS,
+        value_parser = clap::value_parser!(u64).range(1..=86_400)
+    )]
+    session_idle_secs: u64,
 }
+
+/// Sessions open at once over HTTP, by default: a few hosts with a few reconnects each.
+const DEFAULT_MAX_SESSIONS: u32 = 64;
+
+/// Seconds a session over HTTP may stay idle, by default.
+const DEFAULT_SESSION_IDLE_SECS: u64 = 300;
+
+/// The longest line (one JSON-RPC message) read from standard input, as rmcp's own transport: 16 MiB.
+const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 /// `lessrt mcp`.
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
@@ -73,13 +99,14 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("no async runtime")?;
     runtime.block_on(async {
         match args.http {
-            Some(addr) => serve_http(desk.clone(), addr).await,
-            None => {
-                let server = LessServer::new(desk.clone());
-                let service = server.serve(rmcp::transport::stdio()).await.context("MCP handshake")?;
-                service.waiting().await.context("MCP session")?;
-                anyhow::Ok(())
+            Some(addr) => {
+                let sessions = Sessions {
+                    max: args.max_sessions as usize,
+                    idle: std::time::Duration::from_secs(args.session_idle_secs),
+                };
+                serve_http(desk.clone(), addr, sessions).await
             }
+            None => serve_stdio(desk.clone()).await,
         }
     })?;
     drop(runtime);
@@ -90,16 +117,37 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// How many sessions over HTTP, and for how long.
+#[derive(Debug, Clone, Copy)]
+struct Sessions {
+    /// The most open at once.
+    max: usize,
+    /// How long one may go without a request before it is closed.
+    idle: std::time::Duration,
+}
+
 /// Serves streamable HTTP at `http://addr/mcp` until interrupted; one session per client, all on the same desk.
-async fn serve_http(desk: Arc<Desk>, addr: std::net::SocketAddr) -> anyhow::Result<()> {
-    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+///
+/// Each session costs memory until it ends: a client may end it (DELETE), an idle one expires after
+/// `sessions.idle` (rmcp's session keep-alive), and past `sessions.max` a new session is refused with a JSON-RPC
+/// error instead of being opened.
+async fn serve_http(desk: Arc<Desk>, addr: std::net::SocketAddr, sessions: Sessions) -> anyhow::Result<()> {
+    use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
     use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+    let mut config = SessionConfig::default();
+    config.keep_alive = Some(sessions.idle);
+    let mut manager = LocalSessionManager::default();
+    manager.session_config = config;
+    let manager = Arc::new(manager);
     let service = StreamableHttpService::new(
         move || Ok(LessServer::new(desk.clone())),
-        Arc::new(LocalSessionManager::default()),
+        manager.clone(),
         StreamableHttpServerConfig::default(),
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
+    let cap = Arc::new(SessionCap { manager, sessions, opening: tokio::sync::Mutex::new(()) });
+    let router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(cap, cap_sessions));
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr().context("the listener's address")?;
     eprintln!("lessrt mcp: serving http://{bound}/mcp");
@@ -109,6 +157,243 @@ async fn serve_http(desk: Arc<Desk>, addr: std::net::SocketAddr) -> anyhow::Resu
         })
         .await
         .context("HTTP server")
+}
+
+/// What [`cap_sessions`] needs: the open sessions, the limits, and a lock that opens one session at a time.
+struct SessionCap {
+    manager: Arc<rmcp::transport::streamable_http_server::session::local::LocalSessionManager>,
+    sessions: Sessions,
+    opening: tokio::sync::Mutex<()>,
+}
+
+/// The JSON-RPC error code of a refused session (the implementation-defined server errors are -32000 to -32099).
+const SESSIONS_FULL: i64 = -32000;
+
+/// The largest request body over HTTP, as rmcp's own limit (4 MiB).
+const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// Refuses an `initialize` without `Mcp-Session-Id` (a request that opens a session) when `max` sessions are open:
+/// HTTP 503 with a JSON-RPC error naming the limit and what to do. Other requests pass untouched (their body read
+/// and handed on as it was).
+async fn cap_sessions(
+    axum::extract::State(cap): axum::extract::State<Arc<SessionCap>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let sessionless = request.method() == axum::http::Method::POST && !request.headers().contains_key("mcp-session-id");
+    if !sessionless {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let refuse = |id: Value, code: i64, message: String| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+        (axum::http::StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
+    };
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+        let message = format!("Invalid Request: a request body over {MAX_BODY_BYTES} bytes; send smaller requests");
+        return refuse(Value::Null, -32600, message);
+    };
+    let message = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
+    let request = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+    if message.get("method").and_then(Value::as_str) != Some("initialize") {
+        return next.run(request).await;
+    }
+    // One session opens at a time, so concurrent `initialize` calls cannot pass the cap together; the session is
+    // in the manager's table once the answer to `initialize` is ready.
+    let _opening = cap.opening.lock().await;
+    let open = cap.manager.sessions.read().await.len();
+    if open < cap.sessions.max {
+        return next.run(request).await;
+    }
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    refuse(
+        id,
+        SESSIONS_FULL,
+        format!(
+            "{open} MCP sessions are open, the most this server keeps (--max-sessions {}): close sessions you no \
+             longer use (DELETE /mcp with their Mcp-Session-Id) or retry later; a session idle for {} s is closed",
+            cap.sessions.max,
+            cap.sessions.idle.as_secs()
+        ),
+    )
+}
+
+/// Serves stdio until standard input ends. Lines are framed here, not by rmcp, so that every line gets an answer:
+/// one over [`MAX_LINE_BYTES`], one that is not UTF-8 and one that is not JSON (a lone surrogate escape included)
+/// each get a JSON-RPC error with id null (-32600 Invalid Request, -32700 Parse error), where rmcp would drop them
+/// and the host would wait forever. What parses goes on to rmcp, through an in-process pipe.
+async fn serve_stdio(desk: Arc<Desk>) -> anyhow::Result<()> {
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let (from_server, to_server) = tokio::io::split(ours);
+    // Bounded: a host that floods bad lines without reading the answers is read no further until it does.
+    let (errors, errors_out) = tokio::sync::mpsc::channel(64);
+    let reader = tokio::spawn(read_requests(tokio::io::stdin(), to_server, errors));
+    let writer = tokio::spawn(write_answers(from_server, errors_out, tokio::io::stdout()));
+    let service = LessServer::new(desk).serve(theirs).await.context("MCP handshake")?;
+    service.waiting().await.context("MCP session")?;
+    // The server's side of the pipe is closed: the writer writes what is left, then ends.
+    writer.await.context("the stdio writer")?.context("standard output")?;
+    reader.abort();
+    Ok(())
+}
+
+/// A line read from standard input.
+enum Line {
+    /// A whole line is in the buffer (without its newline).
+    Whole,
+    /// The line was longer than the limit; it was read past and dropped.
+    TooLong,
+    /// Standard input ended.
+    End,
+}
+
+/// Reads one line into `line` (cleared first), never holding more than `max` bytes of it.
+async fn read_line_bounded<R: tokio::io::AsyncBufRead + Unpin>(
+    input: &mut R,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Line> {
+    use tokio::io::AsyncBufReadExt;
+    line.clear();
+    let mut too_long = false;
+    loop {
+        let available = input.fill_buf().await?;
+        if available.is_empty() {
+            // A last line without a newline is still a line.
+            return Ok(if too_long {
+                Line::TooLong
+            } else if line.is_empty() {
+                Line::End
+            } else {
+                Line::Whole
+            });
+        }
+        let newline = available.iter().position(|b| *b == b'\n');
+        let take = newline.map_or(available.len(), |at| at + 1);
+        let part = &available[..newline.unwrap_or(available.len())];
+        if !too_long && line.len() + part.len() > max {
+            too_long = true;
+            line.clear();
+            line.shrink_to(0);
+        }
+        if !too_long {
+            line.extend_from_slice(part);
+        }
+        input.consume(take);
+        if newline.is_some() {
+            return Ok(if too_long { Line::TooLong } else { Line::Whole });
+        }
+    }
+}
+
+/// A JSON-RPC error answering a request whose id is unknown.
+fn error_line(code: i64, message: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}}).to_string()
+}
+
+/// What to do with a line read: `None` passes it on to rmcp (or skips a blank one), `Some` answers it with an error.
+fn check_line(line: &[u8]) -> Option<String> {
+    let Ok(text) = std::str::from_utf8(line) else {
+        return Some(error_line(
+            -32700,
+            "Parse error: the message is not UTF-8; send JSON-RPC as UTF-8 JSON, one message a line",
+        ));
+    };
+    if text.trim().is_empty() {
+        return None;
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(_) => None,
+        Err(err) => Some(error_line(
+            -32700,
+            &format!(
+                "Parse error: the message is not JSON ({err}); send one JSON-RPC message a line, strings as valid UTF-16 escapes"
+            ),
+        )),
+    }
+}
+
+/// Reads standard input line by line: good lines go to rmcp, bad ones are answered through `errors`.
+async fn read_requests(
+    input: impl tokio::io::AsyncRead + Unpin,
+    mut to_server: impl tokio::io::AsyncWrite + Unpin,
+    errors: tokio::sync::mpsc::Sender<String>,
+) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let mut input = tokio::io::BufReader::new(input);
+    let mut line = Vec::new();
+    loop {
+        let answer = match read_line_bounded(&mut input, &mut line, MAX_LINE_BYTES).await? {
+            Line::End => break,
+            Line::TooLong => Some(error_line(
+                -32600,
+                "Invalid Request: a message over 16 MiB was dropped unread; send smaller messages (cite content by \
+                 pointer instead of pasting it)",
+            )),
+            Line::Whole => check_line(line.strip_suffix(b"\r").unwrap_or(&line)),
+        };
+        match answer {
+            Some(error) => {
+                if errors.send(error).await.is_err() {
+                    break;
+                }
+            }
+            None if line.iter().all(u8::is_ascii_whitespace) => {}
+            None => {
+                to_server.write_all(&line).await?;
+                to_server.write_all(b"\n").await?;
+                to_server.flush().await?;
+            }
+        }
+    }
+    // Standard input ended: so does the server's.
+    to_server.shutdown().await
+}
+
+/// Writes rmcp's answers and the framing's errors to standard output, whole lines only.
+async fn write_answers(
+    from_server: impl tokio::io::AsyncRead + Unpin,
+    mut errors: tokio::sync::mpsc::Receiver<String>,
+    mut output: impl tokio::io::AsyncWrite + Unpin,
+) -> std::io::Result<()> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut from_server = tokio::io::BufReader::new(from_server);
+    let mut line = Vec::new();
+    let mut errors_open = true;
+    loop {
+        tokio::select! {
+            // Errors first: one queued before the server's side closed is still written.
+            biased;
+            error = errors.recv(), if errors_open => match error {
+                Some(error) => {
+                    output.write_all(error.as_bytes()).await?;
+                    output.write_all(b"\n").await?;
+                    output.flush().await?;
+                }
+                None => errors_open = false,
+            },
+            // Cancel-safe: a partly read line stays in `line` for the next turn.
+            read = from_server.read_until(b'\n', &mut line) => {
+                if read? == 0 {
+                    break;
+                }
+                if line.ends_with(b"\n") {
+                    output.write_all(&line).await?;
+                    output.flush().await?;
+                    line.clear();
+                }
+            }
+        }
+    }
+    while let Ok(error) = errors.try_recv() {
+        output.write_all(error.as_bytes()).await?;
+        output.write_all(b"\n").await?;
+    }
+    if !line.is_empty() {
+        output.write_all(&line).await?;
+    }
+    output.flush().await
 }
 
 /// The MCP server: the desk and the tool router.

@@ -287,13 +287,22 @@ impl NodeHandle {
     }
 }
 
-/// Starts a worker node: a `ractor_cluster` node server on `addr` with `cookie`, and its host actor.
+/// Starts a worker node: a `ractor_cluster` node server on `addr` with `cookie`, and its host actor. Port 0 picks a
+/// free port, and the handle's `addr` says which.
 pub async fn start_node(
     name: &str,
     addr: SocketAddr,
     cookie: String,
     factory: FactoryMaker,
 ) -> Result<NodeHandle, String> {
+    // ractor_cluster binds the port it is given and does not say which one the system chose for port 0, so a free
+    // one is chosen here (a port taken in between makes the server fail to start, with the error).
+    let addr = if addr.port() == 0 {
+        let probe = std::net::TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        probe.local_addr().map_err(|e| format!("the address bound on {addr}: {e}"))?
+    } else {
+        addr
+    };
     let (lost_tx, mut lost_rx) = tokio::sync::mpsc::unbounded_channel();
     let server = super::head::node_server(name, addr, cookie, Some(lost_tx), Default::default()).await?;
     let args = NodeHostArgs { name: name.to_owned(), server: server.clone(), factory };

@@ -42,15 +42,38 @@ pub(crate) fn node_group(name: &str) -> String {
 /// Longest the head waits for a node to connect and show its host, and for a group to appear on a node.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The cookie from the environment variable `var`: required, at least 16 characters.
+/// Longest a connection to a node server may take to pass the cookie handshake before it is closed: a peer that
+/// opens connections and never finishes would otherwise hold them (and their sessions) for as long as it likes.
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The fewest characters other than whitespace a cookie has.
+pub const MIN_COOKIE_CHARS: usize = 16;
+
+/// The cookie from the environment variable `var`: required, at least [`MIN_COOKIE_CHARS`] characters that are not
+/// whitespace (sixteen spaces are as guessable as none).
 pub fn cookie_from_env(var: &str) -> Result<String, String> {
     match std::env::var(var) {
-        Ok(cookie) if cookie.chars().count() >= 16 => Ok(cookie),
-        Ok(_) => Err(format!("the cookie in ${var} is shorter than 16 characters: use a long random secret")),
+        Ok(cookie) => check_cookie(&cookie).map(|()| cookie).map_err(|why| format!("the cookie in ${var} {why}")),
         Err(_) => Err(format!(
-            "no cookie: set ${var} to a shared secret of at least 16 characters (the same on the head and every node)"
+            "no cookie: set ${var} to a shared secret of at least {MIN_COOKIE_CHARS} characters (the same on the head \
+             and every node)"
         )),
     }
+}
+
+/// Whether `cookie` is long enough to be a secret: at least [`MIN_COOKIE_CHARS`] characters that are not
+/// whitespace. The error says what is wrong with it.
+fn check_cookie(cookie: &str) -> Result<(), String> {
+    let n_solid = cookie.chars().filter(|c| !c.is_whitespace()).count();
+    if n_solid >= MIN_COOKIE_CHARS {
+        return Ok(());
+    }
+    let what =
+        if n_solid == 0 { "is blank".to_owned() } else { format!("has {n_solid} characters that are not whitespace") };
+    Err(format!(
+        "{what}: use a random secret of at least {MIN_COOKIE_CHARS} characters that are not whitespace (e.g. `openssl \
+         rand -hex 16`)"
+    ))
 }
 
 /// The members of `group` on this node or any connected one; waits up to `timeout` for one to appear.
@@ -82,6 +105,20 @@ pub(crate) struct SessionLog {
 impl ractor_cluster::NodeEventSubscription for SessionLog {
     fn node_session_opened(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
         tracing::info!(target: "less.cluster", "{}: connection from {}", self.node, ses.peer_addr);
+        // A session not authenticated by the deadline is stopped, which closes its connection (and logs the
+        // refusal below, as for a wrong cookie).
+        let authenticated = self.authenticated.clone();
+        let node = self.node.clone();
+        let session = ses.actor.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(HANDSHAKE_TIMEOUT).await;
+            let passed =
+                authenticated.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&session.get_id());
+            if !passed && session.get_status() == ractor::ActorStatus::Running {
+                tracing::warn!(target: "less.cluster", "{node}: a connection did not pass the handshake within {} s; closing it", HANDSHAKE_TIMEOUT.as_secs());
+                session.stop(Some("the cookie handshake took too long".to_owned()));
+            }
+        });
     }
 
     fn node_session_disconnected(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
@@ -115,5 +152,22 @@ impl ractor_cluster::NodeEventSubscription for SessionLog {
         self.authenticated.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(ses.actor.get_id());
         let peer = ses.peer_name.as_ref().map(|n| n.name.clone()).unwrap_or_default();
         tracing::info!(target: "less.cluster", "{}: node {peer} at {} authenticated", self.node, ses.peer_addr);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cookie is a secret only with 16 characters that are not whitespace (issue 34: 16 spaces were accepted).
+    #[test]
+    fn a_cookie_needs_sixteen_characters_that_are_not_whitespace() {
+        assert!(check_cookie("0123456789abcdef").is_ok());
+        assert!(check_cookie(" 0123456789 abcdef ").is_ok());
+        for blank in [" ".repeat(16), "\t\n \u{a0}".repeat(8), String::new()] {
+            assert!(check_cookie(&blank).is_err_and(|why| why.starts_with("is blank")), "{blank:?}");
+        }
+        let short = check_cookie("abc def ghi jkl mno").expect_err("15 characters that are not whitespace");
+        assert!(short.contains("has 15 characters"), "{short}");
     }
 }

@@ -433,15 +433,22 @@ pub fn parse_transcript(text: &str) -> Result<Vec<ChatMessage>, Violation> {
         .into_iter()
         .enumerate()
         .map(|(idx, m)| {
-            if ROLES.contains(&m.role.as_str()) {
-                Ok(ChatMessage { role: m.role, content: m.content })
-            } else {
-                Err(Violation::new(
-                    ErrorCode::TranscriptInvalid,
-                    format!("/{idx}/role"),
-                    format!("message {idx} has role {:?}; expected one of {}", m.role, ROLES.join(", ")),
-                ))
-            }
+            check_role(&m.role, idx, "")?;
+            Ok(ChatMessage { role: m.role, content: m.content })
         })
         .collect()
+}
+
+/// Refuses a role outside [`ROLES`] (`LESS_TRANSCRIPT_INVALID` at `<base>/<idx>/role`): transcripts to compact or
+/// archive are chats, whose roles are these.
+pub fn check_role(role: &str, idx: usize, base: &str) -> Result<(), Violation> {
+    if ROLES.contains(&role) {
+        return Ok(());
+    }
+    let shown: String = role.chars().take(40).collect();
+    Err(Violation::new(
+        ErrorCode::TranscriptInvalid,
+        format!("{base}/{idx}/role"),
+        format!("message {idx} has role {shown:?}; expected one of {}", ROLES.join(", ")),
+    ))
 }

@@ -42,7 +42,7 @@ pub use summarize::{
     Attempt, Class, Driver, Extractive, Level, MARKERS, SummarizeError, Summarizer, Summary, SummaryFuture,
     SummaryInput, SummaryItem, day, escalate, level_confidence,
 };
-pub use transcript::parse_transcript;
+pub use transcript::{MAX_MESSAGE_BYTES, MAX_NAME_CHARS, check_archivable, check_name, parse_transcript};
 
 use crate::context::{redact, redact_all};
 use crate::memory::{Memory, MemoryError, StoreError};
@@ -484,45 +484,6 @@ pub fn index_dir(dir: &Path) -> PathBuf {
     dir.join("archive-index")
 }
 
-/// Copies the message index of the store in `dir` into `into`, to query without writing the store (answering may
-/// catch an index up or rebuild it, and that then happens in the copy): the SQLite file whole and consistent
-/// (`VACUUM INTO` from a read-only connection), the other files as they are (a half-written index file makes the
-/// copy rebuild itself, in the copy).
-pub fn copy_index(dir: &Path, into: &Path) -> Result<(), StoreError> {
-    let source = index_dir(dir);
-    let db = source.join("memory.sqlite3");
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source: std::io::Error| StoreError::Io { path, source }
-    };
-    if !db.is_file() {
-        let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "no message index in this store");
-        return Err(io(&source)(missing));
-    }
-    fn copy_files(from: &Path, to: &Path) -> std::io::Result<()> {
-        std::fs::create_dir_all(to)?;
-        for entry in std::fs::read_dir(from)? {
-            let entry = entry?;
-            let name = entry.file_name();
-            if name.to_string_lossy().starts_with("memory.sqlite3") {
-                continue;
-            }
-            let kind = entry.file_type()?;
-            if kind.is_dir() {
-                copy_files(&entry.path(), &to.join(&name))?;
-            } else if kind.is_file() {
-                std::fs::copy(entry.path(), to.join(&name))?;
-            }
-        }
-        Ok(())
-    }
-    copy_files(&source, into).map_err(io(into))?;
-    let conn = archive::open_sqlite_read_only(&db)?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))?;
-    conn.execute("VACUUM INTO ?1", [into.join("memory.sqlite3").to_string_lossy()])?;
-    Ok(())
-}
-
 impl Dag {
     /// Opens the archive in `dir` (the memory store's directory) with the default summarizer; the message index
     /// loads the embedding model on first need, when it is provisioned.
@@ -540,8 +501,9 @@ impl Dag {
     }
 
     /// Opens the archive in `dir` to read it (`lessrt serve`): the archive read-only, the message index as given
-    /// (a query may catch an index up: `lessrt serve` gives a copy); messages the index does not hold yet (archived
-    /// by a process that died before indexing them) are not found until a writer opens the archive.
+    /// (`lessrt serve` gives [`Memory::open_to_read`], which catches an index up in memory, never on disk);
+    /// messages the index does not hold yet (archived by a process that died before indexing them) are not found
+    /// until a writer opens the archive.
     pub fn open_to_read(dir: &Path, index: Memory) -> Result<Dag, DagError> {
         let archive = Archive::open_read_only(dir)?;
         let condenser = Condenser::new(DagConfig::default(), Arc::new(Extractive));

@@ -7,6 +7,61 @@ use serde_json::Value;
 use crate::dag::archive::NewMessage;
 use less_contract::{ErrorCode, Violation};
 
+/// The most bytes of one message's content `memory ingest` archives (1 MiB). Each message is archived verbatim and
+/// indexed in pieces of at most 500 characters, so one huge message costs memory many times its size; longer text
+/// belongs in the workspace, cited by a pointer.
+pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
+
+/// The most characters of a name: a project, a session, a message's `name`.
+pub const MAX_NAME_CHARS: usize = 200;
+
+/// Refuses what a parsed transcript may not archive (`memory ingest`), each with the path of the first offending
+/// value: a role outside the chat roles or a name that [`check_name`] refuses (`LESS_TRANSCRIPT_INVALID`), content
+/// over [`MAX_MESSAGE_BYTES`] (`LESS_TRANSCRIPT_INVALID`), blank content (`LESS_TEXT_EMPTY`: an archived message is
+/// kept forever and a blank one says nothing).
+pub fn check_archivable(messages: &[NewMessage]) -> Result<(), Violation> {
+    for (idx, message) in messages.iter().enumerate() {
+        crate::context::check_role(&message.role, idx, "")?;
+        if message.content.len() > MAX_MESSAGE_BYTES {
+            return Err(invalid(
+                &format!("/{idx}/content"),
+                format!(
+                    "message {idx} has {} bytes of content, over the {MAX_MESSAGE_BYTES} a message may have; split it \
+                     into several messages, or put the text in the workspace and cite it with a pointer",
+                    message.content.len()
+                ),
+            ));
+        }
+        if message.content.trim().is_empty() {
+            return Err(Violation::new(
+                ErrorCode::TextEmpty,
+                format!("/{idx}/content"),
+                format!("message {idx} has blank content; leave the message out, or send what was said"),
+            ));
+        }
+        if let Some(name) = &message.name {
+            check_name(name)
+                .map_err(|why| invalid(&format!("/{idx}/name"), format!("message {idx}: its name {why}")))?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether `name` (a project, a session, a speaker) is one: not blank, at most [`MAX_NAME_CHARS`] characters, no
+/// control characters. The error says what is wrong, to follow "its name", "the project" or the like.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let n_chars = name.chars().count();
+    if name.trim().is_empty() {
+        Err("is blank: give a name".to_owned())
+    } else if n_chars > MAX_NAME_CHARS {
+        Err(format!("has {n_chars} characters, over the {MAX_NAME_CHARS} a name may have: use a shorter one"))
+    } else if name.chars().any(char::is_control) {
+        Err("holds control characters: use printable text".to_owned())
+    } else {
+        Ok(())
+    }
+}
+
 /// Parses a transcript. Not JSON: `LESS_JSON_MALFORMED` (with the line, for JSONL); JSON that is not a list of
 /// messages: `LESS_TRANSCRIPT_INVALID` with the path of the bad value (`/3/role`).
 pub fn parse_transcript(text: &str) -> Result<Vec<NewMessage>, Violation> {

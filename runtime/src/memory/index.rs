@@ -82,6 +82,11 @@ pub struct RecallIndex {
     fields: Fields,
     /// The store generation the reader's view reflects (from its commit's payload); none: unknown, rebuild.
     generation: Option<u64>,
+    /// Opened to read ([`RecallIndex::open_read_only`]): the directory is never written.
+    read_only: bool,
+    /// An index of a reader's own, in memory: what a read-only index is written to when the files are missing,
+    /// damaged or behind the store (it is rebuilt from the store there, and dropped with the index).
+    in_memory: Option<Index>,
 }
 
 /// One write session: the store's write lock and tantivy's writer, released together when dropped.
@@ -90,7 +95,8 @@ pub struct IndexWrite<'a> {
     writer: IndexWriter,
     /// The store generation the last commit recorded (read under the lock).
     committed: Option<u64>,
-    _lock: WriteLock,
+    /// None for an index in memory, which no other process sees.
+    _lock: Option<WriteLock>,
 }
 
 /// What a recall may return, as index terms (built by the access rules of `policy.rs`).
@@ -270,8 +276,16 @@ impl RecallIndex {
     pub fn open(dir: &Path) -> Result<RecallIndex, IndexError> {
         std::fs::create_dir_all(dir).map_err(|source| IndexError::Io { path: dir.to_owned(), source })?;
         let (schema, fields) = schema();
+        let index = |reader, generation| RecallIndex {
+            dir: dir.to_owned(),
+            reader,
+            fields,
+            generation,
+            read_only: false,
+            in_memory: None,
+        };
         match open_readable(dir, &schema) {
-            Ok((reader, generation)) => return Ok(RecallIndex { dir: dir.to_owned(), reader, fields, generation }),
+            Ok((reader, generation)) => return Ok(index(reader, generation)),
             Err(Unusable::Missing) => {}
             Err(Unusable::Damaged(err)) => {
                 tracing::warn!(target: "less.memory", "recall index {} is damaged ({err}); rebuilding it from the store", dir.display());
@@ -280,15 +294,53 @@ impl RecallIndex {
         let _lock = WriteLock::acquire(dir)?;
         // Another process may have created or repaired it while this one waited.
         if let Ok((reader, generation)) = open_readable(dir, &schema) {
-            return Ok(RecallIndex { dir: dir.to_owned(), reader, fields, generation });
+            return Ok(index(reader, generation));
         }
         let reader = create_empty(dir, schema)?;
-        Ok(RecallIndex { dir: dir.to_owned(), reader, fields, generation: None })
+        Ok(index(reader, None))
+    }
+
+    /// Opens the index in `dir` to read only: the files are never written and no lock is taken. Files that are
+    /// missing, damaged or behind the store are left as they are; the catch-up or rebuild they need happens in an
+    /// index in memory, of this reader alone (see [`RecallIndex::write`]).
+    pub fn open_read_only(dir: &Path) -> Result<RecallIndex, IndexError> {
+        let (schema, fields) = schema();
+        let mut index = match open_readable(dir, &schema) {
+            Ok((reader, generation)) => {
+                RecallIndex { dir: dir.to_owned(), reader, fields, generation, read_only: true, in_memory: None }
+            }
+            Err(unusable) => {
+                if let Unusable::Damaged(err) = unusable {
+                    tracing::warn!(target: "less.memory", "recall index {} is damaged ({err}); reading from the store", dir.display());
+                }
+                let in_memory = Index::create_in_ram(schema);
+                let reader = in_memory.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
+                let in_memory = Some(in_memory);
+                RecallIndex { dir: dir.to_owned(), reader, fields, generation: None, read_only: true, in_memory }
+            }
+        };
+        // Files that record no generation are rebuilt, here in memory.
+        if index.generation.is_none() && index.in_memory.is_none() {
+            index.start_in_memory()?;
+        }
+        Ok(index)
+    }
+
+    /// Replaces a read-only index's view by an empty index in memory (to be filled from the store).
+    fn start_in_memory(&mut self) -> Result<Index, IndexError> {
+        let in_memory = Index::create_in_ram(schema().0);
+        self.reader = in_memory.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
+        self.in_memory = Some(in_memory.clone());
+        self.generation = None;
+        Ok(in_memory)
     }
 
     /// Clears the directory and starts an empty index under the write lock (`lessrt memory reindex`: whatever the
     /// files hold, damaged or not, is replaced by a rebuild from the store).
     pub fn reset(&mut self) -> Result<(), IndexError> {
+        if self.read_only {
+            return self.start_in_memory().map(drop);
+        }
         let _lock = WriteLock::acquire(&self.dir)?;
         self.reader = create_empty(&self.dir, schema().0)?;
         self.generation = None;
@@ -303,6 +355,12 @@ impl RecallIndex {
     /// Reads the last commit without a lock: another process may have caught the index up. Returns the generation
     /// it reflects.
     pub fn refresh(&mut self) -> Result<Option<u64>, IndexError> {
+        if let Some(in_memory) = &self.in_memory {
+            // Nobody else writes it: its last commit is the one this reader made.
+            self.reader.reload()?;
+            self.generation = payload_generation(in_memory)?;
+            return Ok(self.generation);
+        }
         let (schema, _) = schema();
         match open_readable(&self.dir, &schema) {
             Ok((reader, generation)) => {
@@ -320,7 +378,19 @@ impl RecallIndex {
 
     /// Starts a write session: waits (up to [`WRITE_WAIT`]) for the store's write lock, then takes tantivy's writer
     /// on a freshly opened index (so the files other processes committed are known).
+    ///
+    /// A read-only index writes to its index in memory instead, started empty the first time (so the caller
+    /// rebuilds it whole from the store), without a lock.
     pub fn write(&mut self) -> Result<IndexWrite<'_>, IndexError> {
+        if self.read_only {
+            let in_memory = match &self.in_memory {
+                Some(in_memory) => in_memory.clone(),
+                None => self.start_in_memory()?,
+            };
+            let committed = payload_generation(&in_memory)?;
+            let writer = in_memory.writer_with_num_threads(1, 15_000_000)?;
+            return Ok(IndexWrite { index: self, writer, committed, _lock: None });
+        }
         let lock = WriteLock::acquire(&self.dir)?;
         let (schema, _) = schema();
         let index = match Index::open_in_dir(&self.dir) {
@@ -336,7 +406,7 @@ impl RecallIndex {
             Err(_) => None,
         };
         let writer = index.writer_with_num_threads(1, 15_000_000)?;
-        Ok(IndexWrite { index: self, writer, committed, _lock: lock })
+        Ok(IndexWrite { index: self, writer, committed, _lock: Some(lock) })
     }
 
     /// The best `limit` engrams that `filter` lets through sharing keys with `query_keys`, best first; ties keep

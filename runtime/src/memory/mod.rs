@@ -287,6 +287,25 @@ impl Memory {
         Memory::open_with(dir, Err("the memory was opened without the embedding model".into()))
     }
 
+    /// Opens the memory in `dir` to read it where it is, with stage 1 only (a viewer: `lessrt serve`): the store
+    /// through a read-only connection, the hash index's files read-only. Nothing in `dir` is created or written,
+    /// and nothing is copied: an index that is missing, damaged or behind the store is caught up in memory, for
+    /// this reader alone. A put fails (the store is read-only).
+    pub fn open_to_read(dir: &Path) -> Result<Memory, MemoryError> {
+        let store = Store::open_read_only(dir)?;
+        let index = RecallIndex::open_read_only(&dir.join("recall"))?;
+        Ok(Memory {
+            store,
+            index,
+            index_dirty: false,
+            semantic: Err("the memory was opened to read, without the embedding model".into()),
+            fusion: Fusion::default(),
+            policy: MemoryPolicy::default(),
+            progress: None,
+            closed: false,
+        })
+    }
+
     /// Opens the memory with the given model (or the reason there is none).
     pub fn open_with(dir: &Path, embedder: Result<Arc<Embedder>, String>) -> Result<Memory, MemoryError> {
         Memory::open_semantic(dir, embedder.map(Some))

@@ -217,6 +217,23 @@ impl Store {
         Ok(store)
     }
 
+    /// Opens the store in `dir` to read only (a viewer: `lessrt serve`): nothing is created, migrated or written,
+    /// and a missing file or one of another layout is an error.
+    pub fn open_read_only(dir: &Path) -> Result<Store, StoreError> {
+        let path = dir.join("memory.sqlite3");
+        if !path.is_file() {
+            let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "no store here");
+            return Err(StoreError::Io { path, source: missing });
+        }
+        let conn = crate::dag::archive::open_sqlite_read_only(&path)?;
+        conn.busy_timeout(BUSY_WAIT)?;
+        let store = Store { conn, decoded: Default::default() };
+        match store.layout()? {
+            Some(SCHEMA_VERSION) => Ok(store),
+            found => Err(StoreError::Version { found: found.unwrap_or(1) }),
+        }
+    }
+
     /// The layout version recorded in the file (none: a new file, or version 1).
     fn layout(&self) -> Result<Option<i64>, StoreError> {
         let meta: bool = self.conn.query_row(

@@ -132,6 +132,69 @@ fn a_missing_or_stale_index_is_rebuilt_with_identical_results() {
     assert_eq!(memory.reindex().expect("reindex"), 3);
 }
 
+/// Every file below `dir`, with its bytes.
+fn files_below(dir: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).expect("read dir").map_while(Result::ok) {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.insert(path.clone(), std::fs::read(&path).expect("read"));
+            }
+        }
+    }
+    out
+}
+
+/// A memory opened to read (`lessrt serve`'s query box, issue 34) answers as a writer does from an index that is
+/// current, behind the store or gone, catching up in memory: every file of the store stays as it was, and nothing is
+/// created (no copy, no missing index rebuilt on disk).
+#[test]
+fn a_memory_opened_to_read_answers_in_place_and_writes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let facts = facts();
+    let question = "migrations seeding dev port cache";
+    let answer = |memory: &mut Memory| {
+        let recall = memory.query(question, "kelp", None, 4).expect("query");
+        ids(&recall).into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let mut writer = Memory::open_without_model(dir.path()).expect("open");
+    for fact in &facts[..3] {
+        writer.put(fact, "kelp", 0).expect("put");
+    }
+    let want = answer(&mut writer);
+    writer.close().expect("close");
+    let untouched = files_below(dir.path());
+    let mut reader = Memory::open_to_read(dir.path()).expect("open to read");
+    assert_eq!(answer(&mut reader), want, "a current index, read in place");
+    assert!(reader.put(&facts[3], "kelp", 0).is_err(), "a reader cannot write");
+    drop(reader);
+    assert_eq!(files_below(dir.path()), untouched);
+
+    // The store moves on behind the index's back: the reader catches up in memory.
+    let mut store = Store::open(dir.path()).expect("store");
+    store.put(&facts[3], "kelp", 0).expect("put");
+    drop(store);
+    let behind = files_below(dir.path());
+    let mut reader = Memory::open_to_read(dir.path()).expect("open to read");
+    let caught_up = answer(&mut reader);
+    assert!(caught_up.contains(&facts[3].id), "{caught_up:?}");
+    drop(reader);
+    assert_eq!(files_below(dir.path()), behind);
+
+    // The index gone: answered all the same, and not made again on disk.
+    std::fs::remove_dir_all(dir.path().join("recall")).expect("remove index");
+    let gone = files_below(dir.path());
+    let mut reader = Memory::open_to_read(dir.path()).expect("open to read");
+    assert_eq!(answer(&mut reader), caught_up);
+    drop(reader);
+    assert_eq!(files_below(dir.path()), gone);
+    assert!(!dir.path().join("recall").exists());
+}
+
 #[test]
 fn supersession_takes_the_old_engram_out_of_recall() {
     let dir = tempfile::tempdir().expect("tempdir");

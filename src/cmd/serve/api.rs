@@ -17,7 +17,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use less_runtime::dag::{Archive, Dag, copy_index};
+use less_runtime::dag::{Archive, Dag, index_dir};
 use less_runtime::memory::Memory;
 use less_runtime::run::RunReport;
 use less_runtime::{ErrorCode, Violation};
@@ -51,10 +51,66 @@ const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const STYLE_CSS: &str = include_str!("assets/style.css");
 
+/// Who may call the API: the page this server served, which holds the server's token in a cookie.
+///
+/// A web page the user visits can make the browser send requests to a loopback server (`<img src=…>`, a form, a
+/// `fetch` in `no-cors` mode): it cannot read the answers, but the server still does the work. So the API answers
+/// only requests that carry the token, and refuses any request the browser marks as coming from another site.
+/// The cookie is `SameSite=Strict` and `HttpOnly`: a browser sends it only with requests from this server's own
+/// pages, and no script reads it. Its name carries the port, so two servers on one machine keep their own.
+#[derive(Debug, Clone)]
+pub(crate) struct Access {
+    /// The cookie's name: `lessrt-<port>`.
+    cookie: String,
+    /// 32 random bytes in hex, drawn when the server starts.
+    token: String,
+}
+
+impl Access {
+    /// A fresh token for the server listening on `port`.
+    pub(crate) fn new(port: u16) -> anyhow::Result<Access> {
+        let bytes = less_runtime::run::fresh_secret()
+            .map_err(|v| anyhow::anyhow!("no random token for the page: {}: {}", v.code, v.message))?;
+        let token = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        Ok(Access { cookie: format!("lessrt-{port}"), token })
+    }
+
+    /// The `Set-Cookie` value the page is served with.
+    fn set_cookie(&self) -> String {
+        format!("{}={}; Path=/; HttpOnly; SameSite=Strict", self.cookie, self.token)
+    }
+
+    /// Whether the request's cookies carry this server's token.
+    fn admits(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .any(|(name, value)| name == self.cookie && same_bytes(value.as_bytes(), self.token.as_bytes()))
+    }
+}
+
+/// Compares in time that depends on the lengths only.
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 /// The router.
-pub(crate) fn router(served: Arc<Served>) -> axum::Router {
+pub(crate) fn router(served: Arc<Served>, access: Access) -> axum::Router {
+    let page = {
+        let access = access.clone();
+        move || async move {
+            let mut response = asset(INDEX_HTML, "text/html; charset=utf-8");
+            if let Ok(cookie) = HeaderValue::from_str(&access.set_cookie()) {
+                response.headers_mut().insert(header::SET_COOKIE, cookie);
+            }
+            response
+        }
+    };
     axum::Router::new()
-        .route("/", get(|| async { asset(INDEX_HTML, "text/html; charset=utf-8") }))
+        .route("/", get(page))
         .route("/assets/app.js", get(|| async { asset(APP_JS, "text/javascript; charset=utf-8") }))
         .route("/assets/style.css", get(|| async { asset(STYLE_CSS, "text/css; charset=utf-8") }))
         .route("/api/runs", get(runs))
@@ -82,8 +138,54 @@ pub(crate) fn router(served: Arc<Served>) -> axum::Router {
                 "the page only reads: every path takes GET",
             )
         })
+        .layer(axum::middleware::from_fn_with_state(Arc::new(access), same_site))
         .layer(axum::middleware::from_fn_with_state(served.clone(), loopback_host))
         .with_state(served)
+}
+
+/// The paths served without the token: the page and its assets, which hold nothing of a run.
+const PUBLIC_PATHS: [&str; 3] = ["/", "/assets/app.js", "/assets/style.css"];
+
+/// Answers a request only from this server's own page: refuses what the browser says comes from another site or
+/// origin (`Sec-Fetch-Site`, `Origin`), then anything without the server's token (see [`Access`]). The page and
+/// its assets ([`PUBLIC_PATHS`]) are served to anyone who reaches the server, as before; every other path (the API,
+/// and whatever a path spelled otherwise would route to) needs the token.
+async fn same_site(
+    State(access): State<Arc<Access>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if PUBLIC_PATHS.contains(&request.uri().path()) {
+        return next.run(request).await;
+    }
+    let headers = request.headers();
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
+    let refuse = |why: String| ApiError::new(StatusCode::FORBIDDEN, ErrorCode::ArgumentInvalid, why).into_response();
+    // `same-site` too: another server on this machine (another port) is the same site but not this page.
+    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok())
+        && !matches!(site, "same-origin" | "none")
+    {
+        return refuse(format!(
+            "a request from another site (Sec-Fetch-Site: {site}) is refused: the API answers the page this server \
+             serves; open the page (/ on this server) and use it"
+        ));
+    }
+    if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok())
+        && origin != format!("http://{host}")
+    {
+        return refuse(format!(
+            "a request from another origin ({origin}) is refused: the API answers the page this server serves; \
+             open the page (/ on this server) and use it"
+        ));
+    }
+    if !access.admits(headers) {
+        return refuse(format!(
+            "no token of this server (cookie {}): the API answers the page it serves; open the page (/ on this \
+             server; reload it if the server restarted), or GET / first and send its cookie back (curl -c jar -b jar)",
+            access.cookie
+        ));
+    }
+    next.run(request).await
 }
 
 /// Refuses a request whose `Host` is not a loopback name (unless `--allow-remote`): the server listens on loopback,
@@ -608,12 +710,17 @@ async fn dag_query(State(served): State<Arc<Served>>, Params(param): Params<Quer
         if !dir.join("memory.sqlite3").is_file() {
             return Err(no_archive(&dir));
         }
-        // Hash recall only (no model), on a copy of the index: nothing of the store is written.
-        let copy =
-            tempfile::Builder::new().prefix("lessrt-serve-index-").tempdir().map_err(|e| failed(e.to_string()))?;
-        copy_index(&dir, copy.path())
-            .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, ErrorCode::ArgumentInvalid, e.to_string()))?;
-        let index = Memory::open_without_model(copy.path()).map_err(|e| failed(e.to_string()))?;
+        // Hash recall only (no model), in place: the index is read where it is, through read-only connections,
+        // and what it lacks is caught up in memory. Nothing of the store is written or copied.
+        let index_at = index_dir(&dir);
+        if !index_at.join("memory.sqlite3").is_file() {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                ErrorCode::ArgumentInvalid,
+                format!("no message index in {}: the archive has no message yet", dir.display()),
+            ));
+        }
+        let index = Memory::open_to_read(&index_at).map_err(|e| failed(e.to_string()))?;
         let mut dag = Dag::open_to_read(&dir, index).map_err(|e| failed(e.to_string()))?;
         let answer = dag.expand_query(&question, max_tokens, None).map_err(|e| failed(e.to_string()))?;
         Ok(Json(redacted(serde_json::to_value(answer).unwrap_or(Value::Null))))

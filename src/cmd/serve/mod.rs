@@ -137,7 +137,7 @@ pub(crate) async fn start(
 ) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<anyhow::Result<()>>)> {
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr().context("the listener's address")?;
-    let router = api::router(Arc::new(served));
+    let router = api::router(Arc::new(served), api::Access::new(bound.port())?);
     let server = tokio::spawn(async move { axum::serve(listener, router).await.context("HTTP server") });
     Ok((bound, server))
 }
