@@ -97,7 +97,8 @@ fn the_python_sdk_calls_every_tool_over_stdio_and_the_rules_hold() {
     assert_eq!(summary["tools"].as_array().map(Vec::len), Some(22), "{summary}");
     // The README's transcript shows this refusal: its numbers are what the server says.
     let refusal = summary["refusal"].as_str().expect("the refusal's text");
-    let shown = refusal.split(" (tokens used").next().expect("its head");
+    let shown = refusal.split(" (").next().expect("its head");
+    assert!(refusal.contains("(max_deref_tokens_total ") && refusal.contains("/40,"), "the limit it passed: {refusal}");
     assert_eq!(shown, "LESS_DEREF_DENIED: 1 pointer / 440 tokens exceed this turn's deref budget");
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README");
     assert!(readme.contains(shown), "the README's MCP transcript shows `{shown}`");

@@ -221,6 +221,25 @@ pub struct DerefItem {
     pub digest: String,
     /// Its tokens.
     pub tokens: u32,
+    /// The digest this client read in an earlier turn, when the content has changed since: the source changed
+    /// between its turns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changed_from: Option<String>,
+}
+
+/// Most pointers one deref names (the contract's deref request carries 1 to 12).
+pub const MAX_DEREF_POINTERS: usize = 12;
+
+/// Most digests a client's earlier turns are remembered by (past it, the oldest turns are forgotten and their
+/// changes go unmentioned).
+const MAX_EARLIER_PINS: usize = 4096;
+
+/// The digests one client read: in its current turn (content must not change under it) and in earlier turns (a
+/// change is reported, not refused).
+#[derive(Debug, Default)]
+struct ClientPins {
+    turn: crate::resolver::Pins,
+    earlier: crate::resolver::Pins,
 }
 
 /// A deref request, as its parent sees it.
@@ -245,13 +264,13 @@ pub struct NewGrant {
     pub to: String,
     /// Pointers (text forms) or patterns (`repo:src/**`) it covers.
     pub patterns: Vec<String>,
-    /// Derefs it allows (default 1).
+    /// Derefs it allows (default 1; 0 is refused).
     pub uses: Option<u32>,
-    /// How long it lives (ISO-8601 duration, default `PT1H`).
+    /// How long it lives (ISO-8601 duration, default `PT1H`; under a second is refused).
     pub ttl: Option<String>,
     /// Tokens it covers (default 4,000).
     pub max_tokens: Option<u32>,
-    /// The deref request it answers.
+    /// The deref request it answers: a pending request of the grantee to the issuer (another is refused).
     pub answers: Option<String>,
 }
 
@@ -314,12 +333,15 @@ pub struct Desk {
     /// Symbols, capsules and the blackboard.
     shared: Mutex<shared::Shared>,
     memory: Mutex<Memory>,
-    resolver: Mutex<Option<Resolver>>,
+    /// Reads only (`&self`): clients' derefs do not wait for each other.
+    resolver: Option<Resolver>,
     /// The workspace's index, opened by the first search (and brought up to the files before each).
     index: Mutex<Option<crate::workspace::WorkspaceIndex>>,
     db: Mutex<Connection>,
     key: [u8; 32],
     meters: Mutex<HashMap<String, DerefMeter>>,
+    /// The digests each client read, in its current turn and before.
+    pins: Mutex<HashMap<String, ClientPins>>,
     audit: PathBuf,
     counter: &'static TokenCounter,
 }
@@ -384,11 +406,12 @@ impl Desk {
             dag: Mutex::default(),
             shared: Mutex::new(shared::Shared::open(dir)?),
             memory: Mutex::new(memory),
-            resolver: Mutex::new(resolver),
+            resolver,
             index: Mutex::new(None),
             db: Mutex::new(db),
             key,
             meters: Mutex::default(),
+            pins: Mutex::default(),
             audit: dir.join("desk-audit.log"),
             counter: TokenCounter::shared(less_contract::Encoding::default()),
         })
@@ -480,74 +503,168 @@ impl Desk {
             .collect())
     }
 
-    /// Dereferences `pointers` as `who`: within this turn's budget, or under `grant_id`.
-    /// Returns the items and what the whole files would have cost (the baseline).
+    /// Dereferences `pointers` (at most [`MAX_DEREF_POINTERS`]) as `who`: within this turn's budget, or under
+    /// `grant_id`. Returns the items and what the whole files would have cost (the baseline).
+    ///
+    /// What can be refused without reading is refused before any file is read: too many pointers, a pointer outside
+    /// the caller's reach without a grant, more spans than the turn has left without a grant, a grant that is not the
+    /// caller's, is spent or expired, or does not cover the pointers. Each file is read once per call.
+    ///
+    /// Digests are pinned per client and per turn ([`Desk::checkpoint`] ends a turn): within a turn, content that
+    /// changed since the caller read it is `LESS_DIGEST_MISMATCH` (no phantom reads); in a later turn it is read
+    /// afresh, and the item names the digest the caller read before ([`DerefItem::changed_from`]).
     pub fn deref(
         &self,
         who: &Client,
         pointers: &[String],
         grant_id: Option<&str>,
     ) -> Result<(Vec<DerefItem>, u32), Violation> {
-        let parsed = pointers
+        let parsed = parse_pointers(pointers, "/pointers")?;
+        let items = self.read_metered(who, &parsed, grant_id)?;
+        // The whole source of each pointer, read once however many of its spans were asked for.
+        let wholes: Vec<Pointer> = parsed.iter().map(Pointer::whole).collect();
+        let mut distinct: Vec<Pointer> = wholes.clone();
+        distinct.sort_by_key(ToString::to_string);
+        distinct.dedup();
+        let texts = self.resolver()?.read_unpinned_all(&distinct, &NoEpisodes);
+        let whole_tokens: HashMap<String, u32> = distinct
             .iter()
-            .enumerate()
-            .map(|(i, t)| Pointer::parse(t).map_err(|v| Violation { path: format!("/pointers/{i}"), ..v }))
-            .collect::<Result<Vec<Pointer>, Violation>>()?;
-        let mut resolver = self.resolver.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let resolver = resolver.as_mut().ok_or_else(|| {
-            Violation::new(
-                ErrorCode::PointerUnresolved,
-                "",
-                "this server has no workspace to resolve pointers in; start it with --workspace DIR",
-            )
-        })?;
+            .zip(texts)
+            .map(|(whole, text)| (whole.to_string(), text.map_or(0, |text| self.counter.count(&text))))
+            .collect();
+        let baseline = wholes
+            .iter()
+            .map(|whole| whole_tokens.get(&whole.to_string()).copied().unwrap_or(0))
+            .fold(0, u32::saturating_add);
+        Ok((items, baseline))
+    }
+
+    /// Resolves `parsed` as `who` under the deref rules ([`Desk::deref`]): reach, the turn's budget or a grant, the
+    /// client's pins. The meter (or the grant) is charged and the pins taken only when everything is delivered.
+    fn read_metered(
+        &self,
+        who: &Client,
+        parsed: &[Pointer],
+        grant_id: Option<&str>,
+    ) -> Result<Vec<DerefItem>, Violation> {
+        if parsed.is_empty() || parsed.len() > MAX_DEREF_POINTERS {
+            return Err(Violation::new(
+                ErrorCode::ArgumentInvalid,
+                "/pointers",
+                format!(
+                    "{} pointers in one deref; name 1 to {MAX_DEREF_POINTERS}: split the request over several calls, or \
+                     name one wider span (repo:src/lib.rs#L1-L200) instead of many narrow ones",
+                    parsed.len()
+                ),
+            ));
+        }
         // Outside its reach, only a grant reads: the whole request then goes through it.
         let outside = parsed.iter().find(|p| !who.reach.covers(p));
         if let (Some(pointer), None) = (outside, grant_id) {
             return Err(crate::run::outside_reach(&who.id, &who.reach, pointer));
         }
-        let resolved = resolver.resolve_all(&parsed, &NoEpisodes)?;
+        // Spans are counted before anything is read: what the turn cannot hold is refused, or must be granted.
+        let spans: Vec<(PointerType, u32)> = parsed.iter().map(|p| (p.ty(), 0)).collect();
+        let meter = self.meter(who);
+        let budget_may_cover = outside.is_none() && meter.admit(&who.budget, &spans).is_some();
+        match (budget_may_cover, grant_id) {
+            (true, _) => {}
+            (false, None) => return Err(over_budget(who, &meter, &spans, false)),
+            (false, Some(grant_id)) => {
+                let db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut book = self.grant_book(&db, who, grant_id)?;
+                let unread: Vec<(Pointer, u32)> = parsed.iter().map(|p| (p.clone(), 0)).collect();
+                book.authorize(grant_id, &who.id, &unread, time::OffsetDateTime::now_utc())?;
+            }
+        }
+        let resolved = self.resolve_pinned(who, parsed)?;
         let items: Vec<(Pointer, u32)> =
             resolved.iter().map(|r| (r.pointer.clone(), self.counter.count(&r.content))).collect();
         let typed: Vec<_> = items.iter().map(|(p, n)| (p.ty(), *n)).collect();
-        let mut meters = self.meters.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let meter = meters.entry(who.id.clone()).or_default();
-        match (meter.admit(&who.budget, &typed).filter(|_| outside.is_none()), grant_id) {
-            (Some(next), _) => *meter = next,
-            (None, None) => {
-                let n: u32 = items.iter().map(|(_, n)| n).sum();
-                return Err(Violation::new(
-                    ErrorCode::DerefDenied,
-                    "",
-                    format!(
-                        "{} pointer{} / {n} tokens exceed this turn's deref budget (tokens used {}/{}); ask your \
-                         parent with less_request_deref, or present a grant",
-                        items.len(),
-                        if items.len() == 1 { "" } else { "s" },
-                        meter.tokens,
-                        who.budget.max_deref_tokens_total
-                    ),
-                ));
+        // The turn's meter is charged under its lock; a grant is spent after it is released (the spend may wait for
+        // another process's write).
+        let over = {
+            let mut meters = self.meters.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let meter = meters.entry(who.id.clone()).or_default();
+            match meter.admit(&who.budget, &typed).filter(|_| outside.is_none()) {
+                Some(next) => {
+                    *meter = next;
+                    None
+                }
+                None => Some(*meter),
             }
-            (None, Some(grant_id)) => self.spend_grant(who, grant_id, &items)?,
+        };
+        match (over, grant_id) {
+            (None, _) => {}
+            (Some(meter), None) => return Err(over_budget(who, &meter, &typed, true)),
+            (Some(_), Some(grant_id)) => self.spend_grant(who, grant_id, &items)?,
         }
-        let mut baseline = 0;
-        for pointer in &parsed {
-            if let Ok(whole) = Pointer::new(pointer.ty(), pointer.reference(), None) {
-                baseline += resolver.read_unpinned(&whole, &NoEpisodes).map_or(0, |text| self.counter.count(&text));
-            }
-        }
-        let items = resolved
+        let changed = self.take_pins(who, &resolved);
+        Ok(resolved
             .into_iter()
             .zip(items)
-            .map(|(r, (_, tokens))| DerefItem {
+            .zip(changed)
+            .map(|((r, (_, tokens)), changed_from)| DerefItem {
                 pointer: r.pointer.to_string(),
                 content: r.content,
                 digest: r.digest.to_string(),
                 tokens,
+                changed_from,
             })
-            .collect();
-        Ok((items, baseline))
+            .collect())
+    }
+
+    /// Resolves `parsed` against `who`'s pins of this turn, leaving them as they are: [`Desk::take_pins`] pins what
+    /// is delivered.
+    fn resolve_pinned(&self, who: &Client, parsed: &[Pointer]) -> Result<Vec<crate::resolver::Resolved>, Violation> {
+        let mut turn_pins = self.pins(|pins| pins.get(&who.id).map(|c| c.turn.clone()).unwrap_or_default());
+        let resolved = self.resolver()?.resolve_with(parsed, &NoEpisodes, &mut turn_pins).map_err(|mut v| {
+            if v.code == ErrorCode::DigestMismatch {
+                v.message.push_str(
+                    " in this turn; content does not change under a client within its turn: call less_checkpoint to \
+                     end the turn, then dereference it again (the answer names the digest read before)",
+                );
+            }
+            v
+        })?;
+        Ok(resolved)
+    }
+
+    /// Pins the digests of `resolved` in `who`'s turn (by the pointer's text form, as the resolver pins); for each,
+    /// the digest `who` read in an earlier turn when the content changed since.
+    fn take_pins(&self, who: &Client, resolved: &[crate::resolver::Resolved]) -> Vec<Option<String>> {
+        self.pins(|pins| {
+            let client = pins.entry(who.id.clone()).or_default();
+            resolved
+                .iter()
+                .map(|r| {
+                    let key = r.pointer.to_string();
+                    client.turn.insert(key.clone(), r.digest);
+                    client.earlier.remove(&key).filter(|d| *d != r.digest).map(|d| d.to_string())
+                })
+                .collect()
+        })
+    }
+
+    /// `who`'s deref meter for this turn.
+    fn meter(&self, who: &Client) -> DerefMeter {
+        let meters = self.meters.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        meters.get(&who.id).copied().unwrap_or_default()
+    }
+
+    /// The workspace's resolver, or the refusal of a server started without one.
+    fn resolver(&self) -> Result<&Resolver, Violation> {
+        self.resolver.as_ref().ok_or_else(|| {
+            Violation::new(
+                ErrorCode::PointerUnresolved,
+                "",
+                "this server has no workspace to resolve pointers in; start it with --workspace DIR",
+            )
+        })
+    }
+
+    fn pins<T>(&self, work: impl FnOnce(&mut HashMap<String, ClientPins>) -> T) -> T {
+        work(&mut self.pins.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
     /// Searches the workspace as `who`: the best `k` chunks within its reach, as pointers with one-line previews,
@@ -555,16 +672,13 @@ impl Desk {
     /// that fits). Returns the hits, their tokens as the caller reads them, and what pasting the hits' content (the
     /// baseline) would have cost.
     pub fn search(&self, who: &Client, query: &str, k: usize) -> Result<SearchAnswer, Violation> {
-        let root = {
-            let resolver = self.resolver.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            resolver.as_ref().map(|r| r.root().to_owned()).ok_or_else(|| {
-                Violation::new(
-                    ErrorCode::PointerUnresolved,
-                    "",
-                    "this server has no workspace to search; start it with --workspace DIR",
-                )
-            })?
-        };
+        let root = self.resolver.as_ref().map(|r| r.root().to_owned()).ok_or_else(|| {
+            Violation::new(
+                ErrorCode::PointerUnresolved,
+                "",
+                "this server has no workspace to search; start it with --workspace DIR",
+            )
+        })?;
         let mut slot = self.index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if slot.is_none() {
             // Beside the store: the desk's clients share it, and it goes with the store.
@@ -602,8 +716,8 @@ impl Desk {
         Ok(SearchAnswer { hits: found.hits, tokens, baseline, stages: found.stages, degraded: found.degraded })
     }
 
-    fn spend_grant(&self, who: &Client, grant_id: &str, items: &[(Pointer, u32)]) -> Result<(), Violation> {
-        let db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    /// `grant_id` as `who` may use it now, restored into a book with what `desk.sqlite` says is left of it.
+    fn grant_book(&self, db: &Connection, who: &Client, grant_id: &str) -> Result<GrantBook, Violation> {
         let row: Option<(String, u32, u32, u32)> = db
             .query_row(
                 "SELECT doc, uses_left, derefs_left, tokens_left FROM grants WHERE grant_id = ?1",
@@ -623,14 +737,34 @@ impl Desk {
         let mut book = GrantBook::default();
         let is_ancestor = self.config.is_ancestor(&grant.terms.issuer, &who.id);
         book.restore(grant, &who.id, &self.key, is_ancestor, GrantLeft { uses, derefs, tokens })?;
+        Ok(book)
+    }
+
+    /// Spends one use of `grant_id` on `items` in one write transaction: what is left is read, checked and taken
+    /// down by relative updates that hold only while enough is left, so two processes never spend the same use.
+    fn spend_grant(&self, who: &Client, grant_id: &str, items: &[(Pointer, u32)]) -> Result<(), Violation> {
+        let mut db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let failed = |err: rusqlite::Error| store_failed("desk grants", err);
+        let tx = db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(failed)?;
+        let mut book = self.grant_book(&tx, who, grant_id)?;
         book.authorize(grant_id, &who.id, items, time::OffsetDateTime::now_utc())?;
-        let left = book.left(grant_id).unwrap_or(GrantLeft { uses: 0, derefs: 0, tokens: 0 });
-        db.execute(
-            "UPDATE grants SET uses_left = ?2, derefs_left = ?3, tokens_left = ?4 WHERE grant_id = ?1",
-            params![grant_id, left.uses, left.derefs, left.tokens],
-        )
-        .map_err(|err| store_failed("desk grants", err))?;
-        Ok(())
+        let n_items = u32::try_from(items.len()).unwrap_or(u32::MAX);
+        let n_tokens = items.iter().map(|(_, n)| *n).fold(0, u32::saturating_add);
+        let spent = tx
+            .execute(
+                "UPDATE grants SET uses_left = uses_left - 1, derefs_left = derefs_left - ?2, tokens_left = tokens_left - ?3
+                 WHERE grant_id = ?1 AND uses_left >= 1 AND derefs_left >= ?2 AND tokens_left >= ?3",
+                params![grant_id, n_items, n_tokens],
+            )
+            .map_err(failed)?;
+        if spent != 1 {
+            return Err(Violation::new(
+                ErrorCode::GrantInvalid,
+                "/grant_id",
+                format!("grant {grant_id}: no uses left (another call spent it first)"),
+            ));
+        }
+        tx.commit().map_err(failed)
     }
 
     /// The grants `id` holds now (uses left, not expired), with what is left of each: what it may pass on beyond
@@ -670,11 +804,13 @@ impl Desk {
                 ),
             )
         })?;
-        for (i, text) in pointers.iter().enumerate() {
-            Pointer::parse(text).map_err(|v| Violation { path: format!("/pointers/{i}"), ..v })?;
-        }
-        if pointers.is_empty() {
-            return Err(Violation::new(ErrorCode::ArgumentInvalid, "/pointers", "name at least one pointer"));
+        parse_pointers(pointers, "/pointers")?;
+        if pointers.is_empty() || pointers.len() > MAX_DEREF_POINTERS {
+            return Err(Violation::new(
+                ErrorCode::ArgumentInvalid,
+                "/pointers",
+                format!("{} pointers; a request names 1 to {MAX_DEREF_POINTERS}: file several", pointers.len()),
+            ));
         }
         let reason: String = reason.chars().take(200).collect();
         let request_id = format!(
@@ -723,7 +859,21 @@ impl Desk {
         }
         let ttl =
             Ttl::parse(ttl.as_deref().unwrap_or("PT1H")).map_err(|v| Violation { path: "/ttl".to_owned(), ..v })?;
-        let uses = uses.unwrap_or(1).max(1);
+        if ttl.duration() < std::time::Duration::from_secs(1) {
+            return Err(Violation::new(
+                ErrorCode::ArgumentInvalid,
+                "/ttl",
+                format!("ttl {ttl} would be born expired: give a grant at least PT1S to live (default PT1H)"),
+            ));
+        }
+        let uses = uses.unwrap_or(1);
+        if uses == 0 {
+            return Err(Violation::new(
+                ErrorCode::ArgumentInvalid,
+                "/uses",
+                "uses 0 grants nothing: give 1 or more (default 1), or issue no grant",
+            ));
+        }
         let expires =
             time::OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or_else(|_| time::OffsetDateTime::now_utc())
                 + ttl.duration();
@@ -763,26 +913,55 @@ impl Desk {
             v.0.into_iter().next().unwrap_or_else(|| Violation::new(ErrorCode::SchemaInvalid, "", "invalid grant"))
         })?;
         let doc = serde_json::to_string(&grant).map_err(|err| store_failed("desk grant", err))?;
-        let db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        db.execute(
+        let mut db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // The request it answers is checked and marked in the transaction that stores the grant.
+        let failed = |err: rusqlite::Error| store_failed("desk grants", err);
+        let tx = db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(failed)?;
+        if let Some(request) = answers {
+            let answered = tx
+                .execute(
+                    "UPDATE requests SET status = 'granted'
+                     WHERE request_id = ?1 AND parent = ?2 AND requester = ?3 AND status = 'pending'",
+                    params![request, who.id, to],
+                )
+                .map_err(failed)?;
+            if answered != 1 {
+                return Err(Violation::new(
+                    ErrorCode::ArgumentInvalid,
+                    "/answers",
+                    format!(
+                        "{request} is no pending request of {to} to {}: answer a request less_checkpoint lists, or \
+                         leave `answers` out",
+                        who.id
+                    ),
+                ));
+            }
+        }
+        tx.execute(
             "INSERT INTO grants (grant_id, grantee, doc, uses_left, derefs_left, tokens_left) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![grant_id, to, doc, grant.terms.uses, grant.terms.max_derefs, grant.terms.max_tokens],
         )
-        .map_err(|err| store_failed("desk grants", err))?;
-        if let Some(request) = answers {
-            db.execute(
-                "UPDATE requests SET status = 'granted' WHERE request_id = ?1 AND parent = ?2 AND requester = ?3",
-                params![request, who.id, to],
-            )
-            .map_err(|err| store_failed("desk requests", err))?;
-        }
+        .map_err(failed)?;
+        tx.commit().map_err(failed)?;
         Ok(grant)
     }
 
     /// Ends `who`'s turn (its deref budget starts again) and says what waits for it: requests from its children,
     /// grants it holds.
+    ///
+    /// The digests `who` read in the turn it ends stop binding it: content changed since is read afresh in the next
+    /// turn, and the answer says it changed ([`DerefItem::changed_from`]).
     pub fn checkpoint(&self, who: &Client) -> Result<(Vec<RequestView>, Vec<HeldView>), Violation> {
         self.meters.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&who.id);
+        self.pins(|pins| {
+            if let Some(client) = pins.get_mut(&who.id) {
+                let turn = std::mem::take(&mut client.turn);
+                if client.earlier.len() + turn.len() > MAX_EARLIER_PINS {
+                    client.earlier.clear();
+                }
+                client.earlier.extend(turn);
+            }
+        });
         let db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut statement = db
             .prepare("SELECT request_id, requester, pointers, reason, status FROM requests WHERE parent = ?1 AND status = 'pending' ORDER BY rowid")
@@ -818,9 +997,18 @@ impl Desk {
         Ok((requests, held))
     }
 
-    /// One level of the lossless memory below `id` (a node or a message of the caller's project).
+    /// One level of the lossless memory below `id` (a node or a message of the caller's project), redacted as every
+    /// answer that shows archived text is (`expand_query`, the page): secrets and addresses in the messages' content
+    /// become credential references and `[REDACTED_IP]`. The archive itself keeps them verbatim.
     pub fn expand(&self, who: &Client, id: &str) -> Result<Value, Violation> {
-        let expansion = self.with_dag(|dag| dag.expand(id))?;
+        let mut expansion = self.with_dag(|dag| dag.expand(id))?;
+        for child in std::iter::once(&mut expansion.target).chain(expansion.children.iter_mut()) {
+            let content = match child {
+                Child::Node(node) => &mut node.content,
+                Child::Message(message) => &mut message.content,
+            };
+            *content = crate::context::redact(content).text;
+        }
         let project = match &expansion.target {
             Child::Node(node) => &node.project,
             Child::Message(message) => &message.project,
@@ -951,6 +1139,11 @@ impl Desk {
     /// parent that carries only a reference to the report (`artifact:<path>`, with the report's digest), never its
     /// text. The status is `status` when given, else read from the report ([`gate_status`]); a report that says
     /// neither is refused, so a verdict is never guessed. Returns the validated message, its tokens and the report's.
+    ///
+    /// The report is read as `who` reads: a report outside its reach is refused as a deref would be
+    /// (`LESS_DEREF_DENIED`; a verdict and a size are what it would learn of a file it may not read), and its digest
+    /// is pinned in `who`'s turn like a deref's. It is not metered against the turn's deref budget: its text never
+    /// reaches the caller.
     pub fn gate_report(
         &self,
         who: &Client,
@@ -960,15 +1153,14 @@ impl Desk {
     ) -> Result<(Valid<TypedMessage>, u32, u32), Violation> {
         let pointer = Pointer::new(PointerType::Artifact, report, None)
             .map_err(|v| Violation { path: "/report".to_owned(), ..v })?;
-        let mut resolver = self.resolver.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let resolver = resolver.as_mut().ok_or_else(|| {
-            Violation::new(
-                ErrorCode::PointerUnresolved,
-                "/report",
-                "this server has no workspace; start it with --workspace DIR",
-            )
-        })?;
-        let resolved = resolver.resolve_all(std::slice::from_ref(&pointer), &NoEpisodes)?;
+        if !who.reach.covers(&pointer) {
+            let violation = crate::run::outside_reach(&who.id, &who.reach, &pointer);
+            return Err(Violation { path: "/report".to_owned(), ..violation });
+        }
+        let resolved = self
+            .resolve_pinned(who, std::slice::from_ref(&pointer))
+            .map_err(|v| Violation { path: "/report".to_owned(), ..v })?;
+        self.take_pins(who, &resolved);
         let Some(resolved) = resolved.into_iter().next() else {
             return Err(Violation::new(ErrorCode::PointerUnresolved, "/report", format!("no report {report}")));
         };
@@ -1064,6 +1256,38 @@ impl Desk {
         principal.shared = who.shared_reads;
         principal
     }
+}
+
+/// `texts` parsed as pointers; the first that does not parse is refused at `<path>/<i>`.
+fn parse_pointers(texts: &[String], path: &str) -> Result<Vec<Pointer>, Violation> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Pointer::parse(t).map_err(|v| Violation { path: format!("{path}/{i}"), ..v }))
+        .collect()
+}
+
+/// The refusal of a deref of `items` (type, tokens) that `meter`, `who`'s turn so far, cannot take: it names each
+/// limit the deref would pass. Without `read`, it was refused before reading, by its spans alone.
+fn over_budget(who: &Client, meter: &DerefMeter, items: &[(PointerType, u32)], read: bool) -> Violation {
+    let n = items.len();
+    let what = match read {
+        true => {
+            let n_tokens = items.iter().map(|(_, t)| *t).fold(0, u32::saturating_add);
+            format!("{n} pointer{} / {n_tokens} tokens", if n == 1 { "" } else { "s" })
+        }
+        false => format!("{n} pointer{}", if n == 1 { "" } else { "s" }),
+    };
+    let over = meter.after(items).over(&who.budget);
+    Violation::new(
+        ErrorCode::DerefDenied,
+        "",
+        format!(
+            "{what} exceed this turn's deref budget ({}, counting what the turn read before); ask your parent with \
+             less_request_deref, or present a grant",
+            over.join(", ")
+        ),
+    )
 }
 
 /// The confidence `put_engram` gives an engram that states none (the contract builder's default).

@@ -13,7 +13,9 @@
 //! out of it are refused with [`ErrorCode::PointerUnresolved`].
 //! The `@<rev>` of a ref names the revision the sender saw; the resolver reads the working tree and relies on digests
 //! to notice change: the first resolution of a pointer in a run pins its digest, and a later one with different
-//! content is [`ErrorCode::DigestMismatch`] (no phantom reads).
+//! content is [`ErrorCode::DigestMismatch`] (no phantom reads). A caller that keeps pins of its own (the desk keeps
+//! them per client and per turn) resolves against them with [`Resolver::resolve_with`].
+//! One resolution reads each file once, however many of its pointers name it.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -49,13 +51,20 @@ impl SamSource for () {
     }
 }
 
+/// Digests pinned by pointer (its text form without a digest).
+pub(crate) type Pins = HashMap<String, Digest>;
+
 /// A workspace root and the digests pinned so far in the run.
 #[derive(Debug)]
 pub struct Resolver {
     // Invariant: `root` is canonical (absolute, symlinks resolved).
     root: PathBuf,
-    pinned: HashMap<String, Digest>,
+    pinned: Pins,
 }
+
+/// The files one resolution read, by workspace-relative path (a read that failed is kept failed), so that many
+/// pointers into one file read it once.
+type Reads = HashMap<String, Result<String, Violation>>;
 
 impl Resolver {
     /// A resolver confined to `root`.
@@ -79,9 +88,25 @@ impl Resolver {
 
     /// Resolves every pointer or none: digests are pinned only when all resolved and matched.
     pub fn resolve_all(&mut self, pointers: &[Pointer], sam: &dyn SamSource) -> Result<Vec<Resolved>, Violation> {
+        let mut pins = std::mem::take(&mut self.pinned);
+        let resolved = self.resolve_with(pointers, sam, &mut pins);
+        self.pinned = pins;
+        resolved
+    }
+
+    /// [`Resolver::resolve_all`] against `pins` instead of the resolver's own: every pointer or none, a pointer
+    /// carrying a digest must match its content, a pinned one its pin; `pins` takes the new digests only when all
+    /// resolved and matched.
+    pub(crate) fn resolve_with(
+        &self,
+        pointers: &[Pointer],
+        sam: &dyn SamSource,
+        pins: &mut Pins,
+    ) -> Result<Vec<Resolved>, Violation> {
+        let mut reads = Reads::new();
         let mut out = Vec::with_capacity(pointers.len());
         for pointer in pointers {
-            let content = self.content_of(pointer, sam)?;
+            let content = self.content_in(pointer, sam, &mut reads)?;
             let digest = Digest::of(content.as_bytes());
             let key = plain_key(pointer);
             if let Some(claimed) = pointer.digest()
@@ -89,7 +114,7 @@ impl Resolver {
             {
                 return Err(mismatch(&key, claimed, digest));
             }
-            if let Some(&pinned) = self.pinned.get(&key)
+            if let Some(&pinned) = pins.get(&key)
                 && pinned != digest
             {
                 return Err(mismatch(&key, pinned, digest));
@@ -97,7 +122,7 @@ impl Resolver {
             out.push(Resolved { pointer: pointer.clone().with_digest(digest), content, digest });
         }
         for resolved in &out {
-            self.pinned.insert(plain_key(&resolved.pointer), resolved.digest);
+            pins.insert(plain_key(&resolved.pointer), resolved.digest);
         }
         Ok(out)
     }
@@ -107,6 +132,13 @@ impl Resolver {
         self.content_of(pointer, sam)
     }
 
+    /// [`Resolver::read_unpinned`] of many pointers, reading each file once: the contents in order, `None` where a
+    /// pointer does not resolve.
+    pub(crate) fn read_unpinned_all(&self, pointers: &[Pointer], sam: &dyn SamSource) -> Vec<Option<String>> {
+        let mut reads = Reads::new();
+        pointers.iter().map(|pointer| self.content_in(pointer, sam, &mut reads).ok()).collect()
+    }
+
     /// One line saying what is behind `pointer` (see [`about`]), read without pinning; `None` when it does not
     /// resolve or there is nothing to say. What an agent's catalogue shows beside a pointer it has not read.
     pub fn about(&self, pointer: &Pointer) -> Option<String> {
@@ -114,33 +146,37 @@ impl Resolver {
     }
 
     fn content_of(&self, pointer: &Pointer, sam: &dyn SamSource) -> Result<String, Violation> {
+        self.content_in(pointer, sam, &mut Reads::new())
+    }
+
+    fn content_in(&self, pointer: &Pointer, sam: &dyn SamSource, reads: &mut Reads) -> Result<String, Violation> {
         match pointer.ty() {
             PointerType::Repo => {
-                let text = self.read(pointer.location())?;
+                let text = self.read_once(pointer.location(), reads)?;
                 match pointer.line_range() {
-                    Some(range) => lines(&text, range, pointer),
-                    None => Ok(text),
+                    Some(range) => lines(text, range, pointer),
+                    None => Ok(text.to_owned()),
                 }
             }
             PointerType::Artifact => {
-                let text = self.read(pointer.location())?;
+                let text = self.read_once(pointer.location(), reads)?;
                 match (pointer.span(), pointer.line_range()) {
-                    (_, Some(range)) => lines(&text, range, pointer),
+                    (_, Some(range)) => lines(text, range, pointer),
                     (Some(span), None) => {
                         let heading = span.strip_prefix("sec=").unwrap_or(span);
-                        markdown_section(&text, heading).ok_or_else(|| {
+                        markdown_section(text, heading).ok_or_else(|| {
                             unresolved(pointer, &format!("no heading {heading:?} in {}", pointer.location()))
                         })
                     }
-                    (None, None) => Ok(text),
+                    (None, None) => Ok(text.to_owned()),
                 }
             }
             PointerType::Diff => {
-                let text = self.read(&format!("diffs/{}.diff", pointer.reference()))?;
+                let text = self.read_once(&format!("diffs/{}.diff", pointer.reference()), reads)?;
                 match pointer.span() {
-                    Some(path) => diff_for_path(&text, path)
+                    Some(path) => diff_for_path(text, path)
                         .ok_or_else(|| unresolved(pointer, &format!("the diff does not touch {path}"))),
-                    None => Ok(text),
+                    None => Ok(text.to_owned()),
                 }
             }
             PointerType::Test => {
@@ -153,8 +189,8 @@ impl Resolver {
                     format!("src/{suite_path}/tests.rs"),
                 ];
                 for candidate in &candidates {
-                    if let Ok(text) = self.read(candidate)
-                        && let Some(source) = rust_fn_source(&text, name)
+                    if let Ok(text) = self.read_once(candidate, reads)
+                        && let Some(source) = rust_fn_source(text, name)
                     {
                         return Ok(source);
                     }
@@ -167,6 +203,11 @@ impl Resolver {
             }
             PointerType::Url => Err(unresolved(pointer, "url pointers are not dereferenced by the runtime")),
         }
+    }
+
+    /// [`Resolver::read`], once per resolution: a file named again is taken from `reads`.
+    fn read_once<'r>(&self, rel: &str, reads: &'r mut Reads) -> Result<&'r str, Violation> {
+        reads.entry(rel.to_owned()).or_insert_with(|| self.read(rel)).as_deref().map_err(Clone::clone)
     }
 
     /// Reads a workspace-relative regular file of at most [`MAX_FILE_BYTES`], refusing anything that leads outside

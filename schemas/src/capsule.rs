@@ -15,6 +15,15 @@ use crate::error::{ErrorCode, Violation};
 /// Most lines of a capsule.
 pub const MAX_CAPSULE_LINES: usize = 10;
 
+/// Most characters of one line of a capsule's field (a scenario's capsule field is one such line).
+pub const MAX_CAPSULE_LINE_CHARS: usize = 200;
+
+/// Most characters of a rendered capsule.
+pub const MAX_CAPSULE_CHARS: usize = 2_000;
+
+/// Most capsules one capsule depends on directly (the scenario schema's limit).
+pub const MAX_CAPSULE_DEPENDS: usize = 8;
+
 /// Most characters of a symbol's value.
 pub const MAX_SYMBOL_CHARS: usize = 500;
 
@@ -72,13 +81,42 @@ pub fn check_symbol_value(path: &str, value: &str) -> Result<(), Violation> {
 }
 
 impl NewCapsule {
-    /// The capsule as read: one line per field given, refused when it says nothing, depends on itself, or renders to
-    /// more than [`MAX_CAPSULE_LINES`] lines (compact it instead). Whether its dependencies exist is the caller's
-    /// check (a store, a scenario).
+    /// The capsule as read: one line per field given, refused when it says nothing, depends on itself or on more
+    /// than [`MAX_CAPSULE_DEPENDS`] capsules, has a line of over [`MAX_CAPSULE_LINE_CHARS`] characters, or renders
+    /// to more than [`MAX_CAPSULE_LINES`] lines or [`MAX_CAPSULE_CHARS`] characters (compact it instead). Whether
+    /// its dependencies exist is the caller's check (a store, a scenario).
     pub fn render(&self) -> Result<Capsule, Violation> {
         check_shared_id("/id", &self.id)?;
         if self.what.trim().is_empty() {
             return Err(argument("/what", "a capsule says what was done"));
+        }
+        let fields = [
+            ("what", Some(&self.what)),
+            ("where", self.location.as_ref()),
+            ("decision", self.decision.as_ref()),
+            ("gotcha", self.gotcha.as_ref()),
+        ];
+        for (name, value) in fields {
+            let longest = value.into_iter().flat_map(|v| v.lines()).map(|l| l.chars().count()).max().unwrap_or(0);
+            if longest > MAX_CAPSULE_LINE_CHARS {
+                return Err(argument(
+                    &format!("/{name}"),
+                    format!(
+                        "a line of {name} has {longest} characters; a capsule's lines have at most \
+                         {MAX_CAPSULE_LINE_CHARS}: compact it, and point at the detail instead of pasting it"
+                    ),
+                ));
+            }
+        }
+        if self.depends.len() > MAX_CAPSULE_DEPENDS {
+            return Err(argument(
+                "/depends",
+                format!(
+                    "{} dependencies; a capsule depends on at most {MAX_CAPSULE_DEPENDS} directly: name the capsules \
+                     that depend on the rest instead",
+                    self.depends.len()
+                ),
+            ));
         }
         for (i, dep) in self.depends.iter().enumerate() {
             check_shared_id(&format!("/depends/{i}"), dep)?;
@@ -101,6 +139,13 @@ impl NewCapsule {
             return Err(argument(
                 "",
                 format!("a capsule is at most {MAX_CAPSULE_LINES} lines; this one has {n_lines}: compact it"),
+            ));
+        }
+        let n_chars = text.chars().count();
+        if n_chars > MAX_CAPSULE_CHARS {
+            return Err(argument(
+                "",
+                format!("a capsule is at most {MAX_CAPSULE_CHARS} characters; this one has {n_chars}: compact it"),
             ));
         }
         Ok(Capsule { id: self.id.clone(), text, depends: self.depends.clone() })
@@ -185,6 +230,19 @@ mod tests {
         assert!(capsule("w2", &["w2"]).render().is_err(), "a self-dependency is refused");
         let long = NewCapsule { what: "a\n".repeat(12), ..capsule("w4", &[]) };
         assert!(long.render().expect_err("too long").message.contains("at most 10 lines"));
+        // One line may not hold what ten would not (issue 34), nor may a capsule lean on everything.
+        let wide = NewCapsule { what: "x".repeat(MAX_CAPSULE_LINE_CHARS + 1), ..capsule("w5", &[]) };
+        assert_eq!(wide.render().expect_err("a long line").path, "/what");
+        let fits = NewCapsule { what: "x".repeat(MAX_CAPSULE_LINE_CHARS), ..capsule("w5", &[]) };
+        assert!(fits.render().is_ok());
+        let gotcha = NewCapsule { gotcha: Some(format!("ok\n{}", "y".repeat(1_000))), ..capsule("w5", &[]) };
+        assert_eq!(gotcha.render().expect_err("a long second line").path, "/gotcha");
+        let many: Vec<String> = (0..=MAX_CAPSULE_DEPENDS).map(|i| format!("d{i}")).collect();
+        let leaning = NewCapsule { depends: many, ..capsule("w6", &[]) };
+        assert_eq!(leaning.render().expect_err("too many dependencies").path, "/depends");
+        let lines = (0..MAX_CAPSULE_LINES).map(|_| "z".repeat(MAX_CAPSULE_LINE_CHARS)).collect::<Vec<_>>();
+        let heavy = NewCapsule { what: lines.join("\n"), ..capsule("w7", &[]) };
+        assert!(heavy.render().expect_err("too many characters").message.contains("characters"));
         assert!(check_symbol_value("/v", "two\nlines").is_err());
     }
 }

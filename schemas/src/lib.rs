@@ -41,7 +41,8 @@ mod validate;
 pub use brief::{PointerText, SharedBriefMicro};
 pub use budget::Budget;
 pub use capsule::{
-    Capsule, MAX_CAPSULE_LINES, MAX_SYMBOL_CHARS, NewCapsule, check_shared_id, check_symbol_value, closure,
+    Capsule, MAX_CAPSULE_CHARS, MAX_CAPSULE_DEPENDS, MAX_CAPSULE_LINE_CHARS, MAX_CAPSULE_LINES, MAX_SYMBOL_CHARS,
+    NewCapsule, check_shared_id, check_symbol_value, closure,
 };
 pub use deref::DerefRequest;
 pub use digest::{DIGEST_PREFIX, Digest};

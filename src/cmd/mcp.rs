@@ -615,6 +615,9 @@ struct Item {
     digest: String,
     /// Its tokens.
     tokens: u32,
+    /// Present when the content changed since the caller read it in an earlier turn: the digest it read then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    changed_from: Option<String>,
 }
 
 /// `less_deref`'s answer.
@@ -1120,10 +1123,14 @@ impl LessServer {
     }
 
     /// Resolves pointers under the caller's per-turn budget, or under a grant.
-    #[tool(description = "Dereference pointers (repo:path#Lx-Ly, artifact:doc#heading, diff:…, test:…) within the \
-                          caller's deref budget for this turn, or under a grant its parent issued; returns each \
-                          pointer's content, blake3 digest and tokens. Over budget without a grant: \
-                          LESS_DEREF_DENIED (ask with less_request_deref).")]
+    #[tool(description = "Dereference 1 to 12 pointers (repo:path#Lx-Ly, artifact:doc#heading, diff:…, test:…) \
+                          within the caller's deref budget for this turn, or under a grant its parent issued; returns \
+                          each pointer's content, blake3 digest and tokens. Over budget without a grant: \
+                          LESS_DEREF_DENIED naming the limit (ask with less_request_deref); more than 12 pointers: \
+                          LESS_ARGUMENT_INVALID (split the call, or name one wider span). A turn sees each source as \
+                          it first read it: content that changed since is LESS_DIGEST_MISMATCH until less_checkpoint \
+                          ends the turn; read again in a later turn, the item's changed_from names the digest read \
+                          before.")]
     async fn less_deref(
         &self,
         Parameters(args): Parameters<DerefArgs>,
@@ -1134,7 +1141,13 @@ impl LessServer {
             let (items, baseline) = desk.deref(who, &args.pointers, args.grant_id.as_deref())?;
             let items = items
                 .into_iter()
-                .map(|i| Item { pointer: i.pointer, content: i.content, digest: i.digest, tokens: i.tokens })
+                .map(|i| Item {
+                    pointer: i.pointer,
+                    content: i.content,
+                    digest: i.digest,
+                    tokens: i.tokens,
+                    changed_from: i.changed_from,
+                })
                 .collect();
             Ok((DerefOut { items }, Some(baseline)))
         })
@@ -1187,8 +1200,10 @@ impl LessServer {
     }
 
     /// Issues a grant to a descendant (parents only).
-    #[tool(description = "Issue a grant to a client below the caller: the pointers or patterns it covers, its uses, \
-                          lifetime and tokens. Only an ancestor grants (else LESS_GRANT_INVALID).")]
+    #[tool(description = "Issue a grant to a client below the caller: the pointers or patterns it covers, its uses \
+                          (1 or more), lifetime (PT1S or longer) and tokens, and the pending request it answers, if \
+                          any. Only an ancestor grants (else LESS_GRANT_INVALID); uses 0, a ttl under a second or \
+                          answers naming no pending request of the grantee: LESS_ARGUMENT_INVALID.")]
     async fn less_issue_grant(
         &self,
         Parameters(args): Parameters<GrantArgs>,
@@ -1211,8 +1226,9 @@ impl LessServer {
     }
 
     /// Ends the caller's turn and lists what waits for it.
-    #[tool(description = "End the caller's turn (its deref budget starts again) and list the deref requests its \
-                          children filed and the grants it holds.")]
+    #[tool(description = "End the caller's turn (its deref budget starts again, and sources that changed since it \
+                          read them can be read again) and list the deref requests its children filed and the grants \
+                          it holds.")]
     async fn less_checkpoint(
         &self,
         Parameters(args): Parameters<IdentityArgs>,
@@ -1230,7 +1246,9 @@ impl LessServer {
 
     /// One level of the lossless memory below a node or message.
     #[tool(description = "Expand a node of the lossless memory (epoch → arcs, arc → sessions, session → its raw \
-                          messages) or show a raw message, in the caller's project.")]
+                          messages) or show a raw message, in the caller's project; secrets and IP addresses in the \
+                          text are redacted (credential_ref:…, [REDACTED_IP]), as in every answer that shows archived \
+                          text.")]
     async fn less_expand(
         &self,
         Parameters(args): Parameters<ExpandArgs>,
@@ -1325,7 +1343,8 @@ impl LessServer {
 
     /// Writes a context capsule.
     #[tool(description = "Write a context capsule of finished work: what, where, decision, gotcha, depends; at most \
-                          10 lines (refused above: compact it); its dependencies must exist.")]
+                          10 lines of at most 200 characters, 2,000 characters in all and 8 dependencies (refused \
+                          above: compact it); its dependencies must exist.")]
     async fn less_capsule_write(
         &self,
         Parameters(args): Parameters<CapsuleArgs>,
@@ -1411,7 +1430,9 @@ impl LessServer {
     /// The gate adapter.
     #[tool(description = "Turn a gate's report file (in the workspace) into a gate_report message for the caller's \
                           parent that carries only report_ref (the file, with its digest), never the report's text; \
-                          the status is read from the report (cargo, pytest, JUnit, `status: pass|fail`) unless given.")]
+                          the status is read from the report (cargo, pytest, JUnit, `status: pass|fail`) unless given. \
+                          The report must be within the caller's reach (else LESS_DEREF_DENIED, as for a deref); it \
+                          is not metered against the deref budget, since its text never reaches the caller.")]
     async fn less_gate_report(
         &self,
         Parameters(args): Parameters<GateArgs>,

@@ -125,8 +125,14 @@ impl Shared {
             .map_err(store_failed)
     }
 
+    /// Writes `capsule` in one write transaction: its dependencies are checked to exist and not to lead back to it
+    /// where no other writer can change them before it is stored (two rewrites at once never close a cycle).
     pub(crate) fn capsule_write(&self, project: &str, capsule: &NewCapsule) -> Result<Capsule, Violation> {
         let rendered = capsule.render()?;
+        self.in_write(|| self.capsule_store(project, capsule, rendered))
+    }
+
+    fn capsule_store(&self, project: &str, capsule: &NewCapsule, rendered: Capsule) -> Result<Capsule, Violation> {
         for (i, dep) in capsule.depends.iter().enumerate() {
             if self.capsule(project, dep)?.is_none() {
                 return Err(argument(
@@ -177,11 +183,16 @@ impl Shared {
         })
     }
 
+    /// Sets `key` in one write transaction, so two writers never both supersede the same value.
     pub(crate) fn board_set(&self, project: &str, key: &str, value: &str, who: &str) -> Result<Entry, Violation> {
         check_shared_id("/key", key)?;
         if value.chars().count() > 500 {
             return Err(argument("/value", "a blackboard value is at most 500 characters"));
         }
+        self.in_write(|| self.board_store(project, key, value, who))
+    }
+
+    fn board_store(&self, project: &str, key: &str, value: &str, who: &str) -> Result<Entry, Violation> {
         let current = self.board_current(project, key)?;
         self.db
             .execute(
@@ -223,6 +234,24 @@ impl Shared {
             })
             .and_then(Iterator::collect::<Result<Vec<_>, _>>)
             .map_err(store_failed)
+    }
+
+    /// Runs `work` in a write transaction (`BEGIN IMMEDIATE`: other writers wait, in this process or another),
+    /// committed when it succeeds and rolled back when it fails; inside one already open (`publish`), in that one.
+    fn in_write<T>(&self, work: impl FnOnce() -> Result<T, Violation>) -> Result<T, Violation> {
+        if !self.db.is_autocommit() {
+            return work();
+        }
+        self.db.execute_batch("BEGIN IMMEDIATE").map_err(store_failed)?;
+        let done = work();
+        let end = if done.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        let ended = self.db.execute_batch(end);
+        if ended.is_err() && !self.db.is_autocommit() {
+            // A transaction left open would swallow every later write of this connection.
+            let _ = self.db.execute_batch("ROLLBACK");
+        }
+        ended.map_err(store_failed)?;
+        done
     }
 
     fn board_current(&self, project: &str, key: &str) -> Result<Option<(i64, Entry)>, Violation> {

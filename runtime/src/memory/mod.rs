@@ -38,7 +38,9 @@ pub use policy::{
     Principal, PutReport, QueryOptions, ROLE_TAG_PREFIX, SUBJECT_TAG_PREFIX, role_tags, subject_key,
 };
 pub use rank::{Fusion, Ranked, TieContext};
-pub use store::{Placement, PutOutcome, Store, StoreError, StoreStats, Stored, Tier, content_hash, run_copy_id};
+pub use store::{
+    Placement, PutOutcome, Store, StoreError, StoreStats, Stored, Tier, WriteCap, content_hash, run_copy_id,
+};
 pub use vectors::{VectorError, VectorIndex};
 
 use less_contract::Valid;

@@ -30,8 +30,8 @@
 //! # Hygiene
 //!
 //! * Rate limit: at most [`MemoryPolicy::puts_per_window`] engrams stored per writer in any window of
-//!   [`MemoryPolicy::window_secs`] (a sliding window counted in the store, so it holds across restarts and
-//!   processes); over it a put is refused with `LESS_RATE_LIMITED`, saying when to retry, and nothing is stored.
+//!   [`MemoryPolicy::window_secs`] (a sliding window counted in the store, in the put's own write transaction, so
+//!   it holds across restarts and concurrent processes); over it a put is refused with `LESS_RATE_LIMITED`, saying when to retry, and nothing is stored.
 //!   Duplicates cost nothing; operators (bulk loads from the command line) are not limited.
 //! * Dedup: the same content in the same project is stored once (`store.rs`). Another claim under an id the project
 //!   already holds is refused with `LESS_ID_CONFLICT` (nothing is stored, and the held claim is unchanged). A claim
@@ -52,7 +52,7 @@
 use std::collections::BTreeSet;
 
 use crate::memory::index::{RecallFilter, vis_key};
-use crate::memory::store::{Placement, PutOutcome, StoreError, Stored, run_copy_id};
+use crate::memory::store::{Placement, PutOutcome, StoreError, Stored, WriteCap, run_copy_id};
 use crate::memory::{MAX_K, Memory, MemoryError, Recall, RecallRequest};
 use less_contract::Valid;
 use less_contract::{Engram, EngramKind, MAX_CLAIM_CHARS, MAX_POINTERS, Scope, Source};
@@ -332,12 +332,18 @@ impl Memory {
         if matches!(engram.scope, Scope::Org | Scope::Global) {
             self.check_promotion(who, &engram.provenance.created_by, engram.confidence, engram.scope)?;
         }
-        if !who.operator {
-            self.check_rate(who, now)?;
-        }
         let placement = Placement { project: project.to_owned(), run: who.run.clone(), written_by: who.agent.clone() };
-        let outcome = match self.store.put_placed(engram, &placement, now) {
-            Ok(outcome) => outcome,
+        // The rate limit is counted in the put's own transaction, so writers in several processes never pass it.
+        let put = if who.operator {
+            self.store.put_placed(engram, &placement, now).map(Some)
+        } else {
+            let MemoryPolicy { puts_per_window, window_secs, .. } = self.policy;
+            let cap = WriteCap { puts: puts_per_window, since: now - window_secs };
+            self.store.put_capped(engram, &placement, now, cap)
+        };
+        let outcome = match put {
+            Ok(Some(outcome)) => outcome,
+            Ok(None) => return Err(self.rate_limited(who, now)),
             Err(StoreError::IdConflict { project, id }) => {
                 return Err(refused(Violation::new(
                     ErrorCode::IdConflict,
@@ -505,14 +511,15 @@ impl Memory {
         Ok(())
     }
 
-    fn check_rate(&self, who: &Principal, now: i64) -> Result<(), MemoryError> {
+    /// The refusal of a put over the rate limit, saying when to retry.
+    fn rate_limited(&self, who: &Principal, now: i64) -> MemoryError {
         let MemoryPolicy { puts_per_window, window_secs, .. } = self.policy;
-        let (n, oldest) = self.store.writes_since(&who.agent, now - window_secs)?;
-        if n < u64::from(puts_per_window) {
-            return Ok(());
-        }
+        let (n, oldest) = match self.store.writes_since(&who.agent, now - window_secs) {
+            Ok(counted) => counted,
+            Err(err) => return err.into(),
+        };
         let retry_in = oldest.map_or(window_secs, |oldest| oldest + window_secs - now).max(1);
-        Err(refused(Violation::new(
+        refused(Violation::new(
             ErrorCode::RateLimited,
             "",
             format!(
@@ -520,7 +527,7 @@ impl Memory {
                  merge related claims and retry in {retry_in} s",
                 who.agent
             ),
-        )))
+        ))
     }
 
     /// Supersession and contradiction by subject key (module docs).

@@ -158,6 +158,15 @@ pub struct StoreStats {
     pub hot_by_kind: std::collections::BTreeMap<String, u64>,
 }
 
+/// A cap on one writer's puts ([`Store::put_capped`]): at most `puts` engrams stored after `since` (unix seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteCap {
+    /// Engrams the writer may have stored in the window.
+    pub puts: u32,
+    /// Where the window starts (exclusive).
+    pub since: i64,
+}
+
 /// Where a put goes: the project, the run and the writer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {
@@ -325,6 +334,20 @@ impl Store {
         self.put_many_placed(engrams, &Placement::project(project), now)
     }
 
+    /// [`Store::put_placed`] unless the placement's writer already stored `cap.puts` engrams after `cap.since`:
+    /// then nothing is stored (`None`). The count and the put are one write transaction, so writers in several
+    /// processes never pass the cap together.
+    pub fn put_capped(
+        &mut self,
+        engram: &Valid<Engram>,
+        placement: &Placement,
+        now: i64,
+        cap: WriteCap,
+    ) -> Result<Option<PutOutcome>, StoreError> {
+        let outcomes = self.put_in_transaction(std::slice::from_ref(engram), placement, now, Some(cap))?;
+        Ok(outcomes.map(|mut outcomes| outcomes.remove(0)))
+    }
+
     /// [`Store::put_many`] with a placement.
     pub fn put_many_placed(
         &mut self,
@@ -332,7 +355,32 @@ impl Store {
         placement: &Placement,
         now: i64,
     ) -> Result<Vec<PutOutcome>, StoreError> {
+        let outcomes = self.put_in_transaction(engrams, placement, now, None)?;
+        Ok(outcomes.unwrap_or_default())
+    }
+
+    /// Stores `engrams` in one write transaction, or nothing (`None`) when the writer is at its `cap`.
+    fn put_in_transaction(
+        &mut self,
+        engrams: &[Valid<Engram>],
+        placement: &Placement,
+        now: i64,
+        cap: Option<WriteCap>,
+    ) -> Result<Option<Vec<PutOutcome>>, StoreError> {
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        if let Some(WriteCap { puts, since }) = cap
+            && let Some(engram) = engrams.first()
+        {
+            let n: i64 = tx.query_row(
+                "SELECT COUNT(*) FROM engrams WHERE written_by = ?1 AND stored_at > ?2",
+                params![writer(engram, placement), since],
+                |r| r.get(0),
+            )?;
+            if n >= i64::from(puts) {
+                // Dropping the transaction ends it; nothing was written.
+                return Ok(None);
+            }
+        }
         let mut outcomes = Vec::with_capacity(engrams.len());
         for engram in engrams {
             outcomes.push(put_in(&tx, &keys::with_stored_keys(engram), placement, now)?);
@@ -341,7 +389,7 @@ impl Store {
             bump_generation(&tx)?;
         }
         tx.commit()?;
-        Ok(outcomes)
+        Ok(Some(outcomes))
     }
 
     /// Counts every change of the hot tier; derived indexes record the generation they reflect, so a stale index

@@ -96,21 +96,40 @@ pub struct DerefMeter {
 impl DerefMeter {
     /// What the meter would read after `items` (type, tokens); `None` when the budget cannot cover them.
     pub fn admit(&self, budget: &Budget, items: &[(PointerType, u32)]) -> Option<DerefMeter> {
+        let next = self.after(items);
+        next.over(budget).is_empty().then_some(next)
+    }
+
+    /// What the meter would read after `items` (type, tokens), whether the budget covers them or not.
+    pub fn after(&self, items: &[(PointerType, u32)]) -> DerefMeter {
         let mut next = *self;
         for &(ty, n_tokens) in items {
             match ty {
-                PointerType::Repo | PointerType::Diff | PointerType::Test => next.repo_spans += 1,
-                PointerType::Artifact => next.artifact_sections += 1,
-                PointerType::Sam => next.sam_items += 1,
+                PointerType::Repo | PointerType::Diff | PointerType::Test => {
+                    next.repo_spans = next.repo_spans.saturating_add(1);
+                }
+                PointerType::Artifact => next.artifact_sections = next.artifact_sections.saturating_add(1),
+                PointerType::Sam => next.sam_items = next.sam_items.saturating_add(1),
                 PointerType::Url => {}
             }
-            next.tokens += n_tokens;
+            next.tokens = next.tokens.saturating_add(n_tokens);
         }
-        let fits = next.repo_spans <= budget.max_repo_spans
-            && next.artifact_sections <= budget.max_artifact_sections
-            && next.sam_items <= budget.max_sam_items
-            && next.tokens <= budget.max_deref_tokens_total;
-        fits.then_some(next)
+        next
+    }
+
+    /// The limits of `budget` these counts are over, each as `<field> <count>/<limit>` (diff and test spans count as
+    /// repo spans); empty when the budget covers them.
+    pub fn over(&self, budget: &Budget) -> Vec<String> {
+        [
+            ("max_repo_spans", self.repo_spans, budget.max_repo_spans),
+            ("max_artifact_sections", self.artifact_sections, budget.max_artifact_sections),
+            ("max_sam_items", self.sam_items, budget.max_sam_items),
+            ("max_deref_tokens_total", self.tokens, budget.max_deref_tokens_total),
+        ]
+        .into_iter()
+        .filter(|&(_, used, limit)| used > limit)
+        .map(|(field, used, limit)| format!("{field} {used}/{limit}"))
+        .collect()
     }
 }
 
