@@ -523,11 +523,11 @@ fn attack_the_mcp_server_survives_deep_and_huge_arguments() {
     let _ = server.wait();
 }
 
+/// The desk's attacks of issue 34: races between processes on one store, pins, counting before reading, grant terms,
+/// the gate adapter's reach, capsule sizes and redaction in `less_expand`.
+mod desk;
 /// Issue 34: the workspace swapped under a read, a workspace that is a link, links in the output, secrets and control
 /// characters in what is printed.
 mod files;
 /// The second outside round (issue 34): the page's API, MCP over HTTP and stdio, cluster nodes, ingest.
 mod web;
-/// The desk's attacks of issue 34: races between processes on one store, pins, counting before reading, grant terms,
-/// the gate adapter's reach, capsule sizes and redaction in `less_expand`.
-mod desk;

@@ -385,7 +385,7 @@ impl Desk {
         std::fs::create_dir_all(dir).map_err(|err| store_failed(&dir.display().to_string(), err))?;
         let memory = Memory::open(dir).map_err(memory_violation)?;
         let resolver = workspace.map(Resolver::new).transpose()?;
-        let db = Connection::open(dir.join("desk.sqlite")).map_err(|err| store_failed("desk.sqlite", err))?;
+        let db = crate::files::open_sqlite(&dir.join("desk.sqlite")).map_err(|err| store_failed("desk.sqlite", err))?;
         db.busy_timeout(std::time::Duration::from_secs(60)).map_err(|err| store_failed("desk.sqlite", err))?;
         db.execute_batch(
             "PRAGMA journal_mode = WAL;

@@ -38,7 +38,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn open(dir: &Path) -> Result<Shared, Violation> {
-        let db = Connection::open(dir.join("memory.sqlite3")).map_err(store_failed)?;
+        let db = crate::files::open_sqlite(&dir.join("memory.sqlite3")).map_err(store_failed)?;
         db.busy_timeout(std::time::Duration::from_secs(60)).map_err(store_failed)?;
         db.execute_batch(
             "CREATE TABLE IF NOT EXISTS symbols (project TEXT NOT NULL, id TEXT NOT NULL, value TEXT NOT NULL,
