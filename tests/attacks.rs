@@ -463,19 +463,25 @@ fn attack_ten_megabyte_messages_are_refused_or_handled() {
     assert!(stdout(&output).contains("LESS_SCHEMA_INVALID") && stdout(&output).len() < 100_000);
 }
 
-/// The MCP server over stdio: a tools/call whose argument is nested 100,000 deep, and one of 10 MB, are answered
-/// with errors, and the server goes on serving the next call.
-#[test]
-fn attack_the_mcp_server_survives_deep_and_huge_arguments() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_lessrt"))
-        .args(["mcp", "--store", &dir.path().join("store").display().to_string()])
+/// `lessrt mcp` over stdio on a fresh store in `dir`, without the embedding model (recall falls back to keys); its
+/// stdin and stdout piped for the test to take.
+fn mcp_over_stdio(dir: &Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["mcp", "--store", &dir.join("store").display().to_string()])
         .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .expect("lessrt mcp starts");
+        .expect("lessrt mcp starts")
+}
+
+/// The MCP server over stdio: a tools/call whose argument is nested 100,000 deep, and one of 10 MB, are answered
+/// with errors, and the server goes on serving the next call.
+#[test]
+fn attack_the_mcp_server_survives_deep_and_huge_arguments() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = mcp_over_stdio(dir.path());
     let mut input = server.stdin.take().expect("stdin");
     let mut output = BufReader::new(server.stdout.take().expect("stdout"));
     let mut send = |line: String| {

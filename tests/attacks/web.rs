@@ -249,14 +249,7 @@ fn attack_mcp_http_sessions_are_capped_and_expire() {
 #[test]
 fn attack_mcp_stdio_answers_every_line() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_lessrt"))
-        .args(["mcp", "--store", &dir.path().join("store").display().to_string()])
-        .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("lessrt mcp starts");
+    let mut server = mcp_over_stdio(dir.path());
     let mut input = server.stdin.take().expect("stdin");
     let output = server.stdout.take().expect("stdout");
     let (tx, answers) = mpsc::channel::<Value>();
