@@ -4,6 +4,7 @@
 //! there (`ledger.jsonl -> ~/.bashrc`) would have the run append to or truncate a file elsewhere. Every file lessrt
 //! writes is opened here: never following a symlink in the last component, never blocking on a FIFO, and refusing
 //! what is not a regular file. Directories along the path are followed: a user may keep `runs/` on another disk.
+//! The resolver opens what it reads from a workspace the same way ([`open_to_read`]), and checks what it got.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -54,18 +55,33 @@ pub fn partial_path(path: &Path) -> std::path::PathBuf {
     path.with_file_name(format!("{name}.partial-{}", std::process::id()))
 }
 
+/// Opens `path` for reading the way the files above are opened for writing: never through a symlink in the last
+/// component, never blocking (a FIFO or a device swapped in must not hang the reader). The caller checks what it got
+/// (the resolver: a regular file with one link, inside its root).
+pub(crate) fn open_to_read(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    untrusted(&mut options);
+    options.open(path)
+}
+
 /// Opens (creating) the SQLite database at `path`, refusing a symlink in its place like the files above.
 pub(crate) fn open_sqlite(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     use rusqlite::OpenFlags;
     rusqlite::Connection::open_with_flags(path, OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW)
 }
 
-fn open_regular(path: &Path, mut options: OpenOptions) -> io::Result<File> {
+/// No symlink in the last component, no blocking open, not inherited by children.
+fn untrusted(options: &mut OpenOptions) {
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
         options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
     }
+}
+
+fn open_regular(path: &Path, mut options: OpenOptions) -> io::Result<File> {
+    untrusted(&mut options);
     let file = options.open(path).map_err(|err| {
         // ELOOP is what O_NOFOLLOW answers for a symlink: say so instead of "too many levels of symbolic links".
         #[cfg(unix)]

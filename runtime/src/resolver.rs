@@ -228,7 +228,7 @@ impl Resolver {
         if !real.starts_with(&self.root) {
             return Err(outside());
         }
-        let file = open_untrusted(&real).map_err(|err| unresolved(err.to_string()))?;
+        let file = crate::files::open_to_read(&real).map_err(|err| unresolved(err.to_string()))?;
         // What was opened, not what the path named a moment ago.
         let meta = file.metadata().map_err(|err| unresolved(err.to_string()))?;
         if !meta.is_file() {
@@ -263,19 +263,6 @@ impl Resolver {
         file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text).map_err(|err| unresolved(err.to_string()))?;
         Ok(text)
     }
-}
-
-/// Opens `path` for reading without following a symlink in its last component and without blocking (a FIFO or a
-/// device swapped in must not hang the resolver); the caller checks what it got.
-fn open_untrusted(path: &Path) -> std::io::Result<std::fs::File> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
-    }
-    options.open(path)
 }
 
 /// Characters of a pointer's one-line description.
