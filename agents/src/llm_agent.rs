@@ -30,7 +30,7 @@ use crate::provider::{
 };
 
 /// Characters of one dereferenced text kept in a prompt.
-const MAX_DEREF_CHARS: usize = 1_500;
+const MAX_DEREF_CHARS: usize = 2_400;
 /// Engrams a report may carry (the message schema's limit).
 const MAX_REPORT_ENGRAMS: usize = 12;
 /// Engrams asked for at first (a report is a few findings; a small model runs out of tokens on more).
@@ -41,9 +41,6 @@ const MAX_ENGRAM_POINTERS: usize = 2;
 const DEFAULT_CLAIM_CHARS: usize = 300;
 /// The confidences a model may choose: servers do not enforce numeric bounds, but they do enforce an enum.
 const CONFIDENCE_LEVELS: [f64; 3] = [0.5, 0.7, 0.9];
-/// Whether a report may cite lines inside what was read, narrower than the pointer read (off until the committed
-/// recordings are made again with it: a schema change asks the models new questions).
-const NARROWER_CITATIONS: bool = false;
 /// Corrective retries of unusable output in a turn.
 pub(crate) const OUTPUT_RETRIES: u32 = 1;
 
@@ -76,6 +73,10 @@ pub struct LlmAgent {
     chosen: Vec<String>,
     /// The scenario's workspace, read for a one-line description of each pointer the agent holds.
     workspace: Option<less_runtime::Resolver>,
+    /// The question a model choosing its actions works on in this turn.
+    focus: Option<act::Focus>,
+    /// Questions of this turn it escalated instead of answering (not taken up again).
+    given_up: Vec<String>,
 }
 
 /// A report exchange kept for a resend.
@@ -102,6 +103,8 @@ impl LlmAgent {
             queue: VecDeque::new(),
             chosen: Vec::new(),
             workspace: None,
+            focus: None,
+            given_up: Vec::new(),
         }
     }
 
@@ -151,6 +154,22 @@ impl LlmAgent {
         check_json(request, completion, |value| check_report(value, known, questions))
     }
 
+    /// The documents a report's prompt shows: for the one question a model choosing its actions works on, what its
+    /// work on that question found (`Focus::docs`); else everything delivered.
+    fn prompt_docs(&self, input: &TurnInput, questions: &[(String, String)]) -> Vec<Arc<Value>> {
+        match (&self.focus, questions) {
+            (Some(focus), [(task, _)]) if focus.task == *task => focus.docs(&input.inbox),
+            _ => input.inbox.clone(),
+        }
+    }
+
+    /// The question worked on is given up: its answer was unusable, and the agent escalated instead.
+    fn give_up(&mut self) {
+        if let Some(focus) = &self.focus {
+            self.given_up.push(focus.task.clone());
+        }
+    }
+
     /// Writes the report of `step` with the model, or an escalation when its output stays unusable.
     async fn report(&mut self, input: &TurnInput, step: &ReportStep) -> Action {
         let questions = self.questions_for(input);
@@ -167,7 +186,7 @@ impl LlmAgent {
         };
         let mut request = CompletionRequest {
             system: system_prompt(input),
-            messages: vec![ChatMessage::user(user_prompt(input, step, &questions))],
+            messages: vec![ChatMessage::user(user_prompt(&self.prompt_docs(input, &questions), input, step, &questions))],
             temperature: self.sampling.temperature,
             max_tokens: self.sampling.max_tokens,
             schema: Some(OutputSchema { name: "report".to_owned(), schema }),
@@ -266,6 +285,8 @@ impl Agent for LlmAgent {
             if turn.done.is_empty() {
                 // What a turn planned ends with it.
                 self.queue.clear();
+                self.focus = None;
+                self.given_up.clear();
             }
             // A model that chooses its own actions (`LlmSpec::choose_actions`, the `act` module) works from what its
             // actions return; as a parent it hands the steps' questions down as written, never choosing among
@@ -274,14 +295,32 @@ impl Agent for LlmAgent {
             match &turn.step {
                 Step::Brief { .. } if self.scenario.is_some() && !chooses_actions => self.brief_turn(turn).await,
                 Step::Deref { .. } if self.scenario.is_some() => self.read_step(turn).await.unwrap_or(Action::Finish),
+                // A model that chooses its actions works on its questions one at a time, each answered in a report
+                // of its own before the next begins.
+                Step::Report(step) if chooses_actions && self.scenario.is_some() && !self.questions_for(turn).is_empty() => {
+                    if let Some(Done { action: action @ Action::Report(_), outcome: Outcome::Refused(violation) }) =
+                        turn.last()
+                    {
+                        let resent = self.resend(action, violation, true).await.unwrap_or(Action::Finish);
+                        if matches!(resent, Action::Escalate { .. }) {
+                            self.give_up();
+                        }
+                        return resent;
+                    }
+                    let open: Vec<(String, String)> = act::unanswered(&self.questions_for(turn), turn)
+                        .into_iter()
+                        .filter(|(id, _)| !self.given_up.contains(id))
+                        .collect();
+                    let action = self.act(turn, step, &open).await;
+                    if matches!(action, Action::Escalate { .. }) {
+                        self.give_up();
+                    }
+                    action
+                }
                 Step::Report(step) => {
                     let reported =
                         turn.done.iter().any(|d| matches!(d.action, Action::Report(_) | Action::Escalate { .. }));
                     if !reported {
-                        let questions = if chooses_actions { self.questions_for(turn) } else { Vec::new() };
-                        if self.scenario.is_some() && !questions.is_empty() {
-                            return self.act(turn, step, &questions).await;
-                        }
                         // A worker handed questions and no pointers finds its own: it searches the workspace first.
                         if self.scenario.is_some()
                             && let Some(action) = self.search_step(turn)
@@ -304,16 +343,7 @@ impl Agent for LlmAgent {
                         Some(Done { action, outcome: Outcome::Refused(violation) })
                             if matches!(action, Action::Report(_)) =>
                         {
-                            self.resend(action, violation, chooses_actions).await.unwrap_or(Action::Finish)
-                        }
-                        // A model that chooses its actions answers its questions a few per message.
-                        Some(Done { action: Action::Report(_), outcome: Outcome::Done }) if chooses_actions => {
-                            let unanswered = act::unanswered(&self.questions_for(turn), turn);
-                            if unanswered.is_empty() {
-                                Action::Finish
-                            } else {
-                                self.answer(turn, step, &unanswered).await
-                            }
+                            self.resend(action, violation, false).await.unwrap_or(Action::Finish)
                         }
                         _ => Action::Finish,
                     }
@@ -585,15 +615,15 @@ fn rejection_prompt(violation: &Violation, questions: &[(String, String)]) -> St
 
 fn system_prompt(input: &TurnInput) -> String {
     format!(
-        "You are {} (role {}) in a hierarchy of agents that exchange engrams: short typed claims, each citing the pointers (sources) it rests on. Answer with one JSON object: a one-sentence summary and your findings as engrams. Cite only pointers you were given; never paste code.",
+        "You are {} (role {}) in a hierarchy of agents that exchange engrams: short typed claims, each citing the pointers (sources) it rests on. Answer with one JSON object: a one-sentence summary and your findings as engrams. Cite only pointers you were given or read, or the lines of what you read that show it (repo:path#Lx-Ly, from the line numbers shown); never paste code.",
         input.spec.id, input.spec.role
     )
 }
 
 /// The task and everything the gateway delivered, in the order it arrived.
-fn user_prompt(input: &TurnInput, step: &ReportStep, questions: &[(String, String)]) -> String {
+fn user_prompt(docs: &[Arc<Value>], input: &TurnInput, step: &ReportStep, questions: &[(String, String)]) -> String {
     let mut text = String::new();
-    for doc in &input.inbox {
+    for doc in docs {
         describe(doc, &mut text);
     }
     let to = step.to.clone().or_else(|| input.spec.parent.clone()).unwrap_or_else(|| "the lead".to_owned());
@@ -624,8 +654,8 @@ fn user_prompt(input: &TurnInput, step: &ReportStep, questions: &[(String, Strin
         text.push_str(&format!(
             "\n# Task\n{task} Under `answers`, answer each question under its id in one engram: the claim states the \
              answer in one or two sentences, with the values and names the sources you read show (never repeat the \
-             question), and cites the pointers that show it; a risk where the sources disagree or the code breaks a \
-             rule, else a fact.\n"
+             question), and cites the pointers or the lines (repo:path#Lx-Ly, by the numbers shown) of what you read \
+             that show it; a risk where the sources disagree or the code breaks a rule, else a fact.\n"
         ));
     }
     text
@@ -642,11 +672,7 @@ fn describe(doc: &Value, text: &mut String) {
     } else if let Some(read) = doc.get("dereferenced") {
         let pointer = read.get("pointer").and_then(Value::as_str).unwrap_or_default();
         let content = read.get("content").and_then(Value::as_str).unwrap_or_default();
-        let mut cut: String = content.chars().take(MAX_DEREF_CHARS).collect();
-        if cut.len() < content.len() {
-            cut.push_str("\n[…]");
-        }
-        text.push_str(&format!("\n# You read {pointer}\n{cut}\n"));
+        text.push_str(&format!("\n# You read {pointer}\n{}\n", numbered(pointer, content)));
     } else if let Some(searched) = doc.get("searched") {
         let query = searched.get("query").and_then(Value::as_str).unwrap_or_default();
         let hits = searched.get("hits").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
@@ -842,7 +868,7 @@ impl Citable {
         }
         let mut paths: Vec<String> = self.read.iter().map(|(path, _)| regex_escape(path)).collect();
         paths.dedup();
-        if NARROWER_CITATIONS && !paths.is_empty() {
+        if !paths.is_empty() {
             let pattern = format!("^repo:({})#L[1-9][0-9]{{0,5}}-L[1-9][0-9]{{0,5}}$", paths.join("|"));
             options.push(json!({"type": "string", "pattern": pattern}));
         }

@@ -216,7 +216,7 @@ impl LlmAgent {
             user.push_str(&self.catalogue_line(text));
         }
         user.push_str(&format!(
-            "\n# Task\nWrite one brief for each child: one or two short lines of what matters now, and under `questions`, for each of the child's questions, the pointers (one to {MAX_PER_QUESTION}) from your list whose description shows they hold that question's answer (a question comparing two sources needs a pointer to each). Never paste content.\n",
+            "\n# Task\nWrite one brief for each child: one or two short lines of what matters now (where to look, what to check; you have not read the sources, so never state an answer), and under `questions`, for each of the child's questions, the pointers (one to {MAX_PER_QUESTION}) from your list whose description shows they hold that question's answer (a question comparing two sources needs a pointer to each). Never paste content.\n",
         ));
         let system = format!(
             "You are {} (role {}), a parent in a hierarchy of agents that exchange pointers to sources instead of pasting them. Answer with one JSON object: for each child, its brief.",
