@@ -29,8 +29,10 @@ use crate::provider::{
     ChatMessage, CompletionModel, CompletionRequest, JsonCompletion, LlmError, OutputSchema, check_json,
 };
 
-/// Characters of one dereferenced text kept in a prompt.
+/// Characters of one dereferenced text kept in a prompt: numbered (a model choosing its actions, whose prompt holds
+/// one question's findings), or as read.
 const MAX_DEREF_CHARS: usize = 2_400;
+const MAX_AS_READ_CHARS: usize = 1_500;
 /// Engrams a report may carry (the message schema's limit).
 const MAX_REPORT_ENGRAMS: usize = 12;
 /// Engrams asked for at first (a report is a few findings; a small model runs out of tokens on more).
@@ -178,15 +180,20 @@ impl LlmAgent {
 
     /// Writes the report of `step` answering `questions` (none: findings), or an escalation.
     async fn report_on(&mut self, input: &TurnInput, step: &ReportStep, questions: Vec<(String, String)>) -> Action {
-        let known = Citable::of(&input.inbox);
+        let known = Citable { reads: Reads::of(&input.spec), ..Citable::of(&input.inbox) };
         let schema = if questions.is_empty() {
             report_schema(&known, DEFAULT_ENGRAMS, DEFAULT_CLAIM_CHARS)
         } else {
             answers_schema(&known, &questions, DEFAULT_CLAIM_CHARS)
         };
         let mut request = CompletionRequest {
-            system: system_prompt(input),
-            messages: vec![ChatMessage::user(user_prompt(&self.prompt_docs(input, &questions), input, step, &questions))],
+            system: system_prompt(input, Reads::of(&input.spec)),
+            messages: vec![ChatMessage::user(user_prompt(
+                &self.prompt_docs(input, &questions),
+                input,
+                step,
+                &questions,
+            ))],
             temperature: self.sampling.temperature,
             max_tokens: self.sampling.max_tokens,
             schema: Some(OutputSchema { name: "report".to_owned(), schema }),
@@ -297,7 +304,9 @@ impl Agent for LlmAgent {
                 Step::Deref { .. } if self.scenario.is_some() => self.read_step(turn).await.unwrap_or(Action::Finish),
                 // A model that chooses its actions works on its questions one at a time, each answered in a report
                 // of its own before the next begins.
-                Step::Report(step) if chooses_actions && self.scenario.is_some() && !self.questions_for(turn).is_empty() => {
+                Step::Report(step)
+                    if chooses_actions && self.scenario.is_some() && !self.questions_for(turn).is_empty() =>
+                {
                     if let Some(Done { action: action @ Action::Report(_), outcome: Outcome::Refused(violation) }) =
                         turn.last()
                     {
@@ -613,18 +622,43 @@ fn rejection_prompt(violation: &Violation, questions: &[(String, String)]) -> St
     )
 }
 
-fn system_prompt(input: &TurnInput) -> String {
+fn system_prompt(input: &TurnInput, reads: Reads) -> String {
+    let cite = match reads {
+        Reads::Numbered => {
+            "Cite only pointers you were given or read, or the lines of what you read that show it (repo:path#Lx-Ly, from the line numbers shown); never paste code."
+        }
+        Reads::AsRead => "Cite only pointers you were given; never paste code.",
+    };
     format!(
-        "You are {} (role {}) in a hierarchy of agents that exchange engrams: short typed claims, each citing the pointers (sources) it rests on. Answer with one JSON object: a one-sentence summary and your findings as engrams. Cite only pointers you were given or read, or the lines of what you read that show it (repo:path#Lx-Ly, from the line numbers shown); never paste code.",
+        "You are {} (role {}) in a hierarchy of agents that exchange engrams: short typed claims, each citing the pointers (sources) it rests on. Answer with one JSON object: a one-sentence summary and your findings as engrams. {cite}",
         input.spec.id, input.spec.role
     )
+}
+
+/// How a prompt shows what the agent read, and what its report may cite of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reads {
+    /// Each line behind its number in the file, and a citation may name lines inside what was read: a model that
+    /// chooses its own actions finds its evidence and cites the lines that show the answer.
+    Numbered,
+    /// The content as read (cut at [`MAX_AS_READ_CHARS`]), cited by the pointers the agent was given or read: the
+    /// step-based agents, whose parents packed the pointers (and whose committed recording was made so).
+    #[default]
+    AsRead,
+}
+
+impl Reads {
+    /// What `spec`'s model sees and cites.
+    pub fn of(spec: &less_runtime::AgentSpec) -> Reads {
+        if spec.llm.as_ref().is_some_and(|llm| llm.choose_actions) { Reads::Numbered } else { Reads::AsRead }
+    }
 }
 
 /// The task and everything the gateway delivered, in the order it arrived.
 fn user_prompt(docs: &[Arc<Value>], input: &TurnInput, step: &ReportStep, questions: &[(String, String)]) -> String {
     let mut text = String::new();
     for doc in docs {
-        describe(doc, &mut text);
+        describe(doc, &mut text, Reads::of(&input.spec));
     }
     let to = step.to.clone().or_else(|| input.spec.parent.clone()).unwrap_or_else(|| "the lead".to_owned());
     let task = match &step.kind {
@@ -654,15 +688,19 @@ fn user_prompt(docs: &[Arc<Value>], input: &TurnInput, step: &ReportStep, questi
         text.push_str(&format!(
             "\n# Task\n{task} Under `answers`, answer each question under its id in one engram: the claim states the \
              answer in one or two sentences, with the values and names the sources you read show (never repeat the \
-             question), and cites the pointers or the lines (repo:path#Lx-Ly, by the numbers shown) of what you read \
-             that show it; a risk where the sources disagree or the code breaks a rule, else a fact.\n"
+             question), and cites {}; a risk where the sources disagree or the code breaks a rule, else a fact.\n",
+            match Reads::of(&input.spec) {
+                Reads::Numbered =>
+                    "the pointers or the lines (repo:path#Lx-Ly, by the numbers shown) of what you read that show it",
+                Reads::AsRead => "the pointers that show it",
+            }
         ));
     }
     text
 }
 
-/// One delivered document as prompt text.
-fn describe(doc: &Value, text: &mut String) {
+/// One delivered document as prompt text, what was read shown as `reads` says.
+fn describe(doc: &Value, text: &mut String, reads: Reads) {
     if let Some(wire) = doc.get("verbatim").and_then(Value::as_str) {
         // The verbatim baseline: the model reads what was sent, pasted files and all.
         let inner = doc.get("doc").unwrap_or(&Value::Null);
@@ -672,7 +710,17 @@ fn describe(doc: &Value, text: &mut String) {
     } else if let Some(read) = doc.get("dereferenced") {
         let pointer = read.get("pointer").and_then(Value::as_str).unwrap_or_default();
         let content = read.get("content").and_then(Value::as_str).unwrap_or_default();
-        text.push_str(&format!("\n# You read {pointer}\n{}\n", numbered(pointer, content)));
+        let shown = match reads {
+            Reads::Numbered => numbered(pointer, content),
+            Reads::AsRead => {
+                let mut cut: String = content.chars().take(MAX_AS_READ_CHARS).collect();
+                if cut.len() < content.len() {
+                    cut.push_str("\n[…]");
+                }
+                cut
+            }
+        };
+        text.push_str(&format!("\n# You read {pointer}\n{shown}\n"));
     } else if let Some(searched) = doc.get("searched") {
         let query = searched.get("query").and_then(Value::as_str).unwrap_or_default();
         let hits = searched.get("hits").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
@@ -796,6 +844,8 @@ pub struct Citable {
     pub known: Vec<String>,
     /// What it read of repository files: the path and the lines (none: the whole file).
     pub read: Vec<(String, Option<(u32, u32)>)>,
+    /// Whether its schema offers lines inside what was read ([`Reads::Numbered`]), or the pointers only.
+    pub reads: Reads,
 }
 
 impl Citable {
@@ -838,12 +888,12 @@ impl Citable {
                 }
             }
         }
-        Citable { known, read }
+        Citable { known, read, reads: Reads::AsRead }
     }
 
     /// Only these pointers (nothing read).
     pub fn pointers(known: &[String]) -> Citable {
-        Citable { known: known.to_vec(), read: Vec::new() }
+        Citable { known: known.to_vec(), read: Vec::new(), reads: Reads::AsRead }
     }
 
     /// Whether `text` (parsed: `pointer`) may be cited: one of the known pointers, or lines inside what was read.
@@ -868,7 +918,7 @@ impl Citable {
         }
         let mut paths: Vec<String> = self.read.iter().map(|(path, _)| regex_escape(path)).collect();
         paths.dedup();
-        if !paths.is_empty() {
+        if self.reads == Reads::Numbered && !paths.is_empty() {
             let pattern = format!("^repo:({})#L[1-9][0-9]{{0,5}}-L[1-9][0-9]{{0,5}}$", paths.join("|"));
             options.push(json!({"type": "string", "pattern": pattern}));
         }

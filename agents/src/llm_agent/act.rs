@@ -53,9 +53,7 @@ impl Focus {
         inbox
             .iter()
             .enumerate()
-            .filter(|(i, doc)| {
-                *i >= self.from || doc.get("engrams").is_some() || doc.get("recalled").is_some()
-            })
+            .filter(|(i, doc)| *i >= self.from || doc.get("engrams").is_some() || doc.get("recalled").is_some())
             .map(|(_, doc)| doc.clone())
             .collect()
     }
@@ -74,7 +72,8 @@ impl LlmAgent {
         let focus = self.focus.clone().expect("set above");
         let mine = &turn.done[focus.start.min(turn.done.len())..];
         let searches = mine.iter().filter(|d| matches!(d.action, Action::Search(_))).count();
-        let reads = mine.iter().filter(|d| matches!((&d.action, &d.outcome), (Action::Deref(_), Outcome::Done))).count();
+        let reads =
+            mine.iter().filter(|d| matches!((&d.action, &d.outcome), (Action::Deref(_), Outcome::Done))).count();
         // Its own first step on a question: the question's words, which rank the chunks that share them.
         if searches == 0 && mine.is_empty() {
             let query: String = question.chars().take(MAX_QUERY_CHARS * 2).collect();
@@ -153,7 +152,7 @@ impl LlmAgent {
         }
         user.push_str("\n# What you found\n");
         for doc in docs {
-            describe(doc, &mut user);
+            describe(doc, &mut user, super::Reads::Numbered);
         }
         let start = self.focus.as_ref().map_or(0, |f| f.start).min(turn.done.len());
         user.push_str("\n# Your actions on this question\n");
@@ -174,9 +173,9 @@ impl LlmAgent {
 /// Whether a search answer among `docs` pasted its hits' content (the baseline): what it holds is read already.
 fn holds_pasted(docs: &[Arc<Value>]) -> bool {
     docs.iter().any(|doc| {
-        doc.pointer("/searched/hits").and_then(Value::as_array).is_some_and(|hits| {
-            hits.iter().any(|hit| hit.get("content").is_some())
-        })
+        doc.pointer("/searched/hits")
+            .and_then(Value::as_array)
+            .is_some_and(|hits| hits.iter().any(|hit| hit.get("content").is_some()))
     })
 }
 
