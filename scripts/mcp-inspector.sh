@@ -22,7 +22,7 @@ tools="$("$inspector" --cli "${serve[@]}" --method tools/list 2>/dev/null)"
 for tool in less_put_engram less_query_engrams less_deref less_request_deref less_issue_grant less_checkpoint \
     less_expand less_expand_query less_impact less_compact less_validate less_ledger_report less_symbol_set \
     less_symbol_resolve less_symbol_list less_capsule_write less_capsule_hydrate less_blackboard_set \
-    less_blackboard_get less_blackboard_list less_gate_report less_search; do
+    less_blackboard_get less_blackboard_list less_gate_report less_search less_symbol_fill; do
     grep -q "\"name\": \"$tool\"" <<<"$tools" || { echo "mcp-inspector: $tool is not listed" >&2; exit 1; }
 done
 deref="$("$inspector" --cli "${serve[@]}" --method tools/call --tool-name less_deref \
@@ -32,4 +32,4 @@ search="$("$inspector" --cli "${serve[@]}" --method tools/call --tool-name less_
 grep -q '"pointer": "repo:a.rs#L1-L1"' <<<"$search" || { echo "mcp-inspector: less_search answered $search" >&2; exit 1; }
 report="$("$inspector" --cli "${serve[@]}" --method tools/call --tool-name less_ledger_report 2>/dev/null)"
 grep -q '"tool": "less_deref"' <<<"$report" || { echo "mcp-inspector: the ledger lacks the deref: $report" >&2; exit 1; }
-echo "mcp-inspector: 22 tools listed; less_deref, less_search and less_ledger_report answered"
+echo "mcp-inspector: 23 tools listed; less_deref, less_search and less_ledger_report answered"

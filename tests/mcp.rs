@@ -94,7 +94,7 @@ fn the_python_sdk_calls_every_tool_over_stdio_and_the_rules_hold() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "the client's checks failed:\n{stderr}");
     let summary: Value = serde_json::from_slice(&output.stdout).expect("a JSON summary");
-    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(22), "{summary}");
+    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(23), "{summary}");
     // The README's transcript shows this refusal: its numbers are what the server says.
     let refusal = summary["refusal"].as_str().expect("the refusal's text");
     let shown = refusal.split(" (").next().expect("its head");
@@ -150,7 +150,7 @@ fn the_python_sdk_calls_every_tool_over_streamable_http_on_loopback() {
     let output = output.expect("the client ran");
     assert!(output.status.success(), "the client's checks failed:\n{}", String::from_utf8_lossy(&output.stderr));
     let summary: Value = serde_json::from_slice(&output.stdout).expect("a JSON summary");
-    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(22), "{summary}");
+    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(23), "{summary}");
 }
 
 #[test]
@@ -281,7 +281,7 @@ fn every_tool_input_schema_spells_out_its_fields() {
     let mut session = RawSession::start(dir.path(), "lead");
     let listed = session.request("tools/list", serde_json::json!({}));
     let tools = listed["result"]["tools"].as_array().expect("tools");
-    assert_eq!(tools.len(), 22, "{listed}");
+    assert_eq!(tools.len(), 23, "{listed}");
     let mut empty = Vec::new();
     let mut undescribed = Vec::new();
     for tool in tools {

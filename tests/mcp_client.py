@@ -60,7 +60,7 @@ async def main():
                 "less_issue_grant", "less_checkpoint", "less_compact", "less_ledger_report", "less_expand",
                 "less_expand_query", "less_impact", "less_symbol_set", "less_symbol_resolve", "less_symbol_list",
                 "less_capsule_write", "less_capsule_hydrate", "less_blackboard_set", "less_blackboard_get",
-                "less_blackboard_list", "less_gate_report", "less_search",
+                "less_blackboard_list", "less_gate_report", "less_search", "less_symbol_fill",
             }
             expect(wanted <= set(tools), f"tools listed: {sorted(tools)}")
             expect(all(tools[t].output_schema for t in wanted), "every tool has an outputSchema")
@@ -171,6 +171,14 @@ async def main():
             expect(len(structured(await client.call_tool("less_symbol_list", {}))["symbols"]) == 1, "one symbol")
             refused(await client.call_tool("less_symbol_resolve", {"id": "F12", "client_identity": "other"}),
                     "LESS_POINTER_UNRESOLVED")
+            # Filled from the workspace index: new files get the next F ids, in path order; a second fill keeps them.
+            rust = structured(await client.call_tool("less_symbol_fill", {"pattern": "*.rs"}))
+            expect(rust["added"] == [{"id": "F13", "value": "long.rs"}, {"id": "F14", "value": "short.rs"}], rust)
+            again = structured(await client.call_tool("less_symbol_fill", {}))
+            expect(again["added"] == [{"id": "F15", "value": "report.txt"}] and again["kept"] == 2, again)
+            back = structured(await client.call_tool("less_symbol_resolve", {"value": "short.rs"}))
+            expect([s["id"] for s in back["symbols"]] == ["F14"], back)
+            refused(await client.call_tool("less_symbol_fill", {"pattern": "../**"}), "LESS_")
 
             # Capsules: the cap, and hydration of the dependency closure only.
             structured(await client.call_tool("less_capsule_write", {"id": "w1", "what": "added LOB engine",

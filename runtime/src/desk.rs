@@ -324,6 +324,18 @@ pub struct SearchAnswer {
     pub degraded: Option<String>,
 }
 
+/// Files one `symbol_fill` takes at most.
+pub const MAX_SYMBOL_FILL: usize = 500;
+
+/// What filling the symbol table from the workspace index did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SymbolFill {
+    /// The ids it added, with their paths, in path order.
+    pub added: Vec<(String, String)>,
+    /// Files that had an id already (kept).
+    pub kept: usize,
+}
+
 /// The desk of one store.
 pub struct Desk {
     config: DeskConfig,
@@ -679,16 +691,34 @@ impl Desk {
                 "this server has no workspace to search; start it with --workspace DIR",
             )
         })?;
+        self.with_index(&root, |index| self.search_in(index, who, query, k))
+    }
+
+    /// The workspace index under `root` (opened the first time, beside the store: the desk's clients share it),
+    /// brought up to date with the files first (files change under an MCP host's feet; a walk and a stat when
+    /// nothing did), then `work` on it.
+    fn with_index<T>(
+        &self,
+        root: &Path,
+        work: impl FnOnce(&mut crate::workspace::WorkspaceIndex) -> Result<T, Violation>,
+    ) -> Result<T, Violation> {
         let mut slot = self.index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if slot.is_none() {
-            // Beside the store: the desk's clients share it, and it goes with the store.
             let at = self.dir.join("workspace-index");
-            *slot = Some(crate::workspace::WorkspaceIndex::open_in(&root, &at).map_err(|e| e.violation())?);
+            *slot = Some(crate::workspace::WorkspaceIndex::open_in(root, &at).map_err(|e| e.violation())?);
         }
         let index = slot.as_mut().ok_or_else(|| Violation::new(ErrorCode::RunFailed, "", "no workspace index"))?;
-        // Files change under an MCP host's feet: each search first takes up what changed (a walk and a stat when
-        // nothing did).
         index.refresh(&crate::Silent).map_err(|e| e.violation())?;
+        work(index)
+    }
+
+    fn search_in(
+        &self,
+        index: &mut crate::workspace::WorkspaceIndex,
+        who: &Client,
+        query: &str,
+        k: usize,
+    ) -> Result<SearchAnswer, Violation> {
         let reach = who.reach.clone();
         let keep = move |hit: &crate::workspace::Hit| Pointer::parse(&hit.pointer).is_ok_and(|p| reach.covers(&p));
         let found = index.search(query, k, crate::memory::Stages::HashRerank, &keep).map_err(|e| e.violation())?;
@@ -1213,6 +1243,47 @@ impl Desk {
     /// The symbol table of `who`'s project.
     pub fn symbol_list(&self, who: &Client) -> Result<Vec<(String, String)>, Violation> {
         self.shared().symbol_list(&who.project)
+    }
+
+    /// Fills `who`'s project's symbol table from the workspace index: every indexed file under `pattern` (as
+    /// `WorkspaceIndex::list` reads it; empty: every file) within the caller's reach gets an id `F<n>` for its
+    /// path, unless one of its ids has that value already (kept: ids are stable). More than
+    /// [`MAX_SYMBOL_FILL`] files at once is refused with a narrower pattern to name.
+    pub fn symbol_fill(&self, who: &Client, pattern: &str) -> Result<SymbolFill, Violation> {
+        let root = self.resolver.as_ref().map(|r| r.root().to_owned()).ok_or_else(|| {
+            Violation::new(
+                ErrorCode::PointerUnresolved,
+                "",
+                "this server has no workspace to fill symbols from; start it with --workspace DIR",
+            )
+        })?;
+        let files = self.with_index(&root, |index| index.list(pattern).map_err(|e| e.violation()))?;
+        let paths: Vec<String> = files
+            .into_iter()
+            .map(|file| file.path)
+            .filter(|path| Pointer::parse(&format!("repo:{path}")).is_ok_and(|p| who.reach.covers(&p)))
+            .collect();
+        if paths.is_empty() {
+            return Err(Violation::new(
+                ErrorCode::ArgumentInvalid,
+                "/pattern",
+                format!(
+                    "no indexed file within this client's reach matches {pattern:?}: name a path, a directory or a glob of the workspace (less_search shows what is indexed)"
+                ),
+            ));
+        }
+        if paths.len() > MAX_SYMBOL_FILL {
+            return Err(Violation::new(
+                ErrorCode::ArgumentInvalid,
+                "/pattern",
+                format!(
+                    "{} files match {pattern:?}; fill at most {MAX_SYMBOL_FILL} at a time: name a directory or a glob \
+                     (src/net, **/*.rs)",
+                    paths.len()
+                ),
+            ));
+        }
+        self.shared().symbol_fill(&who.project, &paths)
     }
 
     /// Writes a capsule (at most [`MAX_CAPSULE_LINES`] lines; its `depends` must exist).

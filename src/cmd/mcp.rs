@@ -811,6 +811,29 @@ struct SymbolResolveArgs {
     client_identity: Option<String>,
 }
 
+/// `less_symbol_fill`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct SymbolFillArgs {
+    /// Which files: a path, a directory (`src/net`: everything under it) or a glob (`**/*.rs`); empty: every
+    /// indexed file. At most 500 files at a time.
+    #[serde(default)]
+    pattern: Option<String>,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// What filling the symbol table did.
+#[derive(Debug, Serialize, JsonSchema)]
+struct SymbolFillOut {
+    /// The ids added (`{id, value}`, by path), the first 50 of them; `less_symbol_list` shows them all.
+    added: Vec<Value>,
+    /// How many ids were added.
+    added_count: usize,
+    /// Files that had an id already and kept it.
+    kept: usize,
+}
+
 /// Symbols.
 #[derive(Debug, Serialize, JsonSchema)]
 struct SymbolsOut {
@@ -1337,6 +1360,26 @@ impl LessServer {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_symbol_list", self.tokens_in(&args), move |desk, who| {
             Ok((symbols_out(desk.symbol_list(who)?), None))
+        })
+        .await
+    }
+
+    /// Fills the symbol table from the workspace index.
+    #[tool(description = "Fill the caller's project's symbol table from the workspace index: every indexed file \
+                          under `pattern` (a path, a directory or a glob; empty: all, at most 500) within the caller's \
+                          reach gets a short id F<n> for its path, so that briefs and capsules can name it in a few \
+                          tokens; a file that has an id keeps it.")]
+    async fn less_symbol_fill(
+        &self,
+        Parameters(args): Parameters<SymbolFillArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<SymbolFillOut>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_symbol_fill", self.tokens_in(&args), move |desk, who| {
+            let fill = desk.symbol_fill(who, args.pattern.as_deref().unwrap_or_default())?;
+            let added_count = fill.added.len();
+            let added = symbols_out(fill.added.into_iter().take(50).collect()).symbols;
+            Ok((SymbolFillOut { added, added_count, kept: fill.kept }, None))
         })
         .await
     }

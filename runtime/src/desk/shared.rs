@@ -116,6 +116,36 @@ impl Shared {
         Ok(found)
     }
 
+    /// Gives every one of `paths` without an id in `project` the next free `F<n>` (above every `F` number in use),
+    /// in one write transaction: two fills at once never hand out one id twice.
+    pub(crate) fn symbol_fill(&self, project: &str, paths: &[String]) -> Result<super::SymbolFill, Violation> {
+        for (i, path) in paths.iter().enumerate() {
+            check_symbol_value(&format!("/paths/{i}"), path)?;
+        }
+        self.in_write(|| {
+            let table = self.symbol_list(project)?;
+            let mut next = table
+                .iter()
+                .filter_map(|(id, _)| id.strip_prefix('F').and_then(|n| n.parse::<u64>().ok()))
+                .max()
+                .unwrap_or(0);
+            let mut fill = super::SymbolFill::default();
+            for path in paths {
+                if table.iter().any(|(_, value)| value == path) {
+                    fill.kept += 1;
+                    continue;
+                }
+                next += 1;
+                let id = format!("F{next}");
+                self.db
+                    .execute("INSERT INTO symbols (project, id, value) VALUES (?1, ?2, ?3)", params![project, id, path])
+                    .map_err(store_failed)?;
+                fill.added.push((id, path.clone()));
+            }
+            Ok(fill)
+        })
+    }
+
     pub(crate) fn symbol_list(&self, project: &str) -> Result<Vec<(String, String)>, Violation> {
         let mut statement =
             self.db.prepare("SELECT id, value FROM symbols WHERE project = ?1 ORDER BY id").map_err(store_failed)?;

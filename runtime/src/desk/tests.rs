@@ -302,6 +302,50 @@ fn the_blackboard_keeps_what_a_new_value_supersedes() {
 }
 
 #[test]
+fn the_symbol_table_fills_from_the_workspace_index_with_stable_ids() {
+    let (desk, dir) = desk();
+    let dev = desk.client("dev");
+    desk.symbol_set(&dev, "F12", "src/matching/engine.ts").expect("set by hand");
+    desk.symbol_set(&dev, "F3", "short.rs").expect("set by hand");
+    let fill = desk.symbol_fill(&dev, "").expect("fill");
+    assert_eq!(fill.added, [("F13".to_owned(), "long.rs".to_owned())], "above every F number in use");
+    assert_eq!(fill.kept, 1, "short.rs had an id");
+    // A new file: the next fill gives it the next id and keeps the others.
+    std::fs::write(dir.path().join("ws/new.py"), "def f():\n    return 1\n").expect("write");
+    let fill = desk.symbol_fill(&dev, "").expect("fill again");
+    assert_eq!((fill.added, fill.kept), (vec![("F14".to_owned(), "new.py".to_owned())], 2));
+    assert_eq!(desk.symbol_resolve(&dev, "new.py", true).expect("reverse")[0].0, "F14");
+    // A pattern that matches no indexed file says so.
+    let none = desk.symbol_fill(&dev, "docs/**").expect_err("nothing matches");
+    assert_eq!((none.code, none.path.as_str()), (ErrorCode::ArgumentInvalid, "/pattern"));
+    // Another project's table starts from nothing.
+    let other = desk.client("other");
+    assert_eq!(desk.symbol_fill(&other, "*.rs").expect("fill").added.len(), 2);
+}
+
+#[test]
+fn two_desks_filling_one_symbol_table_at_once_never_hand_out_an_id_twice() {
+    let (first, dir) = desk();
+    for i in 0..30 {
+        std::fs::write(dir.path().join(format!("ws/m{i:02}.rs")), format!("fn m{i}() {{}}\n")).expect("write");
+    }
+    let config = DeskConfig::from_toml(CONFIG).expect("config");
+    let second = Desk::open(&dir.path().join("store"), Some(&dir.path().join("ws")), config).expect("second desk");
+    let (a, b) = std::thread::scope(|scope| {
+        let a = scope.spawn(|| first.symbol_fill(&first.client("dev"), "m*.rs").expect("first"));
+        let b = scope.spawn(|| second.symbol_fill(&second.client("dev"), "").expect("second"));
+        (a.join().expect("first thread"), b.join().expect("second thread"))
+    });
+    let table = first.symbol_list(&first.client("dev")).expect("list");
+    let mut values: Vec<&str> = table.iter().map(|(_, v)| v.as_str()).collect();
+    values.sort_unstable();
+    values.dedup();
+    assert_eq!(values.len(), table.len(), "one id per file: {table:?}");
+    assert_eq!(table.len(), 32, "every file once");
+    assert_eq!(a.added.len() + b.added.len(), 32, "what one added the other kept");
+}
+
+#[test]
 fn two_desks_on_one_store_see_each_others_engrams_and_grants() {
     // Two MCP hosts start two server processes on one store; each has its own desk.
     let (first, dir) = desk();
