@@ -684,28 +684,28 @@ impl Desk {
     /// that fits). Returns the hits, their tokens as the caller reads them, and what pasting the hits' content (the
     /// baseline) would have cost.
     pub fn search(&self, who: &Client, query: &str, k: usize) -> Result<SearchAnswer, Violation> {
+        self.with_index("search", |index| self.search_in(index, who, query, k))
+    }
+
+    /// The workspace's index (opened the first time, beside the store: the desk's clients share it), brought up to
+    /// date with the files first (files change under an MCP host's feet; a walk and a stat when nothing did), then
+    /// `work` on it. A server without a workspace refuses, saying it has none to `what`.
+    fn with_index<T>(
+        &self,
+        what: &str,
+        work: impl FnOnce(&mut crate::workspace::WorkspaceIndex) -> Result<T, Violation>,
+    ) -> Result<T, Violation> {
         let root = self.resolver.as_ref().map(|r| r.root().to_owned()).ok_or_else(|| {
             Violation::new(
                 ErrorCode::PointerUnresolved,
                 "",
-                "this server has no workspace to search; start it with --workspace DIR",
+                format!("this server has no workspace to {what}; start it with --workspace DIR"),
             )
         })?;
-        self.with_index(&root, |index| self.search_in(index, who, query, k))
-    }
-
-    /// The workspace index under `root` (opened the first time, beside the store: the desk's clients share it),
-    /// brought up to date with the files first (files change under an MCP host's feet; a walk and a stat when
-    /// nothing did), then `work` on it.
-    fn with_index<T>(
-        &self,
-        root: &Path,
-        work: impl FnOnce(&mut crate::workspace::WorkspaceIndex) -> Result<T, Violation>,
-    ) -> Result<T, Violation> {
         let mut slot = self.index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if slot.is_none() {
             let at = self.dir.join("workspace-index");
-            *slot = Some(crate::workspace::WorkspaceIndex::open_in(root, &at).map_err(|e| e.violation())?);
+            *slot = Some(crate::workspace::WorkspaceIndex::open_in(&root, &at).map_err(|e| e.violation())?);
         }
         let index = slot.as_mut().ok_or_else(|| Violation::new(ErrorCode::RunFailed, "", "no workspace index"))?;
         index.refresh(&crate::Silent).map_err(|e| e.violation())?;
@@ -1250,14 +1250,7 @@ impl Desk {
     /// path, unless one of its ids has that value already (kept: ids are stable). More than
     /// [`MAX_SYMBOL_FILL`] files at once is refused with a narrower pattern to name.
     pub fn symbol_fill(&self, who: &Client, pattern: &str) -> Result<SymbolFill, Violation> {
-        let root = self.resolver.as_ref().map(|r| r.root().to_owned()).ok_or_else(|| {
-            Violation::new(
-                ErrorCode::PointerUnresolved,
-                "",
-                "this server has no workspace to fill symbols from; start it with --workspace DIR",
-            )
-        })?;
-        let files = self.with_index(&root, |index| index.list(pattern).map_err(|e| e.violation()))?;
+        let files = self.with_index("fill symbols from", |index| index.list(pattern).map_err(|e| e.violation()))?;
         let paths: Vec<String> = files
             .into_iter()
             .map(|file| file.path)
