@@ -57,6 +57,21 @@ pub(crate) fn exit_on(err: &io::Error) -> ! {
     std::process::exit(i32::from(EXIT_OUTPUT_FAILED));
 }
 
+/// A run's live trace, printed as the ledger records it: each line through [`write`], so a closed pipe
+/// (`lessrt run … | head -1`) ends the program quietly with 141 rather than a panic in the ledger actor.
+pub(crate) struct StdoutTrace;
+
+impl less_runtime::run::TraceSink for StdoutTrace {
+    fn line(&self, line: &str) {
+        write(format_args!("{line}"), true);
+    }
+}
+
+/// The trace sink of a command that prints its trace when `on`.
+pub(crate) fn trace_if(on: bool) -> Option<std::sync::Arc<dyn less_runtime::run::TraceSink>> {
+    on.then(|| std::sync::Arc::new(StdoutTrace) as std::sync::Arc<dyn less_runtime::run::TraceSink>)
+}
+
 /// `println!` for the commands: see the module.
 macro_rules! outln {
     () => { $crate::output::write(format_args!(""), true) };

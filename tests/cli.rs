@@ -1283,3 +1283,124 @@ fn the_readme_index_figures_of_the_fixture_are_a_fresh_build() {
     );
     assert!(readme.contains(&row), "README.md's Performance row should say: {row}");
 }
+
+/// A first own scenario's mistakes, caught by `validate` (and by `run` before anything starts) at the place they are
+/// written: a pack keyed by an agent id, a pointer to a missing file, a glob and a directory where a pointer names a
+/// file, and a span past a file's end.
+#[test]
+fn validate_resolves_every_pointer_and_refuses_packs_that_reach_nobody() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let example = std::fs::read_to_string(repo_path("schemas/examples/scenario.toml")).expect("example");
+    std::fs::write(dir.path().join("budget.json"), (1..=17).map(|i| format!("{i}\n")).collect::<String>())
+        .expect("a 17-line file");
+    std::fs::create_dir(dir.path().join("pelican")).expect("a directory");
+    // The programmer is renamed `pat`; its role stays `programmer`.
+    let mut base = example.clone();
+    for key in ["id", "agent", "to"] {
+        base = base.replace(&format!("{key} = \"programmer\""), &format!("{key} = \"pat\""));
+    }
+    let pack = r#"packs = { programmer = ["repo:budget.json#L1-L9"] }"#;
+    assert!(base.contains(pack) && base.contains(r#"to = "pat""#), "{base}");
+    let scenario = dir.path().join("scenario.toml");
+    std::fs::write(&scenario, base.replace(pack, r#"packs = { pat = ["repo:budget.json#L1-L9"] }"#)).expect("write");
+    let output = lessrt(&["validate", "--json", scenario.to_str().expect("utf-8")]);
+    assert_eq!(output.status.code(), Some(1), "{}{}", stdout(&output), stderr(&output));
+    let report: Value = serde_json::from_str(&stdout(&output)).expect("one JSON report");
+    let errors: Vec<(String, String, String)> = report["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .map(|e| {
+            (
+                e["code"].as_str().expect("text").into(),
+                e["path"].as_str().expect("text").into(),
+                e["message"].to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert_eq!((errors[0].0.as_str(), errors[0].1.as_str()), ("LESS_SCENARIO_INVALID", "/steps/0/packs/pat"));
+    assert!(errors[0].2.contains("under `programmer`"), "{}", errors[0].2);
+
+    // Keyed by the role, the pack's pointers are resolved: each bad one at its place, with what to do instead.
+    let bad =
+        r#"packs = { programmer = ["repo:pelican/**", "repo:pelican", "repo:gone.rs", "repo:budget.json#L12-L30"] }"#;
+    std::fs::write(&scenario, base.replace(pack, bad)).expect("write");
+    for command in
+        [vec!["validate"], vec!["run", "--mode", "less", "--out", dir.path().join("runs").to_str().expect("utf-8")]]
+    {
+        let mut args = command.clone();
+        args.push(scenario.to_str().expect("utf-8"));
+        let output = lessrt(&args);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {}{}", stdout(&output), stderr(&output));
+        let lines: Vec<String> = stdout(&output).lines().map(str::to_owned).collect();
+        let at = |path: &str| lines.iter().find(|l| l.contains(&format!("\t{path}\t"))).cloned().unwrap_or_default();
+        assert_eq!(lines.len(), 4, "{args:?}: {lines:#?}");
+        assert!(lines.iter().all(|l| l.starts_with("LESS_POINTER_UNRESOLVED\t")), "{lines:#?}");
+        assert!(at("/steps/0/packs/programmer/0").contains("a pattern"), "{lines:#?}");
+        assert!(at("/steps/0/packs/programmer/1").contains("a directory"), "{lines:#?}");
+        assert!(at("/steps/0/packs/programmer/2").contains("gone.rs"), "{lines:#?}");
+        assert!(at("/steps/0/packs/programmer/3").contains("it has 17 lines"), "{lines:#?}");
+        assert!(!dir.path().join("runs").exists(), "nothing started");
+    }
+}
+
+/// `--workspace DIR` aims a scenario at any directory, outside the scenario's own; its pointers resolve there.
+#[test]
+fn run_and_bench_take_the_workspace_from_the_command_line() {
+    let scenario_dir = tempfile::tempdir().expect("tempdir");
+    let checkout = tempfile::tempdir().expect("another directory");
+    let scenario = scenario_dir.path().join("scenario.toml");
+    std::fs::copy(repo_path("schemas/examples/scenario.toml"), &scenario).expect("copy the example");
+    std::fs::copy(repo_path("schemas/examples/budget.json"), checkout.path().join("budget.json")).expect("copy");
+    let (scenario, checkout) = (scenario.to_str().expect("utf-8"), checkout.path().to_str().expect("utf-8"));
+    // Without it, the scenario's own directory lacks the file its pointers name.
+    let own = lessrt(&["validate", scenario]);
+    assert_eq!(own.status.code(), Some(1), "{}", stdout(&own));
+    assert!(stdout(&own).contains("LESS_POINTER_UNRESOLVED\t"), "{}", stdout(&own));
+    let out = scenario_dir.path().join("runs");
+    let run =
+        lessrt(&["run", scenario, "--mode", "less", "--workspace", checkout, "--out", out.to_str().expect("utf-8")]);
+    assert_eq!(run.status.code(), Some(0), "{}{}", stdout(&run), stderr(&run));
+    assert!(stdout(&run).contains("SOLVED inline-cap"), "{}", stdout(&run));
+    let bench_out = scenario_dir.path().join("bench");
+    let bench = lessrt(&[
+        "bench",
+        scenario,
+        "--modes",
+        "less",
+        "--workspace",
+        checkout,
+        "--out",
+        bench_out.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(bench.status.code(), Some(0), "{}{}", stdout(&bench), stderr(&bench));
+    // A directory that is not there is refused before anything starts.
+    let missing =
+        lessrt(&["run", scenario, "--workspace", "/nonexistent/checkout", "--out", out.to_str().expect("utf-8")]);
+    assert_eq!(missing.status.code(), Some(2), "{}{}", stdout(&missing), stderr(&missing));
+    assert!(stdout(&missing).contains("not a directory"), "{}", stdout(&missing));
+}
+
+/// `lessrt run … | head -1`: a reader that goes away ends the run quietly with the status a process killed by
+/// SIGPIPE reports, never a panic in the actor that prints the trace.
+#[test]
+fn a_run_whose_reader_went_away_ends_quietly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        // Paced, so that the trace's lines come from the ledger actor after the reader has gone.
+        .args(["run", &repo_path("scenarios/uc1-refactor.toml"), "--mode", "less", "--pace", "300", "--out"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lessrt starts");
+    // `head -1`: one line read, then the reader closes its end.
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().expect("stdout")), &mut first)
+        .expect("a first line");
+    assert!(first.starts_with("== uc1-refactor"), "{first}");
+    let output = child.wait_with_output().expect("lessrt runs");
+    assert_eq!(output.status.code(), Some(141), "{}", stderr(&output));
+    assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
+}

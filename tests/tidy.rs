@@ -80,8 +80,9 @@ fn every_scenario_validates() {
         let doc = scenario_document(&std::fs::read_to_string(&file).expect("read")).expect("scenario is TOML");
         let violations = validate(DocKind::Scenario, &doc);
         assert!(violations.is_empty(), "{}: {violations:?}", file.display());
-        // The schema and the typed model agree: what validates also loads, with a workspace that exists.
-        let scenario = less_runtime::Scenario::load(&file).unwrap_or_else(|v| panic!("{}: {v}", file.display()));
+        // The schema and the typed model agree: what validates also loads, with a workspace that exists and every
+        // pointer resolving in it.
+        let scenario = less_runtime::load_scenario(&file, None).unwrap_or_else(|v| panic!("{}: {v}", file.display()));
         assert!(scenario.workspace.is_dir(), "{}: workspace {}", file.display(), scenario.workspace.display());
     }
 }
@@ -226,4 +227,30 @@ fn the_fuzz_script_refuses_a_filter_that_matches_no_target() {
     for name in listed {
         assert!(defined.contains(&format!("fn {name}(")), "scripts/fuzz.sh lists {name}, which no test defines");
     }
+}
+
+/// The libraries never print: the binary decides what goes to stdout and stderr (the runtime's trace goes through
+/// `TraceSink`, diagnostics through `tracing`), so a closed pipe or a redirect is handled in one place. Test code
+/// (files named `tests.rs` or under `tests/`, and `#[cfg(test)]` modules at a file's end) may print.
+#[test]
+fn the_libraries_never_print() {
+    let mut files = Vec::new();
+    for dir in ["schemas/src", "runtime/src", "agents/src"] {
+        files_with_extension(&root().join(dir), "rs", &mut files);
+    }
+    let mut printing = Vec::new();
+    for path in files.iter().filter(|p| p.file_name().is_some_and(|n| n != "tests.rs")) {
+        let text = std::fs::read_to_string(path).expect("read");
+        let code = text.split("\n#[cfg(test)]\nmod tests").next().unwrap_or_default();
+        for (idx, line) in code.lines().enumerate() {
+            let line = line.trim_start();
+            if line.starts_with("//") {
+                continue;
+            }
+            if ["println!(", "eprintln!(", "print!(", "eprint!(", "dbg!("].iter().any(|m| line.contains(m)) {
+                printing.push(format!("{}:{}: {line}", path.display(), idx + 1));
+            }
+        }
+    }
+    assert!(printing.is_empty(), "the libraries print:\n{}", printing.join("\n"));
 }

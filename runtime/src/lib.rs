@@ -20,6 +20,7 @@ pub mod desk;
 pub mod files;
 #[cfg(test)]
 mod fuzz;
+mod load;
 pub mod memory;
 mod progress;
 mod resolver;
@@ -27,5 +28,6 @@ pub mod run;
 pub mod workspace;
 
 pub use less_contract::*;
+pub use load::{load_scenario, pointer_problems};
 pub use progress::{Progress, Silent, silent};
 pub use resolver::{MAX_ABOUT_CHARS, Resolved, Resolver, SamSource, about};

@@ -61,7 +61,7 @@ pub use schema::{DocKind, SCHEMA_BASE, SCHEMA_FILES, schema_document};
 pub use tokens::{CacheStats, Encoding, TokenCounter};
 pub use ttl::{MAX_TTL_YEARS, Ttl};
 pub use valid::{Contract, Valid};
-pub use validate::{MAX_BRIEF_LINES, validate, validate_inferred};
+pub use validate::{MAX_BRIEF_LINES, scenario_pointer_texts, validate, validate_inferred};
 
 /// The current time in RFC 3339, UTC, whole seconds (`2026-01-08T10:00:00Z`).
 pub fn now_rfc3339() -> String {

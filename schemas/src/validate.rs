@@ -82,6 +82,31 @@ pub fn validate_inferred(doc: &Value) -> (Option<DocKind>, Vec<Violation>) {
     }
 }
 
+/// What a required property is for: the `description` its schema gives it, found beside the `required` keyword at
+/// `schema_path` (local `$ref`s followed); `None` when the schema says nothing.
+fn purpose(kind: DocKind, schema_path: &str, name: &str) -> Option<String> {
+    let doc = crate::schema::schema_document(kind.schema_file())?;
+    let mut node = &doc;
+    let segments: Vec<&str> = schema_path.trim_start_matches('/').split('/').collect();
+    let (last, parents) = segments.split_last()?;
+    if *last != "required" {
+        return None;
+    }
+    for segment in parents {
+        let segment = segment.replace("~1", "/").replace("~0", "~");
+        node = if segment == "$ref" {
+            doc.pointer(node.get("$ref")?.as_str()?.strip_prefix('#')?)?
+        } else {
+            match node {
+                Value::Object(map) => map.get(&segment)?,
+                Value::Array(items) => items.get(segment.parse::<usize>().ok()?)?,
+                _ => return None,
+            }
+        };
+    }
+    node.get("properties")?.get(name)?.get("description")?.as_str().map(str::to_owned)
+}
+
 fn schema_violations(kind: DocKind, doc: &Value) -> Vec<Violation> {
     let validator = COMPILED.get(kind);
     let mut out: Vec<Violation> = Vec::new();
@@ -96,7 +121,11 @@ fn schema_violations(kind: DocKind, doc: &Value) -> Vec<Violation> {
         match error.kind() {
             ValidationErrorKind::Required { property } => {
                 let name = property.as_str().map(str::to_owned).unwrap_or_else(|| property.to_string());
-                push(join(&base, &name), format!("required property {name:?} is missing"));
+                let message = match purpose(kind, error.schema_path().as_str(), &name) {
+                    Some(purpose) => format!("required property {name:?} is missing: {purpose}"),
+                    None => format!("required property {name:?} is missing"),
+                };
+                push(join(&base, &name), message);
             }
             ValidationErrorKind::AdditionalProperties { unexpected }
             | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
@@ -575,6 +604,7 @@ fn check_scenario_steps(doc: &Value, hierarchy: &Hierarchy<'_>, out: &mut Vec<Vi
         let action = step.get("action").and_then(Value::as_str).unwrap_or_default();
         match action {
             "brief" => {
+                let n_before = out.len();
                 for (idx, to) in list(step.get("to")).iter().enumerate() {
                     let Some(to) = to.as_str() else { continue };
                     if (hierarchy.parent)(to) != Some(agent) {
@@ -583,6 +613,10 @@ fn check_scenario_steps(doc: &Value, hierarchy: &Hierarchy<'_>, out: &mut Vec<Vi
                             format!("{agent} briefs its children only, and {to:?} is not one"),
                         ));
                     }
+                }
+                // Packs go to the brief's recipients: checked only when they are the briefer's children.
+                if out.len() == n_before {
+                    check_pack_keys(doc, step, agent, &base, out);
                 }
                 for (idx, grant) in list(step.get("grants")).iter().enumerate() {
                     if let Some(to) = grant.get("to").and_then(Value::as_str)
@@ -650,6 +684,55 @@ fn check_scenario_steps(doc: &Value, hierarchy: &Hierarchy<'_>, out: &mut Vec<Vi
         for (idx, engram) in list(step.get("engrams")).iter().enumerate() {
             check_ttl(engram, &format!("{base}/engrams/{idx}"), out);
         }
+    }
+}
+
+/// A brief's packs are keyed by the role of the children it goes to (its `to`, or all the briefer's children): a key
+/// that names no such role would reach nobody, and the pointers under it would be dropped without a word.
+fn check_pack_keys(doc: &Value, step: &Value, agent: &str, base: &str, out: &mut Vec<Violation>) {
+    let Some(packs) = step.get("packs").and_then(Value::as_object) else { return };
+    let agents = doc.get("agents").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let field = |a: &'_ Value, key: &str| a.get(key).and_then(Value::as_str).map(str::to_owned);
+    let named: Vec<String> = step
+        .get("to")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect();
+    // (id, role) of each recipient.
+    let recipients: Vec<(String, String)> = agents
+        .iter()
+        .filter(|a| match field(a, "id") {
+            Some(id) if !named.is_empty() => named.contains(&id),
+            Some(_) => field(a, "parent").as_deref() == Some(agent),
+            None => false,
+        })
+        .filter_map(|a| Some((field(a, "id")?, field(a, "role").unwrap_or_default())))
+        .collect();
+    let mut roles: Vec<&str> = recipients.iter().map(|(_, role)| role.as_str()).collect();
+    roles.sort_unstable();
+    roles.dedup();
+    for key in packs.keys() {
+        if roles.contains(&key.as_str()) {
+            continue;
+        }
+        let message = match recipients.iter().find(|(id, _)| id == key) {
+            Some((id, role)) => format!(
+                "packs are keyed by the role of the child they go to, and {id:?} is an agent id: write this pack \
+                 under `{role}` (the role of {id})"
+            ),
+            None if roles.is_empty() => {
+                format!("{agent} has no child this brief goes to, so the pack {key:?} would reach nobody: drop it")
+            }
+            None => format!(
+                "no child this brief goes to has the role {key:?}, so its pointers would reach nobody: key the pack \
+                 by one of their roles ({})",
+                roles.join(", ")
+            ),
+        };
+        out.push(Violation::new(ErrorCode::ScenarioInvalid, format!("{base}/packs/{}", escape(key)), message));
     }
 }
 
@@ -749,30 +832,39 @@ fn check_workspace(workspace: &str) -> Result<(), String> {
 
 /// Every pointer text a scenario names must parse, so a typo fails at load time, not in the middle of a run.
 fn check_scenario_pointers(doc: &Value, out: &mut Vec<Violation>) {
-    let mut check = |text: &Value, path: String| {
-        if let Some(text) = text.as_str()
-            && let Err(mut violation) = Pointer::parse(text)
-        {
+    for (path, text) in scenario_pointer_texts(doc) {
+        if let Err(mut violation) = Pointer::parse(&text) {
             violation.path = path;
             out.push(violation);
+        }
+    }
+}
+
+/// Every pointer text a scenario document names, with its JSON path: the plan's artifacts, the steps' pointers,
+/// packs and engram citations, the tasks' gold citations and the expectations' pointers, in document order.
+pub fn scenario_pointer_texts(doc: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut push = |text: &Value, path: String| {
+        if let Some(text) = text.as_str() {
+            out.push((path, text.to_owned()));
         }
     };
     let list = |v: Option<&Value>| v.and_then(Value::as_array).cloned().unwrap_or_default();
     for (idx, text) in list(doc.pointer("/plan/artifacts")).iter().enumerate() {
-        check(text, format!("/plan/artifacts/{idx}"));
+        push(text, format!("/plan/artifacts/{idx}"));
     }
     for (s_idx, step) in list(doc.get("steps")).iter().enumerate() {
         for (idx, text) in list(step.get("pointers")).iter().enumerate() {
-            check(text, format!("/steps/{s_idx}/pointers/{idx}"));
+            push(text, format!("/steps/{s_idx}/pointers/{idx}"));
         }
         for (role, pack) in step.get("packs").and_then(Value::as_object).into_iter().flatten() {
             for (idx, text) in list(Some(pack)).iter().enumerate() {
-                check(text, format!("/steps/{s_idx}/packs/{}/{idx}", escape(role)));
+                push(text, format!("/steps/{s_idx}/packs/{}/{idx}", escape(role)));
             }
         }
         for (e_idx, engram) in list(step.get("engrams")).iter().enumerate() {
             for (idx, text) in list(engram.get("pointers")).iter().enumerate() {
-                check(text, format!("/steps/{s_idx}/engrams/{e_idx}/pointers/{idx}"));
+                push(text, format!("/steps/{s_idx}/engrams/{e_idx}/pointers/{idx}"));
             }
         }
     }
@@ -781,21 +873,22 @@ fn check_scenario_pointers(doc: &Value, out: &mut Vec<Violation>) {
             match cite.as_array() {
                 Some(any) => {
                     for (idx, text) in any.iter().enumerate() {
-                        check(text, format!("/tasks/{t_idx}/gold/cites/{c_idx}/{idx}"));
+                        push(text, format!("/tasks/{t_idx}/gold/cites/{c_idx}/{idx}"));
                     }
                 }
-                None => check(cite, format!("/tasks/{t_idx}/gold/cites/{c_idx}")),
+                None => push(cite, format!("/tasks/{t_idx}/gold/cites/{c_idx}")),
             }
         }
     }
     for (x_idx, expect) in list(doc.get("expect")).iter().enumerate() {
         for (idx, text) in list(expect.get("pointers")).iter().enumerate() {
-            check(text, format!("/expect/{x_idx}/pointers/{idx}"));
+            push(text, format!("/expect/{x_idx}/pointers/{idx}"));
         }
         if let Some(text) = expect.get("cites") {
-            check(text, format!("/expect/{x_idx}/cites"));
+            push(text, format!("/expect/{x_idx}/cites"));
         }
     }
+    out
 }
 
 fn check_not_blank(doc: &Value, base: &str, field: &str, out: &mut Vec<Violation>) {

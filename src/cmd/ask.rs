@@ -269,7 +269,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         let out = base.join(mode.as_str());
         let options = RunOptions {
             out_dir: Some(out.clone()),
-            trace: text_out && !ctx.quiet,
+            trace: crate::output::trace_if(text_out && !ctx.quiet),
             pinned,
             step_timeout: Some(Duration::from_secs(args.model_timeout * 4 + 60)),
             index: Some(shared.clone()),

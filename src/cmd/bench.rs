@@ -58,6 +58,10 @@ pub(crate) struct Args {
     agents: AgentsArgs,
     #[command(flatten)]
     inbox: InboxArgs,
+    /// Run the one scenario named on this directory instead of its own `workspace` (any directory; symlinks out of
+    /// it are still refused). Every pointer the scenario names must resolve in it.
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
 }
 
 fn parse_mode(text: &str) -> Result<WireMode, String> {
@@ -67,10 +71,17 @@ fn parse_mode(text: &str) -> Result<WireMode, String> {
 pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let files = scenario_files(&args.paths).map_err(|err| Stop::usage(format!("{err:#}")))?;
+    if args.workspace.is_some() && files.len() != 1 {
+        return Err(Stop::usage(format!(
+            "--workspace points one scenario at a directory, and {} scenarios are named: name one scenario file",
+            files.len()
+        ))
+        .into());
+    }
     let mut scenarios = Vec::new();
     let mut unusable = None;
     for file in &files {
-        match Scenario::load(file) {
+        match less_runtime::load_scenario(file, args.workspace.as_deref()) {
             Ok(s) => scenarios.push(Arc::new(args.agents.apply(s))),
             Err(violations) => {
                 for v in &violations.0 {
@@ -109,7 +120,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
                 let options = RunOptions {
                     mode,
                     out_dir: Some(out),
-                    trace: false,
+                    trace: None,
                     pinned,
                     summarizer: Some(summarizer.clone()),
                     step_timeout: args.step_timeout.map(Duration::from_secs),

@@ -14,7 +14,7 @@ use less_agents::{AgentsFactory, ModelSource};
 use less_runtime::run::{
     ClusterOptions, Pinned, RunOptions, RunReport, check_out_dir, fresh_secret, run_scenario_with,
 };
-use less_runtime::{ErrorCode, Scenario, WireMode};
+use less_runtime::{ErrorCode, WireMode};
 
 use super::args::{AgentsArgs, InboxArgs, OutputArgs, Stop, count};
 use super::serve::manifest::Manifest;
@@ -71,6 +71,10 @@ pub(crate) struct Args {
     /// The environment variable holding the cluster's cookie (a scenario that places agents on nodes needs it).
     #[arg(long, value_name = "VAR", default_value = "LESSRT_COOKIE")]
     cookie_env: String,
+    /// Run the scenario on this directory instead of its own `workspace` (any directory; symlinks out of it are
+    /// still refused). Every pointer the scenario names must resolve in it.
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
 }
 
 /// Reads a `--cluster` file: the nodes and the placement (`LESS_NODE_UNKNOWN` when it cannot be read or parsed).
@@ -88,13 +92,14 @@ fn parse_mode(text: &str) -> Result<WireMode, String> {
 }
 
 pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
-    let placed = Scenario::load(&args.scenario).and_then(|s| match &args.cluster {
-        Some(file) => {
-            let cluster = read_cluster(file).map_err(|v| less_runtime::Violations(vec![v]))?;
-            s.placed(cluster.nodes, &cluster.placement)
-        }
-        None => Ok(s),
-    });
+    let placed =
+        less_runtime::load_scenario(&args.scenario, args.workspace.as_deref()).and_then(|s| match &args.cluster {
+            Some(file) => {
+                let cluster = read_cluster(file).map_err(|v| less_runtime::Violations(vec![v]))?;
+                s.placed(cluster.nodes, &cluster.placement)
+            }
+            None => Ok(s),
+        });
     let scenario = match placed {
         Ok(s) => Arc::new(args.agents.apply(s)),
         Err(violations) => {
@@ -196,7 +201,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         let options = RunOptions {
             mode,
             out_dir: Some(out),
-            trace,
+            trace: crate::output::trace_if(trace),
             pinned,
             summarizer: Some(summarizer.clone()),
             step_timeout: args.step_timeout.map(Duration::from_secs),

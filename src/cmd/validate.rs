@@ -99,12 +99,13 @@ fn check_file(file: &Path, kind: Option<DocKind>) -> Outcome {
         Some(kind) => validate(kind, &doc),
         None => validate_inferred(&doc).1,
     };
-    // A scenario file is also loaded as a run loads it: that is where its workspace is resolved, and a workspace
-    // that leads out of the scenario's directory (a symlink a cloned repository carries) is refused.
+    // A scenario file is also loaded as a run loads it: that is where its workspace is resolved (a workspace that
+    // leads out of the scenario's directory, a symlink a cloned repository carries, is refused) and every pointer
+    // it names is resolved in it.
     if violations.is_empty()
         && kind == Some(DocKind::Scenario)
         && file != Path::new("-")
-        && let Err(loaded) = less_runtime::Scenario::load(file)
+        && let Err(loaded) = less_runtime::load_scenario(file, None)
     {
         return Outcome::Checked(loaded.0);
     }

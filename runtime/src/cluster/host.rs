@@ -23,8 +23,8 @@ use less_contract::{ClusterNode, Scenario, WireMode};
 pub type FactoryMaker = Arc<dyn Fn(&Scenario) -> Result<Arc<dyn AgentFactory>, String> + Send + Sync>;
 
 /// What a node needs to host agents of a run: the scenario as the head runs it, the run's identity and grant key,
-/// and which agents are its own.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// and which agents are its own. Its `Debug` form leaves the grant key out.
+#[derive(Clone, Serialize, Deserialize)]
 pub struct HostSpec {
     /// The run id and mode (`<run>:<mode>`): the prefix of the run's groups.
     pub run_key: String,
@@ -56,6 +56,23 @@ pub struct HostSpec {
     /// How many typed messages an agent's inbox keeps inline (`--inbox-cap`).
     #[serde(default = "default_inbox_cap")]
     pub inbox_cap: usize,
+}
+
+impl std::fmt::Debug for HostSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostSpec")
+            .field("run_key", &self.run_key)
+            .field("run_id", &self.run_id)
+            .field("mode", &self.mode)
+            .field("scenario_base", &self.scenario_base)
+            .field("nodes", &self.nodes)
+            .field("placement", &self.placement)
+            .field("agents", &self.agents)
+            .field("head", &self.head)
+            .field("secret", &"<redacted>")
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
 }
 
 fn default_inbox_cap() -> usize {

@@ -134,16 +134,14 @@ impl ractor_cluster::NodeEventSubscription for SessionLog {
             }
         } else {
             self.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(ses.peer_addr.clone());
-            // Logged at error level on purpose: a refusal is what an operator must see.
+            // Logged at error level on purpose: a refusal is what an operator must see (the binary shows errors on
+            // stderr by default; the runtime itself never prints).
             tracing::error!(
                 target: "less.cluster",
-                "{}: refused {peer} at {}: it did not pass the cookie handshake (a wrong cookie, or not a lessrt node)",
+                "{}: refused a connection from {} ({peer}): the cookie handshake failed (a wrong cookie, or not a \
+                 lessrt node)",
                 self.node,
                 ses.peer_addr
-            );
-            eprintln!(
-                "lessrt: {}: refused a connection from {} ({peer}): the cookie handshake failed",
-                self.node, ses.peer_addr
             );
         }
     }

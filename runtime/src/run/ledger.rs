@@ -438,12 +438,19 @@ pub enum TokenLedgerMsg {
     Ack(RpcReplyPort<()>),
 }
 
+/// Where a run's live trace goes: the lines of [`Event::trace_line`], in the order the ledger records the events.
+/// The runtime never prints; the binary prints these (and decides what a closed pipe means).
+pub trait TraceSink: Send + Sync {
+    /// One line of the trace (it may hold newlines of its own).
+    fn line(&self, line: &str);
+}
+
 /// Where the ledger writes.
 pub struct TokenLedgerArgs {
     /// Output directory (created); `ledger.jsonl` (this run's) and `audit.log` (appended to, every run's) go here.
     pub out_dir: Option<PathBuf>,
-    /// Print the live trace.
-    pub trace: bool,
+    /// Where the live trace goes, if anywhere.
+    pub trace: Option<Arc<dyn TraceSink>>,
     /// The run's id, written at the head of its lines in the audit log.
     pub run_id: String,
 }
@@ -477,7 +484,7 @@ pub struct TokenLedgerState {
     /// [`FLUSH_AT`] bytes, at each snapshot and when the ledger stops), so the executor never waits on a disk.
     pending_jsonl: Vec<u8>,
     pending_audit: Vec<u8>,
-    trace: bool,
+    trace: Option<Arc<dyn TraceSink>>,
 }
 
 /// `ledger.jsonl` and `audit.log`.
@@ -592,10 +599,10 @@ impl TokenLedgerState {
             }
             self.learn(to, restated);
         }
-        if self.trace
+        if let Some(sink) = &self.trace
             && let Some(line) = event.trace_line()
         {
-            println!("{line}");
+            sink.line(&line);
         }
         if self.files.is_none() || self.in_memory_from_now {
             self.events.push(event);
@@ -778,7 +785,7 @@ mod tests {
     #[tokio::test]
     async fn events_reach_the_file_unasked_and_read_back() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let args = TokenLedgerArgs { out_dir: Some(dir.path().to_owned()), trace: false, run_id: "r".into() };
+        let args = TokenLedgerArgs { out_dir: Some(dir.path().to_owned()), trace: None, run_id: "r".into() };
         let (ledger, handle) = Actor::spawn(None, TokenLedger, args).await.expect("ledger");
         let events: Vec<Event> = (0..3).map(step).collect();
         for event in &events {
@@ -822,7 +829,7 @@ mod tests {
             files: Some(files),
             pending_jsonl: Vec::new(),
             pending_audit: Vec::new(),
-            trace: false,
+            trace: None,
         };
         let events: Vec<Event> = (0..5000).map(step).collect();
         for event in &events[..4000] {

@@ -27,7 +27,7 @@ use crate::resolver::Resolver;
 use crate::run::agent::{ActRequest, AgentFactory};
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg, MAX_RESTARTS};
 use crate::run::inbox::DEFAULT_INBOX_CAP;
-use crate::run::ledger::{Event, TokenLedger, TokenLedgerArgs, TokenLedgerMsg};
+use crate::run::ledger::{Event, TokenLedger, TokenLedgerArgs, TokenLedgerMsg, TraceSink};
 use crate::run::report::RunReport;
 use crate::run::resolver_actor::{ResolverActor, ResolverArgs, ResolverMsg};
 use crate::run::services::Services;
@@ -50,8 +50,8 @@ pub struct RunOptions {
     /// Where `ledger.jsonl`, `audit.log` and the run's memory (`memory/`) go (none: not written; the memory is a
     /// scratch store removed at the end).
     pub out_dir: Option<PathBuf>,
-    /// Print the live trace.
-    pub trace: bool,
+    /// Where the live trace goes (none: nowhere).
+    pub trace: Option<Arc<dyn TraceSink>>,
     /// Pinned time (record/replay runs), so that a replay counts exactly the tokens the recorded run counted, and
     /// the grant key to use. `None`: the system clock and a fresh secret.
     pub pinned: Option<Pinned>,
@@ -92,7 +92,7 @@ impl RunOptions {
         RunOptions {
             mode,
             out_dir: None,
-            trace: false,
+            trace: None,
             pinned: None,
             summarizer: None,
             step_timeout: None,
@@ -194,7 +194,7 @@ impl LocalRun {
             Actor::spawn(None, RunSupervisor, failed.clone()).await.map_err(|e| fail("supervisor", &e))?;
         let resolver = Resolver::new(&scenario.workspace).map_err(|v| fail("workspace", &v))?;
         let ledger_args =
-            TokenLedgerArgs { out_dir: options.out_dir.clone(), trace: options.trace, run_id: run_id.clone() };
+            TokenLedgerArgs { out_dir: options.out_dir.clone(), trace: options.trace.clone(), run_id: run_id.clone() };
         let (ledger, _) = Actor::spawn_linked(
             Some(format!("{run_id}:{}:ledger", mode.as_str())),
             TokenLedger,

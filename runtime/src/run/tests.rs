@@ -59,7 +59,7 @@ async fn harness_with(mode: WireMode, budget_toml: &str, lead_toml: &str, inbox_
     let args = ResolverArgs { resolver: Resolver::new(workspace.path()).expect("resolver"), sam_path: None };
     let (resolver, _) = Actor::spawn(None, ResolverActor, args).await.expect("resolver actor");
     let (ledger, _) =
-        Actor::spawn(None, TokenLedger, TokenLedgerArgs { out_dir: None, trace: false, run_id: "h".to_owned() })
+        Actor::spawn(None, TokenLedger, TokenLedgerArgs { out_dir: None, trace: None, run_id: "h".to_owned() })
             .await
             .expect("ledger");
     let memory_args =

@@ -460,6 +460,18 @@ fn other_vectors() -> Vec<Vector> {
         ),
         v!("scenario with two leads", Scenario, |d| remove(d, "/agents/2/parent"), [(ScenarioInvalid, "/agents/2")]),
         v!(
+            "scenario packing for a role no child of the brief has",
+            Scenario,
+            |d| insert(d, "/steps/0/packs/writer", json!(["repo:budget.json"])),
+            [(ScenarioInvalid, "/steps/0/packs/writer")]
+        ),
+        v!(
+            "scenario packing under a child's agent id, not its role",
+            Scenario,
+            |d| set(d, "/agents/2/role", json!("developer")),
+            [(ScenarioInvalid, "/steps/0/packs/programmer")]
+        ),
+        v!(
             "scenario placing an agent on a node its cluster does not name",
             Scenario,
             |d| {
@@ -707,4 +719,22 @@ fn an_unrecognisable_document_has_kind_unknown() {
     let (kind, violations) = validate_inferred(&json!({"hello": "world"}));
     assert_eq!(kind, None);
     assert_eq!(violations[0].code, KindUnknown);
+}
+
+/// A missing required field says what the field is for (a first scenario's author learns it from the refusal).
+#[test]
+fn a_missing_required_field_says_what_it_is_for() {
+    let mut doc = example(DocKind::Scenario);
+    remove(&mut doc, "/steps/1/reason");
+    remove(&mut doc, "/agents/2/role");
+    let violations = validate(DocKind::Scenario, &doc);
+    let message = |path: &str| {
+        violations
+            .iter()
+            .find(|v| v.path == path)
+            .map(|v| v.message.clone())
+            .unwrap_or_else(|| format!("{violations:?}"))
+    };
+    assert!(message("/steps/1/reason").contains("audit log"), "{}", message("/steps/1/reason"));
+    assert!(message("/agents/2/role").contains("packs of briefs"), "{}", message("/agents/2/role"));
 }

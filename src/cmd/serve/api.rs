@@ -591,7 +591,7 @@ async fn compare(State(served): State<Arc<Served>>, Params(param): Params<RunPar
             .filter_map(|mode| report(mode))
             .map(|b| view::compare(&less, &b))
             .collect();
-        Ok(Json(json!({"scenario": less.scenario, "comparisons": comparisons})))
+        Ok(Json(redacted(json!({"scenario": less.scenario, "comparisons": comparisons}))))
     })
     .await
 }
