@@ -403,16 +403,18 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
     let unanswered = evidence.iter().filter(|e| e.contains("delivered no engram")).count();
     let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
     let prose = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let other_task = evidence.iter().filter(|e| e.contains("answers ") && e.contains(", not ")).count();
     for said in [
         format!(
-            "read what it chose ({worker_reads} granted reads; {asked} reads over its budget went to its area lead as requests, {granted} granted by that lead's model, {denied} denied)"
+            "read what it chose ({worker_reads} granted reads by the workers; {asked} reads over budget went to the area lead as requests, {granted} granted by that lead's model, {denied} denied)"
         ),
         format!(
-            "of the {}, {} cite no span overlapping the gold ({lacking} of those also lack the asked value), and {unanswered} are unanswered",
+            "of the {}, {} cite no span overlapping the gold ({lacking} of those also lack the asked value), and {unanswered} are unanswered; {other_task} of the closest engrams answer another question",
             evidence.len(),
             wrong_span.len()
         ),
-        format!("solve {} of the {} questions", less["tasks"]["solved"], evidence.len()),
+        format!("solve {} of the {} questions in LESS", less["tasks"]["solved"], less["tasks"]["graded"]),
+        format!("({searches} searches,"),
     ] {
         assert!(prose.contains(&said), "README.md should say: {said}");
     }
@@ -422,9 +424,20 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
         r["totals"]["inline_tokens"]["total"].as_u64().expect("inline")
             + r["totals"]["deref_tokens"].as_u64().expect("deref")
     };
+    let base_ledger = std::fs::read_to_string(out.join("runs/real-ignore/verbatim/1/ledger.jsonl")).expect("ledger");
+    let base_events: Vec<Value> = base_ledger.lines().map(|l| serde_json::from_str(l).expect("event")).collect();
+    let base_searches = base_events.iter().filter(|e| e["event"] == "search").count();
+    let base_reads = base_events.iter().filter(|e| e["event"] == "deref").count();
+    let base_wrong = base["tasks"]["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|t| t["evidence"].as_str().is_some_and(|e| e.contains("cites nothing overlapping")))
+        .count();
     for said in [
-        format!("solves {} of {} too", base["tasks"]["solved"], base["tasks"]["graded"]),
+        format!("and {} of {} in the fair baseline", base["tasks"]["solved"], base["tasks"]["graded"]),
         format!("({} inline + dereferenced against {})", thousands(spent(less)), thousands(spent(base))),
+        format!("({base_searches} searches, {base_reads} reads); its answers fail the same ways ({base_wrong} of"),
     ] {
         assert!(prose.contains(&said), "README.md should say: {said}");
     }
