@@ -29,8 +29,10 @@ use crate::provider::{
     ChatMessage, CompletionModel, CompletionRequest, JsonCompletion, LlmError, OutputSchema, check_json,
 };
 
-/// Characters of one dereferenced text kept in a prompt.
-const MAX_DEREF_CHARS: usize = 1_500;
+/// Characters of one dereferenced text kept in a prompt: numbered (a model choosing its actions, whose prompt holds
+/// one question's findings), or as read.
+const MAX_DEREF_CHARS: usize = 2_400;
+const MAX_AS_READ_CHARS: usize = 1_500;
 /// Engrams a report may carry (the message schema's limit).
 const MAX_REPORT_ENGRAMS: usize = 12;
 /// Engrams asked for at first (a report is a few findings; a small model runs out of tokens on more).
@@ -41,9 +43,6 @@ const MAX_ENGRAM_POINTERS: usize = 2;
 const DEFAULT_CLAIM_CHARS: usize = 300;
 /// The confidences a model may choose: servers do not enforce numeric bounds, but they do enforce an enum.
 const CONFIDENCE_LEVELS: [f64; 3] = [0.5, 0.7, 0.9];
-/// Whether a report may cite lines inside what was read, narrower than the pointer read (off until the committed
-/// recordings are made again with it: a schema change asks the models new questions).
-const NARROWER_CITATIONS: bool = false;
 /// Corrective retries of unusable output in a turn.
 pub(crate) const OUTPUT_RETRIES: u32 = 1;
 
@@ -76,6 +75,10 @@ pub struct LlmAgent {
     chosen: Vec<String>,
     /// The scenario's workspace, read for a one-line description of each pointer the agent holds.
     workspace: Option<less_runtime::Resolver>,
+    /// The question a model choosing its actions works on in this turn.
+    focus: Option<act::Focus>,
+    /// Questions of this turn it escalated instead of answering (not taken up again).
+    given_up: Vec<String>,
 }
 
 /// A report exchange kept for a resend.
@@ -102,6 +105,8 @@ impl LlmAgent {
             queue: VecDeque::new(),
             chosen: Vec::new(),
             workspace: None,
+            focus: None,
+            given_up: Vec::new(),
         }
     }
 
@@ -151,6 +156,22 @@ impl LlmAgent {
         check_json(request, completion, |value| check_report(value, known, questions))
     }
 
+    /// The documents a report's prompt shows: for the one question a model choosing its actions works on, what its
+    /// work on that question found (`Focus::docs`); else everything delivered.
+    fn prompt_docs(&self, input: &TurnInput, questions: &[(String, String)]) -> Vec<Arc<Value>> {
+        match (&self.focus, questions) {
+            (Some(focus), [(task, _)]) if focus.task == *task => focus.docs(&input.inbox),
+            _ => input.inbox.clone(),
+        }
+    }
+
+    /// The question worked on is given up: its answer was unusable, and the agent escalated instead.
+    fn give_up(&mut self) {
+        if let Some(focus) = &self.focus {
+            self.given_up.push(focus.task.clone());
+        }
+    }
+
     /// Writes the report of `step` with the model, or an escalation when its output stays unusable.
     async fn report(&mut self, input: &TurnInput, step: &ReportStep) -> Action {
         let questions = self.questions_for(input);
@@ -159,15 +180,20 @@ impl LlmAgent {
 
     /// Writes the report of `step` answering `questions` (none: findings), or an escalation.
     async fn report_on(&mut self, input: &TurnInput, step: &ReportStep, questions: Vec<(String, String)>) -> Action {
-        let known = Citable::of(&input.inbox);
+        let known = Citable { reads: Reads::of(&input.spec), ..Citable::of(&input.inbox) };
         let schema = if questions.is_empty() {
             report_schema(&known, DEFAULT_ENGRAMS, DEFAULT_CLAIM_CHARS)
         } else {
             answers_schema(&known, &questions, DEFAULT_CLAIM_CHARS)
         };
         let mut request = CompletionRequest {
-            system: system_prompt(input),
-            messages: vec![ChatMessage::user(user_prompt(input, step, &questions))],
+            system: system_prompt(input, Reads::of(&input.spec)),
+            messages: vec![ChatMessage::user(user_prompt(
+                &self.prompt_docs(input, &questions),
+                input,
+                step,
+                &questions,
+            ))],
             temperature: self.sampling.temperature,
             max_tokens: self.sampling.max_tokens,
             schema: Some(OutputSchema { name: "report".to_owned(), schema }),
@@ -266,6 +292,8 @@ impl Agent for LlmAgent {
             if turn.done.is_empty() {
                 // What a turn planned ends with it.
                 self.queue.clear();
+                self.focus = None;
+                self.given_up.clear();
             }
             // A model that chooses its own actions (`LlmSpec::choose_actions`, the `act` module) works from what its
             // actions return; as a parent it hands the steps' questions down as written, never choosing among
@@ -274,14 +302,34 @@ impl Agent for LlmAgent {
             match &turn.step {
                 Step::Brief { .. } if self.scenario.is_some() && !chooses_actions => self.brief_turn(turn).await,
                 Step::Deref { .. } if self.scenario.is_some() => self.read_step(turn).await.unwrap_or(Action::Finish),
+                // A model that chooses its actions works on its questions one at a time, each answered in a report
+                // of its own before the next begins.
+                Step::Report(step)
+                    if chooses_actions && self.scenario.is_some() && !self.questions_for(turn).is_empty() =>
+                {
+                    if let Some(Done { action: action @ Action::Report(_), outcome: Outcome::Refused(violation) }) =
+                        turn.last()
+                    {
+                        let resent = self.resend(action, violation, true).await.unwrap_or(Action::Finish);
+                        if matches!(resent, Action::Escalate { .. }) {
+                            self.give_up();
+                        }
+                        return resent;
+                    }
+                    let open: Vec<(String, String)> = act::unanswered(&self.questions_for(turn), turn)
+                        .into_iter()
+                        .filter(|(id, _)| !self.given_up.contains(id))
+                        .collect();
+                    let action = self.act(turn, step, &open).await;
+                    if matches!(action, Action::Escalate { .. }) {
+                        self.give_up();
+                    }
+                    action
+                }
                 Step::Report(step) => {
                     let reported =
                         turn.done.iter().any(|d| matches!(d.action, Action::Report(_) | Action::Escalate { .. }));
                     if !reported {
-                        let questions = if chooses_actions { self.questions_for(turn) } else { Vec::new() };
-                        if self.scenario.is_some() && !questions.is_empty() {
-                            return self.act(turn, step, &questions).await;
-                        }
                         // A worker handed questions and no pointers finds its own: it searches the workspace first.
                         if self.scenario.is_some()
                             && let Some(action) = self.search_step(turn)
@@ -304,16 +352,7 @@ impl Agent for LlmAgent {
                         Some(Done { action, outcome: Outcome::Refused(violation) })
                             if matches!(action, Action::Report(_)) =>
                         {
-                            self.resend(action, violation, chooses_actions).await.unwrap_or(Action::Finish)
-                        }
-                        // A model that chooses its actions answers its questions a few per message.
-                        Some(Done { action: Action::Report(_), outcome: Outcome::Done }) if chooses_actions => {
-                            let unanswered = act::unanswered(&self.questions_for(turn), turn);
-                            if unanswered.is_empty() {
-                                Action::Finish
-                            } else {
-                                self.answer(turn, step, &unanswered).await
-                            }
+                            self.resend(action, violation, false).await.unwrap_or(Action::Finish)
                         }
                         _ => Action::Finish,
                     }
@@ -583,18 +622,43 @@ fn rejection_prompt(violation: &Violation, questions: &[(String, String)]) -> St
     )
 }
 
-fn system_prompt(input: &TurnInput) -> String {
+fn system_prompt(input: &TurnInput, reads: Reads) -> String {
+    let cite = match reads {
+        Reads::Numbered => {
+            "Cite only pointers you were given or read, or the lines of what you read that show it (repo:path#Lx-Ly, from the line numbers shown); never paste code."
+        }
+        Reads::AsRead => "Cite only pointers you were given; never paste code.",
+    };
     format!(
-        "You are {} (role {}) in a hierarchy of agents that exchange engrams: short typed claims, each citing the pointers (sources) it rests on. Answer with one JSON object: a one-sentence summary and your findings as engrams. Cite only pointers you were given; never paste code.",
+        "You are {} (role {}) in a hierarchy of agents that exchange engrams: short typed claims, each citing the pointers (sources) it rests on. Answer with one JSON object: a one-sentence summary and your findings as engrams. {cite}",
         input.spec.id, input.spec.role
     )
 }
 
+/// How a prompt shows what the agent read, and what its report may cite of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reads {
+    /// Each line behind its number in the file, and a citation may name lines inside what was read: a model that
+    /// chooses its own actions finds its evidence and cites the lines that show the answer.
+    Numbered,
+    /// The content as read (cut at [`MAX_AS_READ_CHARS`]), cited by the pointers the agent was given or read: the
+    /// step-based agents, whose parents packed the pointers (and whose committed recording was made so).
+    #[default]
+    AsRead,
+}
+
+impl Reads {
+    /// What `spec`'s model sees and cites.
+    pub fn of(spec: &less_runtime::AgentSpec) -> Reads {
+        if spec.llm.as_ref().is_some_and(|llm| llm.choose_actions) { Reads::Numbered } else { Reads::AsRead }
+    }
+}
+
 /// The task and everything the gateway delivered, in the order it arrived.
-fn user_prompt(input: &TurnInput, step: &ReportStep, questions: &[(String, String)]) -> String {
+fn user_prompt(docs: &[Arc<Value>], input: &TurnInput, step: &ReportStep, questions: &[(String, String)]) -> String {
     let mut text = String::new();
-    for doc in &input.inbox {
-        describe(doc, &mut text);
+    for doc in docs {
+        describe(doc, &mut text, Reads::of(&input.spec));
     }
     let to = step.to.clone().or_else(|| input.spec.parent.clone()).unwrap_or_else(|| "the lead".to_owned());
     let task = match &step.kind {
@@ -624,15 +688,19 @@ fn user_prompt(input: &TurnInput, step: &ReportStep, questions: &[(String, Strin
         text.push_str(&format!(
             "\n# Task\n{task} Under `answers`, answer each question under its id in one engram: the claim states the \
              answer in one or two sentences, with the values and names the sources you read show (never repeat the \
-             question), and cites the pointers that show it; a risk where the sources disagree or the code breaks a \
-             rule, else a fact.\n"
+             question), and cites {}; a risk where the sources disagree or the code breaks a rule, else a fact.\n",
+            match Reads::of(&input.spec) {
+                Reads::Numbered =>
+                    "the pointers or the lines (repo:path#Lx-Ly, by the numbers shown) of what you read that show it",
+                Reads::AsRead => "the pointers that show it",
+            }
         ));
     }
     text
 }
 
-/// One delivered document as prompt text.
-fn describe(doc: &Value, text: &mut String) {
+/// One delivered document as prompt text, what was read shown as `reads` says.
+fn describe(doc: &Value, text: &mut String, reads: Reads) {
     if let Some(wire) = doc.get("verbatim").and_then(Value::as_str) {
         // The verbatim baseline: the model reads what was sent, pasted files and all.
         let inner = doc.get("doc").unwrap_or(&Value::Null);
@@ -642,11 +710,17 @@ fn describe(doc: &Value, text: &mut String) {
     } else if let Some(read) = doc.get("dereferenced") {
         let pointer = read.get("pointer").and_then(Value::as_str).unwrap_or_default();
         let content = read.get("content").and_then(Value::as_str).unwrap_or_default();
-        let mut cut: String = content.chars().take(MAX_DEREF_CHARS).collect();
-        if cut.len() < content.len() {
-            cut.push_str("\n[…]");
-        }
-        text.push_str(&format!("\n# You read {pointer}\n{cut}\n"));
+        let shown = match reads {
+            Reads::Numbered => numbered(pointer, content),
+            Reads::AsRead => {
+                let mut cut: String = content.chars().take(MAX_AS_READ_CHARS).collect();
+                if cut.len() < content.len() {
+                    cut.push_str("\n[…]");
+                }
+                cut
+            }
+        };
+        text.push_str(&format!("\n# You read {pointer}\n{shown}\n"));
     } else if let Some(searched) = doc.get("searched") {
         let query = searched.get("query").and_then(Value::as_str).unwrap_or_default();
         let hits = searched.get("hits").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
@@ -770,6 +844,8 @@ pub struct Citable {
     pub known: Vec<String>,
     /// What it read of repository files: the path and the lines (none: the whole file).
     pub read: Vec<(String, Option<(u32, u32)>)>,
+    /// Whether its schema offers lines inside what was read ([`Reads::Numbered`]), or the pointers only.
+    pub reads: Reads,
 }
 
 impl Citable {
@@ -812,12 +888,12 @@ impl Citable {
                 }
             }
         }
-        Citable { known, read }
+        Citable { known, read, reads: Reads::AsRead }
     }
 
     /// Only these pointers (nothing read).
     pub fn pointers(known: &[String]) -> Citable {
-        Citable { known: known.to_vec(), read: Vec::new() }
+        Citable { known: known.to_vec(), read: Vec::new(), reads: Reads::AsRead }
     }
 
     /// Whether `text` (parsed: `pointer`) may be cited: one of the known pointers, or lines inside what was read.
@@ -842,7 +918,7 @@ impl Citable {
         }
         let mut paths: Vec<String> = self.read.iter().map(|(path, _)| regex_escape(path)).collect();
         paths.dedup();
-        if NARROWER_CITATIONS && !paths.is_empty() {
+        if self.reads == Reads::Numbered && !paths.is_empty() {
             let pattern = format!("^repo:({})#L[1-9][0-9]{{0,5}}-L[1-9][0-9]{{0,5}}$", paths.join("|"));
             options.push(json!({"type": "string", "pattern": pattern}));
         }

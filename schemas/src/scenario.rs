@@ -1026,6 +1026,20 @@ impl Scenario {
         for agent in &mut scenario.agents {
             agent.llm.get_or_insert_default().choose_actions = true;
         }
+        // A model works on one question at a time (a search, what it chooses, the answer and its resend, a request
+        // to its parent): room for each of its questions within its turn.
+        const ACTIONS_PER_QUESTION: usize = 10;
+        let owned: Vec<(String, usize)> = scenario
+            .agents
+            .iter()
+            .map(|a| (a.id.clone(), scenario.tasks.iter().filter(|t| t.agent == a.id).count()))
+            .collect();
+        for (agent, (_, n)) in scenario.agents.iter_mut().zip(owned) {
+            if n > 0 {
+                let room = ACTIONS_PER_QUESTION * n + 2;
+                agent.turn_limit = Some(agent.turn_limit.map_or(room, |limit| limit.max(room)));
+            }
+        }
         scenario.steps = scenario.delegation_steps();
         // The checks are about the script that is gone (its reads, its engrams): the graded tasks say how it went.
         scenario.expect.clear();

@@ -1,9 +1,13 @@
-//! A worker whose model chooses its own actions ([`less_runtime::LlmSpec::choose_actions`]): each completion is one
-//! JSON action, picked from a tagged union — search the workspace index, list files, read pointers it found, or
-//! answer — with what came of its earlier actions in the prompt, until it answers or reaches its own action limit.
-//! Nothing authored reaches it: its questions, its budget, and what its actions returned. What a number decides,
-//! the runtime still decides (a read over budget becomes a request to the parent, a granted request is read with
-//! its grant), and the answer is the checked report of [`LlmAgent::report`].
+//! A worker whose model chooses its own actions ([`less_runtime::LlmSpec::choose_actions`]). It works on one
+//! question at a time: its first action on a question is a search of the workspace index with the question's own
+//! words; then its model chooses, one JSON action per completion from a tagged union, to read hits it holds, search
+//! or list again with other words, or answer — with only that question, what its actions on it returned, and its
+//! children's reports in the prompt. The answer is the checked report of [`LlmAgent::report_on`] for that question
+//! (cited lines must lie inside what it read), sent before the next question starts. Nothing authored reaches it:
+//! its questions, its budget, and what its actions returned. What a number decides, the runtime still decides (a
+//! read over budget becomes a request to the parent, a granted request is read with its grant).
+
+use std::sync::Arc;
 
 use less_runtime::run::{Action, DerefAction, Done, ListAction, Outcome, SearchAction, TurnInput};
 use less_runtime::{Budget, ReportStep};
@@ -12,15 +16,15 @@ use serde_json::{Value, json};
 use super::roles::{SEARCH_K, grant_follow_up, unread};
 use super::{LlmAgent, describe};
 
-/// Actions a worker's model may choose in one turn before it must answer (the turn's own limit may be lower).
-pub(crate) const MAX_OWN_ACTIONS: usize = 8;
+/// Actions a worker takes on one question before it must answer it: its search, then what its model chooses.
+pub(crate) const MAX_ACTIONS_PER_QUESTION: usize = 5;
+/// Searches (its own first one included) and reads it may spend on one question.
+const MAX_SEARCHES: usize = 3;
+const MAX_READS: usize = 2;
 /// Characters of a search query or a list pattern.
 const MAX_QUERY_CHARS: usize = 120;
 /// Pointers one read may name.
-const MAX_READ: usize = 4;
-/// Inline tokens one answer takes in a message, about (a claim, two pointers with digests, provenance): a message
-/// answers as many questions as the receiver's budget holds at this rate, the rest in the next.
-const TOKENS_PER_ANSWER: u32 = 300;
+const MAX_READ: usize = 2;
 
 /// One action the model chose.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,102 +35,148 @@ pub(crate) enum Choice {
     Answer,
 }
 
+/// The question a worker works on, and where its work on it starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Focus {
+    /// The task id.
+    pub(crate) task: String,
+    /// The inbox's length when work on it began: what arrived after it is this question's (an inbox only grows).
+    pub(crate) from: usize,
+    /// The turn's action count when work on it began.
+    pub(crate) start: usize,
+}
+
+impl Focus {
+    /// The documents a prompt about this question shows: what arrived since work on it began, and the reports and
+    /// recalled engrams delivered before (children's findings; never another question's hits or reads).
+    pub(crate) fn docs(&self, inbox: &[Arc<Value>]) -> Vec<Arc<Value>> {
+        inbox
+            .iter()
+            .enumerate()
+            .filter(|(i, doc)| *i >= self.from || doc.get("engrams").is_some() || doc.get("recalled").is_some())
+            .map(|(_, doc)| doc.clone())
+            .collect()
+    }
+}
+
 impl LlmAgent {
-    /// The next action of a report turn answering `questions`, chosen by the model.
+    /// The next action of a report turn whose unanswered questions are `questions`: work on the first.
     pub(super) async fn act(&mut self, turn: &TurnInput, step: &ReportStep, questions: &[(String, String)]) -> Action {
         if let Some(action) = turn.last().and_then(grant_follow_up) {
             return action;
         }
-        let own = turn.done.len();
-        if own >= MAX_OWN_ACTIONS.min(turn.limit.saturating_sub(3)) {
-            return self.answer(turn, step, questions).await;
+        let Some((task, question)) = questions.first().cloned() else { return Action::Finish };
+        if self.focus.as_ref().is_none_or(|f| f.task != task) {
+            self.focus = Some(Focus { task: task.clone(), from: turn.inbox.len(), start: turn.done.len() });
         }
-        let unread = unread(&turn.inbox);
-        let (system, user) = self.action_prompt(turn, questions, &unread);
-        let choice = match self.ask_json(system, user, "action", action_schema(&unread)).await {
+        let focus = self.focus.clone().expect("set above");
+        let mine = &turn.done[focus.start.min(turn.done.len())..];
+        let searches = mine.iter().filter(|d| matches!(d.action, Action::Search(_))).count();
+        let reads =
+            mine.iter().filter(|d| matches!((&d.action, &d.outcome), (Action::Deref(_), Outcome::Done))).count();
+        // Its own first step on a question: the question's words, which rank the chunks that share them.
+        if searches == 0 && mine.is_empty() {
+            let query: String = question.chars().take(MAX_QUERY_CHARS * 2).collect();
+            return Action::Search(SearchAction { query, k: SEARCH_K });
+        }
+        // Room for the answer and its one resend, and the reports of the questions after this one.
+        let left = turn.limit.saturating_sub(turn.done.len());
+        if mine.len() >= MAX_ACTIONS_PER_QUESTION || left <= 2 * questions.len() + 1 || reads >= MAX_READS {
+            return self.answer(turn, step, &task, &question).await;
+        }
+        let docs = focus.docs(&turn.inbox);
+        let unread = unread(&docs);
+        let (system, user) = self.action_prompt(turn, &question, &docs, &unread);
+        let schema = action_schema(&unread, searches < MAX_SEARCHES);
+        let choice = match self.ask_json(system, user, "action", schema).await {
             Ok(value) => read_choice(&value, &unread),
             Err(err) => {
                 tracing::warn!(target: "less.llm", "{}: could not choose an action: {}", turn.spec.id, err.code());
                 Choice::Answer
             }
         };
-        // An action it took already this turn would answer the same again: it answers instead.
-        let repeated = turn.done.iter().any(|d| match (&d.action, &choice) {
+        // An action it took already would bring the same again: the best hit it has not read is read instead, or
+        // with none left, it answers.
+        let repeated = mine.iter().any(|d| match (&d.action, &choice) {
             (Action::Search(s), Choice::Search(q)) => s.query.eq_ignore_ascii_case(q),
             (Action::List(l), Choice::List(p)) => l.pattern == *p,
             _ => false,
-        });
+        }) || matches!(choice, Choice::Search(_)) && searches >= MAX_SEARCHES;
+        let choice = match choice {
+            _ if repeated => unread.first().map_or(Choice::Answer, |best| Choice::Read(vec![best.clone()])),
+            // Nothing read yet and hits to read: answering now would cite nothing; the best hit is read first.
+            Choice::Answer if reads == 0 && !unread.is_empty() && !holds_pasted(&docs) => {
+                Choice::Read(vec![unread[0].clone()])
+            }
+            other => other,
+        };
         match choice {
-            _ if repeated => self.answer(turn, step, questions).await,
             Choice::Search(query) => Action::Search(SearchAction { query, k: SEARCH_K }),
             Choice::List(pattern) => Action::List(ListAction { pattern }),
             Choice::Read(pointers) => Action::Deref(DerefAction {
                 pointers,
-                reason: "my model chose it to answer my questions".to_owned(),
+                reason: "my model chose it to answer my question".to_owned(),
                 intended_use: "cite the lines that answer".to_owned(),
                 grant: None,
             }),
-            Choice::Answer => self.answer(turn, step, questions).await,
+            Choice::Answer => self.answer(turn, step, &task, &question).await,
         }
     }
 
-    /// The report answering the first of `questions` that a message to the parent holds (its budget at
-    /// [`TOKENS_PER_ANSWER`] each); the others follow in the next reports of the turn.
-    pub(super) async fn answer(
-        &mut self,
-        turn: &TurnInput,
-        step: &ReportStep,
-        questions: &[(String, String)],
-    ) -> Action {
-        let parent_role =
-            turn.spec.parent.as_deref().and_then(|p| self.scenario.as_ref()?.agent(p)).map(|a| a.role.clone());
-        let per_message = match (&self.scenario, parent_role) {
-            (Some(scenario), Some(role)) => {
-                (scenario.budgets.of(&role).max_inline_tokens / TOKENS_PER_ANSWER).max(1) as usize
-            }
-            _ => questions.len().max(1),
-        };
-        self.report_on(turn, step, questions.iter().take(per_message).cloned().collect()).await
+    /// The report answering one question, from what the work on it found.
+    pub(super) async fn answer(&mut self, turn: &TurnInput, step: &ReportStep, task: &str, question: &str) -> Action {
+        self.report_on(turn, step, vec![(task.to_owned(), question.to_owned())]).await
     }
 
-    /// The prompt of one choice: the questions, the budget and what it used, what the agent holds (briefs, search
-    /// hits, outlines, what it read, with line numbers), and this turn's actions with their outcomes.
-    fn action_prompt(&self, turn: &TurnInput, questions: &[(String, String)], unread: &[String]) -> (String, String) {
+    /// The prompt of one choice: the question, the budget and what it used, what the work on the question holds
+    /// (search hits, outlines, what it read, with line numbers, children's reports), and its actions so far.
+    fn action_prompt(
+        &self,
+        turn: &TurnInput,
+        question: &str,
+        docs: &[Arc<Value>],
+        unread: &[String],
+    ) -> (String, String) {
         let system = format!(
-            "You are {} (role {}) in a hierarchy of agents. You answer your questions from the files of a workspace, \
-             which you find yourself. Each reply is one JSON action: `search` the workspace index (you get pointers to \
-             code with a one-line preview each), `list` the files under a path (with their top-level symbols), `read` \
-             pointers you found (this costs budget; you get the lines, numbered), or `answer` when what you read \
-             answers your questions. Search with words the code itself would contain (names of functions, types, \
-             fields), not with the question's wording.",
+            "You are {} (role {}) in a hierarchy of agents. You answer a question from the files of a workspace, \
+             which you find yourself. Each reply is one JSON action: `read` pointers you found (this costs budget; \
+             you get the lines, numbered), `search` the workspace index again (you get pointers to code with a \
+             one-line preview each), `list` the files under a path (with their top-level symbols), or `answer` when \
+             what you read answers the question. Search with words the code itself would contain (names of \
+             functions, types, fields, settings), not with the question's wording.",
             turn.spec.id, turn.spec.role
         );
-        // The questions without their ids: a small model searches for an id as if it were a word of the code.
-        let mut user = String::from("# Your questions\n");
-        for (_, question) in questions {
-            user.push_str(&format!("- {question}\n"));
-        }
+        let mut user = format!("# Your question\n{question}\n");
         if let Some(budget) = self.scenario.as_ref().map(|s| s.budgets.of(&turn.spec.role)) {
             user.push_str(&budget_lines(&budget, turn));
         }
-        user.push_str("\n# What you hold\n");
-        for doc in &turn.inbox {
-            describe(doc, &mut user);
+        user.push_str("\n# What you found\n");
+        for doc in docs {
+            describe(doc, &mut user, super::Reads::Numbered);
         }
-        if !turn.done.is_empty() {
-            user.push_str("\n# Your actions so far this turn\n");
-            for done in &turn.done {
-                user.push_str(&format!("- {}\n", done_line(done)));
-            }
+        let start = self.focus.as_ref().map_or(0, |f| f.start).min(turn.done.len());
+        user.push_str("\n# Your actions on this question\n");
+        for done in &turn.done[start..] {
+            user.push_str(&format!("- {}\n", done_line(done)));
         }
         user.push_str(if unread.is_empty() {
-            "\n# Task\nChoose your next action: search or list to find the code that answers, or answer.\n"
+            "\n# Task\nChoose your next action: answer if what you found shows the answer, else search or list with \
+             other words (names the code would use).\n"
         } else {
-            "\n# Task\nChoose your next action: read the pointers most likely to answer (their previews say what \
-             they hold), search or list again with other words, or answer if what you read already answers.\n"
+            "\n# Task\nChoose your next action: read the hits most likely to hold the answer (their previews say \
+             what they hold), search or list with other words, or answer if what you read already shows it.\n"
         });
         (system, user)
     }
+}
+
+/// Whether a search answer among `docs` pasted its hits' content (the baseline): what it holds is read already.
+fn holds_pasted(docs: &[Arc<Value>]) -> bool {
+    docs.iter().any(|doc| {
+        doc.pointer("/searched/hits")
+            .and_then(Value::as_array)
+            .is_some_and(|hits| hits.iter().any(|hit| hit.get("content").is_some()))
+    })
 }
 
 /// `questions` that no report of this turn delivered an answer to.
@@ -178,20 +228,22 @@ fn done_line(done: &Done) -> String {
     format!("{action}: {outcome}")
 }
 
-/// The tagged union of the actions a worker may choose; `read` only when it holds pointers it has not read.
-pub(crate) fn action_schema(unread: &[String]) -> Value {
+/// The tagged union of the actions a worker may choose: `read` first when it holds hits it has not read, `search`
+/// while it may search again, `list`, `answer`.
+pub(crate) fn action_schema(unread: &[String], may_search: bool) -> Value {
     let text = json!({"type": "string", "minLength": 2, "maxLength": MAX_QUERY_CHARS});
-    let mut choices = vec![
-        json!({"type": "object", "properties": {"action": {"enum": ["search"]}, "query": text},
-               "required": ["action", "query"], "additionalProperties": false}),
-        json!({"type": "object", "properties": {"action": {"enum": ["list"]}, "pattern": text},
-               "required": ["action", "pattern"], "additionalProperties": false}),
-    ];
+    let mut choices = Vec::new();
     if !unread.is_empty() {
         choices.push(json!({"type": "object", "properties": {"action": {"enum": ["read"]},
             "pointers": {"type": "array", "minItems": 1, "maxItems": MAX_READ.min(unread.len()), "items": {"enum": unread}}},
             "required": ["action", "pointers"], "additionalProperties": false}));
     }
+    if may_search {
+        choices.push(json!({"type": "object", "properties": {"action": {"enum": ["search"]}, "query": text},
+               "required": ["action", "query"], "additionalProperties": false}));
+    }
+    choices.push(json!({"type": "object", "properties": {"action": {"enum": ["list"]}, "pattern": text},
+           "required": ["action", "pattern"], "additionalProperties": false}));
     choices.push(json!({"type": "object", "properties": {"action": {"enum": ["answer"]}},
                         "required": ["action"], "additionalProperties": false}));
     json!({"anyOf": choices})

@@ -191,7 +191,7 @@ impl LlmAgent {
             json!({"type": "object", "properties": properties, "required": names, "additionalProperties": false});
         let mut user = String::new();
         for doc in &turn.inbox {
-            describe(doc, &mut user);
+            describe(doc, &mut user, super::Reads::of(&turn.spec));
         }
         if turn.inbox.is_empty() {
             user.push_str(&format!("\n# Plan\n{}\n", scenario.plan.goal));
@@ -216,7 +216,7 @@ impl LlmAgent {
             user.push_str(&self.catalogue_line(text));
         }
         user.push_str(&format!(
-            "\n# Task\nWrite one brief for each child: one or two short lines of what matters now, and under `questions`, for each of the child's questions, the pointers (one to {MAX_PER_QUESTION}) from your list whose description shows they hold that question's answer (a question comparing two sources needs a pointer to each). Never paste content.\n",
+            "\n# Task\nWrite one brief for each child: one or two short lines of what matters now (where to look, what to check; you have not read the sources, so never state an answer), and under `questions`, for each of the child's questions, the pointers (one to {MAX_PER_QUESTION}) from your list whose description shows they hold that question's answer (a question comparing two sources needs a pointer to each). Never paste content.\n",
         ));
         let system = format!(
             "You are {} (role {}), a parent in a hierarchy of agents that exchange pointers to sources instead of pasting them. Answer with one JSON object: for each child, its brief.",
@@ -278,7 +278,7 @@ impl LlmAgent {
         let pointers: Vec<String> = request.pointers.iter().map(ToString::to_string).collect();
         let mut user = String::new();
         for doc in &input.inbox {
-            describe(doc, &mut user);
+            describe(doc, &mut user, super::Reads::of(&input.spec));
         }
         user.push_str(&format!(
             "\n# Request {}\nYour child {} asks to read {} ({} tokens), more than its budget allows this turn.\nReason: {}\nUse: {}\n\n# Task\nFirst say in one short sentence whether the child needs it for its questions; then grant it if it does, deny it if it does not.\n",
@@ -380,7 +380,7 @@ impl LlmAgent {
     async fn choose_reads(&mut self, turn: &TurnInput, unread: &[String]) -> Result<Reads, LlmError> {
         let mut user = String::new();
         for doc in &turn.inbox {
-            describe(doc, &mut user);
+            describe(doc, &mut user, super::Reads::of(&turn.spec));
         }
         user.push_str("\n# Pointers you have not read (each with what it holds)\n");
         for text in unread {

@@ -986,24 +986,30 @@ fn a_delegated_scenario_hands_the_questions_down_with_no_pack_and_no_scripted_an
 }
 
 #[tokio::test]
-async fn a_worker_model_chooses_its_actions_search_read_answer() {
+async fn a_worker_searches_its_question_then_its_model_chooses_read_and_answer() {
     let scenario = delegated_scenario();
     let brief = json!({
         "brief_id": "lead-m1", "from": "lead", "what_matters_now": ["Check the store.", "Task t1: Where is the guard taken?"],
         "pointer_packs": {}, "budgets": {}, "grants": [],
     });
     let report = scenario.steps.iter().position(|s| matches!(s, Step::Report(r) if r.agent == "a")).expect("a reports");
-    let answer = json!({"summary": "s", "answers": {"t1": {"kind": "fact", "claim": "Store::check takes the guard with self.lock().", "pointers": ["repo:src/store.rs#L53-L55"], "confidence": 0.9}}});
+    let answer = json!({"summary": "s", "answers": {"t1": {"kind": "fact", "claim": "Store::check takes the guard with self.lock().", "pointers": ["repo:src/store.rs#L54-L54"], "confidence": 0.9}}});
     let model = Answers::new(&[
-        r#"{"action": "search", "query": "lock guard"}"#,
         r#"{"action": "read", "pointers": ["repo:src/store.rs#L53-L55"]}"#,
-        r#"{"action": "search", "query": "LOCK GUARD"}"#,
+        r#"{"action": "search", "query": "WHERE IS THE GUARD TAKEN?"}"#,
         &answer.to_string(),
     ]);
     let mut agent = agent_with(model.clone(), &scenario);
     let mut turn = turn_of(&scenario, "a", report, vec![Arc::new(brief)]);
-    let Action::Search(search) = agent.next(&turn).await else { panic!("the model's search first") };
-    assert_eq!(search.query, "lock guard");
+    // Its first step on a question is its own: a search with the question's words, no model call.
+    let Action::Search(search) = agent.next(&turn).await else { panic!("a search first") };
+    assert_eq!(search.query, "Where is the guard taken?");
+    assert!(model.seen().is_empty());
+    let hits = json!({"searched": {"query": search.query, "hits": [{"pointer": "repo:src/store.rs#L53-L55", "preview": "fn check", "tokens": 40}]}});
+    turn.inbox.push(Arc::new(hits));
+    turn.done.push(Done { action: Action::Search(search), outcome: Outcome::Done });
+    let Action::Deref(read) = agent.next(&turn).await else { panic!("the model's read") };
+    assert_eq!(read.pointers, ["repo:src/store.rs#L53-L55"]);
     let first = model.seen()[0].clone();
     let schema = &first.schema.as_ref().expect("schema").schema;
     let kinds: Vec<&Value> = schema["anyOf"]
@@ -1012,31 +1018,29 @@ async fn a_worker_model_chooses_its_actions_search_read_answer() {
         .iter()
         .map(|c| &c["properties"]["action"]["enum"][0])
         .collect();
-    assert_eq!(kinds, [&json!("search"), &json!("list"), &json!("answer")], "nothing to read yet: no read");
-    assert!(first.messages[0].content.contains("- Where is the guard taken?"), "its question is in the prompt");
-    // The search answered: its hits are in the inbox, and reading them is a choice now.
-    let hits = json!({"searched": {"query": "lock guard", "hits": [{"pointer": "repo:src/store.rs#L53-L55", "preview": "fn check", "tokens": 40}]}});
-    turn.inbox.push(Arc::new(hits));
-    turn.done.push(Done { action: Action::Search(search), outcome: Outcome::Done });
-    let Action::Deref(read) = agent.next(&turn).await else { panic!("the model's read") };
-    assert_eq!(read.pointers, ["repo:src/store.rs#L53-L55"]);
-    let second = model.seen()[1].clone();
-    assert!(second.messages[0].content.contains("search \"lock guard\": done"), "what it did is in the prompt");
-    let schema = &second.schema.as_ref().expect("schema").schema;
-    assert_eq!(schema.pointer("/anyOf/2/properties/pointers/items/enum/0"), Some(&json!("repo:src/store.rs#L53-L55")));
+    assert_eq!(kinds, [&json!("read"), &json!("search"), &json!("list"), &json!("answer")], "reading first");
+    assert_eq!(schema.pointer("/anyOf/0/properties/pointers/items/enum/0"), Some(&json!("repo:src/store.rs#L53-L55")));
+    assert!(
+        first.messages[0].content.contains("# Your question\nWhere is the guard taken?"),
+        "{}",
+        first.messages[0].content
+    );
+    assert!(first.messages[0].content.contains("search \"Where is the guard taken?\": done"), "what it did");
     turn.inbox.push(Arc::new(
-        json!({"dereferenced": {"pointer": "repo:src/store.rs#L53-L55", "content": "let g = self.lock();"}}),
+        json!({"dereferenced": {"pointer": "repo:src/store.rs#L53-L55", "content": "fn check(&self) {\nlet g = self.lock();\n}"}}),
     ));
     turn.done.push(Done { action: Action::Deref(read), outcome: Outcome::Done });
-    // The same search again would answer the same: it answers instead, one engram per question.
+    // The same search again would bring the same: with nothing left unread, it answers, citing a line it read.
     let Action::Report(report) = agent.next(&turn).await else { panic!("the answer") };
     assert_eq!(report.engrams.len(), 1);
     assert_eq!(report.engrams[0].task.as_deref(), Some("t1"), "the answer names its task");
-    assert_eq!(model.seen().len(), 4);
+    assert_eq!(report.engrams[0].pointers, ["repo:src/store.rs#L54-L54"], "a narrower citation inside the read");
+    let asked = model.seen()[2].clone();
+    assert!(asked.messages[0].content.contains("54| let g = self.lock();"), "read lines are numbered");
 }
 
 #[tokio::test]
-async fn a_worker_model_answers_at_its_action_limit_and_over_budget_reads_go_to_the_parent() {
+async fn a_worker_answers_a_question_at_its_action_limit_and_over_budget_reads_go_to_the_parent() {
     let scenario = delegated_scenario();
     let brief = json!({"brief_id": "lead-m1", "from": "lead", "what_matters_now": ["Task t1: Where is the guard taken?"],
                        "pointer_packs": {}, "budgets": {}, "grants": []});
@@ -1045,6 +1049,8 @@ async fn a_worker_model_answers_at_its_action_limit_and_over_budget_reads_go_to_
     let model = Answers::new(&[&answer.to_string()]);
     let mut agent = agent_with(model.clone(), &scenario);
     let mut turn = turn_of(&scenario, "a", report, vec![Arc::new(brief)]);
+    let Action::Search(search) = agent.next(&turn).await else { panic!("a search first") };
+    turn.done.push(Done { action: Action::Search(search), outcome: Outcome::Done });
     let read = DerefAction {
         pointers: vec!["repo:src/store.rs#L1-L90".to_owned()],
         reason: String::new(),
@@ -1057,7 +1063,7 @@ async fn a_worker_model_answers_at_its_action_limit_and_over_budget_reads_go_to_
     assert_eq!(ask.pointers, ["repo:src/store.rs#L1-L90"]);
     assert!(model.seen().is_empty(), "no model call for it");
     turn.done.push(Done { action: Action::AskGrant(ask), outcome: Outcome::Denied { reason: "no".to_owned() } });
-    for _ in 0..act::MAX_OWN_ACTIONS {
+    while turn.done.len() < act::MAX_ACTIONS_PER_QUESTION {
         turn.done.push(Done { action: Action::List(ListAction { pattern: "src".to_owned() }), outcome: Outcome::Done });
     }
     // At its limit it answers (here with nothing read to cite, the answer is unusable and it escalates instead).
@@ -1085,43 +1091,57 @@ fn a_choice_outside_what_the_agent_holds_is_an_answer() {
 }
 
 #[tokio::test]
-async fn a_worker_model_answers_as_many_questions_a_message_holds_then_the_rest() {
-    // Five questions; the lead takes 800 inline tokens a message: two answers (300 each), two more, then the fifth.
-    let mut toml = ROLES_SCENARIO.replace("[plan]", "[budgets.defaults]\nmax_inline_tokens = 800\n[plan]");
-    for i in 2..=5 {
-        toml.push_str(&format!(
-            "\n[[tasks]]\nid = \"t{i}\"\nkind = \"locate_rule\"\nagent = \"a\"\nquestion = \"Question {i}?\"\ngold = {{ cites = [\"repo:src/store.rs#L53-L55\"], terms = [\"x{i}\"] }}\n"
-        ));
-    }
-    let toml = toml.replace("tasks = [\"t1\"]", "tasks = [\"t1\", \"t2\", \"t3\", \"t4\", \"t5\"]");
+async fn a_worker_answers_one_question_at_a_time_each_from_its_own_findings() {
+    let toml = ROLES_SCENARIO.to_owned()
+        + "\n[[tasks]]\nid = \"t2\"\nkind = \"locate_rule\"\nagent = \"a\"\nquestion = \"What does the store keep?\"\ngold = { cites = [\"repo:src/store.rs#L53-L55\"], terms = [\"rows\"] }\n";
+    let toml = toml.replace("tasks = [\"t1\"]", "tasks = [\"t1\", \"t2\"]");
     let scenario = Arc::new(Scenario::from_toml(&toml, std::path::Path::new(".")).expect("scenario").delegated());
-    let lines: Vec<String> = std::iter::once("Task t1: Where is the guard taken?".to_owned())
-        .chain((2..=5).map(|i| format!("Task t{i}: Question {i}?")))
-        .collect();
-    let brief = json!({"brief_id": "lead-m1", "from": "lead", "what_matters_now": lines, "pointer_packs": {}, "budgets": {}, "grants": []});
-    let read = json!({"dereferenced": {"pointer": "repo:src/store.rs#L53-L55", "content": "let g = self.lock();"}});
-    let answers = |ids: &[&str]| -> String {
-        let map: serde_json::Map<String, Value> = ids
-            .iter()
-            .map(|id| ((*id).to_owned(), json!({"kind": "fact", "claim": format!("Answer of {id}."), "pointers": ["repo:src/store.rs#L53-L55"], "confidence": 0.9})))
-            .collect();
-        json!({"summary": "s", "answers": map}).to_string()
+    let a = scenario.agent("a").expect("a");
+    assert!(a.turn_limit.is_some_and(|limit| limit >= 2 * act::MAX_ACTIONS_PER_QUESTION), "room for both questions");
+    let brief = json!({"brief_id": "lead-m1", "from": "lead", "pointer_packs": {}, "budgets": {}, "grants": [],
+        "what_matters_now": ["Task t1: Where is the guard taken?", "Task t2: What does the store keep?"]});
+    let answer = |id: &str, pointer: &str| {
+        json!({"summary": "s", "answers": {id: {"kind": "fact", "claim": format!("Answer of {id}."), "pointers": [pointer], "confidence": 0.9}}})
+            .to_string()
     };
-    let model =
-        Answers::new(&[r#"{"action": "answer"}"#, &answers(&["t1", "t2"]), &answers(&["t3", "t4"]), &answers(&["t5"])]);
+    let model = Answers::new(&[
+        r#"{"action": "read", "pointers": ["repo:src/store.rs#L53-L55"]}"#,
+        r#"{"action": "answer"}"#,
+        &answer("t1", "repo:src/store.rs#L53-L55"),
+        r#"{"action": "answer"}"#,
+        &answer("t2", "repo:src/store.rs#L53-L55"),
+    ]);
     let mut agent = agent_with(model.clone(), &scenario);
     let report = scenario.steps.iter().position(|s| matches!(s, Step::Report(r) if r.agent == "a")).expect("a reports");
-    let mut turn = turn_of(&scenario, "a", report, vec![Arc::new(brief), Arc::new(read)]);
-    let Action::Report(first) = agent.next(&turn).await else { panic!("the first answers") };
-    let tasks = |r: &ReportAction| r.engrams.iter().filter_map(|e| e.task.clone()).collect::<Vec<_>>();
-    assert_eq!(tasks(&first), ["t1", "t2"]);
-    turn.done.push(Done { action: Action::Report(first), outcome: Outcome::Done });
-    let Action::Report(second) = agent.next(&turn).await else { panic!("the next two") };
-    assert_eq!(tasks(&second), ["t3", "t4"]);
-    turn.done.push(Done { action: Action::Report(second), outcome: Outcome::Done });
-    let Action::Report(third) = agent.next(&turn).await else { panic!("the last") };
-    assert_eq!(tasks(&third), ["t5"]);
-    turn.done.push(Done { action: Action::Report(third), outcome: Outcome::Done });
+    let mut turn = turn_of(&scenario, "a", report, vec![Arc::new(brief)]);
+    let mut step = |turn: &mut TurnInput, action: Action, doc: Option<Value>| {
+        if let Some(doc) = doc {
+            turn.inbox.push(Arc::new(doc));
+        }
+        turn.done.push(Done { action, outcome: Outcome::Done });
+    };
+    let Action::Search(first) = agent.next(&turn).await else { panic!("t1's search") };
+    assert_eq!(first.query, "Where is the guard taken?");
+    let hits = json!({"searched": {"query": "q", "hits": [{"pointer": "repo:src/store.rs#L53-L55", "preview": "fn check", "tokens": 40}]}});
+    step(&mut turn, Action::Search(first), Some(hits));
+    let Action::Deref(read) = agent.next(&turn).await else { panic!("t1's read") };
+    let content = json!({"dereferenced": {"pointer": "repo:src/store.rs#L53-L55", "content": "GUARD-LINE"}});
+    step(&mut turn, Action::Deref(read), Some(content));
+    let Action::Report(answered) = agent.next(&turn).await else { panic!("t1's answer") };
+    assert_eq!(answered.engrams.iter().filter_map(|e| e.task.as_deref()).collect::<Vec<_>>(), ["t1"]);
+    let t1_prompt = model.seen()[2].messages[0].content.clone();
+    assert!(t1_prompt.contains("t1: Where is the guard taken?") && !t1_prompt.contains("What does the store keep?"));
+    step(&mut turn, Action::Report(answered), None);
+    // The next question starts over: its own search, and a prompt without the first question's hits and reads.
+    let Action::Search(second) = agent.next(&turn).await else { panic!("t2's search") };
+    assert_eq!(second.query, "What does the store keep?");
+    step(&mut turn, Action::Search(second), Some(json!({"searched": {"query": "q2", "hits": []}})));
+    let Action::Report(answered) = agent.next(&turn).await else { panic!("t2's answer") };
+    assert_eq!(answered.engrams.iter().filter_map(|e| e.task.as_deref()).collect::<Vec<_>>(), ["t2"]);
+    let chose = model.seen()[3].messages[0].content.clone();
+    assert!(!chose.contains("GUARD-LINE") && !chose.contains("fn check"), "t1's findings stay out: {chose}");
+    assert!(chose.contains("# Your question\nWhat does the store keep?"));
+    step(&mut turn, Action::Report(answered), None);
     assert!(matches!(agent.next(&turn).await, Action::Finish), "every question answered");
 }
 
