@@ -1114,7 +1114,7 @@ async fn a_worker_answers_one_question_at_a_time_each_from_its_own_findings() {
     let mut agent = agent_with(model.clone(), &scenario);
     let report = scenario.steps.iter().position(|s| matches!(s, Step::Report(r) if r.agent == "a")).expect("a reports");
     let mut turn = turn_of(&scenario, "a", report, vec![Arc::new(brief)]);
-    let mut step = |turn: &mut TurnInput, action: Action, doc: Option<Value>| {
+    let step = |turn: &mut TurnInput, action: Action, doc: Option<Value>| {
         if let Some(doc) = doc {
             turn.inbox.push(Arc::new(doc));
         }
