@@ -424,6 +424,17 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
         r["totals"]["inline_tokens"]["total"].as_u64().expect("inline")
             + r["totals"]["deref_tokens"].as_u64().expect("deref")
     };
+    // Where the unsolved tasks were lost (the grader's `failure`); the solved ones were found and read too.
+    let lost = |r: &Value, kind: &str| {
+        r["tasks"]["items"].as_array().expect("items").iter().filter(|t| t["failure"] == kind).count()
+    };
+    let found_and_read = |r: &Value| {
+        lost(r, "read_not_cited")
+            + lost(r, "claim_misses")
+            + lost(r, "other_task")
+            + r["tasks"]["solved"].as_u64().expect("solved") as usize
+    };
+    assert_eq!(lost(base, "not_found"), lost(less, "not_found"), "the same search misses the same questions");
     let base_ledger = std::fs::read_to_string(out.join("runs/real-ignore/verbatim/1/ledger.jsonl")).expect("ledger");
     let base_events: Vec<Value> = base_ledger.lines().map(|l| serde_json::from_str(l).expect("event")).collect();
     let base_searches = base_events.iter().filter(|e| e["event"] == "search").count();
@@ -438,6 +449,12 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
         format!("and {} of {} in the fair baseline", base["tasks"]["solved"], base["tasks"]["graded"]),
         format!("({} inline + dereferenced against {})", thousands(spent(less)), thousands(spent(base))),
         format!("({base_searches} searches, {base_reads} reads); its answers fail the same ways ({base_wrong} of"),
+        format!("for {} of the 21 questions no search answer held the gold span", lost(less, "not_found")),
+        format!(
+            "found and read ({} in LESS, {} in the baseline, where the hits are pasted)",
+            found_and_read(less),
+            found_and_read(base)
+        ),
     ] {
         assert!(prose.contains(&said), "README.md should say: {said}");
     }

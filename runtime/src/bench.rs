@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::run::{RoleReport, RunReport};
+use crate::run::{Failure, RoleReport, RunReport};
 use less_contract::{TaskKind, WireMode};
 
 /// One run of the benchmark: the run report (as `lessrt run --json` writes it) and where it sits in the bench.
@@ -192,6 +192,7 @@ impl Bench {
             }
         }
         self.tasks_table(&mut out, &modes);
+        self.failure_kinds_table(&mut out);
         self.lead_table(&mut out, &modes);
         self.failures_table(&mut out);
         out
@@ -292,6 +293,31 @@ impl Bench {
             let _ = write!(out, " **{solved}/{graded}** | **{}** |", per_task(*spent, *solved));
         }
         out.push_str("\n\n");
+    }
+
+    /// Where the unsolved tasks were lost, per run: counts of each [`Failure`] (nothing when every task was solved).
+    fn failure_kinds_table(&self, out: &mut String) {
+        let unsolved = |run: &BenchRun| run.report.tasks.items.iter().filter_map(|t| t.failure).collect::<Vec<_>>();
+        if self.runs.iter().all(|run| unsolved(run).is_empty()) {
+            return;
+        }
+        out.push_str("Unsolved tasks by where they were lost (search → read → cite → state):\n\n| scenario | mode |");
+        for kind in Failure::ALL {
+            let _ = write!(out, " {} |", kind.as_str());
+        }
+        out.push_str("\n|---|---|");
+        out.push_str(&"---:|".repeat(Failure::ALL.len()));
+        out.push('\n');
+        for run in &self.runs {
+            let failures = unsolved(run);
+            let repeat = if run.repeat > 1 { format!(" #{}", run.repeat) } else { String::new() };
+            let _ = write!(out, "| {} | {}{repeat} |", run.report.scenario, run.report.mode);
+            for kind in Failure::ALL {
+                let _ = write!(out, " {} |", failures.iter().filter(|f| **f == kind).count());
+            }
+            out.push('\n');
+        }
+        out.push('\n');
     }
 
     fn lead_table(&self, out: &mut String, modes: &[WireMode]) {

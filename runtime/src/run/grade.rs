@@ -55,6 +55,52 @@ pub struct TaskVerdict {
     pub answer: Option<Answer>,
     /// What was found, or what the closest answer lacks.
     pub evidence: String,
+    /// Where an unsolved task was lost on the way from search to answer (`None` when solved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
+}
+
+/// Where an unsolved task was lost, from the ledger of the agents at or below its agent: the first step of
+/// search → read → cite → state that did not reach the gold answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Failure {
+    /// No search answer held a span overlapping every gold citation, and nobody read them.
+    NotFound,
+    /// A search found the gold spans, and nobody read them all.
+    FoundNotRead,
+    /// The gold spans were read, and the closest answer cites something else (or too wide a span).
+    ReadNotCited,
+    /// The closest answer cites the gold, and its claim lacks the asked value (or states a wrong one).
+    ClaimMisses,
+    /// The closest answer would do, and it answers another task.
+    OtherTask,
+    /// The agent delivered no engram at all.
+    Unanswered,
+}
+
+impl Failure {
+    /// Every kind, in the order of the way from search to answer.
+    pub const ALL: [Failure; 6] = [
+        Failure::NotFound,
+        Failure::FoundNotRead,
+        Failure::ReadNotCited,
+        Failure::ClaimMisses,
+        Failure::OtherTask,
+        Failure::Unanswered,
+    ];
+
+    /// Its name in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Failure::NotFound => "not found",
+            Failure::FoundNotRead => "found, not read",
+            Failure::ReadNotCited => "read, not cited",
+            Failure::ClaimMisses => "cited, claim misses",
+            Failure::OtherTask => "answers another task",
+            Failure::Unanswered => "unanswered",
+        }
+    }
 }
 
 /// A delivered engram, as graded.
@@ -87,7 +133,18 @@ pub fn grade(scenario: &Scenario, mode: WireMode, events: &[Event]) -> TaskRepor
                 .map(|a| a.id.as_str())
                 .collect();
             let read = |pointer: &Pointer| readers.iter().any(|agent| reads.holds(agent, pointer));
+            let found = |gold: &Pointer| {
+                events.iter().any(|e| match e {
+                    Event::Search { agent, returned, code: None, .. } if readers.contains(&agent.as_str()) => {
+                        returned.iter().filter_map(|t| Pointer::parse(t).ok()).any(|hit| overlaps(&hit, gold))
+                    }
+                    _ => false,
+                })
+            };
             let mut verdict = grade_task(task, events, &answers, &read);
+            if !verdict.solved {
+                verdict.failure = Some(failure_of(task, &verdict, &read, &found));
+            }
             verdict.role = scenario.agent(&task.agent).map(|a| a.role.clone()).unwrap_or_default();
             verdict
         })
@@ -254,6 +311,36 @@ fn grade_task(
     }
 }
 
+/// Where the unsolved `verdict` of `task` was lost: `read` says what the agents at or below its agent read, `found`
+/// whether a search answer of theirs held a span overlapping a gold citation.
+fn failure_of(
+    task: &Task,
+    verdict: &TaskVerdict,
+    read: &dyn Fn(&Pointer) -> bool,
+    found: &dyn Fn(&Pointer) -> bool,
+) -> Failure {
+    let Some(answer) = &verdict.answer else { return Failure::Unanswered };
+    // Every gold citation, through one of its alternatives.
+    let every = |step: &dyn Fn(&Pointer) -> bool| {
+        task.gold
+            .cites
+            .iter()
+            .all(|entry| entry.options().iter().filter_map(|t| Pointer::parse(t).ok()).any(|g| step(&g)))
+    };
+    let cited: Vec<Pointer> = answer.pointers.iter().filter_map(|t| Pointer::parse(t).ok()).collect();
+    let miss = judge(&task.gold, &answer.claim, &cited, read);
+    if !every(read) {
+        return if every(found) { Failure::FoundNotRead } else { Failure::NotFound };
+    }
+    if !(miss.cites.is_empty() && miss.wide.is_empty() && miss.unread.is_empty()) {
+        Failure::ReadNotCited
+    } else if !(miss.terms.is_empty() && miss.patterns.is_empty() && miss.wrong.is_empty()) {
+        Failure::ClaimMisses
+    } else {
+        Failure::OtherTask
+    }
+}
+
 fn verdict(task: &Task, solved: bool, answer: Option<Answer>, evidence: String) -> TaskVerdict {
     TaskVerdict {
         id: task.id.clone(),
@@ -263,6 +350,7 @@ fn verdict(task: &Task, solved: bool, answer: Option<Answer>, evidence: String) 
         solved,
         answer,
         evidence,
+        failure: None,
     }
 }
 

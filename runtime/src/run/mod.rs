@@ -43,7 +43,7 @@ pub use agent::{
 };
 pub use gateway::{DerefMeter, GrantBook, GrantLeft, Reach, pattern_covers};
 pub(crate) use gateway::{outside_reach, passes_on, wider_than_held};
-pub use grade::{Answer, TaskReport, TaskVerdict, covers, states};
+pub use grade::{Answer, Failure, TaskReport, TaskVerdict, covers, states};
 pub use inbox::{DEFAULT_INBOX_CAP, Inbox, InboxItem, Spill};
 pub use ledger::{Event, TraceSink};
 pub use report::{CheckResult, CheckStatus, ModelSpend, RoleReport, RunReport, TokenStats};

@@ -399,3 +399,39 @@ fn shipped_questions_do_not_answer_themselves() {
     }
     assert!(graded >= 25, "only {graded} graded tasks found in {}", dir.display());
 }
+
+fn search(agent: &str, returned: &[&str]) -> Event {
+    Event::Search {
+        agent: agent.to_owned(),
+        query: "q".to_owned(),
+        k: 5,
+        returned: returned.iter().map(|p| (*p).to_owned()).collect(),
+        tokens: 40,
+        stages: vec!["hash".to_owned()],
+        code: None,
+        message: String::new(),
+    }
+}
+
+/// Each unsolved task says where it was lost on the way from search to answer; a solved one says nothing.
+#[test]
+fn an_unsolved_task_says_where_it_was_lost() {
+    let gold = "repo:src/tax.rs#L159-L167";
+    let right = "Tax is rounded half-even per line.";
+    let failure = |events: Vec<Event>| verdict(&graded(&events), "rounding").failure;
+    assert_eq!(failure(Vec::new()), Some(Failure::Unanswered));
+    let elsewhere = answer("dev", "rounding", "e1", right, &["repo:src/other.rs#L1-L5"]);
+    assert_eq!(failure(elsewhere.clone()), Some(Failure::NotFound));
+    let mut found = vec![search("dev", &["repo:src/tax.rs#L150-L170"])];
+    found.extend(elsewhere.clone());
+    assert_eq!(failure(found), Some(Failure::FoundNotRead));
+    let mut read = vec![deref("dev", &["repo:src/tax.rs#L150-L170"])];
+    read.extend(elsewhere);
+    assert_eq!(failure(read), Some(Failure::ReadNotCited));
+    assert_eq!(
+        failure(answer("dev", "rounding", "e2", "Tax is rounded somewhere.", &[gold])),
+        Some(Failure::ClaimMisses)
+    );
+    assert_eq!(failure(answer("dev", "contradiction", "e3", right, &[gold])), Some(Failure::OtherTask));
+    assert_eq!(failure(answer("dev", "rounding", "e4", right, &[gold])), None, "solved");
+}
