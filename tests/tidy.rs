@@ -254,3 +254,57 @@ fn the_libraries_never_print() {
     }
     assert!(printing.is_empty(), "the libraries print:\n{}", printing.join("\n"));
 }
+
+/// Every source file ARCHITECTURE.md names exists (a codemap that names a moved or deleted file is false): a path
+/// from the repository root, or the tail of a file's path under a crate, as the codemap names files under a heading
+/// that says where (`#### run/`, then `baseline/actors.rs`).
+#[test]
+fn every_file_the_architecture_names_exists() {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let mut files = Vec::new();
+    for dir in ["src", "schemas", "runtime", "agents", "tests", "benches"] {
+        files_with_extension(&root().join(dir), "rs", &mut files);
+    }
+    let mut missing = Vec::new();
+    let mut n_named = 0;
+    for quoted in text.split('`').skip(1).step_by(2) {
+        let is_path = quoted.len() > 3
+            && quoted.ends_with(".rs")
+            && quoted.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '/' | '.' | '-'));
+        if !is_path {
+            continue;
+        }
+        n_named += 1;
+        if !root().join(quoted).is_file() && !files.iter().any(|f| f.ends_with(quoted)) {
+            missing.push(quoted.to_owned());
+        }
+    }
+    assert!(n_named > 50, "the codemap names source files: {n_named}");
+    assert!(missing.is_empty(), "ARCHITECTURE.md names files that do not exist: {missing:?}");
+}
+
+/// The boundaries ARCHITECTURE.md states that a grep can check: only `scenario.rs` (and `cmd/run.rs`, for the
+/// `--cluster` file) parse TOML, and the runtime never depends on the agents crate.
+#[test]
+fn the_architecture_boundaries_hold() {
+    let mut files = Vec::new();
+    for dir in ["schemas/src", "runtime/src", "agents/src", "src"] {
+        files_with_extension(&root().join(dir), "rs", &mut files);
+    }
+    let allowed = [root().join("schemas/src/scenario.rs"), root().join("src/cmd/run.rs")];
+    let toml: Vec<String> = files
+        .iter()
+        .filter(|p| !allowed.contains(p))
+        .filter(|p| std::fs::read_to_string(p).expect("read").contains("toml::"))
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(toml.is_empty(), "TOML parsed outside scenario.rs and cmd/run.rs: {toml:?}");
+    let manifest = std::fs::read_to_string(root().join("runtime/Cargo.toml")).expect("runtime manifest");
+    assert!(!manifest.contains("less-agents"), "the runtime knows no concrete agent");
+    let sources: String = files
+        .iter()
+        .filter(|p| p.starts_with(root().join("runtime/src")))
+        .map(|p| std::fs::read_to_string(p).expect("read"))
+        .collect();
+    assert!(!sources.contains("less_agents::"), "the runtime never names the agents crate");
+}
