@@ -401,6 +401,16 @@ fn markdown_section(text: &str, heading: &str) -> Option<String> {
 
 /// The part of a unified diff that touches `path` (from its `diff --git` or `---` header to the next file).
 fn diff_for_path(text: &str, path: &str) -> Option<String> {
+    let (start, end) = diff_lines(text, path)?;
+    let all: Vec<&str> = text.lines().collect();
+    let mut out = all[start as usize - 1..end as usize].join("\n");
+    out.push('\n');
+    Some(out)
+}
+
+/// The lines (1-based, inclusive) of the part of the diff `text` that touches `path`: from its `diff --git` line to
+/// the line before the next file's.
+pub(crate) fn diff_lines(text: &str, path: &str) -> Option<(u32, u32)> {
     let all: Vec<&str> = text.lines().collect();
     let is_file_start = |line: &str| line.starts_with("diff --git ");
     let touches = |line: &str| {
@@ -409,9 +419,7 @@ fn diff_for_path(text: &str, path: &str) -> Option<String> {
     };
     let start = all.iter().position(|l| touches(l))?;
     let end = all[start + 1..].iter().position(|l| is_file_start(l)).map_or(all.len(), |offset| start + 1 + offset);
-    let mut out = all[start..end].join("\n");
-    out.push('\n');
-    Some(out)
+    Some((u32::try_from(start + 1).ok()?, u32::try_from(end).ok()?))
 }
 
 /// The source of `fn name` in Rust text, with the attributes and doc comments right above it.

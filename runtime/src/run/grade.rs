@@ -19,8 +19,8 @@ use std::collections::{HashMap, HashSet};
 use crate::run::ledger::Event;
 use crate::run::wire::Document;
 use less_contract::Engram;
-use less_contract::Pointer;
 use less_contract::{Gold, OneOf, Scenario, Task, TaskKind, WireMode};
+use less_contract::{Pointer, PointerType};
 
 /// A citation may be this many times as long as the gold span it locates…
 pub const MAX_WIDTH_FACTOR: u32 = 3;
@@ -120,6 +120,8 @@ pub struct Answer {
 pub fn grade(scenario: &Scenario, mode: WireMode, events: &[Event]) -> TaskReport {
     let reads = Reads::new(scenario, mode, events);
     let answers = answers(events);
+    let places = GoldPlaces::new(scenario);
+    let places = |text: &str| places.of(text);
     // A task without a gold answer is a question only (`lessrt ask` hands its question down that way): never graded.
     let items: Vec<TaskVerdict> = scenario
         .tasks
@@ -141,15 +143,52 @@ pub fn grade(scenario: &Scenario, mode: WireMode, events: &[Event]) -> TaskRepor
                     _ => false,
                 })
             };
-            let mut verdict = grade_task(task, events, &answers, &read);
+            let mut verdict = grade_task(task, events, &answers, &read, &places);
             if !verdict.solved {
-                verdict.failure = Some(failure_of(task, &verdict, &read, &found));
+                verdict.failure = Some(failure_of(task, &verdict, &read, &found, &places));
             }
             verdict.role = scenario.agent(&task.agent).map(|a| a.role.clone()).unwrap_or_default();
             verdict
         })
         .collect();
     TaskReport { graded: items.len() as u32, solved: items.iter().filter(|v| v.solved).count() as u32, items }
+}
+
+/// Where each gold citation of a scenario's tasks is: the pointer itself, and for the part of a diff that touches a
+/// path (`diff:<a>..<b>#<path>`) also the same lines of the diff file as the index cuts it
+/// (`repo:diffs/<a>..<b>.diff#L<x>-L<y>`), so an agent that found the diff by search and cites its lines is graded
+/// like one that cited the diff pointer.
+struct GoldPlaces {
+    diff_lines: HashMap<String, Pointer>,
+}
+
+impl GoldPlaces {
+    fn new(scenario: &Scenario) -> GoldPlaces {
+        let mut diff_lines = HashMap::new();
+        let Ok(resolver) = crate::resolver::Resolver::new(&scenario.workspace) else {
+            return GoldPlaces { diff_lines };
+        };
+        for task in &scenario.tasks {
+            for text in task.gold.cites.iter().flat_map(|entry| entry.options()) {
+                let Ok(gold) = Pointer::parse(text) else { continue };
+                let (PointerType::Diff, Some(path)) = (gold.ty(), gold.span()) else { continue };
+                let file = format!("diffs/{}.diff", gold.reference());
+                let Ok(whole) = Pointer::parse(&format!("repo:{file}")) else { continue };
+                let Ok(diff) = resolver.read_unpinned(&whole, &()) else { continue };
+                if let Some((start, end)) = crate::resolver::diff_lines(&diff, path)
+                    && let Ok(lines) = Pointer::parse(&format!("repo:{file}#L{start}-L{end}"))
+                {
+                    diff_lines.insert(text.clone(), lines);
+                }
+            }
+        }
+        GoldPlaces { diff_lines }
+    }
+
+    /// The pointers a gold citation's text stands for.
+    fn of(&self, text: &str) -> Vec<Pointer> {
+        Pointer::parse(text).ok().into_iter().chain(self.diff_lines.get(text).cloned()).collect()
+    }
 }
 
 /// Which task each engram answers, from the runtime's `Answer` events: engram id → task ids.
@@ -274,6 +313,7 @@ fn grade_task(
     events: &[Event],
     answers: &HashMap<&str, HashSet<&str>>,
     read: &dyn Fn(&Pointer) -> bool,
+    places: &dyn Fn(&str) -> Vec<Pointer>,
 ) -> TaskVerdict {
     let mut best: Option<(Miss, Answer)> = None;
     for (msg_id, engram) in delivered_by(events, &task.agent) {
@@ -283,7 +323,7 @@ fn grade_task(
             claim: engram.claim.clone(),
             pointers: engram.pointers.iter().map(ToString::to_string).collect(),
         };
-        let mut miss = judge(&task.gold, &answer.claim, &engram.pointers, read);
+        let mut miss = judge(&task.gold, &answer.claim, &engram.pointers, read, places);
         miss.task = match answers.get(engram.id.as_str()) {
             Some(tasks) if tasks.contains(task.id.as_str()) => None,
             Some(tasks) => {
@@ -318,17 +358,15 @@ fn failure_of(
     verdict: &TaskVerdict,
     read: &dyn Fn(&Pointer) -> bool,
     found: &dyn Fn(&Pointer) -> bool,
+    places: &dyn Fn(&str) -> Vec<Pointer>,
 ) -> Failure {
     let Some(answer) = &verdict.answer else { return Failure::Unanswered };
     // Every gold citation, through one of its alternatives.
     let every = |step: &dyn Fn(&Pointer) -> bool| {
-        task.gold
-            .cites
-            .iter()
-            .all(|entry| entry.options().iter().filter_map(|t| Pointer::parse(t).ok()).any(|g| step(&g)))
+        task.gold.cites.iter().all(|entry| entry.options().iter().flat_map(|t| places(t)).any(|g| step(&g)))
     };
     let cited: Vec<Pointer> = answer.pointers.iter().filter_map(|t| Pointer::parse(t).ok()).collect();
-    let miss = judge(&task.gold, &answer.claim, &cited, read);
+    let miss = judge(&task.gold, &answer.claim, &cited, read, places);
     if !every(read) {
         return if every(found) { Failure::FoundNotRead } else { Failure::NotFound };
     }
@@ -355,10 +393,16 @@ fn verdict(task: &Task, solved: bool, answer: Option<Answer>, evidence: String) 
 }
 
 /// What `claim` citing `cited` lacks of `gold`, when `read` says which citations were read.
-fn judge(gold: &Gold, claim: &str, cited: &[Pointer], read: &dyn Fn(&Pointer) -> bool) -> Miss {
+fn judge(
+    gold: &Gold,
+    claim: &str,
+    cited: &[Pointer],
+    read: &dyn Fn(&Pointer) -> bool,
+    places: &dyn Fn(&str) -> Vec<Pointer>,
+) -> Miss {
     let mut miss = Miss::default();
     for entry in &gold.cites {
-        let golds: Vec<Pointer> = entry.options().iter().filter_map(|t| Pointer::parse(t).ok()).collect();
+        let golds: Vec<Pointer> = entry.options().iter().flat_map(|t| places(t)).collect();
         let located = |c: &Pointer| golds.iter().any(|g| overlaps(c, g));
         let narrow = |c: &Pointer| golds.iter().any(|g| covers(c, g));
         if cited.iter().any(|c| narrow(c) && read(c)) {

@@ -380,7 +380,8 @@ fn shipped_questions_do_not_answer_themselves() {
         let scenario = Scenario::from_toml(&text, &dir).unwrap_or_else(|v| panic!("{}: {v}", path.display()));
         for task in &scenario.tasks {
             graded += 1;
-            let miss = judge(&task.gold, &task.question, &[], &|_| false);
+            let miss =
+                judge(&task.gold, &task.question, &[], &|_| false, &|t| Pointer::parse(t).ok().into_iter().collect());
             assert!(
                 !(miss.terms.is_empty() && miss.patterns.is_empty()),
                 "{} {}: the question alone states every term and pattern",
@@ -434,4 +435,47 @@ fn an_unsolved_task_says_where_it_was_lost() {
     );
     assert_eq!(failure(answer("dev", "contradiction", "e3", right, &[gold])), Some(Failure::OtherTask));
     assert_eq!(failure(answer("dev", "rounding", "e4", right, &[gold])), None, "solved");
+}
+
+/// A gold `diff:` citation (the part of a diff that touches a path) is located as well by the same lines of the diff
+/// file, as a search of the workspace index finds them (`repo:diffs/<a>..<b>.diff#L…`), and by nothing outside them.
+#[test]
+fn lines_of_a_diff_file_cite_the_diff_part_they_hold() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("diffs")).expect("mkdir");
+    let diff = "diff --git a/src/a.rs b/src/a.rs\n--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1 +1 @@\n-old\n+new\n\
+                diff --git a/src/b.rs b/src/b.rs\n--- a/src/b.rs\n+++ b/src/b.rs\n@@ -1 +1 @@\n-guard held\n+guard dropped\n";
+    std::fs::write(dir.path().join("diffs/main..pr-1.diff"), diff).expect("write the diff");
+    let toml = r#"
+name = "diffs"
+[[agents]]
+id = "lead"
+role = "lead"
+[[agents]]
+id = "dev"
+role = "dev"
+parent = "lead"
+[[steps]]
+action = "brief"
+agent = "lead"
+now = ["Review."]
+tasks = ["guard"]
+[[tasks]]
+id = "guard"
+kind = "locate_rule"
+agent = "dev"
+question = "What does the PR change about the guard?"
+gold = { cites = ["diff:main..pr-1#src/b.rs"], terms = ["dropped"] }
+"#;
+    let scenario = Scenario::from_toml(toml, dir.path()).unwrap_or_else(|v| panic!("scenario: {v}"));
+    let grade_one = |cited: &str| {
+        let events = answer("dev", "guard", "e1", "The PR has the guard dropped.", &[cited]);
+        let report = grade(&scenario, WireMode::Less, &events);
+        (report.solved, report.items[0].failure)
+    };
+    assert_eq!(grade_one("repo:diffs/main..pr-1.diff#L7-L12"), (1, None), "the lines of src/b.rs's part");
+    assert_eq!(grade_one("repo:diffs/main..pr-1.diff#L10-L12"), (1, None), "a narrower span inside it");
+    assert_eq!(grade_one("diff:main..pr-1#src/b.rs"), (1, None), "the diff pointer itself");
+    let (solved, failure) = grade_one("repo:diffs/main..pr-1.diff#L1-L6");
+    assert_eq!((solved, failure), (0, Some(Failure::NotFound)), "src/a.rs's part is not the gold");
 }
