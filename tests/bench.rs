@@ -415,6 +415,12 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
         ),
         format!("solve {} of the {} questions in LESS", less["tasks"]["solved"], less["tasks"]["graded"]),
         format!("({searches} searches,"),
+        format!(
+            "{} escalations, {} of {} worker completions unusable",
+            less["totals"]["escalations"],
+            less["roles"]["investigator"]["model"]["unusable"],
+            less["roles"]["investigator"]["model"]["calls"]
+        ),
     ] {
         assert!(prose.contains(&said), "README.md should say: {said}");
     }

@@ -143,9 +143,9 @@ pub fn grade(scenario: &Scenario, mode: WireMode, events: &[Event]) -> TaskRepor
                     _ => false,
                 })
             };
-            let mut verdict = grade_task(task, events, &answers, &read, &places);
+            let (mut verdict, closest) = grade_task(task, events, &answers, &read, &places);
             if !verdict.solved {
-                verdict.failure = Some(failure_of(task, &verdict, &read, &found, &places));
+                verdict.failure = Some(failure_of(task, closest.as_ref(), &read, &found, &places));
             }
             verdict.role = scenario.agent(&task.agent).map(|a| a.role.clone()).unwrap_or_default();
             verdict
@@ -314,7 +314,7 @@ fn grade_task(
     answers: &HashMap<&str, HashSet<&str>>,
     read: &dyn Fn(&Pointer) -> bool,
     places: &dyn Fn(&str) -> Vec<Pointer>,
-) -> TaskVerdict {
+) -> (TaskVerdict, Option<Miss>) {
     let mut best: Option<(Miss, Answer)> = None;
     for (msg_id, engram) in delivered_by(events, &task.agent) {
         let answer = Answer {
@@ -335,7 +335,7 @@ fn grade_task(
         };
         if miss.count() == 0 {
             let evidence = format!("{} in {} cites {}", answer.engram, answer.msg_id, answer.pointers.join(" + "));
-            return verdict(task, true, Some(answer), evidence);
+            return (verdict(task, true, Some(answer), evidence), None);
         }
         // The closest miss is kept, the earliest among equals, so the evidence is stable.
         if best.as_ref().is_none_or(|(m, _)| miss.count() < m.count()) {
@@ -345,28 +345,27 @@ fn grade_task(
     match best {
         Some((miss, answer)) => {
             let evidence = format!("closest: {} in {} {}", answer.engram, answer.msg_id, miss.describe());
-            verdict(task, false, Some(answer), evidence)
+            (verdict(task, false, Some(answer), evidence), Some(miss))
         }
-        None => verdict(task, false, None, format!("{} delivered no engram", task.agent)),
+        None => (verdict(task, false, None, format!("{} delivered no engram", task.agent)), None),
     }
 }
 
-/// Where the unsolved `verdict` of `task` was lost: `read` says what the agents at or below its agent read, `found`
-/// whether a search answer of theirs held a span overlapping a gold citation.
+/// Where an unsolved `task` was lost, given what its closest answer lacks (`None`: no answer): `read` says what the
+/// agents at or below its agent read, `found` whether a search answer of theirs held a span overlapping a gold
+/// citation.
 fn failure_of(
     task: &Task,
-    verdict: &TaskVerdict,
+    closest: Option<&Miss>,
     read: &dyn Fn(&Pointer) -> bool,
     found: &dyn Fn(&Pointer) -> bool,
     places: &dyn Fn(&str) -> Vec<Pointer>,
 ) -> Failure {
-    let Some(answer) = &verdict.answer else { return Failure::Unanswered };
+    let Some(miss) = closest else { return Failure::Unanswered };
     // Every gold citation, through one of its alternatives.
     let every = |step: &dyn Fn(&Pointer) -> bool| {
         task.gold.cites.iter().all(|entry| entry.options().iter().flat_map(|t| places(t)).any(|g| step(&g)))
     };
-    let cited: Vec<Pointer> = answer.pointers.iter().filter_map(|t| Pointer::parse(t).ok()).collect();
-    let miss = judge(&task.gold, &answer.claim, &cited, read, places);
     if !every(read) {
         return if every(found) { Failure::FoundNotRead } else { Failure::NotFound };
     }
