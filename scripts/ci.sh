@@ -20,7 +20,7 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
 echo "== cargo clippy"
-cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy --workspace --all-targets --all-features -- -D warnings
 
 # The README's two commands, verbatim; tests/tidy.rs checks that the README and this script agree. The test command
 # (scripts/test.sh) provisions the embedding model the memory tests run (ONNX Runtime and all-MiniLM-L6-v2 from

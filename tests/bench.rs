@@ -8,6 +8,8 @@ use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 
+use crate::support::copy_tree;
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -324,20 +326,6 @@ fn progress_bars_show_on_a_terminal_only() {
     assert!(!quiet.contains("uc2-contradictions less #1") && !quiet.contains("/2 runs"), "{quiet}");
     let piped = lessrt(&["bench", "scenarios/uc2-contradictions.toml", "--out", &out]);
     assert!(!text(&piped.stderr).contains("uc2-contradictions less #1"), "{}", text(&piped.stderr));
-}
-
-/// Copies the directory `from` (files and subdirectories) to `to`.
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("create");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).expect("copy");
-        }
-    }
 }
 
 /// Runs a README's replay `command` into a fresh directory (kept alive by the returned guard) and checks that it

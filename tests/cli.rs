@@ -2,33 +2,11 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-pub(crate) fn lessrt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lessrt")).args(args).output().expect("lessrt runs")
-}
-
-pub(crate) fn lessrt_stdin(args: &[&str], stdin: &str) -> Output {
-    with_stdin(Command::new(env!("CARGO_BIN_EXE_lessrt")).args(args), stdin)
-}
-
-/// Runs `command` with `stdin` written to its standard input; what it printed.
-pub(crate) fn with_stdin(command: &mut Command, stdin: &str) -> Output {
-    let mut child =
-        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("lessrt starts");
-    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
-    child.wait_with_output().expect("lessrt runs")
-}
-
-pub(crate) fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-pub(crate) fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
+use crate::support::{lessrt, lessrt_stdin, stderr, stdout};
 
 fn repo_path(rel: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel).display().to_string()
@@ -635,16 +613,6 @@ fn uc1_runs_in_both_modes_and_less_is_a_small_fraction() {
     let node = &dag["nodes"][0];
     assert!(node["token_count"].as_u64() < node["input_tokens"].as_u64(), "{node}");
     assert!(node["content"].as_str().expect("content").contains("(sam:msg:m-"), "{node}");
-    // The run did not wait for the embedding model: its archive is indexed for hash recall, and the messages are
-    // embedded by the first query that reranks.
-    let unembedded = || {
-        let index = less_runtime::dag::index_dir(&out.join("uc1-refactor/less/memory"));
-        less_runtime::memory::Memory::open(&index).expect("index").unembedded().expect("count")
-    };
-    assert!(unembedded() >= delivered.min(5) as usize, "the run embedded its archive");
-    let query = lessrt(&["dag", "query", "payment capture", "--store", &store, "--json"]);
-    assert_eq!(query.status.code(), Some(0), "{}", stderr(&query));
-    assert_eq!(unembedded(), 0, "the first reranked query embeds what was pending");
 }
 
 /// The lossless memory from the command line: ingest transcripts, build the DAG, look at it, expand it, ask it,
@@ -1167,29 +1135,6 @@ fn memory_cli_promotes_refuses_and_reads_cold_engrams() {
     let output = lessrt(&["memory", "promote", "eg_unsure", "--to", "galaxy", "--store", &store]);
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("run, project, org or global"), "{}", stderr(&output));
-}
-
-/// `lessrt doctor` finds the provisioned model and runs it; pointed at an empty place, it names what is missing and
-/// the fix, and exits 1.
-#[test]
-fn doctor_reports_the_model_and_what_is_missing() {
-    let output = lessrt(&["doctor", "--json"]);
-    assert_eq!(output.status.code(), Some(0), "{}{}", stdout(&output), stderr(&output));
-    let report: Value = serde_json::from_str(&stdout(&output)).expect("JSON report");
-    assert_eq!(report["ok"], json!(true));
-    let checks = report["checks"].as_array().expect("checks");
-    assert!(checks.iter().any(|c| c["check"] == json!("embedding model runs") && c["ok"] == json!(true)));
-
-    let empty = tempfile::tempdir().expect("tempdir");
-    let output = Command::new(env!("CARGO_BIN_EXE_lessrt"))
-        .args(["doctor"])
-        .env("LESSRT_MODEL_DIR", empty.path())
-        .output()
-        .expect("run lessrt");
-    assert_eq!(output.status.code(), Some(1));
-    let text = stdout(&output);
-    assert!(text.contains("MISSING model file model.onnx"), "{text}");
-    assert!(text.contains("stage 1 only") && text.contains("scripts/provision-model.sh"), "{text}");
 }
 
 /// The README's search quality table is what `lessrt eval search` measures now (BM25 and the rerank: the embedding

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::cli::{stderr, stdout};
+use crate::support::{stderr, stdout};
 
 const COOKIE: &str = "cluster-test-cookie-0123456789";
 

@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use crate::cli::{lessrt, lessrt_stdin, stderr, stdout, with_stdin};
+use crate::support::{lessrt, lessrt_stdin, stderr, stdout, with_stdin};
 
 /// `lessrt` without the embedding model (hash recall only): a command that must be quick does not load it.
 fn lessrt_hash_only(args: &[&str]) -> Output {

@@ -1,4 +1,6 @@
-//! The one integration-test binary of lessrt. Each module tests one surface a user touches.
+//! The integration tests of lessrt that need nothing provisioned (plain `cargo test` runs them on a fresh clone).
+//! Each module tests one surface a user touches; the tests that need the embedding model, the local LLM server,
+//! chromium or the Python MCP client are in `provisioned.rs`.
 
 /// The attack suite: forged and misused grants, traversal, cross-project access, injection, hostile input.
 mod attacks;
@@ -12,9 +14,9 @@ mod cli;
 mod cluster;
 /// `lessrt compact` and `lessrt eval context`: the context ledger from the command line.
 mod context;
-/// LLM agents against the real local model server, record and replay, the LLM summarizer.
+/// LLM agents without a server: recordings replayed, a dead server recorded, the local server's script.
 mod llm;
-/// `lessrt mcp` driven by the official Python MCP SDK over stdio.
+/// `lessrt mcp` over its JSON-RPC bytes: tool schemas, refusals, configuration.
 mod mcp;
 /// Regression tests of defects found by trying to break lessrt (issue 17), each through the built binary.
 mod regression;
@@ -22,5 +24,7 @@ mod regression;
 mod runtime;
 /// `lessrt serve` and `lessrt run --serve`: the JSON API, the live stream, the page in a real browser.
 mod serve;
+/// Helpers both test binaries share.
+mod support;
 /// Guard tests that keep the repository honest: module docs, schemas with examples, the README's error table.
 mod tidy;

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use less_runtime::{Pointer, Resolver};
 
 use super::OUTSIDE;
-use crate::cli::{lessrt, stderr, stdout};
+use crate::support::{lessrt, stderr, stdout};
 
 /// How long each race runs: long enough for thousands of swaps.
 const RACE: Duration = Duration::from_secs(4);

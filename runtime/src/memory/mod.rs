@@ -750,12 +750,12 @@ impl Memory {
     }
 
     /// How many engrams wait in memory for their vector (tests of the bound).
-    #[cfg(test)]
+    #[cfg(all(test, feature = "provisioned-tests"))]
     fn n_pending(&self) -> usize {
         self.semantic.as_ref().map_or(0, |s| s.pending.len())
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, feature = "provisioned-tests"))]
     fn set_max_pending(&mut self, max: usize) {
         if let Ok(semantic) = &mut self.semantic {
             semantic.max_pending = max;

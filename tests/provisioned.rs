@@ -1,0 +1,18 @@
+//! The integration tests that need parts `scripts/test.sh` provisions before it runs them: the embedding model
+//! (`scripts/provision-model.sh`), the local LLM server (`scripts/local-llm.sh`), chromium and chromedriver
+//! (`scripts/browser.sh`) and the Python MCP SDK (`scripts/mcp-clients.sh`). Compiled with the `provisioned-tests`
+//! feature only, so a plain `cargo test` on a fresh clone passes with nothing installed; a part that is missing here
+//! fails its test, naming the script that installs it. Never skipped.
+
+/// LLM agents against the live local model server: record and replay, the summarizer, `lessrt ask`, llm-free workers.
+#[path = "provisioned/llm.rs"]
+mod llm;
+/// `lessrt mcp` driven by the official Python MCP SDK over stdio and streamable HTTP.
+#[path = "provisioned/mcp.rs"]
+mod mcp;
+/// What needs the embedding model: `lessrt doctor` running it, a run's archive embedded by the first reranked query.
+#[path = "provisioned/model.rs"]
+mod model;
+/// Helpers both test binaries share.
+#[allow(dead_code, reason = "this binary uses some of the shared helpers; `tests.rs` uses the rest")]
+mod support;

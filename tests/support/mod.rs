@@ -1,0 +1,52 @@
+//! What both test binaries share (`tests.rs`, and `provisioned.rs` for the tests that need provisioned parts): the
+//! built `lessrt` run as a user runs it, and where the repository is.
+
+pub(crate) mod llm;
+pub(crate) mod mcp;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The repository's root (where the scenarios, fixtures and committed recordings are).
+pub(crate) fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub(crate) fn lessrt(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lessrt")).args(args).output().expect("lessrt runs")
+}
+
+pub(crate) fn lessrt_stdin(args: &[&str], stdin: &str) -> Output {
+    with_stdin(Command::new(env!("CARGO_BIN_EXE_lessrt")).args(args), stdin)
+}
+
+/// Runs `command` with `stdin` written to its standard input; what it printed.
+pub(crate) fn with_stdin(command: &mut Command, stdin: &str) -> Output {
+    let mut child =
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("lessrt starts");
+    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
+    child.wait_with_output().expect("lessrt runs")
+}
+
+pub(crate) fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub(crate) fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Copies a directory tree (files and directories only).
+pub(crate) fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
