@@ -2,7 +2,7 @@
 
 /// The attack suite: forged and misused grants, traversal, cross-project access, injection, hostile input.
 mod attacks;
-/// `lessrt bench`: every scenario in both modes, graded tasks, the bench files, the README's table.
+/// `lessrt bench`: every scenario in both modes, graded tasks, the bench files, the README's and docs' tables.
 mod bench;
 /// A real browser (headless chromium through chromedriver) for the tests of `lessrt serve`.
 mod browser;
@@ -22,5 +22,5 @@ mod regression;
 mod runtime;
 /// `lessrt serve` and `lessrt run --serve`: the JSON API, the live stream, the page in a real browser.
 mod serve;
-/// Guard tests that keep the repository honest: module docs, schemas with examples, the README's error table.
+/// Guard tests that keep the repository honest: module docs, schemas with examples, the documented error codes, links.
 mod tidy;
