@@ -383,10 +383,11 @@ fn relative_links(text: &str) -> Vec<String> {
     links
 }
 
-/// Every relative link of the README and of docs/ points at a file that exists, and an anchor at a heading it has.
+/// Every relative link of the README, ARCHITECTURE.md and docs/ points at a file that exists, and an anchor at a
+/// heading it has.
 #[test]
 fn every_link_of_the_readme_and_the_docs_resolves() {
-    let mut pages = vec![root().join("README.md")];
+    let mut pages = vec![root().join("README.md"), root().join("ARCHITECTURE.md")];
     files_with_extension(&root().join("docs"), "md", &mut pages);
     assert!(pages.len() > 10, "docs/ holds the manual: {pages:?}");
     let mut broken = Vec::new();
