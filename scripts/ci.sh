@@ -46,8 +46,8 @@ LESSRT="$(command -v lessrt)" bash scripts/crash-test.sh 12
 echo "== the MCP Inspector against lessrt mcp"
 bash scripts/mcp-inspector.sh lessrt
 
-# Memory recall on LoCoMo's development split, with regression floors under the README's figures (stage 1 alone
-# 74.4 at recall@10, both stages 79.5; the second above the published 66.2 anchor). The data is not in the
+# Memory recall on LoCoMo's development split, with regression floors under the figures of docs/performance.md
+# (stage 1 alone 74.4 at recall@10, both stages 79.7; the second above the published 66.2 anchor). The data is not in the
 # repository (CC BY-NC 4.0): CI has it beside the checkout; LESSRT_LOCOMO_DEV points elsewhere.
 locomo="${LESSRT_LOCOMO_DEV:-../shared/data/locomo/locomo-dev.json}"
 echo "== LoCoMo dev recall floors ($locomo)"

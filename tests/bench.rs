@@ -1,6 +1,6 @@
 //! `lessrt bench` end to end: every shipped scenario (UC1–UC4 and the graded ones) in LESS and both baselines, the
-//! files it writes, the README's table against a fresh run, grading a wrong answer, repeats that count alike, and
-//! the exit codes.
+//! files it writes, the README's and docs/benchmark.md's tables against a fresh run, grading a wrong answer, repeats
+//! that count alike, and the exit codes.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -22,7 +22,8 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// The command the README's LESS-vs-verbatim table comes from (run from the repository root).
+/// The command the LESS-vs-verbatim tables of the README and docs/benchmark.md come from (run from the repository
+/// root).
 const README_COMMAND: &str =
     "lessrt bench scenarios/ --modes less,verbatim,verbatim-whole --replay scenarios/recordings";
 
@@ -154,20 +155,42 @@ fn the_bench_writes_its_files() {
     assert!(shared.out.join("runs/uc1-refactor/less/1/ledger.jsonl").exists(), "each run's ledger is kept");
 }
 
-/// The README's table is the bench's `summary.md`, byte for byte, between its markers: it cannot drift.
+/// The text of `file` (from the repository root) between `<!-- {marker}:start -->` and `<!-- {marker}:end -->`.
+fn between_markers(file: &str, marker: &str) -> String {
+    let text = std::fs::read_to_string(root().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let (start, end) = (format!("<!-- {marker}:start -->\n"), format!("<!-- {marker}:end -->"));
+    let from = text.find(&start).unwrap_or_else(|| panic!("{file} has no {start}")) + start.len();
+    let to = text[from..].find(&end).unwrap_or_else(|| panic!("{file} has no {end}")) + from;
+    text[from..to].to_owned()
+}
+
+/// docs/benchmark.md's tables are the bench's `summary.md`, byte for byte, between their markers, and the README's
+/// table is the first of them cut to each scenario's total row: neither can drift.
 #[test]
 fn the_readme_table_is_a_fresh_bench_run() {
     let shared = shared();
+    let summary = std::fs::read_to_string(shared.out.join("summary.md")).expect("summary.md");
     let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
     assert!(readme.contains(README_COMMAND), "the README names the command its table comes from");
-    let (start, end) = ("<!-- bench:summary:start -->\n", "<!-- bench:summary:end -->");
-    let from = readme.find(start).expect("start marker") + start.len();
-    let to = readme[from..].find(end).expect("end marker") + from;
-    let summary = std::fs::read_to_string(shared.out.join("summary.md")).expect("summary.md");
-    assert_eq!(&readme[from..to], summary, "regenerate the README's table from summary.md");
+    let fair_table = summary.split("\n\n").nth(1).expect("the comparison with the fair baseline");
+    let totals: String = fair_table
+        .lines()
+        .enumerate()
+        .filter(|(i, l)| *i < 2 || l.starts_with("| **"))
+        .map(|(_, l)| format!("{l}\n"))
+        .collect();
+    assert!(totals.lines().count() > 5, "a total row per scenario: {totals}");
+    assert_eq!(between_markers("README.md", "bench:totals"), totals, "regenerate the README's table from summary.md");
+    let benchmark = std::fs::read_to_string(root().join("docs/benchmark.md")).expect("docs/benchmark.md");
+    assert!(benchmark.contains(README_COMMAND), "docs/benchmark.md names the command its tables come from");
+    assert_eq!(
+        between_markers("docs/benchmark.md", "bench:summary"),
+        summary,
+        "regenerate docs/benchmark.md's tables from summary.md"
+    );
     // The prose's figures are the table's: tokens per solved task (the tasks table's total row) and the largest LESS
     // p95 of a role against the fair baseline.
-    let prose = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let prose = benchmark.split_whitespace().collect::<Vec<_>>().join(" ");
     let number = |cell: &str| -> u64 {
         cell.trim_matches(|c: char| c == '*' || c == ' ').replace(',', "").parse().expect("a number")
     };
@@ -181,8 +204,7 @@ fn the_readme_table_is_a_fresh_bench_run() {
         thousands(fair),
         (less * 100 + fair / 2) / fair
     );
-    assert!(prose.contains(&said), "README.md should say: {said}");
-    let fair_table = summary.split("\n\n").nth(1).expect("the comparison with the fair baseline");
+    assert!(prose.contains(&said), "docs/benchmark.md should say: {said}");
     let p95 = fair_table
         .lines()
         .filter(|l| l.starts_with("|  |"))
@@ -190,7 +212,7 @@ fn the_readme_table_is_a_fresh_bench_run() {
         .max()
         .expect("role rows");
     let said = format!("p95 ≤ {p95} tokens in every role");
-    assert!(prose.contains(&said), "README.md should say: {said}");
+    assert!(prose.contains(&said), "docs/benchmark.md should say: {said}");
 }
 
 /// `n` with thousands separators, as the tables write it.
@@ -328,10 +350,36 @@ fn progress_bars_show_on_a_terminal_only() {
     assert!(!text(&piped.stderr).contains("uc2-contradictions less #1"), "{}", text(&piped.stderr));
 }
 
+<<<<<<< HEAD
 /// Runs a README's replay `command` into a fresh directory (kept alive by the returned guard) and checks that it
 /// writes the committed `bench.json` byte for byte and that the README between `<!-- {marker}:summary:start -->` and
 /// its end is its `summary.md`. Returns the output directory and the committed bench.json.
 fn replays_to_committed(command: &str, committed: &str, marker: &str) -> (tempfile::TempDir, PathBuf, Vec<u8>) {
+=======
+/// Copies the directory `from` (files and subdirectories) to `to`.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
+}
+
+/// Runs a documented replay `command` into a fresh directory (kept alive by the returned guard) and checks that it
+/// writes the committed `bench.json` byte for byte and that `doc` between `<!-- {marker}:summary:start -->` and its
+/// end is its `summary.md`. Returns the output directory and the committed bench.json.
+fn replays_to_committed(
+    command: &str,
+    committed: &str,
+    doc: &str,
+    marker: &str,
+) -> (tempfile::TempDir, PathBuf, Vec<u8>) {
+>>>>>>> docs-split
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("bench");
     let mut args: Vec<String> = command.split(' ').skip(1).map(str::to_owned).collect();
@@ -341,26 +389,32 @@ fn replays_to_committed(command: &str, committed: &str, marker: &str) -> (tempfi
     let replayed = std::fs::read(out.join("bench.json")).expect("bench.json");
     let committed = std::fs::read(root().join(committed)).expect("committed bench.json");
     assert!(replayed == committed, "the replay must write the committed bench.json byte for byte");
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
-    let (start, end) = (format!("<!-- {marker}:summary:start -->\n"), format!("<!-- {marker}:summary:end -->"));
-    let from = readme.find(&start).expect("start marker") + start.len();
-    let to = readme.find(&end).expect("end marker");
+    let text = std::fs::read_to_string(root().join(doc)).expect("the document");
+    assert!(text.contains(command), "{doc} names the command its table comes from");
     let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
-    assert_eq!(&readme[from..to], summary, "regenerate the README's {marker} table from summary.md");
+    assert_eq!(
+        between_markers(doc, &format!("{marker}:summary")),
+        summary,
+        "regenerate {doc}'s {marker} table from summary.md"
+    );
     (dir, out, committed)
 }
 
-/// The command of the README's table of `real-ignore` with models on their own (`--agents llm-free`), replayed from
+/// The command of docs/llm-agents.md's table of `real-ignore` with models on their own (`--agents llm-free`), replayed from
 /// the committed recording (made against qwen2.5-coder-1.5b on the local server).
 const LLM_FREE_COMMAND: &str = "lessrt bench scenarios/real-ignore.toml --agents llm-free --modes less,verbatim --replay scenarios/recordings/llm-free";
 
-/// The recorded llm-free run replays without a server to its committed bench.json, byte for byte, and the README's
-/// table is its summary. In it no authored pack reached a model (the briefs carry none) and the workers' models chose
+/// The recorded llm-free run replays without a server to its committed bench.json, byte for byte, and
+/// docs/llm-agents.md's table is its summary. In it no authored pack reached a model (the briefs carry none) and the workers' models chose
 /// their own searches and reads.
 #[test]
 fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
-    let (_dir, out, _) =
-        replays_to_committed(LLM_FREE_COMMAND, "scenarios/recordings/llm-free/bench.json", "bench-llm-free");
+    let (_dir, out, _) = replays_to_committed(
+        LLM_FREE_COMMAND,
+        "scenarios/recordings/llm-free/bench.json",
+        "docs/llm-agents.md",
+        "bench-llm-free",
+    );
     let ledger = std::fs::read_to_string(out.join("runs/real-ignore/less/1/ledger.jsonl")).expect("ledger");
     let events: Vec<Value> = ledger.lines().map(|l| serde_json::from_str(l).expect("event")).collect();
     for brief in events.iter().filter(|e| e["event"] == "delivered" && e["kind"] == "brief") {
@@ -371,7 +425,7 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
     let searches = events.iter().filter(|e| e["event"] == "search").count();
     let reads = events.iter().filter(|e| e["event"] == "deref" && e["granted"] == true).count();
     assert!(searches >= 4 && reads >= 4, "the workers searched ({searches}) and read ({reads}) on their own");
-    // The README's reading of it is the ledger's and the verdicts' counts.
+    // docs/llm-agents.md's reading of it is the ledger's and the verdicts' counts.
     let count = |f: &dyn Fn(&Value) -> bool| events.iter().filter(|e| f(e)).count();
     let worker_reads = count(&|e| {
         e["event"] == "deref"
@@ -389,8 +443,8 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
     let wrong_span: Vec<&&str> = evidence.iter().filter(|e| e.contains("cites nothing overlapping")).collect();
     let lacking = wrong_span.iter().filter(|e| e.contains("does not state")).count();
     let unanswered = evidence.iter().filter(|e| e.contains("delivered no engram")).count();
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
-    let prose = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let doc = std::fs::read_to_string(root().join("docs/llm-agents.md")).expect("docs/llm-agents.md");
+    let prose = doc.split_whitespace().collect::<Vec<_>>().join(" ");
     let other_task = evidence.iter().filter(|e| e.contains("answers ") && e.contains(", not ")).count();
     for said in [
         format!(
@@ -410,9 +464,9 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
             less["roles"]["investigator"]["model"]["calls"]
         ),
     ] {
-        assert!(prose.contains(&said), "README.md should say: {said}");
+        assert!(prose.contains(&said), "docs/llm-agents.md should say: {said}");
     }
-    // Beside it, the fair baseline's outcome and the tokens of both, as the README states them.
+    // Beside it, the fair baseline's outcome and the tokens of both, as docs/llm-agents.md states them.
     let base = runs(&bench).iter().find(|r| r["mode"] == "verbatim").expect("the baseline run");
     let spent = |r: &Value| {
         r["totals"]["inline_tokens"]["total"].as_u64().expect("inline")
@@ -450,6 +504,6 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
             found_and_read(base)
         ),
     ] {
-        assert!(prose.contains(&said), "README.md should say: {said}");
+        assert!(prose.contains(&said), "docs/llm-agents.md should say: {said}");
     }
 }

@@ -977,7 +977,7 @@ fn progress_shows_on_a_terminal_only() {
     assert!(on_a_terminal(&format!("dag build --no-gate --store {store}")).contains("summarizing sessions"));
 }
 
-/// `dag impact` finds the raw messages that cite a source (or an overlapping span), as the README's workflow
+/// `dag impact` finds the raw messages that cite a source (or an overlapping span), as docs/memory.md's workflow
 /// does: ingest a transcript that cites a span, ask what depends on it.
 #[test]
 fn dag_impact_finds_raw_messages_citing_a_span() {
@@ -1137,7 +1137,34 @@ fn memory_cli_promotes_refuses_and_reads_cold_engrams() {
     assert!(stderr(&output).contains("run, project, org or global"), "{}", stderr(&output));
 }
 
+<<<<<<< HEAD
 /// The README's search quality table is what `lessrt eval search` measures now (BM25 and the rerank: the embedding
+=======
+/// `lessrt doctor` finds the provisioned model and runs it; pointed at an empty place, it names what is missing and
+/// the fix, and exits 1.
+#[test]
+fn doctor_reports_the_model_and_what_is_missing() {
+    let output = lessrt(&["doctor", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}{}", stdout(&output), stderr(&output));
+    let report: Value = serde_json::from_str(&stdout(&output)).expect("JSON report");
+    assert_eq!(report["ok"], json!(true));
+    let checks = report["checks"].as_array().expect("checks");
+    assert!(checks.iter().any(|c| c["check"] == json!("embedding model runs") && c["ok"] == json!(true)));
+
+    let empty = tempfile::tempdir().expect("tempdir");
+    let output = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["doctor"])
+        .env("LESSRT_MODEL_DIR", empty.path())
+        .output()
+        .expect("run lessrt");
+    assert_eq!(output.status.code(), Some(1));
+    let text = stdout(&output);
+    assert!(text.contains("MISSING model file model.onnx"), "{text}");
+    assert!(text.contains("stage 1 only") && text.contains("scripts/provision-model.sh"), "{text}");
+}
+
+/// docs/index-search-ask.md's search quality table is what `lessrt eval search` measures now (BM25 and the rerank: the embedding
+>>>>>>> docs-split
 /// model must be provisioned), and the JSON report agrees with it.
 #[test]
 fn the_readme_search_quality_table_is_a_fresh_measurement() {
@@ -1148,9 +1175,9 @@ fn the_readme_search_quality_table_is_a_fresh_measurement() {
         .expect("lessrt runs");
     assert!(output.status.success(), "{}", stderr(&output));
     let table = stdout(&output);
-    let readme = std::fs::read_to_string(repo_path("README.md")).expect("README");
+    let readme = std::fs::read_to_string(repo_path("docs/index-search-ask.md")).expect("docs/index-search-ask.md");
     // BM25 is exact; the rerank's cosines may differ in their last bits on another CPU, which can move a hit across a
-    // cut-off: its rows may differ from the README by one task.
+    // cut-off: its rows may differ from the page by one task.
     let rows = |text: &str| -> Vec<(String, Vec<i64>)> {
         text.lines()
             .filter(|l| l.starts_with("| hash"))
@@ -1168,10 +1195,10 @@ fn the_readme_search_quality_table_is_a_fresh_measurement() {
     assert_eq!(fresh.len(), 6, "{table}");
     for (key, counts) in &fresh {
         let shown = documented.iter().find(|(k, _)| k == key).map(|(_, c)| c.clone());
-        let shown = shown.unwrap_or_else(|| panic!("README.md has no row {key}:\n{table}"));
+        let shown = shown.unwrap_or_else(|| panic!("docs/index-search-ask.md has no row {key}:\n{table}"));
         let slack = if key.starts_with("hash+rerank") { 1 } else { 0 };
         let close = counts.iter().zip(&shown).all(|(a, b)| (a - b).abs() <= slack);
-        assert!(close, "README.md's row {key} is {shown:?}, a fresh run measures {counts:?}:\n{table}");
+        assert!(close, "docs/index-search-ask.md's row {key} is {shown:?}, a fresh run measures {counts:?}:\n{table}");
     }
     let json = Command::new(env!("CARGO_BIN_EXE_lessrt"))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -1187,7 +1214,8 @@ fn the_readme_search_quality_table_is_a_fresh_measurement() {
     assert!(all["found"]["5"].as_u64() <= all["found"]["10"].as_u64(), "top 5 is a prefix of top 10: {all}");
 }
 
-/// The README's figures of the harbor fixture's index (its `lessrt index` output and the Performance row) are what
+/// The documented figures of the harbor fixture's index (the `lessrt index` output in docs/index-search-ask.md and
+/// the row of docs/performance.md) are what
 /// `lessrt index` builds now.
 #[test]
 fn the_readme_index_figures_of_the_fixture_are_a_fresh_build() {
@@ -1203,12 +1231,12 @@ fn the_readme_index_figures_of_the_fixture_are_a_fresh_build() {
     let doc: Value = serde_json::from_slice(&output.stdout).expect("JSON");
     let index = &doc["index"];
     assert_eq!(doc["refresh"]["rebuilt"], true);
-    let readme = std::fs::read_to_string(repo_path("README.md")).expect("README");
+    let readme = std::fs::read_to_string(repo_path("docs/index-search-ask.md")).expect("docs/index-search-ask.md");
     let holds = format!(
         "holds     {} files, {} chunks, {} lines, {} tokens, 0 embedded",
         index["files"], index["chunks"], index["lines"], index["tokens"]
     );
-    assert!(readme.contains(&holds), "README.md's `lessrt index` example should say: {holds}");
+    assert!(readme.contains(&holds), "docs/index-search-ask.md's `lessrt index` example should say: {holds}");
     let thousands = |n: &Value| {
         let n = n.as_u64().expect("count").to_string();
         let mut out = String::new();
@@ -1226,7 +1254,8 @@ fn the_readme_index_figures_of_the_fixture_are_a_fresh_build() {
         thousands(&index["lines"]),
         thousands(&index["chunks"])
     );
-    assert!(readme.contains(&row), "README.md's Performance row should say: {row}");
+    let performance = std::fs::read_to_string(repo_path("docs/performance.md")).expect("docs/performance.md");
+    assert!(performance.contains(&row), "docs/performance.md's row should say: {row}");
 }
 
 /// A first own scenario's mistakes, caught by `validate` (and by `run` before anything starts) at the place they are

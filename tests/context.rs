@@ -47,7 +47,7 @@ fn transcript() -> Vec<Value> {
     messages
 }
 
-/// Each miss kind and the label of its row in the README's tables.
+/// Each miss kind and the label of its row in docs/context-ledger.md's tables.
 const KIND_LABELS: [(&str, &str); 6] = [
     ("stale_fact", "stale fact used as current"),
     ("lost_obligation", "lost obligation"),
@@ -141,7 +141,7 @@ fn compact_refuses_malformed_input_with_a_stable_code_and_what_to_send() {
     assert!(stderr(&missing).contains("LESS_INPUT_UNREADABLE"), "{}", stderr(&missing));
 }
 
-/// The README's short chat: its ledger would cost more tokens than the messages it replaces, so `compact` returns
+/// docs/context-ledger.md's short chat: its ledger would cost more tokens than the messages it replaces, so `compact` returns
 /// them unchanged and says so (stderr, and `stats.note` in the report); every engine, every tail.
 #[test]
 fn compact_never_returns_more_tokens_than_it_was_given() {
@@ -177,7 +177,7 @@ fn compact_never_returns_more_tokens_than_it_was_given() {
             }
         }
     }
-    // The ledger engine with a tail of 2 is the README's example: noted, unchanged.
+    // The ledger engine with a tail of 2 is docs/context-ledger.md's example: noted, unchanged.
     let output = lessrt(&["compact", path, "--hot-tail", "2", "--json"]);
     let report = stdout_json(&output);
     assert!(report["stats"]["note"].as_str().is_some_and(|n| n.contains("unchanged")), "{report}");
@@ -205,15 +205,16 @@ fn eval_context_prints_every_engine_per_miss_kind_and_the_ledger_passes_all() {
     {
         assert!(ledger["by_kind"][kind]["checks"].as_u64().expect("checks") > 0, "{kind}");
     }
-    // The README's table is this run's result, row by row.
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README");
+    // docs/context-ledger.md's table is this run's result, row by row.
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/context-ledger.md"))
+        .expect("docs/context-ledger.md");
     for (kind, label) in KIND_LABELS {
         let cell = |engine: &str| {
             let k = &report["engines"][engine]["by_kind"][kind];
             format!("{}/{}", k["passed"], k["checks"])
         };
         let row = format!("| {label} | **{}** | {} | {} |", cell("ledger"), cell("hot-tail"), cell("truncate"));
-        assert!(readme.contains(&row), "README.md lacks the row:\n{row}");
+        assert!(readme.contains(&row), "docs/context-ledger.md lacks the row:\n{row}");
     }
     let text = lessrt(&["eval", "context"]);
     assert_eq!(text.status.code(), Some(0));
@@ -247,8 +248,9 @@ fn eval_context_paraphrase_reports_dev_and_held_out_side_by_side_as_the_readme_s
     }
     // Exit 1 exactly when the ledger misses a check, in either split.
     assert_eq!(output.status.code(), Some(i32::from(ledger_failures > 0)), "{}", stderr(&output));
-    // The README's table is this run's result, row by row.
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README");
+    // docs/context-ledger.md's table is this run's result, row by row.
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/context-ledger.md"))
+        .expect("docs/context-ledger.md");
     for (kind, label) in KIND_LABELS {
         let cell = |split: &str, engine: &str| {
             let k = &report["splits"][split]["engines"][engine]["by_kind"][kind];
@@ -263,7 +265,7 @@ fn eval_context_paraphrase_reports_dev_and_held_out_side_by_side_as_the_readme_s
             cell("dev", "truncate"),
             cell("held_out", "truncate"),
         );
-        assert!(readme.contains(&row), "README.md lacks the row:\n{row}");
+        assert!(readme.contains(&row), "docs/context-ledger.md lacks the row:\n{row}");
     }
     let text = lessrt(&["eval", "context", "--suite", "paraphrase"]);
     let table = String::from_utf8_lossy(&text.stdout);

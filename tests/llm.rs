@@ -124,12 +124,13 @@ fn the_committed_recording_replays_without_a_server() {
         assert_eq!(reasons.len() as u64, unusable, "{mode}: {reasons:?}");
         assert!(reasons.iter().all(|r| r.starts_with("LLM_OUTPUT_")), "{reasons:?}");
     }
-    readme_tables_are_the_report(less, verbatim);
+    documented_tables_are_the_report(less, verbatim);
 }
 
-/// The README's two uc3-review-llm tables (tokens per role, the models' tokens per role) are the committed report's.
-fn readme_tables_are_the_report(less: &Value, verbatim: &Value) {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+/// docs/llm-agents.md's two uc3-review-llm tables (tokens per role, the models' tokens per role) are the committed
+/// report's.
+fn documented_tables_are_the_report(less: &Value, verbatim: &Value) {
+    let readme = std::fs::read_to_string(root().join("docs/llm-agents.md")).expect("docs/llm-agents.md");
     let t = less_runtime::bench::thousands;
     let n = |v: &Value| v.as_u64().expect("a count");
     let pct = |a: u64, b: u64| format!("{:.1}%", 100.0 * a as f64 / b as f64);
@@ -174,7 +175,7 @@ fn readme_tables_are_the_report(less: &Value, verbatim: &Value) {
         pct(with_derefs(l), with_derefs(v))
     ));
     for row in rows {
-        assert!(readme.contains(&row), "README.md lacks {row:?}: regenerate it from the committed report");
+        assert!(readme.contains(&row), "docs/llm-agents.md lacks {row:?}: regenerate it from the committed report");
     }
 }
 

@@ -4,7 +4,7 @@
 
 /// The attack suite: forged and misused grants, traversal, cross-project access, injection, hostile input.
 mod attacks;
-/// `lessrt bench`: every scenario in both modes, graded tasks, the bench files, the README's table.
+/// `lessrt bench`: every scenario in both modes, graded tasks, the bench files, the README's and docs' tables.
 mod bench;
 /// A real browser (headless chromium through chromedriver) for the tests of `lessrt serve`.
 mod browser;
@@ -26,5 +26,5 @@ mod runtime;
 mod serve;
 /// Helpers both test binaries share.
 mod support;
-/// Guard tests that keep the repository honest: module docs, schemas with examples, the README's error table.
+/// Guard tests that keep the repository honest: module docs, schemas with examples, the documented error codes, links.
 mod tidy;

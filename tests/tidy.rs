@@ -88,16 +88,16 @@ fn every_scenario_validates() {
 }
 
 #[test]
-fn the_readme_documents_every_error_code() {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+fn the_docs_list_every_error_code() {
+    let doc = std::fs::read_to_string(root().join("docs/error-codes.md")).expect("docs/error-codes.md");
     for code in ErrorCode::ALL {
         let row = format!("| `{code}` | {} |", code.instruction());
-        assert!(readme.contains(&row), "README.md lacks the row:\n{row}");
+        assert!(doc.contains(&row), "docs/error-codes.md lacks the row:\n{row}");
     }
     // The model providers' codes, as `lessrt errors` lists them.
     for (code, what) in less_agents::provider::LlmError::CODES {
         let row = format!("| `{code}` | {what} |");
-        assert!(readme.contains(&row), "README.md lacks the row:\n{row}");
+        assert!(doc.contains(&row), "docs/error-codes.md lacks the row:\n{row}");
     }
 }
 
@@ -307,4 +307,111 @@ fn the_architecture_boundaries_hold() {
         .map(|p| std::fs::read_to_string(p).expect("read"))
         .collect();
     assert!(!sources.contains("less_agents::"), "the runtime never names the agents crate");
+}
+
+/// The README is a front door, not a manual (issue 36): what lessrt is, the two commands, what the main job prints,
+/// the main table and where to go next; everything else lives in docs/.
+#[test]
+fn the_readme_stays_short() {
+    let lines = std::fs::read_to_string(root().join("README.md")).expect("README.md").lines().count();
+    assert!(lines <= 250, "README.md has {lines} lines; move detail to docs/ (at most 250)");
+}
+
+/// ARCHITECTURE.md is a code map, not a manual: constants live in code (issue 36).
+#[test]
+fn the_architecture_stays_short() {
+    let lines = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md").lines().count();
+    assert!(lines <= 500, "ARCHITECTURE.md has {lines} lines (at most 500)");
+}
+
+/// The anchors of a Markdown text's headings, as GitHub makes them: lowercased, punctuation but `-` and `_` dropped,
+/// spaces made `-`, a repeated anchor numbered `-1`, `-2`…; headings inside code blocks are not headings.
+fn heading_anchors(text: &str) -> Vec<String> {
+    let mut anchors: Vec<String> = Vec::new();
+    let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        let Some(heading) = line.strip_prefix('#').filter(|_| !in_code) else { continue };
+        let heading = heading.trim_start_matches('#');
+        if !heading.starts_with(' ') {
+            continue;
+        }
+        let slug: String = heading
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                _ => None,
+            })
+            .collect();
+        let n = counts.entry(slug.clone()).or_default();
+        anchors.push(if *n == 0 { slug.clone() } else { format!("{slug}-{n}") });
+        *n += 1;
+    }
+    anchors
+}
+
+/// The relative links of a Markdown text (`[text](target)` and `![alt](target)`), outside code blocks and code spans.
+fn relative_links(text: &str) -> Vec<String> {
+    let mut links = Vec::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            continue;
+        }
+        // Code spans hold examples, not links.
+        let prose: String = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+        for part in prose.split("](").skip(1) {
+            let Some(target) = part.split(')').next() else { continue };
+            let target = target.split_whitespace().next().unwrap_or_default();
+            if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            links.push(target.to_owned());
+        }
+    }
+    links
+}
+
+/// Every relative link of the README, ARCHITECTURE.md and docs/ points at a file that exists, and an anchor at a
+/// heading it has.
+#[test]
+fn every_link_of_the_readme_and_the_docs_resolves() {
+    let mut pages = vec![root().join("README.md"), root().join("ARCHITECTURE.md")];
+    files_with_extension(&root().join("docs"), "md", &mut pages);
+    assert!(pages.len() > 10, "docs/ holds the manual: {pages:?}");
+    let mut broken = Vec::new();
+    let mut n_links = 0;
+    for page in &pages {
+        let text = std::fs::read_to_string(page).expect("read");
+        let dir = page.parent().expect("a directory");
+        for link in relative_links(&text) {
+            n_links += 1;
+            let (path, anchor) = link.split_once('#').unwrap_or((&link, ""));
+            let target = if path.is_empty() { page.clone() } else { dir.join(path) };
+            let name = page.strip_prefix(root()).unwrap_or(page).display().to_string();
+            if !target.exists() {
+                broken.push(format!("{name}: {link} (no such file)"));
+                continue;
+            }
+            if !anchor.is_empty() && target.extension().is_some_and(|e| e == "md") {
+                let anchors = heading_anchors(&std::fs::read_to_string(&target).expect("read"));
+                if !anchors.iter().any(|a| a == anchor) {
+                    broken.push(format!("{name}: {link} (no such heading)"));
+                }
+            }
+        }
+    }
+    assert!(n_links > 30, "the pages link to each other: {n_links}");
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }

@@ -1,6 +1,6 @@
 //! `lessrt bench [SCENARIO|DIR]...`: every scenario in every mode (and repeat), through the same actor tree as
 //! `lessrt run`, then the bench files in `--out`: `bench.json` (every run's report with its graded tasks),
-//! `bench.csv` (one row per scenario × mode × repeat × role), `summary.md` (the README's tables) and SVG plots.
+//! `bench.csv` (one row per scenario × mode × repeat × role), `summary.md` (the tables of docs/benchmark.md) and SVG plots.
 //! A progress bar per run and one over all runs, on stderr when it is a terminal.
 //!
 //! Exit 1 when a LESS-mode message reached an agent over its cap or a run failed; a task left unsolved or a failed

@@ -76,7 +76,7 @@ pub(crate) enum ContextSuite {
 
 /// Where to get LoCoMo: it is not shipped with lessrt (its licence is CC BY-NC 4.0).
 const LOCOMO_SOURCE: &str = "LoCoMo is not shipped with lessrt (CC BY-NC 4.0): download data/locomo10.json from \
-                             https://github.com/snap-research/locomo and pass its path; the README's figures are on \
+                             https://github.com/snap-research/locomo and pass its path; the figures of docs/performance.md are on \
                              its first five conversations (conv-26, conv-30, conv-41, conv-42, conv-43), the \
                              development split";
 
@@ -227,7 +227,7 @@ fn search(args: &SearchEvalArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
     Ok(if n_tasks == 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-/// The table of `lessrt eval search` (the README's): a row per stages and split, a column per k.
+/// The table of `lessrt eval search` (docs/index-search-ask.md's): a row per stages and split, a column per k.
 pub(crate) fn search_table(doc: &Value, ks: &[usize]) -> String {
     let mut out = String::from("| stages | split | tasks |");
     for k in ks {

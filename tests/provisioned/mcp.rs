@@ -70,13 +70,13 @@ fn the_python_sdk_calls_every_tool_over_stdio_and_the_rules_hold() {
     assert!(output.status.success(), "the client's checks failed:\n{stderr}");
     let summary: Value = serde_json::from_slice(&output.stdout).expect("a JSON summary");
     assert_eq!(summary["tools"].as_array().map(Vec::len), Some(23), "{summary}");
-    // The README's transcript shows this refusal: its numbers are what the server says.
+    // docs/mcp.md's transcript shows this refusal: its numbers are what the server says.
     let refusal = summary["refusal"].as_str().expect("the refusal's text");
     let shown = refusal.split(" (").next().expect("its head");
     assert!(refusal.contains("(max_deref_tokens_total ") && refusal.contains("/40,"), "the limit it passed: {refusal}");
     assert_eq!(shown, "LESS_DEREF_DENIED: 1 pointer / 440 tokens exceed this turn's deref budget");
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README");
-    assert!(readme.contains(shown), "the README's MCP transcript shows `{shown}`");
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/mcp.md")).expect("docs/mcp.md");
+    assert!(doc.contains(shown), "docs/mcp.md's transcript shows `{shown}`");
     // The desk's ledger and audit log outlive the session.
     let audit = std::fs::read_to_string(store.join("desk-audit.log")).expect("audit log");
     assert!(

@@ -599,7 +599,7 @@ fn the_truncation_baseline_keeps_whole_messages_within_its_budget_and_says_what_
 
 #[test]
 fn a_chat_is_never_made_larger() {
-    // The README's short chat: its ledger (headers, reading rules, retrieval notes) costs more than the messages.
+    // docs/context-ledger.md's short chat: its ledger (headers, reading rules, retrieval notes) costs more than the messages.
     let messages = conversation(&["The deploy target is alpha-01.", "Decision: use PostgreSQL for storage."], 2);
     let compaction = compact_report(&messages, &CompactConfig { hot_tail: 2, ..CompactConfig::default() });
     assert_eq!(compaction.messages, messages, "returned unchanged");

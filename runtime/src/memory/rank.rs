@@ -26,7 +26,7 @@ pub struct Candidate {
 }
 
 /// How the evidence of the two stages is weighed. Tuned on the LoCoMo development split only
-/// (`lessrt eval locomo`); the figures it reaches are in the README.
+/// (`lessrt eval locomo`); the figures it reaches are in docs/performance.md.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fusion {
     /// Weight of the stage-1 score, normalised by the best stage-1 score of the query.
@@ -61,7 +61,7 @@ impl Fusion {
 
 impl Default for Fusion {
     /// The weights chosen on the LoCoMo development split, round values from a flat optimum that holds in
-    /// cross-validation over its five conversations (README, "Memory recall on LoCoMo").
+    /// cross-validation over its five conversations (docs/performance.md, "Memory recall on LoCoMo").
     fn default() -> Fusion {
         Fusion { context: 0.3, author: 0.3, source: 0.5, time: 0.5, ..Fusion::plain() }
     }

@@ -128,7 +128,7 @@ pub(crate) fn router(served: Arc<Served>, access: Access) -> axum::Router {
             ApiError::new(
                 StatusCode::NOT_FOUND,
                 ErrorCode::ArgumentInvalid,
-                "no such page; the API is under /api/ (see the README's table)",
+                "no such page; the API is under /api/ (see the table in docs/serve.md)",
             )
         })
         .method_not_allowed_fallback(|| async {
@@ -293,7 +293,7 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> axum::extract::FromR
             Err(rejection) => Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
                 ErrorCode::ArgumentInvalid,
-                format!("{}; the README's API table lists each endpoint's parameters", rejection.body_text()),
+                format!("{}; the API table of docs/serve.md lists each endpoint's parameters", rejection.body_text()),
             )),
         }
     }
