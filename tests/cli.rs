@@ -1137,34 +1137,7 @@ fn memory_cli_promotes_refuses_and_reads_cold_engrams() {
     assert!(stderr(&output).contains("run, project, org or global"), "{}", stderr(&output));
 }
 
-<<<<<<< HEAD
-/// The README's search quality table is what `lessrt eval search` measures now (BM25 and the rerank: the embedding
-=======
-/// `lessrt doctor` finds the provisioned model and runs it; pointed at an empty place, it names what is missing and
-/// the fix, and exits 1.
-#[test]
-fn doctor_reports_the_model_and_what_is_missing() {
-    let output = lessrt(&["doctor", "--json"]);
-    assert_eq!(output.status.code(), Some(0), "{}{}", stdout(&output), stderr(&output));
-    let report: Value = serde_json::from_str(&stdout(&output)).expect("JSON report");
-    assert_eq!(report["ok"], json!(true));
-    let checks = report["checks"].as_array().expect("checks");
-    assert!(checks.iter().any(|c| c["check"] == json!("embedding model runs") && c["ok"] == json!(true)));
-
-    let empty = tempfile::tempdir().expect("tempdir");
-    let output = Command::new(env!("CARGO_BIN_EXE_lessrt"))
-        .args(["doctor"])
-        .env("LESSRT_MODEL_DIR", empty.path())
-        .output()
-        .expect("run lessrt");
-    assert_eq!(output.status.code(), Some(1));
-    let text = stdout(&output);
-    assert!(text.contains("MISSING model file model.onnx"), "{text}");
-    assert!(text.contains("stage 1 only") && text.contains("scripts/provision-model.sh"), "{text}");
-}
-
 /// docs/index-search-ask.md's search quality table is what `lessrt eval search` measures now (BM25 and the rerank: the embedding
->>>>>>> docs-split
 /// model must be provisioned), and the JSON report agrees with it.
 #[test]
 fn the_readme_search_quality_table_is_a_fresh_measurement() {

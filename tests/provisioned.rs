@@ -4,6 +4,9 @@
 //! feature only, so a plain `cargo test` on a fresh clone passes with nothing installed; a part that is missing here
 //! fails its test, naming the script that installs it. Never skipped.
 
+/// The recorded llm-free bench replayed to its committed bench.json (its searches rerank with the embedding model).
+#[path = "provisioned/bench.rs"]
+mod bench;
 /// LLM agents against the live local model server: record and replay, the summarizer, `lessrt ask`, llm-free workers.
 #[path = "provisioned/llm.rs"]
 mod llm;

@@ -50,3 +50,25 @@ pub(crate) fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// The text of `file` (from the repository root) between `<!-- {marker}:start -->` and `<!-- {marker}:end -->`.
+pub(crate) fn between_markers(file: &str, marker: &str) -> String {
+    let text = std::fs::read_to_string(root().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let (start, end) = (format!("<!-- {marker}:start -->\n"), format!("<!-- {marker}:end -->"));
+    let from = text.find(&start).unwrap_or_else(|| panic!("{file} has no {start}")) + start.len();
+    let to = text[from..].find(&end).unwrap_or_else(|| panic!("{file} has no {end}")) + from;
+    text[from..to].to_owned()
+}
+
+/// `n` with thousands separators, as the tables write it.
+pub(crate) fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
