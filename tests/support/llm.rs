@@ -69,7 +69,9 @@ pub(crate) fn check_ledger(events: &[Value]) {
     }
     let from = |e: &&Value| e["from"] == "concurrency-reviewer" || e["about"] == "concurrency-reviewer";
     let mine: Vec<&Value> = events.iter().filter(from).collect();
-    let rejected = mine.iter().position(|e| e["event"] == "rejected").expect("a refusal");
+    let brief = |e: &&Value| format!("{} {} {}", e["event"], e["kind"], e["reason"]);
+    let seen: Vec<String> = mine.iter().map(brief).collect();
+    let rejected = mine.iter().position(|e| e["event"] == "rejected").unwrap_or_else(|| panic!("a refusal: {seen:?}"));
     let answered =
         |e: &&&Value| e["event"] == "resent" || e["event"] == "escalated" || e["doc"]["type"] == "escalation";
     let after = mine.iter().position(|e| answered(&e)).expect("a resend, or an escalation saying why not");
