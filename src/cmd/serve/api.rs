@@ -24,6 +24,8 @@ use less_runtime::{ErrorCode, Violation};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use less_runtime::run::WIRE_FILE;
+
 use super::dirs::{self, LEDGER_FILE, Loaded, REPORT_FILE, RunDir};
 use super::manifest::{MANIFEST_FILE, Manifest};
 use super::view;
@@ -101,8 +103,11 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 pub(crate) fn router(served: Arc<Served>, access: Access) -> axum::Router {
     let page = {
         let access = access.clone();
-        move || async move {
-            let mut response = asset(INDEX_HTML, "text/html; charset=utf-8");
+        move |State(served): State<Arc<Served>>, Params(param): Params<RunParam>| async move {
+            let html = blocking(move || Ok(first_view(&served, param.run.as_deref())))
+                .await
+                .unwrap_or_else(|_| INDEX_HTML.replace(INITIAL_MARK, ""));
+            let mut response = page_response(html);
             if let Ok(cookie) = HeaderValue::from_str(&access.set_cookie()) {
                 response.headers_mut().insert(header::SET_COOKIE, cookie);
             }
@@ -121,6 +126,7 @@ pub(crate) fn router(served: Arc<Served>, access: Access) -> axum::Router {
         .route("/api/briefs", get(briefs))
         .route("/api/deref", get(deref))
         .route("/api/compare", get(compare))
+        .route("/api/wire", get(wire))
         .route("/api/dag", get(dag))
         .route("/api/dag/query", get(dag_query))
         .route("/api/stream", get(stream))
@@ -143,7 +149,8 @@ pub(crate) fn router(served: Arc<Served>, access: Access) -> axum::Router {
         .with_state(served)
 }
 
-/// The paths served without the token: the page and its assets, which hold nothing of a run.
+/// The paths served without the token: the page and its assets. The page holds the run's first view; whoever can
+/// load it gets the token with it, so it needs none.
 const PUBLIC_PATHS: [&str; 3] = ["/", "/assets/app.js", "/assets/style.css"];
 
 /// Answers a request only from this server's own page: refuses what the browser says comes from another site or
@@ -214,8 +221,60 @@ async fn loopback_host(
     .into_response()
 }
 
+/// Where the page's first view goes in `index.html`: the run's state as JSON, which the script draws before the
+/// live stream starts.
+const INITIAL_MARK: &str = "<!--initial-state-->";
+/// The run's title in `index.html`, filled in on the server.
+const TITLE_MARK: &str = "<span id=\"run-title\" class=\"run-title\">loading…</span>";
+
+/// The page with its first view in it: the title written in, and the run's state (what `/api/runs`, `/api/run`,
+/// `/api/briefs`, `/api/engrams`, `/api/timeline` and `/api/compare` answer) inlined as JSON, so a browser draws
+/// the run on its first paint, before any request of its own; the live stream then keeps it current. Without a run
+/// (or when reading it fails) the page is served as it is and asks for itself.
+fn first_view(served: &Served, id: Option<&str>) -> String {
+    let state = (|| -> Result<(String, Value), ApiError> {
+        let loaded = load(served, id)?;
+        let all = view::EngramFilter::default();
+        let state = json!({
+            "runs": runs_json(served),
+            "run": run_json(&loaded),
+            "briefs": briefs_json(&loaded),
+            "engrams": engrams_json(&loaded, &all),
+            "timeline": timeline_json(&loaded, &EventsParam::default()),
+            "compare": compare_json(&loaded.run)?,
+        });
+        Ok((format!("{} · {} mode", loaded.scenario(), loaded.mode()), state))
+    })();
+    let Ok((title, state)) = state else {
+        return INDEX_HTML.replace(INITIAL_MARK, "").replace(TITLE_MARK, &TITLE_MARK.replace("loading…", "no run yet"));
+    };
+    // `<`, `>` and `&` escaped inside the JSON (where only strings hold them), so no text of the run ends the element.
+    let json = redacted(state).to_string().replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026");
+    INDEX_HTML
+        .replace(TITLE_MARK, &TITLE_MARK.replace("loading…", &html_text(&title)))
+        .replace(INITIAL_MARK, &format!("<script id=\"initial-state\" type=\"application/json\">{json}</script>"))
+}
+
+/// `text` safe between HTML tags.
+fn html_text(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// The page's response: its HTML with the headers of every asset.
+fn page_response(html: String) -> Response {
+    let mut response = html.into_response();
+    secure(&mut response, "text/html; charset=utf-8");
+    response
+}
+
 fn asset(body: &'static str, content_type: &'static str) -> Response {
     let mut response = body.into_response();
+    secure(&mut response, content_type);
+    response
+}
+
+/// The headers every page and asset is served with.
+fn secure(response: &mut Response, content_type: &'static str) {
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -225,7 +284,6 @@ fn asset(body: &'static str, content_type: &'static str) -> Response {
         HeaderValue::from_static("default-src 'self'; img-src 'self' data:; object-src 'none'; frame-ancestors 'none'"),
     );
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    response
 }
 
 /// A refusal: the status, the LESS code and what to do instead.
@@ -341,64 +399,73 @@ fn load(served: &Served, id: Option<&str>) -> Result<Loaded, ApiError> {
 
 /// `GET /api/runs`: every run under the served directory.
 async fn runs(State(served): State<Arc<Served>>) -> ApiResult {
-    blocking(move || {
-        let runs = dirs::discover(&served.root);
-        let default = dirs::default_run(&runs).map(|r| r.id.clone());
-        let list: Vec<Value> = runs
-            .iter()
-            .map(|r| {
-                let manifest = Manifest::read(&r.dir);
-                json!({
-                    "id": r.id,
-                    "scenario": manifest.as_ref().map(|m| m.scenario.clone()),
-                    "mode": manifest.as_ref().map_or_else(
-                        || r.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-                        |m| m.mode.clone()),
-                    "started_at": manifest.as_ref().map(|m| m.started_at.clone()),
-                    "finished": r.dir.join(REPORT_FILE).is_file(),
-                })
-            })
-            .collect();
-        Ok(Json(redacted(json!({"root": served.root.display().to_string(), "default": default, "runs": list}))))
-    })
-    .await
+    blocking(move || Ok(Json(redacted(runs_json(&served))))).await
 }
 
-/// `GET /api/run`: the run's report, manifest, hierarchy with budget meters, and counts.
+/// Every run under the served directory, and the one the page opens first.
+fn runs_json(served: &Served) -> Value {
+    let runs = dirs::discover(&served.root);
+    let default = dirs::default_run(&runs).map(|r| r.id.clone());
+    let list: Vec<Value> = runs
+        .iter()
+        .map(|r| {
+            let manifest = Manifest::read(&r.dir);
+            json!({
+                "id": r.id,
+                "scenario": manifest.as_ref().map(|m| m.scenario.clone()),
+                "mode": manifest.as_ref().map_or_else(
+                    || r.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                    |m| m.mode.clone()),
+                "started_at": manifest.as_ref().map(|m| m.started_at.clone()),
+                "finished": r.dir.join(REPORT_FILE).is_file(),
+            })
+        })
+        .collect();
+    json!({"root": served.root.display().to_string(), "default": default, "runs": list})
+}
+
+/// `GET /api/run`: the run's report, its checks and graded tasks, manifest, hierarchy with budget meters, and counts.
 async fn run(State(served): State<Arc<Served>>, Params(param): Params<RunParam>) -> ApiResult {
     blocking(move || {
         let loaded = load(&served, param.run.as_deref())?;
-        let finished = loaded.report.is_some();
-        let agents = view::hierarchy(loaded.manifest.as_ref(), &loaded.events, finished);
-        let current = loaded.events.iter().rev().find_map(|e| match e {
-            less_runtime::run::Event::Step { index, agent, action } => {
-                Some(json!({"index": index, "agent": agent, "action": action}))
-            }
-            _ => None,
-        });
-        let manifest = loaded.manifest.as_ref().map(|m| {
-            json!({"scenario": m.scenario, "description": m.description, "mode": m.mode, "started_at": m.started_at,
-                   "goal": m.goal, "tokenizer": m.tokenizer, "steps": m.steps,
-                   "workspace": m.workspace.is_some()})
-        });
-        Ok(Json(redacted(json!({
-            "id": loaded.run.id,
-            "scenario": loaded.scenario(),
-            "mode": loaded.mode(),
-            "finished": finished,
-            "incomplete": loaded.cut,
-            "manifest": manifest,
-            "current_step": current,
-            "counts": view::counts(&loaded.events),
-            "agents": agents,
-            "report": loaded.report,
-        }))))
+        Ok(Json(redacted(run_json(&loaded))))
     })
     .await
 }
 
+/// What `/api/run` answers.
+fn run_json(loaded: &Loaded) -> Value {
+    let finished = loaded.report.is_some();
+    let agents = view::hierarchy(loaded.manifest.as_ref(), &loaded.events, finished);
+    let current = loaded.events.iter().rev().find_map(|e| match e {
+        less_runtime::run::Event::Step { index, agent, action } => {
+            Some(json!({"index": index, "agent": agent, "action": action}))
+        }
+        _ => None,
+    });
+    let manifest = loaded.manifest.as_ref().map(|m| {
+        json!({"scenario": m.scenario, "description": m.description, "mode": m.mode, "started_at": m.started_at,
+               "goal": m.goal, "tokenizer": m.tokenizer, "steps": m.steps,
+               "workspace": m.workspace.is_some()})
+    });
+    json!({
+        "id": loaded.run.id,
+        "scenario": loaded.scenario(),
+        "mode": loaded.mode(),
+        "finished": finished,
+        "incomplete": loaded.cut,
+        "manifest": manifest,
+        "current_step": current,
+        "counts": view::counts(&loaded.events),
+        "agents": agents,
+        "outcome": loaded.report.as_ref().map(view::outcome),
+        "wire": loaded.run.dir.join(WIRE_FILE).is_file(),
+        "report": loaded.report,
+    })
+}
+
 /// Parameters of `/api/events` and `/api/timeline`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 struct EventsParam {
     run: Option<String>,
     /// The first event to return (its line number in the ledger, from 0).
@@ -441,15 +508,20 @@ async fn events(State(served): State<Arc<Served>>, Params(param): Params<EventsP
 async fn timeline(State(served): State<Arc<Served>>, Params(param): Params<EventsParam>) -> ApiResult {
     blocking(move || {
         let loaded = load(&served, param.run.as_deref())?;
-        let items: Vec<view::TimelineItem> = view::timeline(&loaded.events, loaded.manifest.as_ref())
-            .into_iter()
-            .skip(param.from.unwrap_or(0))
-            .filter(|item| param.event.as_deref().is_none_or(|want| item.event == want))
-            .take(param.limit.unwrap_or(usize::MAX))
-            .collect();
-        Ok(Json(redacted(json!({"run": loaded.run.id, "total": loaded.events.len(), "items": items}))))
+        Ok(Json(redacted(timeline_json(&loaded, &param))))
     })
     .await
+}
+
+/// What `/api/timeline` answers.
+fn timeline_json(loaded: &Loaded, param: &EventsParam) -> Value {
+    let items: Vec<view::TimelineItem> = view::timeline(&loaded.events, loaded.manifest.as_ref())
+        .into_iter()
+        .skip(param.from.unwrap_or(0))
+        .filter(|item| param.event.as_deref().is_none_or(|want| item.event == want))
+        .take(param.limit.unwrap_or(usize::MAX))
+        .collect();
+    json!({"run": loaded.run.id, "total": loaded.events.len(), "items": items})
 }
 
 /// Parameters of `/api/engrams`.
@@ -483,45 +555,102 @@ async fn engrams(State(served): State<Arc<Served>>, Params(param): Params<Engram
         }
         let loaded = load(&served, param.run.as_deref())?;
         let filter = view::EngramFilter { kind: param.kind, role: param.role, scope: param.scope };
-        let list = view::engrams(&loaded.events, loaded.manifest.as_ref(), &filter);
-        let all = view::engrams(&loaded.events, loaded.manifest.as_ref(), &view::EngramFilter::default());
-        let facet = |f: fn(&view::EngramView) -> &str| {
-            let mut values: Vec<&str> = all.iter().map(f).collect();
-            values.sort_unstable();
-            values.dedup();
-            values.into_iter().map(str::to_owned).collect::<Vec<_>>()
-        };
-        Ok(Json(redacted(json!({
-            "run": loaded.run.id,
-            "engrams": list,
-            "facets": {"kind": facet(|e| &e.kind), "role": facet(|e| &e.role), "scope": facet(|e| &e.scope)},
-        }))))
+        Ok(Json(redacted(engrams_json(&loaded, &filter))))
     })
     .await
+}
+
+/// What `/api/engrams` answers.
+fn engrams_json(loaded: &Loaded, filter: &view::EngramFilter) -> Value {
+    let list = view::engrams(&loaded.events, loaded.manifest.as_ref(), filter);
+    let all = view::engrams(&loaded.events, loaded.manifest.as_ref(), &view::EngramFilter::default());
+    let facet = |f: fn(&view::EngramView) -> &str| {
+        let mut values: Vec<&str> = all.iter().map(f).collect();
+        values.sort_unstable();
+        values.dedup();
+        values.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    json!({
+        "run": loaded.run.id,
+        "engrams": list,
+        "facets": {"kind": facet(|e| &e.kind), "role": facet(|e| &e.role), "scope": facet(|e| &e.scope)},
+    })
 }
 
 /// `GET /api/briefs`: the SharedBriefMicro each agent received, in delivery order, and the grants delivered.
 async fn briefs(State(served): State<Arc<Served>>, Params(param): Params<RunParam>) -> ApiResult {
     blocking(move || {
         let loaded = load(&served, param.run.as_deref())?;
-        let briefs = view::briefs(&loaded.events);
-        let grants: Vec<Value> = loaded
-            .events
-            .iter()
-            .enumerate()
-            .filter_map(|(seq, e)| match e {
-                less_runtime::run::Event::Delivered {
-                    from,
-                    to,
-                    msg_id,
-                    kind: less_runtime::run::EnvelopeKind::Grant,
-                    doc,
-                    ..
-                } => Some(json!({"seq": seq, "msg_id": msg_id, "from": from, "to": to, "grant": doc.to_value()})),
-                _ => None,
-            })
-            .collect();
-        Ok(Json(redacted(json!({"run": loaded.run.id, "briefs": briefs, "grants": grants}))))
+        Ok(Json(redacted(briefs_json(&loaded))))
+    })
+    .await
+}
+
+/// What `/api/briefs` answers.
+fn briefs_json(loaded: &Loaded) -> Value {
+    let briefs = view::briefs(&loaded.events);
+    let grants: Vec<Value> = loaded
+        .events
+        .iter()
+        .enumerate()
+        .filter_map(|(seq, e)| match e {
+            less_runtime::run::Event::Delivered {
+                from,
+                to,
+                msg_id,
+                kind: less_runtime::run::EnvelopeKind::Grant,
+                doc,
+                ..
+            } => Some(json!({"seq": seq, "msg_id": msg_id, "from": from, "to": to, "grant": doc.to_value()})),
+            _ => None,
+        })
+        .collect();
+    json!({"run": loaded.run.id, "briefs": briefs, "grants": grants})
+}
+
+/// Parameters of `/api/wire`.
+#[derive(Debug, Deserialize)]
+struct WireParam {
+    run: Option<String>,
+    /// A delivered message's id: its text. Without it, the messages whose text the run kept.
+    msg: Option<String>,
+}
+
+/// `GET /api/wire`: what a baseline run actually sent (`wire.jsonl`, written by the run): with `msg`, that
+/// message's wire text; without, every message the file holds (without their text).
+async fn wire(State(served): State<Arc<Served>>, Params(param): Params<WireParam>) -> ApiResult {
+    blocking(move || {
+        let run = pick(&served, param.run.as_deref())?;
+        let sent = dirs::wire_texts(&run.dir).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                ErrorCode::InputUnreadable,
+                format!(
+                    "run {} kept no wire text: a LESS run sends its documents as they are (GET /api/events); a \
+                     baseline run writes {WIRE_FILE}",
+                    run.id
+                ),
+            )
+        })?;
+        let Some(msg) = param.msg.filter(|m| !m.is_empty()) else {
+            let messages: Vec<Value> = sent
+                .iter()
+                .map(|s| json!({"msg_id": s.msg_id, "from": s.from, "to": s.to, "kind": s.kind, "tokens": s.tokens}))
+                .collect();
+            return Ok(Json(redacted(json!({"run": run.id, "messages": messages}))));
+        };
+        let Some(found) = sent.into_iter().find(|s| s.msg_id == msg) else {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                ErrorCode::ArgumentInvalid,
+                format!("no wire text of message {msg:?} in run {}; GET /api/wire lists the messages", run.id),
+            ));
+        };
+        let mut answer = serde_json::to_value(found).unwrap_or(Value::Null);
+        if let Some(object) = answer.as_object_mut() {
+            object.insert("run".to_owned(), json!(run.id));
+        }
+        Ok(Json(redacted(answer)))
     })
     .await
 }
@@ -576,24 +705,29 @@ async fn deref(State(served): State<Arc<Served>>, Params(param): Params<DerefPar
 async fn compare(State(served): State<Arc<Served>>, Params(param): Params<RunParam>) -> ApiResult {
     blocking(move || {
         let run = pick(&served, param.run.as_deref())?;
-        let Some(scenario_dir) = run.dir.parent() else {
-            return Ok(Json(json!({"comparisons": []})));
-        };
-        let report = |mode: &str| -> Option<RunReport> {
-            let text = std::fs::read_to_string(scenario_dir.join(mode).join(REPORT_FILE)).ok()?;
-            serde_json::from_str(&text).ok()
-        };
-        let Some(less) = report("less") else {
-            return Ok(Json(json!({"comparisons": [], "note": "no finished LESS run beside this one"})));
-        };
-        let comparisons: Vec<Value> = ["verbatim", "verbatim-whole"]
-            .iter()
-            .filter_map(|mode| report(mode))
-            .map(|b| view::compare(&less, &b))
-            .collect();
-        Ok(Json(redacted(json!({"scenario": less.scenario, "comparisons": comparisons}))))
+        Ok(Json(redacted(compare_json(&run)?)))
     })
     .await
+}
+
+/// What `/api/compare` answers for `run`: LESS against each baseline beside it that finished.
+fn compare_json(run: &RunDir) -> Result<Value, ApiError> {
+    let Some(scenario_dir) = run.dir.parent() else {
+        return Ok(json!({"comparisons": []}));
+    };
+    let report = |mode: &str| -> Option<RunReport> {
+        let text = std::fs::read_to_string(scenario_dir.join(mode).join(REPORT_FILE)).ok()?;
+        serde_json::from_str(&text).ok()
+    };
+    let Some(less) = report("less") else {
+        return Ok(json!({"comparisons": [], "note": "no finished LESS run beside this one"}));
+    };
+    let comparisons: Vec<Value> = ["verbatim", "verbatim-whole"]
+        .iter()
+        .filter_map(|mode| report(mode))
+        .map(|b| view::compare(&less, &b))
+        .collect();
+    Ok(json!({"scenario": less.scenario, "comparisons": comparisons}))
 }
 
 /// The store shown with a run: `--store`, else the run's own `memory/`.

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use less_runtime::run::{Event, RunReport};
+use less_runtime::run::{Event, RunReport, SentText, WIRE_FILE};
 
 use super::manifest::{MANIFEST_FILE, Manifest};
 
@@ -109,6 +109,15 @@ pub(crate) fn load(run: &RunDir, cache: &EventCache) -> Loaded {
         .ok()
         .and_then(|text| serde_json::from_str::<RunReport>(&text).ok());
     Loaded { run: run.clone(), manifest, events, cut, report }
+}
+
+/// What a baseline run sent (its `wire.jsonl`, whole lines that read as [`SentText`]); `None` when the run kept
+/// none (a LESS run, or a run written before the file existed).
+pub(crate) fn wire_texts(dir: &Path) -> Option<Vec<SentText>> {
+    let text = std::fs::read_to_string(dir.join(WIRE_FILE)).ok()?;
+    // A last line without its newline is being written.
+    let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+    Some(whole.lines().filter_map(|line| serde_json::from_str(line).ok()).collect())
 }
 
 /// How many ledgers an [`EventCache`] keeps parsed (the most recently read).

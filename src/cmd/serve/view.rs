@@ -442,6 +442,8 @@ pub(crate) struct TimelineItem {
     pub(crate) text: String,
     /// Pointers it names (derefs, asks), clickable.
     pub(crate) pointers: Vec<String>,
+    /// The message it is about (deliveries, refusals, resends), when it is about one.
+    pub(crate) msg_id: Option<String>,
     /// The refusal's code, when it is one.
     pub(crate) code: Option<String>,
     /// For a denied deref: the grants of the run that cover every pointer, and the grant its parent would have had
@@ -464,6 +466,7 @@ pub(crate) fn timeline(events: &[Event], manifest: Option<&Manifest>) -> Vec<Tim
                 .unwrap_or_default()
                 .to_owned();
             let code = value.get("code").and_then(Value::as_str).map(str::to_owned);
+            let msg_id = value.get("msg_id").and_then(Value::as_str).map(str::to_owned);
             let pointers: Vec<String> = value
                 .get("pointers")
                 .and_then(Value::as_array)
@@ -481,6 +484,7 @@ pub(crate) fn timeline(events: &[Event], manifest: Option<&Manifest>) -> Vec<Tim
                 agent,
                 text: event.trace_line().unwrap_or_default().trim_start().to_owned(),
                 pointers,
+                msg_id,
                 code,
                 cover,
             }
@@ -561,6 +565,76 @@ pub(crate) fn compare(less: &RunReport, baseline: &RunReport) -> Value {
     json!({"less": less.mode.as_str(), "baseline": baseline.mode.as_str(), "rows": rows})
 }
 
+/// The run's verdicts, as the page's checks panel shows them: each check with its status and evidence, each graded
+/// task with its status (solved, or where it was lost), its evidence and the engram that answered it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct OutcomeView {
+    /// No check failed and every graded task was solved.
+    pub(crate) passed: bool,
+    pub(crate) checks: Vec<CheckView>,
+    pub(crate) graded: u32,
+    pub(crate) solved: u32,
+    pub(crate) tasks: Vec<TaskView>,
+}
+
+/// One check's verdict.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct CheckView {
+    pub(crate) name: String,
+    /// `PASS`, `FAIL` or `N/A` (a LESS mechanism the run's mode does not have).
+    pub(crate) status: &'static str,
+    /// Why: what the ledger showed.
+    pub(crate) evidence: String,
+}
+
+/// One graded task's verdict.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct TaskView {
+    pub(crate) id: String,
+    pub(crate) kind: String,
+    pub(crate) agent: String,
+    pub(crate) role: String,
+    pub(crate) solved: bool,
+    /// `solved`, or where the task was lost (`not found`, `read, not cited`, …; `unsolved` when the report predates
+    /// that field).
+    pub(crate) status: String,
+    /// The failure kind as the report names it (`not_found`, …), when unsolved.
+    pub(crate) failure: Option<Value>,
+    pub(crate) evidence: String,
+    /// The engram that solved it, or the closest one its agent delivered.
+    pub(crate) answer: Option<less_runtime::run::Answer>,
+}
+
+/// The checks and graded tasks of a finished run's report.
+pub(crate) fn outcome(report: &RunReport) -> OutcomeView {
+    let checks = report
+        .checks
+        .iter()
+        .map(|c| CheckView { name: c.name.clone(), status: c.status.label(), evidence: c.detail.clone() })
+        .collect();
+    let tasks = report
+        .tasks
+        .items
+        .iter()
+        .map(|t| TaskView {
+            id: t.id.clone(),
+            kind: t.kind.as_str().to_owned(),
+            agent: t.agent.clone(),
+            role: t.role.clone(),
+            solved: t.solved,
+            status: match (t.solved, t.failure) {
+                (true, _) => "solved".to_owned(),
+                (false, Some(failure)) => failure.as_str().to_owned(),
+                (false, None) => "unsolved".to_owned(),
+            },
+            failure: t.failure.and_then(|f| serde_json::to_value(f).ok()),
+            evidence: t.evidence.clone(),
+            answer: t.answer.clone(),
+        })
+        .collect();
+    OutcomeView { passed: report.passed(), checks, graded: report.tasks.graded, solved: report.tasks.solved, tasks }
+}
+
 /// Counts of what happened, for the page's header.
 pub(crate) fn counts(events: &[Event]) -> BTreeMap<&'static str, usize> {
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
@@ -628,6 +702,37 @@ mod tests {
         assert_eq!(dev.meter.deref.tokens, 50);
         assert_eq!(dev.meter.via_grant_tokens, 70);
         assert_eq!(dev.meter.denied_derefs, 1);
+    }
+
+    /// The checks panel reads a report's verdicts: each check's status label and evidence, each task's status
+    /// (solved, or its failure kind) and its answer.
+    #[test]
+    fn the_outcome_labels_checks_and_tasks() {
+        let report: RunReport = serde_json::from_value(json!({
+            "scenario": "s", "mode": "less", "tokenizer": "o200k_base", "roles": {}, "over_cap": [], "totals": {},
+            "checks": [
+                {"name": "engram_cites", "status": "pass", "detail": "risk eg_1 cites 2 pointers"},
+                {"name": "derefs", "status": "n/a", "detail": "the baseline pastes content"},
+                {"name": "escalations", "status": "fail", "detail": "0 escalations, want 1"},
+            ],
+            "tasks": {"graded": 2, "solved": 1, "items": [
+                {"id": "t1", "kind": "locate_rule", "agent": "dev", "role": "dev", "solved": true, "evidence": "cites the span",
+                 "answer": {"msg_id": "dev-m3", "engram": "eg_9", "claim": "the bug is here", "pointers": ["repo:a.rs#L1-L4"]}},
+                {"id": "t2", "kind": "two_spans", "agent": "dev", "role": "dev", "solved": false, "evidence": "no read",
+                 "answer": null, "failure": "found_not_read"},
+            ]},
+        }))
+        .expect("a report");
+        let outcome = outcome(&report);
+        assert!(!outcome.passed);
+        let statuses: Vec<&str> = outcome.checks.iter().map(|c| c.status).collect();
+        assert_eq!(statuses, ["PASS", "N/A", "FAIL"]);
+        assert_eq!(outcome.checks[2].evidence, "0 escalations, want 1");
+        assert_eq!((outcome.graded, outcome.solved), (2, 1));
+        assert_eq!(outcome.tasks[0].status, "solved");
+        assert_eq!(outcome.tasks[0].answer.as_ref().map(|a| a.engram.as_str()), Some("eg_9"));
+        assert_eq!(outcome.tasks[1].status, "found, not read");
+        assert_eq!(outcome.tasks[1].failure, Some(json!("found_not_read")));
     }
 
     /// A denied deref names the run's grant to that agent that covers it, and the grant that would have been needed.
