@@ -679,7 +679,7 @@ impl TokenLedgerState {
 
     /// Appends what a delivered message was sent as (written with the next flush); nothing without a wire file.
     fn record_wire(&mut self, sent: &SentText) {
-        if !self.files.as_ref().is_some_and(|f| f.wire.is_some()) {
+        if self.files.as_ref().is_none_or(|f| f.wire.is_none()) {
             return;
         }
         match serde_json::to_vec(sent) {
@@ -905,7 +905,7 @@ mod tests {
                 let text = std::fs::read_to_string(&path).expect("wire.jsonl");
                 let back: Vec<SentText> =
                     text.lines().map(|l| serde_json::from_str(l).expect("a SentText line")).collect();
-                assert_eq!(back, [sent.clone()]);
+                assert_eq!(back, std::slice::from_ref(&sent));
             } else {
                 assert!(!path.exists(), "a LESS run leaves no wire text, not even an earlier run's");
             }
