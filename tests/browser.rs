@@ -25,7 +25,7 @@ pub(crate) struct Browser {
 }
 
 /// Where a binary is, or the failure that says how to install it.
-fn installed(name: &str) -> PathBuf {
+pub(crate) fn installed(name: &str) -> PathBuf {
     let found = std::env::var_os("PATH")
         .into_iter()
         .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())

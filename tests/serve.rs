@@ -17,6 +17,8 @@ use serde_json::{Value, json};
 use crate::browser::Browser;
 
 const UC1: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/uc1-refactor.toml");
+/// A review with eight graded tasks (scripted agents).
+const LANTERNFISH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/review-lanternfish.toml");
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/fixtures/uc1-refactor");
 
 /// A `lessrt` that serves (`serve` or `run --serve`), killed on drop; `addr` is what it said on stderr.
@@ -111,6 +113,16 @@ fn run_uc1(out: &Path) -> PathBuf {
         .expect("lessrt run");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     out.join("uc1-refactor")
+}
+
+/// `scenario` run in both modes into `out` (`out/<name>/{less,verbatim}`).
+fn run_both(scenario: &str, name: &str, out: &Path) -> PathBuf {
+    let output = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["run", scenario, "--out", &out.to_string_lossy(), "-q"])
+        .output()
+        .expect("lessrt run");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    out.join(name)
 }
 
 /// The ledger's lines as JSON.
@@ -395,7 +407,14 @@ fn the_server_writes_nothing() {
             ("/api/dag", vec![]),
             ("/api/dag/query", vec![("q", "capture idempotent")]),
             ("/api/run", vec![("run", "verbatim")]),
+            ("/api/wire", vec![("run", "verbatim")]),
+            ("/", vec![("run", "verbatim")]),
         ] {
+            if path == "/" {
+                let page = http().get(server.url("/?run=verbatim")).call().expect("the page");
+                assert_eq!(page.status().as_u16(), 200);
+                continue;
+            }
             let (status, body) = get(&server, path, &query);
             assert_eq!(status, 200, "{path}: {body}");
         }
@@ -804,4 +823,177 @@ fn the_live_view_of_a_running_scenario() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(code, Some(0), "the run's status: UC1 passes its checks");
+}
+
+/// The checks and graded-tasks panel of a finished run in chromium: every check of the report with its status and
+/// evidence, every graded task with its status and the engram that answered it; and in the verbatim run, a brief's
+/// "sent text" opens what the baseline actually sent, as the run directory's `wire.jsonl` holds it.
+#[test]
+fn the_checks_and_tasks_panel_and_a_baselines_sent_text_in_a_real_browser() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let scenario_dir = run_both(LANTERNFISH, "review-lanternfish", tmp.path());
+    let report = report(&scenario_dir.join("less"));
+    let server = Server::start(&["serve", &scenario_dir.to_string_lossy(), "--addr", "127.0.0.1:0"]);
+    let browser = Browser::start(1400, 1000);
+    browser.goto(&server.url("/?run=less"));
+    ready(&browser);
+
+    let rows = browser.exec(
+        "return [...document.querySelectorAll('#outcome tr[data-check]')].map(r =>
+           [r.dataset.check, r.querySelector('.badge').textContent, r.querySelector('.evidence').textContent]);",
+        json!([]),
+    );
+    let checks = report["checks"].as_array().expect("checks");
+    assert!(!checks.is_empty());
+    let label = |status: &str| match status {
+        "pass" => "PASS",
+        "fail" => "FAIL",
+        _ => "n/a",
+    };
+    let expected: Vec<Value> = checks
+        .iter()
+        .map(|c| json!([c["name"], label(c["status"].as_str().unwrap_or_default()), c["detail"]]))
+        .collect();
+    assert_eq!(rows, Value::Array(expected), "every check with its status and evidence");
+
+    let tasks = report["tasks"]["items"].as_array().expect("tasks");
+    assert_eq!(tasks.len(), 8);
+    assert_eq!(browser.find_all("#outcome li[data-task]").len(), tasks.len());
+    for task in tasks {
+        let id = task["id"].as_str().expect("id");
+        let shown = browser.text(&browser.find(&format!("#outcome li[data-task='{id}']")));
+        let status = browser.text(&browser.find(&format!("#outcome li[data-task='{id}'] [data-task-status]")));
+        assert_eq!(status == "solved", task["solved"] == true, "{id}: {status}");
+        assert!(shown.contains(task["evidence"].as_str().expect("evidence")), "{id}: {shown}");
+        let engram = task["answer"]["engram"].as_str().expect("an answer");
+        let answered = browser.find(&format!("#outcome li[data-task='{id}'] [data-answer-engram='{engram}']"));
+        assert!(browser.text(&answered).contains(task["answer"]["claim"].as_str().expect("claim")), "{id}");
+    }
+    let verdict = browser.text(&browser.find("#outcome .verdict"));
+    assert!(verdict.contains("8 of 8 graded tasks solved"), "{verdict}");
+    browser.screenshot(&browser.find("#outcome"), &screenshots().join("outcome.png"));
+
+    // The verbatim run: its checks about LESS mechanisms do not apply, and a brief opens what was sent.
+    let verbatim_dir = scenario_dir.join("verbatim");
+    let verbatim = self::report(&verbatim_dir);
+    browser.goto(&server.url("/?run=verbatim"));
+    ready(&browser);
+    let na = verbatim["checks"].as_array().expect("checks").iter().filter(|c| c["status"] == "n/a").count();
+    assert!(na > 0);
+    assert_eq!(browser.find_all("#outcome tr[data-check] .status-na").len(), na);
+    let sent = wire_lines(&verbatim_dir);
+    let brief = browser.find("#brief-list [data-brief] .wire-btn");
+    let msg_id = browser.exec("return arguments[0].dataset.wire;", json!([Browser::arg(&brief)]));
+    let msg_id = msg_id.as_str().expect("a message id").to_owned();
+    browser.click(&brief);
+    let shown = browser.wait_for(
+        "the sent text",
+        &format!("const p = document.querySelector('#pointer-view [data-wire-text=\"{msg_id}\"]'); return p && p.textContent;"),
+        20,
+    );
+    let line = sent.iter().find(|l| l["msg_id"] == msg_id.as_str()).expect("the brief's line in wire.jsonl");
+    assert_eq!(shown, line["text"], "the page shows what the run directory holds");
+    assert!(shown.as_str().unwrap_or_default().starts_with("Brief from "), "{shown}");
+    assert_eq!(browser.text(&browser.find("#pointer-h")), "What was sent");
+    browser.screenshot(&browser.find("#pointer"), &screenshots().join("sent-text.png"));
+}
+
+/// The lines of a run directory's `wire.jsonl`.
+fn wire_lines(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("wire.jsonl"))
+        .expect("wire.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+/// A plain `chromium --headless` (no WebDriver, no waiting for scripts or streams) sees the run on the page's first
+/// view: its title, its checks and its timeline, never "loading…"; its screenshot is written.
+#[test]
+fn a_plain_headless_chromium_sees_the_run_on_the_first_view() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let scenario_dir = run_uc1(tmp.path());
+    let less_dir = scenario_dir.join("less");
+    let report = report(&less_dir);
+    let events = ledger(&less_dir);
+    let server = Server::start(&["serve", &scenario_dir.to_string_lossy(), "--addr", "127.0.0.1:0"]);
+    let chromium = crate::browser::installed("chromium");
+    let profile = tempfile::tempdir().expect("profile");
+    let plain = |extra: &str| {
+        let output = Command::new(&chromium)
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--window-size=1400,1000"])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg(extra)
+            .arg(server.url("/"))
+            .output()
+            .expect("chromium runs");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let dom = plain("--dump-dom");
+    assert!(!dom.contains("loading…"), "the first view is not a loading page");
+    assert!(dom.contains("uc1-refactor · less mode"), "the run's title");
+    let check = &report["checks"][0];
+    let name = check["name"].as_str().expect("a check").replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    assert!(dom.contains(&format!("data-check=\"{name}\" data-status=\"PASS\"")), "the first check, passed");
+    assert_eq!(dom.matches("<li data-seq=").count(), events.len(), "every event on the timeline");
+    let png = tmp.path().join("first-view.png");
+    plain(&format!("--screenshot={}", png.display()));
+    let bytes = std::fs::read(&png).expect("the screenshot");
+    assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000, "{} bytes", bytes.len());
+    std::fs::copy(&png, screenshots().join("first-view.png")).expect("copy");
+    // Without a script at all, the page still names the run.
+    let page = http().get(server.url("/")).call().expect("the page").into_body().read_to_string().expect("HTML");
+    assert!(page.contains("uc1-refactor · less mode") && page.contains("id=\"initial-state\""), "{page}");
+}
+
+/// A baseline run keeps what it sent (`wire.jsonl`: one line per delivered message, its text and the tokens counted
+/// on it) and the API serves it; a LESS run keeps none, and says so with its code.
+#[test]
+fn a_verbatim_run_keeps_what_it_sent_and_the_api_serves_it() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let scenario_dir = run_uc1(tmp.path());
+    let verbatim_dir = scenario_dir.join("verbatim");
+    assert!(!scenario_dir.join("less/wire.jsonl").exists(), "a LESS run sends its documents as they are");
+    let sent = wire_lines(&verbatim_dir);
+    let delivered: Vec<Value> = ledger(&verbatim_dir)
+        .into_iter()
+        .filter(|e| e["event"] == "delivered" && (e["kind"] == "brief" || e["kind"] == "message"))
+        .collect();
+    assert!(!delivered.is_empty());
+    let ids = |lines: &[Value]| lines.iter().map(|l| l["msg_id"].clone()).collect::<Vec<_>>();
+    assert_eq!(ids(&sent), ids(&delivered), "one line per delivered message, in delivery order");
+    for (line, event) in sent.iter().zip(&delivered) {
+        assert_eq!((&line["tokens"], &line["from"], &line["to"]), (&event["tokens"], &event["from"], &event["to"]));
+        let text = line["text"].as_str().expect("text");
+        if event["kind"] == "brief" {
+            let head = format!(
+                "Brief from {} to {}.",
+                event["from"].as_str().unwrap_or_default(),
+                event["to"].as_str().unwrap_or_default()
+            );
+            assert!(text.starts_with(&head), "{text}");
+        }
+    }
+    // The restatement is prose, not the LESS document the ledger holds.
+    let brief = sent.iter().find(|l| l["kind"] == "brief").expect("a brief");
+    assert!(brief["text"].as_str().unwrap_or_default().contains("\nGoal: "), "{brief}");
+
+    let server = Server::start(&["serve", &scenario_dir.to_string_lossy(), "--addr", "127.0.0.1:0"]);
+    let (status, list) = get(&server, "/api/wire", &[("run", "verbatim")]);
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(ids(list["messages"].as_array().expect("messages")), ids(&sent));
+    let msg = brief["msg_id"].as_str().expect("id");
+    let (status, one) = get(&server, "/api/wire", &[("run", "verbatim"), ("msg", msg)]);
+    assert_eq!(status, 200, "{one}");
+    assert_eq!(one["text"], brief["text"]);
+    assert_eq!(one["tokens"], brief["tokens"]);
+    let (_, run) = get(&server, "/api/run", &[("run", "verbatim")]);
+    assert_eq!(run["wire"], true);
+    let (_, run) = get(&server, "/api/run", &[("run", "less")]);
+    assert_eq!(run["wire"], false);
+    let (status, none) = get(&server, "/api/wire", &[("run", "less")]);
+    assert_eq!((status, none["code"].as_str()), (404, Some("LESS_INPUT_UNREADABLE")), "{none}");
+    let (status, unknown) = get(&server, "/api/wire", &[("run", "verbatim"), ("msg", "nobody-m99")]);
+    assert_eq!((status, unknown["code"].as_str()), (404, Some("LESS_ARGUMENT_INVALID")), "{unknown}");
 }

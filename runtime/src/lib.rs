@@ -25,6 +25,7 @@ pub mod memory;
 mod progress;
 mod resolver;
 pub mod run;
+pub mod view;
 pub mod workspace;
 
 pub use less_contract::*;

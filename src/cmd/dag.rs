@@ -19,10 +19,10 @@ use less_runtime::{Pointer, Progress};
 use serde_json::json;
 
 use super::args::{OutputArgs, ProjectArgs, Stop, StoreArgs, count, rfc3339};
-use super::serve::api::{redact_text, redacted};
 use super::summarizer::SummarizerChoice;
 use crate::Ctx;
 use crate::progress::Bars;
+use less_runtime::view::{redact_text, redacted};
 
 /// Sub-commands of `lessrt dag`.
 #[derive(Debug, clap::Subcommand)]

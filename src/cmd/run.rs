@@ -85,7 +85,7 @@ fn read_cluster(file: &Path) -> Result<less_runtime::cluster::ClusterFile, less_
 }
 
 /// The file in a run directory that holds its report; written when the run finished.
-pub(crate) const REPORT_FILE: &str = "report.json";
+pub(crate) const REPORT_FILE: &str = less_runtime::view::REPORT_FILE;
 
 fn parse_mode(text: &str) -> Result<WireMode, String> {
     text.parse()

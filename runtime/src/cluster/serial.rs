@@ -165,6 +165,7 @@ impl Message for TokenLedgerMsg {
                 };
                 cast("Record", &(event, prose))
             }
+            TokenLedgerMsg::Wire(sent) => cast("Wire", &sent),
             TokenLedgerMsg::History(reply) => call("History", &(), reply),
             TokenLedgerMsg::Known(agent, reply) => call("Known", &agent, reply),
             TokenLedgerMsg::Ack(reply) => call("Ack", &(), reply),
@@ -185,6 +186,7 @@ impl Message for TokenLedgerMsg {
                 }
                 TokenLedgerMsg::Record(event)
             }
+            "Wire" => TokenLedgerMsg::Wire(args(&variant, &bytes)?),
             "History" => TokenLedgerMsg::History(answer(port(&variant, reply)?)),
             "Known" => TokenLedgerMsg::Known(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
             "Ack" => TokenLedgerMsg::Ack(answer(port(&variant, reply)?)),

@@ -26,7 +26,7 @@ use crate::resolver::Resolved;
 use crate::run::RunContext;
 use crate::run::agent::{ActOutcome, ActRequest, AgentActor, AgentArgs, AgentMsg, GrantAsk, Outcome};
 use crate::run::inbox::{Inbox, InboxItem, Spill};
-use crate::run::ledger::Event;
+use crate::run::ledger::{Event, SentText, TokenLedgerMsg};
 use crate::run::resolver_actor::ResolverMsg;
 use crate::run::wire::{DerefAction, Document, Draft, Envelope, EnvelopeKind, ListAction, SearchAction};
 use less_contract::Budget;
@@ -913,6 +913,20 @@ impl GatewayState {
             prose: envelope.prose.clone(),
             restated: envelope.restated.clone(),
         });
+        // A baseline's document is what it restates; the run directory keeps the restatement itself.
+        if self.ctx.mode.is_baseline() && !envelope.wire.is_empty() {
+            let sent = SentText {
+                msg_id: envelope.msg_id.clone(),
+                from: envelope.from.clone(),
+                to: envelope.to.clone(),
+                kind: envelope.kind,
+                tokens: n_tokens,
+                text: envelope.wire.clone(),
+            };
+            if let Err(err) = self.ctx.ledger.send_message(TokenLedgerMsg::Wire(Box::new(sent))) {
+                tracing::error!("ledger unavailable: {err}");
+            }
+        }
         let content = if envelope.wire.is_empty() { value.to_string() } else { envelope.wire.clone() };
         self.ctx.resolver.send_message(ResolverMsg::Remember(envelope.msg_id.clone(), value.clone())).ok();
         self.ctx.archive(&envelope.from, content).await;

@@ -423,6 +423,8 @@ pub struct TokenLedger;
 pub enum TokenLedgerMsg {
     /// Append an event.
     Record(Box<Event>),
+    /// Append what a delivered message was sent as (a baseline run's [`WIRE_FILE`]; ignored by a ledger without it).
+    Wire(Box<SentText>),
     /// The restatement of every typed message delivered so far: what reading every prior report costs.
     History(RpcReplyPort<Vec<String>>),
     /// The reports an agent knows, oldest first, as `(msg_id, restatement)`: those delivered to it and those a brief
@@ -445,6 +447,27 @@ pub trait TraceSink: Send + Sync {
     fn line(&self, line: &str);
 }
 
+/// The wire text's file in a run directory: what a baseline run actually sent, one [`SentText`] a line.
+pub const WIRE_FILE: &str = "wire.jsonl";
+
+/// What one delivered message was sent as on the wire: its text as the receiver's prompt holds it (a line of
+/// [`WIRE_FILE`]). A baseline's ledger holds the typed document it restates; this is the restatement itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentText {
+    /// The delivered message.
+    pub msg_id: String,
+    /// Sender agent id.
+    pub from: String,
+    /// Receiver agent id.
+    pub to: String,
+    /// What it carried.
+    pub kind: EnvelopeKind,
+    /// Its inline tokens (counted on `text`).
+    pub tokens: u32,
+    /// The text sent.
+    pub text: String,
+}
+
 /// Where the ledger writes.
 pub struct TokenLedgerArgs {
     /// Output directory (created); `ledger.jsonl` (this run's) and `audit.log` (appended to, every run's) go here.
@@ -453,6 +476,9 @@ pub struct TokenLedgerArgs {
     pub trace: Option<Arc<dyn TraceSink>>,
     /// The run's id, written at the head of its lines in the audit log.
     pub run_id: String,
+    /// Write [`WIRE_FILE`] (a baseline run: what each delivered message was sent as). Without it a stale one left
+    /// in the directory by an earlier run is removed, so the directory describes one run.
+    pub wire: bool,
 }
 
 /// State: the open files, and the events only where they cannot be on the disk.
@@ -484,13 +510,16 @@ pub struct TokenLedgerState {
     /// [`FLUSH_AT`] bytes, at each snapshot and when the ledger stops), so the executor never waits on a disk.
     pending_jsonl: Vec<u8>,
     pending_audit: Vec<u8>,
+    /// Lines of `wire.jsonl` not yet written (a baseline run).
+    pending_wire: Vec<u8>,
     trace: Option<Arc<dyn TraceSink>>,
 }
 
-/// `ledger.jsonl` and `audit.log`.
+/// `ledger.jsonl` and `audit.log`, and in a baseline run `wire.jsonl`.
 struct LedgerFiles {
     jsonl: File,
     audit: File,
+    wire: Option<File>,
 }
 
 /// Pending bytes that make the ledger write them out.
@@ -509,6 +538,7 @@ impl Actor for TokenLedger {
         _myself: ActorRef<TokenLedgerMsg>,
         args: TokenLedgerArgs,
     ) -> Result<TokenLedgerState, ActorProcessingErr> {
+        let wire = args.wire;
         let files = match args.out_dir.clone() {
             Some(dir) => Some(
                 blocking::run(move || -> std::io::Result<LedgerFiles> {
@@ -516,7 +546,17 @@ impl Actor for TokenLedger {
                     // The ledger is this run's; the audit log is append-only across runs: a rerun adds to it, never
                     // truncates what earlier runs recorded.
                     let audit = crate::files::append(&dir.join("audit.log"))?;
-                    Ok(LedgerFiles { jsonl: crate::files::create(&dir.join("ledger.jsonl"))?, audit })
+                    let wire_path = dir.join(WIRE_FILE);
+                    let wire = match wire {
+                        true => Some(crate::files::create(&wire_path)?),
+                        false => {
+                            if wire_path.is_file() {
+                                std::fs::remove_file(&wire_path)?;
+                            }
+                            None
+                        }
+                    };
+                    Ok(LedgerFiles { jsonl: crate::files::create(&dir.join("ledger.jsonl"))?, audit, wire })
                 })
                 .await??,
             ),
@@ -535,6 +575,7 @@ impl Actor for TokenLedger {
             files,
             pending_jsonl: Vec::new(),
             pending_audit,
+            pending_wire: Vec::new(),
             trace: args.trace,
         })
     }
@@ -556,12 +597,11 @@ impl Actor for TokenLedger {
         match msg {
             TokenLedgerMsg::Record(event) => {
                 state.record(*event);
-                if state.pending_jsonl.len() + state.pending_audit.len() >= FLUSH_AT {
-                    state.flush(false).await?;
-                } else if state.files.is_some() && !state.tick_scheduled {
-                    state.tick_scheduled = true;
-                    myself.send_after(FLUSH_AFTER, || TokenLedgerMsg::Tick);
-                }
+                state.written_soon(&myself).await?;
+            }
+            TokenLedgerMsg::Wire(sent) => {
+                state.record_wire(&sent);
+                state.written_soon(&myself).await?;
             }
             TokenLedgerMsg::Tick => {
                 state.tick_scheduled = false;
@@ -626,6 +666,31 @@ impl TokenLedgerState {
         self.pending_audit.push(b'\n');
     }
 
+    /// Writes what is pending now if it is [`FLUSH_AT`] bytes or more, else within [`FLUSH_AFTER`].
+    async fn written_soon(&mut self, myself: &ActorRef<TokenLedgerMsg>) -> Result<(), ActorProcessingErr> {
+        if self.pending_jsonl.len() + self.pending_audit.len() + self.pending_wire.len() >= FLUSH_AT {
+            self.flush(false).await?;
+        } else if self.files.is_some() && !self.tick_scheduled {
+            self.tick_scheduled = true;
+            myself.send_after(FLUSH_AFTER, || TokenLedgerMsg::Tick);
+        }
+        Ok(())
+    }
+
+    /// Appends what a delivered message was sent as (written with the next flush); nothing without a wire file.
+    fn record_wire(&mut self, sent: &SentText) {
+        if self.files.as_ref().is_none_or(|f| f.wire.is_none()) {
+            return;
+        }
+        match serde_json::to_vec(sent) {
+            Ok(line) => {
+                self.pending_wire.extend_from_slice(&line);
+                self.pending_wire.push(b'\n');
+            }
+            Err(err) => tracing::error!("wire text of {} has no JSON form: {err}", sent.msg_id),
+        }
+    }
+
     /// Every event so far, oldest first: the lines written to `ledger.jsonl`, read back, then those in memory.
     async fn snapshot(&self) -> Result<Vec<Event>, ActorProcessingErr> {
         let (Some(path), on_disk) = (self.jsonl_path.clone(), self.on_disk) else {
@@ -675,19 +740,27 @@ impl TokenLedgerState {
     /// and then left alone: from then on the events stay in memory and the run goes on, rather than a dead ledger
     /// taking the run down.
     async fn flush(&mut self, sync: bool) -> Result<(), ActorProcessingErr> {
-        if self.files.is_none() || (!sync && self.pending_jsonl.is_empty() && self.pending_audit.is_empty()) {
+        let nothing = self.pending_jsonl.is_empty() && self.pending_audit.is_empty() && self.pending_wire.is_empty();
+        if self.files.is_none() || (!sync && nothing) {
             return Ok(());
         }
         let jsonl = std::mem::take(&mut self.pending_jsonl);
         let audit = std::mem::take(&mut self.pending_audit);
+        let wire = std::mem::take(&mut self.pending_wire);
         let batch = std::mem::take(&mut self.pending_events);
         let written = blocking::with_taken(&mut self.files, "the ledger files", move |files| {
             let write = |files: &mut LedgerFiles| -> std::io::Result<()> {
                 files.jsonl.write_all(&jsonl)?;
                 files.audit.write_all(&audit)?;
+                if let Some(file) = &mut files.wire {
+                    file.write_all(&wire)?;
+                }
                 if sync {
                     files.jsonl.sync_data()?;
                     files.audit.sync_data()?;
+                    if let Some(file) = &mut files.wire {
+                        file.sync_data()?;
+                    }
                 }
                 Ok(())
             };
@@ -785,7 +858,8 @@ mod tests {
     #[tokio::test]
     async fn events_reach_the_file_unasked_and_read_back() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let args = TokenLedgerArgs { out_dir: Some(dir.path().to_owned()), trace: None, run_id: "r".into() };
+        let args =
+            TokenLedgerArgs { out_dir: Some(dir.path().to_owned()), trace: None, run_id: "r".into(), wire: false };
         let (ledger, handle) = Actor::spawn(None, TokenLedger, args).await.expect("ledger");
         let events: Vec<Event> = (0..3).map(step).collect();
         for event in &events {
@@ -807,6 +881,39 @@ mod tests {
         handle.await.expect("stopped");
     }
 
+    /// A baseline run's ledger writes what each message was sent as to `wire.jsonl`; a LESS run's writes none and
+    /// removes one an earlier run left in the directory.
+    #[tokio::test]
+    async fn a_baseline_ledger_keeps_the_wire_text_and_a_less_one_none() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sent = SentText {
+            msg_id: "lead-m1".into(),
+            from: "lead".into(),
+            to: "dev".into(),
+            kind: EnvelopeKind::Brief,
+            tokens: 12,
+            text: "Brief from lead to dev.\n\nGoal: ship it\n".into(),
+        };
+        for wire in [true, false] {
+            let args = TokenLedgerArgs { out_dir: Some(dir.path().to_owned()), trace: None, run_id: "r".into(), wire };
+            let (ledger, handle) = Actor::spawn(None, TokenLedger, args).await.expect("ledger");
+            ledger.send_message(TokenLedgerMsg::Record(Box::new(step(0)))).expect("send");
+            ledger.send_message(TokenLedgerMsg::Wire(Box::new(sent.clone()))).expect("send");
+            ractor::call!(ledger, TokenLedgerMsg::Flush).expect("flush");
+            let path = dir.path().join(WIRE_FILE);
+            if wire {
+                let text = std::fs::read_to_string(&path).expect("wire.jsonl");
+                let back: Vec<SentText> =
+                    text.lines().map(|l| serde_json::from_str(l).expect("a SentText line")).collect();
+                assert_eq!(back, std::slice::from_ref(&sent));
+            } else {
+                assert!(!path.exists(), "a LESS run leaves no wire text, not even an earlier run's");
+            }
+            ledger.stop(None);
+            handle.await.expect("stopped");
+        }
+    }
+
     /// A run that writes files holds none of its events in memory, however many there are; one whose files fail
     /// keeps, from the failed batch on, every event in memory, and its snapshot still has them all, in order.
     #[tokio::test]
@@ -816,6 +923,7 @@ mod tests {
         let files = LedgerFiles {
             jsonl: File::create(&path).expect("jsonl"),
             audit: File::create(dir.path().join("audit.log")).expect("audit"),
+            wire: None,
         };
         let mut state = TokenLedgerState {
             events: Vec::new(),
@@ -829,6 +937,7 @@ mod tests {
             files: Some(files),
             pending_jsonl: Vec::new(),
             pending_audit: Vec::new(),
+            pending_wire: Vec::new(),
             trace: None,
         };
         let events: Vec<Event> = (0..5000).map(step).collect();

@@ -45,7 +45,7 @@ pub use gateway::{DerefMeter, GrantBook, GrantLeft, Reach, pattern_covers};
 pub(crate) use gateway::{outside_reach, passes_on, wider_than_held};
 pub use grade::{Answer, Failure, TaskReport, TaskVerdict, covers, states};
 pub use inbox::{DEFAULT_INBOX_CAP, Inbox, InboxItem, Spill};
-pub use ledger::{Event, TraceSink};
+pub use ledger::{Event, SentText, TraceSink, WIRE_FILE};
 pub use report::{CheckResult, CheckStatus, ModelSpend, RoleReport, RunReport, TokenStats};
 pub use supervisor::{
     ClusterOptions, DEFAULT_STEP_TIMEOUT, LocalRun, Pinned, RunOptions, check_out_dir, run_scenario, run_scenario_with,

@@ -193,8 +193,12 @@ impl LocalRun {
         let (supervisor, supervisor_handle) =
             Actor::spawn(None, RunSupervisor, failed.clone()).await.map_err(|e| fail("supervisor", &e))?;
         let resolver = Resolver::new(&scenario.workspace).map_err(|v| fail("workspace", &v))?;
-        let ledger_args =
-            TokenLedgerArgs { out_dir: options.out_dir.clone(), trace: options.trace.clone(), run_id: run_id.clone() };
+        let ledger_args = TokenLedgerArgs {
+            out_dir: options.out_dir.clone(),
+            trace: options.trace.clone(),
+            run_id: run_id.clone(),
+            wire: mode.is_baseline(),
+        };
         let (ledger, _) = Actor::spawn_linked(
             Some(format!("{run_id}:{}:ledger", mode.as_str())),
             TokenLedger,

@@ -58,10 +58,13 @@ async fn harness_with(mode: WireMode, budget_toml: &str, lead_toml: &str, inbox_
     let scenario = Arc::new(Scenario::from_toml(&toml, workspace.path()).expect("scenario"));
     let args = ResolverArgs { resolver: Resolver::new(workspace.path()).expect("resolver"), sam_path: None };
     let (resolver, _) = Actor::spawn(None, ResolverActor, args).await.expect("resolver actor");
-    let (ledger, _) =
-        Actor::spawn(None, TokenLedger, TokenLedgerArgs { out_dir: None, trace: None, run_id: "h".to_owned() })
-            .await
-            .expect("ledger");
+    let (ledger, _) = Actor::spawn(
+        None,
+        TokenLedger,
+        TokenLedgerArgs { out_dir: None, trace: None, run_id: "h".to_owned(), wire: false },
+    )
+    .await
+    .expect("ledger");
     let memory_args =
         crate::memory::MemoryArgs::new(workspace.path().join(".memory"), crate::memory::system_clock(), false);
     let (memory, _) = Actor::spawn(None, crate::memory::MemoryActor, memory_args).await.expect("memory");

@@ -1,7 +1,7 @@
 //! The HTTP side of `lessrt serve`: the page and its assets (embedded in the binary), the JSON API under `/api/`, and
 //! the live stream (server-sent events tailing the run's `ledger.jsonl`).
 //!
-//! Every answer goes through [`redacted`] (the context ledger's redaction, the one the DAG and its answers use), so
+//! Every answer goes through [`redacted`] (the runtime's rule: the context ledger's redaction, the one the DAG and its answers use), so
 //! no secret in a workspace file, a claim or an archived message reaches the page; grants are shown without their
 //! MAC. Bad input is a 4xx whose JSON body is `{code, message}`: the LESS code and what to send instead.
 //! Nothing here writes: run directories are read, the archive is opened only to read and the message index without
@@ -23,6 +23,10 @@ use less_runtime::run::RunReport;
 use less_runtime::{ErrorCode, Violation};
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+use less_runtime::run::WIRE_FILE;
+
+use less_runtime::view::redacted;
 
 use super::dirs::{self, LEDGER_FILE, Loaded, REPORT_FILE, RunDir};
 use super::manifest::{MANIFEST_FILE, Manifest};
@@ -101,8 +105,11 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 pub(crate) fn router(served: Arc<Served>, access: Access) -> axum::Router {
     let page = {
         let access = access.clone();
-        move || async move {
-            let mut response = asset(INDEX_HTML, "text/html; charset=utf-8");
+        move |State(served): State<Arc<Served>>, Params(param): Params<RunParam>| async move {
+            let html = blocking(move || Ok(first_view(&served, param.run.as_deref())))
+                .await
+                .unwrap_or_else(|_| INDEX_HTML.replace(INITIAL_MARK, ""));
+            let mut response = page_response(html);
             if let Ok(cookie) = HeaderValue::from_str(&access.set_cookie()) {
                 response.headers_mut().insert(header::SET_COOKIE, cookie);
             }
@@ -121,6 +128,7 @@ pub(crate) fn router(served: Arc<Served>, access: Access) -> axum::Router {
         .route("/api/briefs", get(briefs))
         .route("/api/deref", get(deref))
         .route("/api/compare", get(compare))
+        .route("/api/wire", get(wire))
         .route("/api/dag", get(dag))
         .route("/api/dag/query", get(dag_query))
         .route("/api/stream", get(stream))
@@ -143,7 +151,8 @@ pub(crate) fn router(served: Arc<Served>, access: Access) -> axum::Router {
         .with_state(served)
 }
 
-/// The paths served without the token: the page and its assets, which hold nothing of a run.
+/// The paths served without the token: the page and its assets. The page holds the run's first view; whoever can
+/// load it gets the token with it, so it needs none.
 const PUBLIC_PATHS: [&str; 3] = ["/", "/assets/app.js", "/assets/style.css"];
 
 /// Answers a request only from this server's own page: refuses what the browser says comes from another site or
@@ -214,8 +223,60 @@ async fn loopback_host(
     .into_response()
 }
 
+/// Where the page's first view goes in `index.html`: the run's state as JSON, which the script draws before the
+/// live stream starts.
+const INITIAL_MARK: &str = "<!--initial-state-->";
+/// The run's title in `index.html`, filled in on the server.
+const TITLE_MARK: &str = "<span id=\"run-title\" class=\"run-title\">loading…</span>";
+
+/// The page with its first view in it: the title written in, and the run's state (what `/api/runs`, `/api/run`,
+/// `/api/briefs`, `/api/engrams`, `/api/timeline` and `/api/compare` answer) inlined as JSON, so a browser draws
+/// the run on its first paint, before any request of its own; the live stream then keeps it current. Without a run
+/// (or when reading it fails) the page is served as it is and asks for itself.
+fn first_view(served: &Served, id: Option<&str>) -> String {
+    let state = (|| -> Result<(String, Value), ApiError> {
+        let loaded = load(served, id)?;
+        let all = view::EngramFilter::default();
+        let state = json!({
+            "runs": runs_json(served),
+            "run": run_json(&loaded),
+            "briefs": briefs_json(&loaded),
+            "engrams": engrams_json(&loaded, &all),
+            "timeline": timeline_json(&loaded, &EventsParam::default()),
+            "compare": compare_json(&loaded.run)?,
+        });
+        Ok((format!("{} · {} mode", loaded.scenario(), loaded.mode()), state))
+    })();
+    let Ok((title, state)) = state else {
+        return INDEX_HTML.replace(INITIAL_MARK, "").replace(TITLE_MARK, &TITLE_MARK.replace("loading…", "no run yet"));
+    };
+    // `<`, `>` and `&` escaped inside the JSON (where only strings hold them), so no text of the run ends the element.
+    let json = redacted(state).to_string().replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026");
+    INDEX_HTML
+        .replace(TITLE_MARK, &TITLE_MARK.replace("loading…", &html_text(&title)))
+        .replace(INITIAL_MARK, &format!("<script id=\"initial-state\" type=\"application/json\">{json}</script>"))
+}
+
+/// `text` safe between HTML tags.
+fn html_text(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// The page's response: its HTML with the headers of every asset.
+fn page_response(html: String) -> Response {
+    let mut response = html.into_response();
+    secure(&mut response, "text/html; charset=utf-8");
+    response
+}
+
 fn asset(body: &'static str, content_type: &'static str) -> Response {
     let mut response = body.into_response();
+    secure(&mut response, content_type);
+    response
+}
+
+/// The headers every page and asset is served with.
+fn secure(response: &mut Response, content_type: &'static str) {
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -225,7 +286,6 @@ fn asset(body: &'static str, content_type: &'static str) -> Response {
         HeaderValue::from_static("default-src 'self'; img-src 'self' data:; object-src 'none'; frame-ancestors 'none'"),
     );
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    response
 }
 
 /// A refusal: the status, the LESS code and what to do instead.
@@ -258,7 +318,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({
             "code": self.code.as_str(),
-            "message": less_runtime::context::redact(&self.message).text,
+            "message": view::redact_text(&self.message),
             "instead": self.code.instruction(),
         });
         (self.status, Json(body)).into_response()
@@ -341,64 +401,73 @@ fn load(served: &Served, id: Option<&str>) -> Result<Loaded, ApiError> {
 
 /// `GET /api/runs`: every run under the served directory.
 async fn runs(State(served): State<Arc<Served>>) -> ApiResult {
-    blocking(move || {
-        let runs = dirs::discover(&served.root);
-        let default = dirs::default_run(&runs).map(|r| r.id.clone());
-        let list: Vec<Value> = runs
-            .iter()
-            .map(|r| {
-                let manifest = Manifest::read(&r.dir);
-                json!({
-                    "id": r.id,
-                    "scenario": manifest.as_ref().map(|m| m.scenario.clone()),
-                    "mode": manifest.as_ref().map_or_else(
-                        || r.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-                        |m| m.mode.clone()),
-                    "started_at": manifest.as_ref().map(|m| m.started_at.clone()),
-                    "finished": r.dir.join(REPORT_FILE).is_file(),
-                })
-            })
-            .collect();
-        Ok(Json(redacted(json!({"root": served.root.display().to_string(), "default": default, "runs": list}))))
-    })
-    .await
+    blocking(move || Ok(Json(redacted(runs_json(&served))))).await
 }
 
-/// `GET /api/run`: the run's report, manifest, hierarchy with budget meters, and counts.
+/// Every run under the served directory, and the one the page opens first.
+fn runs_json(served: &Served) -> Value {
+    let runs = dirs::discover(&served.root);
+    let default = dirs::default_run(&runs).map(|r| r.id.clone());
+    let list: Vec<Value> = runs
+        .iter()
+        .map(|r| {
+            let manifest = Manifest::read(&r.dir);
+            json!({
+                "id": r.id,
+                "scenario": manifest.as_ref().map(|m| m.scenario.clone()),
+                "mode": manifest.as_ref().map_or_else(
+                    || r.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                    |m| m.mode.clone()),
+                "started_at": manifest.as_ref().map(|m| m.started_at.clone()),
+                "finished": r.dir.join(REPORT_FILE).is_file(),
+            })
+        })
+        .collect();
+    json!({"root": served.root.display().to_string(), "default": default, "runs": list})
+}
+
+/// `GET /api/run`: the run's report, its checks and graded tasks, manifest, hierarchy with budget meters, and counts.
 async fn run(State(served): State<Arc<Served>>, Params(param): Params<RunParam>) -> ApiResult {
     blocking(move || {
         let loaded = load(&served, param.run.as_deref())?;
-        let finished = loaded.report.is_some();
-        let agents = view::hierarchy(loaded.manifest.as_ref(), &loaded.events, finished);
-        let current = loaded.events.iter().rev().find_map(|e| match e {
-            less_runtime::run::Event::Step { index, agent, action } => {
-                Some(json!({"index": index, "agent": agent, "action": action}))
-            }
-            _ => None,
-        });
-        let manifest = loaded.manifest.as_ref().map(|m| {
-            json!({"scenario": m.scenario, "description": m.description, "mode": m.mode, "started_at": m.started_at,
-                   "goal": m.goal, "tokenizer": m.tokenizer, "steps": m.steps,
-                   "workspace": m.workspace.is_some()})
-        });
-        Ok(Json(redacted(json!({
-            "id": loaded.run.id,
-            "scenario": loaded.scenario(),
-            "mode": loaded.mode(),
-            "finished": finished,
-            "incomplete": loaded.cut,
-            "manifest": manifest,
-            "current_step": current,
-            "counts": view::counts(&loaded.events),
-            "agents": agents,
-            "report": loaded.report,
-        }))))
+        Ok(Json(redacted(run_json(&loaded))))
     })
     .await
 }
 
+/// What `/api/run` answers.
+fn run_json(loaded: &Loaded) -> Value {
+    let finished = loaded.report.is_some();
+    let agents = view::hierarchy(loaded.manifest.as_ref(), &loaded.events, finished);
+    let current = loaded.events.iter().rev().find_map(|e| match e {
+        less_runtime::run::Event::Step { index, agent, action } => {
+            Some(json!({"index": index, "agent": agent, "action": action}))
+        }
+        _ => None,
+    });
+    let manifest = loaded.manifest.as_ref().map(|m| {
+        json!({"scenario": m.scenario, "description": m.description, "mode": m.mode, "started_at": m.started_at,
+               "goal": m.goal, "tokenizer": m.tokenizer, "steps": m.steps,
+               "workspace": m.workspace.is_some()})
+    });
+    json!({
+        "id": loaded.run.id,
+        "scenario": loaded.scenario(),
+        "mode": loaded.mode(),
+        "finished": finished,
+        "incomplete": loaded.cut,
+        "manifest": manifest,
+        "current_step": current,
+        "counts": view::counts(&loaded.events),
+        "agents": agents,
+        "outcome": loaded.report.as_ref().map(view::outcome),
+        "wire": loaded.run.dir.join(WIRE_FILE).is_file(),
+        "report": loaded.report,
+    })
+}
+
 /// Parameters of `/api/events` and `/api/timeline`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 struct EventsParam {
     run: Option<String>,
     /// The first event to return (its line number in the ledger, from 0).
@@ -441,15 +510,20 @@ async fn events(State(served): State<Arc<Served>>, Params(param): Params<EventsP
 async fn timeline(State(served): State<Arc<Served>>, Params(param): Params<EventsParam>) -> ApiResult {
     blocking(move || {
         let loaded = load(&served, param.run.as_deref())?;
-        let items: Vec<view::TimelineItem> = view::timeline(&loaded.events, loaded.manifest.as_ref())
-            .into_iter()
-            .skip(param.from.unwrap_or(0))
-            .filter(|item| param.event.as_deref().is_none_or(|want| item.event == want))
-            .take(param.limit.unwrap_or(usize::MAX))
-            .collect();
-        Ok(Json(redacted(json!({"run": loaded.run.id, "total": loaded.events.len(), "items": items}))))
+        Ok(Json(redacted(timeline_json(&loaded, &param))))
     })
     .await
+}
+
+/// What `/api/timeline` answers.
+fn timeline_json(loaded: &Loaded, param: &EventsParam) -> Value {
+    let items: Vec<view::TimelineItem> = view::timeline(&loaded.events, loaded.manifest.as_ref())
+        .into_iter()
+        .skip(param.from.unwrap_or(0))
+        .filter(|item| param.event.as_deref().is_none_or(|want| item.event == want))
+        .take(param.limit.unwrap_or(usize::MAX))
+        .collect();
+    json!({"run": loaded.run.id, "total": loaded.events.len(), "items": items})
 }
 
 /// Parameters of `/api/engrams`.
@@ -483,45 +557,102 @@ async fn engrams(State(served): State<Arc<Served>>, Params(param): Params<Engram
         }
         let loaded = load(&served, param.run.as_deref())?;
         let filter = view::EngramFilter { kind: param.kind, role: param.role, scope: param.scope };
-        let list = view::engrams(&loaded.events, loaded.manifest.as_ref(), &filter);
-        let all = view::engrams(&loaded.events, loaded.manifest.as_ref(), &view::EngramFilter::default());
-        let facet = |f: fn(&view::EngramView) -> &str| {
-            let mut values: Vec<&str> = all.iter().map(f).collect();
-            values.sort_unstable();
-            values.dedup();
-            values.into_iter().map(str::to_owned).collect::<Vec<_>>()
-        };
-        Ok(Json(redacted(json!({
-            "run": loaded.run.id,
-            "engrams": list,
-            "facets": {"kind": facet(|e| &e.kind), "role": facet(|e| &e.role), "scope": facet(|e| &e.scope)},
-        }))))
+        Ok(Json(redacted(engrams_json(&loaded, &filter))))
     })
     .await
+}
+
+/// What `/api/engrams` answers.
+fn engrams_json(loaded: &Loaded, filter: &view::EngramFilter) -> Value {
+    let list = view::engrams(&loaded.events, loaded.manifest.as_ref(), filter);
+    let all = view::engrams(&loaded.events, loaded.manifest.as_ref(), &view::EngramFilter::default());
+    let facet = |f: fn(&view::EngramView) -> &str| {
+        let mut values: Vec<&str> = all.iter().map(f).collect();
+        values.sort_unstable();
+        values.dedup();
+        values.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    json!({
+        "run": loaded.run.id,
+        "engrams": list,
+        "facets": {"kind": facet(|e| &e.kind), "role": facet(|e| &e.role), "scope": facet(|e| &e.scope)},
+    })
 }
 
 /// `GET /api/briefs`: the SharedBriefMicro each agent received, in delivery order, and the grants delivered.
 async fn briefs(State(served): State<Arc<Served>>, Params(param): Params<RunParam>) -> ApiResult {
     blocking(move || {
         let loaded = load(&served, param.run.as_deref())?;
-        let briefs = view::briefs(&loaded.events);
-        let grants: Vec<Value> = loaded
-            .events
-            .iter()
-            .enumerate()
-            .filter_map(|(seq, e)| match e {
-                less_runtime::run::Event::Delivered {
-                    from,
-                    to,
-                    msg_id,
-                    kind: less_runtime::run::EnvelopeKind::Grant,
-                    doc,
-                    ..
-                } => Some(json!({"seq": seq, "msg_id": msg_id, "from": from, "to": to, "grant": doc.to_value()})),
-                _ => None,
-            })
-            .collect();
-        Ok(Json(redacted(json!({"run": loaded.run.id, "briefs": briefs, "grants": grants}))))
+        Ok(Json(redacted(briefs_json(&loaded))))
+    })
+    .await
+}
+
+/// What `/api/briefs` answers.
+fn briefs_json(loaded: &Loaded) -> Value {
+    let briefs = view::briefs(&loaded.events);
+    let grants: Vec<Value> = loaded
+        .events
+        .iter()
+        .enumerate()
+        .filter_map(|(seq, e)| match e {
+            less_runtime::run::Event::Delivered {
+                from,
+                to,
+                msg_id,
+                kind: less_runtime::run::EnvelopeKind::Grant,
+                doc,
+                ..
+            } => Some(json!({"seq": seq, "msg_id": msg_id, "from": from, "to": to, "grant": doc.to_value()})),
+            _ => None,
+        })
+        .collect();
+    json!({"run": loaded.run.id, "briefs": briefs, "grants": grants})
+}
+
+/// Parameters of `/api/wire`.
+#[derive(Debug, Deserialize)]
+struct WireParam {
+    run: Option<String>,
+    /// A delivered message's id: its text. Without it, the messages whose text the run kept.
+    msg: Option<String>,
+}
+
+/// `GET /api/wire`: what a baseline run actually sent (`wire.jsonl`, written by the run): with `msg`, that
+/// message's wire text; without, every message the file holds (without their text).
+async fn wire(State(served): State<Arc<Served>>, Params(param): Params<WireParam>) -> ApiResult {
+    blocking(move || {
+        let run = pick(&served, param.run.as_deref())?;
+        let sent = dirs::wire_texts(&run.dir).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                ErrorCode::InputUnreadable,
+                format!(
+                    "run {} kept no wire text: a LESS run sends its documents as they are (GET /api/events); a \
+                     baseline run writes {WIRE_FILE}",
+                    run.id
+                ),
+            )
+        })?;
+        let Some(msg) = param.msg.filter(|m| !m.is_empty()) else {
+            let messages: Vec<Value> = sent
+                .iter()
+                .map(|s| json!({"msg_id": s.msg_id, "from": s.from, "to": s.to, "kind": s.kind, "tokens": s.tokens}))
+                .collect();
+            return Ok(Json(redacted(json!({"run": run.id, "messages": messages}))));
+        };
+        let Some(found) = sent.into_iter().find(|s| s.msg_id == msg) else {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                ErrorCode::ArgumentInvalid,
+                format!("no wire text of message {msg:?} in run {}; GET /api/wire lists the messages", run.id),
+            ));
+        };
+        let mut answer = serde_json::to_value(found).unwrap_or(Value::Null);
+        if let Some(object) = answer.as_object_mut() {
+            object.insert("run".to_owned(), json!(run.id));
+        }
+        Ok(Json(redacted(answer)))
     })
     .await
 }
@@ -576,24 +707,29 @@ async fn deref(State(served): State<Arc<Served>>, Params(param): Params<DerefPar
 async fn compare(State(served): State<Arc<Served>>, Params(param): Params<RunParam>) -> ApiResult {
     blocking(move || {
         let run = pick(&served, param.run.as_deref())?;
-        let Some(scenario_dir) = run.dir.parent() else {
-            return Ok(Json(json!({"comparisons": []})));
-        };
-        let report = |mode: &str| -> Option<RunReport> {
-            let text = std::fs::read_to_string(scenario_dir.join(mode).join(REPORT_FILE)).ok()?;
-            serde_json::from_str(&text).ok()
-        };
-        let Some(less) = report("less") else {
-            return Ok(Json(json!({"comparisons": [], "note": "no finished LESS run beside this one"})));
-        };
-        let comparisons: Vec<Value> = ["verbatim", "verbatim-whole"]
-            .iter()
-            .filter_map(|mode| report(mode))
-            .map(|b| view::compare(&less, &b))
-            .collect();
-        Ok(Json(redacted(json!({"scenario": less.scenario, "comparisons": comparisons}))))
+        Ok(Json(redacted(compare_json(&run)?)))
     })
     .await
+}
+
+/// What `/api/compare` answers for `run`: LESS against each baseline beside it that finished.
+fn compare_json(run: &RunDir) -> Result<Value, ApiError> {
+    let Some(scenario_dir) = run.dir.parent() else {
+        return Ok(json!({"comparisons": []}));
+    };
+    let report = |mode: &str| -> Option<RunReport> {
+        let text = std::fs::read_to_string(scenario_dir.join(mode).join(REPORT_FILE)).ok()?;
+        serde_json::from_str(&text).ok()
+    };
+    let Some(less) = report("less") else {
+        return Ok(json!({"comparisons": [], "note": "no finished LESS run beside this one"}));
+    };
+    let comparisons: Vec<Value> = ["verbatim", "verbatim-whole"]
+        .iter()
+        .filter_map(|mode| report(mode))
+        .map(|b| view::compare(&less, &b))
+        .collect();
+    Ok(json!({"scenario": less.scenario, "comparisons": comparisons}))
 }
 
 /// The store shown with a run: `--store`, else the run's own `memory/`.
@@ -890,163 +1026,4 @@ fn read_tail(dir: &Path, offset: u64, started_at: Option<&str>) -> Grown {
     // The report is announced only once the ledger is read to its end.
     let whole = end + 1 == bytes.len() && offset + bytes.len() as u64 == len;
     Grown::Lines { lines, offset: offset + end as u64 + 1, report: report && whole }
-}
-
-/// Keys whose values are identifiers or digests: a value there shaped like one ([`id_shaped`]) is left as it is (a
-/// digest is a long hex run, which the redaction would take for a secret); any other value is redacted like free
-/// text, since an id is written by whoever wrote the document.
-const VERBATIM_KEYS: [&str; 14] = [
-    "digest",
-    "pinned",
-    "id",
-    "msg_id",
-    "brief_id",
-    "grant_id",
-    "request_id",
-    "seq",
-    "superseded_by",
-    "supersedes",
-    "contradictions",
-    "returned",
-    "via_grant",
-    "answers",
-];
-
-/// `value` with every string redacted (secrets and IP addresses, as the DAG and the context ledger redact), but
-/// identifiers; a grant's MAC is left out (it stays with the gateway that verified it).
-pub(crate) fn redacted(mut value: Value) -> Value {
-    fn walk(value: &mut Value) {
-        match value {
-            Value::String(text) => {
-                let clean = redact_text(text);
-                if clean != *text {
-                    *text = clean;
-                }
-            }
-            Value::Array(items) => items.iter_mut().for_each(walk),
-            Value::Object(object) => {
-                if let Some(mac) = object.get_mut("mac")
-                    && mac.is_string()
-                {
-                    *mac = Value::String("(kept by the gateway)".to_owned());
-                }
-                for (key, item) in object.iter_mut() {
-                    let ids = || match &*item {
-                        Value::String(text) => id_shaped(text),
-                        Value::Array(items) => items.iter().all(|i| i.as_str().is_some_and(id_shaped)),
-                        other => !other.is_object(),
-                    };
-                    if key == "mac" || (VERBATIM_KEYS.contains(&key.as_str()) && ids()) {
-                        continue;
-                    }
-                    walk(item);
-                }
-            }
-            _ => {}
-        }
-    }
-    walk(&mut value);
-    value
-}
-
-/// Whether `text` is shaped like an identifier the redaction could mistake for a secret: a digest or hash (hex
-/// digits, perhaps after `blake3:`), or a short word and a hex run (`eg_0f8c…`, `m-3a9…`). Anything else under an id
-/// key goes through the redaction like free text.
-fn id_shaped(text: &str) -> bool {
-    let body = text.strip_prefix("blake3:").unwrap_or(text);
-    let hex = |s: &str| !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_hexdigit());
-    if hex(body) {
-        return true;
-    }
-    match body.find(['_', '-']) {
-        Some(at) => {
-            let (word, run) = (&body[..at], &body[at + 1..]);
-            (1..=12).contains(&word.len()) && word.bytes().all(|b| b.is_ascii_alphabetic()) && hex(run)
-        }
-        None => false,
-    }
-}
-
-/// A text redacted; the digests in it (`blake3:` and 64 hex digits, in a document's JSON) are kept, since the
-/// redaction takes any long hex run for a secret, and a grant's MAC is hidden.
-pub(crate) fn redact_text(text: &str) -> String {
-    const PREFIX: &str = "blake3:";
-    let text = hide_macs(text);
-    if !text.contains(PREFIX) {
-        return less_runtime::context::redact(&text).text;
-    }
-    // Digests are set aside behind markers the redaction leaves alone (private-use characters), then put back.
-    let mut kept = Vec::new();
-    let mut masked = String::with_capacity(text.len());
-    let mut rest = text.as_str();
-    while let Some(at) = rest.find(PREFIX) {
-        let hex = &rest[at + PREFIX.len()..];
-        let n_hex = hex.bytes().take_while(u8::is_ascii_hexdigit).count();
-        if n_hex == 64 {
-            masked.push_str(&rest[..at]);
-            masked.push_str(&format!("\u{e000}{}\u{e001}", kept.len()));
-            kept.push(&rest[at..at + PREFIX.len() + 64]);
-            rest = &hex[64..];
-        } else {
-            masked.push_str(&rest[..at + PREFIX.len()]);
-            rest = hex;
-        }
-    }
-    masked.push_str(rest);
-    let mut clean = less_runtime::context::redact(&masked).text;
-    for (n, digest) in kept.iter().enumerate() {
-        clean = clean.replace(&format!("\u{e000}{n}\u{e001}"), digest);
-    }
-    clean
-}
-
-/// A grant's MAC inside a text (an archived message holds the grant's JSON): replaced.
-fn hide_macs(text: &str) -> String {
-    const KEY: &str = "\"mac\":\"";
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find(KEY) {
-        let value = &rest[at + KEY.len()..];
-        out.push_str(&rest[..at + KEY.len()]);
-        out.push_str("(kept by the gateway)");
-        rest = value.find('"').map_or("", |end| &value[end..]);
-    }
-    out.push_str(rest);
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A secret in any free text is redacted; digests and ids are not; a grant's MAC is never shown.
-    #[test]
-    fn answers_are_redacted_but_identifiers() {
-        let digest = format!("blake3:{}", "ab".repeat(32));
-        let value = redacted(json!({
-            "claim": "the staging password=hunter2-very-secret is in the wiki",
-            "digest": digest,
-            "id": "eg_0f8c2d5769c98528",
-            "grant": {"mac": digest, "grant_id": "g1"},
-        }));
-        assert!(!value["claim"].as_str().unwrap_or_default().contains("hunter2"), "{value}");
-        assert_eq!(value["digest"], json!(digest));
-        assert_eq!(value["id"], "eg_0f8c2d5769c98528");
-        assert_eq!(value["grant"]["mac"], "(kept by the gateway)");
-        // An id is written by whoever wrote the document: a secret placed there is redacted all the same.
-        let leaky = redacted(json!({
-            "id": "ghp_0123456789abcdefghijABCDEFGHIJklmnop",
-            "msg_id": "password=hunter2-very-secret",
-            "returned": ["eg_0f8c2d5769c98528", "sk-proj-0123456789abcdefghijKLMNOP"],
-        }));
-        for (key, secret) in [("id", "ghp_0123"), ("msg_id", "hunter2"), ("returned", "sk-proj-0123")] {
-            assert!(!leaky[key].to_string().contains(secret), "{key}: {leaky}");
-        }
-        assert!(id_shaped("m-0f8c2d5769c9") && id_shaped(&digest) && id_shaped("4f2a9c1"), "ids and digests pass");
-        let text = format!("{{\"grant_id\":\"g1\",\"mac\":\"{digest}\",\"uses\":1}}");
-        assert_eq!(hide_macs(&text), "{\"grant_id\":\"g1\",\"mac\":\"(kept by the gateway)\",\"uses\":1}");
-        let doc = format!("{{\"digest\":\"{digest}\",\"claim\":\"token sk-live-0123456789abcdefghijklmnop\"}}");
-        let clean = redact_text(&doc);
-        assert!(clean.contains(&digest) && !clean.contains("sk-live-0123456789"), "{clean}");
-    }
 }

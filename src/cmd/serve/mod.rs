@@ -3,13 +3,16 @@
 //! JSON API, on a loopback address by default. `lessrt run … --serve ADDR` starts the same server on the run's
 //! directory before the first step, so the page follows the run live (server-sent events tailing `ledger.jsonl`).
 //!
-//! The server only reads: run directories, the store's archive, the workspace through the run's resolver.
+//! The server only reads: run directories, the store's archive, the workspace through the run's resolver. What it
+//! shows of them, and what it redacts, are rules of the runtime ([`less_runtime::view`]): this module keeps the
+//! routing, the HTTP errors and the assets.
 
 pub(crate) mod api;
 pub(crate) mod deref;
-pub(crate) mod dirs;
-pub(crate) mod manifest;
-pub(crate) mod view;
+
+// The rules of what the page shows live in the runtime; this module wires them to HTTP.
+pub(crate) use less_runtime::view;
+pub(crate) use less_runtime::view::{manifest, run_dir as dirs};
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

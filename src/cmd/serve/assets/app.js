@@ -1,4 +1,5 @@
-// The LESS page: reads the run from /api/ and follows it live over /api/stream (server-sent events).
+// The LESS page: draws the run's first view from the state the server inlined in the page (so the first paint shows
+// the run), then reads from /api/ and follows the run live over /api/stream (server-sent events).
 // Plain DOM, no framework; text is always set as text (never parsed as HTML), so nothing in a run can inject markup.
 "use strict";
 
@@ -9,6 +10,8 @@ const state = {
   refresh: null,      // a pending refresh timer
   opener: null,       // the pointer button that opened the pointer panel (focus returns to it on Escape)
   finished: false,
+  wire: false,        // the run kept its wire text (a baseline): delivered messages open what was sent
+  initial: null,      // the state inlined in the page, drawn before anything is asked
 };
 
 // ---------- helpers ----------
@@ -84,7 +87,10 @@ function meter(label, used, limit, unit) {
 // ---------- loading ----------
 
 async function loadRuns() {
-  const runs = await api("runs");
+  return drawRuns(await api("runs"));
+}
+
+function drawRuns(runs) {
   const picker = clear(document.getElementById("run-picker"));
   for (const run of runs.runs) {
     const label = `${run.id}${run.finished ? "" : " (running)"}`;
@@ -123,8 +129,12 @@ function scheduleRefresh() {
 // ---------- header and hierarchy ----------
 
 async function renderRun() {
-  const run = await api("run", { run: state.run });
+  drawRun(await api("run", { run: state.run }));
+}
+
+function drawRun(run) {
   state.finished = run.finished;
+  state.wire = Boolean(run.wire);
   document.getElementById("run-title").textContent = `${run.scenario} · ${run.mode} mode`;
   document.getElementById("run-goal").textContent = run.manifest && run.manifest.goal ? run.manifest.goal : "";
   const counts = run.counts || {};
@@ -134,6 +144,48 @@ async function renderRun() {
     `(${counts.derefs_denied || 0} denied) · ${counts.restarts || 0} restarts`;
   setStatus(run);
   renderTree(run.agents || [], run.report);
+  drawOutcome(run.outcome);
+}
+
+// ---------- checks and graded tasks ----------
+
+function drawOutcome(outcome) {
+  const view = clear(document.getElementById("outcome-view"));
+  if (!outcome) {
+    view.append(el("p", { class: "muted", text: "Shown when the run finished (its report)." }));
+    return;
+  }
+  const n = (status) => outcome.checks.filter((c) => c.status === status).length;
+  const checks = `${n("PASS")} check${n("PASS") === 1 ? "" : "s"} pass, ${n("FAIL")} fail` +
+    (n("N/A") ? `, ${n("N/A")} do not apply to this mode` : "");
+  const tasks = outcome.graded ? `${outcome.solved} of ${outcome.graded} graded tasks solved` : "no graded tasks";
+  view.append(el("p", { class: outcome.passed ? "verdict ok" : "verdict bad", "data-passed": outcome.passed },
+    `${outcome.passed ? "Passed" : "Not passed"}: ${checks}; ${tasks}.`));
+  if (outcome.checks.length) {
+    view.append(el("h3", { text: "Checks" }), el("table", { class: "verdicts", "data-checks": "" },
+      el("tr", {}, ["check", "status", "evidence"].map((h) => el("th", { scope: "col", text: h }))),
+      outcome.checks.map((c) => el("tr", { "data-check": c.name, "data-status": c.status },
+        el("td", { class: "check-name", text: c.name }),
+        el("td", {}, el("span", { class: `badge status-${c.status === "N/A" ? "na" : c.status.toLowerCase()}`, text: c.status === "N/A" ? "n/a" : c.status })),
+        el("td", { class: "evidence", text: c.evidence })))));
+  }
+  if (outcome.tasks.length) {
+    view.append(el("h3", { text: "Graded tasks" }), el("ol", { class: "tasks" }, outcome.tasks.map((t) => {
+      const a = t.answer;
+      return el("li", { class: t.solved ? "task solved" : "task unsolved", "data-task": t.id, "data-status": t.status },
+        el("div", { class: "meta" },
+          el("strong", { text: t.id }), " ",
+          el("span", { class: t.solved ? "badge status-pass" : "badge status-fail", "data-task-status": "", text: t.status }),
+          ` ${t.kind.replaceAll("_", " ")} · asked of ${t.agent}${t.role && t.role !== t.agent ? ` (${t.role})` : ""}`),
+        el("p", { class: "evidence", text: t.evidence }),
+        a ? el("div", { class: "answer", "data-answer-engram": a.engram },
+          el("div", { class: "meta" }, t.solved ? "answered by " : "closest answer ",
+            el("a", { href: `#engram-${a.engram}`, text: a.engram }), ` in ${a.msg_id}`),
+          el("p", { class: "claim", text: a.claim }),
+          el("div", {}, (a.pointers || []).map((p) => pointerButton(p))))
+          : el("p", { class: "muted", text: "No engram answered it." }));
+    })));
+  }
 }
 
 function setStatus(run) {
@@ -209,7 +261,10 @@ function agentCard(agent, report) {
 // ---------- Shared Brief ----------
 
 async function renderBriefs() {
-  const data = await api("briefs", { run: state.run });
+  drawBriefs(await api("briefs", { run: state.run }));
+}
+
+function drawBriefs(data) {
   const list = clear(document.getElementById("brief-list"));
   if (!data.briefs.length) {
     list.append(el("p", { class: "muted", text: "No brief delivered yet." }));
@@ -240,7 +295,8 @@ async function renderBriefs() {
     }
     for (const c of brief.capsules || []) dl.append(el("dt", { text: "Capsule" }), el("dd", {}, el("pre", { class: "plain", text: c })));
     list.append(el("article", { class: "brief", "data-brief": b.msg_id, "data-to": b.to },
-      el("h3", {}, `${b.to} ← ${b.from}`, " ", el("span", { class: "muted", text: `${b.msg_id} · ${b.tokens} / ${b.max_tokens} tok` })),
+      el("h3", {}, `${b.to} ← ${b.from}`, " ", el("span", { class: "muted", text: `${b.msg_id} · ${b.tokens} / ${b.max_tokens} tok` }),
+        state.wire ? wireButton(b.msg_id) : null),
       dl));
   }
 }
@@ -266,7 +322,10 @@ async function renderFeed() {
     role: document.getElementById("filter-role").value,
     scope: document.getElementById("filter-scope").value,
   };
-  const data = await api("engrams", { run: state.run, ...filters });
+  drawFeed(await api("engrams", { run: state.run, ...filters }));
+}
+
+function drawFeed(data) {
   fillSelect(document.getElementById("filter-kind"), data.facets.kind);
   fillSelect(document.getElementById("filter-role"), data.facets.role);
   fillSelect(document.getElementById("filter-scope"), data.facets.scope);
@@ -301,7 +360,7 @@ function timelineItem(item, fresh) {
   const li = el("li", { class: fresh ? "new" : null, "data-seq": item.seq, "data-event": item.event },
     el("span", { class: "seq", text: item.seq }),
     el("span", { class: `ev ev-${item.event}`, text: item.event }),
-    el("span", { text: item.text }));
+    el("span", { class: "tl-text" }, item.text, item.event === "delivered" && state.wire && item.msg_id ? [" ", wireButton(item.msg_id)] : null));
   if (item.pointers && item.pointers.length && item.event !== "deref") {
     li.append(el("div", { class: "cover" }, item.pointers.map((p) => pointerButton(p))));
   }
@@ -327,8 +386,11 @@ function timelineItem(item, fresh) {
 }
 
 async function renderTimeline() {
+  drawTimeline(await api("timeline", { run: state.run }));
+}
+
+function drawTimeline(data) {
   const want = document.getElementById("filter-event").value;
-  const data = await api("timeline", { run: state.run });
   const names = [...new Set(data.items.map((i) => i.event))].sort();
   fillSelect(document.getElementById("filter-event"), names);
   const list = clear(document.getElementById("timeline-list"));
@@ -347,6 +409,7 @@ async function openPointer(text, digest, opener) {
   const view = clear(document.getElementById("pointer-view"));
   view.append(el("p", { class: "muted", text: `Resolving ${text}…` }));
   const heading = document.getElementById("pointer-h");
+  heading.textContent = "Pointer";
   heading.focus({ preventScroll: true });
   try {
     const d = await api("deref", { run: state.run, pointer: text, digest: digest || "" });
@@ -377,6 +440,34 @@ async function openPointer(text, digest, opener) {
     }
   } catch (err) {
     clear(view).append(el("p", {}, el("code", { text: text })), errorBox(err));
+  }
+}
+
+// ---------- what a baseline sent ----------
+
+// A button that opens a delivered message's wire text (a baseline run keeps it) in the side panel.
+function wireButton(msgId) {
+  return el("button", {
+    type: "button", class: "wire-btn", "data-wire": msgId, "aria-label": `What was sent as ${msgId}`,
+    onclick: (event) => openWire(msgId, event.currentTarget),
+  }, "sent text");
+}
+
+async function openWire(msgId, opener) {
+  state.opener = null;
+  const view = clear(document.getElementById("pointer-view"));
+  const heading = document.getElementById("pointer-h");
+  heading.textContent = "What was sent";
+  heading.focus({ preventScroll: true });
+  view.append(el("p", { class: "muted", text: `Reading ${msgId}…` }));
+  try {
+    const w = await api("wire", { run: state.run, msg: msgId });
+    clear(view).append(
+      el("p", {}, el("code", { text: w.msg_id }), ` · ${w.kind} from ${w.from} to ${w.to} · ${w.tokens} tok`),
+      el("p", { class: "muted", text: "The text the baseline sent: what the receiver's prompt held, and what its tokens were counted on." }),
+      el("pre", { class: "plain wire-text", "data-wire-text": w.msg_id, text: w.text }));
+  } catch (err) {
+    clear(view).append(el("p", {}, el("code", { text: msgId })), errorBox(err));
   }
 }
 
@@ -466,8 +557,11 @@ async function askDag(event) {
 // ---------- LESS vs verbatim ----------
 
 async function renderCompare() {
+  drawCompare(await api("compare", { run: state.run }));
+}
+
+function drawCompare(data) {
   const view = clear(document.getElementById("compare-view"));
-  const data = await api("compare", { run: state.run });
   if (!data.comparisons || !data.comparisons.length) {
     view.append(el("p", { class: "muted", text: "Shown when both modes of the scenario finished." }));
     return;
@@ -475,7 +569,7 @@ async function renderCompare() {
   for (const c of data.comparisons) {
     const max = Math.max(1, ...c.rows.map((r) => Math.max(r.less_with_derefs, r.baseline_with_derefs)));
     const ratio = (a, b) => (b ? `${((100 * a) / b).toFixed(1)}%` : "—");
-    view.append(el("h3", { text: `LESS vs ${c.baseline}` }),
+    view.append(el("h3", { text: `Against ${c.baseline}` }),
       el("table", { "data-compare": c.baseline },
         el("tr", {}, ["role", "LESS inline", "LESS + deref", `${c.baseline} inline`, `${c.baseline} + deref`, "inline %", "+deref %", ""].map((h) => el("th", { scope: "col", text: h }))),
         c.rows.map((r) => el("tr", { "data-role": r.role },
@@ -502,7 +596,7 @@ function connect() {
     const want = document.getElementById("filter-event").value;
     const event = data.event && data.event.event;
     if (!want || want === event) {
-      list.append(timelineItem({ seq: data.seq, event, text: data.text, pointers: (data.event && data.event.pointers) || [] }, true));
+      list.append(timelineItem({ seq: data.seq, event, text: data.text, msg_id: data.event && data.event.msg_id, pointers: (data.event && data.event.pointers) || [] }, true));
       list.scrollTop = list.scrollHeight;
     }
     const status = document.getElementById("live-status");
@@ -521,6 +615,34 @@ function connect() {
 
 // ---------- start ----------
 
+// The state the server inlined in the page: drawn at once, before anything is asked, so the first paint (a
+// screenshot, a slow connection) shows the run. A page served without it (no run yet) asks for itself.
+function drawInitial() {
+  const holder = document.getElementById("initial-state");
+  if (!holder) return false;
+  let initial;
+  try {
+    initial = JSON.parse(holder.textContent);
+  } catch (err) {
+    console.warn(err);
+    return false;
+  }
+  state.initial = initial;
+  drawRuns(initial.runs);
+  state.run = initial.run.id;
+  document.getElementById("run-picker").value = state.run;
+  const steps = [
+    () => drawRun(initial.run), () => drawBriefs(initial.briefs), () => drawFeed(initial.engrams),
+    () => drawTimeline(initial.timeline), () => drawCompare(initial.compare),
+  ];
+  for (const step of steps) {
+    try { step(); } catch (err) { console.warn(err); }
+  }
+  return true;
+}
+
+const drawnFirst = drawInitial();
+
 window.addEventListener("DOMContentLoaded", async () => {
   document.getElementById("feed-filters").addEventListener("change", () => renderFeed().catch(console.warn));
   document.getElementById("filter-event").addEventListener("change", () => renderTimeline().catch(console.warn));
@@ -533,13 +655,18 @@ window.addEventListener("DOMContentLoaded", async () => {
     renderDag();
   });
   try {
-    const id = await loadRuns();
-    if (!id) {
-      document.getElementById("run-title").textContent = "no run yet";
-      setTimeout(() => location.reload(), 1000);
-      return;
+    if (drawnFirst) {
+      // The first view is the run as the server read it: the stream goes on from its last event.
+      connect();
+    } else {
+      const id = await loadRuns();
+      if (!id) {
+        document.getElementById("run-title").textContent = "no run yet";
+        setTimeout(() => location.reload(), 1000);
+        return;
+      }
+      await showRun(id);
     }
-    await showRun(id);
     renderDag();
     document.body.setAttribute("data-ready", "true");
   } catch (err) {

@@ -1,80 +1,107 @@
-//! What the page shows, derived from a run's ledger events (and its manifest when there is one): the hierarchy with
+//! What `lessrt serve`'s page shows of a run, as rules the binary only wires to HTTP: reading a run directory
+//! ([`run_dir`], [`manifest`]), what may be shown ([`redact`]), and the views derived from a run's ledger events (and its manifest when there is one): the hierarchy with
 //! each agent's state and budget meter, the Shared Briefs each agent received, the engram feed, the timeline, and
 //! LESS against verbatim. Pure functions of their inputs, so a finished run and a live one render alike and the
 //! derivations are tested without a server.
 
 use std::collections::{BTreeMap, HashMap};
 
-use less_runtime::run::{DerefMeter, EnvelopeKind, Event, RunReport, pattern_covers};
-use less_runtime::{Budget, Pointer, PointerType};
+pub mod manifest;
+pub mod redact;
+pub mod run_dir;
+
+use crate::run::{DerefMeter, EnvelopeKind, Event, RunReport, pattern_covers};
+use crate::{Budget, Pointer, PointerType};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::manifest::Manifest;
+pub use manifest::{MANIFEST_FILE, Manifest, ManifestAgent};
+pub use redact::{redact_text, redacted};
+pub use run_dir::{EventCache, LEDGER_FILE, Loaded, REPORT_FILE, RunDir};
 
 /// One agent of the hierarchy as the page shows it.
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct AgentView {
-    pub(crate) id: String,
-    pub(crate) role: String,
-    pub(crate) parent: Option<String>,
-    pub(crate) kind: String,
+pub struct AgentView {
+    /// Its id.
+    pub id: String,
+    /// Its role.
+    pub role: String,
+    /// Its parent's id (none for the lead).
+    pub parent: Option<String>,
+    /// Its kind.
+    pub kind: String,
     /// `working` (its step runs), `waiting`, `done` (the run finished) or `down` (left down past its restarts).
-    pub(crate) state: String,
+    pub state: String,
     /// Times its gateway restarted it.
-    pub(crate) restarts: u32,
+    pub restarts: u32,
     /// Escalations about it (a second refusal, an agent left down) and escalations it sent.
-    pub(crate) escalations: u32,
-    pub(crate) meter: Meter,
+    pub escalations: u32,
+    /// Its budget meter.
+    pub meter: Meter,
 }
 
 /// An agent's budget meter.
 #[derive(Debug, Clone, Default, Serialize)]
-pub(crate) struct Meter {
+pub struct Meter {
     /// Inline tokens of the last message it had delivered, and the receiver's cap on it.
-    pub(crate) last_turn_tokens: Option<u32>,
-    pub(crate) last_turn_cap: Option<u32>,
+    pub last_turn_tokens: Option<u32>,
+    /// The receiver's cap on it.
+    pub last_turn_cap: Option<u32>,
     /// Messages it had delivered (its turns, as the report counts them).
-    pub(crate) turns: u32,
+    pub turns: u32,
     /// What it dereferenced on its own budget in its current turn (or its last one that dereferenced).
-    pub(crate) deref: DerefUse,
+    pub deref: DerefUse,
     /// Its budget: the limits the deref meter is read against.
-    pub(crate) limits: Option<Budget>,
+    pub limits: Option<Budget>,
     /// Tokens it pulled under grants in that turn.
-    pub(crate) via_grant_tokens: u32,
+    pub via_grant_tokens: u32,
     /// Derefs denied, messages refused, messages resent.
-    pub(crate) denied_derefs: u32,
-    pub(crate) refusals: u32,
-    pub(crate) resends: u32,
+    pub denied_derefs: u32,
+    /// Messages of it refused.
+    pub refusals: u32,
+    /// Refused messages it sent again.
+    pub resends: u32,
     /// The grants it received, with what is left of each after the derefs it made under them.
-    pub(crate) grants: Vec<GrantHeld>,
+    pub grants: Vec<GrantHeld>,
 }
 
 /// Per-turn deref use, as the gateway's meter counts it.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
-pub(crate) struct DerefUse {
-    pub(crate) repo_spans: u32,
-    pub(crate) artifact_sections: u32,
-    pub(crate) sam_items: u32,
-    pub(crate) tokens: u32,
+pub struct DerefUse {
+    /// Repo spans dereferenced.
+    pub repo_spans: u32,
+    /// Artifact sections dereferenced.
+    pub artifact_sections: u32,
+    /// Memory items dereferenced.
+    pub sam_items: u32,
+    /// Its inline tokens.
+    pub tokens: u32,
 }
 
 /// A grant an agent holds.
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct GrantHeld {
-    pub(crate) grant_id: String,
-    pub(crate) issuer: String,
-    pub(crate) patterns: Vec<String>,
-    pub(crate) max_derefs: u64,
-    pub(crate) max_tokens: u64,
-    pub(crate) uses: u64,
-    pub(crate) derefs_used: u64,
-    pub(crate) tokens_used: u64,
+pub struct GrantHeld {
+    /// The grant's id.
+    pub grant_id: String,
+    /// Who issued it.
+    pub issuer: String,
+    /// The pointer patterns it covers.
+    pub patterns: Vec<String>,
+    /// Derefs it allows.
+    pub max_derefs: u64,
+    /// Tokens it allows.
+    pub max_tokens: u64,
+    /// How many times it may be used.
+    pub uses: u64,
+    /// Derefs made under it.
+    pub derefs_used: u64,
+    /// Tokens pulled under it.
+    pub tokens_used: u64,
 }
 
 /// The hierarchy: the manifest's agents (or, without one, every agent the ledger names, parents taken from who
 /// briefed whom), each with its state and meter.
-pub(crate) fn hierarchy(manifest: Option<&Manifest>, events: &[Event], finished: bool) -> Vec<AgentView> {
+pub fn hierarchy(manifest: Option<&Manifest>, events: &[Event], finished: bool) -> Vec<AgentView> {
     let mut agents: Vec<AgentView> = match manifest {
         Some(m) => m
             .agents
@@ -285,28 +312,34 @@ fn inferred_agents(events: &[Event]) -> Vec<AgentView> {
 
 /// A brief an agent received.
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct BriefView {
-    pub(crate) seq: usize,
-    pub(crate) msg_id: String,
-    pub(crate) from: String,
-    pub(crate) to: String,
-    pub(crate) tokens: u32,
-    pub(crate) max_tokens: u32,
+pub struct BriefView {
+    /// Its place in the ledger (the line, from 0).
+    pub seq: usize,
+    /// The message's id.
+    pub msg_id: String,
+    /// Sender agent id.
+    pub from: String,
+    /// Receiver agent id.
+    pub to: String,
+    /// Its inline tokens.
+    pub tokens: u32,
+    /// The receiver's cap on inline tokens.
+    pub max_tokens: u32,
     /// The SharedBriefMicro as delivered (JSON).
-    pub(crate) brief: Value,
+    pub brief: Value,
     /// The brief as the child reads it, one counted line per item.
-    pub(crate) text: String,
+    pub text: String,
 }
 
 /// Every brief delivered, in order; also the grants, which are delivered as their own documents.
-pub(crate) fn briefs(events: &[Event]) -> Vec<BriefView> {
+pub fn briefs(events: &[Event]) -> Vec<BriefView> {
     events
         .iter()
         .enumerate()
         .filter_map(|(seq, event)| match event {
             Event::Delivered { from, to, msg_id, kind: EnvelopeKind::Brief, tokens, max_tokens, doc, .. } => {
                 let text = match &**doc {
-                    less_runtime::run::Document::Brief(brief) => brief.to_string(),
+                    crate::run::Document::Brief(brief) => brief.to_string(),
                     _ => String::new(),
                 };
                 Some(BriefView {
@@ -327,48 +360,59 @@ pub(crate) fn briefs(events: &[Event]) -> Vec<BriefView> {
 
 /// An engram in the feed.
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct EngramView {
+pub struct EngramView {
     /// Its place in delivery order (the ledger line of its delivery).
-    pub(crate) seq: usize,
-    pub(crate) msg_id: String,
-    pub(crate) from: String,
-    pub(crate) to: String,
+    pub seq: usize,
+    /// The message's id.
+    pub msg_id: String,
+    /// Sender agent id.
+    pub from: String,
+    /// Receiver agent id.
+    pub to: String,
     /// The sender's role.
-    pub(crate) role: String,
+    pub role: String,
     /// The engram as delivered (JSON), with `pointer_texts`: its pointers in text form, digests beside.
-    pub(crate) engram: Value,
-    pub(crate) kind: String,
-    pub(crate) scope: String,
-    pub(crate) claim: String,
-    pub(crate) pointers: Vec<PointerRef>,
+    pub engram: Value,
+    /// Its kind.
+    pub kind: String,
+    /// Its scope.
+    pub scope: String,
+    /// Its claim.
+    pub claim: String,
+    /// Its pointers, clickable.
+    pub pointers: Vec<PointerRef>,
     /// The engram that replaced it in memory, if one did.
-    pub(crate) superseded_by: Option<String>,
+    pub superseded_by: Option<String>,
     /// What it replaced.
-    pub(crate) supersedes: Vec<String>,
+    pub supersedes: Vec<String>,
     /// Risk engrams memory raised because it contradicts another.
-    pub(crate) contradictions: Vec<String>,
+    pub contradictions: Vec<String>,
     /// What memory did with it (`stored`, `duplicate`, `revived`, `refused`).
-    pub(crate) memory: Option<String>,
+    pub memory: Option<String>,
 }
 
 /// A pointer as the page links it.
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct PointerRef {
+pub struct PointerRef {
     /// The text form (what `/api/deref?pointer=` takes).
-    pub(crate) text: String,
-    pub(crate) digest: Option<String>,
+    pub text: String,
+    /// The digest it was pinned with, if any.
+    pub digest: Option<String>,
 }
 
 /// Filters of the engram feed; each matches all when empty.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct EngramFilter {
-    pub(crate) kind: Option<String>,
-    pub(crate) role: Option<String>,
-    pub(crate) scope: Option<String>,
+pub struct EngramFilter {
+    /// Only engrams of this kind.
+    pub kind: Option<String>,
+    /// Only engrams from this role.
+    pub role: Option<String>,
+    /// Only engrams of this scope.
+    pub scope: Option<String>,
 }
 
 /// Every engram delivered, in delivery order, with what memory made of it.
-pub(crate) fn engrams(events: &[Event], manifest: Option<&Manifest>, filter: &EngramFilter) -> Vec<EngramView> {
+pub fn engrams(events: &[Event], manifest: Option<&Manifest>, filter: &EngramFilter) -> Vec<EngramView> {
     let roles: HashMap<&str, &str> =
         manifest.map(|m| m.agents.iter().map(|a| (a.id.as_str(), a.role.as_str())).collect()).unwrap_or_default();
     let mut superseded_by: HashMap<String, String> = HashMap::new();
@@ -423,7 +467,7 @@ pub(crate) fn engrams(events: &[Event], manifest: Option<&Manifest>, filter: &En
 }
 
 /// A pointer's text form without its digest (what the resolver and the page take).
-pub(crate) fn plain_text(pointer: &Pointer) -> String {
+pub fn plain_text(pointer: &Pointer) -> String {
     match Pointer::new(pointer.ty(), pointer.reference(), pointer.span()) {
         Ok(plain) => plain.to_string(),
         Err(_) => pointer.to_string(),
@@ -432,25 +476,28 @@ pub(crate) fn plain_text(pointer: &Pointer) -> String {
 
 /// One line of the timeline.
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct TimelineItem {
-    pub(crate) seq: usize,
+pub struct TimelineItem {
+    /// Its place in the ledger (the line, from 0).
+    pub seq: usize,
     /// The event's name in the ledger (`delivered`, `rejected`, `deref`, …).
-    pub(crate) event: String,
+    pub event: String,
     /// The agent it is about.
-    pub(crate) agent: String,
+    pub agent: String,
     /// The trace line `lessrt run` printed for it.
-    pub(crate) text: String,
+    pub text: String,
     /// Pointers it names (derefs, asks), clickable.
-    pub(crate) pointers: Vec<String>,
+    pub pointers: Vec<String>,
+    /// The message it is about (deliveries, refusals, resends), when it is about one.
+    pub msg_id: Option<String>,
     /// The refusal's code, when it is one.
-    pub(crate) code: Option<String>,
+    pub code: Option<String>,
     /// For a denied deref: the grants of the run that cover every pointer, and the grant its parent would have had
     /// to issue.
-    pub(crate) cover: Option<Value>,
+    pub cover: Option<Value>,
 }
 
 /// Every event as a timeline line.
-pub(crate) fn timeline(events: &[Event], manifest: Option<&Manifest>) -> Vec<TimelineItem> {
+pub fn timeline(events: &[Event], manifest: Option<&Manifest>) -> Vec<TimelineItem> {
     let grants = grants_issued(events);
     events
         .iter()
@@ -464,6 +511,7 @@ pub(crate) fn timeline(events: &[Event], manifest: Option<&Manifest>) -> Vec<Tim
                 .unwrap_or_default()
                 .to_owned();
             let code = value.get("code").and_then(Value::as_str).map(str::to_owned);
+            let msg_id = value.get("msg_id").and_then(Value::as_str).map(str::to_owned);
             let pointers: Vec<String> = value
                 .get("pointers")
                 .and_then(Value::as_array)
@@ -481,6 +529,7 @@ pub(crate) fn timeline(events: &[Event], manifest: Option<&Manifest>) -> Vec<Tim
                 agent,
                 text: event.trace_line().unwrap_or_default().trim_start().to_owned(),
                 pointers,
+                msg_id,
                 code,
                 cover,
             }
@@ -540,9 +589,9 @@ fn denied_cover(agent: &str, pointers: &[String], grants: &[(String, Value)], ma
 
 /// LESS against a baseline, per role: inline tokens, and inline plus dereferenced content (what `lessrt run`
 /// prints after both modes).
-pub(crate) fn compare(less: &RunReport, baseline: &RunReport) -> Value {
+pub fn compare(less: &RunReport, baseline: &RunReport) -> Value {
     let mut rows = Vec::new();
-    let row = |role: &str, l: &less_runtime::run::RoleReport, b: Option<&less_runtime::run::RoleReport>| {
+    let row = |role: &str, l: &crate::run::RoleReport, b: Option<&crate::run::RoleReport>| {
         let (base, base_all) = b.map_or((0, 0), |b| (b.inline_tokens.total, b.inline_tokens.total + b.deref_tokens));
         json!({
             "role": role,
@@ -561,8 +610,89 @@ pub(crate) fn compare(less: &RunReport, baseline: &RunReport) -> Value {
     json!({"less": less.mode.as_str(), "baseline": baseline.mode.as_str(), "rows": rows})
 }
 
+/// The run's verdicts, as the page's checks panel shows them: each check with its status and evidence, each graded
+/// task with its status (solved, or where it was lost), its evidence and the engram that answered it.
+#[derive(Debug, Clone, Serialize)]
+pub struct OutcomeView {
+    /// No check failed and every graded task was solved.
+    pub passed: bool,
+    /// Each check, in the scenario's order.
+    pub checks: Vec<CheckView>,
+    /// Tasks graded.
+    pub graded: u32,
+    /// Tasks solved.
+    pub solved: u32,
+    /// Each graded task, in the scenario's order.
+    pub tasks: Vec<TaskView>,
+}
+
+/// One check's verdict.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckView {
+    /// Its name.
+    pub name: String,
+    /// `PASS`, `FAIL` or `N/A` (a LESS mechanism the run's mode does not have).
+    pub status: &'static str,
+    /// Why: what the ledger showed.
+    pub evidence: String,
+}
+
+/// One graded task's verdict.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskView {
+    /// Its id.
+    pub id: String,
+    /// Its kind.
+    pub kind: String,
+    /// The agent it is about.
+    pub agent: String,
+    /// Its role.
+    pub role: String,
+    /// Whether it was solved.
+    pub solved: bool,
+    /// `solved`, or where the task was lost (`not found`, `read, not cited`, …; `unsolved` when the report predates
+    /// that field).
+    pub status: String,
+    /// The failure kind as the report names it (`not_found`, …), when unsolved.
+    pub failure: Option<Value>,
+    /// What the ledger showed.
+    pub evidence: String,
+    /// The engram that solved it, or the closest one its agent delivered.
+    pub answer: Option<crate::run::Answer>,
+}
+
+/// The checks and graded tasks of a finished run's report.
+pub fn outcome(report: &RunReport) -> OutcomeView {
+    let checks = report
+        .checks
+        .iter()
+        .map(|c| CheckView { name: c.name.clone(), status: c.status.label(), evidence: c.detail.clone() })
+        .collect();
+    let tasks = report
+        .tasks
+        .items
+        .iter()
+        .map(|t| TaskView {
+            id: t.id.clone(),
+            kind: t.kind.as_str().to_owned(),
+            agent: t.agent.clone(),
+            role: t.role.clone(),
+            solved: t.solved,
+            status: match (t.solved, t.failure) {
+                (true, _) => "solved".to_owned(),
+                (false, Some(failure)) => failure.as_str().to_owned(),
+                (false, None) => "unsolved".to_owned(),
+            },
+            failure: t.failure.and_then(|f| serde_json::to_value(f).ok()),
+            evidence: t.evidence.clone(),
+            answer: t.answer.clone(),
+        })
+        .collect();
+    OutcomeView { passed: report.passed(), checks, graded: report.tasks.graded, solved: report.tasks.solved, tasks }
+}
+
 /// Counts of what happened, for the page's header.
-pub(crate) fn counts(events: &[Event]) -> BTreeMap<&'static str, usize> {
+pub fn counts(events: &[Event]) -> BTreeMap<&'static str, usize> {
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     for event in events {
         let key = match event {
@@ -607,7 +737,7 @@ mod tests {
             tokens,
             granted,
             via_grant: via.map(str::to_owned),
-            code: (!granted).then_some(less_runtime::ErrorCode::DerefDenied),
+            code: (!granted).then_some(crate::ErrorCode::DerefDenied),
         }
     }
 
@@ -628,6 +758,37 @@ mod tests {
         assert_eq!(dev.meter.deref.tokens, 50);
         assert_eq!(dev.meter.via_grant_tokens, 70);
         assert_eq!(dev.meter.denied_derefs, 1);
+    }
+
+    /// The checks panel reads a report's verdicts: each check's status label and evidence, each task's status
+    /// (solved, or its failure kind) and its answer.
+    #[test]
+    fn the_outcome_labels_checks_and_tasks() {
+        let report: RunReport = serde_json::from_value(json!({
+            "scenario": "s", "mode": "less", "tokenizer": "o200k_base", "roles": {}, "over_cap": [], "totals": {},
+            "checks": [
+                {"name": "engram_cites", "status": "pass", "detail": "risk eg_1 cites 2 pointers"},
+                {"name": "derefs", "status": "n/a", "detail": "the baseline pastes content"},
+                {"name": "escalations", "status": "fail", "detail": "0 escalations, want 1"},
+            ],
+            "tasks": {"graded": 2, "solved": 1, "items": [
+                {"id": "t1", "kind": "locate_rule", "agent": "dev", "role": "dev", "solved": true, "evidence": "cites the span",
+                 "answer": {"msg_id": "dev-m3", "engram": "eg_9", "claim": "the bug is here", "pointers": ["repo:a.rs#L1-L4"]}},
+                {"id": "t2", "kind": "two_spans", "agent": "dev", "role": "dev", "solved": false, "evidence": "no read",
+                 "answer": null, "failure": "found_not_read"},
+            ]},
+        }))
+        .expect("a report");
+        let outcome = outcome(&report);
+        assert!(!outcome.passed);
+        let statuses: Vec<&str> = outcome.checks.iter().map(|c| c.status).collect();
+        assert_eq!(statuses, ["PASS", "N/A", "FAIL"]);
+        assert_eq!(outcome.checks[2].evidence, "0 escalations, want 1");
+        assert_eq!((outcome.graded, outcome.solved), (2, 1));
+        assert_eq!(outcome.tasks[0].status, "solved");
+        assert_eq!(outcome.tasks[0].answer.as_ref().map(|a| a.engram.as_str()), Some("eg_9"));
+        assert_eq!(outcome.tasks[1].status, "found, not read");
+        assert_eq!(outcome.tasks[1].failure, Some(json!("found_not_read")));
     }
 
     /// A denied deref names the run's grant to that agent that covers it, and the grant that would have been needed.

@@ -8,61 +8,64 @@
 
 use std::path::{Path, PathBuf};
 
-use less_runtime::{AgentKind, Budget, Scenario, WireMode};
+use crate::{AgentKind, Budget, Scenario, WireMode};
 use serde::{Deserialize, Serialize};
 
 /// The file's name in a mode's directory.
-pub(crate) const MANIFEST_FILE: &str = "manifest.json";
+pub const MANIFEST_FILE: &str = "manifest.json";
 
 /// What `manifest.json` holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Manifest {
+pub struct Manifest {
     /// The scenario's name.
-    pub(crate) scenario: String,
+    pub scenario: String,
     /// Its one-line description.
     #[serde(default)]
-    pub(crate) description: String,
+    pub description: String,
     /// The mode this directory ran in (`less`, `verbatim`, `verbatim-whole`).
-    pub(crate) mode: String,
+    pub mode: String,
     /// When the mode started (RFC 3339): a page watching the directory tells a new run from the last one by it.
-    pub(crate) started_at: String,
+    pub started_at: String,
     /// The scenario file, absolute.
-    pub(crate) scenario_file: Option<PathBuf>,
+    pub scenario_file: Option<PathBuf>,
     /// The workspace the run's pointers resolve in, absolute.
-    pub(crate) workspace: Option<PathBuf>,
+    pub workspace: Option<PathBuf>,
     /// The tokenizer the run counted with.
-    pub(crate) tokenizer: String,
+    pub tokenizer: String,
     /// The plan's goal.
     #[serde(default)]
-    pub(crate) goal: String,
+    pub goal: String,
     /// Every agent, in the scenario's order.
-    pub(crate) agents: Vec<ManifestAgent>,
+    pub agents: Vec<ManifestAgent>,
     /// The number of steps the run drives.
     #[serde(default)]
-    pub(crate) steps: usize,
+    pub steps: usize,
 }
 
 /// One agent of the hierarchy.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct ManifestAgent {
-    pub(crate) id: String,
-    pub(crate) role: String,
-    pub(crate) parent: Option<String>,
+pub struct ManifestAgent {
+    /// Its id.
+    pub id: String,
+    /// Its role.
+    pub role: String,
+    /// Its parent's id (none for the lead).
+    pub parent: Option<String>,
     /// `scripted` or `llm`.
-    pub(crate) kind: String,
+    pub kind: String,
     /// The budget its gateway enforces.
-    pub(crate) budget: Budget,
+    pub budget: Budget,
 }
 
 impl Manifest {
     /// The manifest of `scenario` (loaded from `file`) run in `mode`, starting now.
-    pub(crate) fn of(scenario: &Scenario, file: Option<&Path>, mode: WireMode) -> Manifest {
+    pub fn of(scenario: &Scenario, file: Option<&Path>, mode: WireMode) -> Manifest {
         let absolute = |path: &Path| path.canonicalize().ok().or_else(|| std::path::absolute(path).ok());
         Manifest {
             scenario: scenario.name.clone(),
             description: scenario.description.clone(),
             mode: mode.as_str().to_owned(),
-            started_at: less_runtime::now_rfc3339(),
+            started_at: crate::now_rfc3339(),
             scenario_file: file.and_then(absolute),
             workspace: absolute(&scenario.workspace),
             tokenizer: scenario.tokenizer.to_string(),
@@ -86,18 +89,18 @@ impl Manifest {
     }
 
     /// Writes the manifest into a mode's directory (whole or not at all).
-    pub(crate) fn write(&self, dir: &Path) -> anyhow::Result<()> {
-        use anyhow::Context as _;
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        let context =
+            |what: String| move |err: std::io::Error| std::io::Error::new(err.kind(), format!("{what}: {err}"));
+        std::fs::create_dir_all(dir).map_err(context(format!("cannot create {}", dir.display())))?;
         let path = dir.join(MANIFEST_FILE);
-        let mut json = serde_json::to_string_pretty(self)?;
+        let mut json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
         json.push('\n');
-        less_runtime::files::write_whole(&path, json.as_bytes())
-            .with_context(|| format!("cannot write {}", path.display()))
+        crate::files::write_whole(&path, json.as_bytes()).map_err(context(format!("cannot write {}", path.display())))
     }
 
     /// Reads a mode directory's manifest; `None` when there is none or it does not parse.
-    pub(crate) fn read(dir: &Path) -> Option<Manifest> {
+    pub fn read(dir: &Path) -> Option<Manifest> {
         let text = std::fs::read_to_string(dir.join(MANIFEST_FILE)).ok()?;
         serde_json::from_str(&text).ok()
     }

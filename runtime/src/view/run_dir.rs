@@ -8,31 +8,32 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use less_runtime::run::{Event, RunReport};
+use crate::run::{Event, RunReport, SentText, WIRE_FILE};
 
 use super::manifest::{MANIFEST_FILE, Manifest};
 
 /// The ledger's name in a mode's directory.
-pub(crate) const LEDGER_FILE: &str = "ledger.jsonl";
+pub const LEDGER_FILE: &str = "ledger.jsonl";
 /// The report's (written when the mode finished).
-pub(crate) const REPORT_FILE: &str = crate::cmd::run::REPORT_FILE;
+pub const REPORT_FILE: &str = "report.json";
 
 /// A run directory found under the served root.
 #[derive(Debug, Clone)]
-pub(crate) struct RunDir {
+pub struct RunDir {
     /// Its id: the path below the root (`uc1-refactor/less`), or the root's own name when the root is a run.
-    pub(crate) id: String,
-    pub(crate) dir: PathBuf,
+    pub id: String,
+    /// The directory.
+    pub dir: PathBuf,
 }
 
 /// Whether `dir` is a mode's directory: it holds a ledger or a manifest.
-pub(crate) fn is_run(dir: &Path) -> bool {
+pub fn is_run(dir: &Path) -> bool {
     dir.join(LEDGER_FILE).is_file() || dir.join(MANIFEST_FILE).is_file()
 }
 
 /// The runs under `root`: the root itself when it is one, else its subdirectories that are, and theirs (a
 /// scenario's directory holds its modes; an output directory holds scenarios), sorted by id.
-pub(crate) fn discover(root: &Path) -> Vec<RunDir> {
+pub fn discover(root: &Path) -> Vec<RunDir> {
     if is_run(root) {
         let id = root
             .canonicalize()
@@ -70,19 +71,22 @@ fn subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
 
 /// A run as read now.
 #[derive(Debug)]
-pub(crate) struct Loaded {
-    pub(crate) run: RunDir,
-    pub(crate) manifest: Option<Manifest>,
-    pub(crate) events: Arc<Vec<Event>>,
+pub struct Loaded {
+    /// The run directory.
+    pub run: RunDir,
+    /// Its manifest, when it has one.
+    pub manifest: Option<Manifest>,
+    /// The ledger's whole events, in order.
+    pub events: Arc<Vec<Event>>,
     /// Why the ledger stops early, when a line in it is not a whole event.
-    pub(crate) cut: Option<String>,
+    pub cut: Option<String>,
     /// The report (none while the mode runs, or when it was stopped or failed).
-    pub(crate) report: Option<RunReport>,
+    pub report: Option<RunReport>,
 }
 
 impl Loaded {
     /// The mode's name: the manifest's, the report's, else the directory's.
-    pub(crate) fn mode(&self) -> String {
+    pub fn mode(&self) -> String {
         self.manifest
             .as_ref()
             .map(|m| m.mode.clone())
@@ -91,7 +95,7 @@ impl Loaded {
     }
 
     /// The scenario's name.
-    pub(crate) fn scenario(&self) -> String {
+    pub fn scenario(&self) -> String {
         self.manifest
             .as_ref()
             .map(|m| m.scenario.clone())
@@ -101,7 +105,7 @@ impl Loaded {
 }
 
 /// Reads a run directory; its ledger's events come from `cache`, which parses only what was appended since.
-pub(crate) fn load(run: &RunDir, cache: &EventCache) -> Loaded {
+pub fn load(run: &RunDir, cache: &EventCache) -> Loaded {
     let manifest = Manifest::read(&run.dir);
     let started_at = manifest.as_ref().map(|m| m.started_at.clone());
     let (events, cut) = cache.events(&run.dir.join(LEDGER_FILE), started_at);
@@ -111,6 +115,15 @@ pub(crate) fn load(run: &RunDir, cache: &EventCache) -> Loaded {
     Loaded { run: run.clone(), manifest, events, cut, report }
 }
 
+/// What a baseline run sent (its `wire.jsonl`, whole lines that read as [`SentText`]); `None` when the run kept
+/// none (a LESS run, or a run written before the file existed).
+pub fn wire_texts(dir: &Path) -> Option<Vec<SentText>> {
+    let text = std::fs::read_to_string(dir.join(WIRE_FILE)).ok()?;
+    // A last line without its newline is being written.
+    let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+    Some(whole.lines().filter_map(|line| serde_json::from_str(line).ok()).collect())
+}
+
 /// How many ledgers an [`EventCache`] keeps parsed (the most recently read).
 const CACHED_LEDGERS: usize = 4;
 
@@ -118,7 +131,7 @@ const CACHED_LEDGERS: usize = 4;
 /// (the page asks several times a second while a run is live). A ledger that shrank, or whose run's manifest names
 /// another start, is read again from its beginning.
 #[derive(Default)]
-pub(crate) struct EventCache(Mutex<Vec<(PathBuf, Cached)>>);
+pub struct EventCache(Mutex<Vec<(PathBuf, Cached)>>);
 
 impl std::fmt::Debug for EventCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -141,7 +154,7 @@ struct Cached {
 impl EventCache {
     /// The whole events of the ledger at `path`, in order. A last line without its newline is being written and is
     /// left for the next read; a line that is not an event ends the reading (with why).
-    pub(crate) fn events(&self, path: &Path, started_at: Option<String>) -> (Arc<Vec<Event>>, Option<String>) {
+    pub fn events(&self, path: &Path, started_at: Option<String>) -> (Arc<Vec<Event>>, Option<String>) {
         let mut cached = {
             let mut held = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             match held.iter().position(|(p, _)| p == path) {
@@ -201,7 +214,7 @@ fn extend(cached: &mut Cached, path: &Path) {
 }
 
 /// The run the page opens first: one still running, else the LESS mode, else the first.
-pub(crate) fn default_run(runs: &[RunDir]) -> Option<&RunDir> {
+pub fn default_run(runs: &[RunDir]) -> Option<&RunDir> {
     runs.iter()
         .find(|r| r.dir.join(LEDGER_FILE).is_file() && !r.dir.join(REPORT_FILE).is_file())
         .or_else(|| runs.iter().find(|r| r.dir.file_name().is_some_and(|n| n == "less")))
