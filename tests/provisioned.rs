@@ -7,6 +7,9 @@
 /// The recorded llm-free bench replayed to its committed bench.json (its searches rerank with the embedding model).
 #[path = "provisioned/bench.rs"]
 mod bench;
+/// A real browser: headless chromium driven over WebDriver through chromedriver.
+#[path = "provisioned/browser.rs"]
+mod browser;
 /// LLM agents against the live local model server: record and replay, the summarizer, `lessrt ask`, llm-free workers.
 #[path = "provisioned/llm.rs"]
 mod llm;
@@ -16,6 +19,9 @@ mod mcp;
 /// What needs the embedding model: `lessrt doctor` running it, a run's archive embedded by the first reranked query.
 #[path = "provisioned/model.rs"]
 mod model;
+/// The page of `lessrt serve` in a real browser.
+#[path = "provisioned/page.rs"]
+mod page;
 /// Helpers both test binaries share.
 #[allow(dead_code, reason = "this binary uses some of the shared helpers; `tests.rs` uses the rest")]
 mod support;

@@ -6,8 +6,6 @@
 mod attacks;
 /// `lessrt bench`: every scenario in both modes, graded tasks, the bench files, the README's and docs' tables.
 mod bench;
-/// A real browser (headless chromium through chromedriver) for the tests of `lessrt serve`.
-mod browser;
 /// The `lessrt` command line, run as a user runs it: exit codes, output lines, JSON reports.
 mod cli;
 /// A run across `lessrt node` processes over ractor_cluster: the same report, a lost node, the cookie.
@@ -22,7 +20,7 @@ mod mcp;
 mod regression;
 /// The runtime through its actors: gateway rules, grants, the resolver, restarts.
 mod runtime;
-/// `lessrt serve` and `lessrt run --serve`: the JSON API, the live stream, the page in a real browser.
+/// `lessrt serve` and `lessrt run --serve`: the JSON API, the live stream, a baseline's sent text.
 mod serve;
 /// Helpers both test binaries share.
 mod support;

@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::serve::{http, page_cookie};
+use crate::support::serve::{http, page_cookie};
 
 /// A child process killed and reaped when dropped, with the lines of its standard error as they come.
 struct Running {

@@ -3,6 +3,7 @@
 
 pub(crate) mod llm;
 pub(crate) mod mcp;
+pub(crate) mod serve;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
