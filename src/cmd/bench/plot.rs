@@ -2,8 +2,8 @@
 //! inline tokens per turn per role in each scenario (LESS solid, baselines dashed), tasks solved per mode, and tokens
 //! (inline + deref) per solved task per mode. Drawn from the first repeat of each run.
 
+use less_eval::bench::Bench;
 use less_runtime::WireMode;
-use less_runtime::bench::Bench;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
