@@ -1,6 +1,6 @@
 //! The benchmark's results: every run of every scenario in every mode (and repeat), and what `lessrt bench` writes
-//! from them: `bench.json`, `bench.csv` (one row per scenario × mode × repeat × role) and `summary.md` (the tables the
-//! README shows). Pure functions of the run reports, so the same runs give the same bytes.
+//! from them: `bench.json`, `bench.csv` (one row per scenario × mode × repeat × role) and `summary.md` (the tables
+//! docs/benchmark.md shows). Pure functions of the run reports, so the same runs give the same bytes.
 //!
 //! LESS is compared with each baseline on two totals: the inline tokens of every delivered message and recall answer,
 //! and the same plus the content dereferenced. The fair baseline pastes what LESS dereferences, so "with derefs" is

@@ -1,10 +1,13 @@
 //! `lessrt bench [SCENARIO|DIR]...`: every scenario in every mode (and repeat), through the same actor tree as
 //! `lessrt run`, then the bench files in `--out`: `bench.json` (every run's report with its graded tasks),
-//! `bench.csv` (one row per scenario × mode × repeat × role), `summary.md` (the tables of docs/benchmark.md) and SVG plots.
-//! A progress bar per run and one over all runs, on stderr when it is a terminal.
+//! `bench.csv` (one row per scenario × mode × repeat × role), `summary.md` (the tables of docs/benchmark.md) and SVG
+//! plots.
+//! A progress bar per run and one over all runs, on stderr when it is a terminal. What the files hold is
+//! `less-eval`'s [`Bench`]; this module runs the scenarios, writes the files and reports.
 //!
-//! Exit 1 when a LESS-mode message reached an agent over its cap or a run failed; a task left unsolved or a failed
-//! check is a result, reported, not an error. Exit 2 on bad usage or input that cannot be read.
+//! Exit 1 when a LESS-mode message reached an agent over its cap, a run failed, a check failed or a graded task was
+//! left unsolved (every file is still written: those are results, reported). Exit 2 on bad usage or input that
+//! cannot be read.
 
 mod plot;
 

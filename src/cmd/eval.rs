@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use less_eval::context;
 use less_eval::locomo::{self, Sample};
+use less_eval::{context, search};
 use less_runtime::Progress;
 use less_runtime::context::Engine;
 use less_runtime::memory::{Fusion, Memory, Stages};
@@ -128,7 +128,7 @@ pub(crate) const GRADED_SCENARIOS: [&str; 4] = [
 
 /// Runs the search evaluation; exit 1 when no scenario had a graded task.
 fn search(args: &SearchEvalArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
-    use less_runtime::workspace::{WorkspaceIndex, eval};
+    use less_runtime::workspace::WorkspaceIndex;
     let files: Vec<PathBuf> = if args.scenarios.is_empty() {
         GRADED_SCENARIOS.iter().map(PathBuf::from).collect()
     } else {
@@ -144,7 +144,7 @@ fn search(args: &SearchEvalArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
         let mut index = WorkspaceIndex::open(&scenario.workspace).map_err(|e| anyhow::anyhow!("{e}"))?;
         index.refresh(&less_runtime::Silent).map_err(|e| anyhow::anyhow!("{e}"))?;
         for stages in [Stages::Hash, Stages::HashRerank] {
-            let found = eval::evaluate(&scenario, &mut index, stages, &args.k).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let found = search::evaluate(&scenario, &mut index, stages, &args.k).map_err(|e| anyhow::anyhow!("{e}"))?;
             if stages == Stages::HashRerank && degraded.is_none() {
                 // A rerank without the model is BM25 again: say so rather than report it as the rerank's figure.
                 let probe = index.search("probe", 1, stages, &|_| true);
@@ -158,33 +158,10 @@ fn search(args: &SearchEvalArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
             Stop::usage(format!("LESS_RUN_FAILED: {why}; `lessrt doctor` says how to install the model")).into()
         );
     }
-    let mut rows = Vec::new();
-    for stages in ["hash", "hash+rerank"] {
-        for split in ["tune", "held_out", "all"] {
-            let chosen: Vec<&eval::TaskFound> = items
-                .iter()
-                .filter(|(s, f)| s.as_str() == stages && (split == "all" || f.split == split))
-                .map(|(_, f)| f)
-                .collect();
-            let found: serde_json::Map<String, Value> = args
-                .k
-                .iter()
-                .map(|k| {
-                    let n = chosen.iter().filter(|f| f.found.iter().any(|(kk, ok)| kk == k && *ok)).count();
-                    (k.to_string(), serde_json::json!(n))
-                })
-                .collect();
-            rows.push(serde_json::json!({"stages": stages, "split": split, "tasks": chosen.len(), "found": found}));
-        }
-    }
+    let doc = search::report(&items, &args.k);
     let n_tasks = items.len() / 2;
-    let doc = serde_json::json!({
-        "tasks": n_tasks,
-        "rows": rows,
-        "items": items.iter().map(|(s, f)| serde_json::json!({"stages": s.as_str(), "found": f})).collect::<Vec<_>>(),
-    });
     args.output.emit(&doc, || {
-        outln!("{}", search_table(&doc, &args.k));
+        outln!("{}", search::table(&doc, &args.k));
         if !ctx.quiet {
             eprintln!(
                 "{} graded tasks of {}; a task is found at k when every gold citation overlaps a top-k hit",
@@ -194,32 +171,6 @@ fn search(args: &SearchEvalArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
         }
     })?;
     Ok(if n_tasks == 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
-}
-
-/// The table of `lessrt eval search` (docs/index-search-ask.md's): a row per stages and split, a column per k.
-pub(crate) fn search_table(doc: &Value, ks: &[usize]) -> String {
-    let mut out = String::from("| stages | split | tasks |");
-    for k in ks {
-        out.push_str(&format!(" found in top {k} |"));
-    }
-    out.push_str("\n|---|---|---:|");
-    for _ in ks {
-        out.push_str("---:|");
-    }
-    for row in doc["rows"].as_array().into_iter().flatten() {
-        let tasks = row["tasks"].as_u64().unwrap_or(0);
-        out.push_str(&format!(
-            "\n| {} | {} | {tasks} |",
-            row["stages"].as_str().unwrap_or(""),
-            row["split"].as_str().unwrap_or("")
-        ));
-        for k in ks {
-            let n = row["found"][k.to_string()].as_u64().unwrap_or(0);
-            let pct = if tasks == 0 { 0.0 } else { 100.0 * n as f64 / tasks as f64 };
-            out.push_str(&format!(" {n} ({pct:.0}%) |"));
-        }
-    }
-    out
 }
 
 /// Runs a scenario set; exit 1 when the ledger misses a check (the set is its contract).
