@@ -1,7 +1,7 @@
 //! Lossless-memory benches: ingest + DAG build throughput (messages per second: archive, message index, gate,
 //! session summaries, arcs, epochs) and `expand_query` latency, at 10k and 100k messages.
 //!
-//! The corpus is `less_runtime::dag::corpus` (deterministic engineering conversations, two projects, 8 messages per
+//! The corpus is `less_eval::corpus` (deterministic engineering conversations, two projects, 8 messages per
 //! session). Ingest commits each session durably (one archive transaction and one index transaction per session,
 //! as a live run does). The message index here is hash recall alone (stage 1), so the figures do not include
 //! embedding every message (about 200 per second on a 2-core machine); `expand_query_rerank_10k` measures a query
@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use less_runtime::dag::corpus::{CorpusSession, corpus};
+use less_eval::corpus::{CorpusSession, corpus};
 use less_runtime::dag::{Condenser, Dag, DagConfig, Extractive, index_dir};
 use less_runtime::memory::Memory;
 

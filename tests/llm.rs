@@ -131,7 +131,7 @@ fn the_committed_recording_replays_without_a_server() {
 /// report's.
 fn documented_tables_are_the_report(less: &Value, verbatim: &Value) {
     let readme = std::fs::read_to_string(root().join("docs/llm-agents.md")).expect("docs/llm-agents.md");
-    let t = less_runtime::bench::thousands;
+    let t = less_eval::bench::thousands;
     let n = |v: &Value| v.as_u64().expect("a count");
     let pct = |a: u64, b: u64| format!("{:.1}%", 100.0 * a as f64 / b as f64);
     let inline = |r: &Value| n(&r["inline_tokens"]["total"]);

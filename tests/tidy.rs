@@ -26,7 +26,7 @@ fn files_with_extension(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
 #[test]
 fn every_rust_file_starts_with_a_module_doc() {
     let mut files = Vec::new();
-    for dir in ["src", "schemas", "runtime", "agents", "tests", "benches"] {
+    for dir in ["src", "schemas", "runtime", "agents", "eval", "tests", "benches"] {
         files_with_extension(&root().join(dir), "rs", &mut files);
     }
     assert!(files.len() > 10);
@@ -105,7 +105,7 @@ fn the_docs_list_every_error_code() {
 fn the_architecture_codemap_names_every_module() {
     let codemap = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
     let mut files = Vec::new();
-    for dir in ["schemas/src", "runtime/src", "agents/src"] {
+    for dir in ["schemas/src", "runtime/src", "agents/src", "eval/src"] {
         files_with_extension(&root().join(dir), "rs", &mut files);
     }
     for file in files {
@@ -138,7 +138,7 @@ fn every_tracing_target_is_in_the_observability_table() {
     let codemap = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
     let table = codemap.split("**Observability.**").nth(1).expect("an observability section");
     let mut files = Vec::new();
-    for dir in ["schemas/src", "runtime/src", "agents/src", "src"] {
+    for dir in ["schemas/src", "runtime/src", "agents/src", "eval/src", "src"] {
         files_with_extension(&root().join(dir), "rs", &mut files);
     }
     let mut targets = std::collections::BTreeSet::new();
@@ -235,7 +235,7 @@ fn the_fuzz_script_refuses_a_filter_that_matches_no_target() {
 #[test]
 fn the_libraries_never_print() {
     let mut files = Vec::new();
-    for dir in ["schemas/src", "runtime/src", "agents/src"] {
+    for dir in ["schemas/src", "runtime/src", "agents/src", "eval/src"] {
         files_with_extension(&root().join(dir), "rs", &mut files);
     }
     let mut printing = Vec::new();
@@ -262,7 +262,7 @@ fn the_libraries_never_print() {
 fn every_file_the_architecture_names_exists() {
     let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
     let mut files = Vec::new();
-    for dir in ["src", "schemas", "runtime", "agents", "tests", "benches"] {
+    for dir in ["src", "schemas", "runtime", "agents", "eval", "tests", "benches"] {
         files_with_extension(&root().join(dir), "rs", &mut files);
     }
     let mut missing = Vec::new();
@@ -284,11 +284,11 @@ fn every_file_the_architecture_names_exists() {
 }
 
 /// The boundaries ARCHITECTURE.md states that a grep can check: only `scenario.rs` (and `cmd/run.rs`, for the
-/// `--cluster` file) parse TOML, and the runtime never depends on the agents crate.
+/// `--cluster` file) parse TOML, the runtime never depends on the agents crate, and only its tests on `less-eval`.
 #[test]
 fn the_architecture_boundaries_hold() {
     let mut files = Vec::new();
-    for dir in ["schemas/src", "runtime/src", "agents/src", "src"] {
+    for dir in ["schemas/src", "runtime/src", "agents/src", "eval/src", "src"] {
         files_with_extension(&root().join(dir), "rs", &mut files);
     }
     let allowed = [root().join("schemas/src/scenario.rs"), root().join("src/cmd/run.rs")];
@@ -307,6 +307,16 @@ fn the_architecture_boundaries_hold() {
         .map(|p| std::fs::read_to_string(p).expect("read"))
         .collect();
     assert!(!sources.contains("less_agents::"), "the runtime never names the agents crate");
+    // The measurement machinery is not the runtime's: only its tests use `less-eval` (a dev-dependency).
+    let (normal, dev) = manifest.split_once("[dev-dependencies]").expect("the runtime has dev-dependencies");
+    assert!(!normal.contains("less-eval") && dev.contains("less-eval"), "less-eval is a dev-dependency of the runtime");
+    let outside_tests: Vec<String> = files
+        .iter()
+        .filter(|p| p.starts_with(root().join("runtime/src")) && p.file_name().is_some_and(|n| n != "tests.rs"))
+        .filter(|p| std::fs::read_to_string(p).expect("read").contains("less_eval::"))
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(outside_tests.is_empty(), "the runtime names less-eval outside its tests: {outside_tests:?}");
 }
 
 /// The README is a front door, not a manual (issue 36): what lessrt is, the two commands, what the main job prints,

@@ -3,15 +3,14 @@
 //! The contract itself (documents, schemas, validation, error codes, token counting) is the `less-contract` crate,
 //! re-exported here so that an agent implementation needs one dependency.
 //! This crate adds what stores, indexes, embeds and runs: the [`run`] actor tree (gateways, grants, the resolver,
-//! the token ledger), durable [`memory`] with two-stage recall, the lossless [`dag`] memory, the [`context`] ledger
-//! that compacts conversations, and [`bench`].
+//! the token ledger), durable [`memory`] with two-stage recall, the lossless [`dag`] memory, and the [`context`] ledger
+//! that compacts conversations.
 //!
 //! # Design notes
 //!
 //! * Expected failures are values, never panics: a gateway replies with violations, a run records them.
 //! * This crate knows no LLM provider and no concrete agent; those live in `less-agents`.
 
-pub mod bench;
 mod blocking;
 pub mod cluster;
 pub mod context;

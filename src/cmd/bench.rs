@@ -1,10 +1,13 @@
 //! `lessrt bench [SCENARIO|DIR]...`: every scenario in every mode (and repeat), through the same actor tree as
 //! `lessrt run`, then the bench files in `--out`: `bench.json` (every run's report with its graded tasks),
-//! `bench.csv` (one row per scenario × mode × repeat × role), `summary.md` (the tables of docs/benchmark.md) and SVG plots.
-//! A progress bar per run and one over all runs, on stderr when it is a terminal.
+//! `bench.csv` (one row per scenario × mode × repeat × role), `summary.md` (the tables of docs/benchmark.md) and SVG
+//! plots.
+//! A progress bar per run and one over all runs, on stderr when it is a terminal. What the files hold is
+//! `less-eval`'s [`Bench`]; this module runs the scenarios, writes the files and reports.
 //!
-//! Exit 1 when a LESS-mode message reached an agent over its cap or a run failed; a task left unsolved or a failed
-//! check is a result, reported, not an error. Exit 2 on bad usage or input that cannot be read.
+//! Exit 1 when a LESS-mode message reached an agent over its cap, a run failed, a check failed or a graded task was
+//! left unsolved (every file is still written: those are results, reported). Exit 2 on bad usage or input that
+//! cannot be read.
 
 mod plot;
 
@@ -17,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use less_agents::{AgentsFactory, ModelSource};
-use less_runtime::bench::{Bench, BenchFailure, BenchRecording, BenchRun};
+use less_eval::bench::{Bench, BenchFailure, BenchRecording, BenchRun};
 use less_runtime::run::{RunOptions, run_scenario_with};
 use less_runtime::{AgentKind, ErrorCode, Scenario, WireMode};
 
@@ -167,26 +170,23 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     }
 
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
-    let value = serde_json::to_value(&bench)?;
-    let json = serde_json::to_string_pretty(&value)? + "\n";
-    let summary = bench.summary_markdown();
     let write = |name: &str, text: &str| {
         let path = args.out.join(name);
         less_runtime::files::write_whole(&path, text.as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))
     };
-    write("bench.json", &json)?;
-    write("bench.csv", &bench.csv())?;
-    write("summary.md", &summary)?;
-    let mut written = vec!["bench.json".to_owned(), "bench.csv".to_owned(), "summary.md".to_owned()];
+    let mut written = Vec::new();
+    for (name, text) in bench.files()? {
+        write(name, &text)?;
+        written.push(name.to_owned());
+    }
     for (name, svg) in plot::plots(&bench) {
         write(&name, &svg)?;
         written.push(name);
     }
-    args.output.emit(&value, || out!("{summary}"))?;
+    args.output.emit(&serde_json::to_value(&bench)?, || out!("{}", bench.summary_markdown()))?;
 
-    let over_cap = bench.less_over_cap();
-    for line in &over_cap {
+    for line in bench.less_over_cap() {
         eprintln!("lessrt: a LESS message reached an agent over its cap: {line}");
     }
     for failure in &bench.failed {
@@ -198,29 +198,23 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     for line in bench.differing_repeats() {
         eprintln!("lessrt: repeats counted different tokens: {line}");
     }
-    let failing_checks: usize = bench.runs.iter().map(|r| r.report.checks.iter().filter(|c| c.failed()).count()).sum();
+    // 1 when a LESS message reached an agent over its cap, a run failed, a check failed or a graded task was left
+    // unsolved (each printed above, and listed in `summary.md`).
+    let exit_code = if bench.passed() { ExitCode::SUCCESS } else { ExitCode::from(1) };
     if ctx.quiet {
-        return Ok(exit_code(&over_cap, &bench));
+        return Ok(exit_code);
     }
+    let (solved, graded) = bench.n_tasks();
     eprintln!(
-        "bench: {} runs of {} scenarios in {:.1} s ({} checks failed, {} of {} tasks solved); wrote {} in {}",
+        "bench: {} runs of {} scenarios in {:.1} s ({} checks failed, {solved} of {graded} tasks solved); wrote {} in {}",
         bench.runs.len(),
         scenarios.len(),
         started.elapsed().as_secs_f64(),
-        failing_checks,
-        bench.runs.iter().map(|r| r.report.tasks.solved).sum::<u32>(),
-        bench.runs.iter().map(|r| r.report.tasks.graded).sum::<u32>(),
+        bench.n_failed_checks(),
         written.join(", "),
         args.out.display()
     );
-    Ok(exit_code(&over_cap, &bench))
-}
-
-/// 1 when a LESS message reached an agent over its cap, a run failed, a check failed or a graded task was left
-/// unsolved (each printed, and listed in `summary.md`).
-fn exit_code(over_cap: &[String], bench: &Bench) -> ExitCode {
-    let clean = over_cap.is_empty() && bench.failed.is_empty() && bench.failures().is_empty();
-    if clean { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    Ok(exit_code)
 }
 
 /// The scenario files `paths` name: files as given, directories' `*.toml` files (not recursive) sorted by name.

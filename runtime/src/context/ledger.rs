@@ -125,9 +125,26 @@ fn section(out: &mut String, name: &str) {
     let _ = writeln!(out, "## {name}");
 }
 
-/// Whether a message's content is a ledger this module rendered.
-pub(crate) fn is_ledger(content: &str) -> bool {
+/// Whether a message's content is a ledger [`compact`](super::compact) rendered (its first line is
+/// [`LEDGER_HEADER`]).
+pub fn is_ledger(content: &str) -> bool {
     content.starts_with(LEDGER_HEADER) && content[LEDGER_HEADER.len()..].starts_with('\n')
+}
+
+/// The entry lines (`- …`) of one section of a rendered ledger, `name` being one of [`SECTIONS`]: what a reader of
+/// the compacted conversation finds under `## name`.
+pub fn ledger_section<'c>(ledger: &'c str, name: &str) -> Vec<&'c str> {
+    let heading = format!("## {name}");
+    let mut inside = false;
+    let mut lines = Vec::new();
+    for line in ledger.lines() {
+        if line.starts_with("## ") {
+            inside = line == heading;
+        } else if inside && line.starts_with("- ") {
+            lines.push(line);
+        }
+    }
+    lines
 }
 
 /// A parsed ledger: its state and the index its verbatim tail started at.

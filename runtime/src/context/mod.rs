@@ -16,14 +16,13 @@
 //!   what it replaces) is dropped and the input returned unchanged with a note.
 //! * Idempotent: a ledger in the input is parsed back into the state and extended, so compacting a compacted
 //!   conversation gives the same conversation, and a continued one keeps every entry of the first ledger.
-//! * Two baselines share the interface for the evaluation (`eval.rs`): [`Engine::HotTail`] (system messages and the
-//!   tail only) and [`Engine::Truncate`] (the head and the most recent cold messages that fit a token budget).
+//! * Two baselines share the interface for the evaluation (`lessrt eval context`, in `less-eval`):
+//!   [`Engine::HotTail`] (system messages and the tail only) and [`Engine::Truncate`] (the head and the most recent
+//!   cold messages that fit a token budget).
 //! * Linear: one pass over the cold history; entries are found through maps, and the lists that could grow
 //!   without bound keep their newest entries and count the rest (`extract.rs`).
 
 mod engrams;
-#[cfg(any(test, feature = "fixtures"))]
-mod eval;
 mod extract;
 mod ledger;
 mod redact;
@@ -40,12 +39,7 @@ use serde::{Deserialize, Serialize};
 use crate::{Encoding, ErrorCode, TokenCounter, Violation};
 
 pub use engrams::{LEDGER_TAG, ledger_engrams};
-#[cfg(any(test, feature = "fixtures"))]
-pub use eval::{
-    EngineScore, EvalCase, EvalReport, MissKind, N_HELD_OUT, ParaphraseSuite, Recompaction, Split, evaluate,
-    paraphrase_suite, suite as eval_suite,
-};
-pub use ledger::{LEDGER_HEADER, SECTIONS};
+pub use ledger::{LEDGER_HEADER, SECTIONS, is_ledger, ledger_section};
 pub use redact::{CREDENTIAL_REF_PREFIX, REDACTED_IP, Redacted, credential_ref, redact, redact_all};
 
 /// One chat message in the OpenAI chat shape: `{"role": "...", "content": "..."}`.
@@ -260,7 +254,7 @@ fn check_shape(input: &[ChatMessage], output: &[ChatMessage], config: &CompactCo
         return Err("the hot tail would have changed".to_owned());
     }
     if config.engine == Engine::Ledger {
-        let n_ledgers = output.iter().filter(|m| m.is_system() && ledger::is_ledger(&m.content)).count();
+        let n_ledgers = output.iter().filter(|m| m.is_system() && is_ledger(&m.content)).count();
         if n_ledgers != 1 {
             return Err(format!("the output would have {n_ledgers} ledgers instead of one"));
         }
@@ -277,7 +271,7 @@ fn compact_ledger(messages: &[ChatMessage], config: &CompactConfig) -> Vec<ChatM
     let mut next_idx: Option<usize> = None;
     for (pos, message) in messages.iter().enumerate() {
         if message.is_system() {
-            if ledger::is_ledger(&message.content) {
+            if is_ledger(&message.content) {
                 let parsed = ledger::parse(&message.content);
                 next_idx = parsed.tail_start.or(next_idx);
                 match &mut prior {

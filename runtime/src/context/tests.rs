@@ -1,5 +1,6 @@
-//! Tests of the context ledger: shape, extraction, supersession, redaction, fail-closed, idempotence, the rule table,
-//! the evaluation suite, and properties over generated conversations with planted secrets.
+//! Tests of the context ledger: shape, extraction, supersession, redaction, fail-closed, idempotence, the rule table
+//! and its prefilter (over the clauses of `less-eval`'s suites), and properties over generated conversations with
+//! planted secrets. How the ledger scores on the evaluation's suites is tested in `less-eval`.
 
 use proptest::prelude::*;
 
@@ -27,11 +28,6 @@ fn ledger_of(output: &[ChatMessage]) -> &str {
     let ledgers: Vec<&ChatMessage> = output.iter().filter(|m| m.content.starts_with(LEDGER_HEADER)).collect();
     assert_eq!(ledgers.len(), 1, "exactly one ledger: {output:#?}");
     &ledgers[0].content
-}
-
-/// The entry lines of one section.
-fn section<'l>(ledger: &'l str, name: &str) -> Vec<&'l str> {
-    eval::section_lines(ledger, name)
 }
 
 /// The ledger engine's output whatever its size: these tests read what it extracts from short chats, which the
@@ -83,11 +79,11 @@ fn a_corrected_fact_supersedes_the_old_value_and_keeps_a_chain() {
     );
     let output = compact_default(&messages);
     let ledger = ledger_of(&output);
-    let active = section(ledger, "Active facts");
+    let active = ledger_section(ledger, "Active facts");
     assert!(active.contains(&"- deploy target: beta-02 (#3, corrected)"), "{ledger}");
     assert!(active.contains(&"- region: eu-central-1 (#7)"), "{ledger}");
     assert!(!active.iter().any(|l| l.contains("alpha-01") || l.contains("us-east-2")), "{ledger}");
-    let superseded = section(ledger, "Superseded facts");
+    let superseded = ledger_section(ledger, "Superseded facts");
     assert!(superseded.contains(&"- deploy target: alpha-01 (#1, superseded by #3)"), "{ledger}");
     assert!(
         superseded.contains(
@@ -101,8 +97,8 @@ fn a_corrected_fact_supersedes_the_old_value_and_keeps_a_chain() {
 fn russian_facts_and_corrections_are_read() {
     let messages = conversation(&["Сервер деплоя — alpha-01.", "Поправка: сервер деплоя теперь beta-02."], 6);
     let ledger = ledger_of(&compact_default(&messages)).to_owned();
-    assert!(section(&ledger, "Active facts").contains(&"- сервер деплоя: beta-02 (#2, corrected)"), "{ledger}");
-    assert!(section(&ledger, "Superseded facts").contains(&"- сервер деплоя: alpha-01 (#1, superseded by #2)"));
+    assert!(ledger_section(&ledger, "Active facts").contains(&"- сервер деплоя: beta-02 (#2, corrected)"), "{ledger}");
+    assert!(ledger_section(&ledger, "Superseded facts").contains(&"- сервер деплоя: alpha-01 (#1, superseded by #2)"));
 }
 
 #[test]
@@ -120,7 +116,7 @@ fn decisions_are_superseded_by_changes_that_name_them() {
         6,
     );
     let ledger = ledger_of(&compact_default(&messages)).to_owned();
-    let decisions = section(&ledger, "Decisions");
+    let decisions = ledger_section(&ledger, "Decisions");
     assert_eq!(
         decisions,
         vec![
@@ -153,7 +149,8 @@ fn a_later_decision_on_the_same_subject_supersedes_whatever_its_wording() {
     );
     let once = compact_default(&messages);
     let ledger = ledger_of(&once).to_owned();
-    let active: Vec<&str> = section(&ledger, "Decisions").into_iter().filter(|l| l.starts_with("- [active]")).collect();
+    let active: Vec<&str> =
+        ledger_section(&ledger, "Decisions").into_iter().filter(|l| l.starts_with("- [active]")).collect();
     assert_eq!(
         active,
         vec![
@@ -164,7 +161,7 @@ fn a_later_decision_on_the_same_subject_supersedes_whatever_its_wording() {
         "{ledger}"
     );
     assert!(
-        section(&ledger, "Decisions")
+        ledger_section(&ledger, "Decisions")
             .contains(&"- [superseded] NATS for the message queue instead of Kafka (#3, superseded by #4)"),
         "{ledger}"
     );
@@ -186,7 +183,7 @@ fn a_known_subject_restated_in_any_words_gets_the_new_value() {
         6,
     );
     let ledger = ledger_of(&compact_default(&messages)).to_owned();
-    let facts = section(&ledger, "Active facts");
+    let facts = ledger_section(&ledger, "Active facts");
     assert!(facts.contains(&"- deploy target: gamma-03 (#2, corrected)"), "{ledger}");
     assert!(facts.contains(&"- лимит памяти: 2 GB (#4, corrected)"), "{ledger}");
     assert!(facts.iter().any(|l| l.starts_with("- support email: help@example.org (#6")), "{ledger}");
@@ -194,7 +191,7 @@ fn a_known_subject_restated_in_any_words_gets_the_new_value() {
     let negated =
         conversation(&["The support email is help@example.org.", "The support email isn't ops@example.org."], 6);
     let ledger = ledger_of(&compact_default(&negated)).to_owned();
-    assert_eq!(section(&ledger, "Active facts"), ["- support email: help@example.org (#1)"], "{ledger}");
+    assert_eq!(ledger_section(&ledger, "Active facts"), ["- support email: help@example.org (#1)"], "{ledger}");
 }
 
 #[test]
@@ -213,7 +210,7 @@ fn commitments_closures_and_embedded_questions_are_read_by_structure() {
     );
     let ledger = ledger_of(&compact_default(&messages)).to_owned();
     assert_eq!(
-        section(&ledger, "Obligations"),
+        ledger_section(&ledger, "Obligations"),
         vec![
             "- [open] rotate the staging API keys tomorrow (#1)",
             "- [done] migrate the nightly jobs (#2, done #4)",
@@ -222,12 +219,12 @@ fn commitments_closures_and_embedded_questions_are_read_by_structure() {
         "{ledger}"
     );
     assert_eq!(
-        section(&ledger, "Unresolved questions"),
+        ledger_section(&ledger, "Unresolved questions"),
         vec!["- who owns the backup rotation (#5, user)", "- кто отвечает за ротацию бэкапов (#6, user)"],
         "{ledger}"
     );
     assert_eq!(
-        section(&ledger, "Decisions"),
+        ledger_section(&ledger, "Decisions"),
         vec!["- [active] We'll stick with Kafka for the message queue (#7)"],
         "a commitment to a choice is a decision: {ledger}"
     );
@@ -260,7 +257,7 @@ fn obligations_close_when_done_or_cancelled_and_come_back_when_reopened() {
     );
     let ledger = ledger_of(&compact_default(&messages)).to_owned();
     assert_eq!(
-        section(&ledger, "Obligations"),
+        ledger_section(&ledger, "Obligations"),
         vec![
             "- [cancelled] rotate the staging API keys (#1, cancelled #10)",
             "- [done] renew the TLS certificate (#2, done #6)",
@@ -286,7 +283,7 @@ fn questions_stay_unresolved_until_answered() {
     );
     let ledger = ledger_of(&compact_default(&messages)).to_owned();
     assert_eq!(
-        section(&ledger, "Unresolved questions"),
+        ledger_section(&ledger, "Unresolved questions"),
         vec!["- who owns the backup rotation? (#1, user)", "- кто отвечает за релиз? (#4, user)"]
     );
 }
@@ -405,7 +402,7 @@ fn a_secret_found_once_is_redacted_wherever_it_recurs_in_the_cold_history() {
     assert!(output.iter().all(|m| !m.content.contains("hunter2hunter2x")));
     let reference = credential_ref("hunter2hunter2x");
     assert_eq!(
-        section(ledger_of(&output), "Credential refs"),
+        ledger_section(ledger_of(&output), "Credential refs"),
         vec![format!("- {reference} (key/value secret; #1, 3 mentions)")]
     );
 }
@@ -448,15 +445,6 @@ fn a_panicking_or_failing_engine_fails_closed_with_the_original_messages() {
 }
 
 #[test]
-fn compacting_a_compacted_conversation_changes_nothing() {
-    for scenario in eval_suite().iter().filter(|s| s.messages.len() <= 1200) {
-        let once = compact_default(&scenario.messages);
-        let twice = compact_default(&once);
-        assert_eq!(once, twice, "{}", scenario.name);
-    }
-}
-
-#[test]
 fn a_continued_conversation_keeps_every_entry_of_the_first_ledger() {
     let first = conversation(
         &[
@@ -485,16 +473,17 @@ fn a_continued_conversation_keeps_every_entry_of_the_first_ledger() {
     // Messages after the first ledger are numbered on from its tail: #7..#12 were its tail, so the new cold
     // messages are #13, #14 and #15.
     assert!(ledger.contains("Compacted: 15 messages (#1-#15)."), "{ledger}");
-    assert!(section(ledger, "Active facts").contains(&"- deploy target: beta-02 (#6)"));
-    assert!(section(ledger, "Active facts").contains(&"- region: eu-west-1 (#13)"));
-    assert!(section(ledger, "Superseded facts").contains(&"- deploy target: alpha-01 (#1, superseded by #6)"));
+    assert!(ledger_section(ledger, "Active facts").contains(&"- deploy target: beta-02 (#6)"));
+    assert!(ledger_section(ledger, "Active facts").contains(&"- region: eu-west-1 (#13)"));
+    assert!(ledger_section(ledger, "Superseded facts").contains(&"- deploy target: alpha-01 (#1, superseded by #6)"));
     assert!(
-        section(ledger, "Decisions").contains(&"- [superseded] use PostgreSQL for storage (#2, superseded by #14)")
+        ledger_section(ledger, "Decisions")
+            .contains(&"- [superseded] use PostgreSQL for storage (#2, superseded by #14)")
     );
-    assert!(section(ledger, "Obligations").contains(&"- [done] rotate the staging API keys (#3, done #15)"));
-    assert!(section(ledger, "Unresolved questions").contains(&"- who owns the backup rotation? (#4, user)"));
+    assert!(ledger_section(ledger, "Obligations").contains(&"- [done] rotate the staging API keys (#3, done #15)"));
+    assert!(ledger_section(ledger, "Unresolved questions").contains(&"- who owns the backup rotation? (#4, user)"));
     let reference = credential_ref("Q7fK2mZp9LxW3vB8");
-    assert!(section(ledger, "Credential refs").iter().any(|l| l.contains(&reference)));
+    assert!(ledger_section(ledger, "Credential refs").iter().any(|l| l.contains(&reference)));
 }
 
 #[test]
@@ -531,11 +520,12 @@ fn the_rule_table_has_english_and_russian_markers_for_every_act() {
 fn the_key_prefilter_never_hides_a_match() {
     // Every clause of the suite, and the markers with odd casing: wherever a rule's pattern matches, one of its keys
     // is in the lowercased clause, so the prefilter only skips work.
-    let mut suite = eval_suite();
-    let paraphrase = paraphrase_suite();
+    let mut suite = less_eval::context::suite();
+    let paraphrase = less_eval::context::paraphrase_suite();
     suite.extend(paraphrase.dev);
     suite.extend(paraphrase.held_out);
     let extra = ["TODO: X", "Поправка: Y — Z", "ОТМЕНА: продлить домен", "We DECIDED to go", "Is it ready now?"];
+    // The suite's messages are `less-eval`'s copy of `ChatMessage`: only their text is used.
     let clauses = suite
         .iter()
         .flat_map(|s| s.messages.iter().map(|m| m.content.as_str()))
@@ -627,116 +617,6 @@ fn engines_and_stats_report_what_they_did() {
     assert_eq!((stats.messages_in, stats.messages_out), (57, 8));
     assert!(stats.tokens_out < stats.tokens_in, "{stats:?}");
     assert!(stats.hot_tail_unchanged);
-}
-
-#[test]
-fn the_suite_has_thirty_scenarios_long_ones_among_them_and_is_deterministic() {
-    let suite = eval_suite();
-    assert!(suite.len() >= 30, "{}", suite.len());
-    assert!(suite.iter().filter(|s| s.messages.len() >= 1000).count() >= 4);
-    let again = eval_suite();
-    for (a, b) in suite.iter().zip(&again) {
-        assert_eq!(a.messages, b.messages, "{}", a.name);
-    }
-    for kind in MissKind::ALL {
-        let n: usize = suite.iter().map(|s| s.check(&s.messages).iter().filter(|c| c.0 == kind).count()).sum();
-        assert!(n >= 5, "{kind:?} has {n} checks");
-    }
-}
-
-#[test]
-fn the_ledger_passes_every_check_and_the_baselines_do_not() {
-    let report = evaluate(&eval_suite());
-    let ledger = &report.engines[0];
-    assert_eq!(ledger.engine, Engine::Ledger);
-    assert!(ledger.failures.is_empty(), "{:#?}", ledger.failures);
-    for baseline in &report.engines[1..] {
-        let (passed, total) = baseline.total();
-        assert!(passed < total, "{}: {passed}/{total}", baseline.engine);
-    }
-    let truncate = &report.engines[2];
-    assert!(truncate.by_kind[&MissKind::SecretExposed].0 < truncate.by_kind[&MissKind::SecretExposed].1);
-}
-
-#[test]
-fn the_paraphrase_set_has_ten_phrasings_per_family_and_language_and_a_disjoint_held_out_split() {
-    let suite = paraphrase_suite();
-    let again = paraphrase_suite();
-    for (a, b) in suite.dev.iter().chain(&suite.held_out).zip(again.dev.iter().chain(&again.held_out)) {
-        assert_eq!(a.messages, b.messages, "{}", a.name);
-    }
-    // Scenario names are family_lang_index_split: one scenario per phrasing under test.
-    let mut per_family: std::collections::BTreeMap<(String, String), (usize, usize)> = Default::default();
-    for (split, cases) in [(Split::Dev, &suite.dev), (Split::HeldOut, &suite.held_out)] {
-        for case in cases {
-            let parts: Vec<&str> = case.name.split('_').collect();
-            assert!(case.name.ends_with(split.as_str()), "{}", case.name);
-            let counts = per_family.entry((parts[0].to_owned(), parts[1].to_owned())).or_default();
-            if split == Split::Dev { counts.0 += 1 } else { counts.1 += 1 }
-        }
-    }
-    assert_eq!(per_family.len(), 14, "7 families, English and Russian: {per_family:?}");
-    for (family, (n_dev, n_held)) in &per_family {
-        assert!(n_dev + n_held >= 10 && *n_dev >= 10, "{family:?}: {n_dev} + {n_held}");
-        assert_eq!(*n_held, N_HELD_OUT, "{family:?}");
-    }
-    let dev: std::collections::BTreeSet<&str> = suite.dev.iter().map(|c| c.name.trim_end_matches("_dev")).collect();
-    assert!(suite.held_out.iter().all(|c| !dev.contains(c.name.trim_end_matches("_held_out"))));
-    for kind in MissKind::ALL {
-        let n = |cases: &[EvalCase]| -> usize {
-            cases.iter().map(|s| s.check(&s.messages).iter().filter(|c| c.0 == kind).count()).sum()
-        };
-        assert!(n(&suite.dev) >= 20 && n(&suite.held_out) >= 8, "{kind:?}");
-    }
-}
-
-#[test]
-fn the_ledger_generalizes_to_paraphrases_and_recompaction_is_idempotent_on_them() {
-    let suite = paraphrase_suite();
-    let dev = evaluate(&suite.dev);
-    let held_out = evaluate(&suite.held_out);
-    for report in [&dev, &held_out] {
-        let ledger = &report.engines[0];
-        assert_eq!(ledger.engine, Engine::Ledger);
-        for kind in MissKind::ALL {
-            let (passed, total) = ledger.by_kind[&kind];
-            // Every miss kind covered and mostly passed; the baselines fail what they cannot see.
-            assert!(total > 0 && passed * 10 >= total * 9, "{kind:?}: {passed}/{total}: {:#?}", ledger.failures);
-        }
-        let (ledger_passed, _) = ledger.total();
-        for baseline in &report.engines[1..] {
-            assert!(baseline.total().0 < ledger_passed, "{}", baseline.engine);
-        }
-        // Compacting the compacted output changes nothing, on every scenario.
-        let (stable, n) = report.recompaction.idempotent;
-        assert_eq!(stable, n, "{:#?}", report.recompaction.failures);
-        assert_eq!(report.recompaction.continued.0, ledger_passed, "two steps keep what one step keeps");
-    }
-    // The decision reversed twice in other words (the miss that motivated the set): none left the older one active.
-    for report in [&dev, &held_out] {
-        let (passed, total) = report.engines[0].by_kind[&MissKind::SupersededDecision];
-        assert_eq!(passed, total, "{:#?}", report.engines[0].failures);
-    }
-}
-
-#[test]
-fn the_checks_read_the_output_and_fail_a_ledger_that_lies() {
-    let suite = eval_suite();
-    let scenario = suite.iter().find(|s| s.name == "supersession_en").expect("scenario");
-    let output = compact_default(&scenario.messages);
-    assert!(scenario.check(&output).iter().all(|c| c.2));
-    // The stale value listed as active: the stale-fact check fails.
-    let mut lying = output.clone();
-    for message in &mut lying {
-        if message.content.starts_with(LEDGER_HEADER) {
-            message.content = message.content.replace("- deploy target: beta-02", "- deploy target: alpha-01");
-        }
-    }
-    assert!(scenario.check(&lying).iter().any(|c| c.0 == MissKind::StaleFact && !c.2));
-    // The raw conversation leaks nothing in this scenario but misses no fact either: the checks are about output.
-    assert!(scenario.check(&scenario.messages).iter().all(|c| c.2));
-    let secrets = suite.iter().find(|s| s.name == "secrets_key_value").expect("scenario");
-    assert!(secrets.check(&secrets.messages).iter().all(|c| c.0 == MissKind::SecretExposed && !c.2));
 }
 
 /// One planted secret: the text to plant and the raw strings that must not survive.

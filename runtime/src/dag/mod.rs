@@ -6,7 +6,6 @@
 //! - `gate.rs` — the significance gate.
 //! - `expand.rs` — `expand`, `expand_query` and `impact`.
 //! - `transcript.rs` — chat transcripts (JSON array or JSONL) to messages.
-//! - `corpus.rs` — a synthetic, deterministic multi-session corpus (tests and benches; the `fixtures` feature).
 //! - `actor.rs` — the `SummarizerSupervisor` and its session, arc and epoch summarizer actors.
 //!
 //! [`Condenser`] holds the rules of building (what is pending, when an arc or an epoch forms) over an [`Archive`];
@@ -17,8 +16,6 @@
 
 pub(crate) mod actor;
 pub(crate) mod archive;
-#[cfg(any(test, feature = "fixtures"))]
-pub mod corpus;
 pub(crate) mod expand;
 pub(crate) mod gate;
 pub(crate) mod summarize;

@@ -1,15 +1,48 @@
-//! DAG tests over the real SQLite archive: the 64-session corpus, invariants as properties (acyclic, lossless,
-//! summaries smaller than their input, escalation converging), the gate and backfill, expansion and impact, the
-//! actors. `expand_query` uses the real embedding model when it is provisioned, hash recall otherwise.
+//! DAG tests over the real SQLite archive: `less-eval`'s 64-session corpus, invariants as properties (acyclic,
+//! lossless, summaries smaller than their input, escalation converging), the gate and backfill, expansion and impact,
+//! the actors. `expand_query` uses the real embedding model when it is provisioned, hash recall otherwise.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use proptest::prelude::*;
 
-use super::corpus::{CORPUS_START, CorpusSession, corpus, trivial_session};
+use less_eval::corpus::CORPUS_START;
+
 use super::*;
 use crate::memory::Memory;
+
+/// A session of `less-eval`'s corpus with this crate's [`NewMessage`]s (`less-eval` is built against its own copy
+/// of the runtime, so its sessions are taken apart field by field).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CorpusSession {
+    project: String,
+    session: String,
+    messages: Vec<NewMessage>,
+}
+
+fn session_of(s: less_eval::corpus::CorpusSession) -> CorpusSession {
+    let messages = s
+        .messages
+        .into_iter()
+        .map(|m| NewMessage { role: m.role, content: m.content, name: m.name, at: m.at })
+        .collect();
+    CorpusSession { project: s.project, session: s.session, messages }
+}
+
+fn corpus(
+    projects: &[&str],
+    sessions_per_project: usize,
+    messages_per_session: usize,
+    seed: u64,
+) -> Vec<CorpusSession> {
+    let sessions = less_eval::corpus::corpus(projects, sessions_per_project, messages_per_session, seed);
+    sessions.into_iter().map(session_of).collect()
+}
+
+fn trivial_session(project: &str, session: &str, at: i64) -> CorpusSession {
+    session_of(less_eval::corpus::trivial_session(project, session, at))
+}
 
 fn counter() -> &'static TokenCounter {
     TokenCounter::shared(Encoding::default())

@@ -33,7 +33,6 @@
 //! chunk. Ties go to the path, then the first line, so the order is stable.
 
 pub mod chunk;
-pub mod eval;
 pub mod terms;
 #[cfg(test)]
 mod tests;

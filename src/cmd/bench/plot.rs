@@ -7,8 +7,8 @@
 //! are compact and left out where a bar is too narrow to hold one; and a bar chart whose bars are all equal says so
 //! in a sentence instead of drawing bars that say nothing.
 
+use less_eval::bench::Bench;
 use less_runtime::WireMode;
-use less_runtime::bench::Bench;
 use less_runtime::run::RunReport;
 use plotters::coord::Shift;
 use plotters::coord::types::RangedCoordf64;
@@ -373,7 +373,7 @@ fn tokens_per_solved_task(area: &Area<'_>, bench: &Bench) -> Drawn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use less_runtime::bench::BenchRun;
+    use less_eval::bench::BenchRun;
     use serde_json::json;
 
     /// A run of scenario `s` in `mode`: two roles with the given turns, `solved` of 2 graded tasks, `spent` tokens.

@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 
 use super::suite::Builder;
 use super::{EvalCase, MissKind, Probe};
-use crate::dag::corpus::Rng;
+use crate::rng::Rng;
 
 /// Which part of the generated set a scenario belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -5,10 +5,11 @@ use std::path::Path;
 
 use serde_json::json;
 
+use std::sync::Arc;
+
+use less_runtime::run::{Document, EnvelopeKind, Event};
+
 use super::*;
-use crate::run::ledger::Event;
-use crate::run::wire::{Document, EnvelopeKind};
-use less_contract::Scenario;
 
 const SCENARIO: &str = r#"
 name = "tiny"
@@ -38,6 +39,11 @@ fn scenario() -> Scenario {
     Scenario::from_toml(SCENARIO, Path::new(".")).unwrap_or_else(|v| panic!("scenario: {v}"))
 }
 
+/// A typed message for a ledger event; panics when `doc` is not a valid one.
+fn message(doc: serde_json::Value) -> Arc<Document> {
+    Arc::new(serde_json::from_value(doc).expect("a valid typed message"))
+}
+
 fn delivered(from: &str, to: &str, tokens: u32, claim: Option<&str>) -> Event {
     let engrams = match claim {
         Some(claim) => json!([{"id": "eg_1", "kind": "fact", "claim": claim,
@@ -52,9 +58,7 @@ fn delivered(from: &str, to: &str, tokens: u32, claim: Option<&str>) -> Event {
         kind: EnvelopeKind::Message,
         tokens,
         max_tokens: 800,
-        doc: Document::message(
-            json!({"type": "question", "from": from, "msg_id": "m", "question": "?", "engrams": engrams}),
-        ),
+        doc: message(json!({"type": "question", "from": from, "msg_id": "m", "question": "?", "engrams": engrams})),
         prose: None,
         restated: Vec::new(),
     }

@@ -2,8 +2,9 @@
 //! decisions, obligations, questions and secrets, each with its checks.
 
 use super::{Check, EvalCase, MissKind, Probe};
-use crate::context::ChatMessage;
-use crate::dag::corpus::Rng;
+use less_runtime::context::ChatMessage;
+
+use crate::rng::Rng;
 
 const FILLER_EN: &[&str] = &[
     "Can you summarize the log output from the last run?",

@@ -2,7 +2,9 @@
 //! session mixes decisions, constraints, obligations, errors, commands, outcomes and small talk about a rotating set
 //! of components, so the summarizer, the gate and recall have real work to do.
 
-use crate::dag::archive::NewMessage;
+use less_runtime::dag::NewMessage;
+
+use crate::rng::Rng;
 
 /// One session of the corpus.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,28 +71,6 @@ const ERRORS: &[&str] = &[
 const ENVS: &[&str] = &["staging", "canary", "eu-west", "us-east", "preprod"];
 const SMALL_TALK: &[&str] =
     &["Thanks, that helps.", "Sounds good to me.", "Ok, let me look.", "Great, thank you!", "Sure, one moment."];
-
-/// A splitmix64 generator: deterministic, no dependency (the context ledger's evaluation scenarios use it too).
-pub(crate) struct Rng(pub(crate) u64);
-
-impl Rng {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number below `n` (0 when `n` is 0).
-    pub(crate) fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-}
 
 /// Start of the corpus' clock: 2026-01-05T09:00:00Z.
 pub const CORPUS_START: i64 = 1_767_603_600;

@@ -1,6 +1,6 @@
 //! The benchmark's results: every run of every scenario in every mode (and repeat), and what `lessrt bench` writes
-//! from them: `bench.json`, `bench.csv` (one row per scenario × mode × repeat × role) and `summary.md` (the tables the
-//! README shows). Pure functions of the run reports, so the same runs give the same bytes.
+//! from them: `bench.json`, `bench.csv` (one row per scenario × mode × repeat × role) and `summary.md` (the tables
+//! docs/benchmark.md shows). Pure functions of the run reports, so the same runs give the same bytes.
 //!
 //! LESS is compared with each baseline on two totals: the inline tokens of every delivered message and recall answer,
 //! and the same plus the content dereferenced. The fair baseline pastes what LESS dereferences, so "with derefs" is
@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::run::{Failure, RoleReport, RunReport};
-use less_contract::{TaskKind, WireMode};
+use less_runtime::run::{Failure, RoleReport, RunReport};
+use less_runtime::{Scenario, TaskKind, WireMode};
 
 /// One run of the benchmark: the run report (as `lessrt run --json` writes it) and where it sits in the bench.
 #[derive(Debug, Clone, Serialize)]
@@ -34,7 +34,7 @@ pub struct BenchRun {
 
 impl BenchRun {
     /// A run of `scenario` reported as `report`.
-    pub fn new(scenario: &crate::Scenario, report: RunReport, repeat: u32) -> BenchRun {
+    pub fn new(scenario: &Scenario, report: RunReport, repeat: u32) -> BenchRun {
         let mut task_kinds = BTreeMap::new();
         for task in &scenario.tasks {
             *task_kinds.entry(task.kind).or_insert(0) += 1;
@@ -135,6 +135,31 @@ impl Bench {
             }
         }
         out
+    }
+
+    /// The bench's files by name, as `lessrt bench` writes them: `bench.json` (this bench, pretty-printed),
+    /// `bench.csv` ([`Bench::csv`]) and `summary.md` ([`Bench::summary_markdown`]).
+    pub fn files(&self) -> Result<Vec<(&'static str, String)>, serde_json::Error> {
+        let json = serde_json::to_string_pretty(&serde_json::to_value(self)?)? + "\n";
+        Ok(vec![("bench.json", json), ("bench.csv", self.csv()), ("summary.md", self.summary_markdown())])
+    }
+
+    /// Whether the bench passed: no LESS message over its cap, no run that did not finish, no failed check and no
+    /// unsolved task.
+    pub fn passed(&self) -> bool {
+        self.less_over_cap().is_empty() && self.failed.is_empty() && self.failures().is_empty()
+    }
+
+    /// Checks that failed, over every run.
+    pub fn n_failed_checks(&self) -> usize {
+        self.runs.iter().map(|r| r.report.checks.iter().filter(|c| c.failed()).count()).sum()
+    }
+
+    /// Graded tasks solved and graded, over every run.
+    pub fn n_tasks(&self) -> (u32, u32) {
+        self.runs
+            .iter()
+            .fold((0, 0), |(solved, graded), r| (solved + r.report.tasks.solved, graded + r.report.tasks.graded))
     }
 
     /// `bench.csv`: a header and one row per scenario × mode × repeat × role, plus a `TOTAL` row per run.

@@ -1,4 +1,4 @@
-//! How well a search finds the evidence of graded tasks: for each task of a scenario, its question is searched in
+//! How well the workspace search finds the evidence of graded tasks (`lessrt eval search`): for each task of a scenario, its question is searched in
 //! the scenario's workspace, and the task counts as found at `k` when every gold citation (any one of an entry's
 //! alternatives) overlaps one of the top `k` hits: the same file and intersecting lines.
 //!
@@ -11,10 +11,10 @@
 
 use std::path::Path;
 
-use less_contract::{OneOf, Pointer, PointerType, Scenario};
-
-use super::{Hit, WorkspaceIndex, chunk_file};
-use crate::memory::Stages;
+use less_runtime::memory::Stages;
+use less_runtime::workspace::{Hit, MAX_K, WorkspaceError, WorkspaceIndex, chunk_file};
+use less_runtime::{OneOf, Pointer, PointerType, Scenario};
+use serde_json::{Value, json};
 
 /// Where a source sits: a workspace file and lines (inclusive).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +97,61 @@ pub fn place(root: &Path, pointer: &Pointer) -> Option<Place> {
     }
 }
 
+/// The report of `lessrt eval search` over every task searched by each stages (`items`): {"tasks", "rows":
+/// [{"stages", "split", "tasks", "found": {k: n}}] (a row per stages and split, `tune`, `held_out` and `all`),
+/// "items": [{"stages", "found": <the task's outcome>}]}.
+pub fn report(items: &[(Stages, TaskFound)], ks: &[usize]) -> Value {
+    let mut rows = Vec::new();
+    for stages in ["hash", "hash+rerank"] {
+        for split in ["tune", "held_out", "all"] {
+            let chosen: Vec<&TaskFound> = items
+                .iter()
+                .filter(|(s, f)| s.as_str() == stages && (split == "all" || f.split == split))
+                .map(|(_, f)| f)
+                .collect();
+            let found: serde_json::Map<String, Value> = ks
+                .iter()
+                .map(|k| {
+                    let n = chosen.iter().filter(|f| f.found.iter().any(|(kk, ok)| kk == k && *ok)).count();
+                    (k.to_string(), json!(n))
+                })
+                .collect();
+            rows.push(json!({"stages": stages, "split": split, "tasks": chosen.len(), "found": found}));
+        }
+    }
+    json!({
+        "tasks": items.len() / 2,
+        "rows": rows,
+        "items": items.iter().map(|(s, f)| json!({"stages": s.as_str(), "found": f})).collect::<Vec<_>>(),
+    })
+}
+
+/// The table of `lessrt eval search` (docs/index-search-ask.md's): a row per stages and split, a column per k.
+pub fn table(doc: &Value, ks: &[usize]) -> String {
+    let mut out = String::from("| stages | split | tasks |");
+    for k in ks {
+        out.push_str(&format!(" found in top {k} |"));
+    }
+    out.push_str("\n|---|---|---:|");
+    for _ in ks {
+        out.push_str("---:|");
+    }
+    for row in doc["rows"].as_array().into_iter().flatten() {
+        let tasks = row["tasks"].as_u64().unwrap_or(0);
+        out.push_str(&format!(
+            "\n| {} | {} | {tasks} |",
+            row["stages"].as_str().unwrap_or(""),
+            row["split"].as_str().unwrap_or("")
+        ));
+        for k in ks {
+            let n = row["found"][k.to_string()].as_u64().unwrap_or(0);
+            let pct = if tasks == 0 { 0.0 } else { 100.0 * n as f64 / tasks as f64 };
+            out.push_str(&format!(" {n} ({pct:.0}%) |"));
+        }
+    }
+    out
+}
+
 fn overlaps(hit: &Hit, place: &Place) -> bool {
     hit.path == place.path && hit.start <= place.end && place.start <= hit.end
 }
@@ -108,8 +163,8 @@ pub fn evaluate(
     index: &mut WorkspaceIndex,
     stages: Stages,
     ks: &[usize],
-) -> super::Result<Vec<TaskFound>> {
-    let pool = ks.iter().copied().max().unwrap_or(10).clamp(1, super::MAX_K);
+) -> Result<Vec<TaskFound>, WorkspaceError> {
+    let pool = ks.iter().copied().max().unwrap_or(10).clamp(1, MAX_K);
     let mut out = Vec::new();
     for task in &scenario.tasks {
         if task.gold.cites.is_empty() {

@@ -11,9 +11,11 @@
 
 use std::collections::BTreeMap;
 
-use super::ledger::is_ledger;
-use super::{ChatMessage, CompactConfig, Engine, compact_report, compact_stats};
-use crate::TokenCounter;
+use less_runtime::TokenCounter;
+use less_runtime::context::{
+    ChatMessage, CompactConfig, Engine, compact_report, compact_stats, is_ledger, ledger_section,
+};
+use serde_json::{Value, json};
 
 /// The six ways a compacted context makes an assistant miss (the spec's "What counts as a miss").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -219,6 +221,98 @@ pub fn evaluate(scenarios: &[EvalCase]) -> EvalReport {
     report
 }
 
+impl EvalReport {
+    /// The report as JSON: {"scenarios", "messages", "tokens_in", "engines": {name: {"passed", "checks",
+    /// "tokens_out", "by_kind", "failures"}}, "recompaction": {"idempotent", "continued", "failures"}}.
+    pub fn to_json(&self) -> Value {
+        let engines: serde_json::Map<String, Value> = self
+            .engines
+            .iter()
+            .map(|score| {
+                let (passed, checks) = score.total();
+                let by_kind: serde_json::Map<String, Value> = score
+                    .by_kind
+                    .iter()
+                    .map(|(kind, (p, t))| (kind.as_str().to_owned(), json!({"passed": p, "checks": t})))
+                    .collect();
+                let body = json!({
+                    "passed": passed,
+                    "checks": checks,
+                    "tokens_out": score.tokens_out,
+                    "by_kind": by_kind,
+                    "failures": score.failures,
+                });
+                (score.engine.as_str().to_owned(), body)
+            })
+            .collect();
+        let recompaction = &self.recompaction;
+        json!({
+            "scenarios": self.n_scenarios,
+            "messages": self.n_messages,
+            "tokens_in": self.tokens_in,
+            "engines": engines,
+            "recompaction": {
+                "idempotent": {"stable": recompaction.idempotent.0, "scenarios": recompaction.idempotent.1},
+                "continued": {"passed": recompaction.continued.0, "checks": recompaction.continued.1},
+                "failures": recompaction.failures,
+            },
+        })
+    }
+}
+
+/// The table of `lessrt eval context`, line by line, under `title`: one row per miss kind, one column per engine
+/// and report (a paraphrase run's `dev` and `held_out` splits side by side), then the ledger's re-compaction.
+pub fn table_lines(title: &str, reports: &[(&str, EvalReport)]) -> Vec<String> {
+    let mut lines = Vec::new();
+    let cell = |(passed, total): (usize, usize)| format!("{passed}/{total}");
+    let n_scenarios: usize = reports.iter().map(|(_, r)| r.n_scenarios).sum();
+    let n_messages: usize = reports.iter().map(|(_, r)| r.n_messages).sum();
+    let tokens_in: u64 = reports.iter().map(|(_, r)| r.tokens_in).sum();
+    lines.push(format!("{title}: {n_scenarios} scenarios, {n_messages} messages, {tokens_in} tokens in"));
+    // Columns: engine by engine, each split of it side by side.
+    let columns: Vec<(Engine, usize)> =
+        Engine::ALL.iter().flat_map(|engine| (0..reports.len()).map(move |r| (*engine, r))).collect();
+    let width = if reports.len() > 1 { 12 } else { 10 };
+    let header: Vec<String> = columns
+        .iter()
+        .map(|(engine, r)| {
+            let name = if reports.len() > 1 {
+                format!("{} {}", engine.as_str(), if reports[*r].0 == "dev" { "dev" } else { "held" })
+            } else {
+                engine.as_str().to_owned()
+            };
+            format!("{name:>width$}", width = if reports.len() > 1 { name.len().max(width) + 1 } else { width })
+        })
+        .collect();
+    lines.push(format!("{:<30}{}", "miss kind (checks passed)", header.join("")));
+    let widths: Vec<usize> = header.iter().map(String::len).collect();
+    let score = |engine: Engine, r: usize| reports[r].1.engines.iter().find(|s| s.engine == engine);
+    let row = |label: &str, value: &dyn Fn(Engine, usize) -> String| {
+        let cells: Vec<String> =
+            columns.iter().zip(&widths).map(|((engine, r), width)| format!("{:>width$}", value(*engine, *r))).collect();
+        format!("{label:<30}{}", cells.join(""))
+    };
+    for kind in MissKind::ALL {
+        lines.push(row(kind.label(), &|engine, r| {
+            cell(score(engine, r).and_then(|s| s.by_kind.get(&kind).copied()).unwrap_or_default())
+        }));
+    }
+    lines.push(row("total", &|engine, r| cell(score(engine, r).map(|s| s.total()).unwrap_or_default())));
+    lines.push(row("tokens out", &|engine, r| score(engine, r).map(|s| s.tokens_out).unwrap_or_default().to_string()));
+    for (name, report) in reports {
+        let recompaction = &report.recompaction;
+        let which = if reports.len() > 1 { format!(" ({name})") } else { String::new() };
+        lines.push(format!(
+            "ledger re-compaction{which}: {} of {} outputs unchanged when compacted again; {} checks passed \
+             when compacted in two steps",
+            recompaction.idempotent.0,
+            recompaction.idempotent.1,
+            cell(recompaction.continued),
+        ));
+    }
+    lines
+}
+
 /// Compacts the ledger's output again (it must not change), and the conversation in two steps (the checks must
 /// still pass).
 fn recompact(scenario: &EvalCase, base: &CompactConfig, ledger_out: &[ChatMessage], into: &mut Recompaction) {
@@ -265,21 +359,6 @@ impl std::fmt::Display for Probe {
     }
 }
 
-/// The entry lines (`- …`) of one `## name` section of a ledger.
-pub(crate) fn section_lines<'c>(ledger: &'c str, name: &str) -> Vec<&'c str> {
-    let heading = format!("## {name}");
-    let mut inside = false;
-    let mut lines = Vec::new();
-    for line in ledger.lines() {
-        if line.starts_with("## ") {
-            inside = line == heading;
-        } else if inside && line.starts_with("- ") {
-            lines.push(line);
-        }
-    }
-    lines
-}
-
 impl Probe {
     /// Whether a reader of `output` gets this right.
     fn passes(&self, output: &[ChatMessage]) -> bool {
@@ -289,7 +368,7 @@ impl Probe {
                 let mut latest: Option<&String> = None;
                 for message in output {
                     if message.is_system() && is_ledger(&message.content) {
-                        for line in section_lines(&message.content, "Active facts") {
+                        for line in ledger_section(&message.content, "Active facts") {
                             let Some((name, value)) = line.trim_start_matches("- ").split_once(": ") else {
                                 continue;
                             };
@@ -308,7 +387,7 @@ impl Probe {
                 let mut presented_open: Option<bool> = None;
                 for message in output {
                     if message.is_system() && is_ledger(&message.content) {
-                        let lines: Vec<&str> = section_lines(&message.content, "Obligations")
+                        let lines: Vec<&str> = ledger_section(&message.content, "Obligations")
                             .into_iter()
                             .filter(|l| l.to_lowercase().contains(&phrase))
                             .collect();
@@ -325,7 +404,7 @@ impl Probe {
                 let mut latest: Option<bool> = None; // Some(true): current; Some(false): an older one.
                 for message in output.iter().filter(|m| !asides.contains(&m.content)) {
                     if message.is_system() && is_ledger(&message.content) {
-                        let active: Vec<&str> = section_lines(&message.content, "Decisions")
+                        let active: Vec<&str> = ledger_section(&message.content, "Decisions")
                             .into_iter()
                             .filter(|l| l.starts_with("- [active]"))
                             .collect();
@@ -344,7 +423,7 @@ impl Probe {
             }
             Probe::Question { phrase } => output.iter().any(|message| {
                 if message.is_system() && is_ledger(&message.content) {
-                    section_lines(&message.content, "Unresolved questions").iter().any(|l| l.contains(phrase.as_str()))
+                    ledger_section(&message.content, "Unresolved questions").iter().any(|l| l.contains(phrase.as_str()))
                 } else {
                     message.content.contains(phrase.as_str())
                 }
@@ -368,3 +447,6 @@ mod paraphrase;
 mod suite;
 pub use paraphrase::{N_HELD_OUT, ParaphraseSuite, Split, paraphrase_suite};
 pub use suite::suite;
+
+#[cfg(test)]
+mod tests;
