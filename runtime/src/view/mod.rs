@@ -1,11 +1,13 @@
 //! What `lessrt serve`'s page shows of a run, as rules the binary only wires to HTTP: reading a run directory
-//! ([`run_dir`], [`manifest`]), what may be shown ([`redact`]), and the views derived from a run's ledger events (and its manifest when there is one): the hierarchy with
+//! ([`run_dir`], [`manifest`]), what may be shown ([`redact`]), a pointer clicked through ([`deref`]), and the views
+//! derived from a run's ledger events (and its manifest when there is one): the hierarchy with
 //! each agent's state and budget meter, the Shared Briefs each agent received, the engram feed, the timeline, and
 //! LESS against verbatim. Pure functions of their inputs, so a finished run and a live one render alike and the
 //! derivations are tested without a server.
 
 use std::collections::{BTreeMap, HashMap};
 
+pub mod deref;
 pub mod manifest;
 pub mod redact;
 pub mod run_dir;
@@ -15,6 +17,7 @@ use crate::{Budget, Pointer, PointerType};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+pub use deref::{DerefAnswer, resolve_pointer};
 pub use manifest::{MANIFEST_FILE, Manifest, ManifestAgent};
 pub use redact::{redact_text, redacted};
 pub use run_dir::{EventCache, LEDGER_FILE, Loaded, REPORT_FILE, RunDir};

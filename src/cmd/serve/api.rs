@@ -696,7 +696,7 @@ async fn deref(State(served): State<Arc<Served>>, Params(param): Params<DerefPar
             ));
         };
         let tokenizer = loaded.report.as_ref().map_or(manifest.tokenizer.as_str(), |r| r.tokenizer.as_str());
-        let answer = super::deref::resolve(workspace, &loaded.events, &pointer, param.digest.as_deref(), tokenizer)
+        let answer = less_runtime::view::resolve_pointer(workspace, &loaded.events, &pointer, param.digest.as_deref(), tokenizer)
             .map_err(ApiError::violation)?;
         Ok(Json(redacted(serde_json::to_value(answer).unwrap_or(Value::Null))))
     })

@@ -8,7 +8,6 @@
 //! routing, the HTTP errors and the assets.
 
 pub(crate) mod api;
-pub(crate) mod deref;
 
 // The rules of what the page shows live in the runtime; this module wires them to HTTP.
 pub(crate) use less_runtime::view;

@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use less_runtime::run::Event;
-use less_runtime::{Encoding, ErrorCode, Pointer, PointerType, Resolver, SamSource, TokenCounter, Violation};
+use crate::run::Event;
+use crate::{Encoding, ErrorCode, Pointer, PointerType, Resolver, SamSource, TokenCounter, Violation};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -16,39 +16,43 @@ const CONTEXT_LINES: usize = 12;
 
 /// A pointer resolved for the page.
 #[derive(Debug, Serialize)]
-pub(crate) struct DerefAnswer {
+pub struct DerefAnswer {
     /// The pointer's text form, as asked.
-    pub(crate) pointer: String,
+    pub pointer: String,
+    /// The pointer's type (`repo`, `artifact`, `diff`, `test`, `sam`).
     #[serde(rename = "type")]
-    pub(crate) ty: String,
+    pub ty: String,
     /// The content behind it (the span).
-    pub(crate) content: String,
+    pub content: String,
     /// `blake3:` of the content.
-    pub(crate) digest: String,
+    pub digest: String,
     /// The digest the run's documents carry for it, when one does, and whether the content still has it.
-    pub(crate) pinned: Option<String>,
-    pub(crate) unchanged: Option<bool>,
+    pub pinned: Option<String>,
+    /// Whether the content still has the pinned digest (none when nothing is pinned).
+    pub unchanged: Option<bool>,
     /// Its cost in the run's tokenizer.
-    pub(crate) tokens: u32,
-    pub(crate) tokenizer: String,
+    pub tokens: u32,
+    /// The tokenizer it was counted with.
+    pub tokenizer: String,
     /// The lines around the span in its file, the span marked (for repo, artifact and diff pointers with a span).
-    pub(crate) context: Option<Context>,
+    pub context: Option<Context>,
     /// The run's derefs that named it.
-    pub(crate) derefs: Vec<Value>,
+    pub derefs: Vec<Value>,
 }
 
 /// Lines of the file around a span.
 #[derive(Debug, Serialize)]
-pub(crate) struct Context {
+pub struct Context {
     /// The file's line number of `lines[0]`.
-    pub(crate) first_line: usize,
-    pub(crate) lines: Vec<String>,
+    pub first_line: usize,
+    /// The lines themselves.
+    pub lines: Vec<String>,
     /// The span's first and last line numbers in the file.
-    pub(crate) highlight: (usize, usize),
+    pub highlight: (usize, usize),
 }
 
 /// Resolves `text` in `workspace`, against the run's `events` (for `sam:` pointers and what the run did with it).
-pub(crate) fn resolve(
+pub fn resolve_pointer(
     workspace: &Path,
     events: &[Event],
     text: &str,
