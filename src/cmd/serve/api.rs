@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 use less_runtime::run::WIRE_FILE;
 
-use less_runtime::view::redacted;
+use less_runtime::view::{redacted, resolve_pointer};
 
 use super::dirs::{self, LEDGER_FILE, Loaded, REPORT_FILE, RunDir};
 use super::manifest::{MANIFEST_FILE, Manifest};
@@ -696,7 +696,7 @@ async fn deref(State(served): State<Arc<Served>>, Params(param): Params<DerefPar
             ));
         };
         let tokenizer = loaded.report.as_ref().map_or(manifest.tokenizer.as_str(), |r| r.tokenizer.as_str());
-        let answer = less_runtime::view::resolve_pointer(workspace, &loaded.events, &pointer, param.digest.as_deref(), tokenizer)
+        let answer = resolve_pointer(workspace, &loaded.events, &pointer, param.digest.as_deref(), tokenizer)
             .map_err(ApiError::violation)?;
         Ok(Json(redacted(serde_json::to_value(answer).unwrap_or(Value::Null))))
     })
