@@ -548,6 +548,14 @@ fn uc1_runs_in_both_modes_and_less_is_a_small_fraction() {
     assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
     let printed = stdout(&output);
     assert!(printed.contains("== uc1-refactor (less mode") && printed.contains("PASS"), "{printed}");
+    // The README's excerpt of this trace is what a run prints: every line of it, in order ("…" skips lines).
+    let readme = std::fs::read_to_string(repo_path("README.md")).expect("README");
+    let excerpt = readme.split("```text\n").nth(1).and_then(|b| b.split("```").next()).expect("the README's trace");
+    let mut rest = printed.as_str();
+    for line in excerpt.lines().filter(|l| l.trim() != "…") {
+        let at = rest.find(line).unwrap_or_else(|| panic!("README's trace line not printed (in order): {line:?}"));
+        rest = &rest[at + line.len()..];
+    }
     // The scripted panic of the reviewer is the agent's, caught and answered by a restart: one line, no Rust
     // panic message.
     assert!(stderr(&output).contains("agent reviewer panicked (its gateway restarts it)"), "{}", stderr(&output));
