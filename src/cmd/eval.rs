@@ -93,6 +93,9 @@ pub(crate) struct LocomoArgs {
     /// defaults are the chosen ones; the optional ones are 0 when left out).
     #[arg(long, value_delimiter = ',')]
     fusion: Option<Vec<f32>>,
+    /// Candidates each recall stage contributes before fusion (for tuning experiments; the default is the chosen one).
+    #[arg(long, default_value_t = less_runtime::memory::RECALL_POOL)]
+    pool: usize,
     /// Cross-validation over the conversations of FILE: for each conversation, the weights of turn context, writer,
     /// source and time (each on at its default or off: 16 choices) that score best on the other conversations, scored on
     /// it; the report is over every question, each scored by weights chosen without its conversation.
@@ -272,6 +275,7 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
             time: extra(7),
         });
     }
+    memory.set_recall_pool(args.pool);
     let bars = Bars::new(ctx.quiet);
     memory.on_embed_progress(bars.embedding());
     let on_question = |label: &str, done: u64, total: u64| bars.update(label, done, total);

@@ -195,10 +195,11 @@ pub struct Recall {
 /// here by [`Memory::recall`], so no request sizes an allocation by an untrusted number.
 pub const MAX_K: usize = 1000;
 
-/// Candidates each stage contributes before fusion, per hit asked for (at least [`MIN_POOL`]).
-const POOL_PER_HIT: usize = 5;
-/// The smallest candidate pool.
-const MIN_POOL: usize = 50;
+/// Candidates each stage contributes before fusion, whatever `k` is asked (more when `k` is larger). The pool, and so
+/// every fusion term computed over it (the best stage-1 score, adjacent turns, the best of a source), is the same for
+/// every `k` up to it: the top `k` of a query is a prefix of its top `K` for `k < K ≤ RECALL_POOL`. Chosen on the
+/// LoCoMo development split (docs/performance.md): a pool that grew with `k` ranked a small `k` worse.
+pub const RECALL_POOL: usize = 250;
 
 /// The embedding model of this process, loaded once from [`ModelPaths::from_env`]; the error says what is missing.
 pub fn shared_embedder() -> Result<Arc<Embedder>, String> {
@@ -236,6 +237,8 @@ pub struct Memory {
     index_dirty: bool,
     semantic: Result<Semantic, String>,
     fusion: Fusion,
+    /// Candidates each stage contributes ([`RECALL_POOL`] unless an evaluation sets it).
+    pool: usize,
     /// Limits of the access rules and hygiene (`policy.rs`).
     policy: MemoryPolicy,
     /// Told `(done, total)` as an embedding pass makes durable progress.
@@ -302,6 +305,7 @@ impl Memory {
             index_dirty: false,
             semantic: Err("the memory was opened to read, without the embedding model".into()),
             fusion: Fusion::default(),
+            pool: RECALL_POOL,
             policy: MemoryPolicy::default(),
             progress: None,
             closed: false,
@@ -333,6 +337,7 @@ impl Memory {
             index_dirty: false,
             semantic,
             fusion: Fusion::default(),
+            pool: RECALL_POOL,
             policy: MemoryPolicy::default(),
             progress: None,
             closed: false,
@@ -347,6 +352,11 @@ impl Memory {
     /// Replaces the fusion weights (evaluations tune them; the defaults are the tuned ones).
     pub fn set_fusion(&mut self, fusion: Fusion) {
         self.fusion = fusion;
+    }
+
+    /// Replaces the candidate pool of each stage ([`RECALL_POOL`]; evaluations and tests set it).
+    pub fn set_recall_pool(&mut self, pool: usize) {
+        self.pool = pool.clamp(1, MAX_K);
     }
 
     /// Why stage 2 is not available, if it is not (loads the model to find out).
@@ -480,7 +490,7 @@ impl Memory {
         let mut phases = [std::time::Duration::ZERO; 4];
         let filter = &request.filter;
         let k = request.k.min(MAX_K);
-        let pool = (k * POOL_PER_HIT).max(MIN_POOL);
+        let pool = self.pool.max(k);
         let mut stages = Vec::new();
         let mut degraded = None;
         // (project, id) → (stage-1 score, cosine), in the order first found.

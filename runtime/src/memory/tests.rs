@@ -235,3 +235,83 @@ fn two_memories_on_one_store_see_each_others_writes_and_wait_for_the_write_lock(
 
 #[cfg(feature = "provisioned-tests")]
 mod model;
+
+/// A corpus of `n` turns in `sessions` sessions (so adjacent-turn and same-source terms apply), each a few words of a
+/// small vocabulary (so many engrams share keys and scores tie), and queries of the same words.
+pub(super) fn random_turns(seed: u64, n: usize, sessions: usize) -> (Vec<Valid<Engram>>, Vec<String>) {
+    const WORDS: [&str; 24] = [
+        "harbor",
+        "lantern",
+        "deploy",
+        "region",
+        "cache",
+        "ticket",
+        "garden",
+        "painting",
+        "river",
+        "budget",
+        "sunday",
+        "concert",
+        "migrate",
+        "server",
+        "recipe",
+        "camping",
+        "violin",
+        "office",
+        "puppy",
+        "museum",
+        "yesterday",
+        "release",
+        "lake",
+        "novel",
+    ];
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move |bound: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % bound as u64) as usize
+    };
+    let mut words = |count: usize| (0..count).map(|_| WORDS[next(WORDS.len())]).collect::<Vec<_>>().join(" ");
+    let turns = (0..n)
+        .map(|i| {
+            let claim = format!("{} {}", words(3), words(2));
+            let pointer = format!("sam:c:D{}:{}", i % sessions + 1, i / sessions + 1);
+            Engram::builder(EngramKind::Fact, claim, if i % 2 == 0 { "ann" } else { "bob" })
+                .pointer(Pointer::parse(&pointer).expect("pointer"))
+                .created_at("2026-01-01T00:00:00Z")
+                .build()
+                .expect("engram")
+        })
+        .collect();
+    let queries =
+        (0..6).map(|q| if q % 3 == 0 { format!("when did ann {}", words(2)) } else { words(1 + q % 3) }).collect();
+    (turns, queries)
+}
+
+/// Checks, for each query, that the top `k` is the first `k` of the top `pool` for every `k` up to the pool.
+pub(super) fn assert_top_k_is_a_prefix(memory: &mut Memory, queries: &[String], pool: usize) {
+    for query in queries {
+        let full = memory.query(query, "p", None, pool).expect("query");
+        let full = ids(&full);
+        for k in 1..pool {
+            let top = memory.query(query, "p", None, k).expect("query");
+            let want = &full[..k.min(full.len())];
+            assert_eq!(ids(&top), want, "query {query:?}: the top {k} is not a prefix of the top {pool}");
+        }
+    }
+}
+
+#[test]
+fn the_top_k_is_a_prefix_of_the_top_of_a_larger_k() {
+    // More engrams than the pool, so the cut decides something; the pool small to keep the test fast.
+    let pool = 24;
+    for seed in 1..=12u64 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut memory = Memory::open_without_model(dir.path()).expect("open");
+        memory.set_recall_pool(pool);
+        let (turns, queries) = random_turns(seed, 40 + 10 * seed as usize, 1 + seed as usize % 4);
+        memory.put_many(&turns, "p", 0).expect("put");
+        assert_top_k_is_a_prefix(&mut memory, &queries, pool);
+    }
+}

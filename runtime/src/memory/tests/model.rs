@@ -203,3 +203,16 @@ fn a_backlog_of_several_embedding_steps_is_embedded_in_full() {
     let recall = memory.query("which job keeps module m300 warm", "kelp", None, 3).expect("query");
     assert_eq!(recall.stages, ["hash", "rerank"]);
 }
+
+#[test]
+fn with_both_stages_the_top_k_is_a_prefix_of_the_top_of_a_larger_k() {
+    let pool = 24;
+    for seed in 1..=4u64 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut memory = model_memory(dir.path());
+        memory.set_recall_pool(pool);
+        let (turns, queries) = super::random_turns(seed, 60 + 20 * seed as usize, 2 + seed as usize % 3);
+        memory.put_many(&turns, "p", 0).expect("put");
+        super::assert_top_k_is_a_prefix(&mut memory, &queries, pool);
+    }
+}
