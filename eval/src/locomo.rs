@@ -58,6 +58,8 @@ pub struct QuestionScore {
     pub recall: Vec<f64>,
     /// Strict recall (1 only when all the evidence is found) at each k.
     pub strict: Vec<f64>,
+    /// The question, its evidence and the dia_ids retrieved (the largest k), for reading what was missed.
+    pub detail: Value,
 }
 
 /// What the questions scored, and how long each recall took.
@@ -373,7 +375,14 @@ fn question_score(qa: &Qa, recall: &Recall, sample_id: &str, ks: &[usize]) -> Qu
     let retrieved: Vec<String> =
         recall.hits.iter().filter_map(|h| h.stored.engram.pointers.first().map(|p| dia_id_of(p, sample_id))).collect();
     let (recall, strict) = ks.iter().map(|&k| score(&qa.evidence, &retrieved[..k.min(retrieved.len())])).unzip();
-    QuestionScore { category: qa.category, recall, strict }
+    let detail = json!({
+        "sample": sample_id,
+        "question": qa.question,
+        "category": qa.category,
+        "evidence": qa.evidence,
+        "retrieved": retrieved,
+    });
+    QuestionScore { category: qa.category, recall, strict, detail }
 }
 
 /// A weight as a short decimal (0.3, not the f32's 0.30000001192092896).

@@ -105,6 +105,10 @@ pub(crate) struct LocomoArgs {
     /// their scores) to this file as JSON, for experiments with the ranking outside the binary.
     #[arg(long, value_name = "FILE", hide = true)]
     dump: Option<PathBuf>,
+    /// Analysis: write one JSON line per question (its conversation, category, evidence and the dia_ids retrieved at
+    /// the largest k) to this file, to read what was missed.
+    #[arg(long, value_name = "FILE")]
+    questions: Option<PathBuf>,
     /// A regression floor: exit 1 when the overall recall@10 (percent) is below it.
     #[arg(long, value_name = "PERCENT")]
     min_recall_at_10: Option<f64>,
@@ -294,6 +298,10 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
     }
     let scores = locomo::evaluate(&mut memory, &samples, &ks, stages, &on_question)?;
     bars.clear();
+    if let Some(path) = &args.questions {
+        let lines: String = scores.questions.iter().map(|q| format!("{}\n", q.detail)).collect();
+        std::fs::write(path, lines).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     if let Some(path) = &args.dump {
         let dump = locomo::dump(&mut memory, &samples)?;
         std::fs::write(path, serde_json::to_vec(&dump)?)?;

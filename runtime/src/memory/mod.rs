@@ -221,6 +221,41 @@ struct Semantic {
     max_pending: usize,
 }
 
+/// Rows recall has read, by `(project, id)`, for the store generation they were read at. Recall reads a few hundred
+/// rows a query, most of them the same from one query to the next; a write anywhere moves the generation on and
+/// empties the cache, so a row here is never older than the store's.
+#[derive(Default)]
+struct RowCache {
+    generation: Option<u64>,
+    rows: HashMap<(String, String), Stored>,
+}
+
+/// Most rows [`RowCache`] keeps (it is emptied when full).
+const MAX_CACHED_ROWS: usize = 50_000;
+
+impl RowCache {
+    /// Empties the cache unless it holds rows of `generation`.
+    fn at_generation(&mut self, generation: u64) {
+        if self.generation != Some(generation) {
+            self.rows.clear();
+            self.generation = Some(generation);
+        }
+    }
+
+    /// The stored rows of `keys` that exist, in the order of `keys`, from the cache or the store.
+    fn get_many(&mut self, store: &Store, keys: &[(String, String)]) -> Result<Vec<Stored>, MemoryError> {
+        let missing: Vec<(String, String)> = keys.iter().filter(|k| !self.rows.contains_key(*k)).cloned().collect();
+        let read = store.get_many(&missing)?;
+        if self.rows.len() + read.len() > MAX_CACHED_ROWS {
+            self.rows.clear();
+        }
+        for stored in read {
+            self.rows.insert((stored.project.clone(), stored.engram.id.clone()), stored);
+        }
+        Ok(keys.iter().filter_map(|k| self.rows.get(k).cloned()).collect())
+    }
+}
+
 /// The store and its recall indexes, kept in step.
 ///
 /// A put is acknowledged after the store's commit; the indexes take the engram lazily (an index commit costs about
@@ -239,6 +274,8 @@ pub struct Memory {
     fusion: Fusion,
     /// Candidates each stage contributes ([`RECALL_POOL`] unless an evaluation sets it).
     pool: usize,
+    /// Rows recall has read, valid for one store generation (any write, by any process, moves it on).
+    rows: RowCache,
     /// Limits of the access rules and hygiene (`policy.rs`).
     policy: MemoryPolicy,
     /// Told `(done, total)` as an embedding pass makes durable progress.
@@ -306,6 +343,7 @@ impl Memory {
             semantic: Err("the memory was opened to read, without the embedding model".into()),
             fusion: Fusion::default(),
             pool: RECALL_POOL,
+            rows: RowCache::default(),
             policy: MemoryPolicy::default(),
             progress: None,
             closed: false,
@@ -338,6 +376,7 @@ impl Memory {
             semantic,
             fusion: Fusion::default(),
             pool: RECALL_POOL,
+            rows: RowCache::default(),
             policy: MemoryPolicy::default(),
             progress: None,
             closed: false,
@@ -410,11 +449,11 @@ impl Memory {
     /// reads the last commit (another process may have caught it up), and if still behind applies, under the
     /// store's write lock, the rows changed since the generation that commit recorded (every row when it recorded
     /// none, or one ahead of the store: a store restored from an older copy).
-    fn sync_hash(&mut self) -> Result<(), MemoryError> {
+    fn sync_hash(&mut self) -> Result<u64, MemoryError> {
         let generation = self.store.generation()?;
         self.index_dirty = false;
         if self.index.generation() == Some(generation) || self.index.refresh()? == Some(generation) {
-            return Ok(());
+            return Ok(generation);
         }
         let mut write = self.index.write()?;
         let since = match write.committed() {
@@ -426,7 +465,7 @@ impl Memory {
         };
         let generation = self.store.changes_since(since, |stored| write.add(&stored).map_err(MemoryError::from))?;
         write.commit(generation)?;
-        Ok(())
+        Ok(generation)
     }
 
     /// Stage 1: candidates from the hash index. A search that fails on the index's files (damaged after it was
@@ -482,7 +521,8 @@ impl Memory {
     /// Answers a query: stage-1 candidates and nearest vectors, fused and ordered by [`rank::rank`].
     pub fn recall(&mut self, request: &RecallRequest<'_>) -> Result<Recall, MemoryError> {
         // Always: other processes may have changed the store since this one last looked.
-        self.sync_hash()?;
+        let generation = self.sync_hash()?;
+        self.rows.at_generation(generation);
         if request.stages != Stages::Hash && self.rerank_unavailable().is_none() {
             self.embed_pending()?;
         }
@@ -553,7 +593,7 @@ impl Memory {
             .collect();
         let mut candidates = Vec::with_capacity(wanted.len());
         // The indexes are derived: the store's row decides (tier, scope, roles may have changed since).
-        for stored in self.store.get_many(&wanted)? {
+        for stored in self.rows.get_many(&self.store, &wanted)? {
             if !filter.admits(&stored) {
                 continue;
             }

@@ -315,3 +315,26 @@ fn the_top_k_is_a_prefix_of_the_top_of_a_larger_k() {
         assert_top_k_is_a_prefix(&mut memory, &queries, pool);
     }
 }
+
+#[test]
+fn cached_rows_last_only_as_long_as_the_store_generation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut memory = Memory::open_without_model(dir.path()).expect("open");
+    let facts = facts();
+    memory.put_many(&facts, "kelp", 0).expect("put");
+    let key = vec![("kelp".to_owned(), facts[0].id.clone()), ("kelp".to_owned(), "e_missing".to_owned())];
+    let mut cache = RowCache::default();
+    let generation = memory.store.generation().expect("generation");
+    cache.at_generation(generation);
+    let rows = cache.get_many(&memory.store, &key).expect("rows");
+    assert_eq!(rows.len(), 1, "a missing row is left out");
+    assert_eq!(rows[0].superseded_by, None);
+    assert!(memory.supersede("kelp", &facts[0].id, &facts[1].id).expect("supersede"));
+    let moved = memory.store.generation().expect("generation");
+    assert!(moved > generation, "a write moves the generation on");
+    cache.at_generation(generation);
+    assert_eq!(cache.get_many(&memory.store, &key).expect("rows")[0].superseded_by, None, "read from the cache");
+    cache.at_generation(moved);
+    let fresh = cache.get_many(&memory.store, &key).expect("rows");
+    assert_eq!(fresh[0].superseded_by.as_deref(), Some(facts[1].id.as_str()), "the new generation reads the store");
+}
