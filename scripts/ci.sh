@@ -55,5 +55,5 @@ if [ ! -f "$locomo" ]; then
   echo "ci: no LoCoMo development split at $locomo (set LESSRT_LOCOMO_DEV); see scripts/README.md" >&2
   exit 1
 fi
-lessrt eval locomo "$locomo" --k 5,10,50 --stages hash --min-recall-at-10 72
-lessrt eval locomo "$locomo" --k 5,10,50 --stages hash+rerank --min-recall-at-10 76
+lessrt eval locomo "$locomo" --k 10 --stages hash --min-recall-at-10 72
+lessrt eval locomo "$locomo" --k 10 --stages hash+rerank --min-recall-at-10 78

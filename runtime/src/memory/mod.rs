@@ -227,7 +227,7 @@ struct Semantic {
 #[derive(Default)]
 struct RowCache {
     generation: Option<u64>,
-    rows: HashMap<(String, String), Stored>,
+    rows: HashMap<(String, String), Arc<Stored>>,
 }
 
 /// Most rows [`RowCache`] keeps (it is emptied when full).
@@ -243,14 +243,14 @@ impl RowCache {
     }
 
     /// The stored rows of `keys` that exist, in the order of `keys`, from the cache or the store.
-    fn get_many(&mut self, store: &Store, keys: &[(String, String)]) -> Result<Vec<Stored>, MemoryError> {
+    fn get_many(&mut self, store: &Store, keys: &[(String, String)]) -> Result<Vec<Arc<Stored>>, MemoryError> {
         let missing: Vec<(String, String)> = keys.iter().filter(|k| !self.rows.contains_key(*k)).cloned().collect();
         let read = store.get_many(&missing)?;
         if self.rows.len() + read.len() > MAX_CACHED_ROWS {
             self.rows.clear();
         }
         for stored in read {
-            self.rows.insert((stored.project.clone(), stored.engram.id.clone()), stored);
+            self.rows.insert((stored.project.clone(), stored.engram.id.clone()), Arc::new(stored));
         }
         Ok(keys.iter().filter_map(|k| self.rows.get(k).cloned()).collect())
     }
@@ -559,6 +559,8 @@ impl Memory {
         phases[0] = started.elapsed();
         let semantic = embedder.and_then(|embedder| self.semantic.as_ref().ok().map(|semantic| (semantic, embedder)));
         let mut query_vector = None;
+        // Vectors read to take a cosine, kept for the turn-context cosine below.
+        let mut read_vectors: HashMap<(String, String), Vec<f32>> = HashMap::new();
         if let Some((semantic, embedder)) = semantic {
             stages.push("rerank");
             let query = embedder.embed_one(request.text).map_err(|e| MemoryError::StageUnavailable(e.to_string()))?;
@@ -575,8 +577,10 @@ impl Memory {
             for at in &order {
                 if let Some(slot) = found.get_mut(at)
                     && slot.1.is_none()
+                    && let Some(vector) = semantic.vectors.vector(&at.0, &at.1)
                 {
-                    slot.1 = semantic.vectors.vector(&at.0, &at.1).map(|v| embed::cosine(&query, &v));
+                    slot.1 = Some(embed::cosine(&query, &vector));
+                    read_vectors.insert(at.clone(), vector);
                 }
             }
             query_vector = Some(query);
@@ -602,7 +606,7 @@ impl Memory {
             // The vectors of the candidates, for the turn-context cosine (when stage 2 ran and weighs it).
             let vector = match (&self.semantic, &query_vector) {
                 (Ok(semantic), Some(_)) if self.fusion.context > 0.0 && cosine.is_some() => {
-                    semantic.vectors.vector(&at.0, &at.1)
+                    read_vectors.remove(&at).or_else(|| semantic.vectors.vector(&at.0, &at.1))
                 }
                 _ => None,
             };
@@ -623,7 +627,7 @@ impl Memory {
                 score: r.score,
                 hash_score: r.candidate.hash,
                 cosine: r.candidate.cosine,
-                stored: r.candidate.stored,
+                stored: Arc::unwrap_or_clone(r.candidate.stored),
             })
             .collect();
         tracing::debug!(

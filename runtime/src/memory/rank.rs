@@ -7,6 +7,7 @@
 
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use super::keys;
 use super::store::Stored;
@@ -15,8 +16,8 @@ use less_contract::Scope;
 /// One candidate with the evidence each stage found for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
-    /// The engram.
-    pub stored: Stored,
+    /// The engram (shared with the memory's row cache: a query ranks hundreds and returns a few).
+    pub stored: Arc<Stored>,
     /// Stage-1 score (BM25 over shared keys), when stage 1 found it.
     pub hash: Option<f32>,
     /// Cosine of its claim vector with the query's, when stage 2 ran.
@@ -270,11 +271,11 @@ mod tests {
             written_by: "agent".into(),
             promoted_by: None,
         };
-        Candidate { stored, hash: Some(2.0), cosine: Some(0.5), vector: None }
+        Candidate { stored: Arc::new(stored), hash: Some(2.0), cosine: Some(0.5), vector: None }
     }
 
     fn order(candidates: Vec<Candidate>, fusion: &Fusion, ties: &TieContext) -> Vec<String> {
-        rank(candidates, fusion, ties).into_iter().map(|r| r.candidate.stored.engram.id).collect()
+        rank(candidates, fusion, ties).into_iter().map(|r| r.candidate.stored.engram.id.clone()).collect()
     }
 
     #[test]
@@ -341,9 +342,9 @@ mod tests {
     #[test]
     fn a_query_naming_the_writer_lifts_what_they_wrote() {
         let mut theirs = plain("e_theirs", "sam:c:D1:1", 1.0, 0.5);
-        theirs.stored.engram.provenance.created_by = "Caroline".into();
+        Arc::make_mut(&mut theirs.stored).engram.provenance.created_by = "Caroline".into();
         let mut other = plain("e_other", "sam:c:D2:1", 1.0, 0.55);
-        other.stored.engram.provenance.created_by = "Melanie".into();
+        Arc::make_mut(&mut other.stored).engram.provenance.created_by = "Melanie".into();
         let ties =
             TieContext { query_features: keys::query_features("what does Caroline paint"), ..TieContext::default() };
         let fusion = Fusion { author: 0.3, ..Fusion::plain() };
@@ -354,9 +355,9 @@ mod tests {
     #[test]
     fn a_time_question_lifts_what_places_something_in_time() {
         let mut dated = plain("e_dated", "sam:c:D1:1", 1.0, 0.5);
-        dated.stored.engram.claim = "Caroline: I went to the support group yesterday.".into();
+        Arc::make_mut(&mut dated.stored).engram.claim = "Caroline: I went to the support group yesterday.".into();
         let mut undated = plain("e_undated", "sam:c:D2:1", 1.0, 0.6);
-        undated.stored.engram.claim = "Caroline: the support group was lovely.".into();
+        Arc::make_mut(&mut undated.stored).engram.claim = "Caroline: the support group was lovely.".into();
         let fusion = Fusion { time: 0.5, ..Fusion::plain() };
         let asking = TieContext { asks_time: true, ..TieContext::default() };
         assert_eq!(order(vec![undated.clone(), dated.clone()], &fusion, &asking), ["e_dated", "e_undated"]);
@@ -411,7 +412,7 @@ mod tests {
         for (fusion, ties) in [(fusion, TieContext::default()), (Fusion { context: 0.0, ..fusion }, ties)] {
             let ids: Vec<String> = rank(vec![unrelated.clone(), reply.clone(), question.clone()], &fusion, &ties)
                 .into_iter()
-                .map(|r| r.candidate.stored.engram.id)
+                .map(|r| r.candidate.stored.engram.id.clone())
                 .collect();
             assert_eq!(ids, ["e_question", "e_unrelated", "e_reply"]);
         }
