@@ -211,8 +211,8 @@ fn with_both_stages_the_top_k_is_a_prefix_of_the_top_of_a_larger_k() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut memory = model_memory(dir.path());
         memory.set_recall_pool(pool);
-        let (turns, queries) = super::random_turns(seed, 60 + 20 * seed as usize, 2 + seed as usize % 3);
+        let (turns, queries) = random_turns(seed, 60 + 20 * seed as usize, 2 + seed as usize % 3);
         memory.put_many(&turns, "p", 0).expect("put");
-        super::assert_top_k_is_a_prefix(&mut memory, &queries, pool);
+        assert_top_k_is_a_prefix(&mut memory, &queries, pool);
     }
 }
