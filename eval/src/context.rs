@@ -104,8 +104,19 @@ struct Check {
 /// What a reader of the output must find.
 #[derive(Debug, Clone)]
 enum Probe {
-    /// The latest visible statement of `subject` names `current` (among the values it ever had).
+    /// The latest visible statement of `subject` names `current` (among the values it ever had). A ledger states
+    /// through every *Active facts* line that names the subject, under whatever key: it states `current` only when
+    /// there is one such line and it names `current`, since every active line is presented as current.
     Fact { subject: String, current: String, values: Vec<String> },
+    /// Nothing the message `text` says is presented as an open obligation (an `[open]` line whose entry is part of
+    /// it): an acknowledgement, a promise with no task in it, an instruction about the notes themselves.
+    NotAnObligation { text: String },
+    /// The question naming `phrase` is not presented as unresolved once answered. `events` are the raw messages
+    /// that ask or answer it, with whether it is open after each.
+    Answered { phrase: String, events: Vec<(String, bool)> },
+    /// A reader can find where a subject was discussed: a ledger's *Retrieval notes*, or a raw message, name one of
+    /// `words`.
+    Topic { words: Vec<String> },
     /// The obligation is visible as open (`open`), or is not presented as open. `events` are the raw messages
     /// that open or close it, with whether it is open after each.
     Obligation { phrase: String, open: bool, events: Vec<(String, bool)> },
@@ -355,6 +366,9 @@ impl std::fmt::Display for Probe {
             Probe::Decision { current, .. } => write!(f, "current decision: {current}"),
             Probe::Question { phrase } => write!(f, "open question: {phrase}"),
             Probe::Absent { text } => write!(f, "absent: {text}"),
+            Probe::NotAnObligation { text } => write!(f, "not an obligation: {text}"),
+            Probe::Answered { phrase, .. } => write!(f, "answered question: {phrase}"),
+            Probe::Topic { words } => write!(f, "retrieval notes name: {}", words.join(" or ")),
         }
     }
 }
@@ -365,22 +379,28 @@ impl Probe {
         match self {
             Probe::Fact { subject, current, values } => {
                 let subject = subject.to_lowercase();
-                let mut latest: Option<&String> = None;
+                // `None` in `latest`: a ledger stated the subject ambiguously (two active lines, or one naming no
+                // value the subject had).
+                let mut latest: Option<Option<&String>> = None;
                 for message in output {
                     if message.is_system() && is_ledger(&message.content) {
-                        for line in ledger_section(&message.content, "Active facts") {
-                            let Some((name, value)) = line.trim_start_matches("- ").split_once(": ") else {
-                                continue;
-                            };
-                            if name.to_lowercase().contains(&subject) {
-                                latest = last_mentioned(value, values).or(latest);
+                        let lines: Vec<&str> = ledger_section(&message.content, "Active facts")
+                            .into_iter()
+                            .filter(|line| line.to_lowercase().contains(&subject))
+                            .collect();
+                        match lines.as_slice() {
+                            [] => {}
+                            [line] => {
+                                let value = line.split_once(": ").map_or(*line, |(_, value)| value);
+                                latest = Some(last_mentioned(value, values));
                             }
+                            _ => latest = Some(None),
                         }
                     } else if message.content.to_lowercase().contains(&subject) {
-                        latest = last_mentioned(&message.content, values).or(latest);
+                        latest = last_mentioned(&message.content, values).map(Some).or(latest);
                     }
                 }
-                latest == Some(current)
+                latest == Some(Some(current))
             }
             Probe::Obligation { phrase, open, events } => {
                 let phrase = phrase.to_lowercase();
@@ -429,6 +449,39 @@ impl Probe {
                 }
             }),
             Probe::Absent { text } => output.iter().all(|m| !m.content.contains(text.as_str())),
+            Probe::NotAnObligation { text } => {
+                let text = text.to_lowercase();
+                output.iter().filter(|m| m.is_system() && is_ledger(&m.content)).all(|message| {
+                    ledger_section(&message.content, "Obligations").iter().all(|line| {
+                        let Some(entry) = line.strip_prefix("- [open] ") else { return true };
+                        let entry = entry.rsplit_once(" (#").map_or(entry, |(entry, _)| entry).to_lowercase();
+                        entry.trim().is_empty() || !text.contains(entry.trim())
+                    })
+                })
+            }
+            Probe::Answered { phrase, events } => {
+                let mut presented_open: Option<bool> = None;
+                for message in output {
+                    if message.is_system() && is_ledger(&message.content) {
+                        let section = ledger_section(&message.content, "Unresolved questions");
+                        presented_open = Some(section.iter().any(|l| l.contains(phrase.as_str())));
+                    } else if let Some((_, open_after)) = events.iter().find(|(text, _)| *text == message.content) {
+                        presented_open = Some(*open_after);
+                    }
+                }
+                presented_open != Some(true)
+            }
+            Probe::Topic { words } => output.iter().any(|message| {
+                let has_word = |text: &str| {
+                    let text = text.to_lowercase();
+                    words.iter().any(|w| text.contains(&w.to_lowercase()))
+                };
+                if message.is_system() && is_ledger(&message.content) {
+                    ledger_section(&message.content, "Retrieval notes").iter().any(|l| has_word(l))
+                } else {
+                    has_word(&message.content)
+                }
+            }),
         }
     }
 }

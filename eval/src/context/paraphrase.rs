@@ -3,12 +3,19 @@
 //! from.
 //!
 //! The grammar has one family per miss kind (and two for obligations: opened, and opened then closed), each with at
-//! least fourteen phrasings in English and fourteen in Russian. A phrasing is a template with slots: `{s}` a fact's
-//! subject, `{v}`/`{old}` its values, `{t}` what a decision is about, `{o}` the option chosen, `{a}` a task to do,
-//! `{n}` the same task named as a thing, `{q}` an open question, `{x}` a secret, `{ip}` an address; a capitalized
-//! slot (`{S}`, `{A}`, `{N}`) is the value with its first letter capitalized. Every scenario puts one phrasing under
-//! test in a conversation of filler turns, with the other turns it needs (the value a correction corrects, the
-//! decisions a reversal reverses) drawn from the same split, and checks what a reader of the compacted output sees.
+//! least fourteen phrasings in English and fourteen in Russian. A second set of families, written later (and
+//! committed, with the numbers of the rules as they then were, before the rules were changed for it), holds everyday
+//! wording: an acknowledgement restating a fact, an instruction to forget earlier values, a promise with no task in
+//! it, a value taken back (`scratch that, use X`), a decision changed back (`let's go back to X`), work reported
+//! shipped, work dropped, a question answered by a later message, a value changed twice in a row. Their
+//! conversations mix everyday chatter into the filler (`Builder::everyday`).
+//!
+//! A phrasing is a template with slots: `{s}` a fact's subject, `{v}`/`{old}`/`{mid}` its values, `{t}` what a
+//! decision is about, `{o}` the option chosen, `{a}` a task to do, `{n}` the same task named as a thing, `{q}` an
+//! open question, `{r}` its answer, `{x}` a secret, `{ip}` an address; a capitalized slot (`{S}`, `{A}`, `{N}`,
+//! `{R}`) is the value with its first letter capitalized. Every scenario puts one phrasing under test in a
+//! conversation of filler turns, with the other turns it needs (the value a correction corrects, the decisions a
+//! reversal reverses) drawn from the same split, and checks what a reader of the compacted output sees.
 //!
 //! **The split.** In every family and language, the four phrasings whose blake3 hash of `family/lang/index` is
 //! smallest are held out; the others are the development split. Rules may be tuned against the development split
@@ -373,6 +380,339 @@ const SECRET: Family = Family {
     ],
 };
 
+/// An acknowledgement or restatement of a fact just stated (`{s}`, `{v}`): part of that fact, never one of its own.
+const ACK: Family = Family {
+    name: "ack",
+    en: &[
+        "Noted: {s} {v}.",
+        "Noted, {v} for the {s}.",
+        "Got it, {s} is {v}.",
+        "Updated: {s} {v}.",
+        "Ok, {s} {v}.",
+        "Ok, {v}.",
+        "Noted — the {s} is now {v}.",
+        "Got it: {v} as the {s}.",
+        "Understood, the {s} is {v}.",
+        "Roger, {s} = {v}.",
+        "Copy that, {v} for the {s}.",
+        "Thanks, updated the {s} to {v}.",
+        "Acknowledged: {s} → {v}.",
+        "Sure, {s} set to {v}.",
+    ],
+    ru: &[
+        "Принял: {s} {v}.",
+        "Записал: {s} — {v}.",
+        "Понял, {s} — {v}.",
+        "Ок, {s} {v}.",
+        "Ок, {v}.",
+        "Зафиксировал: {s} теперь {v}.",
+        "Обновил: {s} — {v}.",
+        "Принято, {s} = {v}.",
+        "Хорошо, {s}: {v}.",
+        "Учёл: {s} {v}.",
+        "Понятно, {v}.",
+        "Отметил, {s} теперь {v}.",
+        "Спасибо, {s} обновлён на {v}.",
+        "Так и запишем: {s} — {v}.",
+    ],
+};
+
+/// An instruction about the notes themselves: forget the earlier values of a subject (`{s}`).
+const FORGET: Family = Family {
+    name: "forget",
+    en: &[
+        "Forget the earlier {s} values.",
+        "Ignore the old {s}s.",
+        "Forget the earlier {s}s, only the latest counts.",
+        "Disregard the previous {s}.",
+        "Ignore what I said about the {s} before.",
+        "Drop the old {s} from your notes.",
+        "Forget the previous {s} values.",
+        "You can forget the old {s}.",
+        "Don't bother with the earlier {s}s.",
+        "Never mind the old {s}.",
+        "Please ignore the earlier {s} values.",
+        "Scrap the old {s} from memory.",
+        "Only the newest {s} matters, forget the rest.",
+        "Throw away the earlier {s} values.",
+    ],
+    ru: &[
+        "Забудь старый {s}.",
+        "Игнорируй прежний {s}.",
+        "Забудь про старый {s}.",
+        "Старый {s} можно забыть.",
+        "Не обращай внимания на прежний {s}.",
+        "Выкинь из головы старый {s}.",
+        "Прежний {s} больше не важен, забудь.",
+        "Предыдущий {s} не учитывай.",
+        "Забудь, что я говорил про {s} раньше.",
+        "Пожалуйста, забудь старый {s}.",
+        "Сотри из заметок старый {s}.",
+        "Не держи в голове прежний {s}.",
+        "Важен только последний {s}, остальное забудь.",
+        "Прошлый {s} можно не помнить.",
+    ],
+};
+
+/// A promise with no task in it, said in reply.
+const PROMISE: Family = Family {
+    name: "promise",
+    en: &[
+        "I'll keep that in mind.",
+        "I'll bear that in mind.",
+        "Will do.",
+        "I'll remember that.",
+        "I'll make a note of it.",
+        "I'll take that into account.",
+        "Sure, I'll keep it in mind.",
+        "I'll keep it in mind going forward.",
+        "Okay, I'll remember.",
+        "I will note that.",
+        "Understood, I'll keep that in mind.",
+        "I'll be sure to remember that.",
+        "Got it, I'll keep that handy.",
+        "I'll take note.",
+    ],
+    ru: &[
+        "Учту.",
+        "Буду иметь в виду.",
+        "Приму к сведению.",
+        "Запомню.",
+        "Хорошо, учту это.",
+        "Постараюсь не забыть.",
+        "Я это учту.",
+        "Возьму на заметку.",
+        "Приму во внимание.",
+        "Буду помнить.",
+        "Понял, буду иметь в виду.",
+        "Обязательно учту.",
+        "Хорошо, запомню.",
+        "Я запомню это.",
+    ],
+};
+
+/// A value just stated taken back in everyday words (`scratch that, use X`), the subject named or not.
+const RETRACTION: Family = Family {
+    name: "retraction",
+    en: &[
+        "Scratch that, use {v}.",
+        "Scratch that, the {s} is {v}.",
+        "No wait, make that {v}.",
+        "Make that {v} instead.",
+        "Strike that: {v} for the {s}.",
+        "Forget what I said, it's {v}.",
+        "Hold on, not {old}, {v}.",
+        "Change of plan, {v} it is.",
+        "Let me rephrase: the {s} is {v}.",
+        "Scratch {old}, go with {v}.",
+        "Delete that, I meant {v}.",
+        "Hmm, no, {v}.",
+        "Belay that, {s} is {v}.",
+        "Wait, make the {s} {v}.",
+    ],
+    ru: &[
+        "Отбой, используем {v}.",
+        "Стоп, лучше {v}.",
+        "Нет, давай {v}.",
+        "Забудь, что я сказал, будет {v}.",
+        "Отставить, {s} — {v}.",
+        "Вычеркни {old}, ставим {v}.",
+        "Не {old}, а {v}.",
+        "Хотя нет, {v}.",
+        "Погоди, {s} — {v}.",
+        "Перепиши: {v}.",
+        "Неправильно сказал, {v}.",
+        "Поменяй на {v}.",
+        "Нет-нет, {v}.",
+        "Отмена, {s} — {v}.",
+    ],
+};
+
+/// A decision reversed back to an option decided earlier (`let's go back to X`).
+const RETURN: Family = Family {
+    name: "return",
+    en: &[
+        "Let's go back to {o} for {t}.",
+        "Let's go back to {o}.",
+        "Back to {o} for {t}.",
+        "Revert {t} to {o}.",
+        "We're returning to {o} for {t}.",
+        "Switch {t} back to {o}.",
+        "Roll {t} back to {o}.",
+        "{o} again for {t}, the switch didn't work out.",
+        "Going back to {o}, it was better.",
+        "Actually, let's return to {o} for {t}.",
+        "Undo that, {t} stays on {o}.",
+        "We reverted {t} to {o}.",
+        "Back on {o} for {t}.",
+        "Let's restore {o} for {t}.",
+    ],
+    ru: &[
+        "Давай вернёмся к {o} для {t}.",
+        "Возвращаемся к {o}.",
+        "Для {t} снова {o}.",
+        "Для {t} откатываемся на {o}.",
+        "Вернули {o} для {t}.",
+        "Снова берём {o} для {t}.",
+        "Для {t} обратно {o}.",
+        "Передумали, для {t} опять {o}.",
+        "Возвращаем {o} для {t}, так было лучше.",
+        "Всё-таки вернёмся к {o}.",
+        "Для {t} возвращаемся на {o}.",
+        "Отменяем переход, для {t} остаётся {o}.",
+        "Назад к {o} для {t}.",
+        "Для {t} снова используем {o}.",
+    ],
+};
+
+/// Work reported delivered (`{n}` the work named as a thing).
+const SHIPPED: Family = Family {
+    name: "shipped",
+    en: &[
+        "{N} shipped.",
+        "Shipped {n} this morning.",
+        "{N} landed yesterday.",
+        "{N} is live now.",
+        "{N} went out with the last release.",
+        "{N} has been merged and deployed.",
+        "Merged {n}.",
+        "{N} is out the door.",
+        "We shipped {n} on Tuesday.",
+        "{N} made it into production.",
+        "Deployed {n}, all green.",
+        "{N} is in prod.",
+        "Rolled out {n} to everyone.",
+        "{N} got released.",
+    ],
+    ru: &[
+        "{N} выкатили.",
+        "Выкатили {n}.",
+        "{N} уже в проде.",
+        "{N} — в проде.",
+        "Релизнули {n}.",
+        "Смержили {n}.",
+        "Задеплоили {n}.",
+        "{N} — зарелизили.",
+        "Вчера выкатили {n}.",
+        "{N} теперь в проде.",
+        "Раскатили {n} на всех.",
+        "{N} в релизе.",
+        "Довезли {n} до прода.",
+        "Залили {n} в прод.",
+    ],
+};
+
+/// Work called off (`{n}` the work named as a thing).
+const DROPPED: Family = Family {
+    name: "dropped",
+    en: &[
+        "{N} is dropped.",
+        "We dropped {n}.",
+        "{N} got cancelled.",
+        "Cancelled: {n}.",
+        "{N} is off the list.",
+        "Descoped {n}.",
+        "{N} won't happen after all.",
+        "Nobody needs {n} anymore.",
+        "Shelved {n} for good.",
+        "{N} is no longer needed.",
+        "Let's drop {n}.",
+        "Skip {n}, it's not needed.",
+        "Pulled {n} from the plan.",
+        "{N} was scrapped.",
+    ],
+    ru: &[
+        "{N} отменили.",
+        "Выкинули из плана {n}.",
+        "{N} больше не нужно делать.",
+        "{N} — отмена.",
+        "Сняли с плана {n}.",
+        "{N} не делаем.",
+        "{N} отложили насовсем.",
+        "Вычеркнули из плана {n}.",
+        "{N} делать не будем.",
+        "Забили на {n}.",
+        "Отменяем {n}.",
+        "{N} из скоупа убрали.",
+        "{N} уже неактуально.",
+        "Решили не делать {n}.",
+    ],
+};
+
+/// An open question answered by a later message (`{r}` the answer as a statement).
+const ANSWER: Family = Family {
+    name: "answer",
+    en: &[
+        "Turns out {r}.",
+        "Found out: {r}.",
+        "Update on the open question: {r}.",
+        "Answering my own question, {r}.",
+        "{R}, I checked.",
+        "Just confirmed that {r}.",
+        "To close the loop, {r}.",
+        "FYI, {r}.",
+        "Got the answer: {r}.",
+        "Heard back from ops: {r}.",
+        "Settled: {r}.",
+        "Mystery solved, {r}.",
+        "For the record, {r}.",
+        "Ok so {r}.",
+    ],
+    ru: &[
+        "Выяснилось: {r}.",
+        "Узнал: {r}.",
+        "Отвечаю на свой вопрос: {r}.",
+        "{R}, я проверил.",
+        "Подтвердили, что {r}.",
+        "Закрываю вопрос: {r}.",
+        "К сведению: {r}.",
+        "Ответ получен — {r}.",
+        "Ops ответили: {r}.",
+        "Разобрались: {r}.",
+        "Загадка решена, {r}.",
+        "Для протокола: {r}.",
+        "Короче, {r}.",
+        "Оказалось, {r}.",
+    ],
+};
+
+/// A value changed a second time in a row (`{mid}` the value it had just been changed to).
+const RECHANGE: Family = Family {
+    name: "rechange",
+    en: &[
+        "Changed again: the {s} is {v} now.",
+        "One more change, {s}: {v}.",
+        "And the {s} moved once more, to {v}.",
+        "Update again, the {s} is {v}.",
+        "Another new {s}: {v}.",
+        "The {s} changed again, it's {v} now.",
+        "Make that {v} for the {s}.",
+        "Latest {s}: {v}.",
+        "Second change today: the {s} is {v}.",
+        "New value for the {s}: {v}.",
+        "We moved the {s} again, now {v}.",
+        "The {s} is now {v}, not {mid}.",
+        "{S} updated again to {v}.",
+        "Once more: {s} = {v}.",
+    ],
+    ru: &[
+        "Опять поменяли: {s} — {v}.",
+        "Ещё одна смена, {s}: {v}.",
+        "{S} снова сменился, теперь {v}.",
+        "Снова обновили {s}: {v}.",
+        "Новое значение: {s} — {v}.",
+        "{S} опять другой: {v}.",
+        "Последний {s} — {v}.",
+        "Вторая смена за день: {s} — {v}.",
+        "Ещё раз перенесли {s} на {v}.",
+        "{S} теперь {v}, а не {mid}.",
+        "{S} обновили ещё раз, на {v}.",
+        "И снова: {s} = {v}.",
+        "{S} ещё раз поменялся — {v}.",
+        "Передвинули {s} ещё раз, теперь {v}.",
+    ],
+};
+
 /// Subjects of facts with the values they take (all distinct, none inside another).
 const SUBJECTS_EN: &[(&str, [&str; 4])] = &[
     ("deploy target", ["alpha-01", "beta-02", "gamma-03", "delta-04"]),
@@ -460,6 +800,47 @@ const QUESTIONS_RU: &[(&str, &str)] = &[
     ("где лежат выгрузки биллинга", "выгрузки биллинга"),
 ];
 
+/// Work to deliver: what to do, and the work named as a thing (Russian things are inanimate masculine or plural,
+/// whose accusative is their nominative).
+const WORK_EN: &[(&str, &str)] = &[
+    ("ship the CSV export", "the CSV export"),
+    ("finish the retry banner", "the retry banner"),
+    ("build the audit log viewer", "the audit log viewer"),
+    ("fix the login redirect", "the login redirect"),
+    ("migrate the nightly job runner", "the nightly job runner"),
+    ("write the onboarding guide", "the onboarding guide"),
+    ("release the billing API v2", "the billing API v2"),
+];
+
+const WORK_RU: &[(&str, &str)] = &[
+    ("выкатить экспорт в CSV", "экспорт в CSV"),
+    ("доделать баннер повтора", "баннер повтора"),
+    ("собрать просмотр журнала аудита", "просмотр журнала аудита"),
+    ("починить редирект логина", "редирект логина"),
+    ("перенести ночной планировщик", "ночной планировщик"),
+    ("написать гайд для новичков", "гайд для новичков"),
+    ("выпустить биллинг API v2", "биллинг API v2"),
+];
+
+/// Questions with their answer: the clause, a phrase of it the ledger keeps while it is open, the answer.
+const ANSWERED_EN: &[(&str, &str, &str)] = &[
+    ("who owns the backup rotation", "backup rotation", "Dana owns the backup rotation"),
+    ("whether we keep the legacy endpoint alive", "legacy endpoint", "we keep the legacy endpoint alive until June"),
+    ("when the wildcard certificate expires", "wildcard certificate", "the wildcard certificate expires on May 2"),
+    ("which team pays for the GPU nodes", "GPU nodes", "the platform team pays for the GPU nodes"),
+    ("how long we retain the audit logs", "audit logs", "we retain the audit logs for 90 days"),
+    ("where the billing exports are stored", "billing exports", "the billing exports are stored in the finance bucket"),
+];
+
+const ANSWERED_RU: &[(&str, &str, &str)] = &[
+    ("кто отвечает за ротацию бэкапов", "ротацию бэкапов", "за ротацию бэкапов отвечает Дана"),
+    ("оставляем ли старый эндпоинт", "старый эндпоинт", "старый эндпоинт оставляем до июня"),
+    ("когда истекает wildcard-сертификат", "wildcard-сертификат", "wildcard-сертификат истекает 2 мая"),
+    ("какая команда платит за GPU-ноды", "GPU-ноды", "за GPU-ноды платит команда платформы"),
+    ("сколько храним журналы аудита", "журналы аудита", "журналы аудита храним 90 дней"),
+    ("где лежат выгрузки биллинга", "выгрузки биллинга", "выгрузки биллинга лежат в бакете финансов"),
+];
+
 /// The paraphrase set, by split: every family and language, one scenario per phrasing under test.
 #[derive(Debug, Clone)]
 pub struct ParaphraseSuite {
@@ -508,6 +889,33 @@ pub fn paraphrase_suite() -> ParaphraseSuite {
             }
             for idx in SECRET.indexes(lang, split) {
                 out.push(secret(lang, split, idx));
+            }
+            for idx in ACK.indexes(lang, split) {
+                out.push(acknowledged(lang, split, idx));
+            }
+            for idx in FORGET.indexes(lang, split) {
+                out.push(forget(lang, split, idx));
+            }
+            for idx in PROMISE.indexes(lang, split) {
+                out.push(promise(lang, split, idx));
+            }
+            for idx in RETRACTION.indexes(lang, split) {
+                out.push(retraction(lang, split, idx));
+            }
+            for idx in RETURN.indexes(lang, split) {
+                out.push(decision_return(lang, split, idx));
+            }
+            for idx in SHIPPED.indexes(lang, split) {
+                out.push(work_closed(&SHIPPED, lang, split, idx));
+            }
+            for idx in DROPPED.indexes(lang, split) {
+                out.push(work_closed(&DROPPED, lang, split, idx));
+            }
+            for idx in ANSWER.indexes(lang, split) {
+                out.push(answered(lang, split, idx));
+            }
+            for idx in RECHANGE.indexes(lang, split) {
+                out.push(rechange(lang, split, idx));
             }
         }
     }
@@ -668,5 +1076,138 @@ fn secret(lang: Lang, split: Split, idx: usize) -> EvalCase {
     let text = fill(template, &[("x", &secret), ("ip", &ip)]);
     let planted = if template.contains("{ip}") { ip } else { secret };
     b.user(&text).absent(&[&planted]);
+    b.build()
+}
+
+/// A subject and two of its values, old and new, drawn by `rng`.
+fn subject_change(lang: Lang, rng: &mut Rng) -> (&'static str, &'static str, &'static str) {
+    let pool = subjects(lang);
+    let (subject, values) = pool[rng.below(pool.len())];
+    (subject, values[0], values[1 + rng.below(3)])
+}
+
+/// The words of a subject a reader would look it up by (the retrieval notes list words of four letters or more).
+fn subject_words(subject: &str) -> Vec<&str> {
+    subject.split_whitespace().filter(|w| w.chars().count() >= 4 && w.chars().all(char::is_alphabetic)).collect()
+}
+
+/// A value stated and acknowledged in the phrasing under test, later a new value acknowledged the same way: only
+/// the new value is current, and the subject, not the chatter around it, is what the retrieval notes name.
+fn acknowledged(lang: Lang, split: Split, idx: usize) -> EvalCase {
+    let (b, mut rng) = builder(&ACK, lang, split, idx);
+    let mut b = b.everyday();
+    let (subject, old, new) = subject_change(lang, &mut rng);
+    let ack = ACK.phrasings(lang)[idx];
+    b.user(&fill(other(&FACT, lang, split, None, &mut rng), &[("s", subject), ("v", old)]))
+        .then("assistant", &fill(ack, &[("s", subject), ("v", old)]))
+        .user(&fill(other(&FACT, lang, split, None, &mut rng), &[("s", subject), ("v", new)]))
+        .then("assistant", &fill(ack, &[("s", subject), ("v", new)]))
+        .fact(MissKind::StaleFact, subject, new, &[old, new])
+        .topic(&subject_words(subject));
+    b.build()
+}
+
+/// A value changed, then an instruction to forget the earlier values in the phrasing under test: it is no
+/// obligation, and the current value stays current.
+fn forget(lang: Lang, split: Split, idx: usize) -> EvalCase {
+    let (b, mut rng) = builder(&FORGET, lang, split, idx);
+    let mut b = b.everyday();
+    let (subject, old, new) = subject_change(lang, &mut rng);
+    let text = fill(FORGET.phrasings(lang)[idx], &[("s", subject)]);
+    b.user(&fill(other(&FACT, lang, split, None, &mut rng), &[("s", subject), ("v", old)]))
+        .user(&fill(other(&FACT, lang, split, None, &mut rng), &[("s", subject), ("v", new)]))
+        .user(&text)
+        .not_an_obligation(&text)
+        .fact(MissKind::StaleFact, subject, new, &[old, new]);
+    b.build()
+}
+
+/// A fact answered by a promise with no task in it (the phrasing under test): the promise is no obligation, the
+/// fact is kept.
+fn promise(lang: Lang, split: Split, idx: usize) -> EvalCase {
+    let (b, mut rng) = builder(&PROMISE, lang, split, idx);
+    let mut b = b.everyday();
+    let (subject, value, _) = subject_change(lang, &mut rng);
+    let text = PROMISE.phrasings(lang)[idx];
+    b.user(&fill(other(&FACT, lang, split, None, &mut rng), &[("s", subject), ("v", value)]))
+        .then("assistant", text)
+        .not_an_obligation(text)
+        .fact(MissKind::MissingFact, subject, value, &[value]);
+    b.build()
+}
+
+/// A value stated and at once taken back in the phrasing under test.
+fn retraction(lang: Lang, split: Split, idx: usize) -> EvalCase {
+    let (b, mut rng) = builder(&RETRACTION, lang, split, idx);
+    let mut b = b.everyday();
+    let (subject, old, new) = subject_change(lang, &mut rng);
+    b.user(&fill(other(&FACT, lang, split, None, &mut rng), &[("s", subject), ("v", old)]))
+        .then("user", &fill(RETRACTION.phrasings(lang)[idx], &[("s", subject), ("v", new), ("old", old)]))
+        .fact(MissKind::CorrectionLost, subject, new, &[old, new]);
+    b.build()
+}
+
+/// A decision made, changed, and changed back to the first option in the phrasing under test.
+fn decision_return(lang: Lang, split: Split, idx: usize) -> EvalCase {
+    let (b, mut rng) = builder(&RETURN, lang, split, idx);
+    let mut b = b.everyday();
+    let topics = match lang {
+        Lang::En => TOPICS_EN,
+        Lang::Ru => TOPICS_RU,
+    };
+    let (topic, options) = topics[rng.below(topics.len())];
+    let first = other(&DECISION, lang, split, None, &mut rng);
+    let second = other(&DECISION, lang, split, None, &mut rng);
+    b.user(&fill(first, &[("o", options[0]), ("t", topic)]))
+        .user(&fill(second, &[("o", options[1]), ("t", topic)]))
+        .user(&fill(RETURN.phrasings(lang)[idx], &[("o", options[0]), ("t", topic)]))
+        .decision(options[0], &[options[1]]);
+    b.build()
+}
+
+/// Work taken on in an obligation's phrasing and closed (delivered or called off) in the phrasing under test.
+fn work_closed(family: &Family, lang: Lang, split: Split, idx: usize) -> EvalCase {
+    let (b, mut rng) = builder(family, lang, split, idx);
+    let mut b = b.everyday();
+    let pool = match lang {
+        Lang::En => WORK_EN,
+        Lang::Ru => WORK_RU,
+    };
+    let (task, thing) = pool[rng.below(pool.len())];
+    let open = fill(other(&OBLIGATION, lang, split, None, &mut rng), &[("a", task), ("n", thing)]);
+    let close = fill(family.phrasings(lang)[idx], &[("a", task), ("n", thing)]);
+    b.user(&open).user(&close).obligation(thing, false, &[(&open, true), (&close, false)]);
+    b.build()
+}
+
+/// A question asked in a question's phrasing and answered later in the phrasing under test.
+fn answered(lang: Lang, split: Split, idx: usize) -> EvalCase {
+    let (b, mut rng) = builder(&ANSWER, lang, split, idx);
+    let mut b = b.everyday();
+    let pool = match lang {
+        Lang::En => ANSWERED_EN,
+        Lang::Ru => ANSWERED_RU,
+    };
+    let (clause, phrase, answer) = pool[rng.below(pool.len())];
+    let ask = fill(other(&QUESTION, lang, split, None, &mut rng), &[("q", clause)]);
+    let reply = fill(ANSWER.phrasings(lang)[idx], &[("r", answer)]);
+    b.user(&ask).assistant(&reply).answered(phrase, &[(&ask, true), (&reply, false)]);
+    b.build()
+}
+
+/// A value changed, and changed again at once in the phrasing under test: only the last value is current.
+fn rechange(lang: Lang, split: Split, idx: usize) -> EvalCase {
+    let (b, mut rng) = builder(&RECHANGE, lang, split, idx);
+    let mut b = b.everyday();
+    let pool = subjects(lang);
+    let (subject, values) = pool[rng.below(pool.len())];
+    let mid = 1 + rng.below(3);
+    let new = 1 + (mid + rng.below(2)) % 3;
+    let (old, mid, new) = (values[0], values[mid], values[new]);
+    b.user(&fill(other(&FACT, lang, split, None, &mut rng), &[("s", subject), ("v", old)]))
+        .user(&fill(other(&FACT, lang, split, None, &mut rng), &[("s", subject), ("v", mid)]))
+        .then("user", &fill(RECHANGE.phrasings(lang)[idx], &[("s", subject), ("v", new), ("mid", mid)]))
+        .fact(MissKind::StaleFact, subject, new, &[old, mid, new])
+        .topic(&subject_words(subject));
     b.build()
 }

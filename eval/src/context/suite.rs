@@ -38,13 +38,39 @@ const FILLER_RU: &[&str] = &[
     "Повтор ждёт {m} секунд и сдаётся после пяти попыток.",
 ];
 
+/// Everyday chatter mixed into the filler of [`Builder::everyday`] scenarios: greetings, sign-offs and promises with
+/// no task in them, repeated often enough to outnumber the words of any subject.
+const EVERYDAY_EN: &[&str] = &[
+    "Good morning, everyone!",
+    "I'll bear that in mind.",
+    "Catch you tomorrow morning.",
+    "Thanks, I'll keep that in mind.",
+    "Coffee first, then the standup.",
+    "Sure thing.",
+    "Haha, fair enough.",
+    "Will do.",
+    "Have a nice evening, all.",
+];
+
+const EVERYDAY_RU: &[&str] = &[
+    "Доброе утро всем!",
+    "Учту.",
+    "До завтра, хорошего вечера.",
+    "Хорошо, буду иметь в виду.",
+    "Сначала кофе, потом созвон.",
+    "Понял, принял.",
+    "Ок, спасибо.",
+];
+
 /// Builds one scenario: planted steps spread over the cold history, filler between, checks.
 pub(super) struct Builder {
     name: String,
     rng: Rng,
     length: usize,
     russian: bool,
-    steps: Vec<(&'static str, String)>,
+    everyday: bool,
+    /// Planted messages; a step with `true` follows the step before it at once instead of being spread out.
+    steps: Vec<(&'static str, String, bool)>,
     tail_steps: Vec<(&'static str, String)>,
     checks: Vec<Check>,
     hot_tail: usize,
@@ -59,6 +85,7 @@ impl Builder {
             rng: Rng(seed),
             length,
             russian: false,
+            everyday: false,
             steps: Vec::new(),
             tail_steps: Vec::new(),
             checks: Vec::new(),
@@ -77,15 +104,27 @@ impl Builder {
         self
     }
 
+    /// Filler with everyday chatter in it as well (one filler message in three).
+    pub(super) fn everyday(mut self) -> Builder {
+        self.everyday = true;
+        self
+    }
+
     /// A user message in the cold history.
     pub(super) fn user(&mut self, text: &str) -> &mut Builder {
-        self.steps.push(("user", text.to_owned()));
+        self.steps.push(("user", text.to_owned(), false));
         self
     }
 
     /// An assistant message in the cold history.
     pub(super) fn assistant(&mut self, text: &str) -> &mut Builder {
-        self.steps.push(("assistant", text.to_owned()));
+        self.steps.push(("assistant", text.to_owned(), false));
+        self
+    }
+
+    /// A message right after the previous planted one, with no filler between (a reply, a second thought).
+    pub(super) fn then(&mut self, role: &'static str, text: &str) -> &mut Builder {
+        self.steps.push((role, text.to_owned(), true));
         self
     }
 
@@ -122,6 +161,23 @@ impl Builder {
         self.check(MissKind::MissingFact, Probe::Question { phrase: phrase.to_owned() })
     }
 
+    /// What `text` says must not be presented as an open obligation.
+    pub(super) fn not_an_obligation(&mut self, text: &str) -> &mut Builder {
+        self.check(MissKind::LostObligation, Probe::NotAnObligation { text: text.to_owned() })
+    }
+
+    /// The question naming `phrase`, asked then answered (`events`), must not be presented as unresolved.
+    pub(super) fn answered(&mut self, phrase: &str, events: &[(&str, bool)]) -> &mut Builder {
+        let events = events.iter().map(|(t, o)| ((*t).to_owned(), *o)).collect();
+        self.check(MissKind::StaleFact, Probe::Answered { phrase: phrase.to_owned(), events })
+    }
+
+    /// The retrieval notes (or a raw message) must name one of `words`.
+    pub(super) fn topic(&mut self, words: &[&str]) -> &mut Builder {
+        let words = words.iter().map(|w| (*w).to_owned()).collect();
+        self.check(MissKind::MissingFact, Probe::Topic { words })
+    }
+
     pub(super) fn absent(&mut self, texts: &[&str]) -> &mut Builder {
         for text in texts {
             self.check(MissKind::SecretExposed, Probe::Absent { text: (*text).to_owned() });
@@ -131,6 +187,16 @@ impl Builder {
 
     fn filler(&mut self, role: &'static str) -> ChatMessage {
         let pool = if self.russian && self.rng.below(4) != 0 { FILLER_RU } else { FILLER_EN };
+        let pool = match (self.everyday, self.russian) {
+            (true, russian) if self.rng.below(3) == 0 => {
+                if russian {
+                    EVERYDAY_RU
+                } else {
+                    EVERYDAY_EN
+                }
+            }
+            _ => pool,
+        };
         let template = pool[self.rng.below(pool.len())];
         let text = template
             .replace("{n}", &(100 + self.rng.below(900)).to_string())
@@ -143,16 +209,23 @@ impl Builder {
     pub(super) fn build(mut self) -> EvalCase {
         let n_cold = self.length.saturating_sub(self.hot_tail + 1).max(self.steps.len());
         let mut slots: Vec<Option<(&'static str, String)>> = vec![None; n_cold];
-        let n_steps = self.steps.len();
-        let spacing = n_cold / (n_steps + 1);
-        for (pos, step) in std::mem::take(&mut self.steps).into_iter().enumerate() {
-            let jitter = if spacing > 2 { self.rng.below(spacing / 2) } else { 0 };
-            let mut at = ((pos + 1) * spacing + jitter).min(n_cold - 1);
+        let n_spread = self.steps.iter().filter(|(_, _, follows)| !follows).count();
+        let spacing = n_cold / (n_spread + 1);
+        let (mut n_spread_placed, mut previous) = (0, 0);
+        for (pos, (role, text, follows)) in std::mem::take(&mut self.steps).into_iter().enumerate() {
+            let mut at = if follows && pos > 0 {
+                previous + 1
+            } else {
+                n_spread_placed += 1;
+                let jitter = if spacing > 2 { self.rng.below(spacing / 2) } else { 0 };
+                (n_spread_placed * spacing + jitter).min(n_cold - 1)
+            };
             // Keep the planted order: never before an earlier step.
             while slots[at].is_some() || slots[..at].iter().filter(|s| s.is_some()).count() < pos {
                 at += 1;
             }
-            slots[at] = Some(step);
+            slots[at] = Some((role, text));
+            previous = at;
         }
         let mut messages =
             vec![ChatMessage::new("system", "You are a helpful assistant for a small infrastructure team.")];

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::redact::Redacted;
-use super::rules::{Act, COMPILED, CORRECTION_HINTS, DECISION_WORDS, Matches, SECRET_KEYS, regex};
+use super::rules::{Act, COMPILED, CORRECTION_HINTS, DECISION_WORDS, Matches, SECRET_KEYS, TASKLESS_WORDS, regex};
 
 /// Superseded values kept per subject; older ones are counted.
 pub(crate) const MAX_SUPERSEDED_PER_SUBJECT: usize = 8;
@@ -22,8 +22,26 @@ pub(crate) const MAX_TOPICS: usize = 12;
 /// Message indexes shown per topic: the first ones and the last ones.
 pub(crate) const TOPIC_FIRST: usize = 2;
 pub(crate) const TOPIC_LAST: usize = 3;
+/// How many messages back a retraction (`scratch that, use X`) reaches for the fact it takes back.
+pub(crate) const RETRACTION_REACH: usize = 3;
+/// The most words a retraction's statements hold past their markers (`use 9443`, `make that March 17 instead`).
+const MAX_RETRACTION_WORDS: usize = 4;
 /// Longest entry text kept, in characters.
 const MAX_ENTRY_CHARS: usize = 200;
+
+/// What the clauses of one message tell each other while it is read.
+struct Reading {
+    /// Subjects whose value a clause stated.
+    touched: Vec<String>,
+    /// Whether a clause opened with a retraction marker.
+    retraction: bool,
+    /// Whether a fact was stated just before the message, for a retraction to take back.
+    retractable: bool,
+    /// What followed the last retraction marker.
+    retraction_rest: Option<String>,
+    /// Whether a clause made a decision.
+    decided: bool,
+}
 
 /// One value a subject had.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,35 +206,143 @@ impl LedgerState {
         self.note_topics(idx, &redacted.text);
         // Subjects known before this message: a message that names one of them may restate its value in any words.
         let known: Vec<String> = self.facts.keys().cloned().collect();
-        let mut touched: Vec<String> = Vec::new();
+        // The fact a retraction in this message would take back: the one stated last, just before it.
+        let retractable = self.recent_fact(idx);
+        let mut reading = Reading {
+            touched: Vec::new(),
+            retraction: false,
+            retractable: retractable.is_some(),
+            retraction_rest: None,
+            decided: false,
+        };
         let mut statements: Vec<&str> = Vec::new();
         for clause in clauses(&redacted.text) {
-            if self.ingest_clause(idx, role, clause, &mut touched) {
-                statements.push(clause);
+            if let Some(read) = self.ingest_clause(idx, role, clause, &mut reading) {
+                statements.push(read);
             }
         }
-        self.restated_value(idx, &known, &touched, &statements);
+        let hinted = CORRECTION_HINTS.iter().any(|h| redacted.text.to_lowercase().contains(h));
+        let restated = self.restated_value(idx, &known, &reading.touched, &statements, hinted);
+        if !restated
+            && reading.touched.is_empty()
+            && !reading.decided
+            && let Some(subject) = retractable
+            && (reading.retraction || hinted)
+        {
+            self.retracted_value(idx, &subject, &statements, reading.retraction_rest.as_deref());
+        }
+        for clause in &statements {
+            self.answered_by(idx, clause);
+        }
     }
 
-    /// Reads one clause; true when it is a plain statement (neither a question nor an obligation).
-    fn ingest_clause(&mut self, idx: usize, role: &str, clause: &str, touched: &mut Vec<String>) -> bool {
+    /// The subject stated last, if that was at most [`RETRACTION_REACH`] messages before `idx` and nothing (a
+    /// decision, an obligation) was said after it: what `scratch that, use X` takes back.
+    fn recent_fact(&self, idx: usize) -> Option<String> {
+        let (subject, fact) = self.facts.iter().max_by_key(|(_, f)| f.current.idx)?;
+        let after = |other: usize| other > fact.current.idx;
+        let later_entry = self.decisions.iter().any(|d| after(d.idx)) || self.obligations.iter().any(|o| after(o.idx));
+        (idx.saturating_sub(fact.current.idx) <= RETRACTION_REACH && !later_entry).then(|| subject.clone())
+    }
+
+    /// A short retraction naming no subject the ledger knows, with one new value (a value-like token, or the one
+    /// word after the retraction marker): the value replaces the one stated last. A longer one speaks of something
+    /// else (`No, the support email isn't X, it's Y`).
+    fn retracted_value(&mut self, idx: usize, subject: &str, statements: &[&str], rest: Option<&str>) {
+        if statements.iter().map(|s| s.split_whitespace().count()).sum::<usize>() > MAX_RETRACTION_WORDS {
+            return;
+        }
+        let Some(fact) = self.facts.get(subject) else { return };
+        let current = fact.current.value.to_lowercase();
+        let subject_words = content_words(subject);
+        let mut candidates: Vec<String> = value_tokens(&statements.join(" "))
+            .into_iter()
+            .filter(|(value, negated)| {
+                let lower = value.to_lowercase();
+                !negated
+                    && lower != current
+                    && !lower.split_whitespace().all(|w| subject_words.iter().any(|s| s == w))
+                    && !lower.starts_with("credential_ref")
+            })
+            .map(|(value, _)| value)
+            .collect();
+        candidates.dedup();
+        if candidates.is_empty()
+            && let Some(word) = rest.map(|r| r.trim().trim_end_matches(['.', '!']).trim())
+            && !word.is_empty()
+            && !word.contains(char::is_whitespace)
+            && word.to_lowercase() != current
+        {
+            candidates.push(word.to_owned());
+        }
+        if let [value] = candidates.as_slice() {
+            let subject = subject.to_owned();
+            self.fact(idx, &subject, value, true);
+        }
+    }
+
+    /// A statement sharing most of an open question's words, and saying something beside them, answers it.
+    fn answered_by(&mut self, idx: usize, clause: &str) {
+        let words: Vec<String> = content_words(clause).iter().map(|w| stem(w)).collect();
+        self.questions.retain(|q| {
+            if q.idx >= idx {
+                return true;
+            }
+            let theirs: Vec<String> = q.words.iter().map(|w| stem(w)).collect();
+            let shared = theirs.iter().filter(|w| words.contains(w)).count();
+            let beside = words.iter().any(|w| !theirs.contains(w));
+            !(shared >= 2 && shared * 3 >= theirs.len() * 2 && beside)
+        });
+    }
+
+    /// Reads one clause; when it is a plain statement (neither a question nor an obligation), what it states: the
+    /// clause without its leading markers (`Noted:`, `Scratch that,`).
+    fn ingest_clause<'c>(&mut self, idx: usize, role: &str, clause: &'c str, reading: &mut Reading) -> Option<&'c str> {
         let mut matches = COMPILED.scan(clause);
         let mut corrected = false;
+        let mut retraction = false;
         let mut text = clause;
         if let Some(rest) = matches.first(Act::Correction).and_then(|caps| caps.name("rest")) {
             text = rest.as_str();
             corrected = true;
+            reading.retraction = true;
             matches = COMPILED.scan(text);
         }
-        const OBLIGATION_ACTS: [Act; 4] =
-            [Act::ObligationCancelled, Act::ObligationDone, Act::ObligationReopened, Act::Obligation];
-        let obligation = matches.first_of(&OBLIGATION_ACTS);
-        let by_marker = obligation.is_some();
+        // An acknowledgement restates: what follows it is read, the acknowledgement itself is nothing. A decision
+        // by structure reads the clause whole, where an option opening what follows still stands past its first
+        // word (`OK, Kafka it is for the queue`).
+        let whole = text;
+        if let Some(rest) = matches.first(Act::Acknowledgement).and_then(|caps| caps.name("rest")) {
+            text = rest.as_str();
+            matches = COMPILED.scan(text);
+        }
+        // A marker that closes an obligation wins over every other reading (`cancel: …`, `отмена: …`); failing
+        // that, a retraction marker is stripped and the rest read.
+        let mut by_marker = self.closing(idx, text, &matches);
+        if !by_marker && let Some(rest) = matches.first(Act::Retraction).and_then(|caps| caps.name("rest")) {
+            text = rest.as_str();
+            corrected = true;
+            retraction = true;
+            reading.retraction = true;
+            reading.retraction_rest = Some(text.to_owned());
+            matches = COMPILED.scan(text);
+            by_marker = self.closing(idx, text, &matches);
+        }
+        // An instruction about the notes themselves (`forget the earlier values`) is neither a task nor a fact.
+        if !by_marker && matches.first(Act::Forget).is_some() && matches.first(Act::Earlier).is_some() {
+            return Some(text);
+        }
+        // Right after a fact, a retraction takes its value back: it decides nothing.
+        let retracting = retraction && reading.retractable;
+        let touched = &mut reading.touched;
+        if !by_marker && let Some(rest) = matches.first(Act::Obligation).and_then(|c| c.name("rest")) {
+            by_marker = true;
+            self.obligation(Act::Obligation, idx, rest.as_str());
+        }
         let mut is_obligation = by_marker;
         let mut is_decision = false;
-        if let Some((act, caps)) = obligation {
-            let rest = caps.name("rest").map_or("", |m| m.as_str());
-            self.obligation(act, idx, rest);
+        if by_marker || retracting {
+            // Read as an obligation, or a value taken back: no decision.
         } else if let Some((act, caps)) =
             matches.first_of(&[Act::DecisionChanged, Act::DecisionContrast, Act::Decision])
         {
@@ -229,9 +355,12 @@ impl LedgerState {
             // A commitment, unless what is committed to is itself a choice (`we'll stick with Kafka for the queue`).
             is_obligation = true;
             self.obligation(Act::Obligation, idx, rest.as_str());
-        } else if self.is_decision_by_structure(text, &matches) {
-            is_decision = self.decision(Act::Decision, idx, text, None);
+        } else if let whole_matches = (whole.len() != text.len()).then(|| COMPILED.scan(whole))
+            && self.is_decision_by_structure(whole, whole_matches.as_ref().unwrap_or(&matches))
+        {
+            is_decision = self.decision(Act::Decision, idx, whole, None);
         }
+        reading.decided |= is_decision;
         let mut is_question = false;
         // A request phrased as a question (`can you …?`) is an obligation only; a commitment that embeds a question
         // (`someone should find out who …`) is both.
@@ -245,10 +374,11 @@ impl LedgerState {
                 self.question(idx, role, rest);
             }
         }
-        if !is_obligation && !is_question {
-            self.facts_of(idx, text, corrected, &matches, is_decision, touched, true);
+        if is_obligation || is_question {
+            return None;
         }
-        !is_obligation && !is_question
+        self.facts_of(idx, text, corrected, &matches, is_decision, touched, true);
+        Some(text)
     }
 
     /// A decision by structure: the clause names an option, neither asks nor hedges, and has a verb of choice or is
@@ -261,19 +391,33 @@ impl LedgerState {
         if options.is_empty() {
             return false;
         }
-        if matches.first(Act::Choice).is_some() {
-            return true;
-        }
         let subject = decision_subject(text, &options);
-        self.decisions.iter().any(|d| d.same_subject(&options, &subject))
+        let decided_before = self.decisions.iter().any(|d| d.same_subject(&options, &subject));
+        // A new value of a subject the facts already hold is a fact, unless that subject has been decided on.
+        let known_fact = matches
+            .rules_of(Act::Fact)
+            .filter_map(|rule| regex(rule).captures(text))
+            .filter_map(|caps| caps.name("subject"))
+            .any(|s| self.facts.contains_key(&canonical_subject(&normalize(s.as_str()))));
+        if known_fact && !decided_before {
+            return false;
+        }
+        matches.first(Act::Choice).is_some() || decided_before
     }
 
     /// A message that names exactly one subject the ledger knew before it, without a fact rule reading it, and
     /// holds exactly one new value-like token (or ends in `— value`), restates that subject's value: "any later
     /// value for the same subject supersedes the earlier one", whatever the wording.
-    fn restated_value(&mut self, idx: usize, known: &[String], touched: &[String], statements: &[&str]) {
+    fn restated_value(
+        &mut self,
+        idx: usize,
+        known: &[String],
+        touched: &[String],
+        statements: &[&str],
+        hinted: bool,
+    ) -> bool {
         if statements.is_empty() || known.is_empty() {
-            return;
+            return false;
         }
         let text = statements.join(" ");
         let lower = text.to_lowercase();
@@ -286,11 +430,11 @@ impl LedgerState {
                     && subject_words.iter().all(|w| words.iter().any(|word| word.starts_with(stem(w).as_str())))
             })
             .collect();
-        let [subject] = named.as_slice() else { return };
+        let [subject] = named.as_slice() else { return false };
         if touched.contains(subject) {
-            return;
+            return false;
         }
-        let Some(fact) = self.facts.get(*subject) else { return };
+        let Some(fact) = self.facts.get(*subject) else { return false };
         let current = fact.current.value.to_lowercase();
         let subject_words = content_words(subject);
         let mut candidates: Vec<String> = value_tokens(&text)
@@ -307,48 +451,68 @@ impl LedgerState {
         if candidates.is_empty()
             && let Some(tail) = dash_tail(&text)
             && tail.to_lowercase() != current
+            && !subject_words.iter().all(|w| tail.to_lowercase().contains(w.as_str()))
         {
             candidates.push(tail);
         }
         candidates.dedup();
         if let [value] = candidates.as_slice() {
-            let hinted = CORRECTION_HINTS.iter().any(|h| lower.contains(h));
             let subject = (*subject).clone();
-            self.fact(idx, &subject, value, hinted);
+            return self.fact(idx, &subject, value, hinted);
         }
+        false
     }
 
-    fn obligation(&mut self, act: Act, idx: usize, rest: &str) {
+    /// Closing, cancelling or reopening markers: every matching rule is tried in table order until one finds the
+    /// obligation it speaks of. True when one did; a marker that closes nothing says nothing about obligations.
+    fn closing(&mut self, idx: usize, text: &str, matches: &Matches<'_>) -> bool {
+        for act in [Act::ObligationCancelled, Act::ObligationDone, Act::ObligationReopened] {
+            let rules: Vec<usize> = matches.rules_of(act).collect();
+            for rule in rules {
+                let rest = regex(rule).captures(text).and_then(|c| c.name("rest")).map_or("", |m| m.as_str());
+                if self.obligation(act, idx, rest) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Records an obligation act; true when it opened, closed or reopened one (or found it already so).
+    fn obligation(&mut self, act: Act, idx: usize, rest: &str) -> bool {
         let text = entry_text(rest);
         if content_words(&text).is_empty() {
-            return;
+            return false;
         }
         match act {
             Act::Obligation => {
+                // A promise with no task in it (`I'll keep that in mind`) commits to nothing to track.
+                if content_words(&text).iter().all(|w| TASKLESS_WORDS.contains(&w.as_str())) {
+                    return false;
+                }
                 if let Some(existing) = self.best_obligation(&text, |_| true) {
                     let existing = &mut self.obligations[existing];
                     if !existing.status.is_open() {
                         existing.status = ObligationStatus::Reopened(idx);
                     }
-                    return;
+                    return true;
                 }
                 self.obligations.push(Obligation::new(text, idx, ObligationStatus::Open));
+                true
             }
             Act::ObligationDone | Act::ObligationCancelled => {
-                if let Some(existing) = self.best_obligation(&text, |o| o.status.is_open()) {
-                    self.obligations[existing].status = if act == Act::ObligationDone {
-                        ObligationStatus::Done(idx)
-                    } else {
-                        ObligationStatus::Cancelled(idx)
-                    };
-                }
+                let Some(existing) = self.best_obligation(&text, |o| o.status.is_open()) else { return false };
+                self.obligations[existing].status = if act == Act::ObligationDone {
+                    ObligationStatus::Done(idx)
+                } else {
+                    ObligationStatus::Cancelled(idx)
+                };
+                true
             }
             _ => {
-                if let Some(existing) = self.best_obligation(&text, |o| !o.status.is_open()) {
-                    self.obligations[existing].status = ObligationStatus::Reopened(idx);
-                } else if self.best_obligation(&text, |_| true).is_none() {
-                    self.obligations.push(Obligation::new(text, idx, ObligationStatus::Open));
-                }
+                let Some(existing) = self.best_obligation(&text, |o| !o.status.is_open()) else { return false };
+                self.obligations[existing].status = ObligationStatus::Reopened(idx);
+                true
             }
         }
     }
@@ -401,8 +565,17 @@ impl LedgerState {
             replaced = None;
         }
         let new = Decision::new(text, idx, DecisionStatus::Active);
+        // A decision naming an option an earlier decision named is about that decision's subject too, whatever else
+        // it says (`let's go back to Kafka`).
+        let related: Vec<Vec<String>> = self
+            .decisions
+            .iter()
+            .filter(|d| d.options.iter().any(|o| new.options.contains(o)))
+            .map(|d| d.subject.clone())
+            .collect();
         for (pos, decision) in self.decisions.iter_mut().enumerate() {
-            let same = decision.same_subject(&new.options, &new.subject);
+            let same = decision.same_subject(&new.options, &new.subject)
+                || related.iter().any(|subject| decision.same_subject(&new.options, subject));
             if decision.status == DecisionStatus::Active && Some(pos) != existing && (same || Some(pos) == replaced) {
                 decision.status = DecisionStatus::SupersededBy(idx);
             }
@@ -524,7 +697,7 @@ impl LedgerState {
         corrected: bool,
         touched: &mut Vec<String>,
     ) -> bool {
-        let key = normalize(subject);
+        let key = canonical_subject(&normalize(subject));
         let stored = self.fact(idx, subject, value, corrected);
         if stored && !touched.contains(&key) {
             touched.push(key);
@@ -542,11 +715,20 @@ impl LedgerState {
         if subject.is_empty() || STOPWORDS.contains(&subject.as_str()) {
             return false;
         }
+        // An acknowledgement (`noted`, `updated`, `принял`) is never a subject: it restates another one.
+        if COMPILED
+            .scan(&subject)
+            .first(Act::Acknowledgement)
+            .is_some_and(|c| c.name("rest").is_none_or(|r| r.is_empty()))
+        {
+            return false;
+        }
         // The value of a key named like a secret is one, whether or not a detector recognized its shape: never
         // echoed.
         if SECRET_KEYS.iter().any(|k| subject.contains(k)) && !lower.starts_with(super::CREDENTIAL_REF_PREFIX) {
             return false;
         }
+        let subject = canonical_subject(&subject);
         let new = FactValue { value: value.to_owned(), idx, corrected };
         // A fact answers the open questions that name its subject.
         let subject_words = content_words(&subject);
@@ -638,13 +820,59 @@ impl LedgerState {
         facts
     }
 
-    /// The topics the retrieval notes list: most messages first, then by word.
+    /// The topics the retrieval notes list: words of the ledger's entries, never chatter however often repeated.
+    /// The words of the facts' subjects first, then the words of the other current entries (active decisions, open
+    /// obligations, questions); within each, most messages first, then by word.
     pub(crate) fn top_topics(&self) -> Vec<(&String, &Topic)> {
-        let mut topics: Vec<(&String, &Topic)> = self.topics.iter().filter(|(_, t)| t.n_messages >= 2).collect();
-        topics.sort_by(|a, b| b.1.n_messages.cmp(&a.1.n_messages).then_with(|| a.0.cmp(b.0)));
-        topics.truncate(MAX_TOPICS);
+        let stems = |texts: &mut dyn Iterator<Item = &str>| -> Vec<String> {
+            texts.flat_map(content_words).map(|w| stem(&w)).collect()
+        };
+        let subjects = stems(&mut self.facts.keys().map(String::as_str));
+        let entries = stems(
+            &mut self
+                .decisions
+                .iter()
+                .filter(|d| d.status == DecisionStatus::Active)
+                .map(|d| d.text.as_str())
+                .chain(self.obligations.iter().filter(|o| o.status.is_open()).map(|o| o.text.as_str()))
+                .chain(self.questions.iter().map(|q| q.text.as_str())),
+        );
+        let tier = |word: &str| {
+            let stem = stem(word);
+            if subjects.contains(&stem) {
+                Some(0)
+            } else if entries.contains(&stem) {
+                Some(1)
+            } else {
+                None
+            }
+        };
+        let mut topics: Vec<(usize, &String, &Topic)> = self
+            .topics
+            .iter()
+            .filter_map(|(w, t)| tier(w).map(|tier| (tier, w, t)))
+            // A subject's word is listed from its first message (a later compaction keeps counting it); other
+            // words once they recur.
+            .filter(|(tier, _, t)| *tier == 0 || t.n_messages >= 2)
+            .collect();
         topics
+            .sort_by(|a, b| a.0.cmp(&b.0).then_with(|| b.2.n_messages.cmp(&a.2.n_messages)).then_with(|| a.1.cmp(b.1)));
+        topics.truncate(MAX_TOPICS);
+        topics.into_iter().map(|(_, w, t)| (w, t)).collect()
     }
+}
+
+/// A subject without the words that qualify a statement rather than name a thing (`right memory limit`,
+/// `cache cluster now`, `сервер сборки ещё раз поменялся`), when something is left.
+fn canonical_subject(subject: &str) -> String {
+    let words: Vec<&str> = subject.split_whitespace().collect();
+    let qualifier = |w: &&str| SUBJECT_QUALIFIERS.contains(w) || STOPWORDS.contains(w);
+    let start = words.iter().position(|w| !qualifier(w)).unwrap_or(words.len());
+    let end = words.iter().rposition(|w| !qualifier(w)).map_or(start, |e| e + 1);
+    if start >= end {
+        return subject.to_owned();
+    }
+    words[start..end].join(" ")
 }
 
 /// The first five characters of a word: enough to match its other forms (`queue`/`queues`, `очереди`/`очередей`).
@@ -737,11 +965,12 @@ fn value_tokens(text: &str) -> Vec<(String, bool)> {
         } else {
             flush(&mut run, negated, &mut out);
         }
-        // A token ending a phrase (`old,`) ends the run.
+        previous.push(lower);
+        // A token ending a phrase (`old,`) ends the run, and a negation before it (`not X, Y`) reaches no further.
         if raw.ends_with([',', ';', '.']) {
             flush(&mut run, negated, &mut out);
+            previous.clear();
         }
-        previous.push(lower);
     }
     flush(&mut run, negated, &mut out);
     out
@@ -852,6 +1081,53 @@ pub(crate) fn content_words(text: &str) -> Vec<String> {
         .filter(|w| w.chars().count() >= 2 && !STOPWORDS.contains(&w.as_str()))
         .collect()
 }
+
+/// Words at the edge of a fact's subject that qualify the statement, not the thing (`now`, `right`, `новый`,
+/// `ещё раз поменялся`).
+const SUBJECT_QUALIFIERS: &[&str] = &[
+    "now",
+    "currently",
+    "again",
+    "today",
+    "right",
+    "correct",
+    "new",
+    "latest",
+    "current",
+    "actual",
+    "updated",
+    "changed",
+    "moved",
+    "once",
+    "more",
+    "теперь",
+    "сейчас",
+    "снова",
+    "опять",
+    "ещё",
+    "еще",
+    "раз",
+    "правильный",
+    "правильная",
+    "правильное",
+    "верный",
+    "новый",
+    "новая",
+    "новое",
+    "текущий",
+    "текущая",
+    "актуальный",
+    "последний",
+    "поменялся",
+    "поменялась",
+    "поменялось",
+    "сменился",
+    "сменилась",
+    "сменилось",
+    "изменился",
+    "изменилась",
+    "изменилось",
+];
 
 /// Words that carry no topic, English and Russian.
 const STOPWORDS: &[&str] = &[

@@ -114,7 +114,8 @@ pub(crate) fn render(state: &LedgerState, tail_start: usize, n_tail: usize) -> S
     section(&mut out, SECTIONS[6]);
     for (word, topic) in state.top_topics() {
         let indexes: Vec<String> = topic.first.iter().chain(&topic.last).map(|i| format!("#{i}")).collect();
-        let _ = writeln!(out, "- \"{word}\": {} messages ({})", topic.n_messages, indexes.join(", "));
+        let messages = if topic.n_messages == 1 { "message" } else { "messages" };
+        let _ = writeln!(out, "- \"{word}\": {} {messages} ({})", topic.n_messages, indexes.join(", "));
     }
     // No trailing newline: the message ends with its last line.
     out.truncate(out.trim_end().len());
@@ -303,7 +304,7 @@ fn parse_credential(entry: &str, state: &mut LedgerState) -> Option<()> {
 
 fn parse_topic(entry: &str, state: &mut LedgerState) -> Option<()> {
     let (word, rest) = entry.strip_prefix('"')?.split_once("\": ")?;
-    let (count, indexes) = rest.split_once(" messages (")?;
+    let (count, indexes) = rest.split_once(" messages (").or_else(|| rest.split_once(" message ("))?;
     let indexes: Vec<usize> = indexes
         .strip_suffix(')')?
         .split(", ")

@@ -27,6 +27,17 @@ use regex::{Captures, Regex};
 pub(crate) enum Act {
     /// A leading marker saying the clause corrects something said before (`correction:`, `actually,`, `поправка:`).
     Correction,
+    /// A leading marker taking back what was just said (`scratch that`, `no wait`, `make that`, `отбой`, `хотя нет`):
+    /// the value that follows replaces the fact stated last, named or not.
+    Retraction,
+    /// A leading acknowledgement (`noted`, `got it`, `ok`, `принял`, `понял`): what follows restates what was said,
+    /// it is read for the fact it names and never keyed on the acknowledgement.
+    Acknowledgement,
+    /// A verb of forgetting or ignoring (`forget`, `ignore`, `disregard`, `забудь`, `не учитывай`); with
+    /// [`Act::Earlier`] in the same clause, an instruction about the notes themselves, which is no obligation.
+    Forget,
+    /// A word for what was said before (`earlier`, `old`, `previous`, `прежний`, `старый`).
+    Earlier,
     /// An obligation is called off (`cancel:`, `no need to`, `не надо`).
     ObligationCancelled,
     /// An obligation is done (`done:`, `сделано:`).
@@ -166,6 +177,146 @@ pub(crate) const RULES: &[Rule] = &[
             r"(?P<rest>.*)$"
         ),
     },
+    // Retractions and acknowledgements: leading markers, stripped like a correction's.
+    Rule {
+        act: Act::Retraction,
+        lang: Lang::En,
+        keys: &[
+            "scratch",
+            "strike that",
+            "belay that",
+            "forget what",
+            "forget that",
+            "no wait",
+            "hold on",
+            "delete that",
+            "make that",
+            "rephrase",
+            "no,",
+            "no no",
+        ],
+        pattern: concat!(
+            r"(?i)^(?:hmm+,?\s+)?(?:(?:scratch that|scratch|strike that|belay that|forget what i (?:said|wrote)|",
+            r"forget that|no,? wait|hold on|delete that|make that|let me rephrase|no,? no)\b|no,)",
+            sep!(),
+            r"(?P<rest>.*)$"
+        ),
+    },
+    Rule {
+        act: Act::Retraction,
+        lang: Lang::Ru,
+        keys: &[
+            "отбой",
+            "стоп",
+            "нет",
+            "вычеркни",
+            "поменяй",
+            "отмена",
+            "отставить",
+            "перепиши",
+            "погоди",
+            "забудь",
+            "неправильно",
+        ],
+        pattern: concat!(
+            r"(?i)^(?:отбой|стоп|хотя нет|нет-нет|нет,? нет|нет|вычеркни|поменяй на|поменяй|отмена|отставить|перепиши|",
+            r"погоди|забудь,? что я (?:сказал|сказала|написал|написала)|неправильно (?:сказал|сказала|написал|написала))",
+            r"(?:[\s:,!—–-]+|$)(?P<rest>.*)$"
+        ),
+    },
+    Rule {
+        act: Act::Retraction,
+        lang: Lang::En,
+        keys: &["not "],
+        pattern: r"(?i)^not\s+[^\s,]+,\s*(?:but\s+)?(?P<rest>.+)$",
+    },
+    Rule {
+        act: Act::Retraction, lang: Lang::Ru, keys: &["не "], pattern: r"(?i)^не\s+[^\s,]+,?\s+а\s+(?P<rest>.+)$"
+    },
+    Rule {
+        act: Act::Acknowledgement,
+        lang: Lang::En,
+        keys: &[
+            "noted",
+            "got it",
+            "updated",
+            "ok",
+            "understood",
+            "roger",
+            "copy",
+            "acknowledged",
+            "sure",
+            "thank",
+            "confirmed",
+            "right",
+            "great",
+            "perfect",
+            "cool",
+        ],
+        pattern: concat!(
+            r"(?i)^(?:noted|got it|updated|ok|okay|understood|roger(?: that)?|copy that|copy|acknowledged|sure|",
+            r"thanks|thank you|confirmed|all right|alright|right|great|perfect|cool)",
+            r"(?:\s*[:,.!—–-][\s:,.!—–-]*|\s*$)(?P<rest>.*)$"
+        ),
+    },
+    Rule {
+        act: Act::Acknowledgement,
+        lang: Lang::Ru,
+        keys: &[
+            "принял",
+            "принят",
+            "записал",
+            "понял",
+            "понятно",
+            "ок",
+            "зафиксировал",
+            "обновил",
+            "учёл",
+            "учел",
+            "учла",
+            "отметил",
+            "хорошо",
+            "спасибо",
+            "так и запишем",
+            "ясно",
+        ],
+        pattern: concat!(
+            r"(?i)^(?:принял|приняла|принято|записал|записала|понял|поняла|понятно|окей|ок|зафиксировал|зафиксировала|",
+            r"обновил|обновила|учёл|учел|учла|отметил|отметила|хорошо|спасибо|так и запишем|ясно)",
+            r"(?:\s*[:,.!—–-][\s:,.!—–-]*|\s*$)(?P<rest>.*)$"
+        ),
+    },
+    // Instructions about the notes: a verb of forgetting with a word for what was said before.
+    Rule {
+        act: Act::Forget,
+        lang: Lang::En,
+        keys: &["forget", "ignore", "disregard", "drop", "scrap", "throw away", "never", "bother"],
+        pattern: r"(?i)\b(?:forget|ignore|disregard|drop|scrap|throw away|never ?mind|(?:don't|do not) bother with)\b",
+    },
+    Rule {
+        act: Act::Forget,
+        lang: Lang::Ru,
+        keys: &["забуд", "забыть", "игнорир", "не обращай", "выкинь", "не учитывай", "сотри", "не держи", "не помнить"],
+        pattern: concat!(
+            r"(?i)(?:забудь|забудьте|забыть|игнорируй|игнорировать|не обращай(?:те)? внимания|выкинь из головы|",
+            r"не учитывай|сотри|не держи в голове|не помнить)"
+        ),
+    },
+    Rule {
+        act: Act::Earlier,
+        lang: Lang::En,
+        keys: &["earlier", "old", "previous", "prior", "before", "former", "the rest", "past", "outdated"],
+        pattern: r"(?i)\b(?:earlier|old|older|previous|prior|before|former|the rest|past|outdated)\b",
+    },
+    Rule {
+        act: Act::Earlier,
+        lang: Lang::Ru,
+        keys: &["стар", "прежн", "предыдущ", "прошл", "раньше", "ранее", "остальное", "устаревш"],
+        pattern: concat!(
+            r"(?i)(?:стар(?:ый|ая|ое|ые|ого|ую)|прежн\p{L}*|предыдущ\p{L}*|прошл(?:ый|ая|ое|ые|ого|ую)|раньше|ранее|",
+            r"остальное|устаревш\p{L}*)"
+        ),
+    },
     // Obligations: closing and reopening before opening.
     Rule {
         act: Act::ObligationCancelled,
@@ -276,6 +427,123 @@ pub(crate) const RULES: &[Rule] = &[
             r"вычеркнули)\b",
             sep!(),
             r"(?P<rest>.+)$"
+        ),
+    },
+    // Work delivered or called off, in the words of shipping it (`X shipped`, `выкатили X`, `X is dropped`).
+    Rule {
+        act: Act::ObligationDone,
+        lang: Lang::En,
+        keys: &["shipped", "merged", "deployed", "released", "rolled out", "landed", "delivered", "launched"],
+        pattern: concat!(
+            r"(?i)^(?:(?:i|we)\s+)?(?:have |'ve )?(?:just |already |finally )?(?:shipped|merged|deployed|released|",
+            r"rolled out|landed|delivered|launched)\b",
+            sep!(),
+            r"(?P<rest>.+)$"
+        ),
+    },
+    Rule {
+        act: Act::ObligationDone,
+        lang: Lang::En,
+        keys: &[
+            "shipped",
+            "landed",
+            "merged",
+            "deployed",
+            "released",
+            "live",
+            "prod",
+            "out the door",
+            "rolled out",
+            "delivered",
+            "launched",
+            "went out",
+            "made it",
+        ],
+        pattern: concat!(
+            r"(?i)^(?P<rest>.+?)\s+(?:(?:is|are|has been|have been|got|was|were|just)\s+)?(?:now\s+|already\s+|finally\s+)?",
+            r"(?:shipped|landed|merged|deployed|released|live|in prod|in production|out the door|rolled out|delivered|",
+            r"launched|went out|made it (?:into|to) (?:production|prod|the release))\b"
+        ),
+    },
+    Rule {
+        act: Act::ObligationDone,
+        lang: Lang::Ru,
+        keys: &[
+            "выкатил",
+            "релизнул",
+            "смержил",
+            "задеплоил",
+            "зарелизил",
+            "раскатил",
+            "довезли",
+            "залили",
+            "выпустил",
+        ],
+        pattern: concat!(
+            r"(?i)^(?:вчера\s+|сегодня\s+|уже\s+|наконец\s+)?(?:выкатили|релизнули|смержили|задеплоили|зарелизили|",
+            r"раскатили|довезли|залили|выпустили)\b",
+            sep!(),
+            r"(?P<rest>.+)$"
+        ),
+    },
+    Rule {
+        act: Act::ObligationDone,
+        lang: Lang::Ru,
+        keys: &["выкатил", "в проде", "в продакшен", "в релизе", "зарелизил", "релизнул", "задеплоил", "смержил"],
+        pattern: concat!(
+            r"(?i)^(?P<rest>.+?)\s*[,—–-]?\s+(?:уже\s+|теперь\s+|наконец\s+)?(?:выкатили|в проде|в продакшене|в релизе|",
+            r"зарелизили|релизнули|задеплоили|смержили)\b"
+        ),
+    },
+    Rule {
+        act: Act::ObligationCancelled,
+        lang: Lang::En,
+        keys: &["drop", "descoped", "shelved", "scrapped", "cancel", "pulled", "skip", "nobody needs"],
+        pattern: concat!(
+            r"(?i)^(?:let's\s+|we\s+|i\s+)?(?:have |'ve )?(?:just |already )?(?:dropped|drop|descoped|shelved|",
+            r"scrapped|cancell?ed|pulled|skip(?:ped)?|nobody needs)\b",
+            sep!(),
+            r"(?P<rest>.+)$"
+        ),
+    },
+    Rule {
+        act: Act::ObligationCancelled,
+        lang: Lang::En,
+        keys: &[
+            "dropped",
+            "descoped",
+            "shelved",
+            "scrapped",
+            "cancel",
+            "off the",
+            "needed",
+            "won't happen",
+            "not happen",
+        ],
+        pattern: concat!(
+            r"(?i)^(?P<rest>.+?)\s+(?:(?:is|are|has been|have been|got|was|were)\s+)?(?:now\s+)?(?:dropped|descoped|",
+            r"shelved|scrapped|cancell?ed|off the (?:list|plan|table)|no longer needed|not needed|won't happen|",
+            r"will not happen)\b"
+        ),
+    },
+    Rule {
+        act: Act::ObligationCancelled,
+        lang: Lang::Ru,
+        keys: &["отмен", "сняли с плана", "из плана", "забили на", "не делать", "не делаем"],
+        pattern: concat!(
+            r"(?i)^(?:отменяем|отменили|сняли с плана|вычеркнули из плана|выкинули из плана|убрали из плана|забили на|",
+            r"решили не делать|не делаем)\b",
+            sep!(),
+            r"(?P<rest>.+)$"
+        ),
+    },
+    Rule {
+        act: Act::ObligationCancelled,
+        lang: Lang::Ru,
+        keys: &["отмен", "не делаем", "не будем", "не нужно", "отложили", "скоуп", "неактуальн", "сняли с плана"],
+        pattern: concat!(
+            r"(?i)^(?P<rest>.+?)\s*[,—–-]?\s+(?:уже\s+)?(?:отменили|отмена|не делаем|делать не будем|не будем делать|",
+            r"больше не нужно|отложили насовсем|из скоупа убрали|убрали из скоупа|неактуально|сняли с плана)\b"
         ),
     },
     Rule {
@@ -447,11 +715,18 @@ pub(crate) const RULES: &[Rule] = &[
             "keep",
             "plan",
             "call on",
+            "back",
+            "revert",
+            "return",
+            "restor",
+            "stay",
         ],
         pattern: concat!(
             r"(?i)\b(?:use|uses|using|go with|goes with|going with|switch(?:ing|ed)?|move|moving|moved|",
             r"stick(?:ing)? with|settle(?:d)? on|pick(?:ed)?|choose|chose|chosen|adopt(?:ing|ed)?|opt(?:ing|ed)? for|",
-            r"it is|runs on|run on|standardi[sz]e on|migrat(?:e|ing|ed)|stay(?:ing)? with|keep|plan|call on)\b"
+            r"it is|runs on|run on|standardi[sz]e on|migrat(?:e|ing|ed)|stay(?:ing)? with|keep|plan|call on|",
+            r"go(?:ing)? back to|back to|back on|revert(?:ing|ed)?|return(?:ing|ed)? to|roll(?:ing|ed)? back|",
+            r"switch(?:ing|ed)? back|restor(?:e|ing|ed)|stays? on)\b"
         ),
     },
     Rule {
@@ -474,10 +749,20 @@ pub(crate) const RULES: &[Rule] = &[
             "итог",
             "переезжаем",
             "внедряем",
+            "верн",
+            "возвращ",
+            "откат",
+            "обратно",
+            "снова",
+            "опять",
+            "назад к",
+            "оста",
         ],
         pattern: concat!(
             r"(?i)\b(?:используем|использовать|используется|берём|берем|возьмём|возьмем|будет|переходим|перейдём|",
-            r"перейдем|остановились|выбрали|выбираем|ставим|оставляем|оставить|план|итог|переезжаем|внедряем)\b"
+            r"перейдем|остановились|выбрали|выбираем|ставим|оставляем|оставить|план|итог|переезжаем|внедряем|",
+            r"вернёмся|вернемся|возвращаемся|возвращаем|вернули|откатываемся|откатываем|обратно|снова|опять|назад к|",
+            r"остаётся|остается)\b"
         ),
     },
     Rule {
@@ -881,6 +1166,53 @@ pub(crate) const CORRECTION_HINTS: &[&str] = &[
     "уточн",
 ];
 
+/// The words of a promise with no task in it (`I'll keep that in mind`, `буду иметь в виду`): an obligation whose
+/// words are all among these commits to nothing a ledger could track.
+pub(crate) const TASKLESS_WORDS: &[&str] = &[
+    "keep",
+    "bear",
+    "mind",
+    "remember",
+    "note",
+    "notes",
+    "noted",
+    "take",
+    "taken",
+    "account",
+    "handy",
+    "going",
+    "forward",
+    "eye",
+    "consideration",
+    "make",
+    "try",
+    "sure",
+    "will",
+    "do",
+    "look",
+    "учту",
+    "учесть",
+    "учтём",
+    "учтем",
+    "запомню",
+    "запомнить",
+    "помнить",
+    "буду",
+    "иметь",
+    "виду",
+    "приму",
+    "принять",
+    "сведению",
+    "внимание",
+    "внимания",
+    "возьму",
+    "заметку",
+    "постараюсь",
+    "забыть",
+    "обязательно",
+    "хорошо",
+];
+
 /// Parts of a fact's subject that make its value a secret (`pw for the db`, `вот ключ`): such a value is stored
 /// only as a credential ref.
 pub(crate) const SECRET_KEYS: &[&str] =
@@ -940,6 +1272,16 @@ pub(crate) const DECISION_WORDS: &[&str] = &[
     "onwards",
     "ok",
     "okay",
+    "back",
+    "revert",
+    "reverted",
+    "return",
+    "returning",
+    "restore",
+    "roll",
+    "again",
+    "stays",
+    "undo",
     "от",
     "решили",
     "решение",
@@ -971,6 +1313,18 @@ pub(crate) const DECISION_WORDS: &[&str] = &[
     "для",
     "вместо",
     "передумали",
+    "вернёмся",
+    "вернемся",
+    "возвращаемся",
+    "возвращаем",
+    "вернули",
+    "откатываемся",
+    "обратно",
+    "снова",
+    "опять",
+    "назад",
+    "остаётся",
+    "остается",
 ];
 
 /// The compiled table: one regex per rule.

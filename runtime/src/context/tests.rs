@@ -153,11 +153,14 @@ fn a_later_decision_on_the_same_subject_supersedes_whatever_its_wording() {
         ledger_section(&ledger, "Decisions").into_iter().filter(|l| l.starts_with("- [active]")).collect();
     assert_eq!(
         active,
-        vec![
-            "- [active] Use Grafana for dashboards, we agreed (#2)",
-            "- [active] OK, RabbitMQ it is for the message queue (#4)",
-            "- [active] Итог: для очередей — NATS (#8)",
-        ],
+        vec!["- [active] Use Grafana for dashboards, we agreed (#2)", "- [active] Итог: для очередей — NATS (#8)"],
+        "{ledger}"
+    );
+    // "Для очередей берём Kafka" names an option the first decision named: it is about the message queue too,
+    // in whatever language, and supersedes RabbitMQ.
+    assert!(
+        ledger_section(&ledger, "Decisions")
+            .contains(&"- [superseded] OK, RabbitMQ it is for the message queue (#4, superseded by #7)"),
         "{ledger}"
     );
     assert!(
@@ -266,6 +269,150 @@ fn obligations_close_when_done_or_cancelled_and_come_back_when_reopened() {
             "- [open] позвонить бухгалтеру (#5)",
         ]
     );
+}
+
+/// `planted` with everyday chatter between every two messages (and before the first), then the default hot tail.
+fn with_chatter(planted: &[&str]) -> Vec<ChatMessage> {
+    const CHATTER: [&str; 4] =
+        ["Good morning, everyone!", "I'll bear that in mind.", "Catch you tomorrow morning.", "Sure thing."];
+    let mut cold: Vec<&str> = Vec::new();
+    for (pos, text) in planted.iter().enumerate() {
+        cold.push(CHATTER[pos % CHATTER.len()]);
+        cold.push(CHATTER[(pos + 1) % CHATTER.len()]);
+        cold.push(text);
+    }
+    conversation(&cold, CompactConfig::default().hot_tail)
+}
+
+/// The Active facts lines that mention `word`.
+fn active_about<'l>(ledger: &'l str, word: &str) -> Vec<&'l str> {
+    ledger_section(ledger, "Active facts").into_iter().filter(|l| l.contains(word)).collect()
+}
+
+#[test]
+fn an_acknowledgement_is_folded_into_the_fact_it_restates() {
+    let messages = with_chatter(&[
+        "Fact: the deploy target is alpha-01.",
+        "Noted: deploy target alpha-01.",
+        "Got it, alpha-01.",
+        "The deploy target is now beta-02.",
+        "Updated: deploy target beta-02.",
+        "Принял: сервер сборки ci-old-3.",
+    ]);
+    let ledger = ledger_of(&compact_default(&messages)).to_owned();
+    assert_eq!(active_about(&ledger, "deploy target"), ["- deploy target: beta-02 (#12)"], "{ledger}");
+    let subjects: Vec<&str> = ledger_section(&ledger, "Active facts")
+        .iter()
+        .filter_map(|l| l[2..].split_once(": "))
+        .map(|(s, _)| s)
+        .collect();
+    for ack in ["noted", "updated", "got it", "fact", "принял"] {
+        assert!(!subjects.iter().any(|s| s.starts_with(ack)), "{ack} is no subject: {ledger}");
+    }
+    assert_eq!(
+        ledger_section(&ledger, "Superseded facts"),
+        ["- deploy target: alpha-01 (#3, superseded by #12)"],
+        "the acknowledgement is part of the value it restates, superseded with it: {ledger}"
+    );
+}
+
+#[test]
+fn a_value_changed_three_times_with_restatements_between_keeps_only_the_last() {
+    let messages = with_chatter(&[
+        "The primary region is us-east-1.",
+        "Noted: primary region us-east-1.",
+        "The primary region is now eu-west-1.",
+        "Updated: primary region eu-west-1.",
+        "Region moved again, the primary region is ap-south-1.",
+        "Ok, ap-south-1.",
+        "The primary region is now us-west-2.",
+        "Forget the earlier regions.",
+        "Understood, primary region us-west-2.",
+    ]);
+    let ledger = ledger_of(&compact_default(&messages)).to_owned();
+    assert_eq!(active_about(&ledger, "region"), ["- primary region: us-west-2 (#21)"], "{ledger}");
+    assert_eq!(
+        ledger_section(&ledger, "Superseded facts"),
+        ["- primary region: us-east-1 (#3, superseded by #9); eu-west-1 (#9, superseded by #15); ap-south-1 (#15, \
+          superseded by #21)"],
+        "each older value once, in order: {ledger}"
+    );
+    assert!(ledger_section(&ledger, "Decisions").is_empty(), "a new value of a known fact decides nothing: {ledger}");
+    assert!(ledger_section(&ledger, "Obligations").is_empty(), "{ledger}");
+    // A value changed twice in a row, the second time at once.
+    let twice = with_chatter(&[
+        "The cache cluster is redis-a.",
+        "Our cache cluster moved to redis-b.",
+        "Changed again: the cache cluster is now redis-c.",
+    ]);
+    let ledger = ledger_of(&compact_default(&twice)).to_owned();
+    assert_eq!(active_about(&ledger, "cache cluster"), ["- cache cluster: redis-c (#9)"], "{ledger}");
+}
+
+#[test]
+fn an_instruction_about_the_notes_or_a_promise_without_a_task_is_no_obligation() {
+    let messages = with_chatter(&[
+        "The primary region is eu-west-1.",
+        "Forget the earlier regions.",
+        "Ignore the old deploy targets, please.",
+        "Забудь старый сервер деплоя.",
+        "I'll keep that in mind.",
+        "Обязательно учту.",
+        "I'll rotate the staging API keys tomorrow.",
+        "We must archive the old invoices.",
+        "Never mind, no need to archive the old invoices.",
+    ]);
+    let ledger = ledger_of(&compact_default(&messages)).to_owned();
+    assert_eq!(
+        ledger_section(&ledger, "Obligations"),
+        [
+            "- [open] rotate the staging API keys tomorrow (#21)",
+            "- [cancelled] archive the old invoices (#24, cancelled #27)",
+        ],
+        "a task is an obligation, a promise to remember or an instruction to forget is not: {ledger}"
+    );
+    // Chatter that repeats is not what the retrieval notes point to; the subjects are.
+    let notes = ledger_section(&ledger, "Retrieval notes").join("\n");
+    assert!(notes.contains("\"region\""), "{ledger}");
+    for chatter in ["morning", "bear", "catch", "everyone", "mind"] {
+        assert!(!notes.contains(&format!("\"{chatter}\"")), "{chatter}: {ledger}");
+    }
+}
+
+#[test]
+fn everyday_wording_corrects_reverses_closes_and_answers() {
+    let messages = with_chatter(&[
+        "The api port is 8443.",
+        "Scratch that, use 9443.",
+        "OK, Kafka it is for the message queue.",
+        "We decided to use NATS for the message queue.",
+        "Let's go back to Kafka.",
+        "We should ship the CSV export this week.",
+        "Someone has to fix the login redirect.",
+        "Please write the onboarding guide.",
+        "The CSV export shipped.",
+        "The login redirect is dropped.",
+        "Not sure yet who owns the backup rotation.",
+        "Turns out Dana owns the backup rotation.",
+        "Сервер деплоя — alpha-01.",
+        "Хотя нет, beta-02.",
+    ]);
+    let ledger = ledger_of(&compact_default(&messages)).to_owned();
+    assert_eq!(active_about(&ledger, "api port"), ["- api port: 9443 (#6, corrected)"], "{ledger}");
+    assert_eq!(active_about(&ledger, "сервер деплоя"), ["- сервер деплоя: beta-02 (#42, corrected)"], "{ledger}");
+    let active: Vec<&str> =
+        ledger_section(&ledger, "Decisions").into_iter().filter(|l| l.starts_with("- [active]")).collect();
+    assert_eq!(active, ["- [active] Let's go back to Kafka (#15)"], "{ledger}");
+    assert_eq!(
+        ledger_section(&ledger, "Obligations"),
+        [
+            "- [done] ship the CSV export this week (#18, done #27)",
+            "- [cancelled] fix the login redirect (#21, cancelled #30)",
+            "- [open] write the onboarding guide (#24)",
+        ],
+        "{ledger}"
+    );
+    assert!(ledger_section(&ledger, "Unresolved questions").is_empty(), "answered: {ledger}");
 }
 
 #[test]
@@ -504,6 +651,10 @@ fn the_rule_table_has_english_and_russian_markers_for_every_act() {
         Act::Commitment,
         Act::Choice,
         Act::Hedge,
+        Act::Retraction,
+        Act::Acknowledgement,
+        Act::Forget,
+        Act::Earlier,
     ] {
         for lang in [Lang::En, Lang::Ru] {
             assert!(RULES.iter().any(|r| r.act == act && r.lang == lang), "{act:?} has no {lang:?} rule");
