@@ -107,7 +107,7 @@ pub(crate) struct LocomoArgs {
     dump: Option<PathBuf>,
     /// Analysis: write one JSON line per question (its conversation, category, evidence and the dia_ids retrieved at
     /// the largest k) to this file, to read what was missed.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "cv")]
     questions: Option<PathBuf>,
     /// A regression floor: exit 1 when the overall recall@10 (percent) is below it.
     #[arg(long, value_name = "PERCENT")]

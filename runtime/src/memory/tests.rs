@@ -338,3 +338,21 @@ fn cached_rows_last_only_as_long_as_the_store_generation() {
     let fresh = cache.get_many(&memory.store, &key).expect("rows");
     assert_eq!(fresh[0].superseded_by.as_deref(), Some(facts[1].id.as_str()), "the new generation reads the store");
 }
+
+#[test]
+fn a_recall_after_another_process_changed_a_row_returns_the_row_as_it_is_now() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let facts = facts();
+    let mut first = Memory::open_without_model(dir.path()).expect("open");
+    let mut second = Memory::open_without_model(dir.path()).expect("open beside it");
+    first.put_many(&facts, "kelp", 0).expect("put");
+    let scope_of_hit = |memory: &mut Memory| {
+        let recall = memory.query("dev server port", "kelp", None, 1).expect("query");
+        assert_eq!(ids(&recall), [facts[0].id.as_str()]);
+        recall.hits[0].stored.engram.scope
+    };
+    assert_eq!(scope_of_hit(&mut first), Scope::Run, "read once, and kept by the first memory");
+    let operator = Principal::operator("ops", &["kelp"]);
+    second.promote(&operator, &facts[0].id, Scope::Project).expect("promote").expect("found");
+    assert_eq!(scope_of_hit(&mut first), Scope::Project, "the other process's write is seen, not the kept row");
+}
