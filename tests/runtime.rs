@@ -623,6 +623,77 @@ scope = "org"
 }
 
 #[test]
+fn the_memory_table_gates_direct_writes_promotion_and_reads_per_role() {
+    // LESS §4.3 / §8.1 / §13.2 through a run: with `writes = ["run"]` a child's project engram is refused and its run
+    // engram stored; the child may not widen it to project, its parent may (above the scenario's floor); programmers,
+    // who read only run scope here, then no longer find it, the lead does.
+    let steps = r#"
+[memory]
+writes = ["run"]
+promotion_floor = 0.85
+reads = { programmer = ["run"] }
+
+[[steps]]
+action = "report"
+agent = "dev"
+type = "task_result"
+task = "1"
+status = "pass"
+engrams = [{ kind = "fact", claim = "The dev server listens on port 8437.", pointers = ["repo:src/a.rs#L1-L2"], confidence = 0.9, scope = "project", tags = ["subject:dev-port"] }]
+
+[[steps]]
+action = "report"
+agent = "dev"
+type = "task_result"
+task = "2"
+status = "pass"
+engrams = [{ kind = "fact", claim = "The build tool is cargo-make.", pointers = ["repo:src/a.rs#L1-L2"], confidence = 0.9, scope = "run", tags = ["subject:build-tool"] }]
+
+[[steps]]
+action = "query"
+agent = "peer"
+text = "which build tool"
+
+[[steps]]
+action = "promote"
+agent = "dev"
+subject = "build-tool"
+to = "project"
+
+[[steps]]
+action = "promote"
+agent = "manager"
+subject = "build-tool"
+to = "project"
+
+[[steps]]
+action = "query"
+agent = "peer"
+text = "which build tool"
+
+[[steps]]
+action = "query"
+agent = "lead"
+text = "which build tool"
+"#;
+    let (_, events) = run(steps, WireMode::Less);
+    let puts: Vec<(&str, Option<&str>)> = of_kind(&events, "memory_put")
+        .iter()
+        .map(|p| (p["status"].as_str().unwrap_or(""), p["code"].as_str()))
+        .collect();
+    assert_eq!(puts, [("refused", Some("LESS_SCOPE_DENIED")), ("stored", None)], "{events:?}");
+    let promotions: Vec<Option<&str>> = of_kind(&events, "promote").iter().map(|p| p["code"].as_str()).collect();
+    assert_eq!(promotions, [Some("LESS_SCOPE_DENIED"), None], "the child may not, its parent may: {events:?}");
+    let returned: Vec<usize> =
+        of_kind(&events, "query").iter().map(|q| q["returned"].as_array().map_or(0, Vec::len)).collect();
+    assert_eq!(returned, [1, 0, 1], "run scope read by programmers until promoted; the lead reads project: {events:?}");
+    // The floor is the scenario's: at 0.95 the parent's promotion is refused too.
+    let (_, strict) = run(&steps.replace("promotion_floor = 0.85", "promotion_floor = 0.95"), WireMode::Less);
+    let promotions: Vec<Option<&str>> = of_kind(&strict, "promote").iter().map(|p| p["code"].as_str()).collect();
+    assert_eq!(promotions, [Some("LESS_SCOPE_DENIED"), Some("LESS_SCOPE_DENIED")], "{strict:?}");
+}
+
+#[test]
 fn a_grant_for_places_outside_the_workspace_is_refused_before_the_run() {
     // No issuer holds what lies outside the workspace, so no grant may name it (the resolver would refuse the deref
     // anyway; the grant itself is already wrong). The same rule as the MCP desk's, for `..`, absolute paths and

@@ -44,9 +44,13 @@ pub struct DeskConfig {
     #[serde(default)]
     pub budget: Option<Budget>,
     /// Whether clients read `org` and `global` engrams (LESS spec §13.3: an administrator enables it); default
-    /// false, so a client reads its own project alone.
+    /// false, so a client reads its own project alone. The same as `[memory] shared_reads`.
     #[serde(default)]
     pub shared_reads: Option<bool>,
+    /// The `[memory]` table: scopes read per role, shared reads, direct project writes, the promotion floor and the
+    /// rate limit (as in a scenario).
+    #[serde(default)]
+    pub memory: less_contract::MemorySettings,
     /// Clients by id.
     #[serde(default)]
     pub clients: BTreeMap<String, ClientSpec>,
@@ -85,6 +89,20 @@ impl DeskConfig {
             .map_err(|v| Violation { message: format!("desk configuration: {}", v.message), ..v })?;
         let config: DeskConfig = serde_json::from_value(doc)
             .map_err(|err| Violation::new(ErrorCode::ArgumentInvalid, "", format!("desk configuration: {err}")))?;
+        if let Some(v) = less_contract::memory_violations(&config.memory, None, "/memory").into_iter().next() {
+            return Err(Violation {
+                code: ErrorCode::ArgumentInvalid,
+                message: format!("desk configuration: {}", v.message),
+                ..v
+            });
+        }
+        if config.shared_reads.is_some() && config.memory.shared_reads {
+            return Err(Violation::new(
+                ErrorCode::ArgumentInvalid,
+                "/shared_reads",
+                "desk configuration: shared_reads is written twice, at the top and in [memory]: keep the one in [memory]",
+            ));
+        }
         for (id, spec) in &config.clients {
             let mut seen = vec![id.as_str()];
             let mut at = spec.parent.as_deref();
@@ -148,13 +166,15 @@ impl DeskConfig {
     /// The client `id` as configured, or with the defaults when it is not.
     pub fn client(&self, id: &str) -> Client {
         let spec = self.clients.get(id).cloned().unwrap_or_default();
+        let role = spec.role.unwrap_or_else(|| id.to_owned());
         Client {
             id: id.to_owned(),
-            role: spec.role.unwrap_or_else(|| id.to_owned()),
             parent: spec.parent,
             project: spec.project.or_else(|| self.project.clone()).unwrap_or_else(|| "default".to_owned()),
             budget: spec.budget.or(self.budget).unwrap_or_default(),
-            shared_reads: spec.shared_reads.or(self.shared_reads).unwrap_or(false),
+            shared_reads: spec.shared_reads.or(self.shared_reads).unwrap_or(self.memory.shared_reads),
+            reads: self.memory.reads.get(&role).cloned(),
+            role,
             reach: Reach::new(self.reach_of(id).as_deref()),
         }
     }
@@ -192,6 +212,8 @@ pub struct Client {
     pub budget: Budget,
     /// Whether it reads `org` and `global` engrams.
     pub shared_reads: bool,
+    /// The scopes its role reads (`[memory] reads`); none: every scope it may.
+    pub reads: Option<Vec<Scope>>,
     /// What it may dereference without a grant.
     pub reach: Reach,
 }
@@ -395,7 +417,8 @@ impl Desk {
     /// Opens the desk of the store in `dir` (created if missing), resolving pointers in `workspace` when given.
     pub fn open(dir: &Path, workspace: Option<&Path>, config: DeskConfig) -> Result<Desk, Violation> {
         std::fs::create_dir_all(dir).map_err(|err| store_failed(&dir.display().to_string(), err))?;
-        let memory = Memory::open(dir).map_err(memory_violation)?;
+        let mut memory = Memory::open(dir).map_err(memory_violation)?;
+        memory.set_policy(crate::memory::MemoryPolicy::from_settings(&config.memory));
         let resolver = workspace.map(Resolver::new).transpose()?;
         let db = crate::files::open_sqlite(&dir.join("desk.sqlite")).map_err(|err| store_failed("desk.sqlite", err))?;
         db.busy_timeout(std::time::Duration::from_secs(60)).map_err(|err| store_failed("desk.sqlite", err))?;
@@ -1318,7 +1341,7 @@ impl Desk {
         let mut principal = Principal::agent(&who.id, &who.role, &who.project, "desk");
         principal.parent_of = self.config.descendants(&who.id);
         principal.shared = who.shared_reads;
-        principal
+        principal.reading(who.reads.clone())
     }
 }
 

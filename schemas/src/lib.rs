@@ -54,8 +54,8 @@ pub use message::{GateStatus, Payload, Severity, TaskStatus, TypedMessage, WaveS
 pub use pointer::{MAX_REF_CHARS, MAX_SPAN_CHARS, Pointer, PointerType};
 pub use scenario::{
     AgentKind, AgentSpec, Budgets, Check, ClusterNode, EngramSpec, Expect, Gold, GrantSpec, HEAD_NODE, LlmSpec,
-    Misbehaviour, OneOf, Plan, ReportKind, ReportStep, Scenario, Step, Task, TaskKind, WireMode, placement_violations,
-    scenario_document,
+    MemorySettings, Misbehaviour, OneOf, Plan, ReportKind, ReportStep, Scenario, Step, Task, TaskKind, WireMode,
+    memory_violations, placement_violations, scenario_document,
 };
 pub use schema::{DocKind, SCHEMA_BASE, SCHEMA_FILES, schema_document};
 pub use tokens::{CacheStats, Encoding, TokenCounter};

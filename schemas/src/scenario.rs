@@ -38,9 +38,8 @@ pub struct Scenario {
     pub description: String,
     /// The project its memory belongs to (default: the name); every agent of the scenario is a member.
     pub project: String,
-    /// Whether the run's agents read `org` and `global` engrams (LESS §13.3: an administrator's enablement; the
-    /// scenario's author administers the run). Default false.
-    pub shared_reads: bool,
+    /// Who reads and writes which scopes of the run's memory, and how promotion is gated (`[memory]`).
+    pub memory: MemorySettings,
     /// Tokenizer for every count of the run.
     pub tokenizer: Encoding,
     /// Workspace root the resolver is confined to.
@@ -73,6 +72,94 @@ pub struct ClusterNode {
     pub name: String,
     /// Where it listens (`lessrt node --listen`), `host:port`.
     pub addr: String,
+}
+
+/// The `[memory]` table of a scenario (and of the desk's configuration): who reads which scopes, which scopes a
+/// member writes directly, and how promotion is gated (LESS §4.3, §8.1, §13.2, §13.3). What is not written takes the
+/// memory's defaults: every scope read (org and global only with `shared_reads`), run and project written directly,
+/// the default promotion floor and rate limit.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySettings {
+    /// Whether agents read `org` and `global` engrams (LESS §13.3: an administrator's enablement; the scenario's
+    /// author administers the run). Default false.
+    #[serde(default)]
+    pub shared_reads: bool,
+    /// Least confidence of an engram promoted beyond run scope (LESS §13.2). None: the memory's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promotion_floor: Option<f64>,
+    /// The scopes a member writes directly, without a parent's promotion (LESS §4.3: "children can write
+    /// run/project (configurable)"): run and project, or run alone (run scope is always written directly; `[]`
+    /// means run alone). None: both. Writing at any other scope is a promotion at write time: only by a parent, at
+    /// or above the floor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writes: Option<Vec<Scope>>,
+    /// Per role, the scopes its agents read (org and global only with `shared_reads`); a role not named reads
+    /// every scope it may.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reads: BTreeMap<String, Vec<Scope>>,
+    /// Engrams one writer may store per window (the rate limit). None: the memory's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub puts_per_window: Option<u32>,
+    /// The rate limit's window, in seconds. None: the memory's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_secs: Option<i64>,
+}
+
+impl MemorySettings {
+    /// The scopes `role` reads: its `reads` entry, else every scope (org and global only with `shared_reads`).
+    pub fn reads_of(&self, role: &str) -> Vec<Scope> {
+        let all = [Scope::Run, Scope::Project, Scope::Org, Scope::Global];
+        let listed = self.reads.get(role).map_or(&all[..], Vec::as_slice);
+        listed.iter().copied().filter(|s| self.shared_reads || matches!(s, Scope::Run | Scope::Project)).collect()
+    }
+}
+
+/// What is wrong with a `[memory]` table (`settings`, written at `base`), beyond its schema: a direct write beyond
+/// project scope, a role that reads nothing or org/global without `shared_reads`, a role no agent has (`roles`: the
+/// scenario's roles; none for the desk, whose clients' roles are open). `LESS_SCENARIO_INVALID` each, at its path.
+pub fn memory_violations(settings: &MemorySettings, roles: Option<&[&str]>, base: &str) -> Vec<Violation> {
+    let invalid = |path: String, message: String| Violation::new(ErrorCode::ScenarioInvalid, path, message);
+    let mut out = Vec::new();
+    for (idx, scope) in settings.writes.iter().flatten().enumerate() {
+        if matches!(scope, Scope::Org | Scope::Global) {
+            out.push(invalid(
+                format!("{base}/writes/{idx}"),
+                format!(
+                    "{} cannot be written directly: only a parent promotes to org or global (LESS §4.3); list run \
+                     and project only",
+                    scope.as_str()
+                ),
+            ));
+        }
+    }
+    for (role, scopes) in &settings.reads {
+        let path = format!("{base}/reads/{role}");
+        if let Some(roles) = roles
+            && !roles.contains(&role.as_str())
+        {
+            out.push(invalid(
+                path.clone(),
+                format!("no agent has role {role:?}: name a role of the scenario's agents"),
+            ));
+        }
+        if scopes.is_empty() {
+            out.push(invalid(path.clone(), format!("role {role:?} reads no scope: list [\"run\"] at least")));
+        }
+        for (idx, scope) in scopes.iter().enumerate() {
+            if matches!(scope, Scope::Org | Scope::Global) && !settings.shared_reads {
+                out.push(invalid(
+                    format!("{path}/{idx}"),
+                    format!(
+                        "role {role:?} cannot read {} engrams without shared_reads = true in the same table (LESS \
+                         §13.3: an administrator's enablement)",
+                        scope.as_str()
+                    ),
+                ));
+            }
+        }
+    }
+    out
 }
 
 #[derive(Deserialize)]
@@ -845,8 +932,11 @@ struct ScenarioDoc {
     description: String,
     #[serde(default)]
     project: Option<String>,
+    /// Kept for scenarios written before `[memory]`: the same as `[memory] shared_reads`.
     #[serde(default)]
-    shared_reads: bool,
+    shared_reads: Option<bool>,
+    #[serde(default)]
+    memory: MemorySettings,
     #[serde(default)]
     tokenizer: Encoding,
     #[serde(default)]
@@ -907,7 +997,10 @@ impl Scenario {
             project: doc.project.unwrap_or_else(|| doc.name.clone()),
             name: doc.name,
             description: doc.description,
-            shared_reads: doc.shared_reads,
+            memory: MemorySettings {
+                shared_reads: doc.memory.shared_reads || doc.shared_reads.unwrap_or(false),
+                ..doc.memory
+            },
             tokenizer: doc.tokenizer,
             workspace,
             plan: doc.plan,

@@ -284,6 +284,7 @@ fn check_reference(text: &Value, path: &str, out: &mut Vec<Violation>) {
 fn check_scenario(doc: &Value, out: &mut Vec<Violation>) {
     check_scenario_pointers(doc, out);
     check_scenario_shared(doc, out);
+    check_scenario_memory(doc, out);
     // Placement is checked against the scenario's own nodes when it names any; a scenario without `[cluster]` is
     // placed by `lessrt run --cluster FILE`, which checks it then (`Scenario::check_placement`).
     if let Some(nodes) = doc.pointer("/cluster/nodes").and_then(Value::as_array) {
@@ -738,6 +739,23 @@ fn check_pack_keys(doc: &Value, step: &Value, agent: &str, base: &str, out: &mut
 
 /// Symbols and capsules: capsule ids unique, each capsule renders (at most 10 lines) and depends only on capsules
 /// written before it (so the graph has no cycle), and every symbol or capsule a brief step names exists.
+/// The `[memory]` table: see [`crate::scenario::memory_violations`]; `shared_reads` written once (at the top, as
+/// scenarios before `[memory]` did, or in the table).
+fn check_scenario_memory(doc: &Value, out: &mut Vec<Violation>) {
+    let Some(memory) = doc.get("memory") else { return };
+    if doc.get("shared_reads").is_some() && memory.get("shared_reads").is_some() {
+        out.push(Violation::new(
+            ErrorCode::ScenarioInvalid,
+            "/shared_reads",
+            "shared_reads is written twice, at the top and in [memory]: keep the one in [memory]",
+        ));
+    }
+    let Ok(settings) = serde_json::from_value::<crate::scenario::MemorySettings>(memory.clone()) else { return };
+    let agents = doc.get("agents").and_then(Value::as_array).into_iter().flatten();
+    let roles: Vec<&str> = agents.filter_map(|a| a.get("role")?.as_str()).collect();
+    out.extend(crate::scenario::memory_violations(&settings, Some(&roles), "/memory"));
+}
+
 fn check_scenario_shared(doc: &Value, out: &mut Vec<Violation>) {
     let invalid = |path: String, message: String| Violation::new(ErrorCode::ScenarioInvalid, path, message);
     let list = |v: Option<&Value>| v.and_then(Value::as_array).cloned().unwrap_or_default();

@@ -39,8 +39,9 @@ pub(crate) struct Args {
     /// The directory pointers resolve in (`repo:src/lib.rs#L1-L9`); without it, derefs are refused.
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
-    /// The desk's configuration (TOML): `project`, `[budget]`, `shared_reads` (org and global engrams; default
-    /// false), `[clients.<id>]` with role, parent, project, budget, shared_reads.
+    /// The desk's configuration (TOML): `project`, `[budget]`, `[memory]` (shared_reads — org and global engrams,
+    /// default false —, writes, reads per role, promotion_floor, rate limit; as in a scenario), `[clients.<id>]` with
+    /// role, parent, project, budget, shared_reads.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Serve streamable HTTP at http://ADDR/mcp instead of stdio; loopback addresses only (port 0 picks one, said on

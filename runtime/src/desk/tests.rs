@@ -120,6 +120,38 @@ fn engrams_are_validated_stored_and_recalled_only_in_their_project() {
 }
 
 #[test]
+fn the_desks_memory_table_gates_project_writes_and_reads_per_role() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = format!("{CONFIG}\n[memory]\nwrites = [\"run\"]\nreads = {{ dev = [\"run\"] }}\n");
+    let desk =
+        Desk::open(&dir.path().join("store"), None, DeskConfig::from_toml(&config).expect("config")).expect("desk");
+    let (dev, lead) = (desk.client("dev"), desk.client("lead"));
+    let engram = |id: &str, by: &str, scope: &str, claim: &str| {
+        json!({
+            "id": id, "kind": "fact", "claim": claim, "pointers": [{"type": "repo", "ref": "short.rs"}],
+            "confidence": 0.9, "ttl": "P7D", "scope": scope,
+            "provenance": {"created_at": "2026-01-01T00:00:00Z", "created_by": by, "source": "agent"}
+        })
+    };
+    let refused = desk
+        .put_engram(&dev, &engram("eg_p", "dev", "project", "The billing cache is per tenant."))
+        .expect_err("a child's project write");
+    assert_eq!(refused.code, ErrorCode::ScopeDenied, "{refused:?}");
+    desk.put_engram(&dev, &engram("eg_r", "dev", "run", "The billing cache is per tenant.")).expect("run scope");
+    desk.put_engram(&lead, &engram("eg_l", "lead", "project", "The billing cache expires hourly.")).expect("a parent");
+    let ids = |who: &Client| -> Vec<String> {
+        let found = desk.query(who, "billing cache", Some(5), None, None).expect("recall");
+        let mut ids: Vec<String> = found.into_iter().map(|e| e.id).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(ids(&dev), ["eg_r"], "dev reads only run scope");
+    assert_eq!(ids(&lead), ["eg_l", "eg_r"]);
+    let bad = DeskConfig::from_toml("[memory]\nwrites = [\"org\"]\n").expect_err("org is never written directly");
+    assert_eq!((bad.code, bad.path.as_str()), (ErrorCode::ArgumentInvalid, "/memory/writes/0"), "{bad:?}");
+}
+
+#[test]
 fn an_engram_without_id_or_provenance_and_with_text_pointers_is_completed_then_stored() {
     let (desk, _dir) = desk();
     let dev = desk.client("dev");

@@ -17,15 +17,19 @@
 //!
 //! An engram tagged `role:<r>` (one or more) is read only by those roles, and by its creator; an engram without a
 //! role tag is read by every role of the projects that see it. A [`Principal`] without a role (an operator) reads
-//! every role.
+//! every role. A role may also be limited to some scopes ([`Principal::reads`], from the `[memory] reads` table of
+//! a scenario or of the desk's configuration): it then never reads the others, by query or by id.
 //!
 //! # Writes and promotion
 //!
-//! Members write `run` and `project` engrams in their own projects. Only a parent promotes to `org` or `global`: a
-//! principal whose `parent_of` lists the engram's creator (its descendants in the hierarchy), a parent promoting its
-//! own engram, or an operator; and only when the engram's confidence is at least the promotion floor
-//! ([`PROMOTION_CONFIDENCE_FLOOR`], configurable in [`MemoryPolicy`]). Putting an engram at `org`/`global` scope
-//! directly is a promotion at write time and follows the same rule. Scopes only widen.
+//! Members write `run` engrams in their own projects, and `project` ones unless the policy says otherwise
+//! ([`MemoryPolicy::project_writes`]; LESS §4.3: "children can write run/project (configurable)"). The promotion
+//! path run → project → org (LESS §8.1) is controlled by parents: only a principal whose `parent_of` lists the
+//! engram's creator (its descendants in the hierarchy), a parent promoting its own engram, or an operator widens an
+//! engram beyond run scope, and only when the engram's confidence is at least the promotion floor
+//! ([`PROMOTION_CONFIDENCE_FLOOR`], configurable in [`MemoryPolicy`]; LESS §13.2: "confidence floor for promotion
+//! beyond run scope"). Putting an engram directly at a scope the member may not write (`org`, `global`, and `project`
+//! when project writes are off) is a promotion at write time and follows the same rule. Scopes only widen.
 //!
 //! # Hygiene
 //!
@@ -55,11 +59,11 @@ use crate::memory::index::{RecallFilter, vis_key};
 use crate::memory::store::{Placement, PutOutcome, StoreError, Stored, WriteCap, run_copy_id};
 use crate::memory::{MAX_K, Memory, MemoryError, Recall, RecallRequest};
 use less_contract::Valid;
-use less_contract::{Engram, EngramKind, MAX_CLAIM_CHARS, MAX_POINTERS, Scope, Source};
+use less_contract::{Engram, EngramKind, MAX_CLAIM_CHARS, MAX_POINTERS, MemorySettings, Scope, Source};
 use less_contract::{ErrorCode, Violation};
 use less_contract::{Pointer, PointerType};
 
-/// Least confidence an engram needs to be promoted to org or global scope (LESS spec §13.2).
+/// Least confidence an engram needs to be promoted beyond run scope (LESS spec §13.2).
 pub const PROMOTION_CONFIDENCE_FLOOR: f64 = 0.8;
 /// Engrams one writer may store per window, by default.
 pub const DEFAULT_PUTS_PER_WINDOW: u32 = 60;
@@ -79,8 +83,11 @@ pub const MEMORY_AGENT: &str = "memory";
 /// Limits of the access rules and hygiene.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MemoryPolicy {
-    /// Least confidence for a promotion to org or global.
+    /// Least confidence for a promotion beyond run scope.
     pub promotion_floor: f64,
+    /// Whether members write `project` engrams directly; when false, project scope is a promotion (by a parent, at
+    /// or above the floor), like org and global.
+    pub project_writes: bool,
     /// Engrams one writer may store per window.
     pub puts_per_window: u32,
     /// The window, in seconds.
@@ -91,8 +98,31 @@ impl Default for MemoryPolicy {
     fn default() -> MemoryPolicy {
         MemoryPolicy {
             promotion_floor: PROMOTION_CONFIDENCE_FLOOR,
+            project_writes: true,
             puts_per_window: DEFAULT_PUTS_PER_WINDOW,
             window_secs: DEFAULT_RATE_WINDOW_SECS,
+        }
+    }
+}
+
+impl MemoryPolicy {
+    /// The policy a `[memory]` table asks for: what it leaves out keeps the default.
+    pub fn from_settings(settings: &MemorySettings) -> MemoryPolicy {
+        let default = MemoryPolicy::default();
+        MemoryPolicy {
+            promotion_floor: settings.promotion_floor.unwrap_or(default.promotion_floor),
+            project_writes: settings.writes.as_ref().is_none_or(|writes| writes.contains(&Scope::Project)),
+            puts_per_window: settings.puts_per_window.unwrap_or(default.puts_per_window),
+            window_secs: settings.window_secs.unwrap_or(default.window_secs),
+        }
+    }
+
+    /// Whether a member writes at `scope` without a parent's promotion.
+    pub fn writes_directly(&self, scope: Scope) -> bool {
+        match scope {
+            Scope::Run => true,
+            Scope::Project => self.project_writes,
+            Scope::Org | Scope::Global => false,
         }
     }
 }
@@ -116,6 +146,8 @@ pub struct Principal {
     pub operator: bool,
     /// Whether it reads `org` and `global` engrams (LESS spec §13.3: enabled by an administrator).
     pub shared: bool,
+    /// The scopes its role reads (`[memory] reads`); none: every scope (org and global only when `shared`).
+    pub reads: Option<Vec<Scope>>,
 }
 
 impl Principal {
@@ -129,6 +161,7 @@ impl Principal {
             parent_of: Vec::new(),
             operator: false,
             shared: true,
+            reads: None,
         }
     }
 
@@ -142,6 +175,7 @@ impl Principal {
             parent_of: Vec::new(),
             operator: true,
             shared: true,
+            reads: None,
         }
     }
 
@@ -151,15 +185,27 @@ impl Principal {
         self
     }
 
+    /// The same principal, reading only `scopes` (its role's `[memory] reads`); none: every scope.
+    pub fn reading(mut self, scopes: Option<Vec<Scope>>) -> Principal {
+        self.reads = scopes;
+        self
+    }
+
     /// Whether it may read `stored` (scope, project, run and role).
     pub fn sees(&self, stored: &Stored) -> bool {
         let member = self.is_member(&stored.project);
-        let scope_ok = match stored.engram.scope {
+        let scope = stored.engram.scope;
+        let scope_ok = match scope {
             Scope::Run => member && stored.run == self.run,
             Scope::Project => member,
             Scope::Org | Scope::Global => self.shared,
         };
-        scope_ok && self.reads_role(&stored.engram)
+        scope_ok && self.reads_scope(scope) && self.reads_role(&stored.engram)
+    }
+
+    /// Whether its role reads engrams of `scope` at all (`[memory] reads`; org and global also need `shared`).
+    pub fn reads_scope(&self, scope: Scope) -> bool {
+        self.reads.as_ref().is_none_or(|scopes| scopes.contains(&scope))
     }
 
     /// Whether it is a member of `project`.
@@ -167,7 +213,7 @@ impl Principal {
         self.projects.iter().any(|p| p == project)
     }
 
-    /// Whether it may promote engrams created by `creator` to org or global.
+    /// Whether it may promote engrams created by `creator` beyond run scope.
     pub fn may_promote(&self, creator: &str) -> bool {
         self.operator
             || self.parent_of.iter().any(|a| a == creator)
@@ -213,10 +259,21 @@ impl Principal {
                     scope.as_str()
                 )));
             }
+            Some(scope) if !self.reads_scope(scope) => {
+                let readable: Vec<&str> = self.reads.iter().flatten().map(|s| s.as_str()).collect();
+                return Err(denied(format!(
+                    "{} reads only {} engrams ([memory] reads of role {}): query one of those scopes, or leave the \
+                     scope out",
+                    self.agent,
+                    readable.join(" and "),
+                    self.role.as_deref().unwrap_or("(none)")
+                )));
+            }
             Some(scope) => vec![scope],
             None if self.shared => vec![Scope::Run, Scope::Project, Scope::Org, Scope::Global],
             None => vec![Scope::Run, Scope::Project],
         };
+        let scopes: Vec<Scope> = scopes.into_iter().filter(|s| self.reads_scope(*s)).collect();
         let mut visible = Vec::new();
         for scope in scopes {
             match scope {
@@ -308,7 +365,7 @@ impl Memory {
         self.policy
     }
 
-    /// Changes the limits (promotion floor, rate limit).
+    /// Changes the limits (promotion floor, direct project writes, rate limit).
     pub fn set_policy(&mut self, policy: MemoryPolicy) {
         self.policy = policy;
     }
@@ -329,7 +386,7 @@ impl Memory {
                 who.projects.join(", ")
             ))));
         }
-        if matches!(engram.scope, Scope::Org | Scope::Global) {
+        if !self.policy.writes_directly(engram.scope) {
             self.check_promotion(who, &engram.provenance.created_by, engram.confidence, engram.scope)?;
         }
         let placement = Placement { project: project.to_owned(), run: who.run.clone(), written_by: who.agent.clone() };
@@ -400,8 +457,8 @@ impl Memory {
         match copies.into_iter().find(|s| who.sees(s)) {
             Some(stored) => Ok(Some(stored)),
             None => Err(refused(denied(format!(
-                "engram {id} is not readable by {}: it belongs to another project, run or role; read within your \
-                 own project and run, or ask a parent to promote it to org",
+                "engram {id} is not readable by {}: it belongs to another project, run or role, or to a scope \
+                 its role does not read; read within your own project and run, or ask a parent to promote it to org",
                 who.agent
             )))),
         }
@@ -418,9 +475,10 @@ impl Memory {
         Ok(None)
     }
 
-    /// Widens the scope of engram `id` to `to` as `who`; none when no project holds it. To org or global: only a
-    /// parent of its creator (or an operator), and only at or above the promotion floor. Promoting to the scope it
-    /// has changes nothing.
+    /// Widens the scope of engram `id` to `to` as `who`; none when no project holds it. Beyond run scope (project,
+    /// org, global: LESS §8.1's promotion path, controlled by the parent): only a parent of its creator (or a parent
+    /// promoting its own, or an operator), and only at or above the promotion floor. Promoting to the scope it has
+    /// changes nothing, but asks for the same rights.
     pub fn promote(&mut self, who: &Principal, id: &str, to: Scope) -> Result<Option<Stored>, MemoryError> {
         let Some(stored) = self.get_as(who, id)? else { return Ok(None) };
         let current = stored.engram.scope;
@@ -439,11 +497,13 @@ impl Memory {
         // Rights first: asking for the scope an engram already has is still a request only a parent may make.
         let creator = stored.engram.provenance.created_by.clone();
         match to {
-            Scope::Org | Scope::Global => self.check_promotion(who, &creator, stored.engram.confidence, to)?,
-            Scope::Run | Scope::Project => {
+            Scope::Project | Scope::Org | Scope::Global => {
+                self.check_promotion(who, &creator, stored.engram.confidence, to)?;
+            }
+            Scope::Run => {
                 if creator != who.agent && !who.may_promote(&creator) {
                     return Err(refused(denied(format!(
-                        "{} may not widen {creator}'s engram {id}: its creator or a parent of its creator does",
+                        "{} may not touch {creator}'s engram {id}: its creator or a parent of its creator does",
                         who.agent
                     ))));
                 }
@@ -494,9 +554,10 @@ impl Memory {
             } else {
                 format!("{} is not a parent of {creator}", who.agent)
             };
+            let keep = if self.policy.project_writes { "run or project" } else { "run" };
             return Err(refused(denied(format!(
-                "{who_is}: only a parent promotes to {}; keep the engram at run or project scope and ask {creator}'s \
-                 parent to promote it",
+                "{who_is}: only a parent promotes to {}; keep the engram at {keep} scope and ask {creator}'s parent \
+                 to promote it",
                 to.as_str()
             ))));
         }

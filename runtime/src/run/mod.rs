@@ -129,13 +129,15 @@ impl RunContext {
         }
     }
 
-    /// Who `agent` is to the memory: its role, the scenario's project, this run, the agents below it, and whether it
-    /// reads org and global engrams (the scenario's `shared_reads`).
+    /// Who `agent` is to the memory: its role, the scenario's project, this run, the agents below it, whether it
+    /// reads org and global engrams, and which scopes its role reads (the scenario's `[memory]`).
     pub(crate) fn principal(&self, agent: &str) -> Principal {
         let role = self.scenario.agent(agent).map(|a| a.role.clone()).unwrap_or_default();
+        let memory = &self.scenario.memory;
         let mut principal = Principal::agent(agent, &role, &self.scenario.project, &self.run_id)
-            .parent_of(self.scenario.descendants(agent));
-        principal.shared = self.scenario.shared_reads;
+            .parent_of(self.scenario.descendants(agent))
+            .reading(memory.reads.contains_key(&role).then(|| memory.reads_of(&role)));
+        principal.shared = memory.shared_reads;
         principal
     }
 

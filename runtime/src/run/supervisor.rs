@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::dag::actor::{ArchiveQueue, SummarizerArgs, SummarizerMsg, SummarizerSupervisor};
 use crate::dag::{BuildReport, Condenser, DagConfig, Extractive, Summarizer};
-use crate::memory::{MemoryActor, MemoryArgs, system_clock};
+use crate::memory::{MemoryActor, MemoryArgs, MemoryPolicy, system_clock};
 use crate::resolver::Resolver;
 use crate::run::agent::{ActRequest, AgentFactory};
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg, MAX_RESTARTS};
@@ -253,7 +253,10 @@ impl LocalRun {
             .map_err(|e| fail("symbols and capsules", &e))?
             .map_err(|v| fail("symbols and capsules", &v))?;
         }
-        let memory_args = MemoryArgs::new(memory_dir, system_clock(), remove_on_stop);
+        let memory_args = MemoryArgs {
+            policy: MemoryPolicy::from_settings(&scenario.memory),
+            ..MemoryArgs::new(memory_dir, system_clock(), remove_on_stop)
+        };
         let (memory, _) = Actor::spawn_linked(
             Some(format!("{run_id}:{}:memory", mode.as_str())),
             MemoryActor,

@@ -651,6 +651,51 @@ fn other_vectors() -> Vec<Vector> {
             [(ScenarioInvalid, "/tasks/1/id")]
         ),
         v!(
+            "scenario memory writing org directly",
+            Scenario,
+            |d| insert(d, "/memory", json!({"writes": ["run", "org"]})),
+            [(ScenarioInvalid, "/memory/writes/1")]
+        ),
+        v!(
+            "scenario memory reads for a role no agent has",
+            Scenario,
+            |d| insert(d, "/memory", json!({"reads": {"ghost": ["run"]}})),
+            [(ScenarioInvalid, "/memory/reads/ghost")]
+        ),
+        v!(
+            "scenario memory role reading org without shared reads",
+            Scenario,
+            |d| insert(d, "/memory", json!({"reads": {"programmer": ["run", "org"]}})),
+            [(ScenarioInvalid, "/memory/reads/programmer/1")]
+        ),
+        v!(
+            "scenario memory role reading nothing",
+            Scenario,
+            |d| insert(d, "/memory", json!({"reads": {"director": []}})),
+            [(ScenarioInvalid, "/memory/reads/director")]
+        ),
+        v!(
+            "scenario shared reads written twice",
+            Scenario,
+            |d| {
+                insert(d, "/shared_reads", json!(true));
+                insert(d, "/memory", json!({"shared_reads": true}));
+            },
+            [(ScenarioInvalid, "/shared_reads")]
+        ),
+        v!(
+            "scenario memory promotion floor above 1",
+            Scenario,
+            |d| insert(d, "/memory", json!({"promotion_floor": 1.5})),
+            [(SchemaInvalid, "/memory/promotion_floor")]
+        ),
+        v!(
+            "scenario memory with an unknown key",
+            Scenario,
+            |d| insert(d, "/memory", json!({"floor": 0.5})),
+            [(SchemaInvalid, "/memory/floor")]
+        ),
+        v!(
             "scenario brief with too many lines once its tasks are added",
             Scenario,
             |d| set(d, "/steps/0/now", json!(vec!["n"; 10])),

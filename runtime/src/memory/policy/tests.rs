@@ -11,7 +11,7 @@ use crate::memory::actor::{
 use crate::memory::store::{Store, Tier};
 use less_contract::Pointer;
 use less_contract::Ttl;
-use less_contract::{Engram, EngramKind, Scope};
+use less_contract::{Engram, EngramKind, MemorySettings, Scope};
 
 struct Spec<'a> {
     kind: EngramKind,
@@ -194,6 +194,83 @@ fn only_a_parent_promotes_and_only_above_the_floor() {
     );
     // Putting the promoted engram again as first written is a duplicate, not a second copy.
     assert!(matches!(memory.put_as(&dev, &sure, "a", 5).expect("put").outcome, PutOutcome::Duplicate { .. }));
+}
+
+#[test]
+fn run_to_project_is_a_promotion_by_the_parent_above_the_floor() {
+    // LESS §8.1: the promotion path run → project → org is controlled by the parent; §13.2: the floor holds for
+    // every promotion beyond run scope.
+    let (_dir, mut memory) = open();
+    let dev = Principal::agent("dev", "programmer", "a", "r1");
+    let sure = engram(Spec { claim: "The build needs protoc 25.", scope: Scope::Run, ..Spec::default() });
+    let unsure =
+        engram(Spec { claim: "The flaky test may be a race.", scope: Scope::Run, confidence: 0.6, ..Spec::default() });
+    memory.put_as(&dev, &sure, "a", 0).expect("put");
+    memory.put_as(&dev, &unsure, "a", 0).expect("put");
+    let scope_of = |memory: &Memory, id: &str| memory.get_as(&lead(), id).expect("get").expect("there").engram.scope;
+
+    // The creator may not widen its own engram to project; nothing changes.
+    let err = memory.promote(&dev, &sure.id, Scope::Project).expect_err("creator");
+    assert_eq!(code(err), ErrorCode::ScopeDenied);
+    assert_eq!(scope_of(&memory, &sure.id), Scope::Run);
+    // The parent below the floor is refused, saying so.
+    let err = memory.promote(&lead(), &unsure.id, Scope::Project).expect_err("below the floor");
+    assert!(err.to_string().contains("below the promotion floor 0.8 for project"), "{err}");
+    assert_eq!(scope_of(&memory, &unsure.id), Scope::Run);
+    // The parent above the floor promotes; another run of the project then reads it.
+    let promoted = memory.promote(&lead(), &sure.id, Scope::Project).expect("promote").expect("present");
+    assert_eq!((promoted.engram.scope, promoted.promoted_by.as_deref()), (Scope::Project, Some("lead")));
+    let next_run = Principal::agent("dev", "programmer", "a", "r2");
+    assert_eq!(ids(&memory.query_as(&next_run, "protoc build", &q(5)).expect("query")), [sure.id.as_str()]);
+    // A parent promotes its own run engram too (it controls its subtree), under the same floor.
+    let own =
+        engram(Spec { claim: "Releases are cut on Thursdays.", by: "lead", scope: Scope::Run, ..Spec::default() });
+    memory.put_as(&lead(), &own, "a", 0).expect("put");
+    assert!(memory.promote(&lead(), &own.id, Scope::Project).expect("own").is_some());
+}
+
+#[test]
+fn with_project_writes_off_a_child_writes_run_scope_and_its_parent_promotes() {
+    let (_dir, mut memory) = open();
+    let settings = MemorySettings { writes: Some(vec![Scope::Run]), ..MemorySettings::default() };
+    memory.set_policy(MemoryPolicy::from_settings(&settings));
+    assert!(!memory.policy().project_writes);
+    let dev = Principal::agent("dev", "programmer", "a", "r1");
+    let direct = engram(Spec { claim: "The API base path is /v2.", ..Spec::default() });
+    let err = memory.put_as(&dev, &direct, "a", 0).expect_err("a child's project write");
+    assert!(err.to_string().contains("keep the engram at run scope"), "{err}");
+    assert_eq!(code(err), ErrorCode::ScopeDenied);
+    assert!(memory.get_as(&lead(), &direct.id).expect("get").is_none(), "a refused put stores nothing");
+    let at_run = engram(Spec { claim: "The API base path is /v2.", scope: Scope::Run, ..Spec::default() });
+    memory.put_as(&dev, &at_run, "a", 0).expect("run scope is always written");
+    // A parent writes project scope directly: a promotion at write time, above the floor only.
+    let lead_low = engram(Spec { claim: "Maybe drop /v1.", by: "lead", confidence: 0.5, ..Spec::default() });
+    assert_eq!(code(memory.put_as(&lead(), &lead_low, "a", 0).expect_err("below floor")), ErrorCode::ScopeDenied);
+    let lead_sure = engram(Spec { claim: "/v1 is retired in March.", by: "lead", ..Spec::default() });
+    memory.put_as(&lead(), &lead_sure, "a", 0).expect("a parent's project write above the floor");
+    // What a settings table leaves out keeps the default.
+    let floor = MemorySettings { promotion_floor: Some(0.3), ..MemorySettings::default() };
+    let policy = MemoryPolicy::from_settings(&floor);
+    assert_eq!(policy, MemoryPolicy { promotion_floor: 0.3, ..MemoryPolicy::default() });
+}
+
+#[test]
+fn a_role_limited_to_some_scopes_reads_nothing_wider() {
+    let (_dir, mut memory) = open();
+    let dev = Principal::agent("dev", "programmer", "a", "r1");
+    let run = engram(Spec { claim: "This run pins the toolchain to 1.95.", scope: Scope::Run, ..Spec::default() });
+    let project = engram(Spec { claim: "The project's toolchain is stable.", ..Spec::default() });
+    memory.put_as(&dev, &run, "a", 0).expect("put");
+    memory.put_as(&dev, &project, "a", 0).expect("put");
+    let tester = Principal::agent("qa", "tester", "a", "r1").reading(Some(vec![Scope::Run]));
+    assert_eq!(ids(&memory.query_as(&tester, "toolchain", &q(5)).expect("query")), [run.id.as_str()]);
+    assert_eq!(code(memory.get_as(&tester, &project.id).expect_err("a wider scope")), ErrorCode::ScopeDenied);
+    let asking = QueryOptions { scope: Some(Scope::Project), ..q(5) };
+    let err = memory.query_as(&tester, "toolchain", &asking).expect_err("asks for a scope it does not read");
+    assert!(err.to_string().contains("reads only run engrams"), "{err}");
+    // Unlimited, the same role reads both.
+    let open_tester = Principal { reads: None, ..tester };
+    assert_eq!(ids(&memory.query_as(&open_tester, "toolchain", &q(5)).expect("query")).len(), 2);
 }
 
 #[test]
