@@ -113,6 +113,38 @@ fn a_pasted_file_is_refused_and_only_the_compliant_resend_reaches_the_agent() {
 }
 
 #[test]
+fn code_pasted_into_a_claim_is_refused_without_the_sender_declaring_it() {
+    // Nothing flags this report as carrying code: the gateway finds it in the claim (issue 35: any text field).
+    let code: String = (0..40).map(|i| format!("x{i}=f({i});\n")).collect();
+    let steps = format!(
+        r#"
+[[steps]]
+action = "report"
+agent = "dev"
+type = "task_result"
+task = "1"
+status = "pass"
+engrams = [{{ kind = "fact", claim = """{code}""", pointers = ["repo:src/a.rs#L1-L2"], confidence = 0.9 }}]
+"#
+    );
+    let (_, events) = run(&steps, WireMode::Less);
+    let rejected = of_kind(&events, "rejected");
+    assert!(!rejected.is_empty(), "{events:?}");
+    for refusal in &rejected {
+        assert_eq!(refusal["code"], "LESS_BUDGET_EXCEEDED", "{refusal}");
+        let message = refusal["message"].as_str().expect("message");
+        assert!(message.contains("inline code") && message.contains("MAX_INLINE_CODE is 0"), "{message}");
+    }
+    let delivered = of_kind(&events, "delivered");
+    assert!(delivered.iter().all(|d| !d.to_string().contains("x17=f(17)")), "never delivered whole: {delivered:?}");
+    // The same claim as one line of prose citing the code passes.
+    let prose = steps.replace(&format!("\"\"\"{code}\"\"\""), "\"f is called once per item (x0 to x39).\"");
+    let (_, events) = run(&prose, WireMode::Less);
+    assert!(of_kind(&events, "rejected").is_empty(), "{events:?}");
+    assert_eq!(of_kind(&events, "delivered").len(), 1);
+}
+
+#[test]
 fn inline_code_needs_a_grant_even_under_the_token_budget() {
     // A small pasted span fits 800 tokens, but it is code and MAX_INLINE_CODE is 0.
     let body = REPORT_PASTE

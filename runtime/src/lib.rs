@@ -19,6 +19,7 @@ pub mod desk;
 pub mod files;
 #[cfg(test)]
 mod fuzz;
+pub mod inline_code;
 mod load;
 pub mod memory;
 mod progress;

@@ -72,7 +72,12 @@ pub fn check_code(n_code: u32, budget: &Budget, allowance: u32) -> Result<(), Vi
         return Err(Violation::new(
             ErrorCode::BudgetExceeded,
             "/body",
-            format!("{n_code} tokens of inline code; {allowed} allowed without a grant covering them"),
+            format!(
+                "{n_code} tokens of inline code; the receiver's MAX_INLINE_CODE is {}, and {allowed} are allowed with \
+                 the grants that cover them: cite the code with pointers (repo:path#Lx-Ly) and let the receiver \
+                 dereference them, or ask the parent for a grant allowing inline code",
+                budget.max_inline_code
+            ),
         ));
     }
     Ok(())
@@ -829,7 +834,7 @@ impl GatewayState {
         let checked = Document::check(envelope.kind, &envelope.doc);
         let verdict = match (&checked, self.ctx.mode) {
             (Err(violation), _) => Err(violation.clone()),
-            (Ok((doc, _)), WireMode::Less) => self.check_less(&envelope, doc, n_tokens, counter).await,
+            (Ok((doc, value)), WireMode::Less) => self.check_less(&envelope, doc, value, n_tokens, counter).await,
             (Ok(_), WireMode::Verbatim | WireMode::VerbatimWhole) => Ok(()),
         };
         let (doc, value) = match (verdict, checked) {
@@ -863,16 +868,21 @@ impl GatewayState {
     }
 
     /// The LESS rules, most specific first; an inline-code grant is spent only on an otherwise acceptable message.
+    /// Inline code is what the sender declared pasting plus what [`crate::inline_code`] finds in any text field of
+    /// the document (`value`).
     async fn check_less(
         &mut self,
         envelope: &Envelope,
         doc: &Document,
+        value: &Value,
         n_tokens: u32,
         counter: &TokenCounter,
     ) -> Result<(), Violation> {
         check_inbound(doc, n_tokens, &self.budget)?;
-        if let Some(code) = &envelope.inline_code {
-            let n_code = counter.count(code);
+        let found = crate::inline_code::code_in(value);
+        if envelope.inline_code.is_some() || !found.is_empty() {
+            let declared = envelope.inline_code.as_deref().map_or(0, |code| counter.count(code));
+            let n_code = declared + if found.is_empty() { 0 } else { counter.count(&found) };
             let mut allowance = 0;
             if n_code > self.budget.max_inline_code
                 && let Some(grant_id) = doc.grant_id()
