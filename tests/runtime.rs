@@ -726,6 +726,59 @@ text = "which build tool"
 }
 
 #[test]
+fn a_recall_answer_over_the_receivers_inline_budget_is_cut_with_pointers_to_the_rest() {
+    // The query is answered by the asking agent's gateway: counted, capped at its role's max_inline_tokens, on the
+    // ledger. Four engrams do not fit 300 tokens: the best that fit are delivered, the others named by pointers.
+    let engram = |i: usize| {
+        format!(
+            "{{ kind = \"fact\", claim = \"Cache shard {i} of the billing service keeps invoices for {i} days before \
+             the nightly job moves them to cold storage.\", pointers = [\"repo:src/a.rs#L1-L2\"], confidence = 0.9, \
+             scope = \"project\" }}"
+        )
+    };
+    let body = |cap: u32| {
+        format!(
+            r#"
+[budgets.roles.programmer]
+max_inline_tokens = {cap}
+
+[[steps]]
+action = "report"
+agent = "dev"
+type = "task_result"
+task = "1"
+status = "pass"
+engrams = [{}, {}, {}, {}]
+
+[[steps]]
+action = "query"
+agent = "peer"
+text = "cache shard billing invoices cold storage"
+k = 4
+"#,
+            engram(1),
+            engram(2),
+            engram(3),
+            engram(4)
+        )
+    };
+    let (_, events) = run(&body(300), WireMode::Less);
+    let query = of_kind(&events, "query")[0];
+    let returned = query["returned"].as_array().expect("returned").len();
+    let more = query["more"].as_array().expect("cut: pointers to the rest").clone();
+    assert!(returned >= 1 && returned + more.len() == 4, "{query}");
+    assert!(more.iter().all(|p| p.as_str().is_some_and(|p| p.starts_with("sam:engram:"))), "{query}");
+    assert!(query["tokens"].as_u64().expect("tokens") <= 300, "{query}");
+    // Uncut under the default budget; refused when not even the pointers fit.
+    let (_, events) = run(&body(800), WireMode::Less);
+    let query = of_kind(&events, "query")[0];
+    assert_eq!((query["returned"].as_array().map(Vec::len), query.get("more")), (Some(4), None), "{query}");
+    let (_, events) = run(&body(10), WireMode::Less);
+    let query = of_kind(&events, "query")[0];
+    assert_eq!((query["code"].as_str(), query["tokens"].as_u64()), (Some("LESS_BUDGET_EXCEEDED"), Some(0)), "{query}");
+}
+
+#[test]
 fn a_grant_for_places_outside_the_workspace_is_refused_before_the_run() {
     // No issuer holds what lies outside the workspace, so no grant may name it (the resolver would refuse the deref
     // anyway; the grant itself is already wrong). The same rule as the MCP desk's, for `..`, absolute paths and

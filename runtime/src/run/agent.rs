@@ -440,7 +440,9 @@ impl AgentState {
     ) -> Outcome {
         match answer {
             Ok(Ok(looked)) => {
-                self.inbox.keep(Arc::new(looked.item));
+                for item in looked.items {
+                    self.inbox.keep(Arc::new(item));
+                }
                 Outcome::Done
             }
             Ok(Err(violation)) => {
@@ -670,52 +672,22 @@ impl AgentState {
         self.gateway.send_message(GatewayMsg::EndTurn).ok();
     }
 
-    /// Recall through the run's memory as this agent. A baseline gets the same engrams (the same logic) but is
-    /// charged for reading every prior report of the run, as an agent without a shared memory has to.
+    /// Recall through the run's memory as this agent, answered (counted, capped, recorded) by its gateway; what it
+    /// lets through joins the inbox.
     async fn query(&mut self, text: &str, options: QueryOptions, outcome: &mut ActOutcome) -> Outcome {
-        let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
-        // Recalled where the memory is (the head node), consumed and counted here.
-        let recalled = self.ctx.recall(&self.spec.id, text.to_owned(), options).await;
-        let mut result = Outcome::Done;
-        let (engrams, stages, code, message) = match recalled {
-            Ok(recall) => {
-                if let Some(why) = &recall.degraded {
-                    tracing::warn!(target: "less.memory.query", "{}: {why}", self.spec.id);
+        match ractor::call!(self.gateway, GatewayMsg::Recall, Box::new((text.to_owned(), options))) {
+            Ok(Ok(looked)) => {
+                for item in looked.items {
+                    self.inbox.keep(Arc::new(item));
                 }
-                (recall.engrams, recall.stages, None, String::new())
+                Outcome::Done
             }
-            Err(err) => {
-                outcome.refusals.extend(err.refusal);
-                result = Outcome::Refused(Violation::new(err.code, "", err.message.clone()));
-                (Vec::new(), Vec::new(), Some(err.code), err.message)
+            Ok(Err(failure)) => {
+                outcome.refusals.extend(failure.refusal);
+                Outcome::Refused(Violation::new(failure.code, "", failure.message))
             }
-        };
-        let n_tokens = match self.ctx.mode {
-            // A refused query reads nothing.
-            _ if code.is_some() => 0,
-            WireMode::Less => counter.count(&Value::Array(engrams.clone()).to_string()),
-            WireMode::Verbatim | WireMode::VerbatimWhole => {
-                match ractor::call!(self.ctx.ledger, TokenLedgerMsg::History) {
-                    Ok(history) => counter.count(&history.join("\n")),
-                    // Without the history the baseline's cost is unknown: the query fails rather than count it as free.
-                    Err(err) => return Outcome::Refused(run_failed("ledger", &err.to_string())),
-                }
-            }
-        };
-        let ids = engrams.iter().map(|e| e.get("id").and_then(Value::as_str).unwrap_or_default().to_owned()).collect();
-        for engram in &engrams {
-            self.inbox.keep(Arc::new(json!({ "recalled": engram })));
+            Err(err) => Outcome::Refused(run_failed("query", &err.to_string())),
         }
-        self.ctx.record(Event::Query {
-            agent: self.spec.id.clone(),
-            text: text.to_owned(),
-            returned: ids,
-            tokens: n_tokens,
-            stages,
-            code,
-            message,
-        });
-        result
     }
 
     /// Widens the newest engram of `subject` to `to`, as this agent; a refusal is in the ledger and the outcome.

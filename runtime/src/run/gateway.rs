@@ -28,6 +28,7 @@ use crate::run::agent::{ActOutcome, ActRequest, AgentActor, AgentArgs, AgentMsg,
 use crate::run::inbox::{Inbox, InboxItem, Spill};
 use crate::run::ledger::{Event, SentText, TokenLedgerMsg};
 use crate::run::resolver_actor::ResolverMsg;
+use crate::run::services::MemoryFailure;
 use crate::run::wire::{DerefAction, Document, Draft, Envelope, EnvelopeKind, ListAction, SearchAction};
 use less_contract::Budget;
 use less_contract::Grant;
@@ -492,6 +493,8 @@ pub enum GatewayMsg {
     Search(SearchAction, RpcReplyPort<Result<Looked, Violation>>),
     /// The agent's listing of workspace files.
     List(ListAction, RpcReplyPort<Result<Looked, Violation>>),
+    /// The agent's query of the run's memory: its text and options.
+    Recall(Box<(String, crate::memory::QueryOptions)>, RpcReplyPort<Result<Looked, MemoryFailure>>),
     /// The agent sent a message: its turn is over (the deref budget starts again).
     EndTurn,
     /// The agent issues a grant to a descendant (answering the deref request named, if any).
@@ -520,6 +523,7 @@ pub(crate) fn to_wire(msg: GatewayMsg) -> Result<SerializedMessage, BoxedDowncas
         GatewayMsg::Deref(..) => Err(unknown("gateway", "Deref")),
         GatewayMsg::Search(..) => Err(unknown("gateway", "Search")),
         GatewayMsg::List(..) => Err(unknown("gateway", "List")),
+        GatewayMsg::Recall(..) => Err(unknown("gateway", "Recall")),
         GatewayMsg::EndTurn => Err(unknown("gateway", "EndTurn")),
         GatewayMsg::IssueGrant(..) => Err(unknown("gateway", "IssueGrant")),
         GatewayMsg::Restore(..) => Err(unknown("gateway", "Restore")),
@@ -697,6 +701,10 @@ impl Actor for GatewayActor {
             }
             GatewayMsg::List(action, reply) => {
                 let _ = reply.send(state.list(action).await);
+            }
+            GatewayMsg::Recall(query, reply) => {
+                let (text, options) = *query;
+                let _ = reply.send(state.recall(text, options).await);
             }
             GatewayMsg::EndTurn => state.turn += 1,
             GatewayMsg::Restore(restored, reply) => {

@@ -116,6 +116,9 @@ pub enum Event {
         /// The recall stages that answered (`hash`, `rerank`); empty when refused.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         stages: Vec<String>,
+        /// Pointers (`sam:engram:<id>`) to the engrams an answer over the role's inline budget was cut of.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        more: Vec<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         code: Option<ErrorCode>,
         #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -818,6 +821,7 @@ mod tests {
                 returned: Vec::new(),
                 tokens: 0,
                 stages: Vec::new(),
+                more: Vec::new(),
                 code: Some(ErrorCode::ScopeDenied),
                 message: "no".into(),
             },

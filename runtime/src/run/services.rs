@@ -14,7 +14,7 @@ use crate::cluster::HeadMsg;
 use crate::dag::actor::{ArchiveQueue, SummarizerMsg};
 use crate::memory::{EngramRef, MemoryError, MemoryMsg, PromoteRequest, PutRequest, QueryOptions, QueryRequest};
 use crate::run::RunContext;
-use less_contract::{Engram, ErrorCode, Scope, Valid};
+use less_contract::{Engram, ErrorCode, Scope, Valid, Violation};
 
 /// Where the shared services are.
 pub(crate) enum Services {
@@ -69,8 +69,13 @@ impl From<MemoryError> for MemoryFailure {
 }
 
 impl MemoryFailure {
-    fn unavailable(what: &str, err: &dyn std::fmt::Display) -> MemoryFailure {
+    pub(crate) fn unavailable(what: &str, err: &dyn std::fmt::Display) -> MemoryFailure {
         MemoryFailure::from(MemoryError::Unavailable(format!("{what}: {err}")))
+    }
+
+    /// A refusal (counted as the agent's refusal).
+    pub(crate) fn refused(violation: Violation) -> MemoryFailure {
+        MemoryFailure { code: violation.code, message: violation.message, refusal: Some(violation.code) }
     }
 }
 

@@ -1,5 +1,11 @@
-//! An agent's `search` and `list`, answered by its gateway from the run's workspace index and metered like any
-//! inline message.
+//! An agent's `search` and `list`, answered by its gateway from the run's workspace index, and its `query` of the
+//! run's memory, metered like any inline message: nothing an agent looks up reaches it around its gateway.
+//!
+//! A recall answer in LESS mode is the engrams recalled, best first, counted with the run's tokenizer; over the
+//! role's `max_inline_tokens` it is cut to the best engrams that fit, and the rest is named by pointers
+//! (`sam:engram:<id>`, dereferenced like any source, against the deref budget) in one `{"recalled_more": …}` item; when
+//! not even the note fits, the query is refused with `LESS_BUDGET_EXCEEDED`. The fair baseline gets the same engrams
+//! uncut, charged for reading every prior report of the run, as an agent without a shared memory has to.
 //!
 //! In LESS mode the answer is one line per hit, `pointer — preview (N tok)`, or per file, `path (L lines, T
 //! tokens): symbols`; hits outside the agent's reach are left out, and an answer over the role's
@@ -10,18 +16,20 @@
 use serde_json::{Value, json};
 
 use super::GatewayState;
-use crate::memory::Stages;
-use crate::run::ledger::Event;
+use crate::memory::{QueryOptions, Stages};
+use crate::run::ledger::{Event, TokenLedgerMsg};
+use crate::run::services::MemoryFailure;
 use crate::run::wire::{ListAction, SearchAction};
 use crate::workspace::{Hit, MAX_K};
 use less_contract::{ErrorCode, Pointer, TokenCounter, Violation, WireMode};
 
-/// What a search or a listing brought the agent.
+/// What a search, a listing or a recall brought the agent.
 #[derive(Debug, Clone)]
 pub struct Looked {
-    /// The inbox item: `{"searched": {"query", "hits": [{"pointer", "preview", "tokens"(, "content")}]}}` or
-    /// `{"listed": {"pattern", "files": [{"path", "lines", "tokens", "symbols"}]}}`.
-    pub item: Value,
+    /// The inbox items: `{"searched": {"query", "hits": [{"pointer", "preview", "tokens"(, "content")}]}}`,
+    /// `{"listed": {"pattern", "files": [{"path", "lines", "tokens", "symbols"}]}}`, or one `{"recalled": engram}`
+    /// per engram (then `{"recalled_more": {"pointers", "tokens"}}` when the answer was cut).
+    pub items: Vec<Value>,
 }
 
 impl GatewayState {
@@ -105,7 +113,7 @@ impl GatewayState {
             code: None,
             message: String::new(),
         });
-        Ok(Looked { item })
+        Ok(Looked { items: vec![item] })
     }
 
     /// Lists workspace files for the agent (see the module docs).
@@ -155,6 +163,95 @@ impl GatewayState {
                 |f| json!({"path": f.path, "lines": f.lines, "tokens": f.tokens, "symbols": f.symbols, "more": f.more}),
             )
             .collect();
-        Ok(Looked { item: json!({"listed": {"pattern": action.pattern, "files": files}}) })
+        Ok(Looked { items: vec![json!({"listed": {"pattern": action.pattern, "files": files}})] })
     }
+
+    /// Recalls engrams from the run's memory for the agent (see the module docs).
+    pub(super) async fn recall(&mut self, text: String, options: QueryOptions) -> Result<Looked, MemoryFailure> {
+        let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
+        let record = |this: &Self, returned: Vec<String>, tokens: u32, stages: Vec<String>, more: Vec<String>| {
+            this.ctx.record(Event::Query {
+                agent: this.agent_id.clone(),
+                text: text.clone(),
+                returned,
+                tokens,
+                stages,
+                more,
+                code: None,
+                message: String::new(),
+            });
+        };
+        let refused = |this: &Self, failure: MemoryFailure| {
+            this.ctx.record(Event::Query {
+                agent: this.agent_id.clone(),
+                text: text.clone(),
+                returned: Vec::new(),
+                // A refused query reads nothing.
+                tokens: 0,
+                stages: Vec::new(),
+                more: Vec::new(),
+                code: Some(failure.code),
+                message: failure.message.clone(),
+            });
+            Err(failure)
+        };
+        let recall = match self.ctx.recall(&self.agent_id, text.clone(), options).await {
+            Ok(recall) => recall,
+            Err(failure) => return refused(self, failure),
+        };
+        if let Some(why) = &recall.degraded {
+            tracing::warn!(target: "less.memory.query", "{}: {why}", self.agent_id);
+        }
+        let id = |engram: &Value| engram.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let mut engrams = recall.engrams;
+        let mut more = Vec::new();
+        let tokens = if self.ctx.mode == WireMode::Less {
+            let cap = self.budget.max_inline_tokens;
+            let answer_tokens = |kept: &[Value], rest: &[String]| {
+                let mut text = Value::Array(kept.to_vec()).to_string();
+                if !rest.is_empty() {
+                    text.push_str(&more_item(rest).to_string());
+                }
+                counter.count(&text)
+            };
+            let mut n = engrams.len();
+            let mut rest: Vec<String> = Vec::new();
+            while answer_tokens(&engrams[..n], &rest) > cap {
+                if n == 0 {
+                    let why = format!(
+                        "the recall answer does not fit this role's {cap} inline tokens even as pointers: ask for                          fewer engrams (a smaller k)"
+                    );
+                    let violation = Violation::new(ErrorCode::BudgetExceeded, "/k", why);
+                    let failure = MemoryFailure::refused(violation);
+                    return refused(self, failure);
+                }
+                n -= 1;
+                rest.insert(0, format!("sam:engram:{}", id(&engrams[n])));
+            }
+            let tokens = answer_tokens(&engrams[..n], &rest);
+            engrams.truncate(n);
+            more = rest;
+            tokens
+        } else {
+            match ractor::call!(self.ctx.ledger, TokenLedgerMsg::History) {
+                Ok(history) => counter.count(&history.join("\n")),
+                // Without the history the baseline's cost is unknown: the query fails rather than count it as free.
+                Err(err) => {
+                    let failure = MemoryFailure::unavailable("ledger", &err);
+                    return refused(self, failure);
+                }
+            }
+        };
+        record(self, engrams.iter().map(id).collect(), tokens, recall.stages, more.clone());
+        let mut items: Vec<Value> = engrams.into_iter().map(|engram| json!({ "recalled": engram })).collect();
+        if !more.is_empty() {
+            items.push(more_item(&more));
+        }
+        Ok(Looked { items })
+    }
+}
+
+/// The note standing for the engrams a recall answer had no room for.
+fn more_item(pointers: &[String]) -> Value {
+    json!({ "recalled_more": { "pointers": pointers, "why": "over this role's max_inline_tokens: dereference them to read them" } })
 }

@@ -74,6 +74,7 @@ fn query(agent: &str, returned: &[&str], code: Option<ErrorCode>) -> Event {
         returned: returned.iter().map(|r| (*r).to_owned()).collect(),
         tokens: 10,
         stages: Vec::new(),
+        more: Vec::new(),
         code,
         message: String::new(),
     }
