@@ -23,15 +23,13 @@ use rusqlite::{Connection, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::gate::gate_status;
 use crate::context::{ChatMessage, CompactConfig, compact_report, compact_stats};
 use crate::dag::{Child, Dag, DagConfig, DagError};
+use crate::enforce::{Charge, DerefMeter, Reach, Reader, check_deref, check_issue, outside_reach, spend_on_deref};
+use crate::gate::gate_status;
 use crate::memory::{Memory, MemoryError, Principal, QueryOptions};
 use crate::resolver::{Resolver, SamSource};
 use crate::shared::Shared;
-use crate::enforce::{
-    Charge, DerefMeter, Reach, Reader, check_deref, check_issue, outside_reach, spend_on_deref,
-};
 use less_contract::{
     Budget, DocKind, Engram, ErrorCode, GateStatus, Grant, GrantTerms, Payload, Pointer, PointerType, Scope,
     TokenCounter, Ttl, TypedMessage, Valid, Violation, validate,
@@ -1326,8 +1324,8 @@ mod grants;
 
 use grants::DeskGrants;
 
-pub use less_contract::{Capsule, MAX_CAPSULE_LINES, NewCapsule};
 pub use crate::shared::{Entry, SymbolFill};
+pub use less_contract::{Capsule, MAX_CAPSULE_LINES, NewCapsule};
 
 #[cfg(test)]
 mod tests;

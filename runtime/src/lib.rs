@@ -19,15 +19,15 @@ pub mod dag;
 pub mod desk;
 pub mod enforce;
 pub mod files;
-mod gate;
 #[cfg(test)]
 mod fuzz;
+mod gate;
 mod load;
 pub mod memory;
 mod progress;
 mod resolver;
-mod shared;
 pub mod run;
+mod shared;
 pub mod view;
 pub mod workspace;
 

@@ -224,10 +224,7 @@ fn attack_a_refusal_names_the_limit_that_was_hit() {
     assert!(refusal.message.starts_with("4 pointers exceed") && refusal.message.contains("repo 0/3"), "{refusal}");
     assert!(!refusal.message.contains("token"), "no token limit was hit: {refusal}");
     let tokens = refused(desk.deref(&dev, &[LONG.to_owned()], None), ErrorCode::DerefDenied, "30 lines, 12 tokens");
-    assert!(
-        tokens.message.starts_with("1 pointer / ") && tokens.message.contains("tokens 0/12)"),
-        "{tokens}"
-    );
+    assert!(tokens.message.starts_with("1 pointer / ") && tokens.message.contains("tokens 0/12)"), "{tokens}");
 }
 
 const NARROW: &str = r#"

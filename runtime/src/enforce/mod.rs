@@ -24,8 +24,8 @@ pub use deref::{Charge, DerefPlan, Reader, check_deref, commit_deref};
 pub use grants::{
     GrantBook, GrantLeft, GrantStore, HeldGrant, Spend, check_issue, no_uses_left, spend_on_code, spend_on_deref,
 };
-pub use reach::{Reach, outside_reach, pattern_covers};
 pub(crate) use reach::glob_regex;
+pub use reach::{Reach, outside_reach, pattern_covers};
 
 #[cfg(test)]
 mod tests;

@@ -206,7 +206,12 @@ struct Case {
 use Step::{Deref, Issue};
 
 const CASES: &[Case] = &[
-    Case { name: "within budget", gifts: &[], steps: &[Deref("dev", &["repo:src/short.rs#L1-L1"], None)], expect: Ok(()) },
+    Case {
+        name: "within budget",
+        gifts: &[],
+        steps: &[Deref("dev", &["repo:src/short.rs#L1-L1"], None)],
+        expect: Ok(()),
+    },
     Case {
         name: "over the deref count, refused before reading",
         gifts: &[],
@@ -524,8 +529,8 @@ fn the_desk_refuses_a_deref_over_its_counts_without_opening_a_file() {
     assert!(made.success(), "mkfifo");
     let huge = usize::try_from(crate::resolver::MAX_FILE_BYTES).expect("small") + 1;
     std::fs::write(ws.join("src/huge.rs"), vec![b'x'; huge]).expect("write");
-    let desk = Desk::open(&dir.path().join("store"), Some(&ws), DeskConfig::from_toml(CONFIG).expect("config"))
-        .expect("desk");
+    let desk =
+        Desk::open(&dir.path().join("store"), Some(&ws), DeskConfig::from_toml(CONFIG).expect("config")).expect("desk");
     let dev = desk.client("dev");
     let three = ["repo:src/pipe.rs#L1-L1", "repo:src/huge.rs#L1-L9", "repo:src/pipe.rs#L2-L2"].map(str::to_owned);
     let refused = desk.deref(&dev, &three, None).expect_err("three spans, two in the budget");

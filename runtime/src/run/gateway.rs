@@ -634,7 +634,9 @@ impl GatewayState {
         let own = |p: &Pointer| {
             p.ty() == PointerType::Sam && p.location().strip_prefix("msg:").is_some_and(|id| self.spilled.contains(id))
         };
-        let plan = match less.then(|| check_deref(&reader, &self.meter, &pointers, own, action.grant.as_deref(), &self.grants, now)) {
+        let plan = match less
+            .then(|| check_deref(&reader, &self.meter, &pointers, own, action.grant.as_deref(), &self.grants, now))
+        {
             Some(Err(violation)) => return self.deref_refused(&action, violation),
             Some(Ok(plan)) => Some(plan),
             None => None,
