@@ -319,6 +319,26 @@ fn the_architecture_boundaries_hold() {
     assert!(outside_tests.is_empty(), "the runtime names less-eval outside its tests: {outside_tests:?}");
 }
 
+/// One enforcement core serves runs and the desk (issue 35): the desk imports nothing of `run`, `run` nothing of the
+/// desk, and the gateway nothing of the cluster (the cluster adapts the run).
+#[test]
+fn the_run_and_the_desk_import_each_other_nothing() {
+    let read_all = |dir: &str| {
+        let mut files = Vec::new();
+        files_with_extension(&root().join(dir), "rs", &mut files);
+        files.push(root().join(format!("{dir}.rs")));
+        files.into_iter().filter(|p| p.is_file()).map(|p| (std::fs::read_to_string(&p).expect("read"), p))
+    };
+    for (text, path) in read_all("runtime/src/desk") {
+        assert!(!text.contains("crate::run"), "{} imports the run", path.display());
+    }
+    for (text, path) in read_all("runtime/src/run") {
+        assert!(!text.contains("crate::desk"), "{} imports the desk", path.display());
+    }
+    let gateway = std::fs::read_to_string(root().join("runtime/src/run/gateway.rs")).expect("gateway.rs");
+    assert!(!gateway.contains("crate::cluster"), "the gateway imports the cluster");
+}
+
 /// The README is a front door, not a manual (issue 36): what lessrt is, the two commands, what the main job prints,
 /// the main table and where to go next; everything else lives in docs/.
 #[test]

@@ -19,15 +19,17 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::context::{ChatMessage, CompactConfig, compact_report, compact_stats};
 use crate::dag::{Child, Dag, DagConfig, DagError};
+use crate::enforce::{Charge, DerefMeter, Reach, Reader, check_deref, check_issue, outside_reach, spend_on_deref};
+use crate::gate::gate_status;
 use crate::memory::{Memory, MemoryError, Principal, QueryOptions};
 use crate::resolver::{Resolver, SamSource};
-use crate::run::{DerefMeter, GrantBook, GrantLeft, Reach};
+use crate::shared::Shared;
 use less_contract::{
     Budget, DocKind, Engram, ErrorCode, GateStatus, Grant, GrantTerms, Payload, Pointer, PointerType, Scope,
     TokenCounter, Ttl, TypedMessage, Valid, Violation, validate,
@@ -349,15 +351,6 @@ pub struct SearchAnswer {
 /// Files one `symbol_fill` takes at most.
 pub const MAX_SYMBOL_FILL: usize = 500;
 
-/// What filling the symbol table from the workspace index did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SymbolFill {
-    /// The ids it added, with their paths, in path order.
-    pub added: Vec<(String, String)>,
-    /// Files that had an id already (kept).
-    pub kept: usize,
-}
-
 /// The desk of one store.
 pub struct Desk {
     config: DeskConfig,
@@ -365,7 +358,7 @@ pub struct Desk {
     /// The lossless memory of the store, opened by the first call that reads it.
     dag: Mutex<Option<Dag>>,
     /// Symbols, capsules and the blackboard.
-    shared: Mutex<shared::Shared>,
+    shared: Mutex<Shared>,
     memory: Mutex<Memory>,
     /// Reads only (`&self`): clients' derefs do not wait for each other.
     resolver: Option<Resolver>,
@@ -439,7 +432,7 @@ impl Desk {
             config,
             dir: dir.to_owned(),
             dag: Mutex::default(),
-            shared: Mutex::new(shared::Shared::open(dir)?),
+            shared: Mutex::new(Shared::open(dir)?),
             memory: Mutex::new(memory),
             resolver,
             index: Mutex::new(None),
@@ -593,46 +586,26 @@ impl Desk {
                 ),
             ));
         }
-        // Outside its reach, only a grant reads: the whole request then goes through it.
-        let outside = parsed.iter().find(|p| !who.reach.covers(p));
-        if let (Some(pointer), None) = (outside, grant_id) {
-            return Err(crate::run::outside_reach(&who.id, &who.reach, pointer));
-        }
-        // Spans are counted before anything is read: what the turn cannot hold is refused, or must be granted.
-        let spans: Vec<(PointerType, u32)> = parsed.iter().map(|p| (p.ty(), 0)).collect();
-        let meter = self.meter(who);
-        let budget_may_cover = outside.is_none() && meter.admit(&who.budget, &spans).is_some();
-        match (budget_may_cover, grant_id) {
-            (true, _) => {}
-            (false, None) => return Err(over_budget(who, &meter, &spans, false)),
-            (false, Some(grant_id)) => {
-                let db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                let mut book = self.grant_book(&db, who, grant_id)?;
-                let unread: Vec<(Pointer, u32)> = parsed.iter().map(|p| (p.clone(), 0)).collect();
-                book.authorize(grant_id, &who.id, &unread, time::OffsetDateTime::now_utc())?;
-            }
-        }
+        // The core's check step: reach, the turn's counts or the grant, before anything is read.
+        let reader = Reader { id: &who.id, budget: &who.budget, reach: &who.reach };
+        let now = time::OffsetDateTime::now_utc();
+        let plan = {
+            let meter = self.meter(who);
+            let mut db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            check_deref(&reader, &meter, parsed, |_| false, grant_id, &self.grants(&mut db), now)?
+        };
         let resolved = self.resolve_pinned(who, parsed)?;
         let items: Vec<(Pointer, u32)> =
             resolved.iter().map(|r| (r.pointer.clone(), self.counter.count(&r.content))).collect();
-        let typed: Vec<_> = items.iter().map(|(p, n)| (p.ty(), *n)).collect();
-        // The turn's meter is charged under its lock; a grant is spent after it is released (the spend may wait for
-        // another process's write).
-        let over = {
+        // The commit step: the turn's meter is charged under its lock; a grant is spent after it is released (the
+        // spend may wait for another process's write).
+        let charge = {
             let mut meters = self.meters.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let meter = meters.entry(who.id.clone()).or_default();
-            match meter.admit(&who.budget, &typed).filter(|_| outside.is_none()) {
-                Some(next) => {
-                    *meter = next;
-                    None
-                }
-                None => Some(*meter),
-            }
+            plan.charge(&who.budget, meters.entry(who.id.clone()).or_default(), &items)?
         };
-        match (over, grant_id) {
-            (None, _) => {}
-            (Some(meter), None) => return Err(over_budget(who, &meter, &typed, true)),
-            (Some(_), Some(grant_id)) => self.spend_grant(who, grant_id, &items)?,
+        if let Charge::Grant(grant_id) = charge {
+            let mut db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            spend_on_deref(&mut self.grants(&mut db), &grant_id, &who.id, &items, now)?;
         }
         let changed = self.take_pins(who, &resolved);
         Ok(resolved
@@ -769,80 +742,18 @@ impl Desk {
         Ok(SearchAnswer { hits: found.hits, tokens, baseline, stages: found.stages, degraded: found.degraded })
     }
 
-    /// `grant_id` as `who` may use it now, restored into a book with what `desk.sqlite` says is left of it.
-    fn grant_book(&self, db: &Connection, who: &Client, grant_id: &str) -> Result<GrantBook, Violation> {
-        let row: Option<(String, u32, u32, u32)> = db
-            .query_row(
-                "SELECT doc, uses_left, derefs_left, tokens_left FROM grants WHERE grant_id = ?1",
-                params![grant_id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-            )
-            .optional()
-            .map_err(|err| store_failed("desk grants", err))?;
-        let Some((doc, uses, derefs, tokens)) = row else {
-            return Err(Violation::new(
-                ErrorCode::GrantInvalid,
-                "/grant_id",
-                format!("grant {grant_id}: no such grant was issued (grants cannot be forged)"),
-            ));
-        };
-        let grant: Grant = serde_json::from_str(&doc).map_err(|err| store_failed("desk grant", err))?;
-        let mut book = GrantBook::default();
-        let is_ancestor = self.config.is_ancestor(&grant.terms.issuer, &who.id);
-        book.restore(grant, &who.id, &self.key, is_ancestor, GrantLeft { uses, derefs, tokens })?;
-        Ok(book)
+    /// The grants of the store, read and spent through `db` (locked by the caller).
+    fn grants<'a>(&'a self, db: &'a mut Connection) -> DeskGrants<'a> {
+        DeskGrants { db, key: &self.key, config: &self.config }
     }
 
-    /// Spends one use of `grant_id` on `items` in one write transaction: what is left is read, checked and taken
-    /// down by relative updates that hold only while enough is left, so two processes never spend the same use.
-    fn spend_grant(&self, who: &Client, grant_id: &str, items: &[(Pointer, u32)]) -> Result<(), Violation> {
-        let mut db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let failed = |err: rusqlite::Error| store_failed("desk grants", err);
-        let tx = db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(failed)?;
-        let mut book = self.grant_book(&tx, who, grant_id)?;
-        book.authorize(grant_id, &who.id, items, time::OffsetDateTime::now_utc())?;
-        let n_items = u32::try_from(items.len()).unwrap_or(u32::MAX);
-        let n_tokens = items.iter().map(|(_, n)| *n).fold(0, u32::saturating_add);
-        let spent = tx
-            .execute(
-                "UPDATE grants SET uses_left = uses_left - 1, derefs_left = derefs_left - ?2, tokens_left = tokens_left - ?3
-                 WHERE grant_id = ?1 AND uses_left >= 1 AND derefs_left >= ?2 AND tokens_left >= ?3",
-                params![grant_id, n_items, n_tokens],
-            )
-            .map_err(failed)?;
-        if spent != 1 {
-            return Err(Violation::new(
-                ErrorCode::GrantInvalid,
-                "/grant_id",
-                format!("grant {grant_id}: no uses left (another call spent it first)"),
-            ));
-        }
-        tx.commit().map_err(failed)
-    }
-
-    /// The grants `id` holds now (uses left, not expired), with what is left of each: what it may pass on beyond
-    /// its reach.
-    fn held_grants(&self, id: &str) -> Result<Vec<(Grant, GrantLeft)>, Violation> {
-        let db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut statement = db
-            .prepare("SELECT doc, uses_left, derefs_left, tokens_left FROM grants WHERE grantee = ?1 AND uses_left > 0")
-            .map_err(|err| store_failed("desk grants", err))?;
-        let rows = statement
-            .query_map(params![id], |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-            .and_then(|rows| rows.collect::<Result<Vec<(String, u32, u32, u32)>, _>>())
-            .map_err(|err| store_failed("desk grants", err))?;
-        let now = time::OffsetDateTime::now_utc();
-        let live = |grant: &Grant| {
-            time::OffsetDateTime::parse(&grant.terms.expires_at, &time::format_description::well_known::Rfc3339)
-                .is_ok_and(|expires| now <= expires)
-        };
-        Ok(rows
-            .into_iter()
-            .filter_map(|(doc, uses, derefs, tokens)| {
-                let grant = serde_json::from_str::<Grant>(&doc).ok().filter(live)?;
-                Some((grant, GrantLeft { uses, derefs, tokens }))
-            })
-            .collect())
+    /// Keeps `terms` signed with the store's key, whole, as [`Desk::issue_grant`] keeps what it issues, without its
+    /// checks: grants the suite of the enforcement core gives directly (expired, forged with `edit` after signing).
+    #[cfg(test)]
+    pub(crate) fn keep_grant(&self, terms: GrantTerms, edit: impl FnOnce(&mut Grant)) -> Result<(), Violation> {
+        let mut grant = Grant::issue(terms, &self.key);
+        edit(&mut grant);
+        grants::keep(&self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner), &grant)
     }
 
     /// Files a request to `who`'s parent for a dereference over its budget.
@@ -884,31 +795,16 @@ impl Desk {
     pub fn issue_grant(&self, who: &Client, grant: &NewGrant) -> Result<Grant, Violation> {
         let NewGrant { to, patterns, uses, ttl, max_tokens, answers } = grant;
         let to = to.as_str();
-        if !self.config.is_ancestor(&who.id, to) {
-            return Err(Violation::new(
-                ErrorCode::GrantInvalid,
-                "/to",
-                format!("{} is not above {to} in the desk configuration: only an ancestor grants", who.id),
-            ));
-        }
+        let grant_id = format!(
+            "g-{}",
+            &blake3::hash(format!("{}|{to}|{patterns:?}|{}", who.id, now_nanos()).as_bytes()).to_hex()[..12]
+        );
         if patterns.is_empty() {
             return Err(Violation::new(
                 ErrorCode::ArgumentInvalid,
                 "/pointers",
                 "name at least one pointer or pattern",
             ));
-        }
-        for (i, pattern) in patterns.iter().enumerate() {
-            if less_contract::leaves_workspace(pattern) {
-                return Err(Violation::new(
-                    ErrorCode::GrantInvalid,
-                    format!("/pointers/{i}"),
-                    format!(
-                        "{pattern} names places outside the workspace, which no issuer holds; grant pointers or \
-                         patterns relative to the workspace (repo:src/**), without `..`"
-                    ),
-                ));
-            }
         }
         let ttl =
             Ttl::parse(ttl.as_deref().unwrap_or("PT1H")).map_err(|v| Violation { path: "/ttl".to_owned(), ..v })?;
@@ -933,10 +829,6 @@ impl Desk {
         let expires_at = expires
             .format(&time::format_description::well_known::Rfc3339)
             .map_err(|err| Violation::new(ErrorCode::ArgumentInvalid, "/ttl", err.to_string()))?;
-        let grant_id = format!(
-            "g-{}",
-            &blake3::hash(format!("{}|{to}|{patterns:?}|{}", who.id, now_nanos()).as_bytes()).to_hex()[..12]
-        );
         let terms = GrantTerms {
             grant_id: grant_id.clone(),
             issuer: who.id.clone(),
@@ -948,24 +840,16 @@ impl Desk {
             expires_at,
             uses,
         };
-        let held = self.held_grants(&who.id)?;
-        for (i, pattern) in patterns.iter().enumerate() {
-            let rfc3339 = |t: &str| time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok();
-            let passed_on = |(grant, left): &(Grant, GrantLeft)| {
-                rfc3339(&grant.terms.expires_at) >= rfc3339(&terms.expires_at)
-                    && rfc3339(&terms.expires_at).is_some()
-                    && crate::run::passes_on(&grant.terms, *left, pattern, &terms)
-            };
-            if !who.reach.holds(pattern) && !held.iter().any(passed_on) {
-                let Violation { message, .. } = crate::run::wider_than_held("(new)", &who.id, &who.reach, pattern);
-                return Err(Violation::new(ErrorCode::GrantInvalid, format!("/pointers/{i}"), message));
-            }
-        }
+        // The desk's argument is `pointers`: a pattern's refusal names it there.
+        let is_descendant = self.config.is_ancestor(&who.id, to);
+        let mut db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        check_issue(&terms, is_descendant, &who.reach, &self.grants(&mut db), time::OffsetDateTime::now_utc())
+            .map_err(|v| Violation { path: v.path.replace("/patterns/", "/pointers/"), ..v })?;
+        drop(db);
         let grant = Grant::issue(terms, &self.key);
         Valid::new(grant.clone()).map_err(|v| {
             v.0.into_iter().next().unwrap_or_else(|| Violation::new(ErrorCode::SchemaInvalid, "", "invalid grant"))
         })?;
-        let doc = serde_json::to_string(&grant).map_err(|err| store_failed("desk grant", err))?;
         let mut db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         // The request it answers is checked and marked in the transaction that stores the grant.
         let failed = |err: rusqlite::Error| store_failed("desk grants", err);
@@ -990,11 +874,7 @@ impl Desk {
                 ));
             }
         }
-        tx.execute(
-            "INSERT INTO grants (grant_id, grantee, doc, uses_left, derefs_left, tokens_left) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![grant_id, to, doc, grant.terms.uses, grant.terms.max_derefs, grant.terms.max_tokens],
-        )
-        .map_err(failed)?;
+        grants::keep(&tx, &grant)?;
         tx.commit().map_err(failed)?;
         Ok(grant)
     }
@@ -1207,7 +1087,7 @@ impl Desk {
         let pointer = Pointer::new(PointerType::Artifact, report, None)
             .map_err(|v| Violation { path: "/report".to_owned(), ..v })?;
         if !who.reach.covers(&pointer) {
-            let violation = crate::run::outside_reach(&who.id, &who.reach, &pointer);
+            let violation = outside_reach(&who.id, &who.reach, &pointer);
             return Err(Violation { path: "/report".to_owned(), ..violation });
         }
         let resolved = self
@@ -1327,7 +1207,7 @@ impl Desk {
         self.shared().board_list(&who.project)
     }
 
-    fn shared(&self) -> std::sync::MutexGuard<'_, shared::Shared> {
+    fn shared(&self) -> std::sync::MutexGuard<'_, Shared> {
         self.shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
@@ -1352,29 +1232,6 @@ fn parse_pointers(texts: &[String], path: &str) -> Result<Vec<Pointer>, Violatio
         .enumerate()
         .map(|(i, t)| Pointer::parse(t).map_err(|v| Violation { path: format!("{path}/{i}"), ..v }))
         .collect()
-}
-
-/// The refusal of a deref of `items` (type, tokens) that `meter`, `who`'s turn so far, cannot take: it names each
-/// limit the deref would pass. Without `read`, it was refused before reading, by its spans alone.
-fn over_budget(who: &Client, meter: &DerefMeter, items: &[(PointerType, u32)], read: bool) -> Violation {
-    let n = items.len();
-    let what = match read {
-        true => {
-            let n_tokens = items.iter().map(|(_, t)| *t).fold(0, u32::saturating_add);
-            format!("{n} pointer{} / {n_tokens} tokens", if n == 1 { "" } else { "s" })
-        }
-        false => format!("{n} pointer{}", if n == 1 { "" } else { "s" }),
-    };
-    let over = meter.after(items).over(&who.budget);
-    Violation::new(
-        ErrorCode::DerefDenied,
-        "",
-        format!(
-            "{what} exceed this turn's deref budget ({}, counting what the turn read before); ask your parent with \
-             less_request_deref, or present a grant",
-            over.join(", ")
-        ),
-    )
 }
 
 /// The confidence `put_engram` gives an engram that states none (the contract builder's default).
@@ -1455,36 +1312,6 @@ fn complete_engram(who: &Client, given: &Value) -> Result<Valid<Engram>, Violati
     Valid::new(Engram { id, ..engram }).map_err(first)
 }
 
-/// A gate's verdict as its report states it: a cargo or pytest summary, a JUnit `failures`/`errors` count, or a
-/// `status: pass|fail` line. None when the report says neither (or both).
-pub fn gate_status(report: &str) -> Option<GateStatus> {
-    let lower = report.to_lowercase();
-    let line_starts = |prefix: &str| lower.lines().any(|l| l.trim_start().starts_with(prefix));
-    // A failing part fails the gate, whatever else passed.
-    let failed = lower.contains("test result: failed")
-        || line_starts("status: fail")
-        || line_starts("failed ")
-        || regex_count(&lower, r#"(?:failures|errors)="([0-9]+)""#).is_some_and(|n| n > 0)
-        || regex_count(&lower, r"([0-9]+) failed").is_some_and(|n| n > 0);
-    let passed = lower.contains("test result: ok")
-        || line_starts("status: pass")
-        || (lower.contains("<testsuite") && regex_count(&lower, r#"failures="([0-9]+)""#) == Some(0))
-        || regex_count(&lower, r"([0-9]+) passed").is_some_and(|n| n > 0);
-    if failed {
-        Some(GateStatus::Fail)
-    } else if passed {
-        Some(GateStatus::Pass)
-    } else {
-        None
-    }
-}
-
-/// The largest number the first group of `pattern` captures in `text`.
-fn regex_count(text: &str, pattern: &str) -> Option<u64> {
-    let re = regex::Regex::new(pattern).ok()?;
-    re.captures_iter(text).filter_map(|c| c.get(1)?.as_str().parse().ok()).max()
-}
-
 /// The key grants are signed with: made once per store (32 bytes from the OS), readable by its owner only.
 fn desk_key(path: &Path) -> Result<[u8; 32], Violation> {
     if let Ok(bytes) = std::fs::read(path) {
@@ -1516,10 +1343,12 @@ fn now_nanos() -> i128 {
     time::OffsetDateTime::now_utc().unix_timestamp_nanos()
 }
 
-pub(crate) mod shared;
+mod grants;
 
+use grants::DeskGrants;
+
+pub use crate::shared::{Entry, SymbolFill};
 pub use less_contract::{Capsule, MAX_CAPSULE_LINES, NewCapsule};
-pub use shared::Entry;
 
 #[cfg(test)]
 mod tests;

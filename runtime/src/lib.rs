@@ -3,8 +3,9 @@
 //! The contract itself (documents, schemas, validation, error codes, token counting) is the `less-contract` crate,
 //! re-exported here so that an agent implementation needs one dependency.
 //! This crate adds what stores, indexes, embeds and runs: the [`run`] actor tree (gateways, grants, the resolver,
-//! the token ledger), durable [`memory`] with two-stage recall, the lossless [`dag`] memory, and the [`context`] ledger
-//! that compacts conversations.
+//! the token ledger), the [`enforce`] core of rules that run's gateways and the MCP [`desk`] both apply, durable
+//! [`memory`] with two-stage recall, the lossless [`dag`] memory, and the [`context`] ledger that compacts
+//! conversations.
 //!
 //! # Design notes
 //!
@@ -16,15 +17,18 @@ pub mod cluster;
 pub mod context;
 pub mod dag;
 pub mod desk;
+pub mod enforce;
 pub mod files;
 #[cfg(test)]
 mod fuzz;
+mod gate;
 pub mod inline_code;
 mod load;
 pub mod memory;
 mod progress;
 mod resolver;
 pub mod run;
+mod shared;
 pub mod view;
 pub mod workspace;
 

@@ -202,7 +202,7 @@ fn attack_a_deref_is_counted_and_refused_before_any_file_is_read() {
     refused(desk.deref(&dev, &over, Some(&issued.terms.grant_id)), ErrorCode::ArgumentInvalid, "13 under a grant");
     let missing: Vec<String> = (1..=4).map(|i| format!("repo:src/missing.rs#L{i}-L{i}")).collect();
     let spans = refused(desk.deref(&dev, &missing, None), ErrorCode::DerefDenied, "4 spans, 3 in the budget");
-    assert!(spans.message.contains("max_repo_spans 4/3"), "{spans}");
+    assert!(spans.message.contains("4 pointers exceed") && spans.message.contains("repo 0/3"), "{spans}");
     let one = desk.issue_grant(&lead, &grant("dev", &["repo:src/missing.rs"], 1, "PT1H")).expect("a one-span grant");
     let beyond: Vec<String> = missing.iter().chain(&missing[..1]).cloned().collect();
     refused(desk.deref(&dev, &beyond, Some(&one.terms.grant_id)), ErrorCode::DerefDenied, "5 spans, 1 granted");
@@ -212,7 +212,8 @@ fn attack_a_deref_is_counted_and_refused_before_any_file_is_read() {
     refused(desk.deref(&dev, &two, None), ErrorCode::PointerUnresolved, "within the budget, read and not found");
 }
 
-/// A deref refused for its spans names the span limit, not the token limit it did not reach.
+/// A deref refused for its spans names the spans and their limit, not the token limit it did not reach; one refused
+/// for its tokens names the tokens read and the turn's token limit.
 #[test]
 fn attack_a_refusal_names_the_limit_that_was_hit() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -220,13 +221,10 @@ fn attack_a_refusal_names_the_limit_that_was_hit() {
     let dev = desk.client("dev");
     let spans: Vec<String> = (1..=4).map(|i| format!("repo:src/long.rs#L{i}-L{i}")).collect();
     let refusal = refused(desk.deref(&dev, &spans, None), ErrorCode::DerefDenied, "4 repo spans, 3 allowed");
-    assert!(refusal.message.contains("max_repo_spans 4/3"), "{refusal}");
+    assert!(refusal.message.starts_with("4 pointers exceed") && refusal.message.contains("repo 0/3"), "{refusal}");
     assert!(!refusal.message.contains("token"), "no token limit was hit: {refusal}");
     let tokens = refused(desk.deref(&dev, &[LONG.to_owned()], None), ErrorCode::DerefDenied, "30 lines, 12 tokens");
-    assert!(
-        tokens.message.contains("max_deref_tokens_total") && !tokens.message.contains("max_repo_spans"),
-        "{tokens}"
-    );
+    assert!(tokens.message.starts_with("1 pointer / ") && tokens.message.contains("tokens 0/12)"), "{tokens}");
 }
 
 const NARROW: &str = r#"

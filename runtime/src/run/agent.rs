@@ -917,7 +917,7 @@ impl AgentState {
             Ok(Err(violation)) => return Err(violation),
             Err(err) => return Err(run_failed("resolver", &err.to_string())),
         };
-        let status = crate::desk::gate_status(&content).ok_or_else(|| {
+        let status = crate::gate::gate_status(&content).ok_or_else(|| {
             Violation::new(
                 ErrorCode::ArgumentInvalid,
                 "/status",

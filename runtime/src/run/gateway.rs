@@ -1,4 +1,5 @@
-//! The budget enforcer in front of every agent's mailbox, and the pure rules it applies.
+//! The budget enforcer in front of every agent's mailbox; the rules it applies are the enforcement core's
+//! ([`crate::enforce`]), its agent's grants held in memory in a [`GrantBook`].
 //!
 //! Nobody holds an agent's `ActorRef` but its gateway: messages to the agent, the supervisor's turn requests and the
 //! agent's own derefs and grant requests all pass here.
@@ -18,10 +19,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ractor::message::{BoxedDowncastErr, SerializedMessage};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use serde_json::Value;
 
+use crate::enforce::{
+    Charge, DerefMeter, GrantBook, Reach, Reader, check_code, check_deref, check_inbound, check_issue, commit_deref,
+    spend_on_code,
+};
 use crate::resolver::Resolved;
 use crate::run::RunContext;
 use crate::run::agent::{ActOutcome, ActRequest, AgentActor, AgentArgs, AgentMsg, GrantAsk, Outcome};
@@ -43,436 +47,6 @@ pub use look::Looked;
 pub const MAX_RESTARTS: usize = 3;
 /// The restart window.
 pub const RESTART_WINDOW: Duration = Duration::from_secs(60);
-
-/// Checks a checked document of `n_tokens` tokens against the receiver's budget: the engram count, then
-/// MAX_INLINE_TOKENS. Inline code is checked after these by [`check_code`], so a grant's use is spent only on a
-/// message that is otherwise acceptable.
-pub fn check_inbound(doc: &Document, n_tokens: u32, budget: &Budget) -> Result<(), Violation> {
-    let n_engrams = doc.engrams().len();
-    if n_engrams > budget.max_engrams as usize {
-        return Err(Violation::new(
-            ErrorCode::BudgetExceeded,
-            "/engrams",
-            format!("{n_engrams} engrams; the receiver accepts at most {}", budget.max_engrams),
-        ));
-    }
-    if n_tokens > budget.max_inline_tokens {
-        return Err(Violation::new(
-            ErrorCode::BudgetExceeded,
-            "",
-            format!("{n_tokens} inline tokens; the receiver accepts at most {}", budget.max_inline_tokens),
-        ));
-    }
-    Ok(())
-}
-
-/// Checks `n_code` tokens of inline code against MAX_INLINE_CODE plus what a grant allows.
-pub fn check_code(n_code: u32, budget: &Budget, allowance: u32) -> Result<(), Violation> {
-    let allowed = budget.max_inline_code.saturating_add(allowance);
-    if n_code > allowed {
-        return Err(Violation::new(
-            ErrorCode::BudgetExceeded,
-            "/body",
-            format!(
-                "{n_code} tokens of inline code; the receiver's MAX_INLINE_CODE is {}, and {allowed} are allowed with \
-                 the grants that cover them: cite the code with pointers (repo:path#Lx-Ly) and let the receiver \
-                 dereference them, or ask the parent for a grant allowing inline code",
-                budget.max_inline_code
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Per-turn deref usage of one agent.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct DerefMeter {
-    /// The turn these counts belong to.
-    pub turn: u64,
-    /// Repo spans pulled.
-    pub repo_spans: u32,
-    /// Artifact sections pulled.
-    pub artifact_sections: u32,
-    /// Episodic items pulled.
-    pub sam_items: u32,
-    /// Tokens pulled.
-    pub tokens: u32,
-}
-
-impl DerefMeter {
-    /// What the meter would read after `items` (type, tokens); `None` when the budget cannot cover them.
-    pub fn admit(&self, budget: &Budget, items: &[(PointerType, u32)]) -> Option<DerefMeter> {
-        let next = self.after(items);
-        next.over(budget).is_empty().then_some(next)
-    }
-
-    /// What the meter would read after `items` (type, tokens), whether the budget covers them or not.
-    pub fn after(&self, items: &[(PointerType, u32)]) -> DerefMeter {
-        let mut next = *self;
-        for &(ty, n_tokens) in items {
-            match ty {
-                PointerType::Repo | PointerType::Diff | PointerType::Test => {
-                    next.repo_spans = next.repo_spans.saturating_add(1);
-                }
-                PointerType::Artifact => next.artifact_sections = next.artifact_sections.saturating_add(1),
-                PointerType::Sam => next.sam_items = next.sam_items.saturating_add(1),
-                PointerType::Url => {}
-            }
-            next.tokens = next.tokens.saturating_add(n_tokens);
-        }
-        next
-    }
-
-    /// The limits of `budget` these counts are over, each as `<field> <count>/<limit>` (diff and test spans count as
-    /// repo spans); empty when the budget covers them.
-    pub fn over(&self, budget: &Budget) -> Vec<String> {
-        [
-            ("max_repo_spans", self.repo_spans, budget.max_repo_spans),
-            ("max_artifact_sections", self.artifact_sections, budget.max_artifact_sections),
-            ("max_sam_items", self.sam_items, budget.max_sam_items),
-            ("max_deref_tokens_total", self.tokens, budget.max_deref_tokens_total),
-        ]
-        .into_iter()
-        .filter(|&(_, used, limit)| used > limit)
-        .map(|(field, used, limit)| format!("{field} {used}/{limit}"))
-        .collect()
-    }
-}
-
-/// A grant held by its grantee's gateway, with what is left of it.
-#[derive(Debug, Clone)]
-struct HeldGrant {
-    grant: Grant,
-    /// The grant's patterns, compiled once when it is accepted.
-    patterns: Vec<GrantPattern>,
-    uses_left: u32,
-    derefs_left: u32,
-    tokens_left: u32,
-    expires: time::OffsetDateTime,
-}
-
-/// What is left of a held grant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GrantLeft {
-    /// Uses (derefs or messages it may still cover).
-    pub uses: u32,
-    /// Pointers it may still cover.
-    pub derefs: u32,
-    /// Tokens it may still cover.
-    pub tokens: u32,
-}
-
-/// The grants one agent holds.
-#[derive(Debug, Default)]
-pub struct GrantBook {
-    held: HashMap<String, HeldGrant>,
-}
-
-impl GrantBook {
-    /// Accepts a grant delivered to `owner`: the MAC must verify, the grantee must be `owner`, the issuer an ancestor.
-    pub fn accept(
-        &mut self,
-        grant: Grant,
-        owner: &str,
-        secret: &[u8; 32],
-        issuer_is_ancestor: bool,
-    ) -> Result<(), Violation> {
-        grant.verify(secret)?;
-        let terms = &grant.terms;
-        if terms.grantee != owner {
-            return Err(grant_invalid(&terms.grant_id, &format!("it was issued to {}, not {owner}", terms.grantee)));
-        }
-        if !issuer_is_ancestor {
-            return Err(grant_invalid(&terms.grant_id, &format!("{} is not an ancestor of {owner}", terms.issuer)));
-        }
-        if self.held.contains_key(&terms.grant_id) {
-            // Delivering a grant again must not refill its uses.
-            return Err(grant_invalid(&terms.grant_id, "already held; a grant is delivered once"));
-        }
-        let expires = parse_time(&terms.expires_at).ok_or_else(|| grant_invalid(&terms.grant_id, "bad expiry"))?;
-        let held = HeldGrant {
-            uses_left: terms.uses,
-            derefs_left: terms.max_derefs,
-            tokens_left: terms.max_tokens,
-            expires,
-            patterns: terms.patterns.iter().map(|p| GrantPattern::new(p)).collect(),
-            grant: grant.clone(),
-        };
-        self.held.insert(terms.grant_id.clone(), held);
-        Ok(())
-    }
-
-    /// Accepts a grant some of which was spent already (a grant kept outside this book, as the desk keeps them):
-    /// the same checks as [`GrantBook::accept`], then what is `left` of it.
-    pub fn restore(
-        &mut self,
-        grant: Grant,
-        owner: &str,
-        secret: &[u8; 32],
-        issuer_is_ancestor: bool,
-        left: GrantLeft,
-    ) -> Result<(), Violation> {
-        let id = grant.terms.grant_id.clone();
-        self.accept(grant, owner, secret, issuer_is_ancestor)?;
-        if let Some(held) = self.held.get_mut(&id) {
-            held.uses_left = left.uses.min(held.uses_left);
-            held.derefs_left = left.derefs.min(held.derefs_left);
-            held.tokens_left = left.tokens.min(held.tokens_left);
-        }
-        Ok(())
-    }
-
-    /// Whether one grant held now covers what `terms` would grant of `pattern`: the pattern within the held
-    /// grant's, and no more uses, derefs, tokens, inline code or lifetime than it has left. What a holder may pass on
-    /// to its own descendants (never more than it holds).
-    pub fn holds(&self, pattern: &str, terms: &less_contract::GrantTerms, now: time::OffsetDateTime) -> bool {
-        let expires = parse_time(&terms.expires_at);
-        self.held.values().any(|held| {
-            let left = GrantLeft { uses: held.uses_left, derefs: held.derefs_left, tokens: held.tokens_left };
-            now <= held.expires
-                && expires.is_some_and(|expires| expires <= held.expires)
-                && passes_on(&held.grant.terms, left, pattern, terms)
-        })
-    }
-
-    /// What is left of `grant_id`, if it is held.
-    pub fn left(&self, grant_id: &str) -> Option<GrantLeft> {
-        self.held.get(grant_id).map(|h| GrantLeft { uses: h.uses_left, derefs: h.derefs_left, tokens: h.tokens_left })
-    }
-
-    /// Spends one use of `grant_id` on `items` (pointer, tokens); refuses anything the grant does not cover.
-    pub fn authorize(
-        &mut self,
-        grant_id: &str,
-        requester: &str,
-        items: &[(Pointer, u32)],
-        now: time::OffsetDateTime,
-    ) -> Result<(), Violation> {
-        let held = self.live(grant_id, requester, now)?;
-        let n_tokens: u32 = items.iter().map(|(_, n)| n).sum();
-        let n_items = u32::try_from(items.len()).unwrap_or(u32::MAX);
-        if n_items > held.derefs_left || n_tokens > held.tokens_left {
-            return Err(Violation::new(
-                ErrorCode::DerefDenied,
-                "",
-                format!(
-                    "grant {grant_id} has {} derefs and {} tokens left; the request needs {n_items} and {n_tokens}",
-                    held.derefs_left, held.tokens_left
-                ),
-            ));
-        }
-        covers(held, grant_id, items.iter().map(|(p, _)| p))?;
-        held.uses_left -= 1;
-        held.derefs_left -= n_items;
-        held.tokens_left -= n_tokens;
-        Ok(())
-    }
-
-    /// Spends one use of `grant_id` on a message of `n_code` tokens of inline code taken from `sources`; returns
-    /// the inline-code tokens the grant allows.
-    pub fn authorize_code(
-        &mut self,
-        grant_id: &str,
-        sender: &str,
-        sources: &[Pointer],
-        n_code: u32,
-        now: time::OffsetDateTime,
-    ) -> Result<u32, Violation> {
-        let held = self.live(grant_id, sender, now)?;
-        let allowed = held.grant.terms.inline_code_tokens;
-        if n_code > allowed {
-            return Err(Violation::new(
-                ErrorCode::BudgetExceeded,
-                "/body",
-                format!("{n_code} tokens of inline code; grant {grant_id} allows {allowed}"),
-            ));
-        }
-        covers(held, grant_id, sources.iter())?;
-        held.uses_left -= 1;
-        Ok(allowed)
-    }
-
-    /// The held grant, if `holder` may use it now.
-    fn live(&mut self, grant_id: &str, holder: &str, now: time::OffsetDateTime) -> Result<&mut HeldGrant, Violation> {
-        let held = self.held.get_mut(grant_id).ok_or_else(|| {
-            grant_invalid(grant_id, &format!("{holder} holds no such grant (grants cannot be shared or forged)"))
-        })?;
-        if held.grant.terms.grantee != holder {
-            return Err(grant_invalid(grant_id, "presented by an agent it was not issued to"));
-        }
-        if now > held.expires {
-            return Err(grant_invalid(grant_id, &format!("expired at {}", held.grant.terms.expires_at)));
-        }
-        if held.uses_left == 0 {
-            return Err(grant_invalid(grant_id, "no uses left"));
-        }
-        Ok(held)
-    }
-}
-
-/// Every pointer must match one of the grant's patterns.
-fn covers<'a>(held: &HeldGrant, grant_id: &str, pointers: impl Iterator<Item = &'a Pointer>) -> Result<(), Violation> {
-    for pointer in pointers {
-        let (whole, file) = (pointer.to_string(), format!("{}:{}", pointer.ty(), pointer.location()));
-        if !held.patterns.iter().any(|pattern| pattern.covers(&whole, &file)) {
-            return Err(Violation::new(
-                ErrorCode::DerefDenied,
-                "",
-                format!("grant {grant_id} does not cover {pointer}"),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// One pattern of a held grant. A pattern without `#` names files (`repo:src/**`) and covers any span and revision
-/// of them; a pattern with `#` is matched against the whole text form (`diff:a..b#**`, `artifact:SPEC.md#sec=*`).
-#[derive(Debug, Clone)]
-struct GrantPattern {
-    whole: bool,
-    /// None: too large to compile; it covers nothing (a grant fails closed).
-    glob: Option<regex::Regex>,
-}
-
-impl GrantPattern {
-    fn new(pattern: &str) -> GrantPattern {
-        GrantPattern { whole: pattern.contains('#'), glob: glob_regex(pattern) }
-    }
-
-    /// Whether it covers a pointer whose whole text form is `whole` and whose file form (`type:location`) is `file`.
-    fn covers(&self, whole: &str, file: &str) -> bool {
-        self.glob.as_ref().is_some_and(|glob| glob.is_match(if self.whole { whole } else { file }))
-    }
-}
-
-/// What an agent may dereference without a grant: the patterns of its (or its nearest ancestor's) `reach`, or the
-/// whole workspace.
-#[derive(Debug, Clone, Default)]
-pub struct Reach {
-    /// `(text, compiled)`; `None`: the whole workspace.
-    patterns: Option<Vec<(String, GrantPattern)>>,
-}
-
-impl PartialEq for Reach {
-    fn eq(&self, other: &Reach) -> bool {
-        let texts = |r: &Reach| r.patterns.as_ref().map(|ps| ps.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>());
-        texts(self) == texts(other)
-    }
-}
-
-impl Reach {
-    /// The reach of `patterns` (`None`: the whole workspace).
-    pub fn new(patterns: Option<&[String]>) -> Reach {
-        Reach { patterns: patterns.map(|ps| ps.iter().map(|p| (p.clone(), GrantPattern::new(p))).collect()) }
-    }
-
-    /// Whether `pointer` is within it.
-    pub fn covers(&self, pointer: &Pointer) -> bool {
-        let Some(patterns) = &self.patterns else { return true };
-        let (whole, file) = (pointer.to_string(), format!("{}:{}", pointer.ty(), pointer.location()));
-        patterns.iter().any(|(_, pattern)| pattern.covers(&whole, &file))
-    }
-
-    /// Whether everything `pattern` covers is within it.
-    pub fn holds(&self, pattern: &str) -> bool {
-        match &self.patterns {
-            None => !less_contract::leaves_workspace(pattern),
-            Some(patterns) => patterns.iter().any(|(outer, _)| less_contract::pattern_within(pattern, outer)),
-        }
-    }
-
-    /// The patterns, for messages (`the workspace` when unrestricted).
-    pub fn describe(&self) -> String {
-        match &self.patterns {
-            None => "the workspace".to_owned(),
-            Some(patterns) => patterns.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>().join(", "),
-        }
-    }
-}
-
-/// A deref of pointers outside the agent's reach and no grant presented.
-pub(crate) fn outside_reach(agent: &str, reach: &Reach, pointer: &Pointer) -> Violation {
-    Violation::new(
-        ErrorCode::DerefDenied,
-        "",
-        format!(
-            "{pointer} is outside what {agent} may read without a grant ({}): ask the parent for a grant that covers it",
-            reach.describe()
-        ),
-    )
-}
-
-/// Whether a grant of `terms` for `pattern` is within what is `left` of the `held` grant (its lifetime apart).
-pub(crate) fn passes_on(
-    held: &less_contract::GrantTerms,
-    left: GrantLeft,
-    pattern: &str,
-    terms: &less_contract::GrantTerms,
-) -> bool {
-    left.uses >= terms.uses.max(1)
-        && left.derefs >= terms.max_derefs
-        && left.tokens >= terms.max_tokens
-        && held.inline_code_tokens >= terms.inline_code_tokens
-        && less_contract::pattern_within_any(pattern, &held.patterns)
-}
-
-/// A grant pattern wider than what its issuer holds.
-pub(crate) fn wider_than_held(grant_id: &str, issuer: &str, reach: &Reach, pattern: &str) -> Violation {
-    grant_invalid(
-        grant_id,
-        &format!(
-            "{pattern} is wider than {issuer} holds (it reads {} without a grant, and no grant it holds covers this \
-             one's pattern, uses, derefs, tokens and lifetime): an agent grants only what it may read itself",
-            reach.describe()
-        ),
-    )
-}
-
-/// Whether the grant pattern `pattern` covers `pointer`, by the rule a grantee's gateway applies: a pattern without
-/// `#` names files and covers any span of them, one with `#` is matched against the whole text form. For readers of a
-/// finished run (`lessrt serve` names the grant that would have covered a denied deref).
-pub fn pattern_covers(pattern: &str, pointer: &Pointer) -> bool {
-    let (whole, file) = (pointer.to_string(), format!("{}:{}", pointer.ty(), pointer.location()));
-    GrantPattern::new(pattern).covers(&whole, &file)
-}
-
-#[cfg(test)]
-fn glob_matches(pattern: &str, text: &str) -> bool {
-    glob_regex(pattern).is_some_and(|glob| glob.is_match(text))
-}
-
-/// A grant pattern as a regular expression: `**` matches anything, `*` anything but `/`, `?` one character but
-/// `/`; everything else matches itself. Matching takes time linear in the text whatever the pattern (a parent's
-/// model writes patterns; a backtracking matcher is exponential in the number of stars). None when the pattern is
-/// too large to compile.
-pub(crate) fn glob_regex(pattern: &str) -> Option<regex::Regex> {
-    let mut expr = String::with_capacity(pattern.len() * 2 + 2);
-    expr.push('^');
-    let mut rest = pattern;
-    while let Some(c) = rest.chars().next() {
-        if let Some(tail) = rest.strip_prefix("**") {
-            expr.push_str("(?s:.*)");
-            rest = tail;
-            continue;
-        }
-        match c {
-            '*' => expr.push_str("[^/]*"),
-            '?' => expr.push_str("[^/]"),
-            _ => expr.push_str(&regex::escape(c.encode_utf8(&mut [0; 4]))),
-        }
-        rest = &rest[c.len_utf8()..];
-    }
-    expr.push('$');
-    regex::RegexBuilder::new(&expr).size_limit(1 << 20).build().ok()
-}
-
-fn grant_invalid(grant_id: &str, why: &str) -> Violation {
-    Violation::new(ErrorCode::GrantInvalid, "", format!("grant {grant_id}: {why}"))
-}
-
-pub(crate) fn parse_time(text: &str) -> Option<time::OffsetDateTime> {
-    time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()
-}
 
 /// The gateway actor.
 pub struct GatewayActor;
@@ -507,44 +81,6 @@ pub enum GatewayMsg {
     /// document), and the pointers of each deref it was granted; taken again without being recorded again (its
     /// inbox, the grants it had accepted, the digests of what it read), then the agent starts again from them.
     Restore(Box<Restored>, RpcReplyPort<usize>),
-}
-
-/// A gateway's message as it crosses to another node: what one agent sends another, and the driver's turns. An
-/// agent's requests to its own gateway (derefs, grants, the end of a turn) never leave its node.
-pub(crate) fn to_wire(msg: GatewayMsg) -> Result<SerializedMessage, BoxedDowncastErr> {
-    use crate::cluster::serial::{call, cast, unknown};
-    match msg {
-        GatewayMsg::Deliver(envelope, reply) => call("Deliver", &envelope, reply),
-        GatewayMsg::Forward(forwarded) => cast("Forward", &forwarded),
-        GatewayMsg::Act(request, reply) => call("Act", &(request.index, request.attempt), reply),
-        GatewayMsg::ActAt(index, attempt, reply) => call("Act", &(index, attempt), reply),
-        GatewayMsg::AskGrant(ask, reply) => call("AskGrant", &ask, reply),
-        GatewayMsg::SpendCodeGrant(request, reply) => call("SpendCodeGrant", &request, reply),
-        GatewayMsg::Deref(..) => Err(unknown("gateway", "Deref")),
-        GatewayMsg::Search(..) => Err(unknown("gateway", "Search")),
-        GatewayMsg::List(..) => Err(unknown("gateway", "List")),
-        GatewayMsg::Recall(..) => Err(unknown("gateway", "Recall")),
-        GatewayMsg::EndTurn => Err(unknown("gateway", "EndTurn")),
-        GatewayMsg::IssueGrant(..) => Err(unknown("gateway", "IssueGrant")),
-        GatewayMsg::Restore(..) => Err(unknown("gateway", "Restore")),
-    }
-}
-
-/// A gateway's message read from another node.
-pub(crate) fn from_wire(message: SerializedMessage) -> Result<GatewayMsg, BoxedDowncastErr> {
-    use crate::cluster::serial::{answer, args, parts, port, unknown};
-    let (variant, bytes, reply) = parts(message)?;
-    Ok(match variant.as_str() {
-        "Deliver" => GatewayMsg::Deliver(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
-        "Forward" => GatewayMsg::Forward(args(&variant, &bytes)?),
-        "Act" => {
-            let (index, attempt) = args(&variant, &bytes)?;
-            GatewayMsg::ActAt(index, attempt, answer(port(&variant, reply)?))
-        }
-        "AskGrant" => GatewayMsg::AskGrant(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
-        "SpendCodeGrant" => GatewayMsg::SpendCodeGrant(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
-        other => return Err(unknown("gateway", other)),
-    })
 }
 
 /// What the ledger says an agent had: for [`GatewayMsg::Restore`].
@@ -732,7 +268,8 @@ impl Actor for GatewayActor {
             },
             GatewayMsg::SpendCodeGrant(request, reply) => {
                 let now = state.ctx.now();
-                let verdict = state.grants.authorize_code(
+                let verdict = spend_on_code(
+                    &mut state.grants,
                     &request.grant_id,
                     &state.agent_id,
                     &request.sources,
@@ -886,7 +423,7 @@ impl GatewayState {
         n_tokens: u32,
         counter: &TokenCounter,
     ) -> Result<(), Violation> {
-        check_inbound(doc, n_tokens, &self.budget)?;
+        check_inbound(doc.engrams().len(), n_tokens, &self.budget)?;
         let found = crate::inline_code::code_in(value);
         if envelope.inline_code.is_some() || !found.is_empty() {
             let declared = envelope.inline_code.as_deref().map_or(0, |code| counter.count(code));
@@ -1090,6 +627,8 @@ impl GatewayState {
         }
     }
 
+    /// The core's two deref steps around the resolver: checked on counts, reach and grant before any file is read,
+    /// committed on the tokens read. The baselines meter nothing.
     async fn deref(&mut self, action: DerefAction) -> DerefOutcome {
         if self.turn != self.meter.turn {
             self.meter = DerefMeter { turn: self.turn, ..DerefMeter::default() };
@@ -1101,22 +640,20 @@ impl GatewayState {
         };
         tracing::info!(target: "less.deref.request", agent = %self.agent_id, n = pointers.len());
         let less = self.ctx.mode == WireMode::Less;
-        // Outside the agent's reach, only a grant reads: the whole request then goes through it.
+        let now = self.ctx.now();
+        let reader = Reader { id: &self.agent_id, budget: &self.budget, reach: &self.reach };
         // A message spilled from the agent's own inbox is its to read back, whatever its reach.
         let own = |p: &Pointer| {
             p.ty() == PointerType::Sam && p.location().strip_prefix("msg:").is_some_and(|id| self.spilled.contains(id))
         };
-        let outside = if less { pointers.iter().find(|p| !self.reach.covers(p) && !own(p)) } else { None };
-        if let (Some(pointer), None) = (outside, &action.grant) {
-            return self.deref_refused(&action, outside_reach(&self.agent_id, &self.reach, pointer));
-        }
-        let outside = outside.is_some();
-        // Counts are known before reading: refuse what no budget and no grant could cover without touching a file.
-        let untokened: Vec<(PointerType, u32)> = pointers.iter().map(|p| (p.ty(), 0)).collect();
-        if less && action.grant.is_none() && self.meter.admit(&self.budget, &untokened).is_none() {
-            return self.deref_refused(&action, self.over_budget(pointers.len(), None));
-        }
-        let resolved = match ractor::call!(self.ctx.resolver, ResolverMsg::Resolve, pointers.clone()) {
+        let plan = match less
+            .then(|| check_deref(&reader, &self.meter, &pointers, own, action.grant.as_deref(), &self.grants, now))
+        {
+            Some(Err(violation)) => return self.deref_refused(&action, violation),
+            Some(Ok(plan)) => Some(plan),
+            None => None,
+        };
+        let resolved = match ractor::call!(self.ctx.resolver, ResolverMsg::Resolve, pointers) {
             Ok(Ok(resolved)) => resolved,
             Ok(Err(violation)) => return self.deref_refused(&action, violation),
             Err(err) => {
@@ -1128,20 +665,11 @@ impl GatewayState {
             resolved.iter().map(|r| (r.pointer.clone(), counter.count(&r.content))).collect();
         let n_tokens: u32 = items.iter().map(|(_, n)| n).sum();
         let mut via_grant = None;
-        if less {
-            let typed: Vec<(PointerType, u32)> = items.iter().map(|(p, n)| (p.ty(), *n)).collect();
-            match self.meter.admit(&self.budget, &typed).filter(|_| !outside) {
-                Some(next) => self.meter = next,
-                None => {
-                    let Some(grant_id) = &action.grant else {
-                        return self.deref_refused(&action, self.over_budget(items.len(), Some(n_tokens)));
-                    };
-                    let now = self.ctx.now();
-                    if let Err(violation) = self.grants.authorize(grant_id, &self.agent_id, &items, now) {
-                        return self.deref_refused(&action, violation);
-                    }
-                    via_grant = Some(grant_id.clone());
-                }
+        if let Some(plan) = plan {
+            match commit_deref(&plan, &reader, &mut self.meter, &items, &mut self.grants, now) {
+                Ok(Charge::Budget) => {}
+                Ok(Charge::Grant(grant_id)) => via_grant = Some(grant_id),
+                Err(violation) => return self.deref_refused(&action, violation),
             }
         }
         for r in &resolved {
@@ -1160,25 +688,6 @@ impl GatewayState {
         DerefOutcome { result: Ok(resolved) }
     }
 
-    fn over_budget(&self, n_pointers: usize, n_tokens: Option<u32>) -> Violation {
-        Violation::new(
-            ErrorCode::DerefDenied,
-            "",
-            format!(
-                "{n_pointers} pointers{} exceed this turn's deref budget (used: repo {}/{}, artifact {}/{}, sam {}/{}, tokens {}/{}) and no grant was presented",
-                n_tokens.map(|n| format!(" / {n} tokens")).unwrap_or_default(),
-                self.meter.repo_spans,
-                self.budget.max_repo_spans,
-                self.meter.artifact_sections,
-                self.budget.max_artifact_sections,
-                self.meter.sam_items,
-                self.budget.max_sam_items,
-                self.meter.tokens,
-                self.budget.max_deref_tokens_total
-            ),
-        )
-    }
-
     fn deref_refused(&self, action: &DerefAction, violation: Violation) -> DerefOutcome {
         self.ctx.record(Event::Deref {
             agent: self.agent_id.clone(),
@@ -1192,26 +701,10 @@ impl GatewayState {
     }
 
     fn issue_grant(&self, spec: &GrantSpec, answers: Option<&str>) -> Result<Grant, Violation> {
-        if !self.ctx.scenario.is_ancestor(&self.agent_id, &spec.to) {
-            return Err(grant_invalid(
-                &spec.id,
-                &format!("{} may only grant to its descendants, not {}", self.agent_id, spec.to),
-            ));
-        }
-        if let Some(pattern) = spec.patterns.iter().find(|p| less_contract::leaves_workspace(p)) {
-            return Err(grant_invalid(
-                &spec.id,
-                &format!(
-                    "{pattern} names places outside the workspace, which no issuer holds; grant patterns relative to it"
-                ),
-            ));
-        }
         let now = self.ctx.now();
         let terms = spec.terms(&self.agent_id, now)?;
-        if let Some(pattern) = spec.patterns.iter().find(|p| !self.reach.holds(p) && !self.grants.holds(p, &terms, now))
-        {
-            return Err(wider_than_held(&spec.id, &self.agent_id, &self.reach, pattern));
-        }
+        let is_descendant = self.ctx.scenario.is_ancestor(&self.agent_id, &spec.to);
+        check_issue(&terms, is_descendant, &self.reach, &self.grants, now)?;
         let grant = Grant::issue(terms, &self.ctx.secret);
         self.ctx.record(Event::GrantIssued {
             issuer: self.agent_id.clone(),
@@ -1224,5 +717,3 @@ impl GatewayState {
 }
 
 mod look;
-#[cfg(test)]
-mod tests;

@@ -41,8 +41,6 @@ pub use agent::{
     Agent, AgentFactory, AgentFuture, DEFAULT_TURN_LIMIT, DecideInput, Decision, Done, GrantAsk, ModelUsage, Outcome,
     TurnInput, agent_in_turn,
 };
-pub use gateway::{DerefMeter, GrantBook, GrantLeft, Reach, pattern_covers};
-pub(crate) use gateway::{outside_reach, passes_on, wider_than_held};
 pub use grade::{Answer, Failure, TaskReport, TaskVerdict, covers, states};
 pub use inbox::{DEFAULT_INBOX_CAP, Inbox, InboxItem, Spill};
 pub use ledger::{Event, SentText, TraceSink, WIRE_FILE};

@@ -247,7 +247,7 @@ impl LocalRun {
         if !scenario.symbols.is_empty() || !scenario.capsules.is_empty() {
             let (dir, scenario) = (memory_dir.clone(), scenario.clone());
             crate::blocking::run(move || {
-                crate::desk::shared::Shared::publish(&dir, &scenario.project, &scenario.symbols, &scenario.capsules)
+                crate::shared::Shared::publish(&dir, &scenario.project, &scenario.symbols, &scenario.capsules)
             })
             .await
             .map_err(|e| fail("symbols and capsules", &e))?

@@ -12,7 +12,8 @@ pub mod manifest;
 pub mod redact;
 pub mod run_dir;
 
-use crate::run::{DerefMeter, EnvelopeKind, Event, RunReport, pattern_covers};
+use crate::enforce::{DerefMeter, pattern_covers};
+use crate::run::{EnvelopeKind, Event, RunReport};
 use crate::{Budget, Pointer, PointerType};
 use serde::Serialize;
 use serde_json::{Value, json};

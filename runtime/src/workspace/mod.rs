@@ -642,7 +642,7 @@ impl WorkspaceIndex {
         let matcher: Box<dyn Fn(&str) -> bool> = if pattern.is_empty() || pattern == "." {
             Box::new(|_| true)
         } else if pattern.contains(['*', '?']) {
-            let glob = crate::run::gateway::glob_regex(pattern)
+            let glob = crate::enforce::glob_regex(pattern)
                 .ok_or_else(|| WorkspaceError::Argument(format!("the pattern {pattern:?} is too large")))?;
             Box::new(move |p| glob.is_match(p))
         } else {

@@ -2,6 +2,7 @@
 //! the symbol table (short ids for recurring artifacts, resolved both ways), context capsules (at most 10 lines,
 //! hydrated as the transitive closure of their `depends`, dependencies first, nothing else), and the blackboard
 //! (key → value facts; a new value supersedes the old one, which is kept and linked).
+//! The desk serves them to its clients; a run publishes its scenario's symbols and capsules into them when it starts.
 
 use std::path::Path;
 
@@ -21,6 +22,15 @@ pub struct Entry {
     pub set_by: String,
     /// The value it superseded, if any.
     pub superseded: Option<String>,
+}
+
+/// What filling the symbol table from the workspace index did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SymbolFill {
+    /// The ids it added, with their paths, in path order.
+    pub added: Vec<(String, String)>,
+    /// Files that had an id already (kept).
+    pub kept: usize,
 }
 
 fn store_failed(err: impl std::fmt::Display) -> Violation {
@@ -118,7 +128,7 @@ impl Shared {
 
     /// Gives every one of `paths` without an id in `project` the next free `F<n>` (above every `F` number in use),
     /// in one write transaction: two fills at once never hand out one id twice.
-    pub(crate) fn symbol_fill(&self, project: &str, paths: &[String]) -> Result<super::SymbolFill, Violation> {
+    pub(crate) fn symbol_fill(&self, project: &str, paths: &[String]) -> Result<SymbolFill, Violation> {
         for (i, path) in paths.iter().enumerate() {
             check_symbol_value(&format!("/paths/{i}"), path)?;
         }
@@ -129,7 +139,7 @@ impl Shared {
                 .filter_map(|(id, _)| id.strip_prefix('F').and_then(|n| n.parse::<u64>().ok()))
                 .max()
                 .unwrap_or(0);
-            let mut fill = super::SymbolFill::default();
+            let mut fill = SymbolFill::default();
             for path in paths {
                 if table.iter().any(|(_, value)| value == path) {
                     fill.kept += 1;
