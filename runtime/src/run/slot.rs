@@ -48,6 +48,7 @@ impl<M: Message> Slot<M> {
     }
 
     /// How many times the actor was replaced so far.
+    #[cfg(any(test, feature = "faults"))]
     pub(crate) fn generation(&self) -> u64 {
         *self.generation.borrow()
     }
@@ -98,9 +99,10 @@ impl<M: Message> Slot<M> {
 
     /// Waits (at most [`RESTART_WAIT`]) until the slot moved past `generation`: whether it did.
     pub(crate) async fn replaced_after(&self, generation: u64) -> bool {
+        let abandoned = || self.abandoned.load(std::sync::atomic::Ordering::Acquire);
         let mut seen = self.generation.subscribe();
-        let moved = tokio::time::timeout(RESTART_WAIT, seen.wait_for(|n| *n > generation)).await;
-        matches!(moved, Ok(Ok(_))) && !self.abandoned.load(std::sync::atomic::Ordering::Acquire)
+        let moved = tokio::time::timeout(RESTART_WAIT, seen.wait_for(|n| *n > generation || abandoned())).await;
+        matches!(moved, Ok(Ok(_))) && !abandoned()
     }
 }
 
@@ -116,6 +118,8 @@ mod tests {
         Echo(u32, RpcReplyPort<u32>),
         Fail,
     }
+
+    impl Message for EchoMsg {}
 
     impl Actor for Echo {
         type Msg = EchoMsg;
@@ -155,13 +159,16 @@ mod tests {
         second.stop(None);
     }
 
-    /// Without a replacement the call fails as it did, after the wait.
-    #[tokio::test(start_paused = true)]
-    async fn without_a_replacement_the_call_fails() {
+    /// An actor given up gets no replacement: the call fails as it did, without waiting for one.
+    #[tokio::test]
+    async fn an_abandoned_actors_call_fails_at_once() {
         let (first, handle) = Actor::spawn(None, Echo, ()).await.expect("spawn");
         first.send_message(EchoMsg::Fail).expect("send");
         handle.await.expect("the first actor ends");
         let slot = Slot::new(first);
+        slot.abandon();
+        let started = std::time::Instant::now();
         assert!(slot.ask(|tx| EchoMsg::Echo(7, tx)).await.is_err());
+        assert!(started.elapsed() < RESTART_WAIT, "no wait for a replacement");
     }
 }

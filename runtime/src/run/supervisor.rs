@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::dag::actor::{ArchiveQueue, SummarizerArgs, SummarizerMsg, SummarizerSupervisor};
 use crate::dag::{BuildReport, Condenser, DagConfig, Extractive, Summarizer};
-use crate::memory::{MemoryActor, MemoryArgs, MemoryMsg, system_clock};
+use crate::memory::{MemoryActor, MemoryArgs, system_clock};
 use crate::resolver::Resolver;
 use crate::run::agent::{ActRequest, AgentFactory};
 use crate::run::gateway::{GatewayMsg, MAX_RESTARTS, RESTART_WINDOW, local_subtree, spawn_node};
@@ -853,7 +853,7 @@ async fn inject_once(ctx: &RunContext, target: &FaultTarget) {
         FaultTarget::Resolver => fail_in(&ctx.resolver, ResolverMsg::Fail).await,
         FaultTarget::Memory => {
             if let Services::Local { memory, .. } = &ctx.services {
-                fail_in(memory, MemoryMsg::Fail).await;
+                fail_in(memory, crate::memory::MemoryMsg::Fail).await;
             }
         }
         FaultTarget::Node(agent) => {

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use super::*;
 use crate::run::agent::{ActRequest, Agent, AgentFactory, AgentFuture, TurnInput};
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg};
-use crate::run::ledger::{Event, TokenLedger, TokenLedgerArgs, TokenLedgerMsg};
-use crate::run::resolver_actor::{ResolverActor, ResolverArgs};
+use crate::run::ledger::{Event, LedgerBook, TokenLedger, TokenLedgerArgs, TokenLedgerMsg};
+use crate::run::resolver_actor::{ResolverActor, ResolverArgs, ResolverBook};
 use crate::run::wire::{Action, DerefAction, Document, Draft, Envelope, EnvelopeKind};
 use crate::{Pointer, Resolver};
 use less_contract::{ErrorCode, Scenario, WireMode};
@@ -58,11 +58,11 @@ async fn harness_with(mode: WireMode, budget_toml: &str, lead_toml: &str, inbox_
     let scenario = Arc::new(Scenario::from_toml(&toml, workspace.path()).expect("scenario"));
     let args = ResolverArgs { resolver: Resolver::new(workspace.path()).expect("resolver"), sam_path: None };
     let (resolver, _) =
-        Actor::spawn(None, ResolverActor, crate::run::resolver_actor::ResolverBook::new(args)).await.expect("resolver actor");
+        Actor::spawn(None, ResolverActor, ResolverBook::new(args)).await.expect("resolver actor");
     let (ledger, _) = Actor::spawn(
         None,
         TokenLedger,
-        crate::run::ledger::LedgerBook::new(TokenLedgerArgs { out_dir: None, trace: None, run_id: "h".to_owned(), wire: false }),
+        LedgerBook::new(TokenLedgerArgs { out_dir: None, trace: None, run_id: "h".to_owned(), wire: false }),
     )
     .await
     .expect("ledger");
