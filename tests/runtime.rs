@@ -868,11 +868,17 @@ fn runs_survive_failures_of_their_actors_with_nothing_acknowledged_lost() {
             let (faulted, out) = run_faulted(name, &[fault]);
             assert_eq!(without_restarts(faulted.clone()), without_restarts(undisturbed.clone()), "{name}, {target:?}");
             let restarted = match &target {
-                FaultTarget::Node(_) => faulted["totals"]["restarts"].as_u64() > undisturbed["totals"]["restarts"].as_u64(),
+                FaultTarget::Node(_) => {
+                    faulted["totals"]["restarts"].as_u64() > undisturbed["totals"]["restarts"].as_u64()
+                }
                 service => faulted["service_restarts"][format!("{service:?}").to_lowercase()] == 1,
             };
             assert!(restarted, "{name}, {target:?}: the restart is in the report: {}", faulted);
-            assert_eq!(ledger_without_restarts(out.path()), ledger_without_restarts(clean.path()), "{name}, {target:?}");
+            assert_eq!(
+                ledger_without_restarts(out.path()),
+                ledger_without_restarts(clean.path()),
+                "{name}, {target:?}"
+            );
             let sam = |dir: &Path| less_runtime::run::sam_keys(&dir.join("memory/sam.sqlite"), "msg").expect("sam");
             assert_eq!(sam(out.path()), sam(clean.path()), "{name}, {target:?}: sam.sqlite");
             assert_eq!(stored_engrams(out.path()), stored_engrams(clean.path()), "{name}, {target:?}: memory");
@@ -916,7 +922,8 @@ text = "multiplies"
     let options = RunOptions { out_dir: Some(out.path().to_owned()), ..RunOptions::new(WireMode::Less) };
     let limit = less_runtime::run::MAX_RESTARTS as u32;
     let fault = Fault { before_step: 1, target: FaultTarget::Node("manager".into()), times: limit + 1 };
-    let run = less_runtime::run::run_scenario_faulted(scenario, Arc::new(ScriptedFactory), options, &[fault]);
+    let faults = [fault];
+    let run = less_runtime::run::run_scenario_faulted(scenario, Arc::new(ScriptedFactory), options, &faults);
     let report = runtime.block_on(run).expect("the run completes");
     let ledger = std::fs::read_to_string(out.path().join("ledger.jsonl")).expect("ledger.jsonl");
     let events: Vec<Value> = ledger.lines().map(|l| serde_json::from_str(l).expect("event is JSON")).collect();

@@ -414,7 +414,11 @@ impl ClusterHandle {
             .map(|a| a.id.clone())
             .collect();
         // Everything acknowledged before the loss is in the ledger (a node settles before it acknowledges).
-        let events = self.ctx.ledger.ask(crate::run::ledger::TokenLedgerMsg::Snapshot).await
+        let events = self
+            .ctx
+            .ledger
+            .ask(crate::run::ledger::TokenLedgerMsg::Snapshot)
+            .await
             .map_err(|e| Violation::new(ErrorCode::RunFailed, "", format!("ledger: {e}")))?;
         for agent in &agents {
             let args = GatewayArgs { ctx: self.ctx.clone(), agent_id: agent.clone(), restore: None };

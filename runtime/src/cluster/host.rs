@@ -15,8 +15,8 @@ use super::{CONNECT_TIMEOUT, HeadMsg, group, node_group, wait_for_group};
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg};
 use crate::run::ledger::TokenLedgerMsg;
 use crate::run::resolver_actor::ResolverMsg;
-use crate::run::slot::Slot;
 use crate::run::services::Services;
+use crate::run::slot::Slot;
 use crate::run::{AgentFactory, Directory, RunContext};
 use less_contract::{ClusterNode, Scenario, WireMode};
 

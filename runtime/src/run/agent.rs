@@ -862,7 +862,11 @@ impl AgentState {
         shared: &Shared<'_>,
     ) -> Result<(String, Vec<String>), Violation> {
         // What the baseline restates is the ledger's: without it the brief would silently undercount the baseline.
-        let known = self.ctx.ledger.ask(|reply| TokenLedgerMsg::Known(self.spec.id.clone(), reply)).await
+        let known = self
+            .ctx
+            .ledger
+            .ask(|reply| TokenLedgerMsg::Known(self.spec.id.clone(), reply))
+            .await
             .map_err(|err| run_failed("ledger", &err.to_string()))?;
         let (restated, prior_reports): (Vec<String>, Vec<String>) = known.into_iter().unzip();
         let mut pasted = Vec::new();
@@ -911,8 +915,8 @@ impl AgentState {
                 files.push((pointer.0.location().to_owned(), self.read_whole(&pointer.0).await));
             }
         }
-        let all_reports = self.ctx.ledger.ask(TokenLedgerMsg::History).await
-            .map_err(|err| run_failed("ledger", &err.to_string()))?;
+        let all_reports =
+            self.ctx.ledger.ask(TokenLedgerMsg::History).await.map_err(|err| run_failed("ledger", &err.to_string()))?;
         let lines: Vec<String> = now.iter().chain(&brief.constraints).chain(&brief.risks).cloned().collect();
         // Without a symbol table or capsule closure the whole baseline restates all of both.
         let scenario = &self.ctx.scenario;

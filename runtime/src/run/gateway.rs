@@ -566,7 +566,9 @@ impl Restored {
         let read = events
             .iter()
             .filter_map(|e| match e {
-                Event::Deref { agent: reader, pointers, granted: true, .. } if reader == agent => Some(pointers.clone()),
+                Event::Deref { agent: reader, pointers, granted: true, .. } if reader == agent => {
+                    Some(pointers.clone())
+                }
                 _ => None,
             })
             .collect();
@@ -948,7 +950,8 @@ impl GatewayState {
         }
         for texts in restored.read {
             let Ok(pointers) = texts.iter().map(|t| Pointer::parse(t)).collect::<Result<Vec<_>, _>>() else { continue };
-            if let Ok(Ok(resolved)) = self.ctx.resolver.ask(|reply| ResolverMsg::Resolve(pointers.clone(), reply)).await {
+            if let Ok(Ok(resolved)) = self.ctx.resolver.ask(|reply| ResolverMsg::Resolve(pointers.clone(), reply)).await
+            {
                 for r in &resolved {
                     if let Ok(plain) = Pointer::new(r.pointer.ty(), r.pointer.reference(), r.pointer.span()) {
                         self.memory.seen.insert(plain.to_string(), r.digest);

@@ -804,12 +804,19 @@ impl LedgerBook {
     async fn flush(&self, sync: bool) -> Result<(), ActorProcessingErr> {
         let (files, jsonl, audit, wire, n_events) = {
             let mut book = self.lock();
-            let nothing = book.pending_jsonl.is_empty() && book.pending_audit.is_empty() && book.pending_wire.is_empty();
+            let nothing =
+                book.pending_jsonl.is_empty() && book.pending_audit.is_empty() && book.pending_wire.is_empty();
             if book.files.is_none() || (!sync && nothing) {
                 return Ok(());
             }
             let files = book.files.take();
-            (files, book.pending_jsonl.clone(), book.pending_audit.clone(), book.pending_wire.clone(), book.pending_events)
+            (
+                files,
+                book.pending_jsonl.clone(),
+                book.pending_audit.clone(),
+                book.pending_wire.clone(),
+                book.pending_events,
+            )
         };
         let Some(mut files) = files else { return Ok(()) };
         let lengths = Lengths { jsonl: jsonl.len() as u64, audit: audit.len() as u64, wire: wire.len() as u64 };
@@ -1100,7 +1107,8 @@ mod tests {
     async fn events_live_on_the_disk_and_a_failed_file_keeps_them_in_memory() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("ledger.jsonl");
-        let args = TokenLedgerArgs { out_dir: Some(dir.path().to_owned()), trace: None, run_id: "r".into(), wire: false };
+        let args =
+            TokenLedgerArgs { out_dir: Some(dir.path().to_owned()), trace: None, run_id: "r".into(), wire: false };
         let book = LedgerBook::new(args);
         book.open().await.expect("open");
         let events: Vec<Event> = (0..5000).map(step).collect();
@@ -1133,7 +1141,8 @@ mod tests {
     #[tokio::test]
     async fn a_writer_started_after_a_failed_one_loses_no_event_and_writes_none_twice() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let args = TokenLedgerArgs { out_dir: Some(dir.path().to_owned()), trace: None, run_id: "r".into(), wire: true };
+        let args =
+            TokenLedgerArgs { out_dir: Some(dir.path().to_owned()), trace: None, run_id: "r".into(), wire: true };
         let book = LedgerBook::new(args);
         let (first, handle) = Actor::spawn(None, TokenLedger, book.clone()).await.expect("ledger");
         let events: Vec<Event> = (0..30).map(step).collect();

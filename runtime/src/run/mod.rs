@@ -38,9 +38,9 @@ use ractor::ActorRef;
 use crate::memory::Principal;
 use crate::run::gateway::GatewayMsg;
 use crate::run::ledger::{LedgerBook, SentText as Sent, TokenLedgerMsg, Wake};
+pub use crate::run::resolver_actor::sam_keys;
 use crate::run::resolver_actor::{ResolverBook, ResolverMsg};
 use crate::run::slot::Slot;
-pub use crate::run::resolver_actor::sam_keys;
 use less_contract::{ErrorCode, Violation};
 use less_contract::{Scenario, WireMode};
 
@@ -56,11 +56,11 @@ pub use inbox::{DEFAULT_INBOX_CAP, Inbox, InboxItem, Spill};
 pub use ledger::{Event, SentText, TraceSink, WIRE_FILE};
 pub use report::{CheckResult, CheckStatus, LostSubtree, ModelSpend, RoleReport, RunReport, TokenStats};
 pub use slot::RESTART_WAIT;
-#[cfg(any(test, feature = "faults"))]
-pub use supervisor::{Fault, FaultTarget, run_scenario_faulted};
 pub use supervisor::{
     ClusterOptions, DEFAULT_STEP_TIMEOUT, LocalRun, Pinned, RunOptions, check_out_dir, run_scenario, run_scenario_with,
 };
+#[cfg(any(test, feature = "faults"))]
+pub use supervisor::{Fault, FaultTarget, run_scenario_faulted};
 pub use wire::{
     Action, AskGrantAction, BriefAction, DerefAction, Document, Draft, Envelope, EnvelopeKind, ListAction,
     ReportAction, SearchAction, SendAction,

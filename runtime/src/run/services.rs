@@ -229,9 +229,7 @@ impl RunContext {
         if let Services::Remote { head } = &self.services {
             // The three in flight at once: one round trip, not three.
             let (ledger, resolver, bridge) = tokio::join!(
-                async {
-                    self.ledger.ask(crate::run::ledger::TokenLedgerMsg::Ack).await.map_err(|e| e.to_string())
-                },
+                async { self.ledger.ask(crate::run::ledger::TokenLedgerMsg::Ack).await.map_err(|e| e.to_string()) },
                 async {
                     self.resolver.ask(crate::run::resolver_actor::ResolverMsg::Ack).await.map_err(|e| e.to_string())
                 },

@@ -261,8 +261,12 @@ impl Actor for RunSupervisor {
         let cell = myself.get_cell();
         let mut children = HashMap::new();
         let resolver = Resolver::new(&scenario.workspace).map_err(|v| format!("workspace: {v}"))?;
-        let ledger_book =
-            LedgerBook::new(TokenLedgerArgs { out_dir: out_dir.clone(), trace, run_id: run_id.clone(), wire: mode.is_baseline() });
+        let ledger_book = LedgerBook::new(TokenLedgerArgs {
+            out_dir: out_dir.clone(),
+            trace,
+            run_id: run_id.clone(),
+            wire: mode.is_baseline(),
+        });
         let (ledger, handle) =
             Actor::spawn_linked(Some(named(&run_id, mode, "ledger")), TokenLedger, ledger_book.clone(), cell.clone())
                 .await
@@ -290,8 +294,12 @@ impl Actor for RunSupervisor {
         .map_err(|e| format!("resolver: {e}"))?;
         children.insert(resolver.get_id(), (Child::Service(Service::Resolver), handle));
         let condenser = Condenser::new(DagConfig::default(), summarizer);
-        let summarizer_args =
-            SummarizerArgs { dir: memory_dir.clone(), condenser: condenser.clone(), clock: system_clock(), index: true };
+        let summarizer_args = SummarizerArgs {
+            dir: memory_dir.clone(),
+            condenser: condenser.clone(),
+            clock: system_clock(),
+            index: true,
+        };
         let (summarizers, handle) = Actor::spawn_linked(
             Some(named(&run_id, mode, "summarizers")),
             SummarizerSupervisor,
@@ -420,11 +428,7 @@ impl Actor for RunSupervisor {
                 }
                 Child::Service(service) => state.abandon(*service),
             }
-            state.fail(format!(
-                "{name} {what}, the {}th failure within {:?}",
-                MAX_RESTARTS + 1,
-                RESTART_WINDOW
-            ));
+            state.fail(format!("{name} {what}, the {}th failure within {:?}", MAX_RESTARTS + 1, RESTART_WINDOW));
             return Ok(());
         }
         tracing::warn!("{name} {what}; restarting it");
@@ -519,10 +523,13 @@ impl RunSupervisorState {
                     clock: system_clock(),
                     index: true,
                 };
-                let (summarizers, handle) =
-                    Actor::spawn_linked(name, SummarizerSupervisor, args, supervisor).await.map_err(|e| e.to_string())?;
+                let (summarizers, handle) = Actor::spawn_linked(name, SummarizerSupervisor, args, supervisor)
+                    .await
+                    .map_err(|e| e.to_string())?;
                 // What was queued while they were down goes in now.
-                summarizers.send_message(SummarizerMsg::RecordQueued(archive_queue.clone())).map_err(|e| e.to_string())?;
+                summarizers
+                    .send_message(SummarizerMsg::RecordQueued(archive_queue.clone()))
+                    .map_err(|e| e.to_string())?;
                 let id = summarizers.get_id();
                 slot.replace(summarizers);
                 (id, handle)
@@ -659,7 +666,11 @@ impl LocalRun {
     }
 
     /// [`LocalRun::drive_with`], making `faults` happen before their steps.
-    async fn drive_faulted(&self, mut on_step: impl FnMut(usize, usize) + Send, faults: &[FaultAt]) -> crate::Result<()> {
+    async fn drive_faulted(
+        &self,
+        mut on_step: impl FnMut(usize, usize) + Send,
+        faults: &[FaultAt],
+    ) -> crate::Result<()> {
         let ctx = &self.ctx;
         let n_steps = ctx.scenario.steps.len();
         for (index, step) in ctx.scenario.steps.iter().enumerate() {
@@ -669,7 +680,8 @@ impl LocalRun {
             }
             let agent = step_agent(step).to_owned();
             if let Some(cluster) = &self.cluster {
-                let moved = cluster.move_lost(self.supervisor.get_cell()).await.map_err(|v| fail("cluster", &v.message))?;
+                let moved =
+                    cluster.move_lost(self.supervisor.get_cell()).await.map_err(|v| fail("cluster", &v.message))?;
                 if !moved.is_empty() {
                     tracing::warn!(target: "less.cluster", "a node was lost; {} moved to the head", moved.join(", "));
                 }

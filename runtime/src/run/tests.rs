@@ -57,8 +57,7 @@ async fn harness_with(mode: WireMode, budget_toml: &str, lead_toml: &str, inbox_
     );
     let scenario = Arc::new(Scenario::from_toml(&toml, workspace.path()).expect("scenario"));
     let args = ResolverArgs { resolver: Resolver::new(workspace.path()).expect("resolver"), sam_path: None };
-    let (resolver, _) =
-        Actor::spawn(None, ResolverActor, ResolverBook::new(args)).await.expect("resolver actor");
+    let (resolver, _) = Actor::spawn(None, ResolverActor, ResolverBook::new(args)).await.expect("resolver actor");
     let (ledger, _) = Actor::spawn(
         None,
         TokenLedger,
@@ -430,7 +429,11 @@ async fn a_dying_memory_actor_is_started_again_up_to_the_limit_then_the_run_ends
         }
         let driven = run.drive().await;
         let report = run.report().await.expect("the ledger still answers");
-        let queries: Vec<Event> = run.ctx.ledger.ask(TokenLedgerMsg::Snapshot).await
+        let queries: Vec<Event> = run
+            .ctx
+            .ledger
+            .ask(TokenLedgerMsg::Snapshot)
+            .await
             .expect("snapshot")
             .into_iter()
             .filter(|e| matches!(e, Event::Query { .. }))
@@ -438,7 +441,10 @@ async fn a_dying_memory_actor_is_started_again_up_to_the_limit_then_the_run_ends
         if n_deaths == MAX_RESTARTS {
             driven.expect("the run completes");
             assert_eq!(report.service_restarts.get("memory"), Some(&(MAX_RESTARTS as u32)));
-            assert!(matches!(&queries[..], [Event::Query { code: None, .. }, Event::Query { code: None, .. }]), "{queries:?}");
+            assert!(
+                matches!(&queries[..], [Event::Query { code: None, .. }, Event::Query { code: None, .. }]),
+                "{queries:?}"
+            );
         } else {
             let err = driven.expect_err("the run ends").to_string();
             assert!(err.contains("memory stopped"), "{err}");
