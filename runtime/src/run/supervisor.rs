@@ -861,7 +861,12 @@ async fn inject_once(ctx: &RunContext, target: &FaultTarget) {
         slot.replaced_after(generation).await;
     }
     match target {
-        FaultTarget::Ledger => fail_in(&ctx.ledger, TokenLedgerMsg::Fail).await,
+        FaultTarget::Ledger => {
+            // The failed writer leaves lines on the disk as well as in its book, as in a run longer than the flush
+            // interval.
+            let _ = ctx.ledger.ask(TokenLedgerMsg::Flush).await;
+            fail_in(&ctx.ledger, TokenLedgerMsg::Fail).await;
+        }
         FaultTarget::Resolver => fail_in(&ctx.resolver, ResolverMsg::Fail).await,
         FaultTarget::Memory => {
             if let Services::Local { memory, .. } = &ctx.services {
