@@ -959,3 +959,144 @@ fn search_and_list_travel_through_the_gateway_in_both_wire_modes() {
     let list = of_kind(&less, "list")[0].clone();
     assert_eq!(list["files"], 5, "src/link.rs leads out of the workspace: {list}");
 }
+
+/// A shipped scenario run with a pinned clock and grant key into a run directory, with `faults` injected: the
+/// report as JSON and the directory.
+fn run_faulted(name: &str, faults: &[less_runtime::run::Fault]) -> (Value, tempfile::TempDir) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(format!("{name}.toml"));
+    let scenario = Arc::new(Scenario::load(&path).unwrap_or_else(|v| panic!("{name}: {v}")));
+    let out = tempfile::tempdir().expect("out");
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let at = time::OffsetDateTime::from_unix_timestamp(1_767_225_600).expect("a time");
+    let pinned = Some(less_runtime::run::Pinned { clock: at, secret: [7; 32] });
+    let options = RunOptions { pinned, out_dir: Some(out.path().to_owned()), ..RunOptions::new(WireMode::Less) };
+    let run = less_runtime::run::run_scenario_faulted(scenario, Arc::new(ScriptedFactory), options, faults);
+    let report = runtime.block_on(run).unwrap_or_else(|e| panic!("{name} with {faults:?}: the run completes: {e}"));
+    (serde_json::to_value(&report).expect("report is JSON"), out)
+}
+
+/// The report without what restarts change: the restart counts and the list of restarted actors.
+fn without_restarts(mut report: Value) -> Value {
+    let object = report.as_object_mut().expect("an object");
+    object.remove("service_restarts");
+    for role in object["roles"].as_object_mut().expect("roles").values_mut() {
+        role["restarts"] = 0.into();
+    }
+    object["totals"]["restarts"] = 0.into();
+    report
+}
+
+/// The lines of `ledger.jsonl` but restarts (of an agent's node or of the run's own actors).
+fn ledger_without_restarts(out: &Path) -> Vec<String> {
+    let ledger = std::fs::read_to_string(out.join("ledger.jsonl")).expect("ledger.jsonl");
+    let kept = ledger.lines().filter(|line| {
+        let event: Value = serde_json::from_str(line).expect("an event");
+        event["event"] != "restart" && event["event"] != "service_restart"
+    });
+    kept.map(str::to_owned).collect()
+}
+
+/// The engram ids of a run's memory store.
+fn stored_engrams(out: &Path) -> std::collections::BTreeSet<String> {
+    let db = rusqlite::Connection::open(out.join("memory/memory.sqlite3")).expect("the memory store");
+    let mut select = db.prepare("SELECT id FROM engrams").expect("engrams");
+    let ids = select.query_map([], |row| row.get(0)).expect("ids");
+    ids.collect::<Result<_, _>>().expect("ids")
+}
+
+/// Issue 35: the memory, the resolver and the ledger's writer fail mid-run, and so does a node with agents below
+/// it, in UC1 and in waves-harbor. Each run completes with the undisturbed run's report and ledger (restarts
+/// aside): no event is lost or written twice, every message is in `sam.sqlite`, every engram in the memory store.
+#[test]
+fn runs_survive_failures_of_their_actors_with_nothing_acknowledged_lost() {
+    use less_runtime::run::{Fault, FaultTarget};
+    for (name, node) in [("uc1-refactor", "manager"), ("waves-harbor", "w2-events")] {
+        let (undisturbed, clean) = run_faulted(name, &[]);
+        let steps = Scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("scenarios/{name}.toml")))
+            .expect("scenario")
+            .steps
+            .len();
+        let targets = [FaultTarget::Memory, FaultTarget::Resolver, FaultTarget::Ledger, FaultTarget::Node(node.into())];
+        for (i, target) in targets.into_iter().enumerate() {
+            // Each fails past the middle of the run, once everything has something to lose.
+            let before_step = (steps / 2 + i).min(steps - 1);
+            let fault = Fault { before_step, target: target.clone(), times: 1 };
+            let (faulted, out) = run_faulted(name, &[fault]);
+            assert_eq!(without_restarts(faulted.clone()), without_restarts(undisturbed.clone()), "{name}, {target:?}");
+            let restarted = match &target {
+                FaultTarget::Node(_) => {
+                    faulted["totals"]["restarts"].as_u64() > undisturbed["totals"]["restarts"].as_u64()
+                }
+                service => faulted["service_restarts"][format!("{service:?}").to_lowercase()] == 1,
+            };
+            assert!(restarted, "{name}, {target:?}: the restart is in the report: {}", faulted);
+            assert_eq!(
+                ledger_without_restarts(out.path()),
+                ledger_without_restarts(clean.path()),
+                "{name}, {target:?}"
+            );
+            let sam = |dir: &Path| less_runtime::run::sam_keys(&dir.join("memory/sam.sqlite"), "msg").expect("sam");
+            assert_eq!(sam(out.path()), sam(clean.path()), "{name}, {target:?}: sam.sqlite");
+            assert_eq!(stored_engrams(out.path()), stored_engrams(clean.path()), "{name}, {target:?}: memory");
+        }
+    }
+}
+
+/// Issue 35: a mid-tree node that keeps failing is started again by its parent's node up to the limit; then its
+/// parent's agent gets an escalation, the report names the lost subtree, steps for its agents are skipped and the
+/// rest of the run goes on.
+#[test]
+fn a_node_failing_past_its_limit_is_escalated_to_its_parent_and_its_subtree_lost() {
+    use less_runtime::run::{Fault, FaultTarget};
+    let steps = r#"
+[[steps]]
+action = "report"
+agent = "dev"
+type = "task_result"
+task = "1"
+status = "pass"
+engrams = [{ kind = "fact", claim = "a_1 multiplies by one.", pointers = ["repo:src/a.rs#L1-L2"] }]
+
+[[steps]]
+action = "report"
+agent = "dev"
+type = "task_result"
+task = "2"
+status = "pass"
+engrams = [{ kind = "fact", claim = "a_2 multiplies by two.", pointers = ["repo:src/a.rs#L2-L3"] }]
+
+[[steps]]
+action = "query"
+agent = "lead"
+text = "multiplies"
+"#;
+    let (dir, _outside) = workspace();
+    let out = tempfile::tempdir().expect("out");
+    let toml = format!("name = \"t\"\nworkspace = \".\"\n{steps}\n{HIERARCHY}");
+    let scenario = Arc::new(Scenario::from_toml(&toml, dir.path()).unwrap_or_else(|v| panic!("scenario: {v}")));
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let options = RunOptions { out_dir: Some(out.path().to_owned()), ..RunOptions::new(WireMode::Less) };
+    let limit = less_runtime::run::MAX_RESTARTS as u32;
+    let fault = Fault { before_step: 1, target: FaultTarget::Node("manager".into()), times: limit + 1 };
+    let faults = [fault];
+    let run = less_runtime::run::run_scenario_faulted(scenario, Arc::new(ScriptedFactory), options, &faults);
+    let report = runtime.block_on(run).expect("the run completes");
+    let ledger = std::fs::read_to_string(out.path().join("ledger.jsonl")).expect("ledger.jsonl");
+    let events: Vec<Value> = ledger.lines().map(|l| serde_json::from_str(l).expect("event is JSON")).collect();
+
+    let lost: Vec<&str> = report.lost.iter().map(|l| l.agent.as_str()).collect();
+    assert_eq!(lost, ["manager"], "{:?}", report.lost);
+    assert_eq!(report.lost[0].agents, ["manager", "dev", "peer"]);
+    let restarts: Vec<&Value> = of_kind(&events, "restart").into_iter().filter(|e| e["agent"] == "manager").collect();
+    assert_eq!(restarts.len(), limit as usize, "started again up to the limit");
+    let escalated = of_kind(&events, "escalated");
+    assert!(escalated.iter().any(|e| e["about"] == "manager" && e["to"] == "lead"), "{escalated:?}");
+    let delivered = of_kind(&events, "delivered");
+    assert!(
+        delivered.iter().any(|e| e["to"] == "lead" && e["kind"] == "escalation"),
+        "the escalation reaches the lead's inbox: {delivered:?}"
+    );
+    let reports_of_dev = delivered.iter().filter(|e| e["from"] == "dev").count();
+    assert_eq!(reports_of_dev, 1, "the second report of dev, in the lost subtree, is skipped");
+    assert_eq!(of_kind(&events, "query").len(), 1, "the lead's step after the loss still runs");
+}

@@ -326,6 +326,12 @@ pub(crate) fn print_report(report: &RunReport) {
             m.completion_tokens
         );
     }
+    for (service, n) in &report.service_restarts {
+        outln!("restarted: the run's {service}, {}", count(u64::from(*n), "time"));
+    }
+    for lost in &report.lost {
+        outln!("LOST: {} (its node failed past the restart limit): {}", lost.agents.join(", "), lost.reason);
+    }
     outln!();
     for check in &report.checks {
         outln!("{} {} — {}", check.status.label(), check.name, check.detail);

@@ -18,7 +18,6 @@ use crate::dag::NewMessage;
 use crate::memory::QueryOptions;
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg, Restored};
 use crate::run::services::{MemoryFailure, PutAnswer, RecallAnswer, Services, promote_here, put_here, recall_here};
-use crate::run::wire::Document;
 use crate::run::{Event, RunContext};
 use less_contract::{ClusterNode, Engram, ErrorCode, HEAD_NODE, Scope, Valid, Violation};
 
@@ -90,7 +89,7 @@ impl Actor for HeadBridge {
         msg: HeadMsg,
         ctx: &mut Arc<RunContext>,
     ) -> Result<(), ActorProcessingErr> {
-        let Services::Local { memory, .. } = &ctx.services else {
+        let Services::Local { .. } = &ctx.services else {
             return Err("the head bridge runs on the head".into());
         };
         match msg {
@@ -103,22 +102,22 @@ impl Actor for HeadBridge {
             }
             // The memory calls wait in their own tasks, so one slow recall does not hold the ids and the archive.
             HeadMsg::Recall(request, reply) => {
-                let (ctx, memory) = (ctx.clone(), memory.clone());
+                let ctx = ctx.clone();
                 tokio::spawn(async move {
                     let (agent, text, options) = *request;
-                    let _ = reply.send(recall_here(&ctx, &memory, &agent, text, options).await);
+                    let _ = reply.send(recall_here(&ctx, &agent, text, options).await);
                 });
             }
             HeadMsg::Promote(request, reply) => {
-                let (ctx, memory) = (ctx.clone(), memory.clone());
+                let ctx = ctx.clone();
                 tokio::spawn(async move {
                     let (agent, subject, to) = *request;
-                    let _ = reply.send(promote_here(&ctx, &memory, &agent, subject, to).await);
+                    let _ = reply.send(promote_here(&ctx, &agent, subject, to).await);
                 });
             }
             HeadMsg::Put(request, reply) => {
                 let (agent, engram) = *request;
-                let _ = reply.send(put_here(ctx, memory, &agent, engram).await);
+                let _ = reply.send(put_here(ctx, &agent, engram).await);
             }
             HeadMsg::Ack(reply) => {
                 let _ = reply.send(());
@@ -263,8 +262,8 @@ impl ClusterHandle {
             .await
             .map_err(|e| Violation::new(ErrorCode::RunFailed, "", format!("head bridge: {e}")))?;
         ractor::pg::join(group(&run_key, "head"), vec![bridge.get_cell()]);
-        ractor::pg::join(group(&run_key, "ledger"), vec![ctx.ledger.get_cell()]);
-        ractor::pg::join(group(&run_key, "resolver"), vec![ctx.resolver.get_cell()]);
+        ractor::pg::join(group(&run_key, "ledger"), vec![ctx.ledger.get().get_cell()]);
+        ractor::pg::join(group(&run_key, "resolver"), vec![ctx.resolver.get().get_cell()]);
         for agent in scenario.agents.iter().filter(|a| a.node.is_none()) {
             if let Some(gateway) = ctx.directory.get(&agent.id) {
                 ractor::pg::join(group(&run_key, &format!("gateway:{}", agent.id)), vec![gateway.get_cell()]);
@@ -415,10 +414,14 @@ impl ClusterHandle {
             .map(|a| a.id.clone())
             .collect();
         // Everything acknowledged before the loss is in the ledger (a node settles before it acknowledges).
-        let events = ractor::call!(self.ctx.ledger, crate::run::ledger::TokenLedgerMsg::Snapshot)
+        let events = self
+            .ctx
+            .ledger
+            .ask(crate::run::ledger::TokenLedgerMsg::Snapshot)
+            .await
             .map_err(|e| Violation::new(ErrorCode::RunFailed, "", format!("ledger: {e}")))?;
         for agent in &agents {
-            let args = GatewayArgs { ctx: self.ctx.clone(), agent_id: agent.clone() };
+            let args = GatewayArgs { ctx: self.ctx.clone(), agent_id: agent.clone(), restore: None };
             let n = self.n_moved.fetch_add(1, Ordering::Relaxed);
             let (gateway, _) = Actor::spawn_linked(
                 Some(format!("{}:gateway:{agent}:moved{n}", self.run_key)),
@@ -438,25 +441,7 @@ impl ClusterHandle {
             ractor::pg::join(group, vec![gateway.get_cell()]);
             // What was delivered to the agent is in the ledger: it comes back to the new gateway (the agent's inbox
             // and accepted grants; not what it dereferenced, nor the uses of its grants already spent).
-            let delivered: Vec<(String, String, u32, Arc<Document>)> = events
-                .iter()
-                .filter_map(|e| match e {
-                    Event::Delivered { from, to, msg_id, tokens, doc, .. } if to == agent => {
-                        Some((from.clone(), msg_id.clone(), *tokens, doc.clone()))
-                    }
-                    _ => None,
-                })
-                .collect();
-            let read: Vec<Vec<String>> = events
-                .iter()
-                .filter_map(|e| match e {
-                    Event::Deref { agent: reader, pointers, granted: true, .. } if reader == agent => {
-                        Some(pointers.clone())
-                    }
-                    _ => None,
-                })
-                .collect();
-            let restored = Box::new(Restored { delivered, read });
+            let restored = Box::new(Restored::from_events(&events, agent));
             match ractor::call!(gateway, GatewayMsg::Restore, restored) {
                 Ok(n) => {
                     tracing::info!(target: "less.cluster", "{agent}: {n} delivered documents restored from the ledger")

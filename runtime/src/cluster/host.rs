@@ -16,6 +16,7 @@ use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg};
 use crate::run::ledger::TokenLedgerMsg;
 use crate::run::resolver_actor::ResolverMsg;
 use crate::run::services::Services;
+use crate::run::slot::Slot;
 use crate::run::{AgentFactory, Directory, RunContext};
 use less_contract::{ClusterNode, Scenario, WireMode};
 
@@ -252,8 +253,9 @@ impl NodeHostState {
             scenario: Arc::new(scenario),
             secret: spec.secret,
             directory: Directory::default(),
-            resolver,
-            ledger,
+            resolver: Slot::new(resolver),
+            ledger: Slot::new(ledger),
+            books: None,
             services: Services::Remote { head },
             factory,
             clock,
@@ -262,7 +264,7 @@ impl NodeHostState {
         });
         let mut gateways = Vec::new();
         for agent in &spec.agents {
-            let args = GatewayArgs { ctx: ctx.clone(), agent_id: agent.clone() };
+            let args = GatewayArgs { ctx: ctx.clone(), agent_id: agent.clone(), restore: None };
             let (gateway, _) =
                 Actor::spawn(None, GatewayActor, args).await.map_err(|e| format!("gateway {agent}: {e}"))?;
             ractor::pg::join(group(&spec.run_key, &format!("gateway:{agent}")), vec![gateway.get_cell()]);

@@ -157,6 +157,8 @@ impl Message for GatewayMsg {
             GatewayMsg::EndTurn => Err(unknown("gateway", "EndTurn")),
             GatewayMsg::IssueGrant(..) => Err(unknown("gateway", "IssueGrant")),
             GatewayMsg::Restore(..) => Err(unknown("gateway", "Restore")),
+            #[cfg(any(test, feature = "faults"))]
+            GatewayMsg::Fail => Err(unknown("gateway", "Fail")),
         }
     }
 
@@ -200,6 +202,9 @@ impl Message for TokenLedgerMsg {
             TokenLedgerMsg::Snapshot(_) => Err(unknown("ledger", "Snapshot")),
             TokenLedgerMsg::Flush(_) => Err(unknown("ledger", "Flush")),
             TokenLedgerMsg::Tick => Err(unknown("ledger", "Tick")),
+            TokenLedgerMsg::Schedule => Err(unknown("ledger", "Schedule")),
+            #[cfg(any(test, feature = "faults"))]
+            TokenLedgerMsg::Fail => Err(unknown("ledger", "Fail")),
         }
     }
 
@@ -234,6 +239,10 @@ impl Message for ResolverMsg {
             ResolverMsg::Remember(id, doc) => cast("Remember", &(id, doc)),
             ResolverMsg::Ack(reply) => call("Ack", &(), reply),
             ResolverMsg::Flush(reply) => call("Flush", &(), reply),
+            // Taking the intake and failing are the head's own.
+            ResolverMsg::Take => Err(unknown("resolver", "Take")),
+            #[cfg(any(test, feature = "faults"))]
+            ResolverMsg::Fail => Err(unknown("resolver", "Fail")),
         }
     }
 

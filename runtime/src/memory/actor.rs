@@ -135,6 +135,9 @@ pub enum MemoryMsg {
     Stats(RpcReplyPort<Result<StoreStats, MemoryError>>),
     /// The sweep timer: moves expired engrams to the cold tier if the period passed (no reply).
     Sweep,
+    /// Panics on purpose (tests of the run supervisor's restart).
+    #[cfg(any(test, feature = "faults"))]
+    Fail,
 }
 
 /// Mutable state: the memory (absent only while a blocking task holds it).
@@ -248,6 +251,8 @@ impl Actor for MemoryActor {
             }
             // `blocking` sweeps when the period passed.
             MemoryMsg::Sweep => state.blocking(|_, _| ()).await?,
+            #[cfg(any(test, feature = "faults"))]
+            MemoryMsg::Fail => panic!("the memory failed on purpose"),
         }
         Ok(())
     }

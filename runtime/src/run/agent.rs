@@ -834,7 +834,11 @@ impl AgentState {
         shared: &Shared<'_>,
     ) -> Result<(String, Vec<String>), Violation> {
         // What the baseline restates is the ledger's: without it the brief would silently undercount the baseline.
-        let known = ractor::call!(self.ctx.ledger, TokenLedgerMsg::Known, self.spec.id.clone())
+        let known = self
+            .ctx
+            .ledger
+            .ask(|reply| TokenLedgerMsg::Known(self.spec.id.clone(), reply))
+            .await
             .map_err(|err| run_failed("ledger", &err.to_string()))?;
         let (restated, prior_reports): (Vec<String>, Vec<String>) = known.into_iter().unzip();
         let mut pasted = Vec::new();
@@ -883,8 +887,8 @@ impl AgentState {
                 files.push((pointer.0.location().to_owned(), self.read_whole(&pointer.0).await));
             }
         }
-        let all_reports = ractor::call!(self.ctx.ledger, TokenLedgerMsg::History)
-            .map_err(|err| run_failed("ledger", &err.to_string()))?;
+        let all_reports =
+            self.ctx.ledger.ask(TokenLedgerMsg::History).await.map_err(|err| run_failed("ledger", &err.to_string()))?;
         let lines: Vec<String> = now.iter().chain(&brief.constraints).chain(&brief.risks).cloned().collect();
         // Without a symbol table or capsule closure the whole baseline restates all of both.
         let scenario = &self.ctx.scenario;
@@ -912,7 +916,7 @@ impl AgentState {
             .as_deref()
             .ok_or_else(|| unreadable("a gate report without a status needs report_ref".into()))?;
         let pointer = Pointer::parse(text)?;
-        let content = match ractor::call!(self.ctx.resolver, ResolverMsg::ReadUnpinned, pointer.clone()) {
+        let content = match self.ctx.resolver.ask(|reply| ResolverMsg::ReadUnpinned(pointer.clone(), reply)).await {
             Ok(Ok(content)) => content,
             Ok(Err(violation)) => return Err(violation),
             Err(err) => return Err(run_failed("resolver", &err.to_string())),
@@ -937,7 +941,7 @@ impl AgentState {
 
     /// What `pointer` addresses, for pasting; nothing is metered or pinned.
     async fn read_span(&self, pointer: &Pointer) -> String {
-        match ractor::call!(self.ctx.resolver, ResolverMsg::ReadUnpinned, pointer.clone()) {
+        match self.ctx.resolver.ask(|reply| ResolverMsg::ReadUnpinned(pointer.clone(), reply)).await {
             Ok(Ok(text)) => text,
             _ => String::new(),
         }
@@ -1135,6 +1139,20 @@ impl AgentState {
     }
 
     async fn deliver(&self, envelope: Envelope, outcome: &mut ActOutcome) -> Result<(), Violation> {
+        if self.ctx.directory.is_lost(&envelope.to) {
+            // Its subtree is out of the run: answered as for an agent left down, by the sender's side.
+            self.ctx.record(Event::Dropped {
+                from: envelope.from.clone(),
+                to: envelope.to.clone(),
+                msg_id: envelope.msg_id.clone(),
+            });
+            outcome.refusals.push(ErrorCode::AgentDown);
+            return Err(Violation::new(
+                ErrorCode::AgentDown,
+                "",
+                format!("{} is out of the run (its node failed past the restart limit); not delivered", envelope.to),
+            ));
+        }
         let Some(gateway) = self.ctx.directory.get(&envelope.to) else {
             return Err(Violation::new(
                 ErrorCode::ScenarioInvalid,

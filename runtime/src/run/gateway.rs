@@ -81,6 +81,9 @@ pub enum GatewayMsg {
     /// document), and the pointers of each deref it was granted; taken again without being recorded again (its
     /// inbox, the grants it had accepted, the digests of what it read), then the agent starts again from them.
     Restore(Box<Restored>, RpcReplyPort<usize>),
+    /// Fails this node on purpose, and with it its agent and the nodes below (tests of its parent's restart).
+    #[cfg(any(test, feature = "faults"))]
+    Fail,
 }
 
 /// What the ledger says an agent had: for [`GatewayMsg::Restore`].
@@ -89,6 +92,73 @@ pub struct Restored {
     pub delivered: Vec<(String, String, u32, Arc<Document>)>,
     /// The pointers (text form) of each deref it was granted.
     pub read: Vec<Vec<String>>,
+}
+
+impl Restored {
+    /// What `events` (a ledger's, oldest first) say was delivered to `agent` and what it was granted to read.
+    pub(crate) fn from_events(events: &[Event], agent: &str) -> Restored {
+        let delivered = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Delivered { from, to, msg_id, tokens, doc, .. } if to == agent => {
+                    Some((from.clone(), msg_id.clone(), *tokens, doc.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        let read = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Deref { agent: reader, pointers, granted: true, .. } if reader == agent => {
+                    Some(pointers.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        Restored { delivered, read }
+    }
+}
+
+/// `agent` and the agents below it whose nodes are below its node: those on the head below an agent on the head
+/// (an agent placed on another node is that node's; see [`spawn_node`]). What a lost node takes with it.
+pub(crate) fn local_subtree(scenario: &less_contract::Scenario, agent: &str) -> Vec<String> {
+    let mut subtree = vec![agent.to_owned()];
+    let mut next = 0;
+    while let Some(parent) = subtree.get(next).cloned() {
+        subtree.extend(node_children(scenario, &parent));
+        next += 1;
+    }
+    subtree
+}
+
+/// The agents whose nodes `agent`'s node spawns and supervises: its children, when it and they run on the head.
+fn node_children(scenario: &less_contract::Scenario, agent: &str) -> Vec<String> {
+    if scenario.agent(agent).is_none_or(|a| a.node.is_some()) {
+        return Vec::new();
+    }
+    let children = scenario.agents.iter().filter(|a| a.parent.as_deref() == Some(agent) && a.node.is_none());
+    children.map(|a| a.id.clone()).collect()
+}
+
+/// Spawns `agent`'s node (its gateway, which spawns its agent and its children's nodes) linked to `supervisor`, its
+/// parent's node or the run supervisor, and puts it in the run's directory. With `restore` (the ledger's events, a
+/// restart), every node of the subtree first takes back what the ledger says its agent had.
+pub(crate) async fn spawn_node(
+    ctx: &Arc<RunContext>,
+    agent: &str,
+    supervisor: ractor::ActorCell,
+    restore: Option<Arc<Vec<Event>>>,
+) -> Result<(ActorRef<GatewayMsg>, tokio::task::JoinHandle<()>), ractor::SpawnErr> {
+    // Actor names are process-wide, and a failed node's subtree may not have let go of its names yet.
+    static N_RESTARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut name = format!("{}:{}:gateway:{agent}", ctx.run_id, ctx.mode.as_str());
+    if restore.is_some() {
+        name.push_str(&format!(":r{}", N_RESTARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+    }
+    let args = GatewayArgs { ctx: ctx.clone(), agent_id: agent.to_owned(), restore };
+    let (gateway, handle) = Actor::spawn_linked(Some(name), GatewayActor, args, supervisor).await?;
+    ctx.directory.insert(agent.to_owned(), gateway.clone());
+    Ok((gateway, handle))
 }
 
 /// A request to spend an inline-code grant.
@@ -115,6 +185,9 @@ pub struct GatewayArgs {
     pub ctx: Arc<RunContext>,
     /// The agent it fronts.
     pub agent_id: String,
+    /// A node started again by its parent: the ledger's events, from which it and the nodes it spawns take back
+    /// what their agents had.
+    pub restore: Option<Arc<Vec<Event>>>,
 }
 
 /// What an agent knows, kept by its gateway so a restarted agent starts from it: the documents delivered to it and
@@ -150,6 +223,12 @@ pub struct GatewayState {
     names: HashSet<Arc<str>>,
     restarts: Vec<Instant>,
     n_restarts_total: u32,
+    /// Turns that arrived while the agent was being restarted: taken by the new agent, or answered as down.
+    waiting: Vec<(Box<ActRequest>, RpcReplyPort<ActOutcome>)>,
+    /// The nodes this node supervises, by actor id: its children's on the head.
+    children: HashMap<ractor::ActorId, String>,
+    /// Recent restarts of each child's node, within [`RESTART_WINDOW`].
+    child_restarts: HashMap<String, Vec<Instant>>,
 }
 
 impl Actor for GatewayActor {
@@ -181,8 +260,22 @@ impl Actor for GatewayActor {
             names: HashSet::new(),
             restarts: Vec::new(),
             n_restarts_total: 0,
+            waiting: Vec::new(),
+            children: HashMap::new(),
+            child_restarts: HashMap::new(),
         };
+        if let Some(events) = &args.restore {
+            state.restore(Restored::from_events(events, &state.agent_id)).await;
+        }
         state.agent = Some(spawn_agent(&myself, &state).await?);
+        // The nodes of its children on the head: spawned here, so this node supervises them (a worker node's
+        // host spawns the agents placed on it).
+        if state.ctx.books.is_some() {
+            for child in node_children(&state.ctx.scenario, &state.agent_id) {
+                let (node, _) = spawn_node(&state.ctx, &child, myself.get_cell(), args.restore.clone()).await?;
+                state.children.insert(node.get_id(), child);
+            }
+        }
         Ok(state)
     }
 
@@ -208,26 +301,9 @@ impl Actor for GatewayActor {
                     tracing::error!(agent = %state.agent_id, "no step {index} in the scenario");
                     return Ok(());
                 };
-                let request = ActRequest { index, step, attempt };
-                if let Some(agent) = &state.agent {
-                    if let Err(err) = agent.send_message(AgentMsg::Act(Box::new(request), reply)) {
-                        tracing::warn!(agent = %state.agent_id, "act not delivered: {err}");
-                    }
-                } else {
-                    let _ = reply.send(ActOutcome::down(&state.agent_id));
-                }
+                state.act(Box::new(ActRequest { index, step, attempt }), reply);
             }
-            GatewayMsg::Act(request, reply) => match &state.agent {
-                Some(agent) => {
-                    // The reply port travels with the request, so this gateway stays free to serve the agent's derefs.
-                    if let Err(err) = agent.send_message(AgentMsg::Act(Box::new(request), reply)) {
-                        tracing::warn!(agent = %state.agent_id, "act not delivered: {err}");
-                    }
-                }
-                None => {
-                    let _ = reply.send(ActOutcome::down(&state.agent_id));
-                }
-            },
+            GatewayMsg::Act(request, reply) => state.act(Box::new(request), reply),
             GatewayMsg::Deref(action, reply) => {
                 let outcome = state.deref(action).await;
                 let _ = reply.send(outcome);
@@ -266,6 +342,8 @@ impl Actor for GatewayActor {
                     let _ = reply.send(Outcome::Denied { reason: format!("{} is down", state.agent_id) });
                 }
             },
+            #[cfg(any(test, feature = "faults"))]
+            GatewayMsg::Fail => panic!("{}'s node failed on purpose", state.agent_id),
             GatewayMsg::SpendCodeGrant(request, reply) => {
                 let now = state.ctx.now();
                 let verdict = spend_on_code(
@@ -288,25 +366,37 @@ impl Actor for GatewayActor {
         event: SupervisionEvent,
         state: &mut GatewayState,
     ) -> Result<(), ActorProcessingErr> {
-        if let SupervisionEvent::ActorFailed(_, err) = event {
-            state.agent = None;
-            let now = Instant::now();
-            state.restarts.retain(|t| now.duration_since(*t) < RESTART_WINDOW);
-            if state.restarts.len() >= MAX_RESTARTS {
-                state.ctx.record(Event::AgentDown { agent: state.agent_id.clone(), reason: err.to_string() });
-                let reason = format!(
-                    "{} failed {} times within {:?} and is left down: {err}",
-                    state.agent_id,
-                    MAX_RESTARTS + 1,
-                    RESTART_WINDOW
-                );
-                state.send_escalation(&state.agent_id.clone(), &reason, None).await;
-                return Ok(());
+        let SupervisionEvent::ActorFailed(cell, err) = event else { return Ok(()) };
+        if let Some(child) = state.children.remove(&cell.get_id()) {
+            state.child_failed(&myself, child, err.to_string()).await;
+            return Ok(());
+        }
+        if state.agent.as_ref().is_none_or(|agent| agent.get_id() != cell.get_id()) {
+            return Ok(());
+        }
+        state.agent = None;
+        let now = Instant::now();
+        state.restarts.retain(|t| now.duration_since(*t) < RESTART_WINDOW);
+        if state.restarts.len() >= MAX_RESTARTS {
+            state.ctx.record(Event::AgentDown { agent: state.agent_id.clone(), reason: err.to_string() });
+            let reason = format!(
+                "{} failed {} times within {:?} and is left down: {err}",
+                state.agent_id,
+                MAX_RESTARTS + 1,
+                RESTART_WINDOW
+            );
+            state.send_escalation(&state.agent_id.clone(), &reason, None).await;
+            for (_, reply) in state.waiting.drain(..) {
+                let _ = reply.send(ActOutcome::down(&state.agent_id));
             }
-            state.restarts.push(now);
-            state.n_restarts_total += 1;
-            state.ctx.record(Event::Restart { agent: state.agent_id.clone(), reason: err.to_string() });
-            state.agent = Some(spawn_agent(&myself, state).await?);
+            return Ok(());
+        }
+        state.restarts.push(now);
+        state.n_restarts_total += 1;
+        state.ctx.record(Event::Restart { agent: state.agent_id.clone(), reason: err.to_string() });
+        state.agent = Some(spawn_agent(&myself, state).await?);
+        for (request, reply) in std::mem::take(&mut state.waiting) {
+            state.act(request, reply);
         }
         Ok(())
     }
@@ -329,6 +419,53 @@ async fn spawn_agent(
 }
 
 impl GatewayState {
+    /// Hands a turn to the agent (the reply port travels with the request, so this gateway stays free to serve the
+    /// agent's derefs). A turn that finds the agent failed waits for the agent this gateway starts in its place;
+    /// an agent left down answers it as skipped.
+    fn act(&mut self, request: Box<ActRequest>, reply: RpcReplyPort<ActOutcome>) {
+        let Some(agent) = &self.agent else {
+            let _ = reply.send(ActOutcome::down(&self.agent_id));
+            return;
+        };
+        match agent.send_message(AgentMsg::Act(request, reply)) {
+            Ok(()) => {}
+            Err(ractor::MessagingErr::SendErr(AgentMsg::Act(request, reply))) => self.waiting.push((request, reply)),
+            Err(err) => tracing::warn!(agent = %self.agent_id, "act not delivered: {err}"),
+        }
+    }
+
+    /// A child's node failed: it is started again from the ledger, its subtree with it, within [`MAX_RESTARTS`]
+    /// per [`RESTART_WINDOW`]; past that the subtree is out of the run and this node's agent is told by an
+    /// escalation.
+    async fn child_failed(&mut self, myself: &ActorRef<GatewayMsg>, child: String, why: String) {
+        let now = Instant::now();
+        let recent = self.child_restarts.entry(child.clone()).or_default();
+        recent.retain(|t| now.duration_since(*t) < RESTART_WINDOW);
+        let past_limit = recent.len() >= MAX_RESTARTS;
+        recent.push(now);
+        let restarted = match past_limit {
+            true => Err(format!("its node failed {} times within {RESTART_WINDOW:?}", MAX_RESTARTS + 1)),
+            false => self.restart_child(myself, &child, &why).await,
+        };
+        let Err(cause) = restarted else { return };
+        let agents = local_subtree(&self.ctx.scenario, &child);
+        self.ctx.directory.lose(&agents);
+        let reason = format!("{child} is out of the run with {}: {cause}: {why}", agents.join(", "));
+        self.ctx.record(Event::SubtreeLost { agent: child.clone(), agents, reason: why });
+        self.send_escalation(&child, &reason, None).await;
+    }
+
+    /// Starts `child`'s node again, linked to this one, from what the ledger says now.
+    async fn restart_child(&mut self, myself: &ActorRef<GatewayMsg>, child: &str, why: &str) -> Result<(), String> {
+        let events = self.ctx.ledger.ask(TokenLedgerMsg::Snapshot).await.map_err(|e| format!("ledger: {e}"))?;
+        self.ctx.record(Event::Restart { agent: child.to_owned(), reason: format!("its node failed: {why}") });
+        let (node, _) = spawn_node(&self.ctx, child, myself.get_cell(), Some(Arc::new(events)))
+            .await
+            .map_err(|e| format!("its node did not start again: {e}"))?;
+        self.children.insert(node.get_id(), child.to_owned());
+        Ok(())
+    }
+
     /// Takes again what the ledger says the agent had (see [`GatewayMsg::Restore`]); how many documents came back.
     async fn restore(&mut self, restored: Restored) -> usize {
         let mut n = 0;
@@ -361,7 +498,8 @@ impl GatewayState {
         }
         for texts in restored.read {
             let Ok(pointers) = texts.iter().map(|t| Pointer::parse(t)).collect::<Result<Vec<_>, _>>() else { continue };
-            if let Ok(Ok(resolved)) = ractor::call!(self.ctx.resolver, ResolverMsg::Resolve, pointers) {
+            if let Ok(Ok(resolved)) = self.ctx.resolver.ask(|reply| ResolverMsg::Resolve(pointers.clone(), reply)).await
+            {
                 for r in &resolved {
                     if let Ok(plain) = Pointer::new(r.pointer.ty(), r.pointer.reference(), r.pointer.span()) {
                         self.memory.seen.insert(plain.to_string(), r.digest);
@@ -478,12 +616,10 @@ impl GatewayState {
                 tokens: n_tokens,
                 text: envelope.wire.clone(),
             };
-            if let Err(err) = self.ctx.ledger.send_message(TokenLedgerMsg::Wire(Box::new(sent))) {
-                tracing::error!("ledger unavailable: {err}");
-            }
+            self.ctx.record_wire(sent);
         }
         let content = if envelope.wire.is_empty() { value.to_string() } else { envelope.wire.clone() };
-        self.ctx.resolver.send_message(ResolverMsg::Remember(envelope.msg_id.clone(), value.clone())).ok();
+        self.ctx.remember(envelope.msg_id.clone(), value.clone());
         self.ctx.archive(&envelope.from, content).await;
     }
 
@@ -538,7 +674,7 @@ impl GatewayState {
         tracing::info!(target: "less.budget.reject", from = %envelope.from, to = %envelope.to, code = %violation.code);
         // The refused document stays reachable (sam:msg:<id>) for whoever handles the escalation.
         if let Ok(doc) = envelope.doc.to_value() {
-            self.ctx.resolver.send_message(ResolverMsg::Remember(envelope.msg_id.clone(), Arc::new(doc))).ok();
+            self.ctx.remember(envelope.msg_id.clone(), Arc::new(doc));
         }
         let counts = envelope.kind == EnvelopeKind::Message;
         let n_refusals = if counts {
@@ -653,7 +789,7 @@ impl GatewayState {
             Some(Ok(plan)) => Some(plan),
             None => None,
         };
-        let resolved = match ractor::call!(self.ctx.resolver, ResolverMsg::Resolve, pointers) {
+        let resolved = match self.ctx.resolver.ask(|reply| ResolverMsg::Resolve(pointers.clone(), reply)).await {
             Ok(Ok(resolved)) => resolved,
             Ok(Err(violation)) => return self.deref_refused(&action, violation),
             Err(err) => {

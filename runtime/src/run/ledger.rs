@@ -202,6 +202,19 @@ pub enum Event {
         agent: String,
         reason: String,
     },
+    /// One of the run's own actors (`memory`, `resolver`, `ledger`, `summarizers`) failed and the run supervisor
+    /// started it again, its state recovered from its files and books.
+    ServiceRestart {
+        service: String,
+        reason: String,
+    },
+    /// An agent's node failed past the restart limit: it and every agent below it (`agents`, the agent first) are
+    /// out of the run; its parent was told by an escalation.
+    SubtreeLost {
+        agent: String,
+        agents: Vec<String>,
+        reason: String,
+    },
     Step {
         index: usize,
         agent: String,
@@ -289,6 +302,8 @@ impl Event {
                 vec![agent.clone(), "model".into(), detail]
             }
             Event::AgentDown { agent, .. } => vec![agent.clone(), "down".into(), String::new()],
+            Event::ServiceRestart { service, .. } => vec![service.clone(), "restart".into(), String::new()],
+            Event::SubtreeLost { agent, agents, .. } => vec![agent.clone(), "lost".into(), agents.join(",")],
             Event::Step { index, agent, action } => vec![agent.clone(), "step".into(), format!("{index}:{action}")],
         };
         format!("{at}\t{}", fields.join("\t"))
@@ -398,6 +413,8 @@ impl Event {
                 line
             }
             Event::AgentDown { agent, reason } => format!("  DOWN {agent}: {reason}"),
+            Event::ServiceRestart { service, reason } => format!("  RESTART the run's {service}: {reason}"),
+            Event::SubtreeLost { agents, reason, .. } => format!("  LOST {}: {reason}", agents.join(", ")),
             Event::Step { index, agent, action } => format!("step {index}: {agent} {action}"),
         })
     }
@@ -419,12 +436,13 @@ fn escalation_note(from: &str, to: &str, reason: &str) -> String {
     }
 }
 
-/// The token ledger actor of a run.
+/// The token ledger actor of a run: the writer of its [`LedgerBook`].
 pub struct TokenLedger;
 
 /// Messages to the ledger.
 pub enum TokenLedgerMsg {
-    /// Append an event.
+    /// Append an event (what a worker node sends; on the head, [`crate::run::RunContext::record`] writes the book
+    /// directly, so no event waits in a mailbox that a failure could take down).
     Record(Box<Event>),
     /// Append what a delivered message was sent as (a baseline run's [`WIRE_FILE`]; ignored by a ledger without it).
     Wire(Box<SentText>),
@@ -437,10 +455,16 @@ pub enum TokenLedgerMsg {
     Snapshot(RpcReplyPort<Vec<Event>>),
     /// Writes every event recorded so far to the files and syncs them to the disk; answers when they are there.
     Flush(RpcReplyPort<()>),
-    /// Writes what is pending (sent by the ledger to itself [`FLUSH_AFTER`] after an event finds nothing pending).
+    /// Writes what is pending (sent by the ledger to itself [`FLUSH_AFTER`] after an event finds nothing pending, and
+    /// by a recorder whose event made [`FLUSH_AT`] bytes pending).
     Tick,
+    /// A recorder found nothing pending: a [`TokenLedgerMsg::Tick`] within [`FLUSH_AFTER`].
+    Schedule,
     /// Answers at once: every event a node recorded before it is in this ledger (a node's messages arrive in order).
     Ack(RpcReplyPort<()>),
+    /// Fails the ledger's writer on purpose (tests of its restart).
+    #[cfg(any(test, feature = "faults"))]
+    Fail,
 }
 
 /// Where a run's live trace goes: the lines of [`Event::trace_line`], in the order the ledger records the events.
@@ -484,12 +508,35 @@ pub struct TokenLedgerArgs {
     pub wire: bool,
 }
 
-/// State: the open files, and the events only where they cannot be on the disk.
+/// The ledger's book: every event recorded, its lines waiting to be written and how far the files are written.
+///
+/// It outlives the [`TokenLedger`] that writes it out: the run supervisor holds it and hands it to each incarnation
+/// of the writer, so a writer that fails loses nothing recorded. A restarted writer reopens the files in append mode
+/// and cuts them back to the length the book knows was written, so a batch the failure interrupted is written once,
+/// whole.
+pub struct LedgerBook {
+    inner: std::sync::Mutex<Book>,
+    /// The directory of the files (none: the run writes none).
+    out_dir: Option<PathBuf>,
+    /// Write [`WIRE_FILE`].
+    wire: bool,
+}
+
+/// What a recorder must do for its event to be written: nothing (a tick is on its way), ask for one, or have the
+/// pending lines written now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    Nothing,
+    Schedule,
+    Now,
+}
+
+/// The book's contents.
 ///
 /// A run that writes files keeps no events in memory: each is a line of `ledger.jsonl` within [`FLUSH_AFTER`]
 /// (or sooner, every [`FLUSH_AT`] bytes), and a snapshot reads them back. So the ledger's memory does not grow
 /// with the run, and a reader tailing `ledger.jsonl` (`lessrt serve`) sees events as they happen.
-pub struct TokenLedgerState {
+struct Book {
     /// Events not on the disk, in order: every event of a run without files; after the files failed, those that
     /// could not be written and all later ones.
     events: Vec<Event>,
@@ -507,8 +554,15 @@ pub struct TokenLedgerState {
     histories: Vec<(String, String)>,
     /// Per agent, the message ids of the reports it knows, in the order it learned them.
     known: std::collections::HashMap<String, Vec<String>>,
-    /// The run's files (none: the run writes no files, or they failed and were abandoned).
+    /// The run's files: opened by the first writer, reopened by each restarted one; taken by a writer while it
+    /// writes (none: the run writes no files, they failed and were abandoned, or a write is under way).
     files: Option<LedgerFiles>,
+    /// The files were opened once (a writer that starts after that is a restarted one: it reopens them).
+    opened: bool,
+    /// The files were given up after a write failed: no writer opens them again.
+    abandoned: bool,
+    /// Bytes of each file known written: a restarted writer cuts the files back to these.
+    written: Lengths,
     /// Lines not yet written: appended here by each event, written on the blocking pool in batches (every
     /// [`FLUSH_AT`] bytes, at each snapshot and when the ledger stops), so the executor never waits on a disk.
     pending_jsonl: Vec<u8>,
@@ -525,6 +579,14 @@ struct LedgerFiles {
     wire: Option<File>,
 }
 
+/// Lengths of the ledger's files.
+#[derive(Debug, Clone, Copy, Default)]
+struct Lengths {
+    jsonl: u64,
+    audit: u64,
+    wire: u64,
+}
+
 /// Pending bytes that make the ledger write them out.
 const FLUSH_AT: usize = 64 * 1024;
 
@@ -533,107 +595,316 @@ pub const FLUSH_AFTER: std::time::Duration = std::time::Duration::from_millis(20
 
 impl Actor for TokenLedger {
     type Msg = TokenLedgerMsg;
-    type State = TokenLedgerState;
-    type Arguments = TokenLedgerArgs;
+    type State = Arc<LedgerBook>;
+    type Arguments = Arc<LedgerBook>;
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<TokenLedgerMsg>,
-        args: TokenLedgerArgs,
-    ) -> Result<TokenLedgerState, ActorProcessingErr> {
-        let wire = args.wire;
-        let files = match args.out_dir.clone() {
-            Some(dir) => Some(
-                blocking::run(move || -> std::io::Result<LedgerFiles> {
-                    std::fs::create_dir_all(&dir)?;
-                    // The ledger is this run's; the audit log is append-only across runs: a rerun adds to it, never
-                    // truncates what earlier runs recorded.
-                    let audit = crate::files::append(&dir.join("audit.log"))?;
-                    let wire_path = dir.join(WIRE_FILE);
-                    let wire = match wire {
-                        true => Some(crate::files::create(&wire_path)?),
-                        false => {
-                            if wire_path.is_file() {
-                                std::fs::remove_file(&wire_path)?;
-                            }
-                            None
-                        }
-                    };
-                    Ok(LedgerFiles { jsonl: crate::files::create(&dir.join("ledger.jsonl"))?, audit, wire })
-                })
-                .await??,
-            ),
-            None => None,
-        };
-        let pending_audit = format!("{}\t{}\trun-start\t\n", crate::now_rfc3339(), args.run_id).into_bytes();
-        Ok(TokenLedgerState {
-            events: Vec::new(),
-            on_disk: 0,
-            pending_events: 0,
-            jsonl_path: args.out_dir.as_ref().map(|dir| dir.join("ledger.jsonl")),
-            tick_scheduled: false,
-            in_memory_from_now: false,
-            histories: Vec::new(),
-            known: Default::default(),
-            files,
-            pending_jsonl: Vec::new(),
-            pending_audit,
-            pending_wire: Vec::new(),
-            trace: args.trace,
-        })
+        myself: ActorRef<TokenLedgerMsg>,
+        book: Arc<LedgerBook>,
+    ) -> Result<Arc<LedgerBook>, ActorProcessingErr> {
+        book.open().await?;
+        // A tick promised by a writer that failed will not come: this one writes what it left pending.
+        if book.lock().restarted_with_pending() {
+            myself.send_message(TokenLedgerMsg::Tick)?;
+        }
+        Ok(book)
     }
 
     async fn post_stop(
         &self,
         _myself: ActorRef<TokenLedgerMsg>,
-        state: &mut TokenLedgerState,
+        book: &mut Arc<LedgerBook>,
     ) -> Result<(), ActorProcessingErr> {
-        state.flush(true).await
+        book.flush(true).await
     }
 
     async fn handle(
         &self,
         myself: ActorRef<TokenLedgerMsg>,
         msg: TokenLedgerMsg,
-        state: &mut TokenLedgerState,
+        book: &mut Arc<LedgerBook>,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             TokenLedgerMsg::Record(event) => {
-                state.record(*event);
-                state.written_soon(&myself).await?;
+                let wake = book.record(*event);
+                book.wake(&myself, wake).await?;
             }
             TokenLedgerMsg::Wire(sent) => {
-                state.record_wire(&sent);
-                state.written_soon(&myself).await?;
+                let wake = book.record_wire(&sent);
+                book.wake(&myself, wake).await?;
             }
             TokenLedgerMsg::Tick => {
-                state.tick_scheduled = false;
-                state.flush(false).await?;
+                book.lock().tick_scheduled = false;
+                book.flush(false).await?;
             }
+            TokenLedgerMsg::Schedule => book.wake(&myself, Wake::Schedule).await?,
             TokenLedgerMsg::Ack(reply) => {
                 let _ = reply.send(());
             }
             TokenLedgerMsg::History(reply) => {
-                let _ = reply.send(state.histories.iter().map(|(_, prose)| prose.clone()).collect());
+                let _ = reply.send(book.history());
             }
             TokenLedgerMsg::Known(agent, reply) => {
-                let _ = reply.send(state.known_to(&agent));
+                let _ = reply.send(book.known_to(&agent));
             }
             TokenLedgerMsg::Snapshot(reply) => {
-                state.flush(false).await?;
-                let _ = reply.send(state.snapshot().await?);
+                book.flush(false).await?;
+                let _ = reply.send(book.snapshot().await?);
             }
             TokenLedgerMsg::Flush(reply) => {
-                state.flush(true).await?;
+                book.flush(true).await?;
                 let _ = reply.send(());
             }
+            #[cfg(any(test, feature = "faults"))]
+            TokenLedgerMsg::Fail => panic!("the ledger's writer failed on purpose"),
         }
         Ok(())
     }
 }
 
-impl TokenLedgerState {
-    /// Appends an event (its lines are written by the next [`TokenLedgerState::flush`]).
+impl LedgerBook {
+    /// A book for a run that writes where `args` says (no file is touched until a writer starts).
+    pub fn new(args: TokenLedgerArgs) -> Arc<LedgerBook> {
+        let pending_audit = format!("{}\t{}\trun-start\t\n", crate::now_rfc3339(), args.run_id).into_bytes();
+        Arc::new(LedgerBook {
+            inner: std::sync::Mutex::new(Book {
+                events: Vec::new(),
+                on_disk: 0,
+                pending_events: 0,
+                jsonl_path: args.out_dir.as_ref().map(|dir| dir.join("ledger.jsonl")),
+                tick_scheduled: false,
+                in_memory_from_now: false,
+                histories: Vec::new(),
+                known: Default::default(),
+                files: None,
+                opened: false,
+                abandoned: false,
+                written: Lengths::default(),
+                pending_jsonl: Vec::new(),
+                pending_audit,
+                pending_wire: Vec::new(),
+                trace: args.trace,
+            }),
+            out_dir: args.out_dir,
+            wire: args.wire,
+        })
+    }
+
+    /// The book, held for one short update (never across an await). A panic while it was held left it as whole
+    /// as every update is: each appends, or moves lines from pending to written, as its last step.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Appends an event (its lines are written by the next flush); what the writer must be told.
+    pub(crate) fn record(&self, event: Event) -> Wake {
+        let mut book = self.lock();
+        book.record(event);
+        book.wake()
+    }
+
+    /// Appends what a delivered message was sent as (written with the next flush); nothing without a wire file.
+    pub(crate) fn record_wire(&self, sent: &SentText) -> Wake {
+        if !self.wire {
+            return Wake::Nothing;
+        }
+        let mut book = self.lock();
+        match serde_json::to_vec(sent) {
+            Ok(line) => {
+                book.pending_wire.extend_from_slice(&line);
+                book.pending_wire.push(b'\n');
+            }
+            Err(err) => tracing::error!("wire text of {} has no JSON form: {err}", sent.msg_id),
+        }
+        book.wake()
+    }
+
+    /// Tells the writer `myself` what `wake` says.
+    async fn wake(&self, myself: &ActorRef<TokenLedgerMsg>, wake: Wake) -> Result<(), ActorProcessingErr> {
+        match wake {
+            Wake::Nothing => {}
+            Wake::Now => self.flush(false).await?,
+            Wake::Schedule => {
+                myself.send_after(FLUSH_AFTER, || TokenLedgerMsg::Tick);
+            }
+        }
+        Ok(())
+    }
+
+    /// The restatement of every typed message delivered so far.
+    fn history(&self) -> Vec<String> {
+        self.lock().histories.iter().map(|(_, prose)| prose.clone()).collect()
+    }
+
+    /// The reports `agent` knows, with their restatements.
+    fn known_to(&self, agent: &str) -> Vec<(String, String)> {
+        let book = self.lock();
+        let ids = book.known.get(agent).map(Vec::as_slice).unwrap_or_default();
+        ids.iter().filter_map(|id| book.histories.iter().find(|(m, _)| m == id).cloned()).collect()
+    }
+
+    /// Opens the files for a writer that starts: the first creates `ledger.jsonl` (and `wire.jsonl`) and appends to
+    /// `audit.log`; a restarted one reopens all three for appending and cuts each back to what the book knows was
+    /// written (a batch a failure interrupted is written again, whole, by the next flush).
+    async fn open(&self) -> Result<(), ActorProcessingErr> {
+        let Some(dir) = self.out_dir.clone() else { return Ok(()) };
+        let (opened, written) = {
+            let mut book = self.lock();
+            if book.abandoned {
+                return Ok(());
+            }
+            // Dropped here: the failed writer's handles, if its failure left them in the book.
+            book.files = None;
+            book.tick_scheduled = false;
+            (book.opened, book.written)
+        };
+        let wire = self.wire;
+        let (files, written) = blocking::run(move || -> std::io::Result<(LedgerFiles, Lengths)> {
+            std::fs::create_dir_all(&dir)?;
+            let wire_path = dir.join(WIRE_FILE);
+            if opened {
+                let reopen = |path: &std::path::Path, len: u64| -> std::io::Result<File> {
+                    let file = crate::files::append(path)?;
+                    file.set_len(len)?;
+                    Ok(file)
+                };
+                let files = LedgerFiles {
+                    jsonl: reopen(&dir.join("ledger.jsonl"), written.jsonl)?,
+                    audit: reopen(&dir.join("audit.log"), written.audit)?,
+                    wire: if wire { Some(reopen(&wire_path, written.wire)?) } else { None },
+                };
+                return Ok((files, written));
+            }
+            // The ledger is this run's; the audit log is append-only across runs: a rerun adds to it, never
+            // truncates what earlier runs recorded.
+            let audit = crate::files::append(&dir.join("audit.log"))?;
+            let audit_len = audit.metadata()?.len();
+            let wire = match wire {
+                true => Some(crate::files::create(&wire_path)?),
+                false => {
+                    if wire_path.is_file() {
+                        std::fs::remove_file(&wire_path)?;
+                    }
+                    None
+                }
+            };
+            let files = LedgerFiles { jsonl: crate::files::create(&dir.join("ledger.jsonl"))?, audit, wire };
+            Ok((files, Lengths { jsonl: 0, audit: audit_len, wire: 0 }))
+        })
+        .await??;
+        let mut book = self.lock();
+        book.files = Some(files);
+        book.opened = true;
+        book.written = written;
+        Ok(())
+    }
+
+    /// Writes the pending lines on the blocking pool, and with `sync` makes the disk hold them (at the end of a
+    /// run, and whenever someone must be able to read them back). The lines leave the book only once written, so a
+    /// writer that fails mid-write loses none. A failing file (disk full, say) is reported once and then left alone:
+    /// from then on the events stay in memory and the run goes on, rather than a dead ledger taking the run down.
+    async fn flush(&self, sync: bool) -> Result<(), ActorProcessingErr> {
+        let (files, jsonl, audit, wire, n_events) = {
+            let mut book = self.lock();
+            let nothing =
+                book.pending_jsonl.is_empty() && book.pending_audit.is_empty() && book.pending_wire.is_empty();
+            if book.files.is_none() || (!sync && nothing) {
+                return Ok(());
+            }
+            let files = book.files.take();
+            (
+                files,
+                book.pending_jsonl.clone(),
+                book.pending_audit.clone(),
+                book.pending_wire.clone(),
+                book.pending_events,
+            )
+        };
+        let Some(mut files) = files else { return Ok(()) };
+        let lengths = Lengths { jsonl: jsonl.len() as u64, audit: audit.len() as u64, wire: wire.len() as u64 };
+        let (files, written) = blocking::run(move || {
+            let mut write = || -> std::io::Result<()> {
+                files.jsonl.write_all(&jsonl)?;
+                files.audit.write_all(&audit)?;
+                if let Some(file) = &mut files.wire {
+                    file.write_all(&wire)?;
+                }
+                if sync {
+                    files.jsonl.sync_data()?;
+                    files.audit.sync_data()?;
+                    if let Some(file) = &mut files.wire {
+                        file.sync_data()?;
+                    }
+                }
+                Ok(())
+            };
+            let written = write();
+            (files, written)
+        })
+        .await?;
+        let mut book = self.lock();
+        match written {
+            Ok(()) => {
+                book.files = Some(files);
+                book.pending_jsonl.drain(..lengths.jsonl as usize);
+                book.pending_audit.drain(..lengths.audit as usize);
+                book.pending_wire.drain(..lengths.wire as usize);
+                book.pending_events -= n_events;
+                book.on_disk += n_events;
+                book.written.jsonl += lengths.jsonl;
+                book.written.audit += lengths.audit;
+                book.written.wire += lengths.wire;
+            }
+            Err(err) => {
+                tracing::error!("ledger files abandoned: {err}");
+                book.abandoned = true;
+                // The batch that did not make it stays, in memory, with everything after it.
+                let pending = std::mem::take(&mut book.pending_jsonl);
+                let lines = pending.split(|b| *b == b'\n').filter(|line| !line.is_empty());
+                let back: Vec<Event> = lines.filter_map(|line| serde_json::from_slice(line).ok()).collect();
+                book.events.splice(0..0, back);
+                book.pending_events = 0;
+                book.pending_audit.clear();
+                book.pending_wire.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// Every event so far, oldest first: the lines written to `ledger.jsonl`, read back, then those in memory.
+    async fn snapshot(&self) -> Result<Vec<Event>, ActorProcessingErr> {
+        let (path, on_disk, in_memory) = {
+            let book = self.lock();
+            (book.jsonl_path.clone(), book.on_disk, book.events.clone())
+        };
+        let Some(path) = path else { return Ok(in_memory) };
+        let mut events = if on_disk == 0 {
+            Vec::new()
+        } else {
+            blocking::run(move || -> Result<Vec<Event>, String> {
+                let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let events = text
+                    .lines()
+                    .take(on_disk)
+                    .map(serde_json::from_str::<Event>)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| format!("{}: a line does not read back: {e}", path.display()))?;
+                match events.len() == on_disk {
+                    true => Ok(events),
+                    false => Err(format!("{}: {} events written, {} read back", path.display(), on_disk, events.len())),
+                }
+            })
+            .await?
+            .map_err(|e| format!("the ledger cannot read its events back: {e}"))?
+        };
+        events.extend(in_memory);
+        Ok(events)
+    }
+}
+
+impl Book {
+    /// Appends an event (its lines are written by the next flush).
     fn record(&mut self, event: Event) {
         if let Event::Delivered { msg_id, to, prose, restated, .. } = &event {
             if let Some(prose) = prose {
@@ -647,7 +918,7 @@ impl TokenLedgerState {
         {
             sink.line(&line);
         }
-        if self.files.is_none() || self.in_memory_from_now {
+        if self.jsonl_path.is_none() || self.abandoned || self.in_memory_from_now {
             self.events.push(event);
             return;
         }
@@ -669,57 +940,24 @@ impl TokenLedgerState {
         self.pending_audit.push(b'\n');
     }
 
-    /// Writes what is pending now if it is [`FLUSH_AT`] bytes or more, else within [`FLUSH_AFTER`].
-    async fn written_soon(&mut self, myself: &ActorRef<TokenLedgerMsg>) -> Result<(), ActorProcessingErr> {
+    /// What the writer must do after an append: write now past [`FLUSH_AT`] bytes, else make sure a tick comes.
+    fn wake(&mut self) -> Wake {
+        if self.jsonl_path.is_none() || self.abandoned {
+            return Wake::Nothing;
+        }
         if self.pending_jsonl.len() + self.pending_audit.len() + self.pending_wire.len() >= FLUSH_AT {
-            self.flush(false).await?;
-        } else if self.files.is_some() && !self.tick_scheduled {
-            self.tick_scheduled = true;
-            myself.send_after(FLUSH_AFTER, || TokenLedgerMsg::Tick);
+            return Wake::Now;
         }
-        Ok(())
+        if self.tick_scheduled {
+            return Wake::Nothing;
+        }
+        self.tick_scheduled = true;
+        Wake::Schedule
     }
 
-    /// Appends what a delivered message was sent as (written with the next flush); nothing without a wire file.
-    fn record_wire(&mut self, sent: &SentText) {
-        if self.files.as_ref().is_none_or(|f| f.wire.is_none()) {
-            return;
-        }
-        match serde_json::to_vec(sent) {
-            Ok(line) => {
-                self.pending_wire.extend_from_slice(&line);
-                self.pending_wire.push(b'\n');
-            }
-            Err(err) => tracing::error!("wire text of {} has no JSON form: {err}", sent.msg_id),
-        }
-    }
-
-    /// Every event so far, oldest first: the lines written to `ledger.jsonl`, read back, then those in memory.
-    async fn snapshot(&self) -> Result<Vec<Event>, ActorProcessingErr> {
-        let (Some(path), on_disk) = (self.jsonl_path.clone(), self.on_disk) else {
-            return Ok(self.events.clone());
-        };
-        let mut events = if on_disk == 0 {
-            Vec::new()
-        } else {
-            blocking::run(move || -> Result<Vec<Event>, String> {
-                let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-                let events = text
-                    .lines()
-                    .take(on_disk)
-                    .map(serde_json::from_str::<Event>)
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| format!("{}: a line does not read back: {e}", path.display()))?;
-                match events.len() == on_disk {
-                    true => Ok(events),
-                    false => Err(format!("{}: {} events written, {} read back", path.display(), on_disk, events.len())),
-                }
-            })
-            .await?
-            .map_err(|e| format!("the ledger cannot read its events back: {e}"))?
-        };
-        events.extend(self.events.iter().cloned());
-        Ok(events)
+    /// A writer that starts after a failed one finds lines its predecessor did not write.
+    fn restarted_with_pending(&self) -> bool {
+        self.opened && !(self.pending_jsonl.is_empty() && self.pending_audit.is_empty() && self.pending_wire.is_empty())
     }
 
     /// `agent` now knows the reports `msg_ids`.
@@ -730,57 +968,6 @@ impl TokenLedgerState {
                 known.push(id.clone());
             }
         }
-    }
-
-    /// The reports `agent` knows, with their restatements.
-    fn known_to(&self, agent: &str) -> Vec<(String, String)> {
-        let ids = self.known.get(agent).map(Vec::as_slice).unwrap_or_default();
-        ids.iter().filter_map(|id| self.histories.iter().find(|(m, _)| m == id).cloned()).collect()
-    }
-
-    /// Writes the pending lines on the blocking pool, and with `sync` makes the disk hold them (at the end of a
-    /// run, and whenever someone must be able to read them back). A failing file (disk full, say) is reported once
-    /// and then left alone: from then on the events stay in memory and the run goes on, rather than a dead ledger
-    /// taking the run down.
-    async fn flush(&mut self, sync: bool) -> Result<(), ActorProcessingErr> {
-        let nothing = self.pending_jsonl.is_empty() && self.pending_audit.is_empty() && self.pending_wire.is_empty();
-        if self.files.is_none() || (!sync && nothing) {
-            return Ok(());
-        }
-        let jsonl = std::mem::take(&mut self.pending_jsonl);
-        let audit = std::mem::take(&mut self.pending_audit);
-        let wire = std::mem::take(&mut self.pending_wire);
-        let batch = std::mem::take(&mut self.pending_events);
-        let written = blocking::with_taken(&mut self.files, "the ledger files", move |files| {
-            let write = |files: &mut LedgerFiles| -> std::io::Result<()> {
-                files.jsonl.write_all(&jsonl)?;
-                files.audit.write_all(&audit)?;
-                if let Some(file) = &mut files.wire {
-                    file.write_all(&wire)?;
-                }
-                if sync {
-                    files.jsonl.sync_data()?;
-                    files.audit.sync_data()?;
-                    if let Some(file) = &mut files.wire {
-                        file.sync_data()?;
-                    }
-                }
-                Ok(())
-            };
-            write(files).map_err(|err| (err, jsonl))
-        })
-        .await?;
-        match written {
-            Ok(()) => self.on_disk += batch,
-            Err((err, jsonl)) => {
-                tracing::error!("ledger files abandoned: {err}");
-                self.files = None;
-                // The batch that did not make it stays, in memory, with everything after it.
-                let lines = jsonl.split(|b| *b == b'\n').filter(|line| !line.is_empty());
-                self.events.extend(lines.filter_map(|line| serde_json::from_slice(line).ok()));
-            }
-        }
-        Ok(())
     }
 }
 
@@ -864,7 +1051,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let args =
             TokenLedgerArgs { out_dir: Some(dir.path().to_owned()), trace: None, run_id: "r".into(), wire: false };
-        let (ledger, handle) = Actor::spawn(None, TokenLedger, args).await.expect("ledger");
+        let (ledger, handle) = Actor::spawn(None, TokenLedger, LedgerBook::new(args)).await.expect("ledger");
         let events: Vec<Event> = (0..3).map(step).collect();
         for event in &events {
             ledger.send_message(TokenLedgerMsg::Record(Box::new(event.clone()))).expect("send");
@@ -900,7 +1087,7 @@ mod tests {
         };
         for wire in [true, false] {
             let args = TokenLedgerArgs { out_dir: Some(dir.path().to_owned()), trace: None, run_id: "r".into(), wire };
-            let (ledger, handle) = Actor::spawn(None, TokenLedger, args).await.expect("ledger");
+            let (ledger, handle) = Actor::spawn(None, TokenLedger, LedgerBook::new(args)).await.expect("ledger");
             ledger.send_message(TokenLedgerMsg::Record(Box::new(step(0)))).expect("send");
             ledger.send_message(TokenLedgerMsg::Wire(Box::new(sent.clone()))).expect("send");
             ractor::call!(ledger, TokenLedgerMsg::Flush).expect("flush");
@@ -924,50 +1111,70 @@ mod tests {
     async fn events_live_on_the_disk_and_a_failed_file_keeps_them_in_memory() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("ledger.jsonl");
-        let files = LedgerFiles {
-            jsonl: File::create(&path).expect("jsonl"),
-            audit: File::create(dir.path().join("audit.log")).expect("audit"),
-            wire: None,
-        };
-        let mut state = TokenLedgerState {
-            events: Vec::new(),
-            on_disk: 0,
-            pending_events: 0,
-            jsonl_path: Some(path.clone()),
-            tick_scheduled: false,
-            in_memory_from_now: false,
-            histories: Vec::new(),
-            known: Default::default(),
-            files: Some(files),
-            pending_jsonl: Vec::new(),
-            pending_audit: Vec::new(),
-            pending_wire: Vec::new(),
-            trace: None,
-        };
+        let args =
+            TokenLedgerArgs { out_dir: Some(dir.path().to_owned()), trace: None, run_id: "r".into(), wire: false };
+        let book = LedgerBook::new(args);
+        book.open().await.expect("open");
         let events: Vec<Event> = (0..5000).map(step).collect();
         for event in &events[..4000] {
-            state.record(event.clone());
-            if state.pending_jsonl.len() >= FLUSH_AT {
-                state.flush(false).await.expect("flush");
+            if book.record(event.clone()) == Wake::Now {
+                book.flush(false).await.expect("flush");
             }
         }
-        state.flush(true).await.expect("flush");
-        assert!(state.events.is_empty(), "{} events held in memory", state.events.len());
-        assert_eq!(state.on_disk, 4000);
+        book.flush(true).await.expect("flush");
+        assert!(book.lock().events.is_empty(), "{} events held in memory", book.lock().events.len());
+        assert_eq!(book.lock().on_disk, 4000);
 
         // The disk goes away: a file opened read-only refuses the next batch.
-        state.files.as_mut().expect("files").jsonl = File::open(&path).expect("read-only");
+        book.lock().files.as_mut().expect("files").jsonl = File::open(&path).expect("read-only");
         for event in &events[4000..4500] {
-            state.record(event.clone());
+            book.record(event.clone());
         }
-        state.flush(false).await.expect("a failed file does not fail the ledger");
-        assert!(state.files.is_none(), "the files are abandoned");
+        book.flush(false).await.expect("a failed file does not fail the ledger");
+        assert!(book.lock().abandoned, "the files are abandoned");
         for event in &events[4500..] {
-            state.record(event.clone());
+            book.record(event.clone());
         }
-        assert_eq!(state.events.len(), 1000, "the failed batch and the later events are in memory");
-        let back = state.snapshot().await.expect("snapshot");
+        assert_eq!(book.lock().events.len(), 1000, "the failed batch and the later events are in memory");
+        let back = book.snapshot().await.expect("snapshot");
         assert_eq!(json_lines(&back), json_lines(&events));
+    }
+
+    /// The writer fails with events written, events pending and a batch half on the disk: the writer started in
+    /// its place with the same book cuts the half-written bytes off and writes every event exactly once.
+    #[tokio::test]
+    async fn a_writer_started_after_a_failed_one_loses_no_event_and_writes_none_twice() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let args =
+            TokenLedgerArgs { out_dir: Some(dir.path().to_owned()), trace: None, run_id: "r".into(), wire: true };
+        let book = LedgerBook::new(args);
+        let (first, handle) = Actor::spawn(None, TokenLedger, book.clone()).await.expect("ledger");
+        let events: Vec<Event> = (0..30).map(step).collect();
+        for event in &events[..10] {
+            book.record(event.clone());
+        }
+        ractor::call!(first, TokenLedgerMsg::Flush).expect("flush");
+        for event in &events[10..20] {
+            book.record(event.clone());
+        }
+        // What a write the failure interrupted leaves: half a line past what the book knows written.
+        let mut jsonl = std::fs::OpenOptions::new().append(true).open(dir.path().join("ledger.jsonl")).expect("open");
+        jsonl.write_all(b"{\"event\":\"st").expect("write");
+        first.send_message(TokenLedgerMsg::Fail).expect("send");
+        assert!(handle.await.is_ok(), "the failed writer's task ends");
+        let (second, handle) = Actor::spawn(None, TokenLedger, book.clone()).await.expect("ledger");
+        for event in &events[20..] {
+            book.record(event.clone());
+        }
+        let back = ractor::call!(second, TokenLedgerMsg::Snapshot).expect("snapshot");
+        assert_eq!(json_lines(&back), json_lines(&events));
+        ractor::call!(second, TokenLedgerMsg::Flush).expect("flush");
+        let written = std::fs::read_to_string(dir.path().join("ledger.jsonl")).expect("ledger.jsonl");
+        assert_eq!(written.lines().map(str::to_owned).collect::<Vec<_>>(), json_lines(&events), "each event once");
+        let audit = std::fs::read_to_string(dir.path().join("audit.log")).expect("audit.log");
+        assert_eq!(audit.lines().count(), 1 + events.len(), "the run's start and each event once");
+        second.stop(None);
+        handle.await.expect("stopped");
     }
 
     #[test]

@@ -1,16 +1,21 @@
-//! The PAS runtime: one run of a scenario as a tree of actors.
+//! The PAS runtime: one run of a scenario as a tree of actors, whose supervision tree is the scenario's hierarchy.
 //!
 //! ```text
-//! RunSupervisor
-//! ├── MemoryActor            the run's engram memory: agents' reports are put, their queries answered, as them
-//! ├── ResolverActor          pointer → content + digest, confined to the workspace
-//! ├── TokenLedger            every delivery, refusal, deref, grant, restart: ledger.jsonl + audit.log
-//! └── Gateway(agent) → Agent  one budget enforcer per agent; the gateway supervises (and restarts) its agent
+//! RunSupervisor                 restarts what fails below it, state recovered (supervisor.rs)
+//! ├── TokenLedger               every delivery, refusal, deref, grant, restart: ledger.jsonl + audit.log
+//! ├── ResolverActor             pointer → content + digest, confined to the workspace; the sam: index
+//! ├── SummarizerSupervisor      the archive of every delivered message, and the run's session summary
+//! ├── MemoryActor               the run's engram memory: agents' reports are put, their queries answered, as them
+//! └── Gateway(lead)             the lead's node: its budget enforcer, supervising its agent and its children's nodes
+//!     ├── Agent(lead)
+//!     └── Gateway(child) …      restarted by its parent's node from the ledger; past the limit, lost with its
+//!                               subtree and escalated to the parent agent
 //! ```
 //!
 //! The driver ([`run_scenario`]) walks the scenario's steps in order and asks the acting agent's gateway for a turn;
 //! the turn's reply arrives when every message of the turn was delivered, refused and resent, or escalated, so runs
-//! are deterministic.
+//! are deterministic. Actors reach the restartable infrastructure through [`slot::Slot`]s and the books of the
+//! ledger and the resolver, never through an `ActorRef` a restart would leave stale.
 
 pub(crate) mod agent;
 pub(crate) mod baseline;
@@ -21,19 +26,21 @@ pub(crate) mod ledger;
 pub(crate) mod report;
 pub(crate) mod resolver_actor;
 pub(crate) mod services;
+pub(crate) mod slot;
 pub(crate) mod supervisor;
 pub(crate) mod wire;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
 use ractor::ActorRef;
 
 use crate::memory::Principal;
 use crate::run::gateway::GatewayMsg;
-use crate::run::ledger::TokenLedgerMsg;
-use crate::run::resolver_actor::ResolverMsg;
+use crate::run::ledger::{LedgerBook, SentText as Sent, TokenLedgerMsg, Wake};
 pub use crate::run::resolver_actor::sam_keys;
+use crate::run::resolver_actor::{ResolverBook, ResolverMsg};
+use crate::run::slot::Slot;
 use less_contract::{ErrorCode, Violation};
 use less_contract::{Scenario, WireMode};
 
@@ -41,31 +48,80 @@ pub use agent::{
     Agent, AgentFactory, AgentFuture, DEFAULT_TURN_LIMIT, DecideInput, Decision, Done, GrantAsk, ModelUsage, Outcome,
     TurnInput, agent_in_turn,
 };
+pub use gateway::{MAX_RESTARTS, RESTART_WINDOW};
 pub use grade::{Answer, Failure, TaskReport, TaskVerdict, covers, states};
 pub use inbox::{DEFAULT_INBOX_CAP, Inbox, InboxItem, Spill};
 pub use ledger::{Event, SentText, TraceSink, WIRE_FILE};
-pub use report::{CheckResult, CheckStatus, ModelSpend, RoleReport, RunReport, TokenStats};
+pub use report::{CheckResult, CheckStatus, LostSubtree, ModelSpend, RoleReport, RunReport, TokenStats};
+pub use slot::RESTART_WAIT;
 pub use supervisor::{
     ClusterOptions, DEFAULT_STEP_TIMEOUT, LocalRun, Pinned, RunOptions, check_out_dir, run_scenario, run_scenario_with,
 };
+#[cfg(any(test, feature = "faults"))]
+pub use supervisor::{Fault, FaultTarget, run_scenario_faulted};
 pub use wire::{
     Action, AskGrantAction, BriefAction, DerefAction, Document, Draft, Envelope, EnvelopeKind, ListAction,
     ReportAction, SearchAction, SendAction,
 };
 
-/// Gateways by agent id: the only way to reach an agent.
+/// Gateways by agent id: the only way to reach an agent. An agent of a subtree lost past its restart limit has no
+/// gateway any more; the directory remembers it as lost.
 #[derive(Default)]
-pub struct Directory(RwLock<HashMap<String, ActorRef<GatewayMsg>>>);
+pub struct Directory {
+    gateways: RwLock<HashMap<String, ActorRef<GatewayMsg>>>,
+    lost: RwLock<HashSet<String>>,
+    /// Bumped by every change, so a test can wait for a node's restart.
+    changes: tokio::sync::watch::Sender<u64>,
+}
 
 impl Directory {
     /// The gateway of `agent`.
     pub(crate) fn get(&self, agent: &str) -> Option<ActorRef<GatewayMsg>> {
-        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(agent).cloned()
+        self.gateways.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(agent).cloned()
     }
 
     pub(crate) fn insert(&self, agent: String, gateway: ActorRef<GatewayMsg>) {
-        self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(agent, gateway);
+        self.lost.write().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&agent);
+        self.gateways.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(agent, gateway);
+        self.changes.send_modify(|n| *n += 1);
     }
+
+    /// `agents` are out of the run: their gateways are gone, and a step or a message for one of them is answered
+    /// as for an agent that is down.
+    pub(crate) fn lose(&self, agents: &[String]) {
+        let mut gateways = self.gateways.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut lost = self.lost.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for agent in agents {
+            gateways.remove(agent);
+            lost.insert(agent.clone());
+        }
+        drop((gateways, lost));
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// Whether `agent` is out of the run with a lost subtree.
+    pub(crate) fn is_lost(&self, agent: &str) -> bool {
+        self.lost.read().unwrap_or_else(std::sync::PoisonError::into_inner).contains(agent)
+    }
+
+    /// Waits until the directory changes after the change count `seen` (at most `wait`); the count now.
+    pub(crate) async fn changed_after(&self, seen: u64, wait: std::time::Duration) -> u64 {
+        let mut changes = self.changes.subscribe();
+        let _ = tokio::time::timeout(wait, changes.wait_for(|n| *n > seen)).await;
+        *changes.borrow()
+    }
+
+    /// The change count now.
+    pub(crate) fn n_changes(&self) -> u64 {
+        *self.changes.borrow()
+    }
+}
+
+/// On the head: the books of the ledger and the resolver, which outlive the actors that write them out (see
+/// [`slot`]), so what is recorded waits in no mailbox.
+pub(crate) struct Books {
+    pub(crate) ledger: Arc<LedgerBook>,
+    pub(crate) resolver: Arc<ResolverBook>,
 }
 
 /// What every actor of a run shares (read-only but for counters).
@@ -83,8 +139,11 @@ pub struct RunContext {
     /// The run's grant MAC key; never leaves the process.
     pub(crate) secret: [u8; 32],
     pub(crate) directory: Directory,
-    pub(crate) resolver: ActorRef<ResolverMsg>,
-    pub(crate) ledger: ActorRef<TokenLedgerMsg>,
+    /// The resolver and the ledger, wherever they are now (the run supervisor restarts them on the head).
+    pub(crate) resolver: Slot<ResolverMsg>,
+    pub(crate) ledger: Slot<TokenLedgerMsg>,
+    /// On the head, their books; on a worker node none (events and documents travel to the head as messages).
+    pub(crate) books: Option<Books>,
     /// The memory, the summarizers (every delivered message is archived, and the run is one session) and the
     /// message ids: here on the head node, the head's on a worker node.
     pub(crate) services: services::Services,
@@ -98,10 +157,55 @@ pub struct RunContext {
 }
 
 impl RunContext {
-    /// Records an event in the ledger (fire and forget: the ledger never refuses).
+    /// Records an event in the ledger (fire and forget: the ledger never refuses). On the head it goes into the
+    /// ledger's book at once, and the writer is only woken: a writer that is down loses nothing, its replacement
+    /// writes what the book holds.
     pub(crate) fn record(&self, event: Event) {
-        if let Err(err) = self.ledger.send_message(TokenLedgerMsg::Record(Box::new(event))) {
-            tracing::error!("ledger unavailable: {err}");
+        match &self.books {
+            Some(books) => self.wake_ledger(books.ledger.record(event)),
+            None => {
+                if let Err(err) = self.ledger.send(TokenLedgerMsg::Record(Box::new(event))) {
+                    tracing::error!("ledger unavailable: {err}");
+                }
+            }
+        }
+    }
+
+    /// Records what a delivered message was sent as (a baseline run's `wire.jsonl`).
+    pub(crate) fn record_wire(&self, sent: Sent) {
+        match &self.books {
+            Some(books) => self.wake_ledger(books.ledger.record_wire(&sent)),
+            None => {
+                if let Err(err) = self.ledger.send(TokenLedgerMsg::Wire(Box::new(sent))) {
+                    tracing::error!("ledger unavailable: {err}");
+                }
+            }
+        }
+    }
+
+    fn wake_ledger(&self, wake: Wake) {
+        let msg = match wake {
+            Wake::Nothing => return,
+            Wake::Schedule => TokenLedgerMsg::Schedule,
+            Wake::Now => TokenLedgerMsg::Tick,
+        };
+        // A writer that is down is woken by its restart instead.
+        let _ = self.ledger.send(msg);
+    }
+
+    /// Gives the `sam:` index a delivered (or refused) document: `sam:msg:<msg_id>` and its engrams read back.
+    pub(crate) fn remember(&self, msg_id: String, doc: Arc<serde_json::Value>) {
+        match &self.books {
+            Some(books) => {
+                if books.resolver.remember(msg_id, doc) {
+                    let _ = self.resolver.send(ResolverMsg::Take);
+                }
+            }
+            None => {
+                if let Err(err) = self.resolver.send(ResolverMsg::Remember(msg_id, doc)) {
+                    tracing::error!("resolver unavailable: {err}");
+                }
+            }
         }
     }
 
@@ -117,7 +221,7 @@ impl RunContext {
         let message = crate::dag::NewMessage { role, content, name: Some(from.to_owned()), at: None };
         match &self.services {
             services::Services::Local { archive_queue, summarizers, .. } => {
-                archive_queue.push(message, summarizers).await;
+                archive_queue.push(message, &summarizers.get()).await;
             }
             services::Services::Remote { head } => {
                 if let Err(err) = head.send_message(crate::cluster::HeadMsg::Archive(Box::new(message))) {

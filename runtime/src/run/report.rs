@@ -160,6 +160,25 @@ pub struct RunReport {
     pub over_cap: Vec<String>,
     /// Sums over roles.
     pub totals: RoleReport,
+    /// Restarts of the run's own actors (memory, resolver, ledger, summarizers) by the run supervisor, by actor;
+    /// absent when there were none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub service_restarts: BTreeMap<String, u32>,
+    /// Subtrees that went on without: an agent whose node failed past the restart limit, with every agent below it;
+    /// absent when there were none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<LostSubtree>,
+}
+
+/// A subtree out of the run: its node failed past the restart limit, and its parent was told by an escalation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LostSubtree {
+    /// The agent whose node failed.
+    pub agent: String,
+    /// It and every agent below it, out of the run with it.
+    pub agents: Vec<String>,
+    /// Its last failure.
+    pub reason: String,
 }
 
 impl RunReport {
@@ -285,8 +304,32 @@ impl RunReport {
             tasks: grade(scenario, mode, events),
             over_cap: over_cap(events),
             totals,
+            service_restarts: service_restarts(events),
+            lost: lost(events),
         }
     }
+}
+
+/// Restarts of the run's own actors, by actor.
+fn service_restarts(events: &[Event]) -> BTreeMap<String, u32> {
+    let mut restarts = BTreeMap::new();
+    for event in events {
+        if let Event::ServiceRestart { service, .. } = event {
+            *restarts.entry(service.clone()).or_default() += 1;
+        }
+    }
+    restarts
+}
+
+/// The subtrees lost, in order.
+fn lost(events: &[Event]) -> Vec<LostSubtree> {
+    let lost = events.iter().filter_map(|e| match e {
+        Event::SubtreeLost { agent, agents, reason } => {
+            Some(LostSubtree { agent: agent.clone(), agents: agents.clone(), reason: reason.clone() })
+        }
+        _ => None,
+    });
+    lost.collect()
 }
 
 /// Messages delivered over their receiver's MAX_INLINE_TOKENS.

@@ -3,9 +3,15 @@
 //!
 //! The index lives in a SQLite file of the run's store (`sam.sqlite`), written in batches, so it does not grow the
 //! process with every delivery; a resolution first writes what is pending, so it sees every earlier delivery.
+//!
+//! Restart: the resolver, its index and the documents waiting to be indexed are a [`ResolverBook`] the run
+//! supervisor keeps, not the actor's state. Gateways put documents in the book's intake without a message, so
+//! none waits in a mailbox a failure could take down; an actor started after a failed one takes the same book,
+//! with its pinned digests, its open index and its pending batch, and writes the batch out first.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::Value;
@@ -18,11 +24,6 @@ use less_contract::Violation;
 /// The actor.
 pub struct ResolverActor;
 
-/// What the blocking helper calls the resolver.
-const RESOLVER: &str = "the resolver";
-/// The error when a panic in a resolution took the resolver with it.
-const LOST: &str = "the resolver was lost by an earlier failed task";
-
 /// Messages to the resolver.
 pub enum ResolverMsg {
     /// Resolve every pointer (all or nothing: digests are pinned only when every pointer resolved).
@@ -30,19 +31,32 @@ pub enum ResolverMsg {
     /// Read what a pointer addresses without pinning its digest (the verbatim baseline pastes this way; not
     /// metered).
     ReadUnpinned(Pointer, RpcReplyPort<Result<String, Violation>>),
-    /// Remember a delivered (or refused) document for `sam:` pointers.
-    Remember(String, std::sync::Arc<Value>),
+    /// Remember a delivered (or refused) document for `sam:` pointers (what a worker node sends; on the head a
+    /// gateway puts it in the book's intake, [`ResolverBook::remember`]).
+    Remember(String, Arc<Value>),
+    /// Index what the intake holds (a gateway asks when it holds a batch).
+    Take,
     /// Write every document remembered so far to `sam.sqlite` (a run's stop asks, after the last delivery).
     Flush(RpcReplyPort<()>),
     /// Answers at once: every document a node asked to remember before it is remembered.
     Ack(RpcReplyPort<()>),
+    /// Fails the resolver on purpose (tests of its restart).
+    #[cfg(any(test, feature = "faults"))]
+    Fail,
 }
 
-/// State: the resolver and the episodic index, moved onto the blocking pool to resolve (a resolution reads files).
-pub struct ResolverState {
-    held: Option<Held>,
+/// What the resolver holds across its restarts (the run supervisor keeps it): the resolver and its pinned digests,
+/// the `sam:` index with its pending batch, and the documents not yet indexed.
+pub struct ResolverBook {
+    /// Opened by the first actor from `args`; locked on the blocking pool for each piece of work. A panic there
+    /// leaves it as whole as SQLite does: a batch is cleared only once its transaction committed.
+    held: Mutex<Option<Held>>,
+    args: Mutex<Option<ResolverArgs>>,
+    /// Documents to remember, in delivery order, not yet in the index.
+    intake: Mutex<Vec<(String, Arc<Value>)>>,
 }
 
+/// The resolver and the episodic index, used on the blocking pool (a resolution reads files).
 struct Held {
     resolver: Resolver,
     sam: SamIndex,
@@ -127,6 +141,32 @@ impl SamIndex {
     }
 }
 
+impl SamIndex {
+    /// Indexes a delivered (or refused) document: the message, and each of its engrams by id, by kind and by tag.
+    fn remember(&mut self, msg_id: String, doc: &Value) {
+        self.insert("msg".into(), msg_id, doc.to_string());
+        for engram in doc.get("engrams").and_then(Value::as_array).into_iter().flatten() {
+            let text = engram.to_string();
+            let id = engram.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let kind = engram.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
+            self.insert("engram".into(), id.clone(), text.clone());
+            self.insert(kind.clone(), id, text.clone());
+            for tag in engram.get("tags").and_then(Value::as_array).into_iter().flatten() {
+                if let Some(tag) = tag.as_str() {
+                    self.insert(kind.clone(), tag.to_owned(), text.clone());
+                }
+            }
+        }
+    }
+
+    /// Writes the pending entries once they make a batch.
+    fn flush_if_full(&mut self) {
+        if self.pending.len() >= SAM_BATCH {
+            self.flush_or_keep();
+        }
+    }
+}
+
 impl SamSource for SamIndex {
     fn lookup(&self, namespace: &str, key: &str) -> Option<String> {
         let Some(db) = &self.db else { return self.memory.get(&(namespace.to_owned(), key.to_owned())).cloned() };
@@ -156,37 +196,93 @@ pub struct ResolverArgs {
     pub sam_path: Option<PathBuf>,
 }
 
+impl ResolverBook {
+    /// A book for `args`, opened by the first actor that starts with it.
+    pub fn new(args: ResolverArgs) -> Arc<ResolverBook> {
+        Arc::new(ResolverBook { held: Mutex::new(None), args: Mutex::new(Some(args)), intake: Mutex::new(Vec::new()) })
+    }
+
+    /// Puts a delivered (or refused) document in the intake; whether the intake holds a batch (then the actor
+    /// should be told to take it, [`ResolverMsg::Take`]).
+    pub(crate) fn remember(&self, msg_id: String, doc: Arc<Value>) -> bool {
+        let mut intake = lock(&self.intake);
+        intake.push((msg_id, doc));
+        intake.len() >= SAM_BATCH
+    }
+
+    /// Opens the index, unless an earlier actor did.
+    async fn open(self: &Arc<Self>) -> Result<(), ActorProcessingErr> {
+        let book = self.clone();
+        blocking::run(move || -> Result<(), ActorProcessingErr> {
+            let mut held = lock(&book.held);
+            if held.is_none() {
+                let ResolverArgs { resolver, sam_path } = lock(&book.args).take().ok_or(LOST)?;
+                *held = Some(Held { resolver, sam: SamIndex::open(sam_path)? });
+            }
+            Ok(())
+        })
+        .await?
+    }
+
+    /// Runs `work` on the blocking pool with the index holding every document remembered so far.
+    async fn with_held<T: Send + 'static>(
+        self: &Arc<Self>,
+        work: impl FnOnce(&mut Held) -> T + Send + 'static,
+    ) -> Result<T, ActorProcessingErr> {
+        let book = self.clone();
+        blocking::run(move || -> Result<T, ActorProcessingErr> {
+            let taken = std::mem::take(&mut *lock(&book.intake));
+            let mut held = lock(&book.held);
+            let held = held.as_mut().ok_or(LOST)?;
+            for (msg_id, doc) in taken {
+                held.sam.remember(msg_id, &doc);
+            }
+            Ok(work(held))
+        })
+        .await?
+    }
+}
+
+/// `mutex`, whether or not a panic poisoned it (see [`ResolverBook::held`]).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The error when the book has neither an index nor the arguments to open one.
+const LOST: &str = "the resolver's index was never opened";
+
 impl Actor for ResolverActor {
     type Msg = ResolverMsg;
-    type State = ResolverState;
-    type Arguments = ResolverArgs;
+    type State = Arc<ResolverBook>;
+    type Arguments = Arc<ResolverBook>;
 
     async fn pre_start(
         &self,
         _myself: ActorRef<ResolverMsg>,
-        args: ResolverArgs,
-    ) -> Result<ResolverState, ActorProcessingErr> {
-        let ResolverArgs { resolver, sam_path } = args;
-        let sam = blocking::run(move || SamIndex::open(sam_path)).await??;
-        Ok(ResolverState { held: Some(Held { resolver, sam }) })
+        book: Arc<ResolverBook>,
+    ) -> Result<Arc<ResolverBook>, ActorProcessingErr> {
+        book.open().await?;
+        // A batch a failed actor left pending is written before anything else.
+        book.with_held(|h| h.sam.flush_or_keep()).await?;
+        Ok(book)
     }
 
     async fn handle(
         &self,
         _myself: ActorRef<ResolverMsg>,
         msg: ResolverMsg,
-        state: &mut ResolverState,
+        book: &mut Arc<ResolverBook>,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             ResolverMsg::Resolve(pointers, reply) => {
-                let resolved = blocking::with_taken(&mut state.held, RESOLVER, move |h| {
+                let resolved = book.with_held(move |h| {
                     h.sam.flush_or_keep();
                     h.resolver.resolve_all(&pointers, &h.sam)
                 });
                 let _ = reply.send(resolved.await?);
             }
             ResolverMsg::ReadUnpinned(pointer, reply) => {
-                let read = blocking::with_taken(&mut state.held, RESOLVER, move |h| {
+                let read = book.with_held(move |h| {
                     h.sam.flush_or_keep();
                     h.resolver.read_unpinned(&pointer, &h.sam)
                 });
@@ -196,28 +292,17 @@ impl Actor for ResolverActor {
                 let _ = reply.send(());
             }
             ResolverMsg::Remember(msg_id, doc) => {
-                let sam = &mut state.held.as_mut().ok_or(LOST)?.sam;
-                sam.insert("msg".into(), msg_id, doc.to_string());
-                for engram in doc.get("engrams").and_then(Value::as_array).into_iter().flatten() {
-                    let text = engram.to_string();
-                    let id = engram.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
-                    let kind = engram.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
-                    sam.insert("engram".into(), id.clone(), text.clone());
-                    sam.insert(kind.clone(), id, text.clone());
-                    for tag in engram.get("tags").and_then(Value::as_array).into_iter().flatten() {
-                        if let Some(tag) = tag.as_str() {
-                            sam.insert(kind.clone(), tag.to_owned(), text.clone());
-                        }
-                    }
-                }
-                if sam.pending.len() >= SAM_BATCH {
-                    blocking::with_taken(&mut state.held, RESOLVER, |h| h.sam.flush_or_keep()).await?;
+                if book.remember(msg_id, doc) {
+                    book.with_held(|h| h.sam.flush_if_full()).await?;
                 }
             }
+            ResolverMsg::Take => book.with_held(|h| h.sam.flush_if_full()).await?,
             ResolverMsg::Flush(reply) => {
-                blocking::with_taken(&mut state.held, RESOLVER, |h| h.sam.flush_or_keep()).await?;
+                book.with_held(|h| h.sam.flush_or_keep()).await?;
                 let _ = reply.send(());
             }
+            #[cfg(any(test, feature = "faults"))]
+            ResolverMsg::Fail => panic!("the resolver failed on purpose"),
         }
         Ok(())
     }
@@ -225,19 +310,45 @@ impl Actor for ResolverActor {
     async fn post_stop(
         &self,
         _myself: ActorRef<ResolverMsg>,
-        state: &mut ResolverState,
+        book: &mut Arc<ResolverBook>,
     ) -> Result<(), ActorProcessingErr> {
         // What a stop without a flush left pending (a failed run, say) still reaches the file.
-        if state.held.is_some() {
-            blocking::with_taken(&mut state.held, RESOLVER, |h| h.sam.flush_or_keep()).await?;
-        }
-        Ok(())
+        book.with_held(|h| h.sam.flush_or_keep()).await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The resolver fails with documents in its intake and its pending batch: the actor started in its place with
+    /// the same book writes them all, and a `sam:` pointer to each reads back.
+    #[tokio::test]
+    async fn a_resolver_started_after_a_failed_one_keeps_every_document_remembered() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("sam.sqlite");
+        let resolver = Resolver::new(dir.path()).expect("resolver");
+        let book = ResolverBook::new(ResolverArgs { resolver, sam_path: Some(path.clone()) });
+        let (first, handle) = Actor::spawn(None, ResolverActor, book.clone()).await.expect("resolver");
+        let doc = |i: usize| Arc::new(serde_json::json!({ "n": i }));
+        for i in 0..(SAM_BATCH + 10) {
+            book.remember(format!("m{i}"), doc(i));
+        }
+        // The first batch taken and written; the rest pending or in the intake when the actor fails.
+        ractor::call!(first, ResolverMsg::Ack).expect("ack");
+        first.send_message(ResolverMsg::Take).expect("send");
+        book.remember("last".into(), doc(0));
+        first.send_message(ResolverMsg::Fail).expect("send");
+        assert!(handle.await.is_ok(), "the failed actor's task ends");
+        let (second, handle) = Actor::spawn(None, ResolverActor, book.clone()).await.expect("resolver");
+        let pointer = Pointer::parse("sam:msg:last").expect("pointer");
+        let resolved = ractor::call!(second, ResolverMsg::Resolve, vec![pointer]).expect("call");
+        assert!(resolved.is_ok(), "{resolved:?}");
+        second.stop(None);
+        handle.await.expect("stopped");
+        let keys = sam_keys(&path, "msg").expect("keys");
+        assert_eq!(keys.len(), SAM_BATCH + 11, "every document remembered is in sam.sqlite");
+    }
 
     /// The index on disk answers what was remembered, the latest write of a key winning, whether the entry is
     /// pending or written; what it holds in memory is at most one batch.

@@ -14,16 +14,17 @@ use crate::cluster::HeadMsg;
 use crate::dag::actor::{ArchiveQueue, SummarizerMsg};
 use crate::memory::{EngramRef, MemoryError, MemoryMsg, PromoteRequest, PutRequest, QueryOptions, QueryRequest};
 use crate::run::RunContext;
+use crate::run::slot::Slot;
 use less_contract::{Engram, ErrorCode, Scope, Valid, Violation};
 
 /// Where the shared services are.
 pub(crate) enum Services {
     /// In this process: the run's memory and summarizers, and the archive's queue.
     Local {
-        /// The run's engram memory.
-        memory: ActorRef<MemoryMsg>,
-        /// The summarizers.
-        summarizers: ActorRef<SummarizerMsg>,
+        /// The run's engram memory (restarted by the run supervisor: a slot).
+        memory: Slot<MemoryMsg>,
+        /// The summarizers (restarted by the run supervisor: a slot).
+        summarizers: Slot<SummarizerMsg>,
         /// Delivered messages on their way to the archive.
         archive_queue: Arc<ArchiveQueue>,
         /// The run's message counter (shared with the head's bridge, which hands out ids to the nodes).
@@ -79,18 +80,37 @@ impl MemoryFailure {
     }
 }
 
+/// The memory of a run on the head node.
+fn local_memory(ctx: &RunContext) -> Result<&Slot<MemoryMsg>, MemoryFailure> {
+    match &ctx.services {
+        Services::Local { memory, .. } => Ok(memory),
+        Services::Remote { .. } => Err(MemoryFailure::unavailable("memory", &"a run's memory is on its head node")),
+    }
+}
+
+/// Calls the local memory with the message `make` builds; a call that a failed memory did not answer goes once
+/// more to its replacement ([`Slot::call`]).
+async fn call_memory<T: Send + 'static>(
+    ctx: &RunContext,
+    make: impl Fn(ractor::RpcReplyPort<Result<T, MemoryError>>) -> MemoryMsg,
+) -> Result<T, MemoryFailure> {
+    match local_memory(ctx)?.ask(make).await {
+        Ok(result) => Ok(result?),
+        Err(err) => Err(MemoryFailure::unavailable("memory", &err)),
+    }
+}
+
 /// A recall through the local memory, as `agent`.
 pub(crate) async fn recall_here(
     ctx: &RunContext,
-    memory: &ActorRef<MemoryMsg>,
     agent: &str,
     text: String,
     options: QueryOptions,
 ) -> Result<RecallAnswer, MemoryFailure> {
     let request = QueryRequest { who: ctx.principal(agent), text, options };
-    let recall = match ractor::call!(memory, MemoryMsg::Query, Box::new(request)) {
-        Ok(result) => result?,
-        Err(err) => return Err(MemoryFailure::unavailable("memory", &err)),
+    let recall = match call_memory(ctx, |reply| MemoryMsg::Query(Box::new(request.clone()), reply)).await {
+        Ok(recall) => recall,
+        Err(failure) => return Err(failure),
     };
     // An agent reads the claims, not the index's keys: the hash keys stay in the store.
     let engrams = recall
@@ -112,30 +132,19 @@ pub(crate) async fn recall_here(
 /// A promotion through the local memory, as `agent`: the id of the engram promoted, if there was one.
 pub(crate) async fn promote_here(
     ctx: &RunContext,
-    memory: &ActorRef<MemoryMsg>,
     agent: &str,
     subject: String,
     to: Scope,
 ) -> Result<Option<String>, MemoryFailure> {
     let request = PromoteRequest { who: ctx.principal(agent), target: EngramRef::Subject(subject), to };
-    match ractor::call!(memory, MemoryMsg::Promote, Box::new(request)) {
-        Ok(result) => Ok(result?.map(|stored| stored.engram.id)),
-        Err(err) => Err(MemoryFailure::unavailable("memory", &err)),
-    }
+    let promoted = call_memory(ctx, |reply| MemoryMsg::Promote(Box::new(request.clone()), reply)).await?;
+    Ok(promoted.map(|stored| stored.engram.id))
 }
 
 /// A put through the local memory, as `agent`, into the scenario's project.
-pub(crate) async fn put_here(
-    ctx: &RunContext,
-    memory: &ActorRef<MemoryMsg>,
-    agent: &str,
-    engram: Valid<Engram>,
-) -> Result<PutAnswer, MemoryFailure> {
+pub(crate) async fn put_here(ctx: &RunContext, agent: &str, engram: Valid<Engram>) -> Result<PutAnswer, MemoryFailure> {
     let request = PutRequest { who: ctx.principal(agent), engram, project: ctx.scenario.project.clone() };
-    let report = match ractor::call!(memory, MemoryMsg::Put, Box::new(request)) {
-        Ok(result) => result?,
-        Err(err) => return Err(MemoryFailure::unavailable("memory", &err)),
-    };
+    let report = call_memory(ctx, |reply| MemoryMsg::Put(Box::new(request.clone()), reply)).await?;
     Ok(PutAnswer {
         id: report.outcome.id().to_owned(),
         status: match report.outcome {
@@ -158,7 +167,7 @@ impl RunContext {
         options: QueryOptions,
     ) -> Result<RecallAnswer, MemoryFailure> {
         match &self.services {
-            Services::Local { memory, .. } => recall_here(self, memory, agent, text, options).await,
+            Services::Local { .. } => recall_here(self, agent, text, options).await,
             Services::Remote { head } => {
                 let args = (agent.to_owned(), text, options);
                 match ractor::call!(head, HeadMsg::Recall, Box::new(args)) {
@@ -177,7 +186,7 @@ impl RunContext {
         to: Scope,
     ) -> Result<Option<String>, MemoryFailure> {
         match &self.services {
-            Services::Local { memory, .. } => promote_here(self, memory, agent, subject, to).await,
+            Services::Local { .. } => promote_here(self, agent, subject, to).await,
             Services::Remote { head } => {
                 match ractor::call!(head, HeadMsg::Promote, Box::new((agent.to_owned(), subject, to))) {
                     Ok(answer) => answer,
@@ -190,7 +199,7 @@ impl RunContext {
     /// Put as `agent`.
     pub(crate) async fn put(&self, agent: &str, engram: Valid<Engram>) -> Result<PutAnswer, MemoryFailure> {
         match &self.services {
-            Services::Local { memory, .. } => put_here(self, memory, agent, engram).await,
+            Services::Local { .. } => put_here(self, agent, engram).await,
             Services::Remote { head } => {
                 match ractor::call!(head, HeadMsg::Put, Box::new((agent.to_owned(), engram))) {
                     Ok(answer) => answer,
@@ -225,12 +234,9 @@ impl RunContext {
         if let Services::Remote { head } = &self.services {
             // The three in flight at once: one round trip, not three.
             let (ledger, resolver, bridge) = tokio::join!(
+                async { self.ledger.ask(crate::run::ledger::TokenLedgerMsg::Ack).await.map_err(|e| e.to_string()) },
                 async {
-                    ractor::call!(self.ledger, crate::run::ledger::TokenLedgerMsg::Ack).map_err(|e| e.to_string())
-                },
-                async {
-                    ractor::call!(self.resolver, crate::run::resolver_actor::ResolverMsg::Ack)
-                        .map_err(|e| e.to_string())
+                    self.resolver.ask(crate::run::resolver_actor::ResolverMsg::Ack).await.map_err(|e| e.to_string())
                 },
                 async { ractor::call!(head, HeadMsg::Ack).map_err(|e| e.to_string()) },
             );

@@ -1,22 +1,40 @@
 //! The run supervisor and the driver of a run.
 //!
-//! `RunSupervisor` spawns the memory, the resolver, the ledger and one gateway per agent, linked to itself; each gateway spawns
-//! and supervises its agent (see the restart policy in `gateway.rs`). A resolver, ledger or gateway failure is a bug:
-//! the supervisor keeps it and the driver ends the run with an error after the current step.
-//! [`run_scenario`] drives the steps in order, one turn at a time, then collects the ledger into a [`RunReport`].
-//! Shutdown: the driver stops the supervisor, which stops its children (and they theirs); the memory commits its index
-//! as it stops.
+//! `RunSupervisor` is the root of a run's actor tree. In `pre_start` it spawns, linked to itself, the ledger, the
+//! resolver, the summarizers and the memory, then the node of each agent at the top of the hierarchy: an agent's
+//! node is its gateway, which spawns and supervises its agent and the nodes of the agents below it (`gateway.rs`),
+//! so the supervision tree is the scenario's hierarchy. [`run_scenario`] drives the steps in order, one turn at a
+//! time, then collects the ledger into a [`RunReport`].
+//!
+//! Restart policy (`handle_supervisor_evt`, by the failed child's id):
+//! - an infrastructure actor that fails (or stops while the run goes on) is started again with its state
+//!   recovered, at most [`MAX_RESTARTS`] times per [`RESTART_WINDOW`] each, and the restart is a
+//!   `service_restart` event: the ledger's writer and the resolver take the same book (`LedgerBook`,
+//!   `ResolverBook`), which outlives them, so nothing recorded or remembered is lost; the memory reopens its
+//!   directory (SQLite is the truth, the indexes catch up); the summarizers reopen the archive and take the
+//!   archive queue. Every other actor reaches them through a [`Slot`], which the supervisor points at the new actor;
+//!   a call the failed one left unanswered goes once more to the new one.
+//! - a top node that fails is started again from the ledger (its agent's inbox and grants, and its subtree's), as
+//!   a node restarts its children; past the limit the run cannot go on without its lead, and ends.
+//! - past its limit, an infrastructure actor's failure, and the failure of any other child (a cluster run's head
+//!   bridge, a gateway moved from a lost node), is kept, and the driver ends the run with [`Error::Runtime`] after
+//!   the current step.
+//!
+//! Shutdown: the driver flushes the ledger and the `sam:` index, then stops the supervisor, which stops its
+//! children (and they theirs); the memory commits its index as it stops.
 //!
 //! The run's memory lives in `<out_dir>/memory/` when the run writes files (so project-scoped engrams outlive the
 //! run, as project scope means; run-scoped ones are never seen by another run), and otherwise in a scratch directory
 //! under the system's temporary directory, removed when the run stops.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ractor::rpc::CallResult;
-use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use tokio::task::JoinHandle;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -25,14 +43,15 @@ use crate::dag::{BuildReport, Condenser, DagConfig, Extractive, Summarizer};
 use crate::memory::{MemoryActor, MemoryArgs, MemoryPolicy, system_clock};
 use crate::resolver::Resolver;
 use crate::run::agent::{ActRequest, AgentFactory};
-use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg, MAX_RESTARTS};
+use crate::run::gateway::{GatewayMsg, MAX_RESTARTS, RESTART_WINDOW, local_subtree, spawn_node};
 use crate::run::inbox::DEFAULT_INBOX_CAP;
-use crate::run::ledger::{Event, TokenLedger, TokenLedgerArgs, TokenLedgerMsg, TraceSink};
+use crate::run::ledger::{Event, LedgerBook, TokenLedger, TokenLedgerArgs, TokenLedgerMsg, TraceSink};
 use crate::run::report::RunReport;
-use crate::run::resolver_actor::{ResolverActor, ResolverArgs, ResolverMsg};
+use crate::run::resolver_actor::{ResolverActor, ResolverArgs, ResolverBook, ResolverMsg};
 use crate::run::services::Services;
+use crate::run::slot::{RESTART_WAIT, Slot};
 use crate::run::wire::Envelope;
-use crate::run::{Directory, RunContext, fresh_secret};
+use crate::run::{Books, Directory, RunContext, fresh_secret};
 use less_contract::{Error, ErrorCode, Violation};
 use less_contract::{Scenario, Step, WireMode};
 
@@ -114,58 +133,442 @@ pub struct Pinned {
     pub secret: [u8; 32],
 }
 
-/// The per-run supervisor. Its children (memory, resolver, ledger, gateways) failing is a bug or a broken environment, never
-/// an agent's misbehaviour (agents are supervised by their gateways): the failure is kept in `failed` and the driver
-/// ends the run with [`Error::Runtime`] after the current step.
+/// A failure to inject into a run, for the tests of its supervision: before the step `before_step`, `target` fails
+/// `times` times (each time once its restart finished, or its subtree was given up).
+#[cfg(any(test, feature = "faults"))]
+#[derive(Debug, Clone)]
+pub struct Fault {
+    /// The index of the step it comes before.
+    pub before_step: usize,
+    /// What fails.
+    pub target: FaultTarget,
+    /// How many times in a row.
+    pub times: u32,
+}
+
+/// What a [`Fault`] makes fail.
+#[cfg(any(test, feature = "faults"))]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FaultTarget {
+    /// The memory actor (it panics).
+    Memory,
+    /// The resolver actor (it panics).
+    Resolver,
+    /// The ledger's writer (it panics).
+    Ledger,
+    /// The node (gateway) of an agent (it panics, taking its agent and its subtree's nodes with it).
+    Node(String),
+}
+
+/// The run supervisor: the root of the run's tree (see the module's restart policy).
 struct RunSupervisor;
 
+/// Messages to the run supervisor.
+enum RunSupervisorMsg {
+    /// The run's context, once the tree is up.
+    Context(RpcReplyPort<Arc<RunContext>>),
+    /// What ended the run, if anything did: a failure past every restart.
+    Failure(RpcReplyPort<Option<String>>),
+}
+
+// Local only: a run's supervisor never crosses to another node.
+impl ractor::Message for RunSupervisorMsg {}
+
+/// Everything the supervisor builds the run from.
+struct RunSupervisorArgs {
+    scenario: Arc<Scenario>,
+    factory: Arc<dyn AgentFactory>,
+    run_id: String,
+    mode: WireMode,
+    out_dir: Option<PathBuf>,
+    trace: Option<Arc<dyn TraceSink>>,
+    pinned: Option<Pinned>,
+    summarizer: Arc<dyn Summarizer>,
+    inbox_cap: usize,
+    index: Option<Arc<crate::workspace::SharedIndex>>,
+}
+
+/// The infrastructure actors the supervisor restarts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Service {
+    Ledger,
+    Resolver,
+    Summarizers,
+    Memory,
+}
+
+impl Service {
+    fn name(self) -> &'static str {
+        match self {
+            Service::Ledger => "ledger",
+            Service::Resolver => "resolver",
+            Service::Summarizers => "summarizers",
+            Service::Memory => "memory",
+        }
+    }
+}
+
+/// A child of the supervisor it knows how to start again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Child {
+    Service(Service),
+    /// The node of an agent at the top of the hierarchy (or below an agent placed on another node).
+    Node(String),
+}
+
+/// The supervisor's state: the run's context and what it takes to start each child again.
+struct RunSupervisorState {
+    ctx: Arc<RunContext>,
+    ledger_book: Arc<LedgerBook>,
+    resolver_book: Arc<ResolverBook>,
+    /// The store directory of the memory and the archive, and whether the memory removes it when it stops.
+    memory_dir: PathBuf,
+    remove_on_stop: bool,
+    condenser: Condenser,
+    /// The children by id, with the task of each (awaited before a restart, so the failed actor's files are
+    /// closed before its successor opens them).
+    children: HashMap<ActorId, (Child, JoinHandle<()>)>,
+    /// Recent restarts of each child, within [`RESTART_WINDOW`].
+    restarts: HashMap<String, Vec<Instant>>,
+    /// What ended the run.
+    failed: Option<String>,
+}
+
+fn named(run_id: &str, mode: WireMode, what: &str) -> String {
+    format!("{run_id}:{}:{what}", mode.as_str())
+}
+
+/// The agents whose nodes the supervisor spawns: those on the head whose parent is not (the lead, or an agent
+/// below one placed on another node). The others' nodes are spawned by their parents' nodes.
+fn top_agents(scenario: &Scenario) -> Vec<String> {
+    let on_head = |id: &str| scenario.agent(id).is_some_and(|a| a.node.is_none());
+    let agents = scenario.agents.iter().filter(|a| a.node.is_none());
+    agents.filter(|a| a.parent.as_deref().is_none_or(|p| !on_head(p))).map(|a| a.id.clone()).collect()
+}
+
 impl Actor for RunSupervisor {
-    type Msg = ();
-    type State = Arc<std::sync::Mutex<Option<String>>>;
-    type Arguments = Arc<std::sync::Mutex<Option<String>>>;
+    type Msg = RunSupervisorMsg;
+    type State = RunSupervisorState;
+    type Arguments = RunSupervisorArgs;
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<()>,
-        failed: Self::Arguments,
-    ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(failed)
+        myself: ActorRef<RunSupervisorMsg>,
+        args: RunSupervisorArgs,
+    ) -> Result<RunSupervisorState, ActorProcessingErr> {
+        let RunSupervisorArgs { scenario, factory, run_id, mode, out_dir, trace, pinned, summarizer, inbox_cap, index } =
+            args;
+        let cell = myself.get_cell();
+        let mut children = HashMap::new();
+        let resolver = Resolver::new(&scenario.workspace).map_err(|v| format!("workspace: {v}"))?;
+        let ledger_book = LedgerBook::new(TokenLedgerArgs {
+            out_dir: out_dir.clone(),
+            trace,
+            run_id: run_id.clone(),
+            wire: mode.is_baseline(),
+        });
+        let (ledger, handle) =
+            Actor::spawn_linked(Some(named(&run_id, mode, "ledger")), TokenLedger, ledger_book.clone(), cell.clone())
+                .await
+                .map_err(|e| format!("ledger: {e}"))?;
+        children.insert(ledger.get_id(), (Child::Service(Service::Ledger), handle));
+        let (memory_dir, remove_on_stop) = match &out_dir {
+            Some(dir) => (dir.join("memory"), false),
+            // A fresh directory of its own, which the memory actor removes when it stops.
+            None => {
+                let scratch = tempfile::Builder::new()
+                    .prefix(&format!("lessrt-memory-{run_id}-{}-", mode.as_str()))
+                    .tempdir()
+                    .map_err(|e| format!("memory directory: {e}"))?;
+                (scratch.keep(), true)
+            }
+        };
+        let resolver_book = ResolverBook::new(ResolverArgs { resolver, sam_path: Some(memory_dir.join("sam.sqlite")) });
+        let (resolver, handle) = Actor::spawn_linked(
+            Some(named(&run_id, mode, "resolver")),
+            ResolverActor,
+            resolver_book.clone(),
+            cell.clone(),
+        )
+        .await
+        .map_err(|e| format!("resolver: {e}"))?;
+        children.insert(resolver.get_id(), (Child::Service(Service::Resolver), handle));
+        let condenser = Condenser::new(DagConfig::default(), summarizer);
+        let summarizer_args = SummarizerArgs {
+            dir: memory_dir.clone(),
+            condenser: condenser.clone(),
+            clock: system_clock(),
+            index: true,
+        };
+        let (summarizers, handle) = Actor::spawn_linked(
+            Some(named(&run_id, mode, "summarizers")),
+            SummarizerSupervisor,
+            summarizer_args,
+            cell.clone(),
+        )
+        .await
+        .map_err(|e| format!("summarizers: {e}"))?;
+        children.insert(summarizers.get_id(), (Child::Service(Service::Summarizers), handle));
+        if !scenario.symbols.is_empty() || !scenario.capsules.is_empty() {
+            let (dir, scenario) = (memory_dir.clone(), scenario.clone());
+            crate::blocking::run(move || {
+                crate::shared::Shared::publish(&dir, &scenario.project, &scenario.symbols, &scenario.capsules)
+            })
+            .await?
+            .map_err(|v| format!("symbols and capsules: {v}"))?;
+        }
+        let memory_args = MemoryArgs {
+            policy: MemoryPolicy::from_settings(&scenario.memory),
+            ..MemoryArgs::new(memory_dir.clone(), system_clock(), remove_on_stop)
+        };
+        let (memory, handle) =
+            Actor::spawn_linked(Some(named(&run_id, mode, "memory")), MemoryActor, memory_args, cell.clone())
+                .await
+                .map_err(|e| format!("memory: {e}"))?;
+        children.insert(memory.get_id(), (Child::Service(Service::Memory), handle));
+        let session_base = match pinned {
+            Some(pinned) => format!("{}@{}", scenario.name, pinned.clock.unix_timestamp()),
+            None => run_id.clone(),
+        };
+        let archive_queue =
+            Arc::new(ArchiveQueue::new(scenario.project.clone(), format!("{session_base}:{}", mode.as_str())));
+        let ctx = Arc::new(RunContext {
+            run_id,
+            session_base,
+            mode,
+            scenario: scenario.clone(),
+            secret: match pinned {
+                Some(pinned) => pinned.secret,
+                None => fresh_secret().map_err(|err| format!("grant key: {err}"))?,
+            },
+            directory: Directory::default(),
+            resolver: Slot::new(resolver),
+            ledger: Slot::new(ledger),
+            books: Some(Books { ledger: ledger_book.clone(), resolver: resolver_book.clone() }),
+            services: Services::Local {
+                memory: Slot::new(memory),
+                summarizers: Slot::new(summarizers),
+                archive_queue,
+                n_msgs: Default::default(),
+            },
+            factory,
+            clock: pinned.map(|p| p.clock),
+            inbox_cap,
+            workspace: index.unwrap_or_else(|| crate::workspace::SharedIndex::new(&scenario.workspace, None)),
+        });
+        // Placed agents run on their nodes, with their gateways; the others here, each node below its parent's.
+        for agent in top_agents(&scenario) {
+            let (node, handle) =
+                spawn_node(&ctx, &agent, cell.clone(), None).await.map_err(|e| format!("gateway {agent}: {e}"))?;
+            children.insert(node.get_id(), (Child::Node(agent), handle));
+        }
+        Ok(RunSupervisorState {
+            ctx,
+            ledger_book,
+            resolver_book,
+            memory_dir,
+            remove_on_stop,
+            condenser,
+            children,
+            restarts: HashMap::new(),
+            failed: None,
+        })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<RunSupervisorMsg>,
+        msg: RunSupervisorMsg,
+        state: &mut RunSupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            RunSupervisorMsg::Context(reply) => {
+                let _ = reply.send(state.ctx.clone());
+            }
+            RunSupervisorMsg::Failure(reply) => {
+                let _ = reply.send(state.failed.clone());
+            }
+        }
+        Ok(())
     }
 
     async fn handle_supervisor_evt(
         &self,
-        _myself: ActorRef<()>,
+        myself: ActorRef<RunSupervisorMsg>,
         event: SupervisionEvent,
-        failed: &mut Self::State,
+        state: &mut RunSupervisorState,
     ) -> Result<(), ActorProcessingErr> {
-        // While the supervisor runs, a child that stops is as gone as one that failed: the run cannot go on
-        // without it (when the run stops, the supervisor stops first and hears nothing more).
-        let what = match event {
+        // While the supervisor runs, a child that stops is as gone as one that failed (when the run stops, the
+        // supervisor stops first and hears nothing more).
+        let (cell, what) = match event {
             SupervisionEvent::ActorFailed(cell, err) => {
-                format!("{} failed: {err}", cell.get_name().unwrap_or_else(|| "a run actor".to_owned()))
+                let what = format!("failed: {err}");
+                (cell, what)
             }
-            SupervisionEvent::ActorTerminated(cell, _, reason) => format!(
-                "{} stopped{}",
-                cell.get_name().unwrap_or_else(|| "a run actor".to_owned()),
-                reason.map(|r| format!(": {r}")).unwrap_or_default()
-            ),
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                let what = format!("stopped{}", reason.map(|r| format!(": {r}")).unwrap_or_default());
+                (cell, what)
+            }
             _ => return Ok(()),
         };
-        tracing::error!("{what}");
-        failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get_or_insert(what);
+        let Some((child, handle)) = state.children.remove(&cell.get_id()) else {
+            let name = cell.get_name().unwrap_or_else(|| "a run actor".to_owned());
+            state.fail(format!("{name} {what}"));
+            return Ok(());
+        };
+        // The failed actor's task is over once it dropped its state: its files and locks are free.
+        let _ = handle.await;
+        let name = match &child {
+            Child::Service(service) => service.name().to_owned(),
+            Child::Node(agent) => format!("{agent}'s node"),
+        };
+        if !state.may_restart(&name) {
+            match &child {
+                Child::Node(agent) => {
+                    let agents = local_subtree(&state.ctx.scenario, agent);
+                    state.ctx.directory.lose(&agents);
+                    state.ctx.record(Event::SubtreeLost { agent: agent.clone(), agents, reason: what.clone() });
+                }
+                Child::Service(service) => state.abandon(*service),
+            }
+            state.fail(format!("{name} {what}, the {}th failure within {:?}", MAX_RESTARTS + 1, RESTART_WINDOW));
+            return Ok(());
+        }
+        tracing::warn!("{name} {what}; restarting it");
+        let cell = myself.get_cell();
+        let restarted = match &child {
+            Child::Service(service) => state.restart_service(*service, cell, &what).await,
+            Child::Node(agent) => state.restart_node(agent, cell, &what).await,
+        };
+        match restarted {
+            Ok((id, handle)) => {
+                state.children.insert(id, (child, handle));
+            }
+            Err(err) => state.fail(format!("{name} {what}, and could not be started again: {err}")),
+        }
         Ok(())
     }
 }
 
-/// A started run: the supervisor, resolver, ledger and one gateway per agent, with no step driven yet.
+impl RunSupervisorState {
+    /// Keeps the first failure that ends the run.
+    fn fail(&mut self, what: String) {
+        tracing::error!("{what}");
+        self.failed.get_or_insert(what);
+    }
+
+    /// Gives `service` up: calls to it fail at once instead of waiting for a replacement.
+    fn abandon(&self, service: Service) {
+        match (service, &self.ctx.services) {
+            (Service::Ledger, _) => self.ctx.ledger.abandon(),
+            (Service::Resolver, _) => self.ctx.resolver.abandon(),
+            (Service::Memory, Services::Local { memory, .. }) => memory.abandon(),
+            (Service::Summarizers, Services::Local { summarizers, .. }) => summarizers.abandon(),
+            (_, Services::Remote { .. }) => {}
+        }
+    }
+
+    /// Whether `name` may restart once more within the window (and counts the restart).
+    fn may_restart(&mut self, name: &str) -> bool {
+        let now = Instant::now();
+        let recent = self.restarts.entry(name.to_owned()).or_default();
+        recent.retain(|t| now.duration_since(*t) < RESTART_WINDOW);
+        if recent.len() >= MAX_RESTARTS {
+            return false;
+        }
+        recent.push(now);
+        true
+    }
+
+    /// Starts `service` again with its state recovered, points its slot at it and records the restart.
+    async fn restart_service(
+        &mut self,
+        service: Service,
+        supervisor: ActorCell,
+        why: &str,
+    ) -> Result<(ActorId, JoinHandle<()>), String> {
+        let ctx = &self.ctx;
+        let name = Some(named(&ctx.run_id, ctx.mode, service.name()));
+        let spawned = match service {
+            Service::Ledger => {
+                let (ledger, handle) = Actor::spawn_linked(name, TokenLedger, self.ledger_book.clone(), supervisor)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let id = ledger.get_id();
+                ctx.ledger.replace(ledger);
+                (id, handle)
+            }
+            Service::Resolver => {
+                let (resolver, handle) =
+                    Actor::spawn_linked(name, ResolverActor, self.resolver_book.clone(), supervisor)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                let id = resolver.get_id();
+                ctx.resolver.replace(resolver);
+                (id, handle)
+            }
+            Service::Memory => {
+                let Services::Local { memory: slot, .. } = &ctx.services else { return Err("no local memory".into()) };
+                let args = MemoryArgs {
+                    policy: MemoryPolicy::from_settings(&ctx.scenario.memory),
+                    ..MemoryArgs::new(self.memory_dir.clone(), system_clock(), self.remove_on_stop)
+                };
+                let (memory, handle) =
+                    Actor::spawn_linked(name, MemoryActor, args, supervisor).await.map_err(|e| e.to_string())?;
+                let id = memory.get_id();
+                slot.replace(memory);
+                (id, handle)
+            }
+            Service::Summarizers => {
+                let Services::Local { summarizers: slot, archive_queue, .. } = &ctx.services else {
+                    return Err("no local summarizers".into());
+                };
+                let args = SummarizerArgs {
+                    dir: self.memory_dir.clone(),
+                    condenser: self.condenser.clone(),
+                    clock: system_clock(),
+                    index: true,
+                };
+                let (summarizers, handle) = Actor::spawn_linked(name, SummarizerSupervisor, args, supervisor)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                // What was queued while they were down goes in now.
+                summarizers
+                    .send_message(SummarizerMsg::RecordQueued(archive_queue.clone()))
+                    .map_err(|e| e.to_string())?;
+                let id = summarizers.get_id();
+                slot.replace(summarizers);
+                (id, handle)
+            }
+        };
+        ctx.record(Event::ServiceRestart { service: service.name().to_owned(), reason: why.to_owned() });
+        Ok(spawned)
+    }
+
+    /// Starts `agent`'s node again from what the ledger says its subtree had.
+    async fn restart_node(
+        &mut self,
+        agent: &str,
+        supervisor: ActorCell,
+        why: &str,
+    ) -> Result<(ActorId, JoinHandle<()>), String> {
+        let ctx = &self.ctx;
+        let events = ctx.ledger.ask(TokenLedgerMsg::Snapshot).await.map_err(|e| format!("ledger: {e}"))?;
+        ctx.record(Event::Restart { agent: agent.to_owned(), reason: format!("its node {why}") });
+        let (node, handle) =
+            spawn_node(ctx, agent, supervisor, Some(Arc::new(events))).await.map_err(|e| e.to_string())?;
+        Ok((node.get_id(), handle))
+    }
+}
+
+/// A started run: the supervisor and its tree, with no step driven yet.
 ///
 /// [`run_scenario`] drives one to the end; benches and embedders deliver envelopes to it directly.
 pub struct LocalRun {
     pub(crate) ctx: Arc<RunContext>,
     step_timeout: Option<Duration>,
-    failed: Arc<std::sync::Mutex<Option<String>>>,
-    supervisor: ActorRef<()>,
-    supervisor_handle: tokio::task::JoinHandle<()>,
+    supervisor: ActorRef<RunSupervisorMsg>,
+    supervisor_handle: JoinHandle<()>,
     /// The worker nodes of a cluster run.
     cluster: Option<crate::cluster::ClusterHandle>,
 }
@@ -187,111 +590,6 @@ impl LocalRun {
             // Before any actor starts: a ledger that cannot create its files would fail its start, mid-tree.
             check_out_dir(dir).map_err(|v| Error::Malformed { code: v.code, message: v.message })?;
         }
-        let run_id = format!("{}-{}-{}", scenario.name, std::process::id(), N_RUNS.fetch_add(1, Ordering::Relaxed));
-        let mode = options.mode;
-        let failed = Arc::new(std::sync::Mutex::new(None));
-        let (supervisor, supervisor_handle) =
-            Actor::spawn(None, RunSupervisor, failed.clone()).await.map_err(|e| fail("supervisor", &e))?;
-        let resolver = Resolver::new(&scenario.workspace).map_err(|v| fail("workspace", &v))?;
-        let ledger_args = TokenLedgerArgs {
-            out_dir: options.out_dir.clone(),
-            trace: options.trace.clone(),
-            run_id: run_id.clone(),
-            wire: mode.is_baseline(),
-        };
-        let (ledger, _) = Actor::spawn_linked(
-            Some(format!("{run_id}:{}:ledger", mode.as_str())),
-            TokenLedger,
-            ledger_args,
-            supervisor.get_cell(),
-        )
-        .await
-        .map_err(|e| fail("ledger", &e))?;
-        let (memory_dir, remove_on_stop) = match &options.out_dir {
-            Some(dir) => (dir.join("memory"), false),
-            // A fresh directory of its own, which the memory actor removes when it stops.
-            None => {
-                let scratch = tempfile::Builder::new()
-                    .prefix(&format!("lessrt-memory-{run_id}-{}-", mode.as_str()))
-                    .tempdir()
-                    .map_err(|e| fail("memory directory", &e))?;
-                (scratch.keep(), true)
-            }
-        };
-        let resolver_args = ResolverArgs { resolver, sam_path: Some(memory_dir.join("sam.sqlite")) };
-        let (resolver, _) = Actor::spawn_linked(
-            Some(format!("{run_id}:{}:resolver", mode.as_str())),
-            ResolverActor,
-            resolver_args,
-            supervisor.get_cell(),
-        )
-        .await
-        .map_err(|e| fail("resolver", &e))?;
-        let summarizer_args = SummarizerArgs {
-            dir: memory_dir.clone(),
-            condenser: Condenser::new(
-                DagConfig::default(),
-                options.summarizer.clone().unwrap_or_else(|| Arc::new(Extractive) as Arc<dyn Summarizer>),
-            ),
-            clock: system_clock(),
-            index: true,
-        };
-        let (summarizers, _) = Actor::spawn_linked(
-            Some(format!("{run_id}:{}:summarizers", mode.as_str())),
-            SummarizerSupervisor,
-            summarizer_args,
-            supervisor.get_cell(),
-        )
-        .await
-        .map_err(|e| fail("summarizers", &e))?;
-        if !scenario.symbols.is_empty() || !scenario.capsules.is_empty() {
-            let (dir, scenario) = (memory_dir.clone(), scenario.clone());
-            crate::blocking::run(move || {
-                crate::shared::Shared::publish(&dir, &scenario.project, &scenario.symbols, &scenario.capsules)
-            })
-            .await
-            .map_err(|e| fail("symbols and capsules", &e))?
-            .map_err(|v| fail("symbols and capsules", &v))?;
-        }
-        let memory_args = MemoryArgs {
-            policy: MemoryPolicy::from_settings(&scenario.memory),
-            ..MemoryArgs::new(memory_dir, system_clock(), remove_on_stop)
-        };
-        let (memory, _) = Actor::spawn_linked(
-            Some(format!("{run_id}:{}:memory", mode.as_str())),
-            MemoryActor,
-            memory_args,
-            supervisor.get_cell(),
-        )
-        .await
-        .map_err(|e| fail("memory", &e))?;
-        let session_base = match options.pinned {
-            Some(pinned) => format!("{}@{}", scenario.name, pinned.clock.unix_timestamp()),
-            None => run_id.clone(),
-        };
-        let archive_queue =
-            Arc::new(ArchiveQueue::new(scenario.project.clone(), format!("{session_base}:{}", mode.as_str())));
-        let ctx = Arc::new(RunContext {
-            run_id: run_id.clone(),
-            session_base,
-            mode,
-            scenario: scenario.clone(),
-            secret: match options.pinned {
-                Some(pinned) => pinned.secret,
-                None => fresh_secret().map_err(|err| fail("grant key", &err))?,
-            },
-            directory: Directory::default(),
-            resolver,
-            ledger,
-            services: Services::Local { memory, summarizers, archive_queue, n_msgs: Default::default() },
-            factory,
-            clock: options.pinned.map(|p| p.clock),
-            inbox_cap: options.inbox_cap.max(1),
-            workspace: options
-                .index
-                .clone()
-                .unwrap_or_else(|| crate::workspace::SharedIndex::new(&scenario.workspace, None)),
-        });
         let placed = scenario.agents.iter().any(|a| a.node.is_some());
         let violations = scenario.check_placement();
         if let Some(v) = violations.into_iter().next() {
@@ -305,19 +603,22 @@ impl LocalRun {
                     .to_owned(),
             });
         }
-        // Placed agents run on their nodes, with their gateways; the others here.
-        for agent in scenario.agents.iter().filter(|a| a.node.is_none()) {
-            let args = GatewayArgs { ctx: ctx.clone(), agent_id: agent.id.clone() };
-            let (gateway, _) = Actor::spawn_linked(
-                Some(format!("{run_id}:{}:gateway:{}", mode.as_str(), agent.id)),
-                GatewayActor,
-                args,
-                supervisor.get_cell(),
-            )
-            .await
-            .map_err(|e| fail("gateway", &e))?;
-            ctx.directory.insert(agent.id.clone(), gateway);
-        }
+        let run_id = format!("{}-{}-{}", scenario.name, std::process::id(), N_RUNS.fetch_add(1, Ordering::Relaxed));
+        let args = RunSupervisorArgs {
+            scenario: scenario.clone(),
+            factory,
+            run_id,
+            mode: options.mode,
+            out_dir: options.out_dir.clone(),
+            trace: options.trace.clone(),
+            pinned: options.pinned,
+            summarizer: options.summarizer.clone().unwrap_or_else(|| Arc::new(Extractive) as Arc<dyn Summarizer>),
+            inbox_cap: options.inbox_cap.max(1),
+            index: options.index.clone(),
+        };
+        let (supervisor, supervisor_handle) =
+            Actor::spawn(None, RunSupervisor, args).await.map_err(|e| fail("run supervisor", &e))?;
+        let ctx = ractor::call!(supervisor, RunSupervisorMsg::Context).map_err(|e| fail("run supervisor", &e))?;
         let cluster = match (&options.cluster, placed) {
             (Some(cluster), true) => {
                 let started = crate::cluster::ClusterHandle::start(
@@ -341,7 +642,7 @@ impl LocalRun {
             }
             _ => None,
         };
-        Ok(LocalRun { ctx, step_timeout: options.step_timeout, failed, supervisor, supervisor_handle, cluster })
+        Ok(LocalRun { ctx, step_timeout: options.step_timeout, supervisor, supervisor_handle, cluster })
     }
 
     /// Delivers `envelope` to its receiver's gateway: the token count, or the refusal.
@@ -358,17 +659,31 @@ impl LocalRun {
     ///
     /// A turn whose agent panicked (its reply was dropped) is retried once the gateway restarted the agent; actions
     /// the agent completed before panicking are repeated (at-least-once). After [`MAX_RESTARTS`] restarts the
-    /// gateway leaves the agent down and answers the turn as skipped; the run goes on.
+    /// gateway leaves the agent down and answers the turn as skipped; the run goes on. A turn whose node failed is
+    /// taken again by the node its parent started in its place; a turn of an agent whose subtree was given up is
+    /// skipped.
     pub async fn drive(&self) -> crate::Result<()> {
         self.drive_with(|_, _| {}).await
     }
 
     /// [`LocalRun::drive`], calling `on_step(index, n_steps)` before each step (a progress bar, say).
-    pub async fn drive_with(&self, mut on_step: impl FnMut(usize, usize) + Send) -> crate::Result<()> {
+    pub async fn drive_with(&self, on_step: impl FnMut(usize, usize) + Send) -> crate::Result<()> {
+        self.drive_faulted(on_step, &[]).await
+    }
+
+    /// [`LocalRun::drive_with`], making `faults` happen before their steps.
+    async fn drive_faulted(
+        &self,
+        mut on_step: impl FnMut(usize, usize) + Send,
+        faults: &[FaultAt],
+    ) -> crate::Result<()> {
         let ctx = &self.ctx;
         let n_steps = ctx.scenario.steps.len();
         for (index, step) in ctx.scenario.steps.iter().enumerate() {
             on_step(index, n_steps);
+            for fault in faults.iter().filter(|f| f.before_step == index) {
+                fault.inject(ctx).await;
+            }
             let agent = step_agent(step).to_owned();
             if let Some(cluster) = &self.cluster {
                 let moved =
@@ -378,62 +693,91 @@ impl LocalRun {
                 }
             }
             ctx.record(Event::Step { index, agent: agent.clone(), action: step_name(step).to_owned() });
-            let mut gateway = ctx.directory.get(&agent).ok_or_else(|| fail("step", &format!("no agent {agent}")))?;
-            let timeout = self.step_timeout(&agent);
-            let mut attempt = 0u32;
-            let mut moves = 0u32;
-            loop {
-                let request = ActRequest { index, step: step.clone(), attempt };
-                let answer = gateway.call(|reply| GatewayMsg::Act(request, reply), Some(timeout)).await;
-                // The agent's node was lost (mid-turn, or before): its agents move to the head and the step is
-                // taken again there.
-                if !matches!(answer, Ok(CallResult::Success(_)))
-                    && let Some(cluster) = &self.cluster
-                    && moves < 2
-                    && let Some(node) = cluster.node_lost(&agent, lost_wait(&answer)).await
-                {
-                    let moved = cluster.fail_over(&node, self.supervisor.get_cell()).await.map_err(|v| {
-                        fail("cluster", &format!("node {node} was lost and its agents could not move: {}", v.message))
-                    })?;
-                    tracing::warn!(target: "less.cluster", "node {node} lost; {} moved to the head", moved.join(", "));
-                    gateway = ctx.directory.get(&agent).ok_or_else(|| fail("step", &format!("no agent {agent}")))?;
-                    moves += 1;
-                    attempt += 1;
-                    continue;
-                }
-                match answer {
-                    Ok(CallResult::Success(outcome)) => {
-                        if outcome.agent_down {
-                            tracing::warn!("{agent} is down; step {index} skipped");
-                        }
-                        break;
-                    }
-                    // The agent panicked mid-turn: give its gateway a moment to restart it, then retry.
-                    Ok(CallResult::SenderError) if attempt <= MAX_RESTARTS as u32 => {
-                        attempt += 1;
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                    // A timeout is not retried: the first turn may still be running, and a second one would repeat it.
-                    Ok(CallResult::Timeout) => {
-                        return Err(fail(
-                            "step",
-                            &format!(
-                                "{agent} did not finish step {index} within {}s (the step timeout: `lessrt run \
-                                 --step-timeout`, or the agent's model timeout_secs and retries)",
-                                timeout.as_secs()
-                            ),
-                        ));
-                    }
-                    Ok(CallResult::SenderError) | Err(_) => {
-                        return Err(fail("step", &format!("{agent}'s gateway did not answer step {index}")));
-                    }
-                }
-            }
-            if let Some(what) = self.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone() {
+            self.take_turn(index, step, &agent).await?;
+            let failure = ractor::call!(self.supervisor, RunSupervisorMsg::Failure).map_err(|e| fail("run", &e))?;
+            if let Some(what) = failure {
                 return Err(fail("run", &what));
             }
         }
         Ok(())
+    }
+
+    /// Runs step `index` as `agent`'s turn.
+    async fn take_turn(&self, index: usize, step: &Step, agent: &str) -> crate::Result<()> {
+        let ctx = &self.ctx;
+        let timeout = self.step_timeout(agent);
+        let mut attempt = 0u32;
+        let mut moves = 0u32;
+        loop {
+            if ctx.directory.is_lost(agent) {
+                tracing::warn!("{agent}'s subtree is out of the run; step {index} skipped");
+                return Ok(());
+            }
+            let gateway = ctx.directory.get(agent).ok_or_else(|| fail("step", &format!("no agent {agent}")))?;
+            let request = ActRequest { index, step: step.clone(), attempt };
+            let answer = gateway.call(|reply| GatewayMsg::Act(request, reply), Some(timeout)).await;
+            // The agent's node was lost (mid-turn, or before): its agents move to the head and the step is
+            // taken again there.
+            if !matches!(answer, Ok(CallResult::Success(_)))
+                && let Some(cluster) = &self.cluster
+                && moves < 2
+                && let Some(node) = cluster.node_lost(agent, lost_wait(&answer)).await
+            {
+                let moved = cluster.fail_over(&node, self.supervisor.get_cell()).await.map_err(|v| {
+                    fail("cluster", &format!("node {node} was lost and its agents could not move: {}", v.message))
+                })?;
+                tracing::warn!(target: "less.cluster", "node {node} lost; {} moved to the head", moved.join(", "));
+                moves += 1;
+                attempt += 1;
+                continue;
+            }
+            match answer {
+                Ok(CallResult::Success(outcome)) => {
+                    if outcome.agent_down {
+                        tracing::warn!("{agent} is down; step {index} skipped");
+                    }
+                    return Ok(());
+                }
+                // A timeout is not retried: the first turn may still be running, and a second one would repeat it.
+                Ok(CallResult::Timeout) => {
+                    return Err(fail(
+                        "step",
+                        &format!(
+                            "{agent} did not finish step {index} within {}s (the step timeout: `lessrt run \
+                             --step-timeout`, or the agent's model timeout_secs and retries)",
+                            timeout.as_secs()
+                        ),
+                    ));
+                }
+                // The agent (or its node) failed mid-turn: once its supervisor started it again, the turn is
+                // taken again.
+                Ok(CallResult::SenderError) | Err(_) if attempt <= MAX_RESTARTS as u32 => {
+                    attempt += 1;
+                    self.restarted(agent, &gateway).await;
+                }
+                Ok(CallResult::SenderError) | Err(_) => {
+                    return Err(fail("step", &format!("{agent}'s gateway did not answer step {index}")));
+                }
+            }
+        }
+    }
+
+    /// Waits until `agent`, whose turn on `gateway` was not answered, can take it again: its node is another (its
+    /// parent started it again) or given up, or the node still runs (it restarts the agent itself).
+    async fn restarted(&self, agent: &str, gateway: &ActorRef<GatewayMsg>) {
+        // The node lives: its agent panicked, and the gateway holds the retried turn until the agent is back.
+        if gateway.get_status() <= ractor::ActorStatus::Running {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + RESTART_WAIT;
+        loop {
+            let seen = self.ctx.directory.n_changes();
+            let moved = self.ctx.directory.get(agent).is_none_or(|now| now.get_id() != gateway.get_id());
+            if moved || self.ctx.directory.is_lost(agent) || tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            self.ctx.directory.changed_after(seen, RESTART_WAIT).await;
+        }
     }
 
     /// Longest `agent`'s turn may take: the run's setting, else what its factory says, at least the default.
@@ -447,7 +791,7 @@ impl LocalRun {
 
     /// The report of what happened so far.
     pub async fn report(&self) -> crate::Result<RunReport> {
-        let events = ractor::call!(self.ctx.ledger, TokenLedgerMsg::Snapshot).map_err(|e| fail("ledger", &e))?;
+        let events = self.ctx.ledger.ask(TokenLedgerMsg::Snapshot).await.map_err(|e| fail("ledger", &e))?;
         Ok(RunReport::build(&self.ctx.scenario, self.ctx.mode, &events))
     }
 
@@ -460,9 +804,9 @@ impl LocalRun {
         };
         // The queued messages go in before the session ends (it would summarize without them).
         let queue = archive_queue.clone();
-        summarizers.send_message(SummarizerMsg::RecordQueued(queue)).map_err(|e| fail("summarizers", &e))?;
+        summarizers.send(SummarizerMsg::RecordQueued(queue)).map_err(|e| fail("summarizers", &e))?;
         let end = SummarizerMsg::EndSession { project: ctx.scenario.project.clone(), session: ctx.session() };
-        summarizers.send_message(end).map_err(|e| fail("summarizers", &e))?;
+        summarizers.send(end).map_err(|e| fail("summarizers", &e))?;
         match summarizers.call(SummarizerMsg::Drain, Some(SUMMARY_TIMEOUT)).await {
             Ok(CallResult::Success(report)) => Ok(report),
             Ok(_) => Err(fail("summarizers", &"did not drain in time")),
@@ -470,21 +814,22 @@ impl LocalRun {
         }
     }
 
-    /// Stops the tree: the supervisor stops its linked children, and each gateway its agent. The archive first takes
-    /// every delivered message still queued, and the ledger writes out every event recorded before the call (a stop
-    /// drops what is still in a mailbox, and nothing of a delivery that was acknowledged may be among it).
+    /// Stops the tree: the supervisor stops its linked children, and each node its agent and the nodes below. The
+    /// archive first takes every delivered message still queued, and the ledger writes out every event recorded
+    /// before the call (a stop drops what is still in a mailbox, and nothing of a delivery that was acknowledged
+    /// may be among it).
     pub async fn stop(self) {
         // Every delivered message is archived before the summarizers stop, and every event written.
         if let Services::Local { summarizers, archive_queue, .. } = &self.ctx.services
-            && let Err(err) = ractor::call!(summarizers, SummarizerMsg::Sync, archive_queue.clone())
+            && let Err(err) = summarizers.ask(|reply| SummarizerMsg::Sync(archive_queue.clone(), reply)).await
         {
             tracing::error!("the archive did not take the run's last messages before the run stopped: {err}");
         }
-        if let Err(err) = ractor::call!(self.ctx.ledger, TokenLedgerMsg::Flush) {
+        if let Err(err) = self.ctx.ledger.ask(TokenLedgerMsg::Flush).await {
             tracing::error!("the ledger did not flush before the run stopped: {err}");
         }
         // Every `sam:msg:` pointer handed out (a spilled message's, a refused one's) reads back after the run.
-        if let Err(err) = ractor::call!(self.ctx.resolver, ResolverMsg::Flush) {
+        if let Err(err) = self.ctx.resolver.ask(ResolverMsg::Flush).await {
             tracing::error!("the sam: index was not written before the run stopped: {err}");
         }
         if let Some(cluster) = &self.cluster {
@@ -493,6 +838,74 @@ impl LocalRun {
         self.supervisor.stop(None);
         let _ = self.supervisor_handle.await;
     }
+}
+
+/// A [`Fault`] as the driver injects it (none outside the tests).
+struct FaultAt {
+    before_step: usize,
+    #[cfg(any(test, feature = "faults"))]
+    fault: Fault,
+}
+
+impl FaultAt {
+    /// Makes the fault happen, and waits each time until the failed actor was started again.
+    async fn inject(&self, ctx: &RunContext) {
+        #[cfg(any(test, feature = "faults"))]
+        for _ in 0..self.fault.times {
+            inject_once(ctx, &self.fault.target).await;
+        }
+        let _ = ctx;
+    }
+}
+
+/// Makes `target` fail once and waits until its supervisor started it again (or gave it up).
+#[cfg(any(test, feature = "faults"))]
+async fn inject_once(ctx: &RunContext, target: &FaultTarget) {
+    async fn fail_in<M: ractor::Message>(slot: &Slot<M>, fail: M) {
+        let generation = slot.generation();
+        let _ = slot.send(fail);
+        slot.replaced_after(generation).await;
+    }
+    match target {
+        FaultTarget::Ledger => {
+            // The failed writer leaves lines on the disk as well as in its book, as in a run longer than the flush
+            // interval.
+            let _ = ctx.ledger.ask(TokenLedgerMsg::Flush).await;
+            fail_in(&ctx.ledger, TokenLedgerMsg::Fail).await;
+        }
+        FaultTarget::Resolver => fail_in(&ctx.resolver, ResolverMsg::Fail).await,
+        FaultTarget::Memory => {
+            if let Services::Local { memory, .. } = &ctx.services {
+                fail_in(memory, crate::memory::MemoryMsg::Fail).await;
+            }
+        }
+        FaultTarget::Node(agent) => {
+            let Some(gateway) = ctx.directory.get(agent) else { return };
+            let _ = gateway.send_message(GatewayMsg::Fail);
+            let deadline = tokio::time::Instant::now() + RESTART_WAIT;
+            loop {
+                let seen = ctx.directory.n_changes();
+                let replaced = ctx.directory.get(agent).is_some_and(|now| now.get_id() != gateway.get_id());
+                if replaced || ctx.directory.is_lost(agent) || tokio::time::Instant::now() >= deadline {
+                    return;
+                }
+                ctx.directory.changed_after(seen, RESTART_WAIT).await;
+            }
+        }
+    }
+}
+
+/// Runs `scenario` to the end with `faults` injected, and reports (the tests of the run's supervision).
+#[cfg(any(test, feature = "faults"))]
+pub async fn run_scenario_faulted(
+    scenario: Arc<Scenario>,
+    factory: Arc<dyn AgentFactory>,
+    options: RunOptions,
+    faults: &[Fault],
+) -> crate::Result<RunReport> {
+    let faults: Vec<FaultAt> =
+        faults.iter().map(|fault| FaultAt { before_step: fault.before_step, fault: fault.clone() }).collect();
+    run_to_end(scenario, factory, options, |_, _| {}, &faults).await
 }
 
 /// Checks that `dir` can hold a run's output before anything runs: it is (or is created as) a directory, a file can
@@ -558,8 +971,19 @@ pub async fn run_scenario_with(
     options: RunOptions,
     on_step: impl FnMut(usize, usize) + Send,
 ) -> crate::Result<RunReport> {
+    run_to_end(scenario, factory, options, on_step, &[]).await
+}
+
+/// Starts the run, drives it with `faults` (none but in tests), summarizes its session, reports and stops it.
+async fn run_to_end(
+    scenario: Arc<Scenario>,
+    factory: Arc<dyn AgentFactory>,
+    options: RunOptions,
+    on_step: impl FnMut(usize, usize) + Send,
+    faults: &[FaultAt],
+) -> crate::Result<RunReport> {
     let run = LocalRun::start(scenario, factory, &options).await?;
-    let driven = run.drive_with(on_step).await;
+    let driven = run.drive_faulted(on_step, faults).await;
     if let Err(err) = run.end_session().await {
         // The run's messages stay archived; `lessrt dag build` summarizes them later.
         tracing::warn!("run session not summarized: {err}");

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use super::*;
 use crate::run::agent::{ActRequest, Agent, AgentFactory, AgentFuture, TurnInput};
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg};
-use crate::run::ledger::{Event, TokenLedger, TokenLedgerArgs, TokenLedgerMsg};
-use crate::run::resolver_actor::{ResolverActor, ResolverArgs};
+use crate::run::ledger::{Event, LedgerBook, TokenLedger, TokenLedgerArgs, TokenLedgerMsg};
+use crate::run::resolver_actor::{ResolverActor, ResolverArgs, ResolverBook};
 use crate::run::wire::{Action, DerefAction, Document, Draft, Envelope, EnvelopeKind};
 use crate::{Pointer, Resolver};
 use less_contract::{ErrorCode, Scenario, WireMode};
@@ -57,11 +57,11 @@ async fn harness_with(mode: WireMode, budget_toml: &str, lead_toml: &str, inbox_
     );
     let scenario = Arc::new(Scenario::from_toml(&toml, workspace.path()).expect("scenario"));
     let args = ResolverArgs { resolver: Resolver::new(workspace.path()).expect("resolver"), sam_path: None };
-    let (resolver, _) = Actor::spawn(None, ResolverActor, args).await.expect("resolver actor");
+    let (resolver, _) = Actor::spawn(None, ResolverActor, ResolverBook::new(args)).await.expect("resolver actor");
     let (ledger, _) = Actor::spawn(
         None,
         TokenLedger,
-        TokenLedgerArgs { out_dir: None, trace: None, run_id: "h".to_owned(), wire: false },
+        LedgerBook::new(TokenLedgerArgs { out_dir: None, trace: None, run_id: "h".to_owned(), wire: false }),
     )
     .await
     .expect("ledger");
@@ -85,11 +85,13 @@ async fn harness_with(mode: WireMode, budget_toml: &str, lead_toml: &str, inbox_
         scenario,
         secret: [9u8; 32],
         directory: Directory::default(),
-        resolver,
-        ledger,
+        // Messages, as on a worker node: the harness spawns each gateway itself.
+        resolver: Slot::new(resolver),
+        ledger: Slot::new(ledger),
+        books: None,
         services: services::Services::Local {
-            memory,
-            summarizers,
+            memory: Slot::new(memory),
+            summarizers: Slot::new(summarizers),
             archive_queue: Arc::new(crate::dag::actor::ArchiveQueue::new("demo", "h")),
             n_msgs: Default::default(),
         },
@@ -99,7 +101,7 @@ async fn harness_with(mode: WireMode, budget_toml: &str, lead_toml: &str, inbox_
         workspace: index,
     });
     for id in ["lead", "dev"] {
-        let args = GatewayArgs { ctx: ctx.clone(), agent_id: id.to_owned() };
+        let args = GatewayArgs { ctx: ctx.clone(), agent_id: id.to_owned(), restore: None };
         let (gateway, _) = Actor::spawn(None, GatewayActor, args).await.expect("gateway");
         ctx.directory.insert(id.to_owned(), gateway);
     }
@@ -230,7 +232,7 @@ async fn every_mode_checks_a_document_once_into_its_type_and_the_ledger_holds_it
         assert!(refused.message.contains("another kind"), "{refused:?}");
         // A valid message with two engrams: delivered; the ledger holds it as a typed message.
         deliver(message(3, "", 2, false)).await.expect("a valid message is delivered");
-        let events = ractor::call!(h.ctx.ledger, TokenLedgerMsg::Snapshot).expect("ledger");
+        let events = h.ctx.ledger.ask(TokenLedgerMsg::Snapshot).await.expect("ledger");
         let delivered: Vec<&Document> = events
             .iter()
             .filter_map(|e| match e {
@@ -255,10 +257,10 @@ async fn every_mode_checks_a_document_once_into_its_type_and_the_ledger_holds_it
 async fn a_changed_source_is_a_digest_mismatch_through_the_resolver_actor() {
     let h = harness("").await;
     let pointer = Pointer::parse("repo:a.rs").expect("pointer");
-    let first = ractor::call!(h.ctx.resolver, ResolverMsg::Resolve, vec![pointer.clone()]).expect("call");
+    let first = h.ctx.resolver.ask(|reply| ResolverMsg::Resolve(vec![pointer.clone()], reply)).await.expect("call");
     assert!(first.is_ok());
     std::fs::write(h._workspace.path().join("a.rs"), "fn a() { changed() }\n").expect("rewrite");
-    let second = ractor::call!(h.ctx.resolver, ResolverMsg::Resolve, vec![pointer]).expect("call");
+    let second = h.ctx.resolver.ask(|reply| ResolverMsg::Resolve(vec![pointer.clone()], reply)).await.expect("call");
     assert_eq!(second.expect_err("changed").code, ErrorCode::DigestMismatch);
     // Path traversal cannot even be written as a pointer; the resolver refuses it too if handed a raw path.
     assert!(Pointer::parse("repo:../etc/passwd").is_err());
@@ -319,7 +321,7 @@ async fn past_the_inbox_cap_old_messages_become_pointers_the_agent_reads_back() 
     let inline: Vec<&str> = inbox.iter().filter_map(|d| d["msg_id"].as_str()).collect();
     assert_eq!(inline, ["q3", "q4"], "the newest stay inline, in order");
     assert_eq!(inbox[0]["spilled"]["type"], "question");
-    let events = ractor::call!(h.ctx.ledger, TokenLedgerMsg::Snapshot).expect("ledger");
+    let events = h.ctx.ledger.ask(TokenLedgerMsg::Snapshot).await.expect("ledger");
     let spilled: Vec<&str> = events
         .iter()
         .filter_map(|e| match e {
@@ -405,10 +407,11 @@ impl AgentFactory for AskerFactory {
     }
 }
 
-/// The memory actor dies mid-run: the step that needed it gets an answer (a refusal, not a hang), and the run ends
-/// after it with an error naming the memory; the report of what happened is still there.
+/// The memory actor dies mid-run, up to the restart limit: the run supervisor starts it again each time and the
+/// run's queries are answered; one more death and the memory is given up: the step that needed it gets an answer
+/// (a refusal, not a hang), and the run ends after it with an error naming the memory; the report is still there.
 #[tokio::test]
-async fn a_run_whose_memory_actor_dies_ends_with_an_error_naming_it() {
+async fn a_dying_memory_actor_is_started_again_up_to_the_limit_then_the_run_ends() {
     let workspace = tempfile::tempdir().expect("tempdir");
     let toml = "name = \"m\"\n[[agents]]\nid = \"lead\"\nrole = \"lead\"\n[[agents]]\nid = \"dev\"\nrole = \"dev\"\n\
                 parent = \"lead\"\n[[steps]]\naction = \"query\"\nagent = \"dev\"\ntext = \"x\"\n\
@@ -416,24 +419,42 @@ async fn a_run_whose_memory_actor_dies_ends_with_an_error_naming_it() {
     let scenario = Arc::new(Scenario::from_toml(toml, workspace.path()).expect("scenario"));
     let options =
         RunOptions { step_timeout: Some(std::time::Duration::from_secs(30)), ..RunOptions::new(WireMode::Less) };
-    let run = LocalRun::start(scenario, Arc::new(AskerFactory), &options).await.expect("run starts");
-    let services::Services::Local { memory, .. } = &run.ctx.services else { panic!("a local run") };
-    memory.kill();
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    let driven = run.drive().await;
-    let err = driven.expect_err("the run ends").to_string();
-    assert!(err.contains("memory stopped"), "{err}");
-    let report = run.report().await.expect("the ledger still answers");
-    let queries: Vec<Event> = ractor::call!(run.ctx.ledger, TokenLedgerMsg::Snapshot)
-        .expect("snapshot")
-        .into_iter()
-        .filter(|e| matches!(e, Event::Query { .. }))
-        .collect();
-    // The first step's query was answered (refused with a code, no hang); the run ended before the second step.
-    assert!(
-        matches!(&queries[..], [Event::Query { code: Some(ErrorCode::RunFailed), .. }]),
-        "one refused query: {queries:?}"
-    );
-    assert_eq!(report.scenario, "m");
-    run.stop().await;
+    for n_deaths in [MAX_RESTARTS, MAX_RESTARTS + 1] {
+        let run = LocalRun::start(scenario.clone(), Arc::new(AskerFactory), &options).await.expect("run starts");
+        let services::Services::Local { memory, .. } = &run.ctx.services else { panic!("a local run") };
+        for _ in 0..n_deaths {
+            let generation = memory.generation();
+            memory.get().kill();
+            memory.replaced_after(generation).await;
+        }
+        let driven = run.drive().await;
+        let report = run.report().await.expect("the ledger still answers");
+        let queries: Vec<Event> = run
+            .ctx
+            .ledger
+            .ask(TokenLedgerMsg::Snapshot)
+            .await
+            .expect("snapshot")
+            .into_iter()
+            .filter(|e| matches!(e, Event::Query { .. }))
+            .collect();
+        if n_deaths == MAX_RESTARTS {
+            driven.expect("the run completes");
+            assert_eq!(report.service_restarts.get("memory"), Some(&(MAX_RESTARTS as u32)));
+            assert!(
+                matches!(&queries[..], [Event::Query { code: None, .. }, Event::Query { code: None, .. }]),
+                "{queries:?}"
+            );
+        } else {
+            let err = driven.expect_err("the run ends").to_string();
+            assert!(err.contains("memory stopped"), "{err}");
+            // The first step's query was answered (refused with a code, no hang); the run ended before the second.
+            assert!(
+                matches!(&queries[..], [Event::Query { code: Some(ErrorCode::RunFailed), .. }]),
+                "one refused query: {queries:?}"
+            );
+        }
+        assert_eq!(report.scenario, "m");
+        run.stop().await;
+    }
 }

@@ -233,7 +233,7 @@ impl GatewayState {
             more = rest;
             tokens
         } else {
-            match ractor::call!(self.ctx.ledger, TokenLedgerMsg::History) {
+            match self.ctx.ledger.ask(TokenLedgerMsg::History).await {
                 Ok(history) => counter.count(&history.join("\n")),
                 // Without the history the baseline's cost is unknown: the query fails rather than count it as free.
                 Err(err) => {
