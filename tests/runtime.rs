@@ -1048,28 +1048,11 @@ fn runs_survive_failures_of_their_actors_with_nothing_acknowledged_lost() {
 #[test]
 fn a_node_failing_past_its_limit_is_escalated_to_its_parent_and_its_subtree_lost() {
     use less_runtime::run::{Fault, FaultTarget};
-    let steps = r#"
-[[steps]]
-action = "report"
-agent = "dev"
-type = "task_result"
-task = "1"
-status = "pass"
-engrams = [{ kind = "fact", claim = "a_1 multiplies by one.", pointers = ["repo:src/a.rs#L1-L2"] }]
-
-[[steps]]
-action = "report"
-agent = "dev"
-type = "task_result"
-task = "2"
-status = "pass"
-engrams = [{ kind = "fact", claim = "a_2 multiplies by two.", pointers = ["repo:src/a.rs#L2-L3"] }]
-
-[[steps]]
-action = "query"
-agent = "lead"
-text = "multiplies"
-"#;
+    let report_of_dev = REPORT_PASTE.replace("misbehave = \"MISBEHAVE\"\n", "");
+    let steps = format!(
+        "{report_of_dev}{}\n[[steps]]\naction = \"query\"\nagent = \"lead\"\ntext = \"multiplies\"\n",
+        report_of_dev.replace("task = \"1\"", "task = \"2\"")
+    );
     let (dir, _outside) = workspace();
     let out = tempfile::tempdir().expect("out");
     let toml = format!("name = \"t\"\nworkspace = \".\"\n{steps}\n{HIERARCHY}");
