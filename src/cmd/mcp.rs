@@ -1162,7 +1162,13 @@ impl LessServer {
     ) -> Result<Json<DerefOut>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_deref", self.tokens_in(&args), move |desk, who| {
-            let (items, baseline) = desk.deref(who, &args.pointers, args.grant_id.as_deref())?;
+            // The core's refusal names the budget; over MCP the way to more is a tool of its own.
+            let (items, baseline) = desk.deref(who, &args.pointers, args.grant_id.as_deref()).map_err(|mut v| {
+                if v.code == ErrorCode::DerefDenied {
+                    v.message.push_str(": ask your parent with less_request_deref, or present a grant it issued");
+                }
+                v
+            })?;
             let items = items
                 .into_iter()
                 .map(|i| Item {

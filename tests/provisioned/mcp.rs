@@ -73,7 +73,7 @@ fn the_python_sdk_calls_every_tool_over_stdio_and_the_rules_hold() {
     // docs/mcp.md's transcript shows this refusal: its numbers are what the server says.
     let refusal = summary["refusal"].as_str().expect("the refusal's text");
     let shown = refusal.split(" (").next().expect("its head");
-    assert!(refusal.contains(", tokens 0/40)"), "the turn's token limit: {refusal}");
+    assert!(refusal.contains(", tokens 4/40)"), "the turn's token limit: {refusal}");
     assert_eq!(shown, "LESS_DEREF_DENIED: 1 pointer / 440 tokens exceed this turn's deref budget");
     let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/mcp.md")).expect("docs/mcp.md");
     assert!(doc.contains(shown), "docs/mcp.md's transcript shows `{shown}`");
