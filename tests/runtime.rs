@@ -996,6 +996,14 @@ fn ledger_without_restarts(out: &Path) -> Vec<String> {
     kept.map(str::to_owned).collect()
 }
 
+/// The messages a run archived (the DAG's raw messages), in order: session, turn, sender and content.
+fn archived_messages(out: &Path) -> Vec<(String, i64, Option<String>, String)> {
+    let db = rusqlite::Connection::open(out.join("memory/memory.sqlite3")).expect("the memory store");
+    let mut select = db.prepare("SELECT session, turn, name, content FROM dag_messages ORDER BY seq").expect("select");
+    let rows = select.query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))).expect("rows");
+    rows.collect::<Result<_, _>>().expect("messages")
+}
+
 /// The engram ids of a run's memory store.
 fn stored_engrams(out: &Path) -> std::collections::BTreeSet<String> {
     let db = rusqlite::Connection::open(out.join("memory/memory.sqlite3")).expect("the memory store");
@@ -1004,9 +1012,10 @@ fn stored_engrams(out: &Path) -> std::collections::BTreeSet<String> {
     ids.collect::<Result<_, _>>().expect("ids")
 }
 
-/// Issue 35: the memory, the resolver and the ledger's writer fail mid-run, and so does a node with agents below
-/// it, in UC1 and in waves-harbor. Each run completes with the undisturbed run's report and ledger (restarts
-/// aside): no event is lost or written twice, every message is in `sam.sqlite`, every engram in the memory store.
+/// Issue 35: the memory, the resolver, the ledger's writer and the summarizers fail mid-run, and so does a node with
+/// agents below it, in UC1 and in waves-harbor. Each run completes with the undisturbed run's report and ledger
+/// (restarts aside): no event is lost or written twice, every message is in `sam.sqlite` and in the archive, every
+/// engram in the memory store.
 #[test]
 fn runs_survive_failures_of_their_actors_with_nothing_acknowledged_lost() {
     use less_runtime::run::{Fault, FaultTarget};
@@ -1016,7 +1025,13 @@ fn runs_survive_failures_of_their_actors_with_nothing_acknowledged_lost() {
             .expect("scenario")
             .steps
             .len();
-        let targets = [FaultTarget::Memory, FaultTarget::Resolver, FaultTarget::Ledger, FaultTarget::Node(node.into())];
+        let targets = [
+            FaultTarget::Memory,
+            FaultTarget::Resolver,
+            FaultTarget::Ledger,
+            FaultTarget::Summarizers,
+            FaultTarget::Node(node.into()),
+        ];
         for (i, target) in targets.into_iter().enumerate() {
             // Each fails past the middle of the run, once everything has something to lose.
             let before_step = (steps / 2 + i).min(steps - 1);
@@ -1038,6 +1053,9 @@ fn runs_survive_failures_of_their_actors_with_nothing_acknowledged_lost() {
             let sam = |dir: &Path| less_runtime::run::sam_keys(&dir.join("memory/sam.sqlite"), "msg").expect("sam");
             assert_eq!(sam(out.path()), sam(clean.path()), "{name}, {target:?}: sam.sqlite");
             assert_eq!(stored_engrams(out.path()), stored_engrams(clean.path()), "{name}, {target:?}: memory");
+            let archived = archived_messages(out.path());
+            assert!(!archived.is_empty(), "{name}, {target:?}: the archive holds the run's messages");
+            assert_eq!(archived, archived_messages(clean.path()), "{name}, {target:?}: the archive");
         }
     }
 }

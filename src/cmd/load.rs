@@ -222,12 +222,12 @@ async fn gateways(args: &Args, out: &Path, node: Option<(String, String)>) -> an
         // Every agent on the node: each delivery goes to a gateway in the other process.
         toml = toml.replace("role = ", "node = \"n1\"\nrole = ");
         toml.push_str(&format!("[cluster]\nnodes = [{{ name = \"n1\", addr = \"{addr}\" }}]\n"));
-        options.cluster = Some(less_runtime::run::ClusterOptions {
+        options.cluster = Some(Arc::new(less_runtime::cluster::ClusterOptions {
             cookie,
             scenario_toml: toml.clone(),
             scenario_base: Path::new(".").to_owned(),
             every_llm: false,
-        });
+        }));
     }
     let scenario = Arc::new(Scenario::from_toml(&toml, Path::new(".")).map_err(|v| anyhow::anyhow!("{v}"))?);
     let run = Arc::new(LocalRun::start(scenario, Arc::new(ScriptedFactory), &options).await?);

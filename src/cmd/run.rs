@@ -11,9 +11,8 @@ use anyhow::Context;
 
 use less_agents::record::recorded_run;
 use less_agents::{AgentsFactory, ModelSource};
-use less_runtime::run::{
-    ClusterOptions, Pinned, RunOptions, RunReport, check_out_dir, fresh_secret, run_scenario_with,
-};
+use less_runtime::cluster::ClusterOptions;
+use less_runtime::run::{Pinned, RunOptions, RunReport, check_out_dir, fresh_secret, run_scenario_with};
 use less_runtime::{ErrorCode, WireMode};
 
 use super::args::{AgentsArgs, InboxArgs, OutputArgs, Stop, count};
@@ -175,12 +174,12 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
             .map_err(|e| Stop::usage(format!("LESS_ARGUMENT_INVALID: {e}")))?;
         let scenario_toml = std::fs::read_to_string(&args.scenario)
             .with_context(|| format!("cannot read {}", args.scenario.display()))?;
-        Some(ClusterOptions {
+        Some(Arc::new(ClusterOptions {
             cookie,
             scenario_toml,
             scenario_base: args.scenario.parent().unwrap_or(Path::new(".")).to_owned(),
             every_llm: matches!(args.agents.agents, super::args::AgentsChoice::Llm),
-        })
+        }) as Arc<dyn less_runtime::run::Placement>)
     } else {
         None
     };

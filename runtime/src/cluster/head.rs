@@ -17,6 +17,7 @@ use super::{CONNECT_TIMEOUT, SessionLog, group, node_group, wait_for_group};
 use crate::dag::NewMessage;
 use crate::memory::QueryOptions;
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg, Restored};
+use crate::run::remote::{HeadServices, PlacedNodes, Placement, PromoteResult, RecallResult, RemoteFuture};
 use crate::run::services::{MemoryFailure, PutAnswer, RecallAnswer, Services, promote_here, put_here, recall_here};
 use crate::run::{Event, RunContext};
 use less_contract::{ClusterNode, Engram, ErrorCode, HEAD_NODE, Scope, Valid, Violation};
@@ -124,6 +125,109 @@ impl Actor for HeadBridge {
             }
         }
         Ok(())
+    }
+}
+
+/// The head's bridge as a worker node's run reaches it: its services for the node's agents.
+pub(crate) struct Bridge(pub(crate) ActorRef<HeadMsg>);
+
+impl HeadServices for Bridge {
+    fn recall(&self, agent: String, text: String, options: QueryOptions) -> RemoteFuture<'_, RecallResult> {
+        Box::pin(async move {
+            match ractor::call!(self.0, HeadMsg::Recall, Box::new((agent, text, options))) {
+                Ok(answer) => answer,
+                Err(err) => Err(MemoryFailure::unavailable("the head node's memory", &err)),
+            }
+        })
+    }
+
+    fn promote(&self, agent: String, subject: String, to: Scope) -> RemoteFuture<'_, PromoteResult> {
+        Box::pin(async move {
+            match ractor::call!(self.0, HeadMsg::Promote, Box::new((agent, subject, to))) {
+                Ok(answer) => answer,
+                Err(err) => Err(MemoryFailure::unavailable("the head node's memory", &err)),
+            }
+        })
+    }
+
+    fn put(&self, agent: String, engram: Valid<Engram>) -> RemoteFuture<'_, Result<PutAnswer, MemoryFailure>> {
+        Box::pin(async move {
+            match ractor::call!(self.0, HeadMsg::Put, Box::new((agent, engram))) {
+                Ok(answer) => answer,
+                Err(err) => Err(MemoryFailure::unavailable("the head node's memory", &err)),
+            }
+        })
+    }
+
+    fn next_id(&self) -> RemoteFuture<'_, Result<u64, String>> {
+        Box::pin(async move { ractor::call!(self.0, HeadMsg::NextId).map_err(|e| e.to_string()) })
+    }
+
+    fn archive(&self, message: NewMessage) -> Result<(), String> {
+        self.0.send_message(HeadMsg::Archive(Box::new(message))).map_err(|e| e.to_string())
+    }
+
+    fn ack(&self) -> RemoteFuture<'_, Result<(), String>> {
+        Box::pin(async move { ractor::call!(self.0, HeadMsg::Ack).map_err(|e| e.to_string()) })
+    }
+}
+
+/// What the head of a cluster run needs besides the scenario: the cookie, and the scenario as the nodes rebuild it.
+/// `lessrt run` gives it to a run whose scenario places agents on nodes ([`crate::run::RunOptions::cluster`]).
+#[derive(Clone)]
+pub struct ClusterOptions {
+    /// The nodes' shared secret (`--cookie-env`).
+    pub cookie: String,
+    /// The scenario file's text: each node rebuilds the scenario from it.
+    pub scenario_toml: String,
+    /// The scenario file's directory.
+    pub scenario_base: std::path::PathBuf,
+    /// Every agent backed by a model (`--agents llm`).
+    pub every_llm: bool,
+}
+
+impl Placement for ClusterOptions {
+    fn start(
+        &self,
+        ctx: Arc<RunContext>,
+        supervisor: ractor::ActorCell,
+        clock: Option<i64>,
+    ) -> RemoteFuture<'_, Result<Box<dyn PlacedNodes>, Violation>> {
+        Box::pin(async move {
+            let handle = ClusterHandle::start(
+                ctx,
+                self.cookie.clone(),
+                self.scenario_toml.clone(),
+                self.scenario_base.clone(),
+                self.every_llm,
+                supervisor,
+                clock,
+            )
+            .await?;
+            Ok(Box::new(handle) as Box<dyn PlacedNodes>)
+        })
+    }
+}
+
+impl PlacedNodes for ClusterHandle {
+    fn move_lost(&self, supervisor: ractor::ActorCell) -> RemoteFuture<'_, Result<Vec<String>, Violation>> {
+        Box::pin(ClusterHandle::move_lost(self, supervisor))
+    }
+
+    fn node_lost<'a>(&'a self, agent: &'a str, wait: Duration) -> RemoteFuture<'a, Option<String>> {
+        Box::pin(ClusterHandle::node_lost(self, agent, wait))
+    }
+
+    fn fail_over<'a>(
+        &'a self,
+        node: &'a str,
+        supervisor: ractor::ActorCell,
+    ) -> RemoteFuture<'a, Result<Vec<String>, Violation>> {
+        Box::pin(ClusterHandle::fail_over(self, node, supervisor))
+    }
+
+    fn release(&self) {
+        ClusterHandle::release(self);
     }
 }
 

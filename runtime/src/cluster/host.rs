@@ -256,7 +256,7 @@ impl NodeHostState {
             resolver: Slot::new(resolver),
             ledger: Slot::new(ledger),
             books: None,
-            services: Services::Remote { head },
+            services: Services::Remote { head: Arc::new(super::head::Bridge(head)) },
             factory,
             clock,
             inbox_cap: spec.inbox_cap.max(1),

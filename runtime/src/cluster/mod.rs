@@ -26,7 +26,7 @@ pub(crate) mod serial;
 use std::time::Duration;
 
 pub(crate) use head::HeadMsg;
-pub use head::{ClusterFile, ClusterHandle};
+pub use head::{ClusterFile, ClusterHandle, ClusterOptions};
 pub use host::{FactoryMaker, HostMsg, HostSpec, NodeHandle, start_node};
 
 /// The process group of a run's actor: `<run key>:<actor>` (the run key is the run id and its mode).

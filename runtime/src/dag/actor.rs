@@ -53,13 +53,22 @@ impl ArchiveQueue {
 
     /// Queues `message` once there is room, and tells `summarizers` when the queue was empty (else a
     /// [`SummarizerMsg::RecordQueued`] is on its way already, and will take this message too).
-    pub async fn push(self: &std::sync::Arc<Self>, message: NewMessage, summarizers: &ActorRef<SummarizerMsg>) {
+    ///
+    /// A message is never dropped for want of summarizers: when they cannot be told (they failed and are being
+    /// started again), the message stays queued, the replacement takes the queue as it starts, and the caller hears
+    /// `Err(NotWoken)` so that it can wake a replacement that started before the message was queued. Only a closed
+    /// queue ([`ArchiveQueue::close`]: the summarizers were given up and the run is failing) refuses a message.
+    pub async fn push(
+        self: &std::sync::Arc<Self>,
+        message: NewMessage,
+        summarizers: &ActorRef<SummarizerMsg>,
+    ) -> Result<(), NotWoken> {
         match self.room.acquire().await {
             // Given back when the archive has taken the message.
             Ok(permit) => permit.forget(),
             Err(_) => {
-                tracing::error!(target: "less.dag", "summarizers unavailable, a message not archived");
-                return;
+                tracing::error!(target: "less.dag", "the summarizers were given up: a message not archived");
+                return Ok(());
             }
         }
         let was_empty = {
@@ -67,13 +76,32 @@ impl ArchiveQueue {
             pending.push(message);
             pending.len() == 1
         };
-        if was_empty && let Err(err) = summarizers.send_message(SummarizerMsg::RecordQueued(self.clone())) {
-            // No one will take the queue: say so once per message, give the room back, and let no later delivery
-            // wait for room that will never come.
-            let lost = self.take().len();
-            self.room.add_permits(lost);
-            self.room.close();
-            tracing::error!(target: "less.dag", "summarizers unavailable, {lost} messages not archived: {err}");
+        if was_empty && summarizers.send_message(SummarizerMsg::RecordQueued(self.clone())).is_err() {
+            return Err(NotWoken);
+        }
+        Ok(())
+    }
+
+    /// How many messages wait in the queue.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+    }
+
+    /// Whether no message waits.
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// No summarizer will take the queue again (they failed past their restart limit): what waits is dropped, said
+    /// once, and no later delivery waits for room that will never come.
+    pub fn close(&self) {
+        let lost = self.take().len();
+        self.room.add_permits(lost);
+        self.room.close();
+        if lost > 0 {
+            tracing::error!(target: "less.dag", "the summarizers were given up: {lost} messages not archived");
         }
     }
 
@@ -81,7 +109,18 @@ impl ArchiveQueue {
     fn take(&self) -> Vec<NewMessage> {
         std::mem::take(&mut *self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
+
+    /// Puts back, ahead of anything queued since, messages a failed batch had taken.
+    fn requeue(&self, mut messages: Vec<NewMessage>) {
+        let mut pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        messages.append(&mut pending);
+        *pending = messages;
+    }
 }
+
+/// The summarizers could not be told that a message was queued (see [`ArchiveQueue::push`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotWoken;
 
 /// Messages to the supervisor.
 pub enum SummarizerMsg {
@@ -100,6 +139,8 @@ pub enum SummarizerMsg {
     LevelDone(NodeKind),
     /// Do all pending work at every level; reply with what was done since the last drain.
     Drain(RpcReplyPort<BuildReport>),
+    /// Panics on purpose (tests of the run supervisor's restart).
+    Fail,
 }
 
 /// Messages to a level summarizer.
@@ -187,6 +228,7 @@ impl Actor for SummarizerSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             SummarizerMsg::RecordQueued(queue) => state.archive_queued(&queue).await?,
+            SummarizerMsg::Fail => panic!("the summarizers failed on purpose"),
             SummarizerMsg::Sync(queue, reply) => {
                 state.archive_queued(&queue).await?;
                 let _ = reply.send(());
@@ -263,16 +305,17 @@ impl Actor for SummarizerSupervisor {
 impl SupervisorState {
     /// Archives (and indexes) what `queue` holds in one transaction, then makes room for as many more.
     async fn archive_queued(&mut self, queue: &std::sync::Arc<ArchiveQueue>) -> Result<(), ActorProcessingErr> {
-        let messages = queue.take();
+        let messages = std::sync::Arc::new(queue.take());
         if messages.is_empty() {
             return Ok(());
         }
         let n = messages.len();
         let (project, session, now) = (queue.project.clone(), queue.session.clone(), (self.args.clock)());
+        let batch = messages.clone();
         let result = self
             .blocking(move |archive, index| {
                 let counter = TokenCounter::shared(Encoding::default());
-                let stored = archive.append(&project, &session, &messages, now, &|t| counter.count(t))?;
+                let stored = archive.append(&project, &session, &batch, now, &|t| counter.count(t))?;
                 if let Some(index) = index
                     && let Err(err) = index_messages(index, &stored, now)
                 {
@@ -281,10 +324,22 @@ impl SupervisorState {
                 Ok(())
             })
             .await;
-        queue.room.add_permits(n);
-        if let Err(err) = result? {
-            tracing::error!(target: "less.dag", "{n} messages not archived: {err}");
+        let unarchived = match &result {
+            Ok(Ok(())) => false,
+            Ok(Err(err)) => {
+                tracing::error!(target: "less.dag", "{n} messages not archived yet, kept queued: {err}");
+                true
+            }
+            Err(_) => true,
+        };
+        if unarchived {
+            // One transaction per batch: nothing of it is in the archive. It goes back to the front of the queue, for
+            // the next batch (or, when this failure ends the supervisor, its replacement) to take again.
+            queue.requeue(std::sync::Arc::try_unwrap(messages).unwrap_or_else(|shared| (*shared).clone()));
+        } else {
+            queue.room.add_permits(n);
         }
+        let _ = result?;
         Ok(())
     }
 

@@ -563,7 +563,7 @@ fn summarizer_actors_build_what_runs_record() {
             for s in corpus(&["alpha"], 8, 8, 9) {
                 let queue = Arc::new(ArchiveQueue::new(s.project.clone(), s.session.clone()));
                 for m in s.messages {
-                    queue.push(m, &actor).await;
+                    queue.push(m, &actor).await.expect("the summarizers hear of it");
                 }
                 actor
                     .send_message(SummarizerMsg::EndSession { project: s.project.clone(), session: s.session.clone() })
@@ -698,15 +698,15 @@ fn a_runs_archive_queue_is_bounded_and_loses_nothing() {
         let queue = Arc::new(ArchiveQueue::new("p", "s"));
         let say = |i: usize| NewMessage { role: "dev".into(), content: format!("message {i}"), name: None, at: None };
         for i in 0..ARCHIVE_BACKLOG {
-            queue.push(say(i), &idle).await;
+            queue.push(say(i), &idle).await.expect("the idle actor hears of it");
         }
         let (q, idle2) = (queue.clone(), idle.clone());
-        let waiting = tokio::spawn(async move { q.push(say(ARCHIVE_BACKLOG), &idle2).await });
+        let waiting = tokio::spawn(async move { q.push(say(ARCHIVE_BACKLOG), &idle2).await.is_ok() });
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         assert!(!waiting.is_finished(), "a full queue makes the next delivery wait");
         // The archive takes the queue: room again, the waiting message goes in, and a second sync archives it.
         ractor::call!(archive, SummarizerMsg::Sync, queue.clone()).expect("succeeds");
-        waiting.await.expect("the waiting delivery goes on");
+        assert!(waiting.await.expect("the waiting delivery goes on"));
         ractor::call!(archive, SummarizerMsg::Sync, queue.clone()).expect("succeeds");
         archive.stop(None);
         idle.stop(None);
@@ -717,4 +717,43 @@ fn a_runs_archive_queue_is_bounded_and_loses_nothing() {
     let messages = archive.session_messages("p", "s", 0).expect("succeeds");
     assert_eq!(messages.len(), ARCHIVE_BACKLOG + 1);
     assert!(messages.iter().enumerate().all(|(i, m)| m.content == format!("message {i}")), "in order");
+}
+
+/// Summarizers that failed cannot be told of a delivery: the message stays queued (the caller hears it was not
+/// woken), and the replacement archives it with the rest; nothing is dropped for want of summarizers.
+#[test]
+fn a_delivery_while_the_summarizers_are_down_waits_for_their_replacement() {
+    use crate::dag::actor::{ArchiveQueue, NotWoken, SummarizerArgs, SummarizerMsg, SummarizerSupervisor};
+    use ractor::Actor;
+    let dir = tempfile::tempdir().expect("succeeds");
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("succeeds");
+    let args = || SummarizerArgs {
+        dir: dir.path().to_owned(),
+        condenser: Condenser::new(DagConfig::default(), Arc::new(Extractive)),
+        clock: Arc::new(|| 0),
+        index: false,
+    };
+    let say = |i: usize| NewMessage { role: "dev".into(), content: format!("message {i}"), name: None, at: None };
+    rt.block_on(async {
+        let queue = Arc::new(ArchiveQueue::new("p", "s"));
+        let (first, first_handle) = Actor::spawn(None, SummarizerSupervisor, args()).await.expect("succeeds");
+        queue.push(say(0), &first).await.expect("heard");
+        ractor::call!(first, SummarizerMsg::Sync, queue.clone()).expect("succeeds");
+        // They fail.
+        let _ = first.send_message(SummarizerMsg::Fail);
+        let _ = first_handle.await;
+        assert_eq!(queue.push(say(1), &first).await, Err(NotWoken));
+        assert_eq!(queue.push(say(2), &first).await, Ok(()), "a wake-up is owed already");
+        assert_eq!(queue.len(), 2, "both wait for the replacement");
+        let (second, second_handle) = Actor::spawn(None, SummarizerSupervisor, args()).await.expect("succeeds");
+        second.send_message(SummarizerMsg::RecordQueued(queue.clone())).expect("succeeds");
+        ractor::call!(second, SummarizerMsg::Sync, queue.clone()).expect("succeeds");
+        assert!(queue.is_empty());
+        second.stop(None);
+        second_handle.await.expect("succeeds");
+    });
+    let archive = Archive::open(dir.path()).expect("succeeds");
+    let contents: Vec<String> =
+        archive.session_messages("p", "s", 0).expect("succeeds").into_iter().map(|m| m.content).collect();
+    assert_eq!(contents, ["message 0", "message 1", "message 2"]);
 }

@@ -23,6 +23,7 @@ pub(crate) mod gateway;
 pub(crate) mod grade;
 pub(crate) mod inbox;
 pub(crate) mod ledger;
+pub(crate) mod remote;
 pub(crate) mod report;
 pub(crate) mod resolver_actor;
 pub(crate) mod services;
@@ -35,6 +36,7 @@ use std::sync::{Arc, RwLock};
 
 use ractor::ActorRef;
 
+use crate::dag::actor::SummarizerMsg;
 use crate::memory::Principal;
 use crate::run::gateway::GatewayMsg;
 use crate::run::ledger::{LedgerBook, SentText as Sent, TokenLedgerMsg, Wake};
@@ -52,10 +54,11 @@ pub use gateway::{MAX_RESTARTS, RESTART_WINDOW};
 pub use grade::{Answer, Failure, TaskReport, TaskVerdict, covers, states};
 pub use inbox::{DEFAULT_INBOX_CAP, Inbox, InboxItem, Spill};
 pub use ledger::{Event, SentText, TraceSink, WIRE_FILE};
+pub use remote::{PlacedNodes, Placement, RemoteFuture};
 pub use report::{CheckResult, CheckStatus, LostSubtree, ModelSpend, RoleReport, RunReport, TokenStats};
 pub use slot::RESTART_WAIT;
 pub use supervisor::{
-    ClusterOptions, DEFAULT_STEP_TIMEOUT, LocalRun, Pinned, RunOptions, check_out_dir, run_scenario, run_scenario_with,
+    DEFAULT_STEP_TIMEOUT, LocalRun, Pinned, RunOptions, check_out_dir, run_scenario, run_scenario_with,
 };
 #[cfg(any(test, feature = "faults"))]
 pub use supervisor::{Fault, FaultTarget, run_scenario_faulted};
@@ -221,10 +224,18 @@ impl RunContext {
         let message = crate::dag::NewMessage { role, content, name: Some(from.to_owned()), at: None };
         match &self.services {
             services::Services::Local { archive_queue, summarizers, .. } => {
-                archive_queue.push(message, &summarizers.get()).await;
+                let (actor, generation) = summarizers.current();
+                // The summarizers failed: the message stays queued, and their replacement takes the queue as it
+                // starts. One that started before the message was queued is woken here.
+                if archive_queue.push(message, &actor).await.is_err()
+                    && summarizers.replaced_after(generation).await
+                    && let Err(err) = summarizers.send(SummarizerMsg::RecordQueued(archive_queue.clone()))
+                {
+                    tracing::error!("the summarizers' replacement did not take the queue: {err}");
+                }
             }
             services::Services::Remote { head } => {
-                if let Err(err) = head.send_message(crate::cluster::HeadMsg::Archive(Box::new(message))) {
+                if let Err(err) = head.archive(message) {
                     tracing::error!(target: "less.cluster", "a message not archived: the head is unreachable: {err}");
                 }
             }

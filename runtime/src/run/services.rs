@@ -1,19 +1,18 @@
 //! The run's shared services as an agent and its gateway use them: the memory (puts, recalls, promotions), the
 //! archive and the message ids. On the head node they are the local actors; on a worker node (`lessrt node`) they are
-//! the head's, reached through its bridge ([`crate::cluster::HeadMsg`]). Either way an agent gets the same answers,
+//! the head's, reached through a [`HeadServices`] the cluster gives the node. Either way an agent gets the same answers,
 //! as plain serializable values: what it reads of a recall, what came of a put.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ractor::ActorRef;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::cluster::HeadMsg;
 use crate::dag::actor::{ArchiveQueue, SummarizerMsg};
 use crate::memory::{EngramRef, MemoryError, MemoryMsg, PromoteRequest, PutRequest, QueryOptions, QueryRequest};
 use crate::run::RunContext;
+use crate::run::remote::HeadServices;
 use crate::run::slot::Slot;
 use less_contract::{Engram, ErrorCode, Scope, Valid, Violation};
 
@@ -32,8 +31,8 @@ pub(crate) enum Services {
     },
     /// On the head node.
     Remote {
-        /// The head's bridge.
-        head: ActorRef<HeadMsg>,
+        /// The head's services, as this node reaches them.
+        head: Arc<dyn HeadServices>,
     },
 }
 
@@ -168,13 +167,7 @@ impl RunContext {
     ) -> Result<RecallAnswer, MemoryFailure> {
         match &self.services {
             Services::Local { .. } => recall_here(self, agent, text, options).await,
-            Services::Remote { head } => {
-                let args = (agent.to_owned(), text, options);
-                match ractor::call!(head, HeadMsg::Recall, Box::new(args)) {
-                    Ok(answer) => answer,
-                    Err(err) => Err(MemoryFailure::unavailable("the head node's memory", &err)),
-                }
-            }
+            Services::Remote { head } => head.recall(agent.to_owned(), text, options).await,
         }
     }
 
@@ -187,12 +180,7 @@ impl RunContext {
     ) -> Result<Option<String>, MemoryFailure> {
         match &self.services {
             Services::Local { .. } => promote_here(self, agent, subject, to).await,
-            Services::Remote { head } => {
-                match ractor::call!(head, HeadMsg::Promote, Box::new((agent.to_owned(), subject, to))) {
-                    Ok(answer) => answer,
-                    Err(err) => Err(MemoryFailure::unavailable("the head node's memory", &err)),
-                }
-            }
+            Services::Remote { head } => head.promote(agent.to_owned(), subject, to).await,
         }
     }
 
@@ -200,12 +188,7 @@ impl RunContext {
     pub(crate) async fn put(&self, agent: &str, engram: Valid<Engram>) -> Result<PutAnswer, MemoryFailure> {
         match &self.services {
             Services::Local { .. } => put_here(self, agent, engram).await,
-            Services::Remote { head } => {
-                match ractor::call!(head, HeadMsg::Put, Box::new((agent.to_owned(), engram))) {
-                    Ok(answer) => answer,
-                    Err(err) => Err(MemoryFailure::unavailable("the head node's memory", &err)),
-                }
-            }
+            Services::Remote { head } => head.put(agent.to_owned(), engram).await,
         }
     }
 
@@ -214,7 +197,7 @@ impl RunContext {
     pub(crate) async fn next_msg_number(&self) -> u64 {
         match &self.services {
             Services::Local { n_msgs, .. } => n_msgs.fetch_add(1, Ordering::Relaxed) + 1,
-            Services::Remote { head } => match ractor::call!(head, HeadMsg::NextId) {
+            Services::Remote { head } => match head.next_id().await {
                 Ok(n) => n,
                 Err(err) => {
                     // Without the head the run is over; an id that cannot collide with the head's keeps the
@@ -238,7 +221,7 @@ impl RunContext {
                 async {
                     self.resolver.ask(crate::run::resolver_actor::ResolverMsg::Ack).await.map_err(|e| e.to_string())
                 },
-                async { ractor::call!(head, HeadMsg::Ack).map_err(|e| e.to_string()) },
+                head.ack(),
             );
             for (what, answer) in [("ledger", ledger), ("resolver", resolver), ("archive", bridge)] {
                 if let Err(err) = answer {

@@ -42,7 +42,7 @@ impl<M: Message> Slot<M> {
     }
 
     /// The actor now serving and the slot's generation, read together.
-    fn current(&self) -> (ActorRef<M>, u64) {
+    pub(crate) fn current(&self) -> (ActorRef<M>, u64) {
         let actor = self.current.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         (actor.clone(), *self.generation.borrow())
     }

@@ -46,6 +46,7 @@ use crate::run::agent::{ActRequest, AgentFactory};
 use crate::run::gateway::{GatewayMsg, MAX_RESTARTS, RESTART_WINDOW, local_subtree, spawn_node};
 use crate::run::inbox::DEFAULT_INBOX_CAP;
 use crate::run::ledger::{Event, LedgerBook, TokenLedger, TokenLedgerArgs, TokenLedgerMsg, TraceSink};
+use crate::run::remote::{PlacedNodes, Placement};
 use crate::run::report::RunReport;
 use crate::run::resolver_actor::{ResolverActor, ResolverArgs, ResolverBook, ResolverMsg};
 use crate::run::services::Services;
@@ -84,24 +85,12 @@ pub struct RunOptions {
     /// How many typed messages an agent's inbox keeps inline; older ones become `sam:msg:<id>` pointers to the
     /// archived message ([`DEFAULT_INBOX_CAP`] unless set; at least 1).
     pub inbox_cap: usize,
-    /// How to reach the run's worker nodes, for a scenario that places agents on nodes (`[cluster]`).
-    pub cluster: Option<ClusterOptions>,
+    /// How to reach the run's worker nodes, for a scenario that places agents on nodes (`[cluster]`): e.g.
+    /// [`crate::cluster::ClusterOptions`].
+    pub cluster: Option<Arc<dyn Placement>>,
     /// The workspace index the agents' `search` and `list` actions use. `None`: the scenario workspace's, in its
     /// default directory ([`crate::workspace::WorkspaceIndex::default_dir`]), opened and refreshed on the first search.
     pub index: Option<Arc<crate::workspace::SharedIndex>>,
-}
-
-/// What the head of a cluster run needs besides the scenario: the cookie, and the scenario as the nodes rebuild it.
-#[derive(Clone)]
-pub struct ClusterOptions {
-    /// The nodes' shared secret (`--cookie-env`).
-    pub cookie: String,
-    /// The scenario file's text: each node rebuilds the scenario from it.
-    pub scenario_toml: String,
-    /// The scenario file's directory.
-    pub scenario_base: PathBuf,
-    /// Every agent backed by a model (`--agents llm`).
-    pub every_llm: bool,
 }
 
 impl RunOptions {
@@ -156,6 +145,8 @@ pub enum FaultTarget {
     Resolver,
     /// The ledger's writer (it panics).
     Ledger,
+    /// The summarizers' supervisor (it panics, taking its level summarizers with it).
+    Summarizers,
     /// The node (gateway) of an agent (it panics, taking its agent and its subtree's nodes with it).
     Node(String),
 }
@@ -266,6 +257,7 @@ impl Actor for RunSupervisor {
             trace,
             run_id: run_id.clone(),
             wire: mode.is_baseline(),
+            identities: scenario.agents.iter().map(|a| (a.id.clone(), scenario.identity(&a.id))).collect(),
         });
         let (ledger, handle) =
             Actor::spawn_linked(Some(named(&run_id, mode, "ledger")), TokenLedger, ledger_book.clone(), cell.clone())
@@ -463,7 +455,10 @@ impl RunSupervisorState {
             (Service::Ledger, _) => self.ctx.ledger.abandon(),
             (Service::Resolver, _) => self.ctx.resolver.abandon(),
             (Service::Memory, Services::Local { memory, .. }) => memory.abandon(),
-            (Service::Summarizers, Services::Local { summarizers, .. }) => summarizers.abandon(),
+            (Service::Summarizers, Services::Local { summarizers, archive_queue, .. }) => {
+                summarizers.abandon();
+                archive_queue.close();
+            }
             (_, Services::Remote { .. }) => {}
         }
     }
@@ -570,7 +565,7 @@ pub struct LocalRun {
     supervisor: ActorRef<RunSupervisorMsg>,
     supervisor_handle: JoinHandle<()>,
     /// The worker nodes of a cluster run.
-    cluster: Option<crate::cluster::ClusterHandle>,
+    cluster: Option<Box<dyn PlacedNodes>>,
 }
 
 fn fail(what: &str, err: &dyn std::fmt::Display) -> Error {
@@ -621,16 +616,8 @@ impl LocalRun {
         let ctx = ractor::call!(supervisor, RunSupervisorMsg::Context).map_err(|e| fail("run supervisor", &e))?;
         let cluster = match (&options.cluster, placed) {
             (Some(cluster), true) => {
-                let started = crate::cluster::ClusterHandle::start(
-                    ctx.clone(),
-                    cluster.cookie.clone(),
-                    cluster.scenario_toml.clone(),
-                    cluster.scenario_base.clone(),
-                    cluster.every_llm,
-                    supervisor.get_cell(),
-                    options.pinned.map(|p| p.clock.unix_timestamp()),
-                )
-                .await;
+                let clock = options.pinned.map(|p| p.clock.unix_timestamp());
+                let started = cluster.start(ctx.clone(), supervisor.get_cell(), clock).await;
                 match started {
                     Ok(cluster) => Some(cluster),
                     Err(v) => {
@@ -877,6 +864,11 @@ async fn inject_once(ctx: &RunContext, target: &FaultTarget) {
         FaultTarget::Memory => {
             if let Services::Local { memory, .. } = &ctx.services {
                 fail_in(memory, crate::memory::MemoryMsg::Fail).await;
+            }
+        }
+        FaultTarget::Summarizers => {
+            if let Services::Local { summarizers, .. } = &ctx.services {
+                fail_in(summarizers, SummarizerMsg::Fail).await;
             }
         }
         FaultTarget::Node(agent) => {
