@@ -82,6 +82,10 @@ enum Command {
     Doctor(cmd::doctor::Args),
     /// Print a published JSON Schema, or list them.
     Schema(cmd::schema::Args),
+    /// LESS as an agent skill: `lessrt skill export DIR` writes SKILL.md, the manifest, the schemas and the MCP
+    /// server's command for an agent host to load.
+    #[command(subcommand)]
+    Skill(cmd::skill::Command),
     /// List the stable error codes (the contract's and the model providers') with what to do instead.
     Errors(cmd::errors::Args),
     /// Print shell completions for lessrt (e.g. `lessrt completions bash > ~/.local/share/bash-completion/completions/lessrt`).
@@ -165,6 +169,7 @@ fn main() -> ExitCode {
         Command::Load(args) => cmd::load::run(&args, ctx),
         Command::Doctor(args) => cmd::doctor::run(&args),
         Command::Schema(args) => cmd::schema::run(&args),
+        Command::Skill(command) => cmd::skill::run(&command),
         Command::Errors(args) => cmd::errors::run(&args),
         Command::Completions(args) => cmd::completions::run(&args),
     };

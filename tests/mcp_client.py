@@ -61,6 +61,8 @@ async def main():
                 "less_expand_query", "less_impact", "less_symbol_set", "less_symbol_resolve", "less_symbol_list",
                 "less_capsule_write", "less_capsule_hydrate", "less_blackboard_set", "less_blackboard_get",
                 "less_blackboard_list", "less_gate_report", "less_search", "less_symbol_fill",
+                "less_claim", "less_release_claim", "less_renew_claim", "less_claims", "less_decide",
+                "less_decisions",
             }
             expect(wanted <= set(tools), f"tools listed: {sorted(tools)}")
             expect(all(tools[t].output_schema for t in wanted), "every tool has an outputSchema")
@@ -207,6 +209,28 @@ async def main():
             expect(gate["message"]["report_ref"].startswith("artifact:report.txt"), gate)
             expect("PLANTED" not in json.dumps(gate), "the report's body never travels")
             expect(gate["report_tokens"] > gate["tokens"], gate)
+
+            # The coordination ledger: the lead's claim blocks dev's overlapping one; every result names its caller.
+            claim = structured(await client.call_tool("less_claim", {"surfaces": ["src/**"], "task": "T-1"}))
+            expect(claim["identity"] == "demo/lead" and claim["claim"]["status"] == "live", claim)
+            text = refused(await client.call_tool("less_claim", {"surfaces": ["src/a.rs"], "task": "T-2",
+                                                                 "client_identity": "dev"}), "LESS_CLAIM_CONFLICT")
+            expect("demo/lead" in text and "T-1" in text, text)
+            renewed = structured(await client.call_tool("less_renew_claim", {"claim_id": claim["claim"]["claim_id"],
+                                                                             "ttl_minutes": 60}))
+            expect(renewed["claim"]["expires_at"] > claim["claim"]["expires_at"], renewed)
+            live = structured(await client.call_tool("less_claims", {}))
+            expect(len(live["claims"]) == 1, live)
+            released = structured(await client.call_tool("less_release_claim",
+                                                         {"claim_id": claim["claim"]["claim_id"]}))
+            expect(released["claim"]["status"] == "released", released)
+            mine = structured(await client.call_tool("less_claim", {"surfaces": ["src/a.rs"], "task": "T-2",
+                                                                    "client_identity": "dev"}))
+            expect(mine["identity"] == "demo/lead/dev", mine)
+            decided = structured(await client.call_tool("less_decide", {"title": "Ship T-2", "body": "Tests pass."}))
+            log = structured(await client.call_tool("less_decisions", {"markdown": True}))
+            expect(log["decisions"][-1]["decision_id"] == decided["decision"]["decision_id"], log)
+            expect("Ship T-2" in log["markdown"], log["markdown"])
 
             # The context ledger.
             chat = [{"role": "user", "content": f"Note {i}: the deploy target is host-{i}."} for i in range(40)]

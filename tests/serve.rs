@@ -429,3 +429,56 @@ fn a_verbatim_run_keeps_what_it_sent_and_the_api_serves_it() {
     let (status, unknown) = get(&server, "/api/wire", &[("run", "verbatim"), ("msg", "nobody-m99")]);
     assert_eq!((status, unknown["code"].as_str()), (404, Some("LESS_ARGUMENT_INVALID")), "{unknown}");
 }
+
+/// Issue 39: the page shows a desk store's coordination ledger — its live claims, the latest decisions and how many
+/// conflict records there are — read without writing to the store.
+#[test]
+fn the_page_shows_a_desk_stores_live_claims_and_decisions() {
+    use less_runtime::desk::{Desk, DeskConfig, NewClaim};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let scenario_dir = run_uc1(tmp.path());
+    let store = tmp.path().join("desk-store");
+    {
+        let config = DeskConfig::from_toml("project = \"shop\"\n[clients.dev]\nparent = \"lead\"\n[clients.lead]\n")
+            .expect("config");
+        let desk = Desk::open(&store, None, config).expect("desk");
+        let dev = desk.client("dev");
+        let claim = NewClaim {
+            surfaces: vec!["src/orders/**".into()],
+            task: "T-7: idempotent capture".into(),
+            ..NewClaim::default()
+        };
+        desk.claim(&dev, &claim).expect("claimed");
+        let done = NewClaim { surfaces: vec!["docs/**".into()], task: "T-8".into(), ..NewClaim::default() };
+        let released = desk.claim(&dev, &done).expect("claimed");
+        desk.release_claim(&dev, &released.claim.claim_id).expect("released");
+        desk.decide(&dev, "Capture is idempotent per order id", "A retried capture finds the first.").expect("decided");
+        desk.close().expect("closed");
+    }
+    let before = files_below(&store);
+    {
+        let server = Server::start(&[
+            "serve",
+            &scenario_dir.to_string_lossy(),
+            "--store",
+            &store.to_string_lossy(),
+            "--addr",
+            "127.0.0.1:0",
+        ]);
+        let (status, body) = get(&server, "/api/claims", &[]);
+        assert_eq!(status, 200, "{body}");
+        let claims = body["claims"].as_array().expect("claims");
+        assert_eq!(claims.len(), 1, "the released claim is not live: {body}");
+        assert_eq!(claims[0]["identity"], "shop/lead/dev");
+        assert_eq!(claims[0]["surfaces"], json!(["src/orders/**"]));
+        assert_eq!(body["decisions"][0]["title"], "Capture is idempotent per order id");
+        assert_eq!(body["conflicts"], 0);
+        // A run's own store has no desk: nothing to show, and no error.
+        let plain = Server::start(&["serve", &scenario_dir.to_string_lossy(), "--addr", "127.0.0.1:0"]);
+        let (status, body) = get(&plain, "/api/claims", &[]);
+        assert_eq!((status, body["claims"].as_array().map(Vec::len)), (200, Some(0)), "{body}");
+    }
+    let after = files_below(&store);
+    let changed: Vec<&PathBuf> = before.iter().filter(|(p, b)| after.get(*p) != Some(b)).map(|(p, _)| p).collect();
+    assert!(changed.is_empty(), "the server wrote to the store: {changed:?}");
+}

@@ -169,16 +169,32 @@ impl DeskConfig {
     pub fn client(&self, id: &str) -> Client {
         let spec = self.clients.get(id).cloned().unwrap_or_default();
         let role = spec.role.unwrap_or_else(|| id.to_owned());
+        let project = spec.project.or_else(|| self.project.clone()).unwrap_or_else(|| "default".to_owned());
         Client {
+            identity: self.identity(&project, id),
             id: id.to_owned(),
             parent: spec.parent,
-            project: spec.project.or_else(|| self.project.clone()).unwrap_or_else(|| "default".to_owned()),
+            project,
             budget: spec.budget.or(self.budget).unwrap_or_default(),
             shared_reads: spec.shared_reads.or(self.shared_reads).unwrap_or(self.memory.shared_reads),
             reads: self.memory.reads.get(&role).cloned(),
             role,
             reach: Reach::new(self.reach_of(id).as_deref()),
         }
+    }
+
+    /// The hierarchical identity of client `id` of `project`: the project, the client's configured ancestors from
+    /// the top, and the client (`shop/lead/cursor`); a client the configuration does not name is `project/id`.
+    fn identity(&self, project: &str, id: &str) -> String {
+        let mut path = vec![id];
+        let mut at = self.clients.get(id).and_then(|c| c.parent.as_deref());
+        while let Some(parent) = at {
+            path.push(parent);
+            at = self.clients.get(parent).and_then(|c| c.parent.as_deref());
+        }
+        path.push(project);
+        path.reverse();
+        path.join("/")
     }
 
     /// Whether `ancestor` is above `id` in the hierarchy.
@@ -204,6 +220,8 @@ impl DeskConfig {
 pub struct Client {
     /// Its id.
     pub id: String,
+    /// Its hierarchical identity (`project/parent/id`): what every result echoes and every audit line names.
+    pub identity: String,
     /// Its role.
     pub role: String,
     /// Its parent.
@@ -426,6 +444,7 @@ impl Desk {
                  role TEXT NOT NULL, tool TEXT NOT NULL, tokens_in INTEGER NOT NULL, tokens_out INTEGER NOT NULL,
                  baseline INTEGER NOT NULL, code TEXT);",
         )
+        .and_then(|()| db.execute_batch(claims::SCHEMA))
         .map_err(|err| store_failed("desk.sqlite", err))?;
         let key = desk_key(&dir.join("desk.key"))?;
         Ok(Desk {
@@ -1022,9 +1041,10 @@ impl Desk {
             tracing::warn!(target: "less.desk", %err, "a call was not written to the desk's ledger");
         }
         let line = format!(
-            "{at}\t{}\t{}\t{tool}\tin={tokens_in}\tout={tokens_out}\tbaseline={baseline}{}\n",
+            "{at}\t{}\t{}\t{}\t{tool}\tin={tokens_in}\tout={tokens_out}\tbaseline={baseline}{}\n",
             who.id,
             who.role,
+            who.identity,
             code.map(|c| format!("\t{c}")).unwrap_or_default()
         );
         let appended = std::fs::OpenOptions::new()
@@ -1207,6 +1227,54 @@ impl Desk {
         self.shared().board_list(&who.project)
     }
 
+    /// Claims `surfaces` for `who` (see [`claims`]): refused with `LESS_CLAIM_CONFLICT` when they overlap another's
+    /// live claim, unless `new` overrides it with a reason.
+    pub fn claim(&self, who: &Client, new: &NewClaim) -> Result<Claimed, Violation> {
+        claims::claim(&mut self.db(), actor(who), new, now_unix())
+    }
+
+    /// Releases `who`'s live claim `claim_id`.
+    pub fn release_claim(&self, who: &Client, claim_id: &str) -> Result<Claim, Violation> {
+        claims::release(&mut self.db(), actor(who), claim_id, now_unix())
+    }
+
+    /// Extends `who`'s live claim `claim_id` by `ttl_secs` from now.
+    pub fn renew_claim(&self, who: &Client, claim_id: &str, ttl_secs: Option<u64>) -> Result<Claim, Violation> {
+        claims::renew(&mut self.db(), actor(who), claim_id, ttl_secs, now_unix())
+    }
+
+    /// The live claims of `who`'s project.
+    pub fn claims(&self, who: &Client) -> Result<Vec<Claim>, Violation> {
+        claims::live_claims(&self.db(), &who.project, now_unix())
+    }
+
+    /// Appends `who`'s decision to its project's log.
+    pub fn decide(&self, who: &Client, title: &str, body: &str) -> Result<Decision, Violation> {
+        claims::decide(&self.db(), actor(who), title, body, now_unix())
+    }
+
+    /// The decision log of `who`'s project after entry `after` (at most `limit` entries), and its conflict records.
+    pub fn decisions(
+        &self,
+        who: &Client,
+        after: i64,
+        limit: usize,
+    ) -> Result<(Vec<Decision>, Vec<Conflict>), Violation> {
+        let db = self.db();
+        Ok((claims::decisions(&db, &who.project, after, limit)?, claims::conflicts(&db, &who.project)?))
+    }
+
+    /// The whole decision log of `project` as Markdown.
+    pub fn decisions_markdown(&self, project: &str) -> Result<String, Violation> {
+        let db = self.db();
+        let log = claims::decisions(&db, project, 0, usize::MAX)?;
+        Ok(claims::markdown(project, &log, &claims::conflicts(&db, project)?))
+    }
+
+    fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn shared(&self) -> std::sync::MutexGuard<'_, Shared> {
         self.shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -1223,6 +1291,11 @@ impl Desk {
         principal.shared = who.shared_reads;
         principal.reading(who.reads.clone())
     }
+}
+
+/// `who` as the coordination ledger names it.
+fn actor(who: &Client) -> claims::Actor<'_> {
+    claims::Actor { id: &who.id, project: &who.project, identity: &who.identity }
 }
 
 /// `texts` parsed as pointers; the first that does not parse is refused at `<path>/<i>`.
@@ -1343,11 +1416,13 @@ fn now_nanos() -> i128 {
     time::OffsetDateTime::now_utc().unix_timestamp_nanos()
 }
 
+pub mod claims;
 mod grants;
 
 use grants::DeskGrants;
 
 pub use crate::shared::{Entry, SymbolFill};
+pub use claims::{Claim, Claimed, Conflict, Decision, NewClaim};
 pub use less_contract::{Capsule, MAX_CAPSULE_LINES, NewCapsule};
 
 #[cfg(test)]

@@ -96,11 +96,18 @@ pub enum ErrorCode {
     /// refused the handshake, or is named twice.
     #[serde(rename = "LESS_NODE_UNKNOWN")]
     NodeUnknown,
+    /// A claim's surfaces overlap a live claim of another agent; nothing was claimed.
+    #[serde(rename = "LESS_CLAIM_CONFLICT")]
+    ClaimConflict,
+    /// A claim released, renewed or overridden is not the caller's to change (not held by it, released already,
+    /// expired, or unknown).
+    #[serde(rename = "LESS_CLAIM_NOT_HELD")]
+    ClaimNotHeld,
 }
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 26] = [
+    pub const ALL: [ErrorCode; 28] = [
         ErrorCode::JsonMalformed,
         ErrorCode::InputUnreadable,
         ErrorCode::KindUnknown,
@@ -127,6 +134,8 @@ impl ErrorCode {
         ErrorCode::StoreFailed,
         ErrorCode::RunFailed,
         ErrorCode::NodeUnknown,
+        ErrorCode::ClaimConflict,
+        ErrorCode::ClaimNotHeld,
     ];
 
     /// The stable wire string of this code.
@@ -158,6 +167,8 @@ impl ErrorCode {
             ErrorCode::StoreFailed => "LESS_STORE_FAILED",
             ErrorCode::RunFailed => "LESS_RUN_FAILED",
             ErrorCode::NodeUnknown => "LESS_NODE_UNKNOWN",
+            ErrorCode::ClaimConflict => "LESS_CLAIM_CONFLICT",
+            ErrorCode::ClaimNotHeld => "LESS_CLAIM_NOT_HELD",
         }
     }
 
@@ -235,6 +246,12 @@ impl ErrorCode {
             }
             ErrorCode::NodeUnknown => {
                 "Place the agent on a node named in the scenario's [cluster] nodes (or the --cluster file), or leave `node` out to keep it on the head; start each node with `lessrt node --name NAME --listen ADDR` and the run's cookie."
+            }
+            ErrorCode::ClaimConflict => {
+                "Claim other surfaces, wait until the holder releases its claim or it expires, or, if you must change them now, claim again with an override and your reason: a conflict record names both intents."
+            }
+            ErrorCode::ClaimNotHeld => {
+                "Release or renew only a live claim you hold (list them with less_claims); claim the surfaces again if yours expired."
             }
         }
     }

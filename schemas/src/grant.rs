@@ -159,6 +159,61 @@ pub fn pattern_within_any(inner: &str, outers: &[String]) -> bool {
     outers.iter().any(|outer| pattern_within(inner, outer))
 }
 
+/// Whether some path matches both glob patterns `a` and `b` (`**` anything, `*` anything but `/`, `?` one character
+/// but `/`): what decides that two claims on surfaces collide. Exact for patterns of these wildcards (a search of
+/// the pair of automata over the characters either pattern names, `/`, and one character neither names), and fail
+/// closed: a pair too large to compare is taken to intersect.
+pub fn patterns_intersect(a: &str, b: &str) -> bool {
+    use GlobToken::*;
+    let (a, b) = (glob_tokens(a), glob_tokens(b));
+    let (n, m) = (a.len(), b.len());
+    if (n + 1).saturating_mul(m + 1) > 1 << 16 {
+        return true;
+    }
+    // The characters that can make a difference: those the patterns name, `/`, and one neither names (`None`).
+    let mut alphabet: Vec<Option<char>> = vec![Some('/'), None];
+    for token in a.iter().chain(&b) {
+        if let Char(c) = token
+            && !alphabet.contains(&Some(*c))
+        {
+            alphabet.push(Some(*c));
+        }
+    }
+    // Where a token at `i` goes on reading `c`, if it can read it.
+    fn step(tokens: &[GlobToken], i: usize, c: Option<char>) -> Option<usize> {
+        match tokens.get(i)? {
+            Char(x) => (c == Some(*x)).then_some(i + 1),
+            One => (c != Some('/')).then_some(i + 1),
+            Star => (c != Some('/')).then_some(i),
+            AnyDepth => Some(i),
+        }
+    }
+    let skips = |tokens: &[GlobToken], i: usize| matches!(tokens.get(i), Some(Star | AnyDepth));
+    let mut seen = vec![false; (n + 1) * (m + 1)];
+    let mut todo = vec![(0, 0)];
+    while let Some((i, j)) = todo.pop() {
+        if std::mem::replace(&mut seen[i * (m + 1) + j], true) {
+            continue;
+        }
+        if i == n && j == m {
+            return true;
+        }
+        // A star may match nothing.
+        if skips(&a, i) {
+            todo.push((i + 1, j));
+        }
+        if skips(&b, j) {
+            todo.push((i, j + 1));
+        }
+        for &c in &alphabet {
+            if let (Some(i2), Some(j2)) = (step(&a, i, c), step(&b, j, c)) {
+                todo.push((i2, j2));
+            }
+        }
+    }
+    false
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum GlobToken {
     Char(char),
@@ -235,6 +290,79 @@ mod tests {
             inline_code_tokens: 0,
             expires_at: "2026-01-08T12:00:00Z".into(),
             uses: 1,
+        }
+    }
+
+    #[test]
+    fn globs_intersect_when_one_path_matches_both() {
+        let yes = [
+            ("src/a/**", "src/a/b.rs"),
+            ("src/**", "src/a/*.rs"),
+            ("src/*.rs", "src/lib.*"),
+            ("**/mod.rs", "src/run/*"),
+            ("src/?.rs", "src/a.*"),
+            ("a*b", "ab"),
+            ("**", "x"),
+        ];
+        let no = [
+            ("src/a/**", "src/b/**"),
+            ("src/*.rs", "src/a/b.rs"),
+            ("src/*.rs", "src/*.md"),
+            ("src/?.rs", "src/ab.rs"),
+            ("docs/**", "doc"),
+            ("docs/**", "docs"),
+            ("src/a.rs", "src/a.rs.bak"),
+            ("*", "a/b"),
+        ];
+        for (a, b) in yes {
+            assert!(patterns_intersect(a, b) && patterns_intersect(b, a), "{a} and {b} share a path");
+        }
+        for (a, b) in no {
+            assert!(!patterns_intersect(a, b) && !patterns_intersect(b, a), "{a} and {b} share no path");
+        }
+        // Too large to compare: taken to intersect (fail closed).
+        let long = "a".repeat(400);
+        assert!(patterns_intersect(&long, &"b".repeat(400)));
+    }
+
+    #[test]
+    fn intersecting_globs_agree_with_matching_random_paths() {
+        // Every path the generator makes that matches both patterns proves they intersect: the test never sees
+        // `patterns_intersect` deny a pair with a common path.
+        let parts = ["a", "b", "ab", "*", "**", "?", "/"];
+        let paths = ["a", "b", "ab", "a/b", "b/a", "ab/ab", "a/a/b", "", "aa", "ba/b", "a/"];
+        let mut seed = 7u64;
+        let mut pick = |n: usize| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % n
+        };
+        let matches = |pattern: &str, path: &str| {
+            let mut expr = String::from("^");
+            let mut rest = pattern;
+            while let Some(c) = rest.chars().next() {
+                if let Some(tail) = rest.strip_prefix("**") {
+                    expr.push_str(".*");
+                    rest = tail;
+                    continue;
+                }
+                expr.push_str(match c {
+                    '*' => "[^/]*",
+                    '?' => "[^/]",
+                    '/' => "/",
+                    'a' => "a",
+                    _ => "b",
+                });
+                rest = &rest[1..];
+            }
+            expr.push('$');
+            regex::Regex::new(&expr).expect("a regex").is_match(path)
+        };
+        for _ in 0..400 {
+            let a: String = (0..1 + pick(4)).map(|_| parts[pick(parts.len())]).collect();
+            let b: String = (0..1 + pick(4)).map(|_| parts[pick(parts.len())]).collect();
+            if paths.iter().any(|p| matches(&a, p) && matches(&b, p)) {
+                assert!(patterns_intersect(&a, &b), "{a} and {b} share a path");
+            }
         }
     }
 

@@ -1091,6 +1091,20 @@ impl Scenario {
         self.agents.iter().filter(|a| self.is_ancestor(id, &a.id)).map(|a| a.id.clone()).collect()
     }
 
+    /// The hierarchical identity of agent `id`: the project, then the agents from the root of the hierarchy down to
+    /// it (`shop/lead/manager/dev`), as the coordination ledger and the audit logs name it.
+    pub fn identity(&self, id: &str) -> String {
+        let mut path = vec![id];
+        let mut at = self.agent(id).and_then(|a| a.parent.as_deref());
+        while let Some(parent) = at.filter(|p| !path.contains(p)) {
+            path.push(parent);
+            at = self.agent(parent).and_then(|a| a.parent.as_deref());
+        }
+        path.push(&self.project);
+        path.reverse();
+        path.join("/")
+    }
+
     /// The children of `id`.
     pub fn children(&self, id: &str) -> Vec<&AgentSpec> {
         self.agents.iter().filter(|a| a.parent.as_deref() == Some(id)).collect()

@@ -404,6 +404,11 @@ struct LessServer {
     tool_router: ToolRouter<LessServer>,
 }
 
+/// Every tool the server serves, as `tools/list` answers (the skill pack is written from it).
+pub(crate) fn tools() -> Vec<rmcp::model::Tool> {
+    LessServer::tool_router().list_all()
+}
+
 /// Who calls: the host's client name unless the call names itself.
 fn caller(desk: &Desk, identity: Option<&str>, ctx: &RequestContext<RoleServer>) -> Client {
     let name = identity
@@ -438,8 +443,9 @@ impl LessServer {
         tool: &'static str,
         tokens_in: u32,
         work: impl FnOnce(&Desk, &Client) -> Result<(T, Option<u32>), Violation> + Send + 'static,
-    ) -> Result<Json<T>, String> {
+    ) -> Result<Json<Attributed<T>>, String> {
         let desk = self.desk.clone();
+        let identity = who.identity.clone();
         let outcome = tokio::task::spawn_blocking(move || {
             let result = work(&desk, &who);
             match &result {
@@ -454,11 +460,21 @@ impl LessServer {
         })
         .await;
         match outcome {
-            Ok(Ok((answer, _))) => Ok(Json(answer)),
+            Ok(Ok((answer, _))) => Ok(Json(Attributed { result: answer, identity })),
             Ok(Err(violation)) => Err(refusal(&violation)),
             Err(err) => Err(refusal(&Violation::new(ErrorCode::RunFailed, "", format!("{tool} failed: {err}")))),
         }
     }
+}
+
+/// A tool's answer with who it was attributed to.
+#[derive(Debug, Serialize, JsonSchema)]
+struct Attributed<T> {
+    /// The answer.
+    #[serde(flatten)]
+    result: T,
+    /// The caller's hierarchical identity (`project/parent/client`), as the desk's ledger and audit log name it.
+    identity: String,
 }
 
 /// `less_validate`'s arguments.
@@ -939,6 +955,124 @@ struct GateOut {
     report_tokens: u32,
 }
 
+/// `less_claim`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct ClaimArgs {
+    /// The surfaces you will change: workspace paths or globs (`src/run/**`, `docs/mcp.md`).
+    surfaces: Vec<String>,
+    /// What the change is for (`T-9: typed inbox`).
+    task: String,
+    /// How long the claim holds, in minutes (1 to 10080; default 30). Renew it to hold longer.
+    #[serde(default)]
+    ttl_minutes: Option<u64>,
+    /// Take the surfaces from the live claims they overlap, saying why: each displaced claim ends, and a conflict
+    /// record naming both intents goes to the decision log. Leave out unless you must.
+    #[serde(default, rename = "override")]
+    override_reason: Option<String>,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// `less_claim`'s answer.
+#[derive(Debug, Serialize, JsonSchema)]
+struct ClaimOut {
+    /// `{claim_id, holder, identity, task, surfaces, made_at, expires_at, status}` (times in UNIX seconds).
+    claim: Value,
+    /// One conflict record per claim an override displaced: `{conflict_id, overriding, overriding_intent,
+    /// displaced, displaced_intent, claim_id, surfaces, decision_id}`.
+    conflicts: Vec<Value>,
+}
+
+/// `less_release_claim`'s and `less_renew_claim`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct ClaimIdArgs {
+    /// The claim (`cl_…`), one you hold.
+    claim_id: String,
+    /// With `less_renew_claim`: how long from now it holds, in minutes (default 30).
+    #[serde(default)]
+    ttl_minutes: Option<u64>,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// A claim after a release or a renewal.
+#[derive(Debug, Serialize, JsonSchema)]
+struct OneClaimOut {
+    /// The claim as it is now.
+    claim: Value,
+}
+
+/// `less_claims`' answer.
+#[derive(Debug, Serialize, JsonSchema)]
+struct ClaimsOut {
+    /// The project's live claims, oldest first.
+    claims: Vec<Value>,
+}
+
+/// `less_decide`'s arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct DecideArgs {
+    /// What was decided, in one line.
+    title: String,
+    /// Why, and what follows from it.
+    body: String,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// `less_decide`'s answer.
+#[derive(Debug, Serialize, JsonSchema)]
+struct DecisionOut {
+    /// `{seq, decision_id, at, identity, title, body, conflict_id}`; `sam:decision:<decision_id>` names it.
+    decision: Value,
+}
+
+/// `less_decisions`' arguments.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+struct DecisionsArgs {
+    /// Entries after this one (its `seq`; default 0: from the start).
+    #[serde(default)]
+    after: Option<i64>,
+    /// At most this many entries (1 to 200; default 50).
+    #[serde(default)]
+    limit: Option<usize>,
+    /// Also the whole log as Markdown.
+    #[serde(default)]
+    markdown: bool,
+    /// Act as this client.
+    #[serde(default)]
+    client_identity: Option<String>,
+}
+
+/// `less_decisions`' answer.
+#[derive(Debug, Serialize, JsonSchema)]
+struct DecisionsOut {
+    /// The entries, oldest first.
+    decisions: Vec<Value>,
+    /// The project's conflict records, each linked to its entry.
+    conflicts: Vec<Value>,
+    /// The whole log as Markdown, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    markdown: Option<String>,
+}
+
+/// The most decision-log entries one `less_decisions` answers.
+const MAX_DECISIONS: usize = 200;
+
+/// Minutes as seconds, refusing what would overflow.
+fn ttl_secs(minutes: Option<u64>) -> Result<Option<u64>, Violation> {
+    minutes
+        .map(|m| {
+            m.checked_mul(60).ok_or_else(|| {
+                Violation::new(ErrorCode::ArgumentInvalid, "/ttl_minutes", "a claim lives 1 to 10080 minutes")
+            })
+        })
+        .transpose()
+}
+
 /// The contract's schema `file` (`schemas/`), without the keys that make it a document of its own.
 fn contract_schema(file: &str) -> Option<Value> {
     let mut doc = schema_document(file)?;
@@ -1077,7 +1211,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<ValidateArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<ValidateOut>, String> {
+    ) -> Result<Json<Attributed<ValidateOut>>, String> {
         let who = caller(&self.desk, None, &ctx);
         self.call(who, "less_validate", self.tokens_in(&args), move |desk, _| {
             let (kind, violations) = desk.validate(&args.document, args.kind.as_deref())?;
@@ -1100,7 +1234,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<PutArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<PutOut>, String> {
+    ) -> Result<Json<Attributed<PutOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_put_engram", self.tokens_in(&args), move |desk, who| {
             let put = desk.put_engram(who, &args.engram)?;
@@ -1124,7 +1258,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<QueryArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<QueryOut>, String> {
+    ) -> Result<Json<Attributed<QueryOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_query_engrams", self.tokens_in(&args), move |desk, who| {
             let scope = args
@@ -1159,7 +1293,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<DerefArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<DerefOut>, String> {
+    ) -> Result<Json<Attributed<DerefOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_deref", self.tokens_in(&args), move |desk, who| {
             // The core's refusal names the budget; over MCP the way to more is a tool of its own.
@@ -1193,7 +1327,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<SearchArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<SearchOut>, String> {
+    ) -> Result<Json<Attributed<SearchOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_search", self.tokens_in(&args), move |desk, who| {
             let found = desk.search(who, &args.query, args.k.unwrap_or(5))?;
@@ -1220,7 +1354,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<RequestArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<RequestOut>, String> {
+    ) -> Result<Json<Attributed<RequestOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_request_deref", self.tokens_in(&args), move |desk, who| {
             let request_id = desk.request_deref(who, &args.pointers, &args.reason)?;
@@ -1238,7 +1372,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<GrantArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<GrantOut>, String> {
+    ) -> Result<Json<Attributed<GrantOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_issue_grant", self.tokens_in(&args), move |desk, who| {
             let order = NewGrant {
@@ -1263,7 +1397,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<IdentityArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<CheckpointOut>, String> {
+    ) -> Result<Json<Attributed<CheckpointOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_checkpoint", self.tokens_in(&args), move |desk, who| {
             let (requests, grants) = desk.checkpoint(who)?;
@@ -1283,7 +1417,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<ExpandArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<DagOut>, String> {
+    ) -> Result<Json<Attributed<DagOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_expand", self.tokens_in(&args), move |desk, who| {
             Ok((DagOut { result: desk.expand(who, &args.id)? }, None))
@@ -1298,7 +1432,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<ExpandQueryArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<DagOut>, String> {
+    ) -> Result<Json<Attributed<DagOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_expand_query", self.tokens_in(&args), move |desk, who| {
             Ok((DagOut { result: desk.expand_query(who, &args.question, args.max_tokens)? }, None))
@@ -1314,7 +1448,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<ImpactArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<DagOut>, String> {
+    ) -> Result<Json<Attributed<DagOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_impact", self.tokens_in(&args), move |desk, who| {
             Ok((DagOut { result: desk.impact(who, &args.pointer, args.min_confidence)? }, None))
@@ -1329,7 +1463,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<SymbolSetArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<SymbolsOut>, String> {
+    ) -> Result<Json<Attributed<SymbolsOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_symbol_set", self.tokens_in(&args), move |desk, who| {
             desk.symbol_set(who, &args.id, &args.value)?;
@@ -1344,7 +1478,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<SymbolResolveArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<SymbolsOut>, String> {
+    ) -> Result<Json<Attributed<SymbolsOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_symbol_resolve", self.tokens_in(&args), move |desk, who| {
             let found = match (&args.id, &args.value) {
@@ -1363,7 +1497,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<IdentityArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<SymbolsOut>, String> {
+    ) -> Result<Json<Attributed<SymbolsOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_symbol_list", self.tokens_in(&args), move |desk, who| {
             Ok((symbols_out(desk.symbol_list(who)?), None))
@@ -1380,7 +1514,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<SymbolFillArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<SymbolFillOut>, String> {
+    ) -> Result<Json<Attributed<SymbolFillOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_symbol_fill", self.tokens_in(&args), move |desk, who| {
             let fill = desk.symbol_fill(who, args.pattern.as_deref().unwrap_or_default())?;
@@ -1399,7 +1533,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<CapsuleArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<CapsulesOut>, String> {
+    ) -> Result<Json<Attributed<CapsulesOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_capsule_write", self.tokens_in(&args), move |desk, who| {
             let capsule = NewCapsule {
@@ -1423,7 +1557,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<HydrateArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<CapsulesOut>, String> {
+    ) -> Result<Json<Attributed<CapsulesOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_capsule_hydrate", self.tokens_in(&args), move |desk, who| {
             let capsules = desk.capsule_hydrate(who, &args.ids)?.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
@@ -1439,7 +1573,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<BoardSetArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<BoardOut>, String> {
+    ) -> Result<Json<Attributed<BoardOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_blackboard_set", self.tokens_in(&args), move |desk, who| {
             let entry = desk.blackboard_set(who, &args.key, &args.value)?;
@@ -1454,7 +1588,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<BoardGetArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<BoardOut>, String> {
+    ) -> Result<Json<Attributed<BoardOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_blackboard_get", self.tokens_in(&args), move |desk, who| {
             Ok((BoardOut { entries: vec![to_json(&desk.blackboard_get(who, &args.key)?)?] }, None))
@@ -1468,7 +1602,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<IdentityArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<BoardOut>, String> {
+    ) -> Result<Json<Attributed<BoardOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_blackboard_list", self.tokens_in(&args), move |desk, who| {
             let entries = desk.blackboard_list(who)?.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
@@ -1487,7 +1621,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<GateArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<GateOut>, String> {
+    ) -> Result<Json<Attributed<GateOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_gate_report", self.tokens_in(&args), move |desk, who| {
             let status = match args.status.as_deref() {
@@ -1515,7 +1649,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<CompactArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<CompactOut>, String> {
+    ) -> Result<Json<Attributed<CompactOut>>, String> {
         let who = caller(&self.desk, None, &ctx);
         self.call(who, "less_compact", self.tokens_in(&args), move |desk, _| {
             let mut report = desk.compact(&args.messages, args.hot_tail)?;
@@ -1540,7 +1674,7 @@ impl LessServer {
         &self,
         Parameters(args): Parameters<LedgerArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<LedgerOut>, String> {
+    ) -> Result<Json<Attributed<LedgerOut>>, String> {
         let who = caller(&self.desk, None, &ctx);
         self.call(who, "less_ledger_report", self.tokens_in(&args), move |desk, _| {
             let rows = desk.ledger_report(args.role.as_deref())?;
@@ -1548,6 +1682,121 @@ impl LessServer {
             let baseline_tokens = rows.iter().map(|r| r.baseline_tokens).sum();
             let rows = rows.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
             Ok((LedgerOut { rows, tokens_out, baseline_tokens }, None))
+        })
+        .await
+    }
+
+    /// Claims surfaces before changing them.
+    #[tool(description = "Claim the surfaces (workspace paths or globs) you are about to change, for a task, for a \
+                          while (ttl_minutes, default 30). A claim that overlaps another client's live claim is \
+                          refused with LESS_CLAIM_CONFLICT naming the holder, its task and when it expires; with \
+                          `override` and your reason, the other claim ends and a conflict record naming both intents \
+                          goes to the decision log. Release the claim when done.")]
+    async fn less_claim(
+        &self,
+        Parameters(args): Parameters<ClaimArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<Attributed<ClaimOut>>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_claim", self.tokens_in(&args), move |desk, who| {
+            let new = less_runtime::desk::NewClaim {
+                surfaces: args.surfaces,
+                task: args.task,
+                ttl_secs: ttl_secs(args.ttl_minutes)?,
+                override_reason: args.override_reason,
+            };
+            let claimed = desk.claim(who, &new)?;
+            let conflicts = claimed.conflicts.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
+            Ok((ClaimOut { claim: to_json(&claimed.claim)?, conflicts }, None))
+        })
+        .await
+    }
+
+    /// Releases a claim.
+    #[tool(description = "Release a live claim you hold (its surfaces are free for others).")]
+    async fn less_release_claim(
+        &self,
+        Parameters(args): Parameters<ClaimIdArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<Attributed<OneClaimOut>>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_release_claim", self.tokens_in(&args), move |desk, who| {
+            Ok((OneClaimOut { claim: to_json(&desk.release_claim(who, &args.claim_id)?)? }, None))
+        })
+        .await
+    }
+
+    /// Renews a claim.
+    #[tool(description = "Renew a live claim you hold: it holds ttl_minutes (default 30) from now.")]
+    async fn less_renew_claim(
+        &self,
+        Parameters(args): Parameters<ClaimIdArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<Attributed<OneClaimOut>>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_renew_claim", self.tokens_in(&args), move |desk, who| {
+            let claim = desk.renew_claim(who, &args.claim_id, ttl_secs(args.ttl_minutes)?)?;
+            Ok((OneClaimOut { claim: to_json(&claim)? }, None))
+        })
+        .await
+    }
+
+    /// Lists the live claims.
+    #[tool(description = "List the project's live claims (every client's): who holds which surfaces, for what, \
+                          until when. Look before you claim.")]
+    async fn less_claims(
+        &self,
+        Parameters(args): Parameters<IdentityArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<Attributed<ClaimsOut>>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_claims", self.tokens_in(&args), move |desk, who| {
+            let claims = desk.claims(who)?.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
+            Ok((ClaimsOut { claims }, None))
+        })
+        .await
+    }
+
+    /// Appends a decision.
+    #[tool(description = "Append a decision to the project's decision log (append-only, attributed to you): a \
+                          one-line title and a body saying why and what follows.")]
+    async fn less_decide(
+        &self,
+        Parameters(args): Parameters<DecideArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<Attributed<DecisionOut>>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_decide", self.tokens_in(&args), move |desk, who| {
+            Ok((DecisionOut { decision: to_json(&desk.decide(who, &args.title, &args.body)?)? }, None))
+        })
+        .await
+    }
+
+    /// Reads the decision log.
+    #[tool(description = "Read the project's decision log, oldest first (entries after `after`, at most `limit`), \
+                          with its conflict records; `markdown: true` also gives the whole log as Markdown.")]
+    async fn less_decisions(
+        &self,
+        Parameters(args): Parameters<DecisionsArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<Attributed<DecisionsOut>>, String> {
+        let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
+        self.call(who, "less_decisions", self.tokens_in(&args), move |desk, who| {
+            let limit = args.limit.unwrap_or(50);
+            if !(1..=MAX_DECISIONS).contains(&limit) {
+                let why = format!("limit is {limit}; ask for 1 to {MAX_DECISIONS} entries and page with `after`");
+                return Err(Violation::new(ErrorCode::ArgumentInvalid, "/limit", why));
+            }
+            let (log, conflicts) = desk.decisions(who, args.after.unwrap_or(0), limit)?;
+            let markdown = if args.markdown { Some(desk.decisions_markdown(&who.project)?) } else { None };
+            Ok((
+                DecisionsOut {
+                    decisions: log.iter().map(to_json).collect::<Result<Vec<_>, _>>()?,
+                    conflicts: conflicts.iter().map(to_json).collect::<Result<Vec<_>, _>>()?,
+                    markdown,
+                },
+                None,
+            ))
         })
         .await
     }
@@ -1561,7 +1810,8 @@ impl ServerHandler for LessServer {
         info.instructions = Some(
             "LESS: share small typed engrams anchored to pointers instead of pasting context. Recall with \
              less_query_engrams, read sources with less_deref (metered per turn; a turn ends at less_checkpoint), \
-             ask your parent with less_request_deref when the budget is not enough."
+             ask your parent with less_request_deref when the budget is not enough. Before changing files, claim \
+             them with less_claim (see less_claims) and release the claim when done; record decisions with less_decide."
                 .to_owned(),
         );
         info

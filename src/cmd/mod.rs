@@ -19,6 +19,7 @@ pub(crate) mod run;
 pub(crate) mod runs;
 pub(crate) mod schema;
 pub(crate) mod serve;
+pub(crate) mod skill;
 pub(crate) mod summarizer;
 pub(crate) mod tokens;
 pub(crate) mod validate;

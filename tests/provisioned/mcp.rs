@@ -69,7 +69,7 @@ fn the_python_sdk_calls_every_tool_over_stdio_and_the_rules_hold() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "the client's checks failed:\n{stderr}");
     let summary: Value = serde_json::from_slice(&output.stdout).expect("a JSON summary");
-    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(23), "{summary}");
+    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(29), "{summary}");
     // docs/mcp.md's transcript shows this refusal: its numbers are what the server says.
     let refusal = summary["refusal"].as_str().expect("the refusal's text");
     let shown = refusal.split(" (").next().expect("its head");
@@ -80,10 +80,12 @@ fn the_python_sdk_calls_every_tool_over_stdio_and_the_rules_hold() {
     // The desk's ledger and audit log outlive the session.
     let audit = std::fs::read_to_string(store.join("desk-audit.log")).expect("audit log");
     assert!(
-        audit.lines().any(|l| l.contains("\tdev\tdev\tless_deref\t") && l.ends_with("LESS_DEREF_DENIED")),
+        audit
+            .lines()
+            .any(|l| l.contains("\tdev\tdev\tdemo/lead/dev\tless_deref\t") && l.ends_with("LESS_DEREF_DENIED")),
         "{audit}"
     );
-    assert!(audit.lines().any(|l| l.contains("\tlead\tlead\tless_issue_grant\t")), "{audit}");
+    assert!(audit.lines().any(|l| l.contains("\tlead\tlead\tdemo/lead\tless_issue_grant\t")), "{audit}");
     let key = std::fs::metadata(store.join("desk.key")).expect("a grant key");
     assert_eq!(key.len(), 32);
     #[cfg(unix)]
@@ -125,5 +127,5 @@ fn the_python_sdk_calls_every_tool_over_streamable_http_on_loopback() {
     let output = output.expect("the client ran");
     assert!(output.status.success(), "the client's checks failed:\n{}", String::from_utf8_lossy(&output.stderr));
     let summary: Value = serde_json::from_slice(&output.stdout).expect("a JSON summary");
-    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(23), "{summary}");
+    assert_eq!(summary["tools"].as_array().map(Vec::len), Some(29), "{summary}");
 }

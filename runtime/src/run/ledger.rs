@@ -223,8 +223,9 @@ pub enum Event {
 }
 
 impl Event {
-    /// The audit line: time, actor, verb, details, tab-separated.
-    fn audit_line(&self) -> String {
+    /// The audit line: time, actor, the actor's identity (its place in the hierarchy; the actor itself for what is
+    /// not an agent), verb, details, tab-separated.
+    fn audit_line(&self, identities: &std::collections::HashMap<String, String>) -> String {
         let at = crate::now_rfc3339();
         let fields: Vec<String> = match self {
             Event::Delivered { from, to, msg_id, kind, tokens, .. } => {
@@ -306,7 +307,9 @@ impl Event {
             Event::SubtreeLost { agent, agents, .. } => vec![agent.clone(), "lost".into(), agents.join(",")],
             Event::Step { index, agent, action } => vec![agent.clone(), "step".into(), format!("{index}:{action}")],
         };
-        format!("{at}\t{}", fields.join("\t"))
+        let identity = fields.first().map(|actor| identities.get(actor).unwrap_or(actor).clone()).unwrap_or_default();
+        let (actor, rest) = fields.split_first().map_or(("", &[][..]), |(a, r)| (a.as_str(), r));
+        format!("{at}\t{actor}\t{identity}\t{}", rest.join("\t"))
     }
 
     /// The live trace line(s), for people (`lessrt run` prints them as they happen, `lessrt runs show` again from
@@ -506,6 +509,8 @@ pub struct TokenLedgerArgs {
     /// Write [`WIRE_FILE`] (a baseline run: what each delivered message was sent as). Without it a stale one left
     /// in the directory by an earlier run is removed, so the directory describes one run.
     pub wire: bool,
+    /// Each agent's hierarchical identity ([`less_contract::Scenario::identity`]), written on its audit lines.
+    pub identities: std::collections::HashMap<String, String>,
 }
 
 /// The ledger's book: every event recorded, its lines waiting to be written and how far the files are written.
@@ -561,6 +566,8 @@ struct Book {
     opened: bool,
     /// The files were given up after a write failed: no writer opens them again.
     abandoned: bool,
+    /// Each agent's identity, for the audit lines.
+    identities: std::collections::HashMap<String, String>,
     /// Bytes of each file known written: a restarted writer cuts the files back to these.
     written: Lengths,
     /// Lines not yet written: appended here by each event, written on the blocking pool in batches (every
@@ -685,6 +692,7 @@ impl LedgerBook {
                 pending_audit,
                 pending_wire: Vec::new(),
                 trace: args.trace,
+                identities: args.identities,
             }),
             out_dir: args.out_dir,
             wire: args.wire,
@@ -936,7 +944,7 @@ impl Book {
         self.pending_jsonl.extend_from_slice(&line);
         self.pending_jsonl.push(b'\n');
         self.pending_events += 1;
-        self.pending_audit.extend_from_slice(event.audit_line().as_bytes());
+        self.pending_audit.extend_from_slice(event.audit_line(&self.identities).as_bytes());
         self.pending_audit.push(b'\n');
     }
 
@@ -1049,8 +1057,13 @@ mod tests {
     #[tokio::test]
     async fn events_reach_the_file_unasked_and_read_back() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let args =
-            TokenLedgerArgs { out_dir: Some(dir.path().to_owned()), trace: None, run_id: "r".into(), wire: false };
+        let args = TokenLedgerArgs {
+            out_dir: Some(dir.path().to_owned()),
+            trace: None,
+            run_id: "r".into(),
+            wire: false,
+            identities: Default::default(),
+        };
         let (ledger, handle) = Actor::spawn(None, TokenLedger, LedgerBook::new(args)).await.expect("ledger");
         let events: Vec<Event> = (0..3).map(step).collect();
         for event in &events {
@@ -1086,7 +1099,13 @@ mod tests {
             text: "Brief from lead to dev.\n\nGoal: ship it\n".into(),
         };
         for wire in [true, false] {
-            let args = TokenLedgerArgs { out_dir: Some(dir.path().to_owned()), trace: None, run_id: "r".into(), wire };
+            let args = TokenLedgerArgs {
+                out_dir: Some(dir.path().to_owned()),
+                trace: None,
+                run_id: "r".into(),
+                wire,
+                identities: Default::default(),
+            };
             let (ledger, handle) = Actor::spawn(None, TokenLedger, LedgerBook::new(args)).await.expect("ledger");
             ledger.send_message(TokenLedgerMsg::Record(Box::new(step(0)))).expect("send");
             ledger.send_message(TokenLedgerMsg::Wire(Box::new(sent.clone()))).expect("send");
@@ -1111,8 +1130,13 @@ mod tests {
     async fn events_live_on_the_disk_and_a_failed_file_keeps_them_in_memory() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("ledger.jsonl");
-        let args =
-            TokenLedgerArgs { out_dir: Some(dir.path().to_owned()), trace: None, run_id: "r".into(), wire: false };
+        let args = TokenLedgerArgs {
+            out_dir: Some(dir.path().to_owned()),
+            trace: None,
+            run_id: "r".into(),
+            wire: false,
+            identities: Default::default(),
+        };
         let book = LedgerBook::new(args);
         book.open().await.expect("open");
         let events: Vec<Event> = (0..5000).map(step).collect();
@@ -1145,8 +1169,13 @@ mod tests {
     #[tokio::test]
     async fn a_writer_started_after_a_failed_one_loses_no_event_and_writes_none_twice() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let args =
-            TokenLedgerArgs { out_dir: Some(dir.path().to_owned()), trace: None, run_id: "r".into(), wire: true };
+        let args = TokenLedgerArgs {
+            out_dir: Some(dir.path().to_owned()),
+            trace: None,
+            run_id: "r".into(),
+            wire: true,
+            identities: Default::default(),
+        };
         let book = LedgerBook::new(args);
         let (first, handle) = Actor::spawn(None, TokenLedger, book.clone()).await.expect("ledger");
         let events: Vec<Event> = (0..30).map(step).collect();

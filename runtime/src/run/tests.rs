@@ -61,7 +61,13 @@ async fn harness_with(mode: WireMode, budget_toml: &str, lead_toml: &str, inbox_
     let (ledger, _) = Actor::spawn(
         None,
         TokenLedger,
-        LedgerBook::new(TokenLedgerArgs { out_dir: None, trace: None, run_id: "h".to_owned(), wire: false }),
+        LedgerBook::new(TokenLedgerArgs {
+            out_dir: None,
+            trace: None,
+            run_id: "h".to_owned(),
+            wire: false,
+            identities: Default::default(),
+        }),
     )
     .await
     .expect("ledger");

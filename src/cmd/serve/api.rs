@@ -131,6 +131,7 @@ pub(crate) fn router(served: Arc<Served>, access: Access) -> axum::Router {
         .route("/api/wire", get(wire))
         .route("/api/dag", get(dag))
         .route("/api/dag/query", get(dag_query))
+        .route("/api/claims", get(claims))
         .route("/api/stream", get(stream))
         .fallback(|| async {
             ApiError::new(
@@ -744,6 +745,19 @@ fn store_of(served: &Served, run: &RunDir) -> Result<PathBuf, ApiError> {
             format!("no store in {}: the run wrote none yet; pass --store DIR to show another", dir.display()),
         ))
     }
+}
+
+/// The store's coordination ledger: every project's live claims, the latest decisions and how many conflict records
+/// there are (a run's own store has none: claims are the desk's, `lessrt serve --store` shows a desk's store).
+async fn claims(State(served): State<Arc<Served>>, Params(param): Params<RunParam>) -> ApiResult {
+    blocking(move || {
+        let run = pick(&served, param.run.as_deref())?;
+        let dir = store_of(&served, &run)?;
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let ledger = less_runtime::desk::claims::read_store(&dir, now, 50).map_err(ApiError::violation)?;
+        Ok(Json(redacted(json!(ledger))))
+    })
+    .await
 }
 
 /// Parameters of `/api/dag`.

@@ -511,6 +511,35 @@ async function renderDag() {
   }
 }
 
+// The coordination ledger of the store (a desk's, `lessrt serve --store`): live claims and the latest decisions.
+async function renderClaims() {
+  const stats = document.getElementById("claims-stats");
+  const table = document.getElementById("claims-table");
+  const body = clear(table.querySelector("tbody"));
+  const list = clear(document.getElementById("decision-list"));
+  try {
+    const data = await api("claims", { run: state.run });
+    const when = (at) => new Date(at * 1000).toISOString().replace(".000Z", "Z");
+    for (const c of data.claims) {
+      body.append(el("tr", {},
+        el("td", { text: c.surfaces.join(", ") }),
+        el("td", { text: c.identity }),
+        el("td", { text: c.task }),
+        el("td", { text: when(c.expires_at) })));
+    }
+    table.hidden = !data.claims.length;
+    for (const d of data.decisions) {
+      list.append(el("li", { "data-decision": d.decision_id },
+        el("strong", { text: d.title }), " ", el("span", { class: "muted", text: `${d.identity} · ${when(d.at)}` })));
+    }
+    stats.textContent = `${data.claims.length} live claim${data.claims.length === 1 ? "" : "s"}, ${data.decisions.length} decision${data.decisions.length === 1 ? "" : "s"} shown, ${data.conflicts} conflict record${data.conflicts === 1 ? "" : "s"}`;
+  } catch (err) {
+    stats.textContent = "";
+    table.hidden = true;
+    list.append(errorBox(err));
+  }
+}
+
 function dagNode(node) {
   const details = el("details", { class: "node", "data-node": node.id },
     el("summary", {}, el("strong", { text: node.kind }), ` ${node.id}`, node.session ? ` · ${node.session}` : "",
@@ -609,8 +638,9 @@ function connect() {
     refreshAll();
     loadRuns();
     renderDag();
+    renderClaims();
   });
-  source.addEventListener("reset", () => { state.events = 0; refreshAll(); renderDag(); });
+  source.addEventListener("reset", () => { state.events = 0; refreshAll(); renderDag(); renderClaims(); });
 }
 
 // ---------- start ----------
@@ -653,6 +683,7 @@ window.addEventListener("DOMContentLoaded", async () => {
     history.replaceState(null, "", url);
     showRun(event.target.value);
     renderDag();
+    renderClaims();
   });
   try {
     if (drawnFirst) {
@@ -668,6 +699,7 @@ window.addEventListener("DOMContentLoaded", async () => {
       await showRun(id);
     }
     renderDag();
+    renderClaims();
     document.body.setAttribute("data-ready", "true");
   } catch (err) {
     document.getElementById("main").prepend(errorBox(err));
