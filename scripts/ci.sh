@@ -42,7 +42,7 @@ cargo install --locked --path . && lessrt run scenarios/uc1-refactor.toml
 echo "== crash safety: 12 kills"
 LESSRT="$(command -v lessrt)" bash scripts/crash-test.sh 12
 
-# A second real MCP client: the MCP Inspector's CLI (npm) lists the tools of the installed lessrt and calls two.
+# A second real MCP client: the MCP Inspector's CLI (npm) lists the tools of the installed lessrt and calls four.
 echo "== the MCP Inspector against lessrt mcp"
 bash scripts/mcp-inspector.sh lessrt
 
