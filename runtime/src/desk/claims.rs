@@ -489,17 +489,7 @@ pub fn read_store(store: &std::path::Path, now: i64, limit: usize) -> Result<Sto
         )
         .map_err(failed)?;
     let mut decisions = statement
-        .query_map(params![i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
-            Ok(Decision {
-                seq: r.get(0)?,
-                decision_id: r.get(1)?,
-                at: r.get(2)?,
-                identity: r.get(3)?,
-                title: r.get(4)?,
-                body: r.get(5)?,
-                conflict_id: r.get(6)?,
-            })
-        })
+        .query_map(params![i64::try_from(limit).unwrap_or(i64::MAX)], decision_row)
         .map_err(failed)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(failed)?;
@@ -542,6 +532,19 @@ fn append(
     Ok(db.last_insert_rowid())
 }
 
+/// A row of `decisions` (`seq, decision_id, at, identity, title, body, conflict_id`).
+fn decision_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Decision> {
+    Ok(Decision {
+        seq: r.get(0)?,
+        decision_id: r.get(1)?,
+        at: r.get(2)?,
+        identity: r.get(3)?,
+        title: r.get(4)?,
+        body: r.get(5)?,
+        conflict_id: r.get(6)?,
+    })
+}
+
 /// Appends a decision of `who` to the log.
 pub fn decide(db: &Connection, who: Actor<'_>, title: &str, body: &str, now: i64) -> Result<Decision, Violation> {
     let title = text_checked(title, "/title", MAX_CLAIM_TEXT)?;
@@ -563,17 +566,7 @@ pub fn decisions(db: &Connection, project: &str, after: i64, limit: usize) -> Re
         )
         .map_err(failed)?;
     let rows = statement
-        .query_map(params![project, after, i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
-            Ok(Decision {
-                seq: r.get(0)?,
-                decision_id: r.get(1)?,
-                at: r.get(2)?,
-                identity: r.get(3)?,
-                title: r.get(4)?,
-                body: r.get(5)?,
-                conflict_id: r.get(6)?,
-            })
-        })
+        .query_map(params![project, after, i64::try_from(limit).unwrap_or(i64::MAX)], decision_row)
         .map_err(failed)?;
     rows.map(|row| row.map_err(failed)).collect()
 }
