@@ -235,7 +235,7 @@ fn claim_of(row: ClaimRow, now: i64) -> Claim {
 }
 
 /// The live claims of `project` (all holders), oldest first.
-fn live(db: &Connection, project: &str, now: i64) -> Result<Vec<Claim>, Violation> {
+pub fn live_claims(db: &Connection, project: &str, now: i64) -> Result<Vec<Claim>, Violation> {
     let mut statement = db
         .prepare(&format!(
             "SELECT {CLAIM_COLUMNS} FROM claims WHERE project = ?1 AND ended_at IS NULL AND expires_at > ?2
@@ -289,7 +289,7 @@ pub fn claim(db: &mut Connection, who: Actor<'_>, new: &NewClaim, now: i64) -> R
     }
     let reason = new.override_reason.as_deref().map(|r| text_checked(r, "/override", MAX_CLAIM_TEXT)).transpose()?;
     let tx = db.transaction_with_behavior(TransactionBehavior::Immediate).map_err(failed)?;
-    let overlapping: Vec<Claim> = live(&tx, who.project, now)?
+    let overlapping: Vec<Claim> = live_claims(&tx, who.project, now)?
         .into_iter()
         .filter(|c| c.holder != who.id)
         .filter(|c| c.surfaces.iter().any(|theirs| surfaces.iter().any(|mine| collide(mine, theirs))))
@@ -507,11 +507,6 @@ pub struct StoreLedger {
     pub decisions: Vec<Decision>,
     /// How many conflict records there are.
     pub conflicts: u64,
-}
-
-/// The live claims of `project`.
-pub fn live_claims(db: &Connection, project: &str, now: i64) -> Result<Vec<Claim>, Violation> {
-    live(db, project, now)
 }
 
 fn append(
