@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use less_runtime::run::{
-    Action, AskGrantAction, BriefAction, DecideInput, DerefAction, Done, Outcome, SearchAction, TurnInput,
+    Action, AskGrantAction, BriefAction, DecideInput, Delivered, DerefAction, Done, Outcome, Received, SearchAction,
+    TurnInput,
 };
 use less_runtime::{ErrorCode, GrantSpec, Scenario, Step};
 use serde_json::{Value, json};
@@ -79,8 +80,8 @@ impl LlmAgent {
     /// not again once it holds a search's hits. `None`: it has pointers to read, or it searched already.
     pub(super) fn search_step(&self, turn: &TurnInput) -> Option<Action> {
         let searched = turn.done.iter().any(|d| matches!(d.action, Action::Search(_)))
-            || turn.inbox.iter().any(|d| d.get("searched").is_some());
-        let read = turn.inbox.iter().any(|d| d.get("dereferenced").is_some());
+            || turn.inbox.iter().any(|d| matches!(d, Received::Searched(_)));
+        let read = turn.inbox.iter().any(|d| matches!(d, Received::Dereferenced(_)));
         if searched || read || !unread(&turn.inbox).is_empty() {
             return None;
         }
@@ -462,7 +463,7 @@ fn is_reading(action: &Action) -> bool {
 /// catalogue; any other, what it was handed.
 fn holdings(scenario: &Arc<Scenario>, turn: &TurnInput) -> Vec<String> {
     let mut held = known_pointers(&turn.inbox);
-    let briefed = turn.inbox.iter().any(|d| d.get("brief_id").is_some() || d.pointer("/doc/brief_id").is_some());
+    let briefed = turn.inbox.iter().any(|d| d.delivered().and_then(Delivered::brief).is_some());
     if turn.spec.parent.is_none() || !briefed {
         for text in scenario.catalogue() {
             if !held.contains(&text) {
@@ -474,10 +475,13 @@ fn holdings(scenario: &Arc<Scenario>, turn: &TurnInput) -> Vec<String> {
 }
 
 /// Pointers the agent was given and has not read yet (nor read a span containing them).
-pub(super) fn unread(inbox: &[Arc<Value>]) -> Vec<String> {
+pub(super) fn unread(inbox: &[Received]) -> Vec<String> {
     let read: Vec<String> = inbox
         .iter()
-        .filter_map(|d| d.pointer("/dereferenced/pointer").and_then(Value::as_str).map(str::to_owned))
+        .filter_map(|d| match d {
+            Received::Dereferenced(read) => Some(read.pointer.clone()),
+            _ => None,
+        })
         .collect();
     let mut given = known_pointers(inbox);
     for (pointer, _) in hits(inbox) {
@@ -489,17 +493,13 @@ pub(super) fn unread(inbox: &[Arc<Value>]) -> Vec<String> {
 }
 
 /// The hits of the agent's searches not pasted to it (a baseline's are), best first: pointer and tokens to read.
-fn hits(inbox: &[Arc<Value>]) -> Vec<(String, u32)> {
+fn hits(inbox: &[Received]) -> Vec<(String, u32)> {
     let mut out: Vec<(String, u32)> = Vec::new();
     for doc in inbox {
-        for hit in doc.pointer("/searched/hits").and_then(Value::as_array).into_iter().flatten() {
-            if hit.get("content").is_some() {
-                continue;
-            }
-            let Some(pointer) = hit.get("pointer").and_then(Value::as_str) else { continue };
-            let tokens = hit.get("tokens").and_then(Value::as_u64).and_then(|t| u32::try_from(t).ok()).unwrap_or(0);
-            if !out.iter().any(|(p, _)| p == pointer) {
-                out.push((pointer.to_owned(), tokens));
+        let Received::Searched(searched) = doc else { continue };
+        for hit in searched.hits.iter().filter(|hit| hit.content.is_none()) {
+            if !out.iter().any(|(p, _)| *p == hit.pointer) {
+                out.push((hit.pointer.clone(), hit.tokens));
             }
         }
     }

@@ -50,7 +50,10 @@ pub use agent::{
 };
 pub use gateway::{MAX_RESTARTS, RESTART_WINDOW};
 pub use grade::{Answer, Failure, TaskReport, TaskVerdict, covers, states};
-pub use inbox::{DEFAULT_INBOX_CAP, Inbox, InboxItem, Spill};
+pub use inbox::{
+    DEFAULT_INBOX_CAP, Delivered, Dereferenced, Inbox, InboxItem, Listed, RecalledMore, Received, SearchHit, Searched,
+    Spill, Verbatim,
+};
 pub use ledger::{Event, SentText, TraceSink, WIRE_FILE};
 pub use report::{CheckResult, CheckStatus, LostSubtree, ModelSpend, RoleReport, RunReport, TokenStats};
 pub use slot::RESTART_WAIT;

@@ -17,16 +17,16 @@ use crate::{Pointer, Resolver};
 use less_contract::{ErrorCode, Scenario, WireMode};
 
 /// Records what the agent saw in its inbox at each turn (a test double for the logic around the gateway).
-struct Recorder(Arc<Mutex<Vec<Vec<Value>>>>);
+struct Recorder(Arc<Mutex<Vec<Vec<Received>>>>);
 
 impl Agent for Recorder {
     fn next<'a>(&'a mut self, input: &'a TurnInput) -> AgentFuture<'a, Action> {
-        self.0.lock().expect("lock").push(input.inbox.iter().map(|doc| (**doc).clone()).collect());
+        self.0.lock().expect("lock").push(input.inbox.clone());
         Box::pin(async { Action::Finish })
     }
 }
 
-struct RecorderFactory(Arc<Mutex<Vec<Vec<Value>>>>);
+struct RecorderFactory(Arc<Mutex<Vec<Vec<Received>>>>);
 
 impl AgentFactory for RecorderFactory {
     fn make(&self, _spec: &crate::AgentSpec) -> Box<dyn Agent> {
@@ -36,7 +36,7 @@ impl AgentFactory for RecorderFactory {
 
 struct Harness {
     ctx: Arc<RunContext>,
-    seen: Arc<Mutex<Vec<Vec<Value>>>>,
+    seen: Arc<Mutex<Vec<Vec<Received>>>>,
     _workspace: tempfile::TempDir,
 }
 
@@ -144,7 +144,7 @@ fn message(idx: usize, body: &str, n_engrams: usize, code: bool) -> Envelope {
     }
 }
 
-async fn inbox_of_lead(h: &Harness) -> Vec<Value> {
+async fn inbox_of_lead(h: &Harness) -> Vec<Received> {
     let gateway = h.ctx.directory.get("lead").expect("lead");
     let step = crate::Step::Query { agent: "lead".into(), text: "x".into(), k: 1, project: None, scope: None };
     let request = ActRequest { index: 0, step, attempt: 0 };
@@ -181,8 +181,12 @@ proptest! {
             }
             // Escalations written by the gateway itself (after a second refusal) are system messages, outside agent
             // budgets; the property is about what other agents send.
-            let inbox: Vec<Value> =
-                inbox_of_lead(&h).await.into_iter().filter(|doc| doc["from"] == "dev").collect();
+            let inbox: Vec<Value> = inbox_of_lead(&h)
+                .await
+                .iter()
+                .filter(|doc| doc.delivered().and_then(Delivered::from) == Some("dev"))
+                .map(Received::to_json)
+                .collect();
             prop_assert_eq!(inbox.len(), n_accepted, "the agent got exactly the accepted messages");
             let counter = crate::TokenCounter::shared(crate::Encoding::O200kBase);
             for doc in &inbox {
@@ -315,12 +319,20 @@ async fn past_the_inbox_cap_old_messages_become_pointers_the_agent_reads_back() 
         let verdict = ractor::call!(gateway, GatewayMsg::Deliver, Box::new(message(idx, "", 1, false)));
         verdict.expect("answered").expect("delivered");
     }
-    let inbox: Vec<Value> = inbox_of_lead(&h).await.into_iter().filter(|d| d.get("recalled").is_none()).collect();
-    let pointers: Vec<&str> = inbox.iter().filter_map(|d| d.pointer("/spilled/pointer")?.as_str()).collect();
+    let inbox: Vec<Received> =
+        inbox_of_lead(&h).await.into_iter().filter(|d| !matches!(d, Received::Recalled(_))).collect();
+    let stubs: Vec<&Spill> = inbox
+        .iter()
+        .filter_map(|d| match d {
+            Received::Spilled(spill) => Some(&**spill),
+            _ => None,
+        })
+        .collect();
+    let pointers: Vec<String> = stubs.iter().map(|s| s.pointer()).collect();
     assert_eq!(pointers, ["sam:msg:q0", "sam:msg:q1", "sam:msg:q2"], "{inbox:?}");
-    let inline: Vec<&str> = inbox.iter().filter_map(|d| d["msg_id"].as_str()).collect();
+    let inline: Vec<&str> = inbox.iter().filter_map(|d| Some(d.delivered()?.message()?.msg_id.as_str())).collect();
     assert_eq!(inline, ["q3", "q4"], "the newest stay inline, in order");
-    assert_eq!(inbox[0]["spilled"]["type"], "question");
+    assert_eq!(&*stubs[0].kind, "question");
     let events = h.ctx.ledger.ask(TokenLedgerMsg::Snapshot).await.expect("ledger");
     let spilled: Vec<&str> = events
         .iter()

@@ -308,8 +308,8 @@ impl<'de> Deserialize<'de> for Draft {
 }
 
 /// A document a gateway accepted: checked once, against the schema and the semantic rules of its kind, and held
-/// typed from there on (the ledger's `delivered` events, grading, reports). Only an agent's inbox is JSON, because
-/// JSON is what a model reads.
+/// typed from there on (the ledger's `delivered` events, grading, reports, and the agent's inbox as
+/// [`crate::run::Delivered`], a grant as its terms only).
 ///
 /// It serializes as the document's JSON object with sorted keys, exactly the JSON the receiver's gateway checked, and
 /// deserializes (reading a ledger back) by validating again.

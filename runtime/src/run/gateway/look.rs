@@ -3,7 +3,7 @@
 //!
 //! A recall answer in LESS mode is the engrams recalled, best first, counted with the run's tokenizer; over the
 //! role's `max_inline_tokens` it is cut to the best engrams that fit, and the rest is named by pointers
-//! (`sam:engram:<id>`, dereferenced like any source, against the deref budget) in one `{"recalled_more": …}` item; when
+//! (`sam:engram:<id>`, dereferenced like any source, against the deref budget) in one [`Received::RecalledMore`]; when
 //! not even the note fits, the query is refused with `LESS_BUDGET_EXCEEDED`. The fair baseline gets the same engrams
 //! uncut, charged for reading every prior report of the run, as an agent without a shared memory has to.
 //!
@@ -13,23 +13,25 @@
 //! the same engine at the same `k` answers, and each hit's content is pasted under its pointer, as an orchestrator
 //! without LESS pastes what it retrieved; nothing is refused there (it has no budgets).
 
-use serde_json::{Value, json};
+use serde_json::Value;
+
+use std::sync::Arc;
 
 use super::GatewayState;
 use crate::memory::{QueryOptions, Stages};
+use crate::run::inbox::{Listed, RecalledMore, Received, SearchHit, Searched};
 use crate::run::ledger::{Event, TokenLedgerMsg};
 use crate::run::services::MemoryFailure;
 use crate::run::wire::{ListAction, SearchAction};
 use crate::workspace::{Hit, MAX_K};
-use less_contract::{ErrorCode, Pointer, TokenCounter, Violation, WireMode};
+use less_contract::{Engram, ErrorCode, Pointer, TokenCounter, Violation, WireMode};
 
 /// What a search, a listing or a recall brought the agent.
 #[derive(Debug, Clone)]
 pub struct Looked {
-    /// The inbox items: `{"searched": {"query", "hits": [{"pointer", "preview", "tokens"(, "content")}]}}`,
-    /// `{"listed": {"pattern", "files": [{"path", "lines", "tokens", "symbols"}]}}`, or one `{"recalled": engram}`
-    /// per engram (then `{"recalled_more": {"pointers", "tokens"}}` when the answer was cut).
-    pub items: Vec<Value>,
+    /// The inbox items: one [`Received::Searched`] or [`Received::Listed`], or one [`Received::Recalled`] per engram
+    /// (then a [`Received::RecalledMore`] when the answer was cut).
+    pub items: Vec<Received>,
 }
 
 impl GatewayState {
@@ -71,12 +73,17 @@ impl GatewayState {
         let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
         let (item, text) = if less {
             let lines: Vec<String> = found.hits.iter().map(Hit::line).collect();
-            let hits: Vec<Value> = found
+            let hits: Vec<SearchHit> = found
                 .hits
                 .iter()
-                .map(|h| json!({"pointer": h.pointer, "preview": h.preview, "tokens": h.tokens}))
+                .map(|h| SearchHit {
+                    pointer: h.pointer.clone(),
+                    preview: h.preview.clone(),
+                    tokens: h.tokens,
+                    content: None,
+                })
                 .collect();
-            (json!({"searched": {"query": action.query, "hits": hits}}), lines.join("\n"))
+            (Searched { query: action.query.clone(), hits }, lines.join("\n"))
         } else {
             let pointers: Vec<String> = found.hits.iter().map(|h| h.pointer.clone()).collect();
             let contents = match self.ctx.workspace.read(pointers).await {
@@ -87,11 +94,14 @@ impl GatewayState {
             let mut hits = Vec::with_capacity(found.hits.len());
             for (hit, content) in found.hits.iter().zip(contents) {
                 text.push_str(&format!("{}\n{}\n\n", hit.pointer, content.trim_end()));
-                hits.push(
-                    json!({"pointer": hit.pointer, "preview": hit.preview, "tokens": hit.tokens, "content": content}),
-                );
+                hits.push(SearchHit {
+                    pointer: hit.pointer.clone(),
+                    preview: hit.preview.clone(),
+                    tokens: hit.tokens,
+                    content: Some(content),
+                });
             }
-            (json!({"searched": {"query": action.query, "hits": hits}}), text)
+            (Searched { query: action.query.clone(), hits }, text)
         };
         let tokens = counter.count(&text);
         if less && tokens > self.budget.max_inline_tokens {
@@ -113,7 +123,7 @@ impl GatewayState {
             code: None,
             message: String::new(),
         });
-        Ok(Looked { items: vec![item] })
+        Ok(Looked { items: vec![Received::Searched(Arc::new(item))] })
     }
 
     /// Lists workspace files for the agent (see the module docs).
@@ -157,13 +167,7 @@ impl GatewayState {
             code: None,
             message: String::new(),
         });
-        let files: Vec<Value> = files
-            .iter()
-            .map(
-                |f| json!({"path": f.path, "lines": f.lines, "tokens": f.tokens, "symbols": f.symbols, "more": f.more}),
-            )
-            .collect();
-        Ok(Looked { items: vec![json!({"listed": {"pattern": action.pattern, "files": files}})] })
+        Ok(Looked { items: vec![Received::Listed(Arc::new(Listed { pattern: action.pattern, files }))] })
     }
 
     /// Recalls engrams from the run's memory for the agent (see the module docs).
@@ -242,16 +246,25 @@ impl GatewayState {
                 }
             }
         };
+        // The memory wrote each engram's JSON from its typed engram: it reads back.
+        let typed: Result<Vec<Engram>, _> = engrams.iter().map(|e| serde_json::from_value(e.clone())).collect();
+        let typed = match typed {
+            Ok(typed) => typed,
+            Err(err) => return refused(self, MemoryFailure::unavailable("recall answer", &err)),
+        };
         record(self, engrams.iter().map(id).collect(), tokens, recall.stages, more.clone());
-        let mut items: Vec<Value> = engrams.into_iter().map(|engram| json!({ "recalled": engram })).collect();
+        let mut items: Vec<Received> = typed.into_iter().map(|engram| Received::Recalled(Arc::new(engram))).collect();
         if !more.is_empty() {
-            items.push(more_item(&more));
+            items.push(Received::RecalledMore(Arc::new(RecalledMore { pointers: more, why: MORE_WHY.to_owned() })));
         }
         Ok(Looked { items })
     }
 }
 
-/// The note standing for the engrams a recall answer had no room for.
+/// Why a recall answer's note names engrams by pointer.
+const MORE_WHY: &str = "over this role's max_inline_tokens: dereference them to read them";
+
+/// The note standing for the engrams a recall answer had no room for, as the answer's tokens count it.
 fn more_item(pointers: &[String]) -> Value {
-    json!({ "recalled_more": { "pointers": pointers, "why": "over this role's max_inline_tokens: dereference them to read them" } })
+    Received::RecalledMore(Arc::new(RecalledMore { pointers: pointers.to_vec(), why: MORE_WHY.to_owned() })).to_json()
 }
