@@ -349,7 +349,7 @@ fn inbox_items_are_taken_apart_by_type_not_by_json_keys() {
         files_with_extension(&root().join(dir), "rs", &mut files);
     }
     let renderer = root().join("runtime/src/run/inbox.rs");
-    let keys = ["verbatim", "dereferenced", "recalled", "recalled_more", "searched", "listed", "spilled"];
+    let keys = ["verbatim", "dereferenced", "recalled", "recalled_more", "searched", "listed", "described", "spilled"];
     let mut found = Vec::new();
     for path in files.iter().filter(|p| **p != renderer) {
         let text = std::fs::read_to_string(path).expect("read");

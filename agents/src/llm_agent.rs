@@ -17,8 +17,8 @@ use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use less_runtime::run::{
-    Action, Agent, AgentFuture, DecideInput, Decision, Delivered, Done, ModelUsage, Outcome, Received, ReportAction,
-    TurnInput,
+    Action, Agent, AgentFuture, DecideInput, Decision, Delivered, DescribeAction, Done, MAX_DESCRIBE, ModelUsage,
+    Outcome, Received, ReportAction, TurnInput,
 };
 use less_runtime::{
     Engram, EngramKind, EngramSpec, ErrorCode, MAX_CLAIM_CHARS, Payload, Pointer, ReportKind, ReportStep, Scenario,
@@ -74,8 +74,6 @@ pub struct LlmAgent {
     queue: VecDeque<Action>,
     /// Pointers the model chose to read in earlier turns (not offered again).
     chosen: Vec<String>,
-    /// The scenario's workspace, read for a one-line description of each pointer the agent holds.
-    workspace: Option<less_runtime::Resolver>,
     /// The question a model choosing its actions works on in this turn.
     focus: Option<act::Focus>,
     /// Questions of this turn it escalated instead of answering (not taken up again).
@@ -105,7 +103,6 @@ impl LlmAgent {
             scenario: None,
             queue: VecDeque::new(),
             chosen: Vec::new(),
-            workspace: None,
             focus: None,
             given_up: Vec::new(),
         }
@@ -114,18 +111,8 @@ impl LlmAgent {
     /// The agent in `scenario`: as a parent its model writes its children's briefs and answers their deref
     /// requests; as a worker it chooses what to read.
     pub fn with_scenario(mut self, scenario: Arc<Scenario>) -> LlmAgent {
-        self.workspace = less_runtime::Resolver::new(&scenario.workspace).ok();
         self.scenario = Some(scenario);
         self
-    }
-
-    /// `pointer` as a line of a catalogue: the pointer, then what it holds (`Resolver::about`) when that is known.
-    fn catalogue_line(&self, pointer: &str) -> String {
-        let about = self.workspace.as_ref().zip(Pointer::parse(pointer).ok()).and_then(|(w, p)| w.about(&p));
-        match about {
-            Some(about) => format!("- {pointer} — {about}\n"),
-            None => format!("- {pointer}\n"),
-        }
     }
 
     /// The graded questions the agent's report answers: among its briefs' `Task <id>: …` lines, in order, those of
@@ -766,6 +753,8 @@ fn describe(doc: &Received, text: &mut String, reads: Reads) {
         // The note of a cut recall answer is not shown: the committed recordings were made from prompts without it,
         // and showing it changes every prompt after a cut recall.
         Received::RecalledMore(_) => {}
+        // What pointers hold is shown in the catalogue that asked for it ([`catalogue_line`]).
+        Received::Described(_) => {}
         Received::Delivered(Delivered::Brief(brief)) => {
             text.push_str(&format!("\n# Brief from {}\n", brief.from));
             for (lines, label) in
@@ -808,6 +797,35 @@ fn payload_fields(payload: &Payload) -> Vec<(&'static str, String)> {
         Payload::Question { question, .. } => vec![("question", question.clone())],
         Payload::Checkpoint { .. } => Vec::new(),
     }
+}
+
+/// `pointer` as a line of a catalogue: the pointer, then what it holds when the agent's gateway said so in a
+/// `describe` answer of its inbox (the latest), else the pointer alone.
+fn catalogue_line(inbox: &[Received], pointer: &str) -> String {
+    let described = inbox.iter().rev().filter_map(|doc| match doc {
+        Received::Described(described) => described.pointers.iter().find(|d| d.pointer == pointer),
+        _ => None,
+    });
+    match described.into_iter().next() {
+        Some(description) => description.line(),
+        None => format!("- {pointer}\n"),
+    }
+}
+
+/// What a catalogue of `pointers` needs first: a `describe` of the pointers no answer in the inbox covers, once a
+/// turn (a refused or cut one is not asked again). What a pointer holds reaches the model through its gateway,
+/// counted and capped like any answer. `None`: nothing to ask.
+fn describe_first(turn: &TurnInput, pointers: &[String]) -> Option<Action> {
+    if turn.done.iter().any(|d| matches!(d.action, Action::Describe(_))) {
+        return None;
+    }
+    let asked = |pointer: &String| {
+        turn.inbox.iter().any(|doc| {
+            matches!(doc, Received::Described(described) if described.pointers.iter().any(|d| d.pointer == *pointer))
+        })
+    };
+    let pointers: Vec<String> = pointers.iter().filter(|p| !asked(p)).take(MAX_DESCRIBE).cloned().collect();
+    (!pointers.is_empty()).then(|| Action::Describe(DescribeAction { pointers }))
 }
 
 /// Content read through `pointer`, cut to [`MAX_DEREF_CHARS`], each line behind its number in the file when the

@@ -15,7 +15,7 @@ use less_runtime::run::{
 use less_runtime::{ErrorCode, GrantSpec, Scenario, Step};
 use serde_json::{Value, json};
 
-use super::{LlmAgent, describe, known_pointers};
+use super::{LlmAgent, catalogue_line, describe, describe_first, known_pointers};
 use crate::provider::{ChatMessage, CompletionRequest, LlmError, OutputSchema};
 
 /// Lines of "what matters now" a model writes per child (task lines are added by the runtime).
@@ -127,7 +127,9 @@ impl LlmAgent {
     /// A parent's brief turn: the model writes one brief per child, the runtime hands the step's tasks down with
     /// them; then the turn is done.
     pub(super) async fn brief_turn(&mut self, turn: &TurnInput) -> Action {
-        if turn.done.is_empty() {
+        // The turn's first action may be the catalogue's description; the briefs follow its answer.
+        let described = matches!(turn.done.as_slice(), [Done { action: Action::Describe(_), .. }]);
+        if turn.done.is_empty() || described {
             match self.write_briefs(turn).await {
                 Ok(briefs) => self.queue.extend(briefs),
                 Err(err) => return super::escalation_for(&turn.spec.id, "write the briefs", &err),
@@ -149,6 +151,9 @@ impl LlmAgent {
             return Ok(Vec::new());
         }
         let catalogue = holdings(&scenario, turn);
+        if let Some(asking) = describe_first(turn, &catalogue) {
+            return Ok(vec![asking]);
+        }
         let pointer = if catalogue.is_empty() { json!({"type": "string"}) } else { json!({"enum": catalogue}) };
         let now = json!({"type": "array", "minItems": 1, "maxItems": MAX_NOW_LINES,
                          "items": {"type": "string", "minLength": 1, "maxLength": MAX_NOW_CHARS}});
@@ -194,7 +199,8 @@ impl LlmAgent {
         for doc in &turn.inbox {
             describe(doc, &mut user, super::Reads::of(&turn.spec));
         }
-        if turn.inbox.is_empty() {
+        // Nothing delivered yet (its catalogue's description aside): the lead starts from the plan.
+        if turn.inbox.iter().all(|d| matches!(d, Received::Described(_))) {
             user.push_str(&format!("\n# Plan\n{}\n", scenario.plan.goal));
             for (idx, criterion) in scenario.plan.criteria.iter().enumerate() {
                 user.push_str(&format!("Criterion {}: {criterion}\n", idx + 1));
@@ -214,7 +220,7 @@ impl LlmAgent {
         }
         user.push_str("\n# Pointers you hold (each with what it holds)\n");
         for text in &catalogue {
-            user.push_str(&self.catalogue_line(text));
+            user.push_str(&catalogue_line(&turn.inbox, text));
         }
         user.push_str(&format!(
             "\n# Task\nWrite one brief for each child: one or two short lines of what matters now (where to look, what to check; you have not read the sources, so never state an answer), and under `questions`, for each of the child's questions, the pointers (one to {MAX_PER_QUESTION}) from your list whose description shows they hold that question's answer (a question comparing two sources needs a pointer to each). Never paste content.\n",
@@ -351,6 +357,10 @@ impl LlmAgent {
                         grant: None,
                     }));
                 }
+                // What the pointers hold comes through the gateway first.
+                if let Some(asking) = describe_first(turn, &unread) {
+                    return Some(asking);
+                }
                 match self.choose_reads(turn, &unread).await {
                     Ok(Reads { pointers, recall }) => {
                         self.chosen.extend(pointers.iter().cloned());
@@ -385,7 +395,7 @@ impl LlmAgent {
         }
         user.push_str("\n# Pointers you have not read (each with what it holds)\n");
         for text in unread {
-            user.push_str(&self.catalogue_line(text));
+            user.push_str(&catalogue_line(&turn.inbox, text));
         }
         user.push_str(
             "\n# Task\nChoose what to read among the pointers you were given and have not read: the ones your questions need. Under `recall`, write a short search of the run's memory for what other agents already reported about your questions (a few key words), or leave it empty when you need nothing from them.\n",

@@ -3,7 +3,9 @@
 
 use std::sync::Mutex;
 
-use less_runtime::run::{DerefAction, Dereferenced, ListAction, SearchHit, Searched, Spill, Verbatim};
+use less_runtime::run::{
+    DerefAction, Dereferenced, Described, Description, ListAction, SearchHit, Searched, Spill, Verbatim,
+};
 use less_runtime::{AgentSpec, ReportStep, TaskStatus, Valid, WireMode};
 
 use super::*;
@@ -115,6 +117,22 @@ fn input() -> TurnInput {
         limit: 12,
         now: "2026-11-23T00:00:00Z".to_owned(),
     }
+}
+
+/// The agent's next action past the description of its catalogue: its gateway answers each pointer with `about`
+/// (as `describe` does: `None`, the pointer alone).
+async fn past_describe(agent: &mut LlmAgent, turn: &mut TurnInput, about: &dyn Fn(&str) -> Option<String>) -> Action {
+    let action = agent.next(turn).await;
+    let Action::Describe(describe) = action else { return action };
+    let pointers = describe.pointers.iter().map(|p| Description { pointer: p.clone(), about: about(p) }).collect();
+    turn.inbox.push(Received::Described(Arc::new(Described { pointers, cut: Vec::new() })));
+    turn.done.push(Done { action: Action::Describe(describe), outcome: Outcome::Done });
+    agent.next(turn).await
+}
+
+/// No description of any pointer.
+fn bare(_: &str) -> Option<String> {
+    None
 }
 
 /// The first action of a turn.
@@ -342,6 +360,10 @@ async fn a_parent_model_writes_one_brief_per_child_from_the_pointers_it_holds() 
     let mut agent = agent(model.clone()).with_scenario(scenario.clone());
     let mut turn = turn_of(&scenario, "lead", 0, Vec::new());
     let mut briefs = Vec::new();
+    // What its pointers hold comes first, through its gateway (none here: the workspace holds nothing).
+    let Action::Describe(describe) = agent.next(&turn).await else { panic!("the catalogue described first") };
+    assert_eq!(describe.pointers, ["repo:src/plan.md", "repo:src/store.rs#L53-L55", "repo:src/store.rs#L90-L99"]);
+    turn.done.push(Done { action: Action::Describe(describe), outcome: Outcome::Done });
     loop {
         match agent.next(&turn).await {
             Action::Finish => break,
@@ -377,8 +399,8 @@ async fn a_parent_model_writes_one_brief_per_child_from_the_pointers_it_holds() 
 async fn a_parent_whose_model_fails_escalates_instead_of_briefing() {
     let scenario = roles_scenario();
     let mut agent = agent(Answers::new(&["not json", "still not json"])).with_scenario(scenario.clone());
-    let turn = turn_of(&scenario, "lead", 0, Vec::new());
-    match agent.next(&turn).await {
+    let mut turn = turn_of(&scenario, "lead", 0, Vec::new());
+    match past_describe(&mut agent, &mut turn, &bare).await {
         Action::Escalate { reason, .. } => assert!(reason.starts_with("LLM_OUTPUT_NOT_JSON"), "{reason}"),
         other => panic!("expected an escalation, got {other:?}"),
     }
@@ -397,7 +419,7 @@ async fn a_worker_reads_what_it_chooses_asks_when_over_budget_and_reads_with_the
     let mut agent = agent(model.clone()).with_scenario(scenario.clone());
     let mut turn = turn_of(&scenario, "a", 1, vec![brief_of(brief)]);
     let chosen = vec!["repo:src/store.rs#L90-L99".to_owned(), "repo:src/store.rs#L53-L55".to_owned()];
-    let Action::Deref(deref) = agent.next(&turn).await else { panic!("a read first") };
+    let Action::Deref(deref) = past_describe(&mut agent, &mut turn, &bare).await else { panic!("a read first") };
     assert_eq!((deref.pointers.clone(), deref.grant.clone()), (chosen.clone(), None));
     let seen = model.seen();
     let schema = &seen[0].schema.as_ref().expect("schema").schema;
@@ -435,7 +457,8 @@ async fn a_parent_packs_for_each_question_what_the_model_chose_for_it_in_questio
     });
     let model = Answers::new(&[&answer.to_string()]);
     let mut agent = agent(model.clone()).with_scenario(scenario.clone());
-    let Action::Brief(to_a) = agent.next(&turn_of(&scenario, "lead", 0, Vec::new())).await else { panic!("a brief") };
+    let mut turn = turn_of(&scenario, "lead", 0, Vec::new());
+    let Action::Brief(to_a) = past_describe(&mut agent, &mut turn, &bare).await else { panic!("a brief") };
     // t1's pointers first (the step's order, not the answer's), a pointer chosen twice packed once.
     assert_eq!(
         to_a.packs["reviewer"],
@@ -458,7 +481,9 @@ async fn a_worker_recalls_what_its_model_asks_for_before_it_reads_and_then_repor
     let model = Answers::new(&[&choice.to_string()]);
     let mut agent = agent(model.clone()).with_scenario(scenario.clone());
     let mut turn = turn_of(&scenario, "a", 1, vec![brief_of(brief)]);
-    let Action::Query { text, k, project, scope } = agent.next(&turn).await else { panic!("the recall first") };
+    let Action::Query { text, k, project, scope } = past_describe(&mut agent, &mut turn, &bare).await else {
+        panic!("the recall first")
+    };
     assert_eq!((text.as_str(), k, project, scope), ("store lock guard", 3, None, None));
     turn.done.push(Done { action: Action::Query { text, k, project: None, scope: None }, outcome: Outcome::Done });
     let Action::Deref(deref) = agent.next(&turn).await else { panic!("then the read the model chose") };
@@ -631,7 +656,10 @@ async fn the_pointers_a_model_chooses_among_come_with_what_they_hold() {
     let answer = json!({"a": {"now": ["n"], "questions": {"t1": ["repo:src/store.rs#L53-L55"]}}, "b": {"now": ["n"], "pointers": ["repo:src/store.rs#L90-L99"]}});
     let model = Answers::new(&[&answer.to_string()]);
     let mut agent = agent(model.clone()).with_scenario(scenario.clone());
-    agent.next(&turn_of(&scenario, "lead", 0, Vec::new())).await;
+    // The gateway answers with what the run's resolver says each pointer holds; the agent opens no file itself.
+    let workspace = less_runtime::Resolver::new(dir.path()).expect("workspace");
+    let about = |text: &str| workspace.about(&Pointer::parse(text).ok()?);
+    past_describe(&mut agent, &mut turn_of(&scenario, "lead", 0, Vec::new()), &about).await;
     let prompt = &model.seen()[0].messages[0].content;
     assert!(prompt.contains("- repo:src/store.rs#L53-L55 — Takes the map's lock for one bucket.\n"), "{prompt}");
     assert!(prompt.contains("- repo:src/store.rs#L90-L99 — Saves every bucket to the backend.\n"), "{prompt}");
@@ -644,10 +672,29 @@ async fn the_pointers_a_model_chooses_among_come_with_what_they_hold() {
     let model = Answers::new(&[&json!({"read": ["repo:src/store.rs#L53-L55"], "recall": ""}).to_string()]);
     let mut worker = LlmAgent::new("a", model.clone(), Sampling { temperature: 0.0, max_tokens: 64 })
         .with_scenario(scenario.clone());
-    worker.next(&turn_of(&scenario, "a", 1, vec![brief_of(brief)])).await;
+    past_describe(&mut worker, &mut turn_of(&scenario, "a", 1, vec![brief_of(brief.clone())]), &about).await;
     let prompt = &model.seen()[0].messages[0].content;
     assert!(prompt.contains("# Pointers you have not read"), "{prompt}");
     assert!(prompt.contains("- repo:src/store.rs#L53-L55 — Takes the map's lock for one bucket.\n"), "{prompt}");
+    // A description its gateway refused (over the role's inline budget) leaves the catalogue bare; it is not asked
+    // for again in the turn, and a description from an earlier turn is not asked for again at all.
+    let model = Answers::new(&[&json!({"read": ["repo:src/store.rs#L53-L55"], "recall": ""}).to_string()]);
+    let mut worker = LlmAgent::new("a", model.clone(), Sampling { temperature: 0.0, max_tokens: 64 })
+        .with_scenario(scenario.clone());
+    let mut turn = turn_of(&scenario, "a", 1, vec![brief_of(brief.clone())]);
+    let Action::Describe(describe) = worker.next(&turn).await else { panic!("a description first") };
+    let refused = Violation::new(ErrorCode::BudgetExceeded, "/pointers", "over the budget".to_owned());
+    turn.done.push(Done { action: Action::Describe(describe), outcome: Outcome::Refused(refused) });
+    assert!(matches!(worker.next(&turn).await, Action::Deref(_)), "then the read the model chose");
+    let prompt = &model.seen()[0].messages[0].content;
+    assert!(prompt.contains("- repo:src/store.rs#L53-L55\n"), "{prompt}");
+    let described = Described {
+        pointers: vec![Description { pointer: "repo:src/store.rs#L53-L55".to_owned(), about: Some("x".to_owned()) }],
+        cut: Vec::new(),
+    };
+    let turn = turn_of(&scenario, "a", 1, vec![brief_of(brief), Received::Described(Arc::new(described))]);
+    assert!(describe_first(&turn, &["repo:src/store.rs#L53-L55".to_owned()]).is_none());
+    assert_eq!(catalogue_line(&turn.inbox, "repo:src/store.rs#L53-L55"), "- repo:src/store.rs#L53-L55 — x\n");
 }
 
 #[test]

@@ -381,6 +381,10 @@ impl AgentState {
                 let answer = ractor::call!(self.gateway, GatewayMsg::List, list.clone());
                 self.looked(answer.map_err(|e| e.to_string()), "list", outcome)
             }
+            Action::Describe(describe) => {
+                let answer = ractor::call!(self.gateway, GatewayMsg::Describe, describe.clone());
+                self.looked(answer.map_err(|e| e.to_string()), "describe", outcome)
+            }
             Action::Promote { subject, to } => self.promote(subject, *to, outcome).await,
             Action::Brief(brief) => self.brief(brief, outcome).await,
             Action::Report(report) => {
@@ -429,7 +433,7 @@ impl AgentState {
         result
     }
 
-    /// A search's or a listing's answer from the gateway: what it let through joins the inbox.
+    /// A search's, a listing's or a description's answer from the gateway: what it let through joins the inbox.
     fn looked(
         &mut self,
         answer: Result<Result<crate::run::gateway::Looked, Violation>, String>,

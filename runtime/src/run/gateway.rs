@@ -33,7 +33,9 @@ use crate::run::inbox::{Delivered, Inbox, InboxItem, Received, Spill, Verbatim};
 use crate::run::ledger::{Event, SentText, TokenLedgerMsg};
 use crate::run::resolver_actor::ResolverMsg;
 use crate::run::services::MemoryFailure;
-use crate::run::wire::{DerefAction, Document, Draft, Envelope, EnvelopeKind, ListAction, SearchAction};
+use crate::run::wire::{
+    DerefAction, DescribeAction, Document, Draft, Envelope, EnvelopeKind, ListAction, SearchAction,
+};
 use less_contract::Budget;
 use less_contract::Grant;
 use less_contract::TokenCounter;
@@ -41,7 +43,7 @@ use less_contract::{ErrorCode, Violation};
 use less_contract::{GrantSpec, WireMode};
 use less_contract::{Payload, Severity, TypedMessage, Valid};
 use less_contract::{Pointer, PointerType};
-pub use look::Looked;
+pub use look::{Looked, MAX_DESCRIBE};
 
 /// Most restarts of one agent per window.
 pub const MAX_RESTARTS: usize = 3;
@@ -67,6 +69,8 @@ pub enum GatewayMsg {
     Search(SearchAction, RpcReplyPort<Result<Looked, Violation>>),
     /// The agent's listing of workspace files.
     List(ListAction, RpcReplyPort<Result<Looked, Violation>>),
+    /// The agent asks what pointers hold (its catalogue).
+    Describe(DescribeAction, RpcReplyPort<Result<Looked, Violation>>),
     /// The agent's query of the run's memory: its text and options.
     Recall(Box<(String, crate::memory::QueryOptions)>, RpcReplyPort<Result<Looked, MemoryFailure>>),
     /// The agent sent a message: its turn is over (the deref budget starts again).
@@ -313,6 +317,9 @@ impl Actor for GatewayActor {
             }
             GatewayMsg::List(action, reply) => {
                 let _ = reply.send(state.list(action).await);
+            }
+            GatewayMsg::Describe(action, reply) => {
+                let _ = reply.send(state.describe(action).await);
             }
             GatewayMsg::Recall(query, reply) => {
                 let (text, options) = *query;

@@ -47,6 +47,8 @@ pub enum Received {
     Searched(Arc<Searched>),
     /// A listing of workspace files.
     Listed(Arc<Listed>),
+    /// What pointers hold, one line each: the catalogue a model chooses from.
+    Described(Arc<Described>),
     /// A typed message past the inbox's inline cap: its pointer, which a deref reads back.
     Spilled(Arc<Spill>),
 }
@@ -121,6 +123,36 @@ pub struct Listed {
     pub files: Vec<FileOutline>,
 }
 
+/// A description's answer: one line per pointer asked about, in the order asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Described {
+    /// Each pointer with what it holds (`None`: nothing to say, outside the agent's reach, or cut).
+    pub pointers: Vec<Description>,
+    /// The pointers whose description the role's inline budget had no room for (the last ones asked): they are
+    /// listed bare, and a deref reads them.
+    pub cut: Vec<String>,
+}
+
+/// One pointer and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Description {
+    /// The pointer as asked.
+    pub pointer: String,
+    /// One line on what it holds ([`crate::resolver::about`]).
+    pub about: Option<String>,
+}
+
+impl Description {
+    /// Its line in a catalogue: `- pointer — about`, or `- pointer` (what the gateway counts, and what a prompt
+    /// shows).
+    pub fn line(&self) -> String {
+        match &self.about {
+            Some(about) => format!("- {} — {about}\n", self.pointer),
+            None => format!("- {}\n", self.pointer),
+        }
+    }
+}
+
 impl Received {
     /// The delivered document it is or carries (a baseline's delivery carries one beside its wire text).
     pub fn delivered(&self) -> Option<&Delivered> {
@@ -135,8 +167,8 @@ impl Received {
     /// a delivered document as itself, `{"verbatim": wire text, "doc": document}`, `{"dereferenced": {"pointer",
     /// "content"}}`, `{"recalled": engram}`, `{"recalled_more": {"pointers", "why"}}`, `{"searched": {"query",
     /// "hits": [{"pointer", "preview", "tokens"(, "content")}]}}`, `{"listed": {"pattern", "files": [{"path",
-    /// "lines", "tokens", "symbols", "more"}]}}`, `{"spilled": {"pointer": "sam:msg:<id>", "from", "type",
-    /// "tokens"}}`.
+    /// "lines", "tokens", "symbols", "more"}]}}`, `{"described": {"pointers": [{"pointer", "about"}], "cut"}}`,
+    /// `{"spilled": {"pointer": "sam:msg:<id>", "from", "type", "tokens"}}`.
     pub fn to_json(&self) -> Value {
         match self {
             Received::Delivered(doc) => doc.to_json(),
@@ -170,6 +202,11 @@ impl Received {
                     })
                     .collect();
                 json!({ "listed": { "pattern": listed.pattern, "files": files } })
+            }
+            Received::Described(described) => {
+                let pointers: Vec<Value> =
+                    described.pointers.iter().map(|d| json!({"pointer": d.pointer, "about": d.about})).collect();
+                json!({ "described": { "pointers": pointers, "cut": described.cut } })
             }
             Received::Spilled(spill) => json!({ "spilled": {
                 "pointer": spill.pointer(),

@@ -12,7 +12,7 @@ use crate::run::agent::{ActRequest, Agent, AgentFactory, AgentFuture, TurnInput}
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg};
 use crate::run::ledger::{Event, LedgerBook, TokenLedger, TokenLedgerArgs, TokenLedgerMsg};
 use crate::run::resolver_actor::{ResolverActor, ResolverArgs, ResolverBook};
-use crate::run::wire::{Action, DerefAction, Document, Draft, Envelope, EnvelopeKind};
+use crate::run::wire::{Action, DerefAction, DescribeAction, Document, Draft, Envelope, EnvelopeKind};
 use crate::{Pointer, Resolver};
 use less_contract::{ErrorCode, Scenario, WireMode};
 
@@ -469,4 +469,51 @@ async fn a_dying_memory_actor_is_started_again_up_to_the_limit_then_the_run_ends
         assert_eq!(report.scenario, "m");
         run.stop().await;
     }
+}
+
+/// What pointers hold reaches an agent through its gateway (issue 35): counted, cut to the role's inline budget (the
+/// last descriptions dropped, their pointers left bare and named), refused when not even the bare pointers fit, and
+/// on the ledger either way; never delivered whole.
+#[tokio::test]
+async fn a_description_over_the_inline_budget_is_cut_or_refused_never_delivered_whole() {
+    let h = harness("[budgets.roles.lead]\nmax_inline_tokens = 60\n").await;
+    let about = "Keeps the ledger of every bucket and flushes it to the backend after every single write";
+    for i in 0..4 {
+        let text = format!("/// {about} ({i}).\nfn f() {{}}\n");
+        std::fs::write(h._workspace.path().join(format!("f{i}.rs")), text).expect("write");
+    }
+    let gateway = h.ctx.directory.get("lead").expect("lead");
+    let pointers: Vec<String> = (0..4).map(|i| format!("repo:f{i}.rs")).collect();
+    let describe = |pointers: &[String]| DescribeAction { pointers: pointers.to_vec() };
+    let looked = ractor::call!(gateway, GatewayMsg::Describe, describe(&pointers)).expect("answered").expect("cut");
+    let [Received::Described(described)] = looked.items.as_slice() else { panic!("one answer: {looked:?}") };
+    let n_described = described.pointers.iter().filter(|d| d.about.is_some()).count();
+    assert!((1..4).contains(&n_described), "the first fit, the rest are cut: {described:?}");
+    assert_eq!(described.pointers[0].about.as_deref(), Some(format!("{about} (0).").as_str()));
+    assert!(described.pointers[n_described..].iter().all(|d| d.about.is_none()));
+    assert_eq!(described.cut, pointers[n_described..], "the answer names what it cut");
+    let text: String = described.pointers.iter().map(Description::line).collect();
+    let counter = crate::TokenCounter::shared(h.ctx.scenario.tokenizer);
+    assert!(counter.count(&text) <= 60, "{text}");
+    // Not even the pointers fit: refused, with the budget's code.
+    let many: Vec<String> = (0..40).map(|i| format!("repo:some/long/path/to/a/file_{i}.rs")).collect();
+    let refused = ractor::call!(gateway, GatewayMsg::Describe, describe(&many)).expect("answered");
+    assert_eq!(refused.expect_err("over the budget").code, ErrorCode::BudgetExceeded);
+    let events = h.ctx.ledger.ask(TokenLedgerMsg::Snapshot).await.expect("ledger");
+    let described_events: Vec<(usize, u32, Vec<String>, Option<ErrorCode>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Describe { agent, described, tokens, cut, code, .. } if agent == "lead" => {
+                Some((*described, *tokens, cut.clone(), *code))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        described_events,
+        [
+            (n_described, counter.count(&text), pointers[n_described..].to_vec(), None),
+            (0, 0, Vec::new(), Some(ErrorCode::BudgetExceeded))
+        ]
+    );
 }

@@ -47,6 +47,8 @@ pub enum Action {
     /// List the workspace's files under a path or glob, with their sizes and top-level symbols (an outline), metered
     /// like a search.
     List(ListAction),
+    /// Ask what pointers hold, one line each (a catalogue), metered like a search.
+    Describe(DescribeAction),
     /// Widen the scope of the newest engram of a subject key.
     Promote {
         /// The subject key.
@@ -81,6 +83,7 @@ impl Action {
             Action::Query { .. } => "query",
             Action::Search(_) => "search",
             Action::List(_) => "list",
+            Action::Describe(_) => "describe",
             Action::Promote { .. } => "promote",
             Action::Report(_) => "report",
             Action::Escalate { .. } => "escalate",
@@ -158,6 +161,13 @@ pub struct SearchAction {
 pub struct ListAction {
     /// A file, a directory (`src/orders`: everything under it) or a glob (`src/**/*.rs`); empty: every file.
     pub pattern: String,
+}
+
+/// A request for one line on what each pointer holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribeAction {
+    /// Pointers in text form (at most [`crate::run::MAX_DESCRIBE`]).
+    pub pointers: Vec<String>,
 }
 
 /// A request to the parent for a dereference over the agent's budget.

@@ -12,6 +12,12 @@
 //! `max_inline_tokens` is refused with `LESS_BUDGET_EXCEEDED`, saying how many hits would fit. In the fair baseline
 //! the same engine at the same `k` answers, and each hit's content is pasted under its pointer, as an orchestrator
 //! without LESS pastes what it retrieved; nothing is refused there (it has no budgets).
+//!
+//! A `describe` answers what pointers hold, one line each (`- pointer — what it holds`, [`crate::resolver::about`]):
+//! the catalogue a model chooses what to read or to pack from. Under LESS a pointer outside the agent's reach is
+//! listed bare, and an answer over the role's `max_inline_tokens` is cut: the last descriptions are dropped (their
+//! pointers stay, bare, and are named in the answer's `cut`) until it fits; when not even the bare pointers fit, it is
+//! refused with `LESS_BUDGET_EXCEEDED`. The baseline describes every pointer, counted, never cut.
 
 use serde_json::Value;
 
@@ -19,14 +25,18 @@ use std::sync::Arc;
 
 use super::GatewayState;
 use crate::memory::{QueryOptions, Stages};
-use crate::run::inbox::{Listed, RecalledMore, Received, SearchHit, Searched};
+use crate::run::inbox::{Described, Description, Listed, RecalledMore, Received, SearchHit, Searched};
 use crate::run::ledger::{Event, TokenLedgerMsg};
+use crate::run::resolver_actor::ResolverMsg;
 use crate::run::services::MemoryFailure;
-use crate::run::wire::{ListAction, SearchAction};
+use crate::run::wire::{DescribeAction, ListAction, SearchAction};
 use crate::workspace::{Hit, MAX_K};
 use less_contract::{Engram, ErrorCode, Pointer, TokenCounter, Violation, WireMode};
 
-/// What a search, a listing or a recall brought the agent.
+/// Most pointers one `describe` may ask about.
+pub const MAX_DESCRIBE: usize = 128;
+
+/// What a search, a listing, a description or a recall brought the agent.
 #[derive(Debug, Clone)]
 pub struct Looked {
     /// The inbox items: one [`Received::Searched`] or [`Received::Listed`], or one [`Received::Recalled`] per engram
@@ -168,6 +178,80 @@ impl GatewayState {
             message: String::new(),
         });
         Ok(Looked { items: vec![Received::Listed(Arc::new(Listed { pattern: action.pattern, files }))] })
+    }
+
+    /// Describes pointers for the agent (see the module docs).
+    pub(super) async fn describe(&mut self, action: DescribeAction) -> Result<Looked, Violation> {
+        let less = self.ctx.mode == WireMode::Less;
+        let record = |this: &Self, described: usize, tokens: u32, cut: Vec<String>, refusal: Option<&Violation>| {
+            this.ctx.record(Event::Describe {
+                agent: this.agent_id.clone(),
+                pointers: action.pointers.clone(),
+                described,
+                tokens,
+                cut,
+                code: refusal.map(|v| v.code),
+                message: refusal.map(|v| v.message.clone()).unwrap_or_default(),
+            });
+        };
+        if action.pointers.is_empty() || action.pointers.len() > MAX_DESCRIBE {
+            let why = format!("{} pointers; ask about 1 to {MAX_DESCRIBE}", action.pointers.len());
+            let violation = Violation::new(ErrorCode::ArgumentInvalid, "/pointers", why);
+            record(self, 0, 0, Vec::new(), Some(&violation));
+            return Err(violation);
+        }
+        let mut descriptions = Vec::with_capacity(action.pointers.len());
+        for text in &action.pointers {
+            let about = match Pointer::parse(text) {
+                // Outside its reach an agent learns nothing of what a pointer holds (in LESS mode; the baseline has
+                // no reach).
+                Ok(pointer) if !less || self.reach.covers(&pointer) => self.about(&pointer).await,
+                _ => None,
+            };
+            descriptions.push(Description { pointer: text.clone(), about });
+        }
+        let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
+        let count = |descriptions: &[Description]| {
+            counter.count(&descriptions.iter().map(Description::line).collect::<String>())
+        };
+        let mut tokens = count(&descriptions);
+        let mut cut = Vec::new();
+        let cap = self.budget.max_inline_tokens;
+        if less && tokens > cap {
+            // The last descriptions go first; their pointers stay, bare.
+            for idx in (0..descriptions.len()).rev() {
+                if tokens <= cap {
+                    break;
+                }
+                if descriptions[idx].about.take().is_some() {
+                    cut.insert(0, descriptions[idx].pointer.clone());
+                    tokens = count(&descriptions);
+                }
+            }
+            if tokens > cap {
+                let why = format!(
+                    "{} pointers are {tokens} inline tokens even without what they hold; this role accepts at most \
+                     {cap} in one answer: describe fewer pointers",
+                    descriptions.len()
+                );
+                let violation = Violation::new(ErrorCode::BudgetExceeded, "/pointers", why);
+                record(self, 0, 0, Vec::new(), Some(&violation));
+                return Err(violation);
+            }
+        }
+        let described = descriptions.iter().filter(|d| d.about.is_some()).count();
+        record(self, described, tokens, cut.clone(), None);
+        let answer = Described { pointers: descriptions, cut };
+        Ok(Looked { items: vec![Received::Described(Arc::new(answer))] })
+    }
+
+    /// One line on what `pointer` holds, read through the run's resolver without pinning (what
+    /// [`crate::Resolver::about`] says).
+    async fn about(&self, pointer: &Pointer) -> Option<String> {
+        match self.ctx.resolver.ask(|reply| ResolverMsg::ReadUnpinned(pointer.clone(), reply)).await {
+            Ok(Ok(content)) => crate::resolver::about(pointer, &content),
+            _ => None,
+        }
     }
 
     /// Recalls engrams from the run's memory for the agent (see the module docs).
