@@ -825,7 +825,7 @@ fn describe_first(turn: &TurnInput, pointers: &[String]) -> Option<Action> {
         })
     };
     let pointers: Vec<String> = pointers.iter().filter(|p| !asked(p)).take(MAX_DESCRIBE).cloned().collect();
-    (!pointers.is_empty()).then(|| Action::Describe(DescribeAction { pointers }))
+    (!pointers.is_empty()).then_some(Action::Describe(DescribeAction { pointers }))
 }
 
 /// Content read through `pointer`, cut to [`MAX_DEREF_CHARS`], each line behind its number in the file when the
@@ -901,7 +901,7 @@ impl Citable {
         for doc in inbox {
             let Received::Searched(searched) = doc else { continue };
             for hit in searched.hits.iter().filter(|hit| hit.content.is_some()) {
-                if !known.iter().any(|k| *k == hit.pointer) {
+                if !known.contains(&hit.pointer) {
                     known.push(hit.pointer.clone());
                 }
             }
