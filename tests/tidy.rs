@@ -348,6 +348,32 @@ fn the_run_imports_neither_the_desk_nor_the_cluster() {
     }
 }
 
+/// The inbox is typed (issue 35): agents, the actor and the tests match on `Received`, and only its renderer
+/// (`runtime/src/run/inbox.rs`) knows the JSON shapes inbox items had (`{"dereferenced": …}`, …). Nobody takes those
+/// shapes apart again with `.get("…")` or `.pointer("/…")`.
+#[test]
+fn inbox_items_are_taken_apart_by_type_not_by_json_keys() {
+    let mut files = Vec::new();
+    for dir in ["src", "schemas", "runtime", "agents", "eval", "tests", "benches"] {
+        files_with_extension(&root().join(dir), "rs", &mut files);
+    }
+    let renderer = root().join("runtime/src/run/inbox.rs");
+    let keys = ["verbatim", "dereferenced", "recalled", "recalled_more", "searched", "listed", "described", "spilled"];
+    let mut found = Vec::new();
+    for path in files.iter().filter(|p| **p != renderer) {
+        let text = std::fs::read_to_string(path).expect("read");
+        for (idx, line) in text.lines().enumerate() {
+            let by_key = keys
+                .iter()
+                .any(|key| line.contains(&format!(".get(\"{key}\")")) || line.contains(&format!(".pointer(\"/{key}")));
+            if by_key {
+                found.push(format!("{}:{}: {}", path.display(), idx + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "inbox items taken apart by JSON key outside run/inbox.rs:\n{}", found.join("\n"));
+}
+
 /// The README is a front door, not a manual (issue 36): what lessrt is, the two commands, what the main job prints,
 /// the main table and where to go next; everything else lives in docs/.
 #[test]

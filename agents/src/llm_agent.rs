@@ -17,11 +17,12 @@ use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use less_runtime::run::{
-    Action, Agent, AgentFuture, DecideInput, Decision, Done, ModelUsage, Outcome, ReportAction, TurnInput,
+    Action, Agent, AgentFuture, DecideInput, Decision, Delivered, DescribeAction, Done, MAX_DESCRIBE, ModelUsage,
+    Outcome, Received, ReportAction, TurnInput,
 };
 use less_runtime::{
-    EngramKind, EngramSpec, ErrorCode, MAX_CLAIM_CHARS, Pointer, ReportKind, ReportStep, Scenario, Scope, Severity,
-    Step, Violation, schema_document,
+    Engram, EngramKind, EngramSpec, ErrorCode, MAX_CLAIM_CHARS, Payload, Pointer, ReportKind, ReportStep, Scenario,
+    Scope, Severity, Step, Violation, schema_document,
 };
 use serde_json::{Value, json};
 
@@ -73,8 +74,6 @@ pub struct LlmAgent {
     queue: VecDeque<Action>,
     /// Pointers the model chose to read in earlier turns (not offered again).
     chosen: Vec<String>,
-    /// The scenario's workspace, read for a one-line description of each pointer the agent holds.
-    workspace: Option<less_runtime::Resolver>,
     /// The question a model choosing its actions works on in this turn.
     focus: Option<act::Focus>,
     /// Questions of this turn it escalated instead of answering (not taken up again).
@@ -104,7 +103,6 @@ impl LlmAgent {
             scenario: None,
             queue: VecDeque::new(),
             chosen: Vec::new(),
-            workspace: None,
             focus: None,
             given_up: Vec::new(),
         }
@@ -113,18 +111,8 @@ impl LlmAgent {
     /// The agent in `scenario`: as a parent its model writes its children's briefs and answers their deref
     /// requests; as a worker it chooses what to read.
     pub fn with_scenario(mut self, scenario: Arc<Scenario>) -> LlmAgent {
-        self.workspace = less_runtime::Resolver::new(&scenario.workspace).ok();
         self.scenario = Some(scenario);
         self
-    }
-
-    /// `pointer` as a line of a catalogue: the pointer, then what it holds (`Resolver::about`) when that is known.
-    fn catalogue_line(&self, pointer: &str) -> String {
-        let about = self.workspace.as_ref().zip(Pointer::parse(pointer).ok()).and_then(|(w, p)| w.about(&p));
-        match about {
-            Some(about) => format!("- {pointer} — {about}\n"),
-            None => format!("- {pointer}\n"),
-        }
     }
 
     /// The graded questions the agent's report answers: among its briefs' `Task <id>: …` lines, in order, those of
@@ -158,7 +146,7 @@ impl LlmAgent {
 
     /// The documents a report's prompt shows: for the one question a model choosing its actions works on, what its
     /// work on that question found (`Focus::docs`); else everything delivered.
-    fn prompt_docs(&self, input: &TurnInput, questions: &[(String, String)]) -> Vec<Arc<Value>> {
+    fn prompt_docs(&self, input: &TurnInput, questions: &[(String, String)]) -> Vec<Received> {
         match (&self.focus, questions) {
             (Some(focus), [(task, _)]) if focus.task == *task => focus.docs(&input.inbox),
             _ => input.inbox.clone(),
@@ -337,7 +325,7 @@ impl Agent for LlmAgent {
                             return action;
                         }
                         // A worker that has read nothing yet reads first (the model chooses what).
-                        let read_before = turn.inbox.iter().any(|d| d.get("dereferenced").is_some());
+                        let read_before = turn.inbox.iter().any(|d| matches!(d, Received::Dereferenced(_)));
                         let reading =
                             turn.done.iter().any(|d| matches!(d.action, Action::Deref(_) | Action::AskGrant(_)));
                         if self.scenario.is_some()
@@ -450,12 +438,10 @@ fn answer_engrams<'a>(value: &'a Value, questions: &'a [(String, String)]) -> Ve
 }
 
 /// The graded questions an agent's briefs carry, as `Task <id>: <question>` lines: `(id, question)`, in order.
-pub fn task_questions(inbox: &[Arc<Value>]) -> Vec<(String, String)> {
+pub fn task_questions(inbox: &[Received]) -> Vec<(String, String)> {
     let mut questions: Vec<(String, String)> = Vec::new();
-    for doc in inbox {
-        let doc = doc.get("doc").unwrap_or(doc);
-        let lines = doc.get("what_matters_now").and_then(Value::as_array).into_iter().flatten();
-        for line in lines.filter_map(Value::as_str) {
+    for brief in inbox.iter().filter_map(|doc| doc.delivered()?.brief()) {
+        for line in &brief.what_matters_now {
             if let Some((id, question)) = line.strip_prefix("Task ").and_then(|rest| rest.split_once(": "))
                 && !id.is_empty()
                 && !id.contains(char::is_whitespace)
@@ -655,7 +641,7 @@ impl Reads {
 }
 
 /// The task and everything the gateway delivered, in the order it arrived.
-fn user_prompt(docs: &[Arc<Value>], input: &TurnInput, step: &ReportStep, questions: &[(String, String)]) -> String {
+fn user_prompt(docs: &[Received], input: &TurnInput, step: &ReportStep, questions: &[(String, String)]) -> String {
     let mut text = String::new();
     for doc in docs {
         describe(doc, &mut text, Reads::of(&input.spec));
@@ -699,103 +685,147 @@ fn user_prompt(docs: &[Arc<Value>], input: &TurnInput, step: &ReportStep, questi
     text
 }
 
-/// One delivered document as prompt text, what was read shown as `reads` says.
-fn describe(doc: &Value, text: &mut String, reads: Reads) {
-    if let Some(wire) = doc.get("verbatim").and_then(Value::as_str) {
-        // The verbatim baseline: the model reads what was sent, pasted files and all.
-        let inner = doc.get("doc").unwrap_or(&Value::Null);
-        let from = inner.get("from").and_then(Value::as_str).unwrap_or_default();
-        let what = inner.get("type").and_then(Value::as_str).unwrap_or("brief");
-        text.push_str(&format!("\n# {what} from {from}\n{}\n", wire.trim_end()));
-    } else if let Some(read) = doc.get("dereferenced") {
-        let pointer = read.get("pointer").and_then(Value::as_str).unwrap_or_default();
-        let content = read.get("content").and_then(Value::as_str).unwrap_or_default();
-        let shown = match reads {
-            Reads::Numbered => numbered(pointer, content),
-            Reads::AsRead => {
-                let mut cut: String = content.chars().take(MAX_AS_READ_CHARS).collect();
-                if cut.len() < content.len() {
-                    cut.push_str("\n[…]");
+/// One item of the inbox as prompt text, what was read shown as `reads` says: the one place a prompt shows what the
+/// agent received.
+fn describe(doc: &Received, text: &mut String, reads: Reads) {
+    match doc {
+        Received::Verbatim(verbatim) => {
+            // The verbatim baseline: the model reads what was sent, pasted files and all.
+            let from = verbatim.doc.from().unwrap_or_default();
+            let what = verbatim.doc.message().map_or("brief", |message| message.payload.type_name());
+            text.push_str(&format!("\n# {what} from {from}\n{}\n", verbatim.wire.trim_end()));
+        }
+        Received::Dereferenced(read) => {
+            let (pointer, content) = (read.pointer.as_str(), read.content.as_str());
+            let shown = match reads {
+                Reads::Numbered => numbered(pointer, content),
+                Reads::AsRead => {
+                    let mut cut: String = content.chars().take(MAX_AS_READ_CHARS).collect();
+                    if cut.len() < content.len() {
+                        cut.push_str("\n[…]");
+                    }
+                    cut
                 }
-                cut
-            }
-        };
-        text.push_str(&format!("\n# You read {pointer}\n{shown}\n"));
-    } else if let Some(searched) = doc.get("searched") {
-        let query = searched.get("query").and_then(Value::as_str).unwrap_or_default();
-        let hits = searched.get("hits").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-        text.push_str(&format!("\n# You searched the workspace for {query:?}: {} hits, best first\n", hits.len()));
-        for hit in hits {
-            let field = |name: &str| hit.get(name).and_then(Value::as_str).unwrap_or_default();
-            match hit.get("content").and_then(Value::as_str) {
-                // The baseline pastes each hit's content.
-                Some(content) => {
-                    text.push_str(&format!("## {}\n{}\n", field("pointer"), numbered(field("pointer"), content)))
-                }
-                None => {
-                    let tokens = hit.get("tokens").and_then(Value::as_u64).unwrap_or_default();
-                    text.push_str(&format!(
-                        "- {} — {} ({tokens} tokens to read)\n",
-                        field("pointer"),
-                        field("preview")
-                    ));
+            };
+            text.push_str(&format!("\n# You read {pointer}\n{shown}\n"));
+        }
+        Received::Searched(searched) => {
+            text.push_str(&format!(
+                "\n# You searched the workspace for {:?}: {} hits, best first\n",
+                searched.query,
+                searched.hits.len()
+            ));
+            for hit in &searched.hits {
+                match &hit.content {
+                    // The baseline pastes each hit's content.
+                    Some(content) => {
+                        text.push_str(&format!("## {}\n{}\n", hit.pointer, numbered(&hit.pointer, content)))
+                    }
+                    None => {
+                        text.push_str(&format!("- {} — {} ({} tokens to read)\n", hit.pointer, hit.preview, hit.tokens))
+                    }
                 }
             }
         }
-    } else if let Some(listed) = doc.get("listed") {
-        let pattern = listed.get("pattern").and_then(Value::as_str).unwrap_or_default();
-        text.push_str(&format!("\n# Files matching {pattern:?}\n"));
-        for file in listed.get("files").and_then(Value::as_array).into_iter().flatten() {
-            let path = file.get("path").and_then(Value::as_str).unwrap_or_default();
-            let number = |name: &str| file.get(name).and_then(Value::as_u64).unwrap_or_default();
-            let symbols: Vec<&str> =
-                file.get("symbols").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+        Received::Listed(listed) => {
+            text.push_str(&format!("\n# Files matching {:?}\n", listed.pattern));
+            for file in &listed.files {
+                text.push_str(&format!(
+                    "- {} ({} lines, {} tokens): {}\n",
+                    file.path,
+                    file.lines,
+                    file.tokens,
+                    file.symbols.join(", ")
+                ));
+            }
+        }
+        Received::Spilled(spill) => {
+            // An older message past the inbox's inline cap: its pointer, which a deref reads back.
             text.push_str(&format!(
-                "- {path} ({} lines, {} tokens): {}\n",
-                number("lines"),
-                number("tokens"),
-                symbols.join(", ")
+                "\n# {} from {}: not shown ({} tokens); deref {} to read it\n",
+                spill.kind,
+                spill.from,
+                spill.tokens,
+                spill.pointer()
             ));
         }
-    } else if let Some(spilled) = doc.get("spilled") {
-        // An older message past the inbox's inline cap: its pointer, which a deref reads back.
-        let field = |name: &str| spilled.get(name).and_then(Value::as_str).unwrap_or_default();
-        let tokens = spilled.get("tokens").and_then(Value::as_u64).unwrap_or_default();
-        text.push_str(&format!(
-            "
-# {} from {}: not shown ({tokens} tokens); deref {} to read it
-",
-            field("type"),
-            field("from"),
-            field("pointer")
-        ));
-    } else if let Some(engram) = doc.get("recalled") {
-        text.push_str(&format!("\n# Recalled\n{}\n", engram_line(engram)));
-    } else if doc.get("brief_id").is_some() {
-        let from = doc.get("from").and_then(Value::as_str).unwrap_or_default();
-        text.push_str(&format!("\n# Brief from {from}\n"));
-        for (field, label) in [("what_matters_now", "Now"), ("constraints", "Constraint"), ("top_risks", "Risk")] {
-            for line in doc.get(field).and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
-                text.push_str(&format!("{label}: {line}\n"));
+        Received::Recalled(engram) => text.push_str(&format!("\n# Recalled\n{}\n", engram_line(engram))),
+        // The note of a cut recall answer is not shown: the committed recordings were made from prompts without it,
+        // and showing it changes every prompt after a cut recall.
+        Received::RecalledMore(_) => {}
+        // What pointers hold is shown in the catalogue that asked for it ([`catalogue_line`]).
+        Received::Described(_) => {}
+        Received::Delivered(Delivered::Brief(brief)) => {
+            text.push_str(&format!("\n# Brief from {}\n", brief.from));
+            for (lines, label) in
+                [(&brief.what_matters_now, "Now"), (&brief.constraints, "Constraint"), (&brief.top_risks, "Risk")]
+            {
+                for line in lines {
+                    text.push_str(&format!("{label}: {line}\n"));
+                }
+            }
+            for (role, pointers) in &brief.pointer_packs {
+                let list: Vec<String> = pointers.iter().filter_map(|p| plain(&p.0)).collect();
+                text.push_str(&format!("Pointers for {role}: {}\n", list.join(", ")));
             }
         }
-        for (role, pointers) in doc.get("pointer_packs").and_then(Value::as_object).into_iter().flatten() {
-            let list: Vec<String> = pointers.as_array().into_iter().flatten().filter_map(pointer_text).collect();
-            text.push_str(&format!("Pointers for {role}: {}\n", list.join(", ")));
-        }
-    } else if let Some(kind) = doc.get("type").and_then(Value::as_str) {
-        let from = doc.get("from").and_then(Value::as_str).unwrap_or_default();
-        text.push_str(&format!("\n# {kind} from {from}\n"));
-        for field in ["task", "status", "gate_id", "reason", "question"] {
-            if let Some(value) = doc.get(field).and_then(Value::as_str) {
+        Received::Delivered(Delivered::Message(message)) => {
+            text.push_str(&format!("\n# {} from {}\n", message.payload.type_name(), message.from));
+            for (field, value) in payload_fields(&message.payload) {
                 text.push_str(&format!("{field}: {value}\n"));
             }
+            for engram in &message.engrams {
+                text.push_str(&engram_line(engram));
+                text.push('\n');
+            }
         }
-        for engram in doc.get("engrams").and_then(Value::as_array).into_iter().flatten() {
-            text.push_str(&engram_line(engram));
-            text.push('\n');
-        }
+        // A grant's terms are the runtime's to use (it presents the grant): nothing for the model to read.
+        Received::Delivered(Delivered::Grant(_)) => {}
     }
+}
+
+/// The fields of a message's payload a prompt shows, in this order: task, status, gate id, reason, question.
+fn payload_fields(payload: &Payload) -> Vec<(&'static str, String)> {
+    let name = |value: Value| value.as_str().unwrap_or_default().to_owned();
+    match payload {
+        Payload::TaskClaim { task, .. } => vec![("task", task.clone())],
+        Payload::TaskResult { task, status, .. } => vec![("task", task.clone()), ("status", name(json!(status)))],
+        Payload::GateReport { gate_id, status, .. } => {
+            vec![("status", name(json!(status))), ("gate_id", gate_id.clone())]
+        }
+        Payload::Escalation { reason, .. } => vec![("reason", reason.clone())],
+        Payload::Question { question, .. } => vec![("question", question.clone())],
+        Payload::Checkpoint { .. } => Vec::new(),
+    }
+}
+
+/// `pointer` as a line of a catalogue: the pointer, then what it holds when the agent's gateway said so in a
+/// `describe` answer of its inbox (the latest), else the pointer alone.
+fn catalogue_line(inbox: &[Received], pointer: &str) -> String {
+    let described = inbox.iter().rev().filter_map(|doc| match doc {
+        Received::Described(described) => described.pointers.iter().find(|d| d.pointer == pointer),
+        _ => None,
+    });
+    match described.into_iter().next() {
+        Some(description) => description.line(),
+        None => format!("- {pointer}\n"),
+    }
+}
+
+/// What a catalogue of `pointers` needs first: a `describe` of the pointers no answer in the inbox covers, once a
+/// turn (a refused or cut one is not asked again). What a pointer holds reaches the model through its gateway,
+/// counted and capped like any answer. `None`: nothing to ask.
+fn describe_first(turn: &TurnInput, pointers: &[String]) -> Option<Action> {
+    if turn.done.iter().any(|d| matches!(d.action, Action::Describe(_))) {
+        return None;
+    }
+    let asked = |pointer: &String| {
+        turn.inbox.iter().any(|doc| {
+            matches!(doc, Received::Described(described) if described.pointers.iter().any(|d| d.pointer == *pointer))
+        })
+    };
+    let pointers: Vec<String> = pointers.iter().filter(|p| !asked(p)).take(MAX_DESCRIBE).cloned().collect();
+    (!pointers.is_empty()).then_some(Action::Describe(DescribeAction { pointers }))
 }
 
 /// Content read through `pointer`, cut to [`MAX_DEREF_CHARS`], each line behind its number in the file when the
@@ -819,20 +849,13 @@ fn numbered(pointer: &str, content: &str) -> String {
     cut
 }
 
-fn engram_line(engram: &Value) -> String {
-    let kind = engram.get("kind").and_then(Value::as_str).unwrap_or_default();
-    let claim = engram.get("claim").and_then(Value::as_str).unwrap_or_default();
-    let pointers: Vec<String> =
-        engram.get("pointers").and_then(Value::as_array).into_iter().flatten().filter_map(pointer_text).collect();
-    format!("- {kind}: {claim} [{}]", pointers.join(", "))
+fn engram_line(engram: &Engram) -> String {
+    let pointers: Vec<String> = engram.pointers.iter().filter_map(plain).collect();
+    format!("- {}: {} [{}]", engram.kind.as_str(), engram.claim, pointers.join(", "))
 }
 
-/// A pointer (text or object form) as text without its digest: the form a model cites.
-fn pointer_text(value: &Value) -> Option<String> {
-    let pointer = match value.as_str() {
-        Some(text) => Pointer::parse(text).ok()?,
-        None => serde_json::from_value::<Pointer>(value.clone()).ok()?,
-    };
+/// A pointer as text without its digest: the form a model cites.
+fn plain(pointer: &Pointer) -> Option<String> {
     Pointer::new(pointer.ty(), pointer.reference(), pointer.span()).ok().map(|p| p.to_string())
 }
 
@@ -850,7 +873,7 @@ pub struct Citable {
 
 impl Citable {
     /// What the inbox lets the agent cite.
-    pub fn of(inbox: &[Arc<Value>]) -> Citable {
+    pub fn of(inbox: &[Received]) -> Citable {
         let mut read: Vec<(String, Option<(u32, u32)>)> = Vec::new();
         let mut add = |text: &str| {
             if let Ok(pointer) = Pointer::parse(text)
@@ -864,27 +887,22 @@ impl Citable {
             }
         };
         for doc in inbox {
-            if let Some(text) = doc.pointer("/dereferenced/pointer").and_then(Value::as_str) {
-                add(text);
-            }
-            // The baseline's search answer pasted its hits: read as well.
-            for hit in doc.pointer("/searched/hits").and_then(Value::as_array).into_iter().flatten() {
-                if hit.get("content").is_some()
-                    && let Some(text) = hit.get("pointer").and_then(Value::as_str)
-                {
-                    add(text);
+            match doc {
+                Received::Dereferenced(read) => add(&read.pointer),
+                // The baseline's search answer pasted its hits: read as well.
+                Received::Searched(searched) => {
+                    searched.hits.iter().filter(|hit| hit.content.is_some()).for_each(|hit| add(&hit.pointer));
                 }
+                _ => {}
             }
         }
         let mut known = known_pointers(inbox);
         // What a baseline's search pasted was read: citable as it stands.
         for doc in inbox {
-            for hit in doc.pointer("/searched/hits").and_then(Value::as_array).into_iter().flatten() {
-                if hit.get("content").is_some()
-                    && let Some(text) = hit.get("pointer").and_then(Value::as_str)
-                    && !known.iter().any(|k| k == text)
-                {
-                    known.push(text.to_owned());
+            let Received::Searched(searched) = doc else { continue };
+            for hit in searched.hits.iter().filter(|hit| hit.content.is_some()) {
+                if !known.contains(&hit.pointer) {
+                    known.push(hit.pointer.clone());
                 }
             }
         }
@@ -944,7 +962,7 @@ fn regex_escape(text: &str) -> String {
 
 /// Every pointer the agent was given (brief packs, delivered engrams) or read, in first-seen order. A search hit is
 /// not among them until it is read: a pointer is cited for what it says, and a hit's preview is not that.
-pub fn known_pointers(inbox: &[Arc<Value>]) -> Vec<String> {
+pub fn known_pointers(inbox: &[Received]) -> Vec<String> {
     let mut seen = BTreeSet::new();
     let mut known = Vec::new();
     let mut add = |text: Option<String>| {
@@ -955,19 +973,18 @@ pub fn known_pointers(inbox: &[Arc<Value>]) -> Vec<String> {
         }
     };
     for doc in inbox {
-        let doc = doc.get("verbatim").and(doc.get("doc")).unwrap_or(doc);
-        if let Some(read) = doc.get("dereferenced") {
-            add(read.get("pointer").and_then(Value::as_str).map(str::to_owned));
+        match doc {
+            Received::Dereferenced(read) => add(Some(read.pointer.clone())),
+            Received::Spilled(spill) => add(Some(spill.pointer())),
+            Received::Recalled(engram) => engram.pointers.iter().for_each(|p| add(plain(p))),
+            _ => {}
         }
-        if let Some(spilled) = doc.get("spilled") {
-            add(spilled.get("pointer").and_then(Value::as_str).map(str::to_owned));
-        }
-        for pointers in doc.get("pointer_packs").and_then(Value::as_object).into_iter().flat_map(|m| m.values()) {
-            pointers.as_array().into_iter().flatten().for_each(|p| add(pointer_text(p)));
-        }
-        let engrams = doc.get("engrams").and_then(Value::as_array).into_iter().flatten();
-        for engram in engrams.chain(doc.get("recalled")) {
-            engram.get("pointers").and_then(Value::as_array).into_iter().flatten().for_each(|p| add(pointer_text(p)));
+        match doc.delivered() {
+            Some(Delivered::Brief(brief)) => brief.pointer_packs.values().flatten().for_each(|p| add(plain(&p.0))),
+            Some(Delivered::Message(message)) => {
+                message.engrams.iter().flat_map(|e| &e.pointers).for_each(|p| add(plain(p)));
+            }
+            Some(Delivered::Grant(_)) | None => {}
         }
     }
     known

@@ -7,9 +7,7 @@
 //! its questions, its budget, and what its actions returned. What a number decides, the runtime still decides (a
 //! read over budget becomes a request to the parent, a granted request is read with its grant).
 
-use std::sync::Arc;
-
-use less_runtime::run::{Action, DerefAction, Done, ListAction, Outcome, SearchAction, TurnInput};
+use less_runtime::run::{Action, Delivered, DerefAction, Done, ListAction, Outcome, Received, SearchAction, TurnInput};
 use less_runtime::{Budget, ReportStep};
 use serde_json::{Value, json};
 
@@ -49,11 +47,16 @@ pub(crate) struct Focus {
 impl Focus {
     /// The documents a prompt about this question shows: what arrived since work on it began, and the reports and
     /// recalled engrams delivered before (children's findings; never another question's hits or reads).
-    pub(crate) fn docs(&self, inbox: &[Arc<Value>]) -> Vec<Arc<Value>> {
+    pub(crate) fn docs(&self, inbox: &[Received]) -> Vec<Received> {
+        let findings = |doc: &Received| match doc {
+            Received::Delivered(Delivered::Message(message)) => !message.engrams.is_empty(),
+            Received::Recalled(_) => true,
+            _ => false,
+        };
         inbox
             .iter()
             .enumerate()
-            .filter(|(i, doc)| *i >= self.from || doc.get("engrams").is_some() || doc.get("recalled").is_some())
+            .filter(|(i, doc)| *i >= self.from || findings(doc))
             .map(|(_, doc)| doc.clone())
             .collect()
     }
@@ -134,7 +137,7 @@ impl LlmAgent {
         &self,
         turn: &TurnInput,
         question: &str,
-        docs: &[Arc<Value>],
+        docs: &[Received],
         unread: &[String],
     ) -> (String, String) {
         let system = format!(
@@ -171,12 +174,9 @@ impl LlmAgent {
 }
 
 /// Whether a search answer among `docs` pasted its hits' content (the baseline): what it holds is read already.
-fn holds_pasted(docs: &[Arc<Value>]) -> bool {
-    docs.iter().any(|doc| {
-        doc.pointer("/searched/hits")
-            .and_then(Value::as_array)
-            .is_some_and(|hits| hits.iter().any(|hit| hit.get("content").is_some()))
-    })
+fn holds_pasted(docs: &[Received]) -> bool {
+    docs.iter()
+        .any(|doc| matches!(doc, Received::Searched(searched) if searched.hits.iter().any(|hit| hit.content.is_some())))
 }
 
 /// `questions` that no report of this turn delivered an answer to.

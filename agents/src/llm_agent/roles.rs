@@ -9,12 +9,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use less_runtime::run::{
-    Action, AskGrantAction, BriefAction, DecideInput, DerefAction, Done, Outcome, SearchAction, TurnInput,
+    Action, AskGrantAction, BriefAction, DecideInput, Delivered, DerefAction, Done, Outcome, Received, SearchAction,
+    TurnInput,
 };
 use less_runtime::{ErrorCode, GrantSpec, Scenario, Step};
 use serde_json::{Value, json};
 
-use super::{LlmAgent, describe, known_pointers};
+use super::{LlmAgent, catalogue_line, describe, describe_first, known_pointers};
 use crate::provider::{ChatMessage, CompletionRequest, LlmError, OutputSchema};
 
 /// Lines of "what matters now" a model writes per child (task lines are added by the runtime).
@@ -79,8 +80,8 @@ impl LlmAgent {
     /// not again once it holds a search's hits. `None`: it has pointers to read, or it searched already.
     pub(super) fn search_step(&self, turn: &TurnInput) -> Option<Action> {
         let searched = turn.done.iter().any(|d| matches!(d.action, Action::Search(_)))
-            || turn.inbox.iter().any(|d| d.get("searched").is_some());
-        let read = turn.inbox.iter().any(|d| d.get("dereferenced").is_some());
+            || turn.inbox.iter().any(|d| matches!(d, Received::Searched(_)));
+        let read = turn.inbox.iter().any(|d| matches!(d, Received::Dereferenced(_)));
         if searched || read || !unread(&turn.inbox).is_empty() {
             return None;
         }
@@ -126,7 +127,9 @@ impl LlmAgent {
     /// A parent's brief turn: the model writes one brief per child, the runtime hands the step's tasks down with
     /// them; then the turn is done.
     pub(super) async fn brief_turn(&mut self, turn: &TurnInput) -> Action {
-        if turn.done.is_empty() {
+        // The turn's first action may be the catalogue's description; the briefs follow its answer.
+        let described = matches!(turn.done.as_slice(), [Done { action: Action::Describe(_), .. }]);
+        if turn.done.is_empty() || described {
             match self.write_briefs(turn).await {
                 Ok(briefs) => self.queue.extend(briefs),
                 Err(err) => return super::escalation_for(&turn.spec.id, "write the briefs", &err),
@@ -148,6 +151,9 @@ impl LlmAgent {
             return Ok(Vec::new());
         }
         let catalogue = holdings(&scenario, turn);
+        if let Some(asking) = describe_first(turn, &catalogue) {
+            return Ok(vec![asking]);
+        }
         let pointer = if catalogue.is_empty() { json!({"type": "string"}) } else { json!({"enum": catalogue}) };
         let now = json!({"type": "array", "minItems": 1, "maxItems": MAX_NOW_LINES,
                          "items": {"type": "string", "minLength": 1, "maxLength": MAX_NOW_CHARS}});
@@ -193,7 +199,8 @@ impl LlmAgent {
         for doc in &turn.inbox {
             describe(doc, &mut user, super::Reads::of(&turn.spec));
         }
-        if turn.inbox.is_empty() {
+        // Nothing delivered yet (its catalogue's description aside): the lead starts from the plan.
+        if turn.inbox.iter().all(|d| matches!(d, Received::Described(_))) {
             user.push_str(&format!("\n# Plan\n{}\n", scenario.plan.goal));
             for (idx, criterion) in scenario.plan.criteria.iter().enumerate() {
                 user.push_str(&format!("Criterion {}: {criterion}\n", idx + 1));
@@ -213,7 +220,7 @@ impl LlmAgent {
         }
         user.push_str("\n# Pointers you hold (each with what it holds)\n");
         for text in &catalogue {
-            user.push_str(&self.catalogue_line(text));
+            user.push_str(&catalogue_line(&turn.inbox, text));
         }
         user.push_str(&format!(
             "\n# Task\nWrite one brief for each child: one or two short lines of what matters now (where to look, what to check; you have not read the sources, so never state an answer), and under `questions`, for each of the child's questions, the pointers (one to {MAX_PER_QUESTION}) from your list whose description shows they hold that question's answer (a question comparing two sources needs a pointer to each). Never paste content.\n",
@@ -350,6 +357,10 @@ impl LlmAgent {
                         grant: None,
                     }));
                 }
+                // What the pointers hold comes through the gateway first.
+                if let Some(asking) = describe_first(turn, &unread) {
+                    return Some(asking);
+                }
                 match self.choose_reads(turn, &unread).await {
                     Ok(Reads { pointers, recall }) => {
                         self.chosen.extend(pointers.iter().cloned());
@@ -384,7 +395,7 @@ impl LlmAgent {
         }
         user.push_str("\n# Pointers you have not read (each with what it holds)\n");
         for text in unread {
-            user.push_str(&self.catalogue_line(text));
+            user.push_str(&catalogue_line(&turn.inbox, text));
         }
         user.push_str(
             "\n# Task\nChoose what to read among the pointers you were given and have not read: the ones your questions need. Under `recall`, write a short search of the run's memory for what other agents already reported about your questions (a few key words), or leave it empty when you need nothing from them.\n",
@@ -462,7 +473,7 @@ fn is_reading(action: &Action) -> bool {
 /// catalogue; any other, what it was handed.
 fn holdings(scenario: &Arc<Scenario>, turn: &TurnInput) -> Vec<String> {
     let mut held = known_pointers(&turn.inbox);
-    let briefed = turn.inbox.iter().any(|d| d.get("brief_id").is_some() || d.pointer("/doc/brief_id").is_some());
+    let briefed = turn.inbox.iter().any(|d| d.delivered().and_then(Delivered::brief).is_some());
     if turn.spec.parent.is_none() || !briefed {
         for text in scenario.catalogue() {
             if !held.contains(&text) {
@@ -474,10 +485,13 @@ fn holdings(scenario: &Arc<Scenario>, turn: &TurnInput) -> Vec<String> {
 }
 
 /// Pointers the agent was given and has not read yet (nor read a span containing them).
-pub(super) fn unread(inbox: &[Arc<Value>]) -> Vec<String> {
+pub(super) fn unread(inbox: &[Received]) -> Vec<String> {
     let read: Vec<String> = inbox
         .iter()
-        .filter_map(|d| d.pointer("/dereferenced/pointer").and_then(Value::as_str).map(str::to_owned))
+        .filter_map(|d| match d {
+            Received::Dereferenced(read) => Some(read.pointer.clone()),
+            _ => None,
+        })
         .collect();
     let mut given = known_pointers(inbox);
     for (pointer, _) in hits(inbox) {
@@ -489,17 +503,13 @@ pub(super) fn unread(inbox: &[Arc<Value>]) -> Vec<String> {
 }
 
 /// The hits of the agent's searches not pasted to it (a baseline's are), best first: pointer and tokens to read.
-fn hits(inbox: &[Arc<Value>]) -> Vec<(String, u32)> {
+fn hits(inbox: &[Received]) -> Vec<(String, u32)> {
     let mut out: Vec<(String, u32)> = Vec::new();
     for doc in inbox {
-        for hit in doc.pointer("/searched/hits").and_then(Value::as_array).into_iter().flatten() {
-            if hit.get("content").is_some() {
-                continue;
-            }
-            let Some(pointer) = hit.get("pointer").and_then(Value::as_str) else { continue };
-            let tokens = hit.get("tokens").and_then(Value::as_u64).and_then(|t| u32::try_from(t).ok()).unwrap_or(0);
-            if !out.iter().any(|(p, _)| p == pointer) {
-                out.push((pointer.to_owned(), tokens));
+        let Received::Searched(searched) = doc else { continue };
+        for hit in searched.hits.iter().filter(|hit| hit.content.is_none()) {
+            if !out.iter().any(|(p, _)| *p == hit.pointer) {
+                out.push((hit.pointer.clone(), hit.tokens));
             }
         }
     }

@@ -3,11 +3,37 @@
 
 use std::sync::Mutex;
 
-use less_runtime::run::{DerefAction, ListAction};
-use less_runtime::{AgentSpec, ReportStep, TaskStatus, WireMode};
+use less_runtime::run::{
+    DerefAction, Dereferenced, Described, Description, ListAction, SearchHit, Searched, Spill, Verbatim,
+};
+use less_runtime::{AgentSpec, ReportStep, TaskStatus, Valid, WireMode};
 
 use super::*;
 use crate::provider::{Completion, ModelFuture, Usage};
+
+/// A delivered brief, checked as its gateway checks it.
+fn brief_of(doc: Value) -> Received {
+    Received::Delivered(Delivered::Brief(Arc::new(Valid::from_value(&doc).expect("a valid brief"))))
+}
+
+/// What a deref of `pointer` let through.
+fn read_of(pointer: &str, content: &str) -> Received {
+    Received::Dereferenced(Arc::new(Dereferenced { pointer: pointer.to_owned(), content: content.to_owned() }))
+}
+
+/// A search's answer: `(pointer, preview, tokens, pasted content)` per hit.
+fn searched_of(query: &str, hits: &[(&str, &str, u32, Option<&str>)]) -> Received {
+    let hits = hits
+        .iter()
+        .map(|(pointer, preview, tokens, content)| SearchHit {
+            pointer: (*pointer).to_owned(),
+            preview: (*preview).to_owned(),
+            tokens: *tokens,
+            content: content.map(str::to_owned),
+        })
+        .collect();
+    Received::Searched(Arc::new(Searched { query: query.to_owned(), hits }))
+}
 
 /// Answers with the texts given, in order; keeps the requests.
 struct Answers {
@@ -71,8 +97,7 @@ fn input() -> TurnInput {
         "brief_id": "lead-m1", "from": "lead", "what_matters_now": ["Check the lock rules."],
         "constraints": ["Cite spans."], "top_risks": [], "pointer_packs": {"reviewer": [DIFF]}, "budgets": {}, "grants": [],
     });
-    let read =
-        json!({"dereferenced": {"pointer": SPAN, "content": "let guard = self.map.lock();\nbackend.save().await;"}});
+    let read = read_of(SPAN, "let guard = self.map.lock();\nbackend.save().await;");
     TurnInput {
         step: Step::Report(Box::new(step)),
         attempt: 0,
@@ -86,12 +111,28 @@ fn input() -> TurnInput {
             reach: None,
             node: None,
         },
-        inbox: vec![Arc::new(brief), Arc::new(read)],
+        inbox: vec![brief_of(brief), read],
         mode: WireMode::Less,
         done: Vec::new(),
         limit: 12,
         now: "2026-11-23T00:00:00Z".to_owned(),
     }
+}
+
+/// The agent's next action past the description of its catalogue: its gateway answers each pointer with `about`
+/// (as `describe` does: `None`, the pointer alone).
+async fn past_describe(agent: &mut LlmAgent, turn: &mut TurnInput, about: &dyn Fn(&str) -> Option<String>) -> Action {
+    let action = agent.next(turn).await;
+    let Action::Describe(describe) = action else { return action };
+    let pointers = describe.pointers.iter().map(|p| Description { pointer: p.clone(), about: about(p) }).collect();
+    turn.inbox.push(Received::Described(Arc::new(Described { pointers, cut: Vec::new() })));
+    turn.done.push(Done { action: Action::Describe(describe), outcome: Outcome::Done });
+    agent.next(turn).await
+}
+
+/// No description of any pointer.
+fn bare(_: &str) -> Option<String> {
+    None
 }
 
 /// The first action of a turn.
@@ -155,8 +196,8 @@ async fn report_comes_from_the_model_and_the_prompt_from_the_inbox_only() {
 #[tokio::test]
 async fn a_spilled_message_reaches_the_model_as_its_pointer_only() {
     let mut input = input();
-    let stub = json!({"spilled": {"pointer": "sam:msg:dev-7", "from": "dev", "type": "task_result", "tokens": 312}});
-    input.inbox.insert(1, Arc::new(stub));
+    let stub = Spill { msg_id: "dev-7".into(), from: "dev".into(), kind: "task_result".into(), tokens: 312 };
+    input.inbox.insert(1, Received::Spilled(Arc::new(stub)));
     assert_eq!(known_pointers(&input.inbox), vec![DIFF.to_owned(), "sam:msg:dev-7".to_owned(), SPAN.to_owned()]);
     let model = Answers::new(&[&good(1)]);
     let mut agent = agent(model.clone());
@@ -240,9 +281,9 @@ async fn in_the_verbatim_baseline_the_prompt_is_what_was_sent() {
     let mut agent = agent(model.clone());
     let mut input = input();
     input.mode = WireMode::Verbatim;
-    let brief = (*input.inbox[0]).clone();
-    let wire = "Brief from lead to rev.\n\n# File src/store.rs\npub struct Store { PASTED WHOLE FILE }";
-    input.inbox[0] = Arc::new(json!({"verbatim": wire, "doc": brief}));
+    let doc = input.inbox[0].delivered().expect("the brief").clone();
+    let wire = "Brief from lead to rev.\n\n# File src/store.rs\npub struct Store { PASTED WHOLE FILE }".to_owned();
+    input.inbox[0] = Received::Verbatim(Arc::new(Verbatim { wire, doc }));
     assert_eq!(known_pointers(&input.inbox), vec![DIFF.to_owned(), SPAN.to_owned()]);
     first(&mut agent, &input).await;
     let prompt = model.seen()[0].messages[0].content.clone();
@@ -294,7 +335,7 @@ fn roles_scenario() -> Arc<Scenario> {
     Arc::new(Scenario::from_toml(ROLES_SCENARIO, std::path::Path::new(".")).expect("scenario"))
 }
 
-fn turn_of(scenario: &Scenario, agent: &str, step: usize, inbox: Vec<Arc<Value>>) -> TurnInput {
+fn turn_of(scenario: &Scenario, agent: &str, step: usize, inbox: Vec<Received>) -> TurnInput {
     TurnInput {
         step: scenario.steps[step].clone(),
         attempt: 0,
@@ -319,6 +360,10 @@ async fn a_parent_model_writes_one_brief_per_child_from_the_pointers_it_holds() 
     let mut agent = agent(model.clone()).with_scenario(scenario.clone());
     let mut turn = turn_of(&scenario, "lead", 0, Vec::new());
     let mut briefs = Vec::new();
+    // What its pointers hold comes first, through its gateway (none here: the workspace holds nothing).
+    let Action::Describe(describe) = agent.next(&turn).await else { panic!("the catalogue described first") };
+    assert_eq!(describe.pointers, ["repo:src/plan.md", "repo:src/store.rs#L53-L55", "repo:src/store.rs#L90-L99"]);
+    turn.done.push(Done { action: Action::Describe(describe), outcome: Outcome::Done });
     loop {
         match agent.next(&turn).await {
             Action::Finish => break,
@@ -354,8 +399,8 @@ async fn a_parent_model_writes_one_brief_per_child_from_the_pointers_it_holds() 
 async fn a_parent_whose_model_fails_escalates_instead_of_briefing() {
     let scenario = roles_scenario();
     let mut agent = agent(Answers::new(&["not json", "still not json"])).with_scenario(scenario.clone());
-    let turn = turn_of(&scenario, "lead", 0, Vec::new());
-    match agent.next(&turn).await {
+    let mut turn = turn_of(&scenario, "lead", 0, Vec::new());
+    match past_describe(&mut agent, &mut turn, &bare).await {
         Action::Escalate { reason, .. } => assert!(reason.starts_with("LLM_OUTPUT_NOT_JSON"), "{reason}"),
         other => panic!("expected an escalation, got {other:?}"),
     }
@@ -372,9 +417,9 @@ async fn a_worker_reads_what_it_chooses_asks_when_over_budget_and_reads_with_the
     let choice = json!({"read": ["repo:src/store.rs#L90-L99", "repo:src/store.rs#L53-L55"], "recall": " "});
     let model = Answers::new(&[&choice.to_string()]);
     let mut agent = agent(model.clone()).with_scenario(scenario.clone());
-    let mut turn = turn_of(&scenario, "a", 1, vec![Arc::new(brief)]);
+    let mut turn = turn_of(&scenario, "a", 1, vec![brief_of(brief)]);
     let chosen = vec!["repo:src/store.rs#L90-L99".to_owned(), "repo:src/store.rs#L53-L55".to_owned()];
-    let Action::Deref(deref) = agent.next(&turn).await else { panic!("a read first") };
+    let Action::Deref(deref) = past_describe(&mut agent, &mut turn, &bare).await else { panic!("a read first") };
     assert_eq!((deref.pointers.clone(), deref.grant.clone()), (chosen.clone(), None));
     let seen = model.seen();
     let schema = &seen[0].schema.as_ref().expect("schema").schema;
@@ -412,7 +457,8 @@ async fn a_parent_packs_for_each_question_what_the_model_chose_for_it_in_questio
     });
     let model = Answers::new(&[&answer.to_string()]);
     let mut agent = agent(model.clone()).with_scenario(scenario.clone());
-    let Action::Brief(to_a) = agent.next(&turn_of(&scenario, "lead", 0, Vec::new())).await else { panic!("a brief") };
+    let mut turn = turn_of(&scenario, "lead", 0, Vec::new());
+    let Action::Brief(to_a) = past_describe(&mut agent, &mut turn, &bare).await else { panic!("a brief") };
     // t1's pointers first (the step's order, not the answer's), a pointer chosen twice packed once.
     assert_eq!(
         to_a.packs["reviewer"],
@@ -434,8 +480,10 @@ async fn a_worker_recalls_what_its_model_asks_for_before_it_reads_and_then_repor
     let choice = json!({"read": ["repo:src/store.rs#L53-L55"], "recall": "  store lock guard  "});
     let model = Answers::new(&[&choice.to_string()]);
     let mut agent = agent(model.clone()).with_scenario(scenario.clone());
-    let mut turn = turn_of(&scenario, "a", 1, vec![Arc::new(brief)]);
-    let Action::Query { text, k, project, scope } = agent.next(&turn).await else { panic!("the recall first") };
+    let mut turn = turn_of(&scenario, "a", 1, vec![brief_of(brief)]);
+    let Action::Query { text, k, project, scope } = past_describe(&mut agent, &mut turn, &bare).await else {
+        panic!("the recall first")
+    };
     assert_eq!((text.as_str(), k, project, scope), ("store lock guard", 3, None, None));
     turn.done.push(Done { action: Action::Query { text, k, project: None, scope: None }, outcome: Outcome::Done });
     let Action::Deref(deref) = agent.next(&turn).await else { panic!("then the read the model chose") };
@@ -520,7 +568,7 @@ fn questions_input() -> TurnInput {
         "what_matters_now": ["Task t1: Where is the guard taken?", "Task t2: What does flush save?", "Look at the store."],
         "constraints": [], "top_risks": [], "pointer_packs": {"reviewer": [DIFF]}, "budgets": {}, "grants": [],
     });
-    turn.inbox[0] = Arc::new(brief);
+    turn.inbox[0] = brief_of(brief);
     turn
 }
 
@@ -608,7 +656,10 @@ async fn the_pointers_a_model_chooses_among_come_with_what_they_hold() {
     let answer = json!({"a": {"now": ["n"], "questions": {"t1": ["repo:src/store.rs#L53-L55"]}}, "b": {"now": ["n"], "pointers": ["repo:src/store.rs#L90-L99"]}});
     let model = Answers::new(&[&answer.to_string()]);
     let mut agent = agent(model.clone()).with_scenario(scenario.clone());
-    agent.next(&turn_of(&scenario, "lead", 0, Vec::new())).await;
+    // The gateway answers with what the run's resolver says each pointer holds; the agent opens no file itself.
+    let workspace = less_runtime::Resolver::new(dir.path()).expect("workspace");
+    let about = |text: &str| workspace.about(&Pointer::parse(text).ok()?);
+    past_describe(&mut agent, &mut turn_of(&scenario, "lead", 0, Vec::new()), &about).await;
     let prompt = &model.seen()[0].messages[0].content;
     assert!(prompt.contains("- repo:src/store.rs#L53-L55 — Takes the map's lock for one bucket.\n"), "{prompt}");
     assert!(prompt.contains("- repo:src/store.rs#L90-L99 — Saves every bucket to the backend.\n"), "{prompt}");
@@ -621,10 +672,29 @@ async fn the_pointers_a_model_chooses_among_come_with_what_they_hold() {
     let model = Answers::new(&[&json!({"read": ["repo:src/store.rs#L53-L55"], "recall": ""}).to_string()]);
     let mut worker = LlmAgent::new("a", model.clone(), Sampling { temperature: 0.0, max_tokens: 64 })
         .with_scenario(scenario.clone());
-    worker.next(&turn_of(&scenario, "a", 1, vec![Arc::new(brief)])).await;
+    past_describe(&mut worker, &mut turn_of(&scenario, "a", 1, vec![brief_of(brief.clone())]), &about).await;
     let prompt = &model.seen()[0].messages[0].content;
     assert!(prompt.contains("# Pointers you have not read"), "{prompt}");
     assert!(prompt.contains("- repo:src/store.rs#L53-L55 — Takes the map's lock for one bucket.\n"), "{prompt}");
+    // A description its gateway refused (over the role's inline budget) leaves the catalogue bare; it is not asked
+    // for again in the turn, and a description from an earlier turn is not asked for again at all.
+    let model = Answers::new(&[&json!({"read": ["repo:src/store.rs#L53-L55"], "recall": ""}).to_string()]);
+    let mut worker = LlmAgent::new("a", model.clone(), Sampling { temperature: 0.0, max_tokens: 64 })
+        .with_scenario(scenario.clone());
+    let mut turn = turn_of(&scenario, "a", 1, vec![brief_of(brief.clone())]);
+    let Action::Describe(describe) = worker.next(&turn).await else { panic!("a description first") };
+    let refused = Violation::new(ErrorCode::BudgetExceeded, "/pointers", "over the budget".to_owned());
+    turn.done.push(Done { action: Action::Describe(describe), outcome: Outcome::Refused(refused) });
+    assert!(matches!(worker.next(&turn).await, Action::Deref(_)), "then the read the model chose");
+    let prompt = &model.seen()[0].messages[0].content;
+    assert!(prompt.contains("- repo:src/store.rs#L53-L55\n"), "{prompt}");
+    let described = Described {
+        pointers: vec![Description { pointer: "repo:src/store.rs#L53-L55".to_owned(), about: Some("x".to_owned()) }],
+        cut: Vec::new(),
+    };
+    let turn = turn_of(&scenario, "a", 1, vec![brief_of(brief), Received::Described(Arc::new(described))]);
+    assert!(describe_first(&turn, &["repo:src/store.rs#L53-L55".to_owned()]).is_none());
+    assert_eq!(catalogue_line(&turn.inbox, "repo:src/store.rs#L53-L55"), "- repo:src/store.rs#L53-L55 — x\n");
 }
 
 #[test]
@@ -653,8 +723,8 @@ fn report_turn(scenario: &Scenario, who: &str, lines: &[&str]) -> TurnInput {
         "brief_id": "lead-m1", "from": "lead", "what_matters_now": lines,
         "pointer_packs": {"reviewer": [SPAN]}, "budgets": {}, "grants": [],
     });
-    let read = json!({"dereferenced": {"pointer": SPAN, "content": "let guard = self.map.lock();"}});
-    let mut turn = turn_of(scenario, who, 1, vec![Arc::new(brief), Arc::new(read)]);
+    let read = read_of(SPAN, "let guard = self.map.lock();");
+    let mut turn = turn_of(scenario, who, 1, vec![brief_of(brief), read]);
     if let Step::Report(step) = &mut turn.step {
         step.agent = who.to_owned();
     }
@@ -930,11 +1000,9 @@ mod fuzz {
 #[test]
 fn citations_are_the_pointers_given_or_lines_inside_what_was_read() {
     let inbox = vec![
-        Arc::new(json!({"dereferenced": {"pointer": "repo:src/config.rs#L61-L74", "content": "…"}})),
-        Arc::new(json!({"dereferenced": {"pointer": "repo:README.md", "content": "…"}})),
-        Arc::new(
-            json!({"searched": {"query": "q", "hits": [{"pointer": "repo:src/other.rs#L1-L9", "preview": "p", "tokens": 9}]}}),
-        ),
+        read_of("repo:src/config.rs#L61-L74", "…"),
+        read_of("repo:README.md", "…"),
+        searched_of("q", &[("repo:src/other.rs#L1-L9", "p", 9, None)]),
     ];
     let citable = Citable::of(&inbox);
     let allows = |text: &str| citable.allows(text, &Pointer::parse(text).expect("pointer"));
@@ -945,8 +1013,7 @@ fn citations_are_the_pointers_given_or_lines_inside_what_was_read() {
     assert!(!allows("repo:src/other.rs#L1-L9"), "a search hit it did not read");
     assert!(!allows("repo:src/config.rs"), "a whole file it read only part of");
     // A baseline's search pasted its hits: read, and citable.
-    let pasted = vec![Arc::new(json!({"searched": {"query": "q", "hits": [
-        {"pointer": "repo:src/other.rs#L1-L9", "preview": "p", "tokens": 9, "content": "x"}]}}))];
+    let pasted = vec![searched_of("q", &[("repo:src/other.rs#L1-L9", "p", 9, Some("x"))])];
     let citable = Citable::of(&pasted);
     assert!(citable.allows("repo:src/other.rs#L2-L3", &Pointer::parse("repo:src/other.rs#L2-L3").expect("p")));
     assert!(citable.known.contains(&"repo:src/other.rs#L1-L9".to_owned()));
@@ -1000,13 +1067,13 @@ async fn a_worker_searches_its_question_then_its_model_chooses_read_and_answer()
         &answer.to_string(),
     ]);
     let mut agent = agent_with(model.clone(), &scenario);
-    let mut turn = turn_of(&scenario, "a", report, vec![Arc::new(brief)]);
+    let mut turn = turn_of(&scenario, "a", report, vec![brief_of(brief)]);
     // Its first step on a question is its own: a search with the question's words, no model call.
     let Action::Search(search) = agent.next(&turn).await else { panic!("a search first") };
     assert_eq!(search.query, "Where is the guard taken?");
     assert!(model.seen().is_empty());
-    let hits = json!({"searched": {"query": search.query, "hits": [{"pointer": "repo:src/store.rs#L53-L55", "preview": "fn check", "tokens": 40}]}});
-    turn.inbox.push(Arc::new(hits));
+    let hits = searched_of(&search.query, &[("repo:src/store.rs#L53-L55", "fn check", 40, None)]);
+    turn.inbox.push(hits);
     turn.done.push(Done { action: Action::Search(search), outcome: Outcome::Done });
     let Action::Deref(read) = agent.next(&turn).await else { panic!("the model's read") };
     assert_eq!(read.pointers, ["repo:src/store.rs#L53-L55"]);
@@ -1026,9 +1093,7 @@ async fn a_worker_searches_its_question_then_its_model_chooses_read_and_answer()
         first.messages[0].content
     );
     assert!(first.messages[0].content.contains("search \"Where is the guard taken?\": done"), "what it did");
-    turn.inbox.push(Arc::new(
-        json!({"dereferenced": {"pointer": "repo:src/store.rs#L53-L55", "content": "fn check(&self) {\nlet g = self.lock();\n}"}}),
-    ));
+    turn.inbox.push(read_of("repo:src/store.rs#L53-L55", "fn check(&self) {\nlet g = self.lock();\n}"));
     turn.done.push(Done { action: Action::Deref(read), outcome: Outcome::Done });
     // The same search again would bring the same: with nothing left unread, it answers, citing a line it read.
     let Action::Report(report) = agent.next(&turn).await else { panic!("the answer") };
@@ -1048,7 +1113,7 @@ async fn a_worker_answers_a_question_at_its_action_limit_and_over_budget_reads_g
     let answer = json!({"summary": "s", "answers": {"t1": {"kind": "fact", "claim": "It takes the guard in check.", "pointers": [], "confidence": 0.5}}});
     let model = Answers::new(&[&answer.to_string()]);
     let mut agent = agent_with(model.clone(), &scenario);
-    let mut turn = turn_of(&scenario, "a", report, vec![Arc::new(brief)]);
+    let mut turn = turn_of(&scenario, "a", report, vec![brief_of(brief)]);
     let Action::Search(search) = agent.next(&turn).await else { panic!("a search first") };
     turn.done.push(Done { action: Action::Search(search), outcome: Outcome::Done });
     let read = DerefAction {
@@ -1113,19 +1178,19 @@ async fn a_worker_answers_one_question_at_a_time_each_from_its_own_findings() {
     ]);
     let mut agent = agent_with(model.clone(), &scenario);
     let report = scenario.steps.iter().position(|s| matches!(s, Step::Report(r) if r.agent == "a")).expect("a reports");
-    let mut turn = turn_of(&scenario, "a", report, vec![Arc::new(brief)]);
-    let step = |turn: &mut TurnInput, action: Action, doc: Option<Value>| {
+    let mut turn = turn_of(&scenario, "a", report, vec![brief_of(brief)]);
+    let step = |turn: &mut TurnInput, action: Action, doc: Option<Received>| {
         if let Some(doc) = doc {
-            turn.inbox.push(Arc::new(doc));
+            turn.inbox.push(doc);
         }
         turn.done.push(Done { action, outcome: Outcome::Done });
     };
     let Action::Search(first) = agent.next(&turn).await else { panic!("t1's search") };
     assert_eq!(first.query, "Where is the guard taken?");
-    let hits = json!({"searched": {"query": "q", "hits": [{"pointer": "repo:src/store.rs#L53-L55", "preview": "fn check", "tokens": 40}]}});
+    let hits = searched_of("q", &[("repo:src/store.rs#L53-L55", "fn check", 40, None)]);
     step(&mut turn, Action::Search(first), Some(hits));
     let Action::Deref(read) = agent.next(&turn).await else { panic!("t1's read") };
-    let content = json!({"dereferenced": {"pointer": "repo:src/store.rs#L53-L55", "content": "GUARD-LINE"}});
+    let content = read_of("repo:src/store.rs#L53-L55", "GUARD-LINE");
     step(&mut turn, Action::Deref(read), Some(content));
     let Action::Report(answered) = agent.next(&turn).await else { panic!("t1's answer") };
     assert_eq!(answered.engrams.iter().filter_map(|e| e.task.as_deref()).collect::<Vec<_>>(), ["t1"]);
@@ -1135,7 +1200,7 @@ async fn a_worker_answers_one_question_at_a_time_each_from_its_own_findings() {
     // The next question starts over: its own search, and a prompt without the first question's hits and reads.
     let Action::Search(second) = agent.next(&turn).await else { panic!("t2's search") };
     assert_eq!(second.query, "What does the store keep?");
-    step(&mut turn, Action::Search(second), Some(json!({"searched": {"query": "q2", "hits": []}})));
+    step(&mut turn, Action::Search(second), Some(searched_of("q2", &[])));
     let Action::Report(answered) = agent.next(&turn).await else { panic!("t2's answer") };
     assert_eq!(answered.engrams.iter().filter_map(|e| e.task.as_deref()).collect::<Vec<_>>(), ["t2"]);
     let chose = model.seen()[3].messages[0].content.clone();

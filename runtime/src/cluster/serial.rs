@@ -153,6 +153,7 @@ impl Message for GatewayMsg {
             GatewayMsg::Deref(..) => Err(unknown("gateway", "Deref")),
             GatewayMsg::Search(..) => Err(unknown("gateway", "Search")),
             GatewayMsg::List(..) => Err(unknown("gateway", "List")),
+            GatewayMsg::Describe(..) => Err(unknown("gateway", "Describe")),
             GatewayMsg::Recall(..) => Err(unknown("gateway", "Recall")),
             GatewayMsg::EndTurn => Err(unknown("gateway", "EndTurn")),
             GatewayMsg::IssueGrant(..) => Err(unknown("gateway", "IssueGrant")),

@@ -12,14 +12,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use serde_json::{Value, json};
 
 use crate::memory::QueryOptions;
 use crate::run::RunContext;
 use crate::run::baseline::{self, BriefText, WholeBriefText, holds};
 use crate::run::gateway::AgentKnowledge;
 use crate::run::gateway::GatewayMsg;
-use crate::run::inbox::{Inbox, InboxItem};
+use crate::run::inbox::{Delivered, Dereferenced, Inbox, InboxItem, Received};
 use crate::run::ledger::{Event, TokenLedgerMsg};
 use crate::run::resolver_actor::ResolverMsg;
 use crate::run::wire::{Action, AskGrantAction, BriefAction, Draft, Envelope, EnvelopeKind, ReportAction};
@@ -47,11 +46,10 @@ pub struct TurnInput {
     pub attempt: u32,
     /// The agent.
     pub spec: AgentSpec,
-    /// Documents delivered to it so far (LESS documents; recall answers as `{"recalled": engram}`; what it
-    /// dereferenced as `{"dereferenced": {"pointer", "content"}}`; in the verbatim baseline a delivered message is
-    /// `{"verbatim": wire text, "doc": document}`; an older message past the inbox's inline cap as
-    /// `{"spilled": {"pointer": "sam:msg:<id>", "from", "type", "tokens"}}`, which a deref reads back).
-    pub inbox: Vec<Arc<Value>>,
+    /// What it received so far, oldest first ([`Received`]): the documents delivered to it (in a baseline run with
+    /// their wire text), what it dereferenced, recalled, searched and listed, and an older message past the inbox's
+    /// inline cap as its `sam:msg:<id>` stub, which a deref reads back.
+    pub inbox: Vec<Received>,
     /// The run's wire mode (scripted misbehaviour only matters where a gateway can refuse it).
     pub mode: WireMode,
     /// The actions of this turn so far, each with what came of it, in order.
@@ -122,8 +120,8 @@ pub struct DecideInput {
     pub ask: GrantAsk,
     /// The parent.
     pub spec: AgentSpec,
-    /// Everything delivered to the parent so far (the request's message among it).
-    pub inbox: Vec<Arc<Value>>,
+    /// Everything the parent received so far (the request's message among it).
+    pub inbox: Vec<Received>,
     /// The run's wire mode.
     pub mode: WireMode,
 }
@@ -383,6 +381,10 @@ impl AgentState {
                 let answer = ractor::call!(self.gateway, GatewayMsg::List, list.clone());
                 self.looked(answer.map_err(|e| e.to_string()), "list", outcome)
             }
+            Action::Describe(describe) => {
+                let answer = ractor::call!(self.gateway, GatewayMsg::Describe, describe.clone());
+                self.looked(answer.map_err(|e| e.to_string()), "describe", outcome)
+            }
             Action::Promote { subject, to } => self.promote(subject, *to, outcome).await,
             Action::Brief(brief) => self.brief(brief, outcome).await,
             Action::Report(report) => {
@@ -431,7 +433,7 @@ impl AgentState {
         result
     }
 
-    /// A search's or a listing's answer from the gateway: what it let through joins the inbox.
+    /// A search's, a listing's or a description's answer from the gateway: what it let through joins the inbox.
     fn looked(
         &mut self,
         answer: Result<Result<crate::run::gateway::Looked, Violation>, String>,
@@ -441,7 +443,7 @@ impl AgentState {
         match answer {
             Ok(Ok(looked)) => {
                 for item in looked.items {
-                    self.inbox.keep(Arc::new(item));
+                    self.inbox.keep(item);
                 }
                 Outcome::Done
             }
@@ -464,7 +466,8 @@ impl AgentState {
                             .unwrap_or_else(|_| r.pointer.to_string());
                         self.seen.insert(key.clone(), r.digest);
                         // What the gateway let through is what the agent knows (an LLM agent's prompt).
-                        self.inbox.keep(Arc::new(json!({ "dereferenced": { "pointer": key, "content": r.content } })));
+                        self.inbox
+                            .keep(Received::Dereferenced(Arc::new(Dereferenced { pointer: key, content: r.content })));
                     }
                     Outcome::Done
                 }
@@ -644,24 +647,21 @@ impl AgentState {
     fn held(&self) -> Vec<Pointer> {
         let mut held = Vec::new();
         for item in &self.inbox.docs() {
-            if let Some(text) = item.pointer("/dereferenced/pointer").and_then(Value::as_str) {
-                held.extend(Pointer::parse(text).ok());
-            }
-            // A baseline's search answer pasted each hit's content.
-            for hit in item.pointer("/searched/hits").and_then(Value::as_array).into_iter().flatten() {
-                if hit.get("content").is_some()
-                    && let Some(text) = hit.get("pointer").and_then(Value::as_str)
-                {
-                    held.extend(Pointer::parse(text).ok());
+            match item {
+                Received::Dereferenced(read) => held.extend(Pointer::parse(&read.pointer).ok()),
+                // A baseline's search answer pasted each hit's content.
+                Received::Searched(searched) => {
+                    let pasted = searched.hits.iter().filter(|hit| hit.content.is_some());
+                    held.extend(pasted.filter_map(|hit| Pointer::parse(&hit.pointer).ok()));
                 }
-            }
-            let Some(doc) = item.get("verbatim").and(item.get("doc")) else { continue };
-            for pack in doc.get("pointer_packs").and_then(Value::as_object).into_iter().flat_map(|p| p.values()) {
-                held.extend(pack.as_array().into_iter().flatten().filter_map(|t| Pointer::parse(t.as_str()?).ok()));
-            }
-            for engram in doc.get("engrams").and_then(Value::as_array).into_iter().flatten() {
-                let pointers = engram.get("pointers").and_then(Value::as_array).into_iter().flatten();
-                held.extend(pointers.filter_map(|p| serde_json::from_value::<Pointer>(p.clone()).ok()));
+                Received::Verbatim(verbatim) => match &verbatim.doc {
+                    Delivered::Brief(brief) => held.extend(brief.pointer_packs.values().flatten().map(|p| p.0.clone())),
+                    Delivered::Message(message) => {
+                        held.extend(message.engrams.iter().flat_map(|e| e.pointers.iter().cloned()));
+                    }
+                    Delivered::Grant(_) => {}
+                },
+                _ => {}
             }
         }
         held
@@ -678,7 +678,7 @@ impl AgentState {
         match ractor::call!(self.gateway, GatewayMsg::Recall, Box::new((text.to_owned(), options))) {
             Ok(Ok(looked)) => {
                 for item in looked.items {
-                    self.inbox.keep(Arc::new(item));
+                    self.inbox.keep(item);
                 }
                 Outcome::Done
             }

@@ -29,11 +29,13 @@ use crate::enforce::{
 use crate::resolver::Resolved;
 use crate::run::RunContext;
 use crate::run::agent::{ActOutcome, ActRequest, AgentActor, AgentArgs, AgentMsg, GrantAsk, Outcome};
-use crate::run::inbox::{Inbox, InboxItem, Spill};
+use crate::run::inbox::{Delivered, Inbox, InboxItem, Received, Spill, Verbatim};
 use crate::run::ledger::{Event, SentText, TokenLedgerMsg};
 use crate::run::resolver_actor::ResolverMsg;
 use crate::run::services::MemoryFailure;
-use crate::run::wire::{DerefAction, Document, Draft, Envelope, EnvelopeKind, ListAction, SearchAction};
+use crate::run::wire::{
+    DerefAction, DescribeAction, Document, Draft, Envelope, EnvelopeKind, ListAction, SearchAction,
+};
 use less_contract::Budget;
 use less_contract::Grant;
 use less_contract::TokenCounter;
@@ -41,7 +43,7 @@ use less_contract::{ErrorCode, Violation};
 use less_contract::{GrantSpec, WireMode};
 use less_contract::{Payload, Severity, TypedMessage, Valid};
 use less_contract::{Pointer, PointerType};
-pub use look::Looked;
+pub use look::{Looked, MAX_DESCRIBE};
 
 /// Most restarts of one agent per window.
 pub const MAX_RESTARTS: usize = 3;
@@ -56,7 +58,7 @@ pub enum GatewayMsg {
     /// A message for the agent, from another agent; the reply is the token count or the refusal.
     Deliver(Box<Envelope>, RpcReplyPort<Result<u32, Violation>>),
     /// A system message (an escalation) already checked and recorded by the gateway that wrote it: only forwarded.
-    Forward(Box<(Envelope, Arc<Document>, Arc<Value>, u32)>),
+    Forward(Box<(Envelope, Arc<Document>, u32)>),
     /// The supervisor asks the agent to take a turn.
     Act(ActRequest, RpcReplyPort<ActOutcome>),
     /// The same from another node: the step by its index in the scenario, and the attempt.
@@ -67,6 +69,8 @@ pub enum GatewayMsg {
     Search(SearchAction, RpcReplyPort<Result<Looked, Violation>>),
     /// The agent's listing of workspace files.
     List(ListAction, RpcReplyPort<Result<Looked, Violation>>),
+    /// The agent asks what pointers hold (its catalogue).
+    Describe(DescribeAction, RpcReplyPort<Result<Looked, Violation>>),
     /// The agent's query of the run's memory: its text and options.
     Recall(Box<(String, crate::memory::QueryOptions)>, RpcReplyPort<Result<Looked, MemoryFailure>>),
     /// The agent sent a message: its turn is over (the deref budget starts again).
@@ -293,8 +297,8 @@ impl Actor for GatewayActor {
                 let _ = reply.send(verdict);
             }
             GatewayMsg::Forward(forwarded) => {
-                let (envelope, doc, value, n_tokens) = *forwarded;
-                state.forward(&envelope, &doc, &value, n_tokens);
+                let (envelope, doc, n_tokens) = *forwarded;
+                state.forward(&envelope, &doc, n_tokens);
             }
             GatewayMsg::ActAt(index, attempt, reply) => {
                 let Some(step) = state.ctx.scenario.steps.get(index).cloned() else {
@@ -313,6 +317,9 @@ impl Actor for GatewayActor {
             }
             GatewayMsg::List(action, reply) => {
                 let _ = reply.send(state.list(action).await);
+            }
+            GatewayMsg::Describe(action, reply) => {
+                let _ = reply.send(state.describe(action).await);
             }
             GatewayMsg::Recall(query, reply) => {
                 let (text, options) = *query;
@@ -478,7 +485,6 @@ impl GatewayState {
                     tracing::warn!(target: "less.cluster", agent = %self.agent_id, "a grant not restored: {}", v.message);
                 }
             }
-            let value = Arc::new(doc.to_value());
             let envelope = Envelope {
                 from,
                 to: self.agent_id.clone(),
@@ -493,7 +499,7 @@ impl GatewayState {
                 prose: None,
                 restated: Vec::new(),
             };
-            self.forward(&envelope, &doc, &value, n_tokens);
+            self.forward(&envelope, &doc, n_tokens);
             n += 1;
         }
         for texts in restored.read {
@@ -546,7 +552,7 @@ impl GatewayState {
         }
         let (doc, value) = (Arc::new(doc), Arc::new(value));
         self.record_delivery(&envelope, &doc, &value, n_tokens).await;
-        self.forward(&envelope, &doc, &value, n_tokens);
+        self.forward(&envelope, &doc, n_tokens);
         Ok(n_tokens)
     }
 
@@ -634,31 +640,28 @@ impl GatewayState {
     }
 
     /// Hands a delivered document to the agent and remembers it for a restart. In a baseline run the agent gets what
-    /// was on the wire too (`{"verbatim": text, "doc": document}`): an LLM agent reads what it was sent.
-    fn forward(&mut self, envelope: &Envelope, doc: &Document, value: &Arc<Value>, n_tokens: u32) {
+    /// was on the wire too ([`Received::Verbatim`]): an LLM agent reads what it was sent.
+    fn forward(&mut self, envelope: &Envelope, doc: &Document, n_tokens: u32) {
         // Typed messages may be spilled past the inbox's cap (`sam:msg:<id>` reads them back); briefs and grants never.
-        let spill = match (doc, value.get("type").and_then(Value::as_str)) {
-            (Document::Message(_), Some(kind)) => Some(Arc::new(Spill {
-                msg_id: envelope.msg_id.as_str().into(),
-                from: self.name(&envelope.from),
-                kind: self.name(kind),
-                tokens: n_tokens,
-            })),
-            _ => None,
-        };
-        let doc = match (doc, self.ctx.mode) {
-            // The agent gets a grant's terms; the MAC stays with this gateway, which verified it and holds the grant.
-            (Document::Grant(grant), _) => match serde_json::to_value(&grant.terms) {
-                Ok(terms) => Arc::new(terms),
-                Err(err) => {
-                    tracing::warn!(target: "less.run", agent = %self.agent_id, %err, "a grant's terms have no JSON form");
-                    return;
-                }
-            },
-            (_, mode) if mode.is_baseline() && !envelope.wire.is_empty() => {
-                Arc::new(serde_json::json!({ "verbatim": envelope.wire, "doc": **value }))
+        let (delivered, spill) = match doc {
+            Document::Message(message) => {
+                let spill = Arc::new(Spill {
+                    msg_id: envelope.msg_id.as_str().into(),
+                    from: self.name(&envelope.from),
+                    kind: self.name(message.payload.type_name()),
+                    tokens: n_tokens,
+                });
+                (Delivered::Message(Arc::new(message.clone())), Some(spill))
             }
-            (_, _) => value.clone(),
+            Document::Brief(brief) => (Delivered::Brief(Arc::new(brief.clone())), None),
+            // The agent gets a grant's terms; the MAC stays with this gateway, which verified it and holds the grant.
+            Document::Grant(grant) => (Delivered::Grant(Arc::new(grant.terms.clone())), None),
+        };
+        let doc = match delivered {
+            Delivered::Brief(_) | Delivered::Message(_) if self.ctx.mode.is_baseline() && !envelope.wire.is_empty() => {
+                Received::Verbatim(Arc::new(Verbatim { wire: envelope.wire.clone(), doc: delivered }))
+            }
+            delivered => Received::Delivered(delivered),
         };
         let item = InboxItem { doc, spill };
         if let Some(spilled) = self.memory.inbox.push(item.clone()) {
@@ -757,9 +760,9 @@ impl GatewayState {
         let (doc, value) = (Arc::new(doc), Arc::new(value));
         self.record_delivery(&envelope, &doc, &value, n_tokens).await;
         if parent == self.agent_id {
-            self.forward(&envelope, &doc, &value, n_tokens);
+            self.forward(&envelope, &doc, n_tokens);
         } else if let Some(gateway) = self.ctx.directory.get(&parent) {
-            gateway.send_message(GatewayMsg::Forward(Box::new((envelope, doc, value, n_tokens)))).ok();
+            gateway.send_message(GatewayMsg::Forward(Box::new((envelope, doc, n_tokens)))).ok();
         }
     }
 

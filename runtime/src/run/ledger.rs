@@ -140,6 +140,20 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "String::is_empty")]
         message: String,
     },
+    /// An agent asked what pointers hold: how many were described, the inline tokens the answer cost, the pointers
+    /// whose description was cut to the role's budget (a refusal: `code` and `message`).
+    Describe {
+        agent: String,
+        pointers: Vec<String>,
+        described: usize,
+        tokens: u32,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        cut: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<ErrorCode>,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        message: String,
+    },
     /// An agent listed workspace files under a pattern.
     List {
         agent: String,
@@ -278,6 +292,11 @@ impl Event {
                 "list".into(),
                 format!("{files}={tokens}{}", code.map(|c| format!("\t{c}")).unwrap_or_default()),
             ],
+            Event::Describe { agent, described, tokens, code, .. } => vec![
+                agent.clone(),
+                "describe".into(),
+                format!("{described}={tokens}{}", code.map(|c| format!("\t{c}")).unwrap_or_default()),
+            ],
             Event::MemoryPut { agent, id, status, code, .. } => vec![
                 agent.clone(),
                 "memory-put".into(),
@@ -376,6 +395,13 @@ impl Event {
             }
             Event::List { agent, pattern, code: Some(code), message, .. } => {
                 format!("  {agent} lists {pattern:?}: REFUSED {code}: {message}")
+            }
+            Event::Describe { agent, pointers, described, tokens, cut, code: None, .. } => {
+                let cut = if cut.is_empty() { String::new() } else { format!(", {} cut", cut.len()) };
+                format!("  {agent} describes {} pointers: {described} described{cut}, {tokens} tok", pointers.len())
+            }
+            Event::Describe { agent, pointers, code: Some(code), message, .. } => {
+                format!("  {agent} describes {} pointers: REFUSED {code}: {message}", pointers.len())
             }
             Event::MemoryPut { agent, id, status, code, message, superseded, contradictions } => match code {
                 Some(code) => format!("  {agent} memory put {id}: REFUSED {code}: {message}"),

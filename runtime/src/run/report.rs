@@ -219,7 +219,8 @@ impl RunReport {
                 // A recall, search or listing answer is inline context for the asking agent: one turn of its role.
                 Event::Query { agent, tokens, .. }
                 | Event::Search { agent, tokens, code: None, .. }
-                | Event::List { agent, tokens, code: None, .. } => {
+                | Event::List { agent, tokens, code: None, .. }
+                | Event::Describe { agent, tokens, code: None, .. } => {
                     if let Some(role) = role_of(agent) {
                         roles.entry(role.clone()).or_default().turns += 1;
                         samples.entry(role).or_default().push(*tokens);

@@ -12,21 +12,21 @@ use crate::run::agent::{ActRequest, Agent, AgentFactory, AgentFuture, TurnInput}
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg};
 use crate::run::ledger::{Event, LedgerBook, TokenLedger, TokenLedgerArgs, TokenLedgerMsg};
 use crate::run::resolver_actor::{ResolverActor, ResolverArgs, ResolverBook};
-use crate::run::wire::{Action, DerefAction, Document, Draft, Envelope, EnvelopeKind};
+use crate::run::wire::{Action, DerefAction, DescribeAction, Document, Draft, Envelope, EnvelopeKind};
 use crate::{Pointer, Resolver};
 use less_contract::{ErrorCode, Scenario, WireMode};
 
 /// Records what the agent saw in its inbox at each turn (a test double for the logic around the gateway).
-struct Recorder(Arc<Mutex<Vec<Vec<Value>>>>);
+struct Recorder(Arc<Mutex<Vec<Vec<Received>>>>);
 
 impl Agent for Recorder {
     fn next<'a>(&'a mut self, input: &'a TurnInput) -> AgentFuture<'a, Action> {
-        self.0.lock().expect("lock").push(input.inbox.iter().map(|doc| (**doc).clone()).collect());
+        self.0.lock().expect("lock").push(input.inbox.clone());
         Box::pin(async { Action::Finish })
     }
 }
 
-struct RecorderFactory(Arc<Mutex<Vec<Vec<Value>>>>);
+struct RecorderFactory(Arc<Mutex<Vec<Vec<Received>>>>);
 
 impl AgentFactory for RecorderFactory {
     fn make(&self, _spec: &crate::AgentSpec) -> Box<dyn Agent> {
@@ -36,7 +36,7 @@ impl AgentFactory for RecorderFactory {
 
 struct Harness {
     ctx: Arc<RunContext>,
-    seen: Arc<Mutex<Vec<Vec<Value>>>>,
+    seen: Arc<Mutex<Vec<Vec<Received>>>>,
     _workspace: tempfile::TempDir,
 }
 
@@ -150,7 +150,7 @@ fn message(idx: usize, body: &str, n_engrams: usize, code: bool) -> Envelope {
     }
 }
 
-async fn inbox_of_lead(h: &Harness) -> Vec<Value> {
+async fn inbox_of_lead(h: &Harness) -> Vec<Received> {
     let gateway = h.ctx.directory.get("lead").expect("lead");
     let step = crate::Step::Query { agent: "lead".into(), text: "x".into(), k: 1, project: None, scope: None };
     let request = ActRequest { index: 0, step, attempt: 0 };
@@ -187,8 +187,12 @@ proptest! {
             }
             // Escalations written by the gateway itself (after a second refusal) are system messages, outside agent
             // budgets; the property is about what other agents send.
-            let inbox: Vec<Value> =
-                inbox_of_lead(&h).await.into_iter().filter(|doc| doc["from"] == "dev").collect();
+            let inbox: Vec<Value> = inbox_of_lead(&h)
+                .await
+                .iter()
+                .filter(|doc| doc.delivered().and_then(Delivered::from) == Some("dev"))
+                .map(Received::to_json)
+                .collect();
             prop_assert_eq!(inbox.len(), n_accepted, "the agent got exactly the accepted messages");
             let counter = crate::TokenCounter::shared(crate::Encoding::O200kBase);
             for doc in &inbox {
@@ -321,12 +325,20 @@ async fn past_the_inbox_cap_old_messages_become_pointers_the_agent_reads_back() 
         let verdict = ractor::call!(gateway, GatewayMsg::Deliver, Box::new(message(idx, "", 1, false)));
         verdict.expect("answered").expect("delivered");
     }
-    let inbox: Vec<Value> = inbox_of_lead(&h).await.into_iter().filter(|d| d.get("recalled").is_none()).collect();
-    let pointers: Vec<&str> = inbox.iter().filter_map(|d| d.pointer("/spilled/pointer")?.as_str()).collect();
+    let inbox: Vec<Received> =
+        inbox_of_lead(&h).await.into_iter().filter(|d| !matches!(d, Received::Recalled(_))).collect();
+    let stubs: Vec<&Spill> = inbox
+        .iter()
+        .filter_map(|d| match d {
+            Received::Spilled(spill) => Some(&**spill),
+            _ => None,
+        })
+        .collect();
+    let pointers: Vec<String> = stubs.iter().map(|s| s.pointer()).collect();
     assert_eq!(pointers, ["sam:msg:q0", "sam:msg:q1", "sam:msg:q2"], "{inbox:?}");
-    let inline: Vec<&str> = inbox.iter().filter_map(|d| d["msg_id"].as_str()).collect();
+    let inline: Vec<&str> = inbox.iter().filter_map(|d| Some(d.delivered()?.message()?.msg_id.as_str())).collect();
     assert_eq!(inline, ["q3", "q4"], "the newest stay inline, in order");
-    assert_eq!(inbox[0]["spilled"]["type"], "question");
+    assert_eq!(&*stubs[0].kind, "question");
     let events = h.ctx.ledger.ask(TokenLedgerMsg::Snapshot).await.expect("ledger");
     let spilled: Vec<&str> = events
         .iter()
@@ -463,4 +475,51 @@ async fn a_dying_memory_actor_is_started_again_up_to_the_limit_then_the_run_ends
         assert_eq!(report.scenario, "m");
         run.stop().await;
     }
+}
+
+/// What pointers hold reaches an agent through its gateway (issue 35): counted, cut to the role's inline budget (the
+/// last descriptions dropped, their pointers left bare and named), refused when not even the bare pointers fit, and
+/// on the ledger either way; never delivered whole.
+#[tokio::test]
+async fn a_description_over_the_inline_budget_is_cut_or_refused_never_delivered_whole() {
+    let h = harness("[budgets.roles.lead]\nmax_inline_tokens = 60\n").await;
+    let about = "Keeps the ledger of every bucket and flushes it to the backend after every single write";
+    for i in 0..4 {
+        let text = format!("/// {about} ({i}).\nfn f() {{}}\n");
+        std::fs::write(h._workspace.path().join(format!("f{i}.rs")), text).expect("write");
+    }
+    let gateway = h.ctx.directory.get("lead").expect("lead");
+    let pointers: Vec<String> = (0..4).map(|i| format!("repo:f{i}.rs")).collect();
+    let describe = |pointers: &[String]| DescribeAction { pointers: pointers.to_vec() };
+    let looked = ractor::call!(gateway, GatewayMsg::Describe, describe(&pointers)).expect("answered").expect("cut");
+    let [Received::Described(described)] = looked.items.as_slice() else { panic!("one answer: {looked:?}") };
+    let n_described = described.pointers.iter().filter(|d| d.about.is_some()).count();
+    assert!((1..4).contains(&n_described), "the first fit, the rest are cut: {described:?}");
+    assert_eq!(described.pointers[0].about.as_deref(), Some(format!("{about} (0).").as_str()));
+    assert!(described.pointers[n_described..].iter().all(|d| d.about.is_none()));
+    assert_eq!(described.cut, pointers[n_described..], "the answer names what it cut");
+    let text: String = described.pointers.iter().map(Description::line).collect();
+    let counter = crate::TokenCounter::shared(h.ctx.scenario.tokenizer);
+    assert!(counter.count(&text) <= 60, "{text}");
+    // Not even the pointers fit: refused, with the budget's code.
+    let many: Vec<String> = (0..40).map(|i| format!("repo:some/long/path/to/a/file_{i}.rs")).collect();
+    let refused = ractor::call!(gateway, GatewayMsg::Describe, describe(&many)).expect("answered");
+    assert_eq!(refused.expect_err("over the budget").code, ErrorCode::BudgetExceeded);
+    let events = h.ctx.ledger.ask(TokenLedgerMsg::Snapshot).await.expect("ledger");
+    let described_events: Vec<(usize, u32, Vec<String>, Option<ErrorCode>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Describe { agent, described, tokens, cut, code, .. } if agent == "lead" => {
+                Some((*described, *tokens, cut.clone(), *code))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        described_events,
+        [
+            (n_described, counter.count(&text), pointers[n_described..].to_vec(), None),
+            (0, 0, Vec::new(), Some(ErrorCode::BudgetExceeded))
+        ]
+    );
 }

@@ -47,6 +47,8 @@ pub enum Action {
     /// List the workspace's files under a path or glob, with their sizes and top-level symbols (an outline), metered
     /// like a search.
     List(ListAction),
+    /// Ask what pointers hold, one line each (a catalogue), metered like a search.
+    Describe(DescribeAction),
     /// Widen the scope of the newest engram of a subject key.
     Promote {
         /// The subject key.
@@ -81,6 +83,7 @@ impl Action {
             Action::Query { .. } => "query",
             Action::Search(_) => "search",
             Action::List(_) => "list",
+            Action::Describe(_) => "describe",
             Action::Promote { .. } => "promote",
             Action::Report(_) => "report",
             Action::Escalate { .. } => "escalate",
@@ -158,6 +161,13 @@ pub struct SearchAction {
 pub struct ListAction {
     /// A file, a directory (`src/orders`: everything under it) or a glob (`src/**/*.rs`); empty: every file.
     pub pattern: String,
+}
+
+/// A request for one line on what each pointer holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribeAction {
+    /// Pointers in text form (at most [`crate::run::MAX_DESCRIBE`]).
+    pub pointers: Vec<String>,
 }
 
 /// A request to the parent for a dereference over the agent's budget.
@@ -308,8 +318,8 @@ impl<'de> Deserialize<'de> for Draft {
 }
 
 /// A document a gateway accepted: checked once, against the schema and the semantic rules of its kind, and held
-/// typed from there on (the ledger's `delivered` events, grading, reports). Only an agent's inbox is JSON, because
-/// JSON is what a model reads.
+/// typed from there on (the ledger's `delivered` events, grading, reports, and the agent's inbox as
+/// [`crate::run::Delivered`], a grant as its terms only).
 ///
 /// It serializes as the document's JSON object with sorted keys, exactly the JSON the receiver's gateway checked, and
 /// deserializes (reading a ledger back) by validating again.

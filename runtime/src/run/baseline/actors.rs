@@ -3,17 +3,16 @@
 
 use std::sync::{Arc, Mutex};
 
-use serde_json::Value;
-
 use crate::AgentSpec;
 use crate::run::agent::{Agent, AgentFactory, AgentFuture, TurnInput};
+use crate::run::inbox::Received;
 use crate::run::ledger::Event;
 use crate::run::ledger_of_test_run;
 use crate::run::wire::{Action, BriefAction, DerefAction, ReportAction};
 use less_contract::{Step, WireMode};
 
 /// What each agent had in its inbox at each of its turns.
-type Inboxes = Arc<Mutex<Vec<(String, Vec<Value>)>>>;
+type Inboxes = Arc<Mutex<Vec<(String, Vec<Received>)>>>;
 
 /// Follows the steps (brief, deref, report) and records its inbox (a test double for the scripted agent, which lives
 /// in `less-agents`).
@@ -27,7 +26,7 @@ impl Agent for Follower {
         if !input.done.is_empty() {
             return Box::pin(async { Action::Finish });
         }
-        let inbox = input.inbox.iter().map(|doc| (**doc).clone()).collect();
+        let inbox = input.inbox.clone();
         self.seen.lock().expect("lock").push((self.id.clone(), inbox));
         let action = match &input.step {
             Step::Brief { to, now, constraints, risks, packs, grants, tasks, symbols, capsules, .. } => {
@@ -152,7 +151,7 @@ summary = "mid done"
 "#;
 
 /// Runs the scenario over a 20-line file in `mode`: the inboxes each agent had at its turns, and the ledger.
-fn run(mode: WireMode) -> (Vec<(String, Vec<Value>)>, Vec<Event>) {
+fn run(mode: WireMode) -> (Vec<(String, Vec<Received>)>, Vec<Event>) {
     let text: String = (1..=20).map(|i| format!("fn line_{i}() {{}}\n")).collect();
     let seen: Inboxes = Arc::default();
     let ledger = ledger_of_test_run(SCENARIO, &[("a.rs", text)], Arc::new(Followers(seen.clone())), mode);
@@ -162,10 +161,16 @@ fn run(mode: WireMode) -> (Vec<(String, Vec<Value>)>, Vec<Event>) {
 }
 
 /// The wire text of the `n`-th brief in what `agent` had at its last turn.
-fn brief_wire(seen: &[(String, Vec<Value>)], agent: &str, n: usize) -> String {
+fn brief_wire(seen: &[(String, Vec<Received>)], agent: &str, n: usize) -> String {
     let (_, inbox) = seen.iter().rev().find(|(id, _)| id == agent).expect("a turn");
-    let briefs: Vec<&Value> = inbox.iter().filter(|d| d.pointer("/doc/brief_id").is_some()).collect();
-    briefs[n]["verbatim"].as_str().expect("verbatim text").to_owned()
+    let briefs: Vec<&str> = inbox
+        .iter()
+        .filter_map(|d| match d {
+            Received::Verbatim(verbatim) if verbatim.doc.brief().is_some() => Some(verbatim.wire.as_str()),
+            _ => None,
+        })
+        .collect();
+    briefs[n].to_owned()
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //!
 //! A recall answer in LESS mode is the engrams recalled, best first, counted with the run's tokenizer; over the
 //! role's `max_inline_tokens` it is cut to the best engrams that fit, and the rest is named by pointers
-//! (`sam:engram:<id>`, dereferenced like any source, against the deref budget) in one `{"recalled_more": …}` item; when
+//! (`sam:engram:<id>`, dereferenced like any source, against the deref budget) in one [`Received::RecalledMore`]; when
 //! not even the note fits, the query is refused with `LESS_BUDGET_EXCEEDED`. The fair baseline gets the same engrams
 //! uncut, charged for reading every prior report of the run, as an agent without a shared memory has to.
 //!
@@ -12,24 +12,36 @@
 //! `max_inline_tokens` is refused with `LESS_BUDGET_EXCEEDED`, saying how many hits would fit. In the fair baseline
 //! the same engine at the same `k` answers, and each hit's content is pasted under its pointer, as an orchestrator
 //! without LESS pastes what it retrieved; nothing is refused there (it has no budgets).
+//!
+//! A `describe` answers what pointers hold, one line each (`- pointer — what it holds`, [`crate::resolver::about`]):
+//! the catalogue a model chooses what to read or to pack from. Under LESS a pointer outside the agent's reach is
+//! listed bare, and an answer over the role's `max_inline_tokens` is cut: the last descriptions are dropped (their
+//! pointers stay, bare, and are named in the answer's `cut`) until it fits; when not even the bare pointers fit, it is
+//! refused with `LESS_BUDGET_EXCEEDED`. The baseline describes every pointer, counted, never cut.
 
-use serde_json::{Value, json};
+use serde_json::Value;
+
+use std::sync::Arc;
 
 use super::GatewayState;
 use crate::memory::{QueryOptions, Stages};
+use crate::run::inbox::{Described, Description, Listed, RecalledMore, Received, SearchHit, Searched};
 use crate::run::ledger::{Event, TokenLedgerMsg};
+use crate::run::resolver_actor::ResolverMsg;
 use crate::run::services::MemoryFailure;
-use crate::run::wire::{ListAction, SearchAction};
+use crate::run::wire::{DescribeAction, ListAction, SearchAction};
 use crate::workspace::{Hit, MAX_K};
-use less_contract::{ErrorCode, Pointer, TokenCounter, Violation, WireMode};
+use less_contract::{Engram, ErrorCode, Pointer, TokenCounter, Violation, WireMode};
 
-/// What a search, a listing or a recall brought the agent.
+/// Most pointers one `describe` may ask about.
+pub const MAX_DESCRIBE: usize = 128;
+
+/// What a search, a listing, a description or a recall brought the agent.
 #[derive(Debug, Clone)]
 pub struct Looked {
-    /// The inbox items: `{"searched": {"query", "hits": [{"pointer", "preview", "tokens"(, "content")}]}}`,
-    /// `{"listed": {"pattern", "files": [{"path", "lines", "tokens", "symbols"}]}}`, or one `{"recalled": engram}`
-    /// per engram (then `{"recalled_more": {"pointers", "tokens"}}` when the answer was cut).
-    pub items: Vec<Value>,
+    /// The inbox items: one [`Received::Searched`] or [`Received::Listed`], or one [`Received::Recalled`] per engram
+    /// (then a [`Received::RecalledMore`] when the answer was cut).
+    pub items: Vec<Received>,
 }
 
 impl GatewayState {
@@ -71,12 +83,17 @@ impl GatewayState {
         let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
         let (item, text) = if less {
             let lines: Vec<String> = found.hits.iter().map(Hit::line).collect();
-            let hits: Vec<Value> = found
+            let hits: Vec<SearchHit> = found
                 .hits
                 .iter()
-                .map(|h| json!({"pointer": h.pointer, "preview": h.preview, "tokens": h.tokens}))
+                .map(|h| SearchHit {
+                    pointer: h.pointer.clone(),
+                    preview: h.preview.clone(),
+                    tokens: h.tokens,
+                    content: None,
+                })
                 .collect();
-            (json!({"searched": {"query": action.query, "hits": hits}}), lines.join("\n"))
+            (Searched { query: action.query.clone(), hits }, lines.join("\n"))
         } else {
             let pointers: Vec<String> = found.hits.iter().map(|h| h.pointer.clone()).collect();
             let contents = match self.ctx.workspace.read(pointers).await {
@@ -87,11 +104,14 @@ impl GatewayState {
             let mut hits = Vec::with_capacity(found.hits.len());
             for (hit, content) in found.hits.iter().zip(contents) {
                 text.push_str(&format!("{}\n{}\n\n", hit.pointer, content.trim_end()));
-                hits.push(
-                    json!({"pointer": hit.pointer, "preview": hit.preview, "tokens": hit.tokens, "content": content}),
-                );
+                hits.push(SearchHit {
+                    pointer: hit.pointer.clone(),
+                    preview: hit.preview.clone(),
+                    tokens: hit.tokens,
+                    content: Some(content),
+                });
             }
-            (json!({"searched": {"query": action.query, "hits": hits}}), text)
+            (Searched { query: action.query.clone(), hits }, text)
         };
         let tokens = counter.count(&text);
         if less && tokens > self.budget.max_inline_tokens {
@@ -113,7 +133,7 @@ impl GatewayState {
             code: None,
             message: String::new(),
         });
-        Ok(Looked { items: vec![item] })
+        Ok(Looked { items: vec![Received::Searched(Arc::new(item))] })
     }
 
     /// Lists workspace files for the agent (see the module docs).
@@ -157,13 +177,81 @@ impl GatewayState {
             code: None,
             message: String::new(),
         });
-        let files: Vec<Value> = files
-            .iter()
-            .map(
-                |f| json!({"path": f.path, "lines": f.lines, "tokens": f.tokens, "symbols": f.symbols, "more": f.more}),
-            )
-            .collect();
-        Ok(Looked { items: vec![json!({"listed": {"pattern": action.pattern, "files": files}})] })
+        Ok(Looked { items: vec![Received::Listed(Arc::new(Listed { pattern: action.pattern, files }))] })
+    }
+
+    /// Describes pointers for the agent (see the module docs).
+    pub(super) async fn describe(&mut self, action: DescribeAction) -> Result<Looked, Violation> {
+        let less = self.ctx.mode == WireMode::Less;
+        let record = |this: &Self, described: usize, tokens: u32, cut: Vec<String>, refusal: Option<&Violation>| {
+            this.ctx.record(Event::Describe {
+                agent: this.agent_id.clone(),
+                pointers: action.pointers.clone(),
+                described,
+                tokens,
+                cut,
+                code: refusal.map(|v| v.code),
+                message: refusal.map(|v| v.message.clone()).unwrap_or_default(),
+            });
+        };
+        if action.pointers.is_empty() || action.pointers.len() > MAX_DESCRIBE {
+            let why = format!("{} pointers; ask about 1 to {MAX_DESCRIBE}", action.pointers.len());
+            let violation = Violation::new(ErrorCode::ArgumentInvalid, "/pointers", why);
+            record(self, 0, 0, Vec::new(), Some(&violation));
+            return Err(violation);
+        }
+        let mut descriptions = Vec::with_capacity(action.pointers.len());
+        for text in &action.pointers {
+            let about = match Pointer::parse(text) {
+                // Outside its reach an agent learns nothing of what a pointer holds (in LESS mode; the baseline has
+                // no reach).
+                Ok(pointer) if !less || self.reach.covers(&pointer) => self.about(&pointer).await,
+                _ => None,
+            };
+            descriptions.push(Description { pointer: text.clone(), about });
+        }
+        let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
+        let count = |descriptions: &[Description]| {
+            counter.count(&descriptions.iter().map(Description::line).collect::<String>())
+        };
+        let mut tokens = count(&descriptions);
+        let mut cut = Vec::new();
+        let cap = self.budget.max_inline_tokens;
+        if less && tokens > cap {
+            // The last descriptions go first; their pointers stay, bare.
+            for idx in (0..descriptions.len()).rev() {
+                if tokens <= cap {
+                    break;
+                }
+                if descriptions[idx].about.take().is_some() {
+                    cut.insert(0, descriptions[idx].pointer.clone());
+                    tokens = count(&descriptions);
+                }
+            }
+            if tokens > cap {
+                let why = format!(
+                    "{} pointers are {tokens} inline tokens even without what they hold; this role accepts at most \
+                     {cap} in one answer: describe fewer pointers",
+                    descriptions.len()
+                );
+                let violation = Violation::new(ErrorCode::BudgetExceeded, "/pointers", why);
+                record(self, 0, 0, Vec::new(), Some(&violation));
+                return Err(violation);
+            }
+        }
+        let described = descriptions.iter().filter(|d| d.about.is_some()).count();
+        record(self, described, tokens, cut.clone(), None);
+        let answer = Described { pointers: descriptions, cut };
+        Ok(Looked { items: vec![Received::Described(Arc::new(answer))] })
+    }
+
+    /// One line on what `pointer` holds, read through the run's resolver without pinning (what
+    /// [`crate::Resolver::about`] says).
+    async fn about(&self, pointer: &Pointer) -> Option<String> {
+        match self.ctx.resolver.ask(|reply| ResolverMsg::ReadUnpinned(pointer.clone(), reply)).await {
+            Ok(Ok(content)) => crate::resolver::about(pointer, &content),
+            _ => None,
+        }
     }
 
     /// Recalls engrams from the run's memory for the agent (see the module docs).
@@ -242,16 +330,25 @@ impl GatewayState {
                 }
             }
         };
+        // The memory wrote each engram's JSON from its typed engram: it reads back.
+        let typed: Result<Vec<Engram>, _> = engrams.iter().map(|e| serde_json::from_value(e.clone())).collect();
+        let typed = match typed {
+            Ok(typed) => typed,
+            Err(err) => return refused(self, MemoryFailure::unavailable("recall answer", &err)),
+        };
         record(self, engrams.iter().map(id).collect(), tokens, recall.stages, more.clone());
-        let mut items: Vec<Value> = engrams.into_iter().map(|engram| json!({ "recalled": engram })).collect();
+        let mut items: Vec<Received> = typed.into_iter().map(|engram| Received::Recalled(Arc::new(engram))).collect();
         if !more.is_empty() {
-            items.push(more_item(&more));
+            items.push(Received::RecalledMore(Arc::new(RecalledMore { pointers: more, why: MORE_WHY.to_owned() })));
         }
         Ok(Looked { items })
     }
 }
 
-/// The note standing for the engrams a recall answer had no room for.
+/// Why a recall answer's note names engrams by pointer.
+const MORE_WHY: &str = "over this role's max_inline_tokens: dereference them to read them";
+
+/// The note standing for the engrams a recall answer had no room for, as the answer's tokens count it.
 fn more_item(pointers: &[String]) -> Value {
-    json!({ "recalled_more": { "pointers": pointers, "why": "over this role's max_inline_tokens: dereference them to read them" } })
+    Received::RecalledMore(Arc::new(RecalledMore { pointers: pointers.to_vec(), why: MORE_WHY.to_owned() })).to_json()
 }
