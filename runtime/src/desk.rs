@@ -397,12 +397,20 @@ impl std::fmt::Debug for Desk {
     }
 }
 
-/// `sam:` pointers have no run to look in at the desk.
-struct NoEpisodes;
+/// What `sam:` pointers read at the desk: the entries of the caller's project's decision log
+/// (`sam:decision:<id>`, as Markdown). Other namespaces belong to runs and read nothing here.
+struct DeskSam<'a> {
+    db: &'a Mutex<Connection>,
+    project: &'a str,
+}
 
-impl SamSource for NoEpisodes {
-    fn lookup(&self, _: &str, _: &str) -> Option<String> {
-        None
+impl SamSource for DeskSam<'_> {
+    fn lookup(&self, namespace: &str, key: &str) -> Option<String> {
+        if namespace != "decision" {
+            return None;
+        }
+        let db = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        crate::coord::decision_text(&db, self.project, key).ok().flatten()
     }
 }
 
@@ -444,7 +452,7 @@ impl Desk {
                  role TEXT NOT NULL, tool TEXT NOT NULL, tokens_in INTEGER NOT NULL, tokens_out INTEGER NOT NULL,
                  baseline INTEGER NOT NULL, code TEXT);",
         )
-        .and_then(|()| db.execute_batch(claims::SCHEMA))
+        .and_then(|()| db.execute_batch(crate::coord::SCHEMA))
         .map_err(|err| store_failed("desk.sqlite", err))?;
         let key = desk_key(&dir.join("desk.key"))?;
         Ok(Desk {
@@ -573,7 +581,7 @@ impl Desk {
         let mut distinct: Vec<Pointer> = wholes.clone();
         distinct.sort_by_key(ToString::to_string);
         distinct.dedup();
-        let texts = self.resolver()?.read_unpinned_all(&distinct, &NoEpisodes);
+        let texts = self.resolver()?.read_unpinned_all(&distinct, &self.sam(who));
         let whole_tokens: HashMap<String, u32> = distinct
             .iter()
             .zip(texts)
@@ -645,7 +653,7 @@ impl Desk {
     /// is delivered.
     fn resolve_pinned(&self, who: &Client, parsed: &[Pointer]) -> Result<Vec<crate::resolver::Resolved>, Violation> {
         let mut turn_pins = self.pins(|pins| pins.get(&who.id).map(|c| c.turn.clone()).unwrap_or_default());
-        let resolved = self.resolver()?.resolve_with(parsed, &NoEpisodes, &mut turn_pins).map_err(|mut v| {
+        let resolved = self.resolver()?.resolve_with(parsed, &self.sam(who), &mut turn_pins).map_err(|mut v| {
             if v.code == ErrorCode::DigestMismatch {
                 v.message.push_str(
                     " in this turn; content does not change under a client within its turn: call less_checkpoint to \
@@ -1227,30 +1235,62 @@ impl Desk {
         self.shared().board_list(&who.project)
     }
 
-    /// Claims `surfaces` for `who` (see [`claims`]): refused with `LESS_CLAIM_CONFLICT` when they overlap another's
+    /// Claims `surfaces` for `who` (see [`crate::coord`]): refused with `LESS_CLAIM_CONFLICT` when they overlap another's
     /// live claim, unless `new` overrides it with a reason.
     pub fn claim(&self, who: &Client, new: &NewClaim) -> Result<Claimed, Violation> {
-        claims::claim(&mut self.db(), actor(who), new, now_unix())
+        let claimed = crate::coord::claim(&mut self.db(), actor(who), new, now_unix())?;
+        for conflict in &claimed.conflicts {
+            let decision = crate::coord::decision(&self.db(), &who.project, &conflict.decision_id)?;
+            if let Some(decision) = decision {
+                self.remember_decision(who, &decision);
+            }
+        }
+        Ok(claimed)
     }
 
     /// Releases `who`'s live claim `claim_id`.
     pub fn release_claim(&self, who: &Client, claim_id: &str) -> Result<Claim, Violation> {
-        claims::release(&mut self.db(), actor(who), claim_id, now_unix())
+        crate::coord::release(&mut self.db(), actor(who), claim_id, now_unix())
     }
 
     /// Extends `who`'s live claim `claim_id` by `ttl_secs` from now.
     pub fn renew_claim(&self, who: &Client, claim_id: &str, ttl_secs: Option<u64>) -> Result<Claim, Violation> {
-        claims::renew(&mut self.db(), actor(who), claim_id, ttl_secs, now_unix())
+        crate::coord::renew(&mut self.db(), actor(who), claim_id, ttl_secs, now_unix())
     }
 
     /// The live claims of `who`'s project.
     pub fn claims(&self, who: &Client) -> Result<Vec<Claim>, Violation> {
-        claims::live_claims(&self.db(), &who.project, now_unix())
+        crate::coord::live_claims(&self.db(), &who.project, now_unix())
     }
 
-    /// Appends `who`'s decision to its project's log.
-    pub fn decide(&self, who: &Client, title: &str, body: &str) -> Result<Decision, Violation> {
-        claims::decide(&self.db(), actor(who), title, body, now_unix())
+    /// Appends `who`'s decision to its project's log, and puts its decision engram into memory (the engram's id;
+    /// `None` when the memory refused it: the log entry stands either way).
+    pub fn decide(&self, who: &Client, title: &str, body: &str) -> Result<(Decision, Option<String>), Violation> {
+        let decision = crate::coord::decide(&mut self.db(), actor(who), title, body, now_unix())?;
+        let engram = self.remember_decision(who, &decision);
+        Ok((decision, engram))
+    }
+
+    /// Puts `decision`'s engram ([`crate::coord::decision_engram`]) into `who`'s project's memory, so a recall finds
+    /// it and its pointer, `sam:decision:<id>`, reads the whole entry back.
+    fn remember_decision(&self, who: &Client, decision: &Decision) -> Option<String> {
+        let put = crate::coord::decision_engram(decision, &who.id, &less_contract::now_rfc3339()).and_then(|engram| {
+            let mut memory = self.memory.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let report = memory.put_as(&self.principal(who), &engram, &who.project, now_unix());
+            report.map(|report| report.outcome.id().to_owned()).map_err(memory_violation)
+        });
+        match put {
+            Ok(id) => Some(id),
+            Err(refused) => {
+                tracing::warn!(target: "less.memory", "decision {} not in memory: {refused}", decision.decision_id);
+                None
+            }
+        }
+    }
+
+    /// What `sam:` pointers read for `who`.
+    fn sam<'a>(&'a self, who: &'a Client) -> DeskSam<'a> {
+        DeskSam { db: &self.db, project: &who.project }
     }
 
     /// The decision log of `who`'s project after entry `after` (at most `limit` entries), and its conflict records.
@@ -1261,14 +1301,14 @@ impl Desk {
         limit: usize,
     ) -> Result<(Vec<Decision>, Vec<Conflict>), Violation> {
         let db = self.db();
-        Ok((claims::decisions(&db, &who.project, after, limit)?, claims::conflicts(&db, &who.project)?))
+        Ok((crate::coord::decisions(&db, &who.project, after, limit)?, crate::coord::conflicts(&db, &who.project)?))
     }
 
     /// The whole decision log of `project` as Markdown.
     pub fn decisions_markdown(&self, project: &str) -> Result<String, Violation> {
         let db = self.db();
-        let log = claims::decisions(&db, project, 0, usize::MAX)?;
-        Ok(claims::markdown(project, &log, &claims::conflicts(&db, project)?))
+        let log = crate::coord::decisions(&db, project, 0, usize::MAX)?;
+        Ok(crate::coord::markdown(project, &log, &crate::coord::conflicts(&db, project)?))
     }
 
     fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -1294,8 +1334,8 @@ impl Desk {
 }
 
 /// `who` as the coordination ledger names it.
-fn actor(who: &Client) -> claims::Actor<'_> {
-    claims::Actor { id: &who.id, project: &who.project, identity: &who.identity }
+fn actor(who: &Client) -> crate::coord::Actor<'_> {
+    crate::coord::Actor { id: &who.id, project: &who.project, identity: &who.identity }
 }
 
 /// `texts` parsed as pointers; the first that does not parse is refused at `<path>/<i>`.
@@ -1416,13 +1456,12 @@ fn now_nanos() -> i128 {
     time::OffsetDateTime::now_utc().unix_timestamp_nanos()
 }
 
-pub mod claims;
 mod grants;
 
 use grants::DeskGrants;
 
+pub use crate::coord::{Claim, Claimed, Conflict, Decision, NewClaim};
 pub use crate::shared::{Entry, SymbolFill};
-pub use claims::{Claim, Claimed, Conflict, Decision, NewClaim};
 pub use less_contract::{Capsule, MAX_CAPSULE_LINES, NewCapsule};
 
 #[cfg(test)]

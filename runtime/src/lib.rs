@@ -15,6 +15,7 @@
 mod blocking;
 pub mod cluster;
 pub mod context;
+pub mod coord;
 pub mod dag;
 pub mod desk;
 pub mod enforce;

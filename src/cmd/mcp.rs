@@ -1028,6 +1028,10 @@ struct DecideArgs {
 struct DecisionOut {
     /// `{seq, decision_id, at, identity, title, body, conflict_id}`; `sam:decision:<decision_id>` names it.
     decision: Value,
+    /// The decision engram put into the project's memory (kind `decision`, claim: the title, pointer:
+    /// `sam:decision:<decision_id>`), found by `less_query_engrams`; absent when the memory refused it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    engram_id: Option<String>,
 }
 
 /// `less_decisions`' arguments.
@@ -1767,7 +1771,8 @@ impl LessServer {
     ) -> Result<Json<Attributed<DecisionOut>>, String> {
         let who = caller(&self.desk, args.client_identity.as_deref(), &ctx);
         self.call(who, "less_decide", self.tokens_in(&args), move |desk, who| {
-            Ok((DecisionOut { decision: to_json(&desk.decide(who, &args.title, &args.body)?)? }, None))
+            let (decision, engram_id) = desk.decide(who, &args.title, &args.body)?;
+            Ok((DecisionOut { decision: to_json(&decision)?, engram_id }, None))
         })
         .await
     }

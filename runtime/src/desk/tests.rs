@@ -429,3 +429,41 @@ fn the_gate_adapter_sends_a_reference_never_the_report() {
     assert!(matches!(told.0.payload, Payload::GateReport { status: GateStatus::Fail, .. }));
     assert!(desk.gate_report(&dev, "g4", "../escape.txt", None).is_err(), "inside the workspace only");
 }
+
+#[test]
+fn a_decision_is_recalled_as_a_decision_engram_whose_pointer_reads_the_whole_entry() {
+    let (desk, _dir) = desk();
+    let dev = desk.client("dev");
+    let (decision, engram_id) =
+        desk.decide(&dev, "Capture is idempotent per order id", "A retry finds the first.").expect("decided");
+    let engram_id = engram_id.expect("the decision engram is in memory");
+    let found = desk.query(&dev, "is capture idempotent", Some(3), Some("decision"), None).expect("recall");
+    let engram = found.iter().find(|e| e.id == engram_id).expect("recalled as a decision");
+    assert_eq!(engram.claim, "Capture is idempotent per order id");
+    let pointer = format!("sam:decision:{}", decision.decision_id);
+    assert_eq!(engram.pointers[0].to_string(), pointer);
+    let (items, _) = desk.deref(&dev, std::slice::from_ref(&pointer), None).expect("the entry reads back");
+    assert!(items[0].content.contains("A retry finds the first."), "{:?}", items[0]);
+    assert!(items[0].content.contains("demo/lead/dev"), "who decided: {:?}", items[0]);
+    // Another project's client reads nothing under that name, and an unknown decision is unresolved.
+    let other = desk.client("other");
+    assert_eq!(desk.deref(&other, &[pointer], None).expect_err("not its project").code, ErrorCode::PointerUnresolved);
+    let unknown = desk.deref(&dev, &["sam:decision:dc_0000000000000000".to_owned()], None).expect_err("unknown");
+    assert_eq!(unknown.code, ErrorCode::PointerUnresolved);
+    // An override's decision is remembered too.
+    let lead = desk.client("lead");
+    desk.claim(&dev, &NewClaim { surfaces: vec!["src/**".into()], task: "T-1".into(), ..NewClaim::default() })
+        .expect("dev's claim");
+    let taking = NewClaim {
+        surfaces: vec!["src/a.rs".into()],
+        task: "T-2".into(),
+        override_reason: Some("release blocker".into()),
+        ..NewClaim::default()
+    };
+    let conflict = desk.claim(&lead, &taking).expect("override").conflicts.remove(0);
+    let recalled = desk.query(&lead, "overrode claim", Some(5), Some("decision"), None).expect("recall");
+    assert!(
+        recalled.iter().any(|e| e.pointers[0].to_string() == format!("sam:decision:{}", conflict.decision_id)),
+        "{recalled:?}"
+    );
+}

@@ -754,7 +754,7 @@ async fn claims(State(served): State<Arc<Served>>, Params(param): Params<RunPara
         let run = pick(&served, param.run.as_deref())?;
         let dir = store_of(&served, &run)?;
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        let ledger = less_runtime::desk::claims::read_store(&dir, now, 50).map_err(ApiError::violation)?;
+        let ledger = less_runtime::coord::read_store(&dir, now, 50).map_err(ApiError::violation)?;
         Ok(Json(redacted(json!(ledger))))
     })
     .await

@@ -1,4 +1,4 @@
-//! The coordination ledger in `desk.sqlite`: claims on surfaces with a collision gate, an append-only decision log,
+//! The coordination ledger (in a desk's `desk.sqlite`, and in a run's `coord.sqlite`): claims on surfaces with a collision gate, an append-only decision log,
 //! and conflict records.
 //!
 //! A **claim** says that an agent will change some surfaces (workspace paths or globs: `src/run/**`) for a task,
@@ -17,8 +17,8 @@ use serde::Serialize;
 
 use less_contract::{ErrorCode, Violation, leaves_workspace, patterns_intersect};
 
-/// The tables, created with the desk's others.
-pub(super) const SCHEMA: &str = "
+/// The tables (a desk creates them with its others; a run in `coord.sqlite`).
+pub(crate) const SCHEMA: &str = "
     CREATE TABLE IF NOT EXISTS claims (claim_id TEXT PRIMARY KEY, project TEXT NOT NULL, holder TEXT NOT NULL,
         identity TEXT NOT NULL, task TEXT NOT NULL, surfaces TEXT NOT NULL, made_at INTEGER NOT NULL,
         expires_at INTEGER NOT NULL, ended_at INTEGER, ended TEXT);
@@ -194,17 +194,24 @@ fn collide(a: &str, b: &str) -> bool {
     forms(a).iter().any(|a| forms(b).iter().any(|b| patterns_intersect(a, b)))
 }
 
-/// A fresh id: `prefix` and 16 hex digits of blake3 over what makes it and the time.
-fn fresh_id(prefix: &str, parts: &[&str]) -> String {
+/// A fresh id: `prefix` and 16 hex digits of blake3 over what makes it, the time and `ordinal`, the number of rows
+/// the table held when it was made (read in the writing transaction, so ids are unique within a store, and the same
+/// on every replay of a run whose clock is pinned).
+fn fresh_id(prefix: &str, parts: &[&str], now: i64, ordinal: i64) -> String {
     let mut hasher = blake3::Hasher::new();
     for part in parts {
         hasher.update(&(part.len() as u64).to_le_bytes());
         hasher.update(part.as_bytes());
     }
-    hasher.update(&time::OffsetDateTime::now_utc().unix_timestamp_nanos().to_le_bytes());
-    hasher.update(&std::process::id().to_le_bytes());
+    hasher.update(&now.to_le_bytes());
+    hasher.update(&ordinal.to_le_bytes());
     let hex = hasher.finalize().to_hex();
     format!("{prefix}{}", &hex[..16])
+}
+
+/// How many rows `table` holds (for [`fresh_id`]).
+fn rows(db: &Connection, table: &str) -> Result<i64, Violation> {
+    db.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0)).map_err(failed)
 }
 
 /// An RFC 3339 time of UNIX seconds, for messages.
@@ -328,8 +335,8 @@ pub fn claim(db: &mut Connection, who: Actor<'_>, new: &NewClaim, now: i64) -> R
                 params![now, displaced.claim_id],
             )
             .map_err(failed)?;
-            let conflict_id = fresh_id("cf_", &[who.id, &displaced.claim_id]);
-            let decision_id = fresh_id("dc_", &[who.id, &conflict_id]);
+            let conflict_id = fresh_id("cf_", &[who.id, &displaced.claim_id], now, rows(&tx, "conflicts")?);
+            let decision_id = fresh_id("dc_", &[who.id, &conflict_id], now, rows(&tx, "decisions")?);
             let intent = format!("{task} — {reason}");
             let displaced_surfaces = serde_json::to_string(&displaced.surfaces)
                 .map_err(|e| Violation::new(ErrorCode::StoreFailed, "", format!("desk claims: {e}")))?;
@@ -371,7 +378,7 @@ pub fn claim(db: &mut Connection, who: Actor<'_>, new: &NewClaim, now: i64) -> R
             });
         }
     }
-    let claim_id = fresh_id("cl_", &[who.id, &task, &surfaces.join("\n")]);
+    let claim_id = fresh_id("cl_", &[who.id, &task, &surfaces.join("\n")], now, rows(&tx, "claims")?);
     let expires_at = now.saturating_add(i64::try_from(ttl).unwrap_or(i64::MAX));
     let stored = serde_json::to_string(&surfaces)
         .map_err(|e| Violation::new(ErrorCode::StoreFailed, "", format!("desk claims: {e}")))?;
@@ -541,15 +548,75 @@ fn decision_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Decision> {
 }
 
 /// Appends a decision of `who` to the log.
-pub fn decide(db: &Connection, who: Actor<'_>, title: &str, body: &str, now: i64) -> Result<Decision, Violation> {
+pub fn decide(db: &mut Connection, who: Actor<'_>, title: &str, body: &str, now: i64) -> Result<Decision, Violation> {
     let title = text_checked(title, "/title", MAX_CLAIM_TEXT)?;
     if title.contains('\n') {
         return Err(Violation::new(ErrorCode::ArgumentInvalid, "/title", "one line; put the rest in the body"));
     }
     let body = text_checked(body, "/body", MAX_DECISION_BODY)?;
-    let decision_id = fresh_id("dc_", &[who.id, &title, &body]);
-    let seq = append(db, who, &decision_id, &title, &body, None, now)?;
+    let tx = db.transaction_with_behavior(TransactionBehavior::Immediate).map_err(failed)?;
+    let decision_id = fresh_id("dc_", &[who.id, &title, &body], now, rows(&tx, "decisions")?);
+    let seq = append(&tx, who, &decision_id, &title, &body, None, now)?;
+    tx.commit().map_err(failed)?;
     Ok(Decision { seq, decision_id, at: now, identity: who.identity.to_owned(), title, body, conflict_id: None })
+}
+
+/// The decision `decision_id` of `project`, if there is one.
+pub fn decision(db: &Connection, project: &str, decision_id: &str) -> Result<Option<Decision>, Violation> {
+    db.query_row(
+        "SELECT seq, decision_id, at, identity, title, body, conflict_id FROM decisions
+         WHERE project = ?1 AND decision_id = ?2",
+        params![project, decision_id],
+        decision_row,
+    )
+    .optional()
+    .map_err(failed)
+}
+
+/// What `sam:decision:<id>` reads: the decision's title, who and when, its body, and the conflict record it links
+/// to (the log's Markdown without its anchors).
+pub fn decision_text(db: &Connection, project: &str, decision_id: &str) -> Result<Option<String>, Violation> {
+    let Some(found) = decision(db, project, decision_id)? else { return Ok(None) };
+    let linked: Vec<Conflict> = match &found.conflict_id {
+        Some(id) => conflicts(db, project)?.into_iter().filter(|c| &c.conflict_id == id).collect(),
+        None => Vec::new(),
+    };
+    let mut text = format!(
+        "{}\n{} · {} · decision {}\n\n{}\n",
+        found.title,
+        found.identity,
+        rfc3339(found.at),
+        found.seq,
+        found.body
+    );
+    if let Some(conflict) = linked.first() {
+        text.push_str(&conflict_lines(conflict));
+    }
+    Ok(Some(text))
+}
+
+/// The engram a decision puts into memory: a `decision` engram whose claim is the title, anchored to
+/// `sam:decision:<id>` (the whole entry), tagged with its subject `decision:<id>` and, when it records a conflict, the
+/// conflict's id. `created_at` is RFC 3339.
+pub fn decision_engram(
+    found: &Decision,
+    created_by: &str,
+    created_at: &str,
+) -> Result<less_contract::Valid<less_contract::Engram>, Violation> {
+    let first = |violations: less_contract::Violations| {
+        violations.0.into_iter().next().unwrap_or_else(|| Violation::new(ErrorCode::SchemaInvalid, "", "engram"))
+    };
+    let pointer = less_contract::Pointer::parse(&format!("sam:decision:{}", found.decision_id))?;
+    let mut builder =
+        less_contract::Engram::builder(less_contract::EngramKind::Decision, found.title.clone(), created_by.to_owned())
+            .created_at(created_at.to_owned())
+            .scope(less_contract::Scope::Project)
+            .pointer(pointer)
+            .tag(format!("subject:decision:{}", found.decision_id));
+    if let Some(conflict) = &found.conflict_id {
+        builder = builder.tag(format!("conflict:{conflict}"));
+    }
+    builder.build().map_err(first)
 }
 
 /// The decision log of `project`, oldest first, from entry `after` on (exclusive; 0 for all), at most `limit`.
@@ -603,32 +670,43 @@ pub fn markdown(project: &str, log: &[Decision], conflicts: &[Conflict]) -> Stri
         out.push_str("\nNo decision yet.\n");
     }
     for decision in log {
-        out.push_str(&format!(
-            "\n## {}. {} <a id=\"{}\"></a>\n\n*{} · {} · `sam:decision:{}`*\n\n{}\n",
-            decision.seq,
-            decision.title,
-            decision.decision_id,
-            decision.identity,
-            rfc3339(decision.at),
-            decision.decision_id,
-            decision.body
-        ));
-        if let Some(conflict) =
-            decision.conflict_id.as_ref().and_then(|id| conflicts.iter().find(|c| &c.conflict_id == id))
-        {
-            out.push_str(&format!(
-                "\n> Conflict `{}`: {} overrode claim `{}` of {} on {}.\n> Overriding intent: {}\n> Displaced intent: {}\n",
-                conflict.conflict_id,
-                conflict.overriding,
-                conflict.claim_id,
-                conflict.displaced,
-                conflict.surfaces.join(", "),
-                conflict.overriding_intent,
-                conflict.displaced_intent
-            ));
-        }
+        let conflict = decision.conflict_id.as_ref().and_then(|id| conflicts.iter().find(|c| &c.conflict_id == id));
+        out.push('\n');
+        out.push_str(&entry(decision, conflict));
     }
     out
+}
+
+/// One entry of the log in Markdown ([`markdown`]).
+fn entry(decision: &Decision, conflict: Option<&Conflict>) -> String {
+    let mut out = format!(
+        "## {}. {} <a id=\"{}\"></a>\n\n*{} · {} · `sam:decision:{}`*\n\n{}\n",
+        decision.seq,
+        decision.title,
+        decision.decision_id,
+        decision.identity,
+        rfc3339(decision.at),
+        decision.decision_id,
+        decision.body
+    );
+    if let Some(conflict) = conflict {
+        out.push_str(&conflict_lines(conflict));
+    }
+    out
+}
+
+/// A conflict record under its decision, as a Markdown quote.
+fn conflict_lines(conflict: &Conflict) -> String {
+    format!(
+        "\n> Conflict `{}`: {} overrode claim `{}` of {} on {}.\n> Overriding intent: {}\n> Displaced intent: {}\n",
+        conflict.conflict_id,
+        conflict.overriding,
+        conflict.claim_id,
+        conflict.displaced,
+        conflict.surfaces.join(", "),
+        conflict.overriding_intent,
+        conflict.displaced_intent
+    )
 }
 
 #[cfg(test)]
@@ -743,9 +821,9 @@ mod tests {
         let mut db = db();
         let dev = who(DEV.0, DEV.1);
         let first =
-            decide(&db, dev, "Keep the billing cache per region", "Latency: one region's cache.", 5).expect("one");
-        decide(&db, dev, "Ship the typed inbox behind no flag", "Replays stay byte-identical.", 6).expect("two");
-        assert_eq!(decide(&db, dev, "two\nlines", "b", 7).expect_err("title").code, ErrorCode::ArgumentInvalid);
+            decide(&mut db, dev, "Keep the billing cache per region", "Latency: one region's cache.", 5).expect("one");
+        decide(&mut db, dev, "Ship the typed inbox behind no flag", "Replays stay byte-identical.", 6).expect("two");
+        assert_eq!(decide(&mut db, dev, "two\nlines", "b", 7).expect_err("title").code, ErrorCode::ArgumentInvalid);
         let log = decisions(&db, "shop", 0, 10).expect("log");
         assert_eq!(log.iter().map(|d| d.seq).collect::<Vec<_>>(), [1, 2]);
         assert_eq!(log[0], first);
@@ -753,6 +831,45 @@ mod tests {
         let tx = db.transaction().expect("tx");
         assert!(tx.execute("UPDATE decisions SET title = 'x'", []).is_err(), "no edit");
         assert!(tx.execute("DELETE FROM decisions", []).is_err(), "no deletion");
+    }
+
+    #[test]
+    fn a_decision_reads_back_by_its_id_and_becomes_a_decision_engram() {
+        let mut db = db();
+        let (dev, cursor) = (who(DEV.0, DEV.1), who("cursor", "shop/cursor"));
+        claim(&mut db, dev, &new(&["src/run/**"], "T-9: typed inbox"), 10).expect("dev's");
+        let taking = NewClaim { override_reason: Some("hotfix".into()), ..new(&["src/run/agent.rs"], "T-10") };
+        let conflict = claim(&mut db, cursor, &taking, 11).expect("override").conflicts.remove(0);
+        let text = decision_text(&db, "shop", &conflict.decision_id).expect("read").expect("found");
+        for part in ["shop/cursor overrode claim", &conflict.conflict_id, "Displaced intent: T-9: typed inbox"] {
+            assert!(text.contains(part), "{part} in:\n{text}");
+        }
+        assert_eq!(decision_text(&db, "other", &conflict.decision_id).expect("read"), None, "per project");
+        assert_eq!(decision_text(&db, "shop", "dc_0000000000000000").expect("read"), None);
+        let found = decision(&db, "shop", &conflict.decision_id).expect("read").expect("found");
+        let engram = decision_engram(&found, "cursor", "2026-11-27T10:00:00Z").expect("valid").into_inner();
+        assert_eq!(engram.kind, less_contract::EngramKind::Decision);
+        assert_eq!(engram.claim, found.title);
+        assert_eq!(engram.pointers[0].to_string(), format!("sam:decision:{}", found.decision_id));
+        let tags = engram.tags.unwrap_or_default();
+        assert!(tags.contains(&format!("conflict:{}", conflict.conflict_id)), "{tags:?}");
+        // Ids depend on the store's state and the time only: the same history writes the same ids.
+        let mut again = db_with_history();
+        let mut other = db_with_history();
+        assert_eq!(
+            decide(&mut again, dev, "t", "b", 30).expect("a").decision_id,
+            decide(&mut other, dev, "t", "b", 30).expect("b").decision_id
+        );
+        assert_ne!(
+            decide(&mut again, dev, "t", "b", 30).expect("c").decision_id,
+            decide(&mut other, dev, "t", "b", 31).expect("d").decision_id
+        );
+    }
+
+    fn db_with_history() -> Connection {
+        let mut db = db();
+        claim(&mut db, who(DEV.0, DEV.1), &new(&["a/**"], "T-1"), 1).expect("claim");
+        db
     }
 
     #[test]
