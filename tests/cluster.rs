@@ -251,3 +251,86 @@ fn a_node_needs_loopback_and_a_cookie() {
     assert_eq!(no_cookie.status.code(), Some(2), "{}", stderr(&no_cookie));
     assert!(stderr(&no_cookie).contains("no cookie"), "{}", stderr(&no_cookie));
 }
+
+/// Claims made by agents on two nodes go to the head's coordination ledger: the collision between them is refused,
+/// the override reaches the parent on the head as an escalation, and the report is the single process's.
+#[test]
+fn claims_from_two_nodes_collide_in_the_heads_ledger() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("src")).expect("mkdir");
+    std::fs::write(dir.path().join("src/a.rs"), "pub fn a() -> u32 {\n    1\n}\n").expect("write");
+    let scenario = dir.path().join("claims.toml");
+    std::fs::write(
+        &scenario,
+        r#"name = "claims"
+workspace = "."
+[[agents]]
+id = "lead"
+role = "architect"
+[[agents]]
+id = "dev"
+role = "programmer"
+parent = "lead"
+[[agents]]
+id = "peer"
+role = "reviewer"
+parent = "lead"
+[[steps]]
+action = "claim"
+agent = "dev"
+surfaces = ["src/**"]
+task = "T-1: rename a"
+[[steps]]
+action = "claim"
+agent = "peer"
+surfaces = ["src/a.rs"]
+task = "T-2: review a"
+[[steps]]
+action = "claim"
+agent = "peer"
+surfaces = ["src/a.rs"]
+task = "T-2: review a"
+override = "the review blocks the release"
+[[expect]]
+check = "claims"
+granted = 2
+refused = 1
+overrides = 1
+[[expect]]
+check = "escalations"
+count = 1
+"#,
+    )
+    .expect("scenario");
+    let scenario = scenario.to_str().expect("utf-8");
+    let single = run_scenario(scenario, &dir.path().join("single"), &[], COOKIE);
+    assert_eq!(single.status.code(), Some(0), "{}", stderr(&single));
+    let (n1, n2) = (Node::start("n1", COOKIE), Node::start("n2", COOKIE));
+    let file = dir.path().join("cluster.toml");
+    let text = format!(
+        "nodes = [{{ name = \"n1\", addr = \"{}\" }}, {{ name = \"n2\", addr = \"{}\" }}]\n[placement]\n\
+         dev = \"n1\"\npeer = \"n2\"\n",
+        n1.addr, n2.addr
+    );
+    std::fs::write(&file, text).expect("cluster file");
+    let out = dir.path().join("cluster");
+    let clustered = run_scenario(scenario, &out, &["--cluster", file.to_str().expect("utf-8")], COOKIE);
+    assert_eq!(
+        clustered.status.code(),
+        Some(0),
+        "{}\n{}\n{}\n{}",
+        stdout(&clustered),
+        stderr(&clustered),
+        n1.log(),
+        n2.log()
+    );
+    let report = report(&clustered);
+    assert_eq!(report, self::report(&single));
+    let runs = report.as_array().cloned().unwrap_or_default();
+    assert_eq!(runs.len(), 2, "both modes: {report}");
+    for run in &runs {
+        let checks = run["checks"].as_array().cloned().unwrap_or_default();
+        assert!(checks.len() == 2 && checks.iter().all(|c| c["status"] == "pass"), "{checks:?}");
+    }
+    assert!(out.join("claims/less/memory/coord.sqlite").is_file(), "the head holds the ledger");
+}

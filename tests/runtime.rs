@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use less_agents::ScriptedFactory;
-use less_runtime::run::{RunOptions, RunReport, run_scenario};
+use less_runtime::run::{CheckStatus, RunOptions, RunReport, run_scenario};
 use less_runtime::{Scenario, WireMode};
 use serde_json::Value;
 
@@ -1100,4 +1100,135 @@ fn a_node_failing_past_its_limit_is_escalated_to_its_parent_and_its_subtree_lost
     let reports_of_dev = delivered.iter().filter(|e| e["from"] == "dev").count();
     assert_eq!(reports_of_dev, 1, "the second report of dev, in the lost subtree, is skipped");
     assert_eq!(of_kind(&events, "query").len(), 1, "the lead's step after the loss still runs");
+}
+
+const CLAIMS: &str = r#"
+[[steps]]
+action = "claim"
+agent = "dev"
+surfaces = ["src/**"]
+task = "T-1: the budget refactor"
+[[steps]]
+action = "claim"
+agent = "peer"
+surfaces = ["repo:src/a.rs"]
+task = "T-2: a hotfix in a_1"
+[[steps]]
+action = "claim"
+agent = "peer"
+surfaces = ["tests/**"]
+task = "T-3: budget tests"
+ttl_minutes = 60
+[[steps]]
+action = "claim"
+agent = "peer"
+surfaces = ["src/a.rs"]
+task = "T-2: a hotfix in a_1"
+override = "the release is blocked on it"
+[[steps]]
+action = "release"
+agent = "dev"
+[[steps]]
+action = "release"
+agent = "peer"
+task = "T-3: budget tests"
+EXTRA
+[[expect]]
+check = "claims"
+granted = 3
+refused = 1
+overrides = 1
+[[expect]]
+check = "claims"
+agent = "dev"
+granted = 1
+overrides = 0
+[[expect]]
+check = "escalations"
+count = 1
+"#;
+
+/// Runs `body` at a frozen clock, so the coordination ledger's ids are the same in every run.
+fn run_frozen(body: &str, mode: WireMode) -> (RunReport, Vec<Value>, tempfile::TempDir) {
+    let (dir, _outside) = workspace();
+    let out = tempfile::tempdir().expect("out");
+    let toml = format!("name = \"t\"\nworkspace = \".\"\n{body}\n{HIERARCHY}");
+    let scenario = Arc::new(Scenario::from_toml(&toml, dir.path()).unwrap_or_else(|v| panic!("scenario: {v}")));
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let clock = time::OffsetDateTime::from_unix_timestamp(1_795_773_600).expect("2026-11-27T10:00:00Z");
+    let pinned = Some(less_runtime::run::Pinned { clock, secret: [7; 32] });
+    let options = RunOptions { out_dir: Some(out.path().to_owned()), pinned, ..RunOptions::new(mode) };
+    let report = runtime.block_on(run_scenario(scenario, Arc::new(ScriptedFactory), options)).expect("run completes");
+    let ledger = std::fs::read_to_string(out.path().join("ledger.jsonl")).expect("ledger.jsonl");
+    let events = ledger.lines().map(|l| serde_json::from_str(l).expect("event is JSON")).collect();
+    (report, events, out)
+}
+
+#[test]
+fn agents_claim_surfaces_a_collision_is_refused_and_an_override_escalates_to_the_parent() {
+    for mode in [WireMode::Less, WireMode::Verbatim] {
+        let (report, events, out) = run_frozen(&CLAIMS.replace("EXTRA", ""), mode);
+        let failed: Vec<_> = report.checks.iter().filter(|c| c.status != CheckStatus::Pass).collect();
+        assert!(failed.is_empty(), "{mode:?}: {failed:?}");
+        let claims = of_kind(&events, "claim");
+        assert_eq!(claims.len(), 4, "{claims:?}");
+        // The refusal names the holder, its task and when its claim ends.
+        assert_eq!(claims[1]["code"], "LESS_CLAIM_CONFLICT");
+        let refusal = claims[1]["message"].as_str().expect("a message");
+        for part in ["t/lead/manager/dev", "T-1: the budget refactor", "2026-11-27T10:30:00Z"] {
+            assert!(refusal.contains(part), "{part} in {refusal}");
+        }
+        // The override ends dev's claim, with a conflict record and a decision.
+        let displaced = &claims[3]["displaced"][0];
+        assert_eq!(displaced["claim_id"], claims[0]["claim_id"]);
+        assert_eq!(displaced["holder"], "t/lead/manager/dev");
+        let decision = displaced["decision_id"].as_str().expect("a decision").to_owned();
+        // It reaches the manager as an escalation naming both agents and intents, citing the decision.
+        let escalation: Vec<_> =
+            of_kind(&events, "delivered").into_iter().filter(|e| e["to"] == "manager" && e["from"] == "peer").collect();
+        assert_eq!(escalation.len(), 1, "{mode:?}: {:?}", of_kind(&events, "delivered"));
+        if mode == WireMode::Less {
+            let doc = &escalation[0]["doc"];
+            assert_eq!(doc["type"], "escalation");
+            let reason = doc["reason"].as_str().expect("a reason");
+            for part in
+                ["t/lead/manager/peer overrode t/lead/manager/dev", "T-1: the budget refactor", "release is blocked"]
+            {
+                assert!(reason.contains(part), "{part} in {reason}");
+            }
+            assert_eq!(doc["refs"][0], format!("sam:decision:{decision}"));
+        }
+        // Its decision is a decision engram in the run's memory, put as the overriding agent.
+        let puts: Vec<_> = of_kind(&events, "memory_put").into_iter().filter(|e| e["agent"] == "peer").collect();
+        assert_eq!(puts.len(), 1, "{puts:?}");
+        // dev's claim was overridden, so it releases nothing; peer releases the claim of T-3 only.
+        let releases = of_kind(&events, "release");
+        assert_eq!(releases[0]["claims"], serde_json::json!([]));
+        assert_eq!(releases[1]["claims"].as_array().map(Vec::len), Some(1));
+        // The audit log names each act and its agent's identity.
+        let audit = std::fs::read_to_string(out.path().join("audit.log")).expect("audit.log");
+        let verbs: Vec<&str> =
+            audit.lines().filter(|l| l.contains("\tclaim")).filter_map(|l| l.split('\t').nth(3)).collect();
+        assert_eq!(verbs, ["claim", "claim-refused", "claim", "claim-override"], "{audit}");
+        assert!(audit.lines().any(|l| l.contains("\tt/lead/manager/peer\tclaim-override\t")), "{audit}");
+        // The ledger is durable beside the run's memory; the claims still held ended with the run, the decision
+        // log stays.
+        let db = rusqlite::Connection::open(out.path().join("memory/coord.sqlite")).expect("coord.sqlite");
+        assert_eq!(less_runtime::coord::live_claims(&db, "t", 1_795_773_600).expect("claims"), []);
+        let log = less_runtime::coord::decisions(&db, "t", 0, 10).expect("decisions");
+        assert_eq!(log.iter().map(|d| d.decision_id.as_str()).collect::<Vec<_>>(), [decision.as_str()]);
+
+        // The same run with the manager reading the decision: `sam:decision:<id>` reads the entry back in the run.
+        let read = format!(
+            "[[steps]]\naction = \"deref\"\nagent = \"manager\"\npointers = [\"sam:decision:{decision}\"]\n\
+             reason = \"the override\"\nuse = \"decide who goes on\"\n"
+        );
+        let (_, events, _out) = run_frozen(&CLAIMS.replace("EXTRA", &read), mode);
+        let derefs: Vec<_> = of_kind(&events, "deref").into_iter().filter(|e| e["agent"] == "manager").collect();
+        if mode == WireMode::Less {
+            assert_eq!(derefs.len(), 1, "{derefs:?}");
+            assert_eq!(derefs[0]["granted"], true, "{derefs:?}");
+            assert!(derefs[0]["tokens"].as_u64().is_some_and(|t| t > 20), "the whole entry: {derefs:?}");
+        }
+    }
 }

@@ -304,6 +304,15 @@ fn actions_for(turn: &TurnInput) -> Vec<Action> {
             vec![Action::List(less_runtime::run::ListAction { pattern: pattern.clone() })]
         }
         Step::Promote { subject, to, .. } => vec![Action::Promote { subject: subject.clone(), to: *to }],
+        Step::Claim { surfaces, task, ttl_minutes, override_reason, .. } => {
+            vec![Action::Claim(less_runtime::run::ClaimAction {
+                surfaces: surfaces.clone(),
+                task: task.clone(),
+                ttl_minutes: *ttl_minutes,
+                override_reason: override_reason.clone(),
+            })]
+        }
+        Step::Release { task, .. } => vec![Action::Release { task: task.clone() }],
         Step::Panic { agent } => {
             // Scripted crash, once: the restarted agent runs the step again with attempt 1 and carries on.
             assert!(turn.attempt > 0, "scripted panic of {agent} (first attempt)");

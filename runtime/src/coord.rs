@@ -13,7 +13,7 @@
 //! The decision log is append-only (triggers refuse an update or a delete) and reads back as Markdown.
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use less_contract::{ErrorCode, Violation, leaves_workspace, patterns_intersect};
 
@@ -63,7 +63,7 @@ pub struct NewClaim {
 }
 
 /// A claim as the ledger holds it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claim {
     /// Its id (`cl_…`).
     pub claim_id: String,
@@ -86,7 +86,7 @@ pub struct Claim {
 }
 
 /// A conflict record: one agent overrode another's claim.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Conflict {
     /// Its id (`cf_…`).
     pub conflict_id: String,
@@ -109,7 +109,7 @@ pub struct Conflict {
 }
 
 /// One entry of the decision log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
     /// Its place in the log (1, 2, …).
     pub seq: i64,
@@ -194,16 +194,15 @@ fn collide(a: &str, b: &str) -> bool {
     forms(a).iter().any(|a| forms(b).iter().any(|b| patterns_intersect(a, b)))
 }
 
-/// A fresh id: `prefix` and 16 hex digits of blake3 over what makes it, the time and `ordinal`, the number of rows
-/// the table held when it was made (read in the writing transaction, so ids are unique within a store, and the same
-/// on every replay of a run whose clock is pinned).
-fn fresh_id(prefix: &str, parts: &[&str], now: i64, ordinal: i64) -> String {
+/// A fresh id: `prefix` and 16 hex digits of blake3 over what makes it and `ordinal`, the number of rows the table
+/// held when it was made (read in the writing transaction, so ids are unique within a store, and a run writes the
+/// same ids into a fresh store whatever its clock: token counts of messages that cite them do not drift).
+fn fresh_id(prefix: &str, parts: &[&str], ordinal: i64) -> String {
     let mut hasher = blake3::Hasher::new();
     for part in parts {
         hasher.update(&(part.len() as u64).to_le_bytes());
         hasher.update(part.as_bytes());
     }
-    hasher.update(&now.to_le_bytes());
     hasher.update(&ordinal.to_le_bytes());
     let hex = hasher.finalize().to_hex();
     format!("{prefix}{}", &hex[..16])
@@ -254,12 +253,15 @@ pub fn live_claims(db: &Connection, project: &str, now: i64) -> Result<Vec<Claim
 }
 
 /// What a claim did: the claim, and the conflict records of the claims it overrode.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claimed {
     /// The claim made.
     pub claim: Claim,
     /// One per claim it overrode.
     pub conflicts: Vec<Conflict>,
+    /// The decision-log entry of each conflict, in the same order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<Decision>,
 }
 
 /// Makes a claim for `who` at `now` (see the module docs).
@@ -301,7 +303,7 @@ pub fn claim(db: &mut Connection, who: Actor<'_>, new: &NewClaim, now: i64) -> R
         .filter(|c| c.holder != who.id)
         .filter(|c| c.surfaces.iter().any(|theirs| surfaces.iter().any(|mine| collide(mine, theirs))))
         .collect();
-    let mut conflicts = Vec::new();
+    let (mut conflicts, mut decisions) = (Vec::new(), Vec::new());
     if let Some(first) = overlapping.first() {
         let Some(reason) = &reason else {
             let shared: Vec<&str> = first
@@ -335,8 +337,8 @@ pub fn claim(db: &mut Connection, who: Actor<'_>, new: &NewClaim, now: i64) -> R
                 params![now, displaced.claim_id],
             )
             .map_err(failed)?;
-            let conflict_id = fresh_id("cf_", &[who.id, &displaced.claim_id], now, rows(&tx, "conflicts")?);
-            let decision_id = fresh_id("dc_", &[who.id, &conflict_id], now, rows(&tx, "decisions")?);
+            let conflict_id = fresh_id("cf_", &[who.id, &displaced.claim_id], rows(&tx, "conflicts")?);
+            let decision_id = fresh_id("dc_", &[who.id, &conflict_id], rows(&tx, "decisions")?);
             let intent = format!("{task} — {reason}");
             let displaced_surfaces = serde_json::to_string(&displaced.surfaces)
                 .map_err(|e| Violation::new(ErrorCode::StoreFailed, "", format!("desk claims: {e}")))?;
@@ -364,7 +366,16 @@ pub fn claim(db: &mut Connection, who: Actor<'_>, new: &NewClaim, now: i64) -> R
                 displaced.identity,
                 displaced.task
             );
-            append(&tx, who, &decision_id, &title, &body, Some(&conflict_id), now)?;
+            let seq = append(&tx, who, &decision_id, &title, &body, Some(&conflict_id), now)?;
+            decisions.push(Decision {
+                seq,
+                decision_id: decision_id.clone(),
+                at: now,
+                identity: who.identity.to_owned(),
+                title,
+                body,
+                conflict_id: Some(conflict_id.clone()),
+            });
             conflicts.push(Conflict {
                 conflict_id,
                 at: now,
@@ -378,7 +389,7 @@ pub fn claim(db: &mut Connection, who: Actor<'_>, new: &NewClaim, now: i64) -> R
             });
         }
     }
-    let claim_id = fresh_id("cl_", &[who.id, &task, &surfaces.join("\n")], now, rows(&tx, "claims")?);
+    let claim_id = fresh_id("cl_", &[who.id, &task, &surfaces.join("\n")], rows(&tx, "claims")?);
     let expires_at = now.saturating_add(i64::try_from(ttl).unwrap_or(i64::MAX));
     let stored = serde_json::to_string(&surfaces)
         .map_err(|e| Violation::new(ErrorCode::StoreFailed, "", format!("desk claims: {e}")))?;
@@ -400,7 +411,7 @@ pub fn claim(db: &mut Connection, who: Actor<'_>, new: &NewClaim, now: i64) -> R
         expires_at,
         status: "live".to_owned(),
     };
-    Ok(Claimed { claim, conflicts })
+    Ok(Claimed { claim, conflicts, decisions })
 }
 
 /// The claim `claim_id` as `who` may change it: live and held by `who`, else why not.
@@ -461,6 +472,95 @@ pub fn renew(
     tx.commit().map_err(failed)?;
     claim.expires_at = expires_at;
     Ok(claim)
+}
+
+/// Releases `who`'s live claims (those for `task`, or all of them): the ids released.
+pub fn release_held(
+    db: &mut Connection,
+    who: Actor<'_>,
+    task: Option<&str>,
+    now: i64,
+) -> Result<Vec<String>, Violation> {
+    let tx = db.transaction_with_behavior(TransactionBehavior::Immediate).map_err(failed)?;
+    let held: Vec<String> = live_claims(&tx, who.project, now)?
+        .into_iter()
+        .filter(|c| c.holder == who.id && task.is_none_or(|task| c.task == task))
+        .map(|c| c.claim_id)
+        .collect();
+    for claim_id in &held {
+        tx.execute("UPDATE claims SET ended_at = ?1, ended = 'released' WHERE claim_id = ?2", params![now, claim_id])
+            .map_err(failed)?;
+    }
+    tx.commit().map_err(failed)?;
+    Ok(held)
+}
+
+/// A run's coordination ledger: the tables in the run's `coord.sqlite` (beside its memory; durable, like it),
+/// opened at the first claim.
+#[derive(Debug)]
+pub(crate) struct Store {
+    path: std::path::PathBuf,
+    db: std::sync::Mutex<Option<Connection>>,
+}
+
+/// The file of a run's coordination ledger in its store directory.
+pub(crate) const RUN_FILE: &str = "coord.sqlite";
+
+impl Store {
+    /// The ledger at `path` (nothing is opened yet).
+    pub(crate) fn new(path: std::path::PathBuf) -> Store {
+        Store { path, db: std::sync::Mutex::new(None) }
+    }
+
+    /// Runs `work` on the ledger if a claim opened it (`None`: the run made no claim).
+    pub(crate) fn if_open<T>(&self, work: impl FnOnce(&mut Connection) -> T) -> Option<T> {
+        let mut held = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.as_mut().map(work)
+    }
+
+    /// Runs `work` on the ledger, opening it (and creating its tables) first if needed.
+    pub(crate) fn with<T>(&self, work: impl FnOnce(&mut Connection) -> Result<T, Violation>) -> Result<T, Violation> {
+        let mut held = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if held.is_none() {
+            let db = crate::files::open_sqlite(&self.path).map_err(failed)?;
+            db.busy_timeout(std::time::Duration::from_secs(60)).map_err(failed)?;
+            db.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;").map_err(failed)?;
+            db.execute_batch(SCHEMA).map_err(failed)?;
+            *held = Some(db);
+        }
+        match held.as_mut() {
+            Some(db) => work(db),
+            None => Err(Violation::new(ErrorCode::StoreFailed, "", "the coordination ledger is not open")),
+        }
+    }
+}
+
+/// Ends the live claims `holders` (a run's agents) hold in `project`, as the run ends: `run-ended`. The number ended.
+pub(crate) fn end_claims(db: &mut Connection, project: &str, holders: &[String], now: i64) -> Result<usize, Violation> {
+    let tx = db.transaction_with_behavior(TransactionBehavior::Immediate).map_err(failed)?;
+    let mut ended = 0;
+    for holder in holders {
+        ended += tx
+            .execute(
+                "UPDATE claims SET ended_at = ?1, ended = 'run-ended'
+                 WHERE project = ?2 AND holder = ?3 AND ended_at IS NULL AND expires_at > ?1",
+                params![now, project, holder],
+            )
+            .map_err(failed)?;
+    }
+    tx.commit().map_err(failed)?;
+    Ok(ended)
+}
+
+/// What `sam:decision:<id>` reads in a run: the decision in the ledger at `path` ([`decision_text`]), if the run made
+/// it.
+pub(crate) fn read_decision(path: &std::path::Path, decision_id: &str) -> Option<String> {
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let db = Connection::open_with_flags(path, flags).ok()?;
+    let project: String = db
+        .query_row("SELECT project FROM decisions WHERE decision_id = ?1", params![decision_id], |r| r.get(0))
+        .ok()?;
+    decision_text(&db, &project, decision_id).ok().flatten()
 }
 
 /// What the page shows of a store's coordination ledger: every project's live claims, the latest decisions (at most
@@ -555,7 +655,7 @@ pub fn decide(db: &mut Connection, who: Actor<'_>, title: &str, body: &str, now:
     }
     let body = text_checked(body, "/body", MAX_DECISION_BODY)?;
     let tx = db.transaction_with_behavior(TransactionBehavior::Immediate).map_err(failed)?;
-    let decision_id = fresh_id("dc_", &[who.id, &title, &body], now, rows(&tx, "decisions")?);
+    let decision_id = fresh_id("dc_", &[who.id, &title, &body], rows(&tx, "decisions")?);
     let seq = append(&tx, who, &decision_id, &title, &body, None, now)?;
     tx.commit().map_err(failed)?;
     Ok(Decision { seq, decision_id, at: now, identity: who.identity.to_owned(), title, body, conflict_id: None })
@@ -602,6 +702,7 @@ pub fn decision_engram(
     found: &Decision,
     created_by: &str,
     created_at: &str,
+    scope: less_contract::Scope,
 ) -> Result<less_contract::Valid<less_contract::Engram>, Violation> {
     let first = |violations: less_contract::Violations| {
         violations.0.into_iter().next().unwrap_or_else(|| Violation::new(ErrorCode::SchemaInvalid, "", "engram"))
@@ -610,7 +711,7 @@ pub fn decision_engram(
     let mut builder =
         less_contract::Engram::builder(less_contract::EngramKind::Decision, found.title.clone(), created_by.to_owned())
             .created_at(created_at.to_owned())
-            .scope(less_contract::Scope::Project)
+            .scope(scope)
             .pointer(pointer)
             .tag(format!("subject:decision:{}", found.decision_id));
     if let Some(conflict) = &found.conflict_id {
@@ -847,22 +948,25 @@ mod tests {
         assert_eq!(decision_text(&db, "other", &conflict.decision_id).expect("read"), None, "per project");
         assert_eq!(decision_text(&db, "shop", "dc_0000000000000000").expect("read"), None);
         let found = decision(&db, "shop", &conflict.decision_id).expect("read").expect("found");
-        let engram = decision_engram(&found, "cursor", "2026-11-27T10:00:00Z").expect("valid").into_inner();
+        let engram = decision_engram(&found, "cursor", "2026-11-27T10:00:00Z", less_contract::Scope::Project)
+            .expect("valid")
+            .into_inner();
         assert_eq!(engram.kind, less_contract::EngramKind::Decision);
         assert_eq!(engram.claim, found.title);
         assert_eq!(engram.pointers[0].to_string(), format!("sam:decision:{}", found.decision_id));
         let tags = engram.tags.unwrap_or_default();
         assert!(tags.contains(&format!("conflict:{}", conflict.conflict_id)), "{tags:?}");
-        // Ids depend on the store's state and the time only: the same history writes the same ids.
+        // Ids depend on the store's history only: the same history writes the same ids, whatever the time.
         let mut again = db_with_history();
         let mut other = db_with_history();
         assert_eq!(
             decide(&mut again, dev, "t", "b", 30).expect("a").decision_id,
-            decide(&mut other, dev, "t", "b", 30).expect("b").decision_id
+            decide(&mut other, dev, "t", "b", 31).expect("b").decision_id
         );
         assert_ne!(
             decide(&mut again, dev, "t", "b", 30).expect("c").decision_id,
-            decide(&mut other, dev, "t", "b", 31).expect("d").decision_id
+            decide(&mut db_with_history(), dev, "t", "b", 30).expect("d").decision_id,
+            "a later entry of the same log"
         );
     }
 

@@ -1239,11 +1239,8 @@ impl Desk {
     /// live claim, unless `new` overrides it with a reason.
     pub fn claim(&self, who: &Client, new: &NewClaim) -> Result<Claimed, Violation> {
         let claimed = crate::coord::claim(&mut self.db(), actor(who), new, now_unix())?;
-        for conflict in &claimed.conflicts {
-            let decision = crate::coord::decision(&self.db(), &who.project, &conflict.decision_id)?;
-            if let Some(decision) = decision {
-                self.remember_decision(who, &decision);
-            }
+        for decision in &claimed.decisions {
+            self.remember_decision(who, decision);
         }
         Ok(claimed)
     }
@@ -1274,11 +1271,12 @@ impl Desk {
     /// Puts `decision`'s engram ([`crate::coord::decision_engram`]) into `who`'s project's memory, so a recall finds
     /// it and its pointer, `sam:decision:<id>`, reads the whole entry back.
     fn remember_decision(&self, who: &Client, decision: &Decision) -> Option<String> {
-        let put = crate::coord::decision_engram(decision, &who.id, &less_contract::now_rfc3339()).and_then(|engram| {
-            let mut memory = self.memory.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let report = memory.put_as(&self.principal(who), &engram, &who.project, now_unix());
-            report.map(|report| report.outcome.id().to_owned()).map_err(memory_violation)
-        });
+        let put = crate::coord::decision_engram(decision, &who.id, &less_contract::now_rfc3339(), Scope::Project)
+            .and_then(|engram| {
+                let mut memory = self.memory.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let report = memory.put_as(&self.principal(who), &engram, &who.project, now_unix());
+                report.map(|report| report.outcome.id().to_owned()).map_err(memory_violation)
+            });
         match put {
             Ok(id) => Some(id),
             Err(refused) => {

@@ -644,6 +644,31 @@ pub enum Step {
         /// The scope it widens to.
         to: Scope,
     },
+    /// An agent claims the surfaces it will change (workspace paths or globs), for a task, for a while: refused with
+    /// `LESS_CLAIM_CONFLICT` when they overlap another agent's live claim, unless it overrides that claim (a conflict
+    /// record, a decision, and an escalation to its parent).
+    Claim {
+        /// Who claims.
+        agent: String,
+        /// Workspace paths or globs (`src/run/**`).
+        surfaces: Vec<String>,
+        /// What the change is for.
+        task: String,
+        /// How long the claim holds, in minutes (default 30).
+        #[serde(default)]
+        ttl_minutes: Option<u64>,
+        /// Take the surfaces from the claims they overlap, saying why.
+        #[serde(default, rename = "override")]
+        override_reason: Option<String>,
+    },
+    /// An agent releases its live claims (of one task, or all).
+    Release {
+        /// Who releases.
+        agent: String,
+        /// Only its claims for this task.
+        #[serde(default)]
+        task: Option<String>,
+    },
     /// The agent panics while acting (once); it is restarted and the step runs again.
     Panic {
         /// The agent.
@@ -820,6 +845,22 @@ pub enum Check {
         agent: Option<String>,
         /// Least engrams.
         min: usize,
+    },
+    /// Claims made in the run (of `agent`, if given): exactly as many granted, refused with `LESS_CLAIM_CONFLICT`,
+    /// and claims of others displaced by an override, as each count given.
+    Claims {
+        /// Only this agent's.
+        #[serde(default)]
+        agent: Option<String>,
+        /// Exactly this many granted.
+        #[serde(default)]
+        granted: Option<u32>,
+        /// Exactly this many refused as conflicts.
+        #[serde(default)]
+        refused: Option<u32>,
+        /// Exactly this many conflict records.
+        #[serde(default)]
+        overrides: Option<u32>,
     },
 }
 

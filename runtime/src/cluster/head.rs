@@ -14,11 +14,15 @@ use tokio::sync::OnceCell;
 use super::host::{HostMsg, HostSpec};
 use super::serial::{answer, args, call, cast, parts, port, unknown};
 use super::{CONNECT_TIMEOUT, SessionLog, group, node_group, wait_for_group};
+use crate::coord::Claimed;
 use crate::dag::NewMessage;
 use crate::memory::QueryOptions;
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg, Restored};
 use crate::run::remote::{HeadServices, PlacedNodes, Placement, PromoteResult, RecallResult, RemoteFuture};
-use crate::run::services::{MemoryFailure, PutAnswer, RecallAnswer, Services, promote_here, put_here, recall_here};
+use crate::run::services::{
+    MemoryFailure, PutAnswer, RecallAnswer, Services, claim_here, promote_here, put_here, recall_here, release_here,
+};
+use crate::run::wire::ClaimAction;
 use crate::run::{Event, RunContext};
 use less_contract::{ClusterNode, Engram, ErrorCode, HEAD_NODE, Scope, Valid, Violation};
 
@@ -34,6 +38,10 @@ pub(crate) enum HeadMsg {
     Promote(Box<(String, String, Scope)>, RpcReplyPort<Result<Option<String>, MemoryFailure>>),
     /// Put as an agent: (agent, engram). The engram is validated again as it is read.
     Put(Box<(String, Valid<Engram>)>, RpcReplyPort<Result<PutAnswer, MemoryFailure>>),
+    /// Claim as an agent: (agent, claim).
+    Claim(Box<(String, ClaimAction)>, RpcReplyPort<Result<Claimed, Violation>>),
+    /// Release an agent's live claims: (agent, task).
+    Release(Box<(String, Option<String>)>, RpcReplyPort<Result<Vec<String>, Violation>>),
     /// Answers once every message the node sent before it was taken (archived messages queued).
     Ack(RpcReplyPort<()>),
 }
@@ -50,6 +58,8 @@ impl Message for HeadMsg {
             HeadMsg::Recall(request, reply) => call("Recall", &request, reply),
             HeadMsg::Promote(request, reply) => call("Promote", &request, reply),
             HeadMsg::Put(request, reply) => call("Put", &request, reply),
+            HeadMsg::Claim(request, reply) => call("Claim", &request, reply),
+            HeadMsg::Release(request, reply) => call("Release", &request, reply),
             HeadMsg::Ack(reply) => call("Ack", &(), reply),
         }
     }
@@ -62,6 +72,8 @@ impl Message for HeadMsg {
             "Recall" => HeadMsg::Recall(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
             "Promote" => HeadMsg::Promote(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
             "Put" => HeadMsg::Put(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
+            "Claim" => HeadMsg::Claim(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
+            "Release" => HeadMsg::Release(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
             "Ack" => HeadMsg::Ack(answer(port(&variant, reply)?)),
             other => return Err(unknown("head", other)),
         })
@@ -120,12 +132,25 @@ impl Actor for HeadBridge {
                 let (agent, engram) = *request;
                 let _ = reply.send(put_here(ctx, &agent, engram).await);
             }
+            HeadMsg::Claim(request, reply) => {
+                let (agent, claim) = *request;
+                let _ = reply.send(claim_here(ctx, &agent, claim).await);
+            }
+            HeadMsg::Release(request, reply) => {
+                let (agent, task) = *request;
+                let _ = reply.send(release_here(ctx, &agent, task).await);
+            }
             HeadMsg::Ack(reply) => {
                 let _ = reply.send(());
             }
         }
         Ok(())
     }
+}
+
+/// The refusal of a claim or release the head's ledger could not be asked for.
+fn unreached(err: &impl std::fmt::Display) -> Violation {
+    Violation::new(ErrorCode::StoreFailed, "", format!("the head node's coordination ledger: {err}"))
 }
 
 /// The head's bridge as a worker node's run reaches it: its services for the node's agents.
@@ -156,6 +181,18 @@ impl HeadServices for Bridge {
                 Ok(answer) => answer,
                 Err(err) => Err(MemoryFailure::unavailable("the head node's memory", &err)),
             }
+        })
+    }
+
+    fn claim(&self, agent: String, claim: ClaimAction) -> RemoteFuture<'_, Result<Claimed, Violation>> {
+        Box::pin(async move {
+            ractor::call!(self.0, HeadMsg::Claim, Box::new((agent, claim))).unwrap_or_else(|err| Err(unreached(&err)))
+        })
+    }
+
+    fn release(&self, agent: String, task: Option<String>) -> RemoteFuture<'_, Result<Vec<String>, Violation>> {
+        Box::pin(async move {
+            ractor::call!(self.0, HeadMsg::Release, Box::new((agent, task))).unwrap_or_else(|err| Err(unreached(&err)))
         })
     }
 

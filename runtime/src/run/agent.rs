@@ -386,6 +386,17 @@ impl AgentState {
                 self.looked(answer.map_err(|e| e.to_string()), "describe", outcome)
             }
             Action::Promote { subject, to } => self.promote(subject, *to, outcome).await,
+            Action::Claim(claim) => self.claim(claim, outcome).await,
+            Action::Release { task } => {
+                let released = self.ctx.release(&self.spec.id, task.clone()).await;
+                match released {
+                    Ok(claims) => {
+                        self.ctx.record(Event::Release { agent: self.spec.id.clone(), task: task.clone(), claims });
+                        Outcome::Done
+                    }
+                    Err(violation) => Outcome::Refused(violation),
+                }
+            }
             Action::Brief(brief) => self.brief(brief, outcome).await,
             Action::Report(report) => {
                 let result = self.send_report(report, resending(done), outcome).await;
@@ -711,6 +722,91 @@ impl AgentState {
             message,
         });
         answer
+    }
+
+    /// Claims surfaces in the run's coordination ledger. A refusal (another agent's live claim overlaps) is the
+    /// agent's to handle; an override is escalated to the agent's parent, naming both agents and both intents, and
+    /// each of its decisions becomes a decision engram in the run's memory.
+    async fn claim(&mut self, claim: &crate::run::ClaimAction, outcome: &mut ActOutcome) -> Outcome {
+        let (surfaces, task) = (claim.surfaces.clone(), claim.task.clone());
+        let agent = self.spec.id.clone();
+        let claimed = match self.ctx.claim(&agent, claim.clone()).await {
+            Ok(claimed) => claimed,
+            Err(violation) => {
+                outcome.refusals.push(violation.code);
+                self.ctx.record(Event::Claim {
+                    agent,
+                    surfaces,
+                    task,
+                    claim_id: None,
+                    displaced: Vec::new(),
+                    code: Some(violation.code),
+                    message: violation.message.clone(),
+                });
+                return Outcome::Refused(violation);
+            }
+        };
+        let displaced: Vec<crate::run::Displaced> = claimed
+            .conflicts
+            .iter()
+            .map(|c| crate::run::Displaced {
+                claim_id: c.claim_id.clone(),
+                holder: c.displaced.clone(),
+                conflict_id: c.conflict_id.clone(),
+                decision_id: c.decision_id.clone(),
+            })
+            .collect();
+        self.ctx.record(Event::Claim {
+            agent: agent.clone(),
+            surfaces,
+            task,
+            claim_id: Some(claimed.claim.claim_id.clone()),
+            displaced,
+            code: None,
+            message: String::new(),
+        });
+        let created_at = self.ctx.now_rfc3339();
+        let mut engrams = Vec::new();
+        for decision in &claimed.decisions {
+            match crate::coord::decision_engram(decision, &agent, &created_at, less_contract::Scope::Run) {
+                Ok(engram) => engrams.push(engram.into_inner()),
+                Err(violation) => tracing::warn!(target: "less.run", "{agent}: decision engram: {violation}"),
+            }
+        }
+        self.remember(&engrams).await;
+        if claimed.conflicts.is_empty() || self.spec.parent.is_none() {
+            return Outcome::Done;
+        }
+        let reason: String = claimed
+            .conflicts
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} overrode {}'s claim on {} (\"{}\") for \"{}\"",
+                    c.overriding,
+                    c.displaced,
+                    c.surfaces.join(", "),
+                    c.displaced_intent,
+                    c.overriding_intent
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        let reason: String = if reason.chars().count() > crate::MAX_CLAIM_CHARS {
+            reason.chars().take(crate::MAX_CLAIM_CHARS - 1).collect::<String>() + "…"
+        } else {
+            reason
+        };
+        let refs = claimed.conflicts.iter().map(|c| format!("sam:decision:{}", c.decision_id)).collect();
+        let report = ReportAction {
+            to: None,
+            kind: ReportKind::Escalation { reason: reason.clone(), severity: Severity::Warning, refs },
+            engrams: Vec::new(),
+            summary: reason,
+            paste_sources: false,
+            grant: None,
+        };
+        self.send_report(&report, false, outcome).await
     }
 
     /// Puts the engrams of a delivered report into the run's memory as this agent, in the scenario's project.

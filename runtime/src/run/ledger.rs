@@ -17,6 +17,19 @@ use crate::blocking;
 use crate::run::wire::{Document, EnvelopeKind};
 use less_contract::ErrorCode;
 
+/// A claim an override displaced (in [`Event::Claim`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Displaced {
+    /// The claim that ended.
+    pub claim_id: String,
+    /// Its holder's identity.
+    pub holder: String,
+    /// The conflict record.
+    pub conflict_id: String,
+    /// The decision that records it (`sam:decision:<id>`).
+    pub decision_id: String,
+}
+
 /// One thing that happened in a run (a line of `ledger.jsonl`; read back by `lessrt runs show`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -191,6 +204,28 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "String::is_empty")]
         message: String,
     },
+    /// A claim on surfaces: granted (`claim_id`; `displaced`: the claims an override ended, each with its conflict
+    /// record and decision) or refused with `code`.
+    Claim {
+        agent: String,
+        surfaces: Vec<String>,
+        task: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        claim_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        displaced: Vec<Displaced>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<ErrorCode>,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        message: String,
+    },
+    /// An agent released its live claims (`claims`: their ids; none released is an empty list).
+    Release {
+        agent: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+        claims: Vec<String>,
+    },
     /// An engram an agent wrote answers a graded task (the runtime's record of which task a report answers: the
     /// grader counts an engram for a task only when this says so).
     Answer {
@@ -312,6 +347,22 @@ impl Event {
                     code.map(|c| format!("\t{c}")).unwrap_or_default()
                 ),
             ],
+            Event::Claim { agent, surfaces, claim_id, displaced, code, .. } => vec![
+                agent.clone(),
+                match (code, displaced.is_empty()) {
+                    (Some(_), _) => "claim-refused".into(),
+                    (None, true) => "claim".into(),
+                    (None, false) => "claim-override".into(),
+                },
+                format!(
+                    "{}\t{}{}{}",
+                    surfaces.join(","),
+                    claim_id.as_deref().unwrap_or("-"),
+                    displaced.iter().map(|d| format!("\t{}>{}", d.claim_id, d.conflict_id)).collect::<String>(),
+                    code.map(|c| format!("\t{c}")).unwrap_or_default()
+                ),
+            ],
+            Event::Release { agent, claims, .. } => vec![agent.clone(), "release".into(), claims.join(",")],
             Event::Answer { agent, engram, task } => vec![agent.clone(), "answer".into(), format!("{engram}->{task}")],
             Event::Restart { agent, .. } => vec![agent.clone(), "restart".into(), String::new()],
             Event::ModelUsage { agent, calls, prompt_tokens, completion_tokens, unusable } => {
@@ -429,6 +480,19 @@ impl Event {
                     id.as_deref().unwrap_or("no such engram")
                 ),
             },
+            Event::Claim { agent, surfaces, task, claim_id, displaced, code, message } => match code {
+                Some(code) => format!("  {agent} claims {} for {task}: REFUSED {code}: {message}", surfaces.join(", ")),
+                None => format!(
+                    "  {agent} claims {} for {task}: {}{}",
+                    surfaces.join(", "),
+                    claim_id.as_deref().unwrap_or("-"),
+                    displaced
+                        .iter()
+                        .map(|d| format!(", overrides {} of {} (conflict {})", d.claim_id, d.holder, d.conflict_id))
+                        .collect::<String>()
+                ),
+            },
+            Event::Release { agent, claims, .. } => format!("  {agent} releases {} claims", claims.len()),
             // Which task an engram answers shows in the report's task verdicts, not in the live trace.
             Event::Answer { .. } => return None,
             Event::Restart { agent, reason } => format!("  RESTART {agent}: {reason}"),

@@ -56,7 +56,7 @@ pub use inbox::{
     DEFAULT_INBOX_CAP, Delivered, Dereferenced, Described, Description, Inbox, InboxItem, Listed, RecalledMore,
     Received, SearchHit, Searched, Spill, Verbatim,
 };
-pub use ledger::{Event, SentText, TraceSink, WIRE_FILE};
+pub use ledger::{Displaced, Event, SentText, TraceSink, WIRE_FILE};
 pub use remote::{PlacedNodes, Placement, RemoteFuture};
 pub use report::{CheckResult, CheckStatus, LostSubtree, ModelSpend, RoleReport, RunReport, TokenStats};
 pub use slot::RESTART_WAIT;
@@ -66,8 +66,8 @@ pub use supervisor::{
 #[cfg(any(test, feature = "faults"))]
 pub use supervisor::{Fault, FaultTarget, run_scenario_faulted};
 pub use wire::{
-    Action, AskGrantAction, BriefAction, DerefAction, DescribeAction, Document, Draft, Envelope, EnvelopeKind,
-    ListAction, ReportAction, SearchAction, SendAction,
+    Action, AskGrantAction, BriefAction, ClaimAction, DerefAction, DescribeAction, Document, Draft, Envelope,
+    EnvelopeKind, ListAction, ReportAction, SearchAction, SendAction,
 };
 
 /// Gateways by agent id: the only way to reach an agent. An agent of a subtree lost past its restart limit has no

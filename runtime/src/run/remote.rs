@@ -2,7 +2,7 @@
 //! how nodes are reached (`crate::cluster` adapts the run, not the reverse).
 //!
 //! - [`HeadServices`]: on a worker node, the run's shared services that live on the head (the memory, the archive,
-//!   the message counter), as [`crate::run::services::Services::Remote`] reaches them.
+//!   the message counter, the coordination ledger), as [`crate::run::services::Services::Remote`] reaches them.
 //! - [`Placement`] and [`PlacedNodes`]: on the head, starting the nodes a scenario places agents on, and moving the
 //!   agents of a node that was lost.
 
@@ -11,10 +11,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::coord::Claimed;
 use crate::dag::NewMessage;
 use crate::memory::QueryOptions;
 use crate::run::RunContext;
 use crate::run::services::{MemoryFailure, PutAnswer, RecallAnswer};
+use crate::run::wire::ClaimAction;
 use less_contract::{Engram, Scope, Valid, Violation};
 
 /// A boxed future, so the traits stay object-safe.
@@ -30,6 +32,10 @@ pub(crate) trait HeadServices: Send + Sync + 'static {
     fn promote(&self, agent: String, subject: String, to: Scope) -> RemoteFuture<'_, PromoteResult>;
     /// Put `engram` as `agent`.
     fn put(&self, agent: String, engram: Valid<Engram>) -> RemoteFuture<'_, Result<PutAnswer, MemoryFailure>>;
+    /// Claim as `agent` in the run's coordination ledger.
+    fn claim(&self, agent: String, claim: ClaimAction) -> RemoteFuture<'_, Result<Claimed, Violation>>;
+    /// Release `agent`'s live claims (for `task`, or all): the ids released.
+    fn release(&self, agent: String, task: Option<String>) -> RemoteFuture<'_, Result<Vec<String>, Violation>>;
     /// The run's next message number, or why there is none.
     fn next_id(&self) -> RemoteFuture<'_, Result<u64, String>>;
     /// Archives a delivered message (sent in order with everything else this node sends the head).

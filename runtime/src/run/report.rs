@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::run::grade::{TaskReport, grade};
 use crate::run::ledger::Event;
 use less_contract::Engram;
-use less_contract::{Check, Scenario, WireMode};
+use less_contract::{Check, ErrorCode, Scenario, WireMode};
 
 /// Inline tokens per turn.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -546,6 +546,32 @@ fn evaluate_rule(check: &Check, scenario: &Scenario, events: &[Event], totals: &
                 .count();
             let whose = agent.as_ref().map(|a| format!(" of {a}")).unwrap_or_default();
             (format!("≥{min} engrams{whose} put into memory"), n >= *min, format!("{n} put"))
+        }
+        Check::Claims { agent, granted, refused, overrides } => {
+            let claims: Vec<(&Option<ErrorCode>, usize)> = events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Claim { agent: a, code, displaced, .. } if agent.as_ref().is_none_or(|want| want == a) => {
+                        Some((code, displaced.len()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let n_granted = claims.iter().filter(|(code, _)| code.is_none()).count();
+            let n_refused = claims.iter().filter(|(code, _)| **code == Some(ErrorCode::ClaimConflict)).count();
+            let n_overrides: usize = claims.iter().map(|(_, displaced)| displaced).sum();
+            let want = |n: &Option<u32>, got: usize| n.is_none_or(|n| n as usize == got);
+            let whose = agent.as_ref().map(|a| format!(" of {a}")).unwrap_or_default();
+            let asked = [("granted", granted), ("refused", refused), ("overrides", overrides)]
+                .iter()
+                .filter_map(|(what, n)| n.map(|n| format!("{n} {what}")))
+                .collect::<Vec<_>>()
+                .join(", ");
+            (
+                format!("claims{whose}: {asked}"),
+                want(granted, n_granted) && want(refused, n_refused) && want(overrides, n_overrides),
+                format!("{n_granted} granted, {n_refused} refused, {n_overrides} overrides"),
+            )
         }
     };
     CheckResult { name, status: CheckStatus::of(passed), detail }

@@ -72,11 +72,14 @@ struct SamIndex {
     memory: HashMap<(String, String), String>,
     /// Written to `db` by the next [`SamIndex::flush`].
     pending: Vec<(String, String, String)>,
+    /// The run's coordination ledger beside the index (`coord.sqlite`), where `sam:decision:<id>` reads.
+    coord: Option<PathBuf>,
 }
 
 impl SamIndex {
     /// An index in `path` (created afresh: a run's index holds that run's documents), or in memory.
     fn open(path: Option<PathBuf>) -> Result<SamIndex, rusqlite::Error> {
+        let coord = path.as_deref().and_then(Path::parent).map(|dir| dir.join(crate::coord::RUN_FILE));
         let db = match path {
             Some(path) => {
                 if let Some(dir) = path.parent() {
@@ -99,7 +102,7 @@ impl SamIndex {
             }
             None => None,
         };
-        Ok(SamIndex { db, memory: HashMap::new(), pending: Vec::new() })
+        Ok(SamIndex { db, memory: HashMap::new(), pending: Vec::new(), coord })
     }
 
     fn insert(&mut self, namespace: String, key: String, text: String) {
@@ -169,6 +172,9 @@ impl SamIndex {
 
 impl SamSource for SamIndex {
     fn lookup(&self, namespace: &str, key: &str) -> Option<String> {
+        if namespace == "decision" {
+            return self.coord.as_deref().and_then(|path| crate::coord::read_decision(path, key));
+        }
         let Some(db) = &self.db else { return self.memory.get(&(namespace.to_owned(), key.to_owned())).cloned() };
         if let Some((_, _, text)) = self.pending.iter().rev().find(|(n, k, _)| n == namespace && k == key) {
             return Some(text.clone());

@@ -9,11 +9,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::coord::Claimed;
 use crate::dag::actor::{ArchiveQueue, SummarizerMsg};
 use crate::memory::{EngramRef, MemoryError, MemoryMsg, PromoteRequest, PutRequest, QueryOptions, QueryRequest};
 use crate::run::RunContext;
 use crate::run::remote::HeadServices;
 use crate::run::slot::Slot;
+use crate::run::wire::ClaimAction;
 use less_contract::{Engram, ErrorCode, Scope, Valid, Violation};
 
 /// Where the shared services are.
@@ -28,6 +30,8 @@ pub(crate) enum Services {
         archive_queue: Arc<ArchiveQueue>,
         /// The run's message counter (shared with the head's bridge, which hands out ids to the nodes).
         n_msgs: Arc<AtomicU64>,
+        /// The run's coordination ledger (claims, conflicts, decisions), in `coord.sqlite` beside the memory.
+        coord: Arc<crate::coord::Store>,
     },
     /// On the head node.
     Remote {
@@ -157,7 +161,64 @@ pub(crate) async fn put_here(ctx: &RunContext, agent: &str, engram: Valid<Engram
     })
 }
 
+/// A claim in the run's own coordination ledger, as `agent` (its PAS identity, in the scenario's project), at the
+/// run's time.
+pub(crate) async fn claim_here(ctx: &RunContext, agent: &str, claim: ClaimAction) -> Result<Claimed, Violation> {
+    let Services::Local { coord, .. } = &ctx.services else {
+        return Err(Violation::new(ErrorCode::StoreFailed, "", "the coordination ledger is on the head"));
+    };
+    let (coord, identity, now) = (coord.clone(), ctx.scenario.identity(agent), ctx.now().unix_timestamp());
+    let new = crate::coord::NewClaim {
+        surfaces: claim.surfaces,
+        task: claim.task,
+        ttl_secs: claim.ttl_minutes.map(|m| m.saturating_mul(60)),
+        override_reason: claim.override_reason,
+    };
+    let (id, project) = (agent.to_owned(), ctx.scenario.project.clone());
+    crate::blocking::run(move || {
+        let who = crate::coord::Actor { id: &id, project: &project, identity: &identity };
+        coord.with(|db| crate::coord::claim(db, who, &new, now))
+    })
+    .await
+    .map_err(|err| Violation::new(ErrorCode::StoreFailed, "", format!("the coordination ledger: {err}")))?
+}
+
+/// Releases `agent`'s live claims (for `task`, or all) in the run's own ledger: the ids released.
+pub(crate) async fn release_here(
+    ctx: &RunContext,
+    agent: &str,
+    task: Option<String>,
+) -> Result<Vec<String>, Violation> {
+    let Services::Local { coord, .. } = &ctx.services else {
+        return Err(Violation::new(ErrorCode::StoreFailed, "", "the coordination ledger is on the head"));
+    };
+    let (coord, identity, now) = (coord.clone(), ctx.scenario.identity(agent), ctx.now().unix_timestamp());
+    let (id, project) = (agent.to_owned(), ctx.scenario.project.clone());
+    crate::blocking::run(move || {
+        let who = crate::coord::Actor { id: &id, project: &project, identity: &identity };
+        coord.with(|db| crate::coord::release_held(db, who, task.as_deref(), now))
+    })
+    .await
+    .map_err(|err| Violation::new(ErrorCode::StoreFailed, "", format!("the coordination ledger: {err}")))?
+}
+
 impl RunContext {
+    /// Claim as `agent` (in the head's ledger wherever the agent runs).
+    pub(crate) async fn claim(&self, agent: &str, claim: ClaimAction) -> Result<Claimed, Violation> {
+        match &self.services {
+            Services::Local { .. } => claim_here(self, agent, claim).await,
+            Services::Remote { head } => head.claim(agent.to_owned(), claim).await,
+        }
+    }
+
+    /// Release `agent`'s live claims (for `task`, or all).
+    pub(crate) async fn release(&self, agent: &str, task: Option<String>) -> Result<Vec<String>, Violation> {
+        match &self.services {
+            Services::Local { .. } => release_here(self, agent, task).await,
+            Services::Remote { head } => head.release(agent.to_owned(), task).await,
+        }
+    }
+
     /// Recall as `agent`.
     pub(crate) async fn recall(
         &self,

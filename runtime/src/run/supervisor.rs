@@ -342,6 +342,7 @@ impl Actor for RunSupervisor {
                 summarizers: Slot::new(summarizers),
                 archive_queue,
                 n_msgs: Default::default(),
+                coord: Arc::new(crate::coord::Store::new(memory_dir.join(crate::coord::RUN_FILE))),
             },
             factory,
             clock: pinned.map(|p| p.clock),
@@ -812,6 +813,18 @@ impl LocalRun {
         {
             tracing::error!("the archive did not take the run's last messages before the run stopped: {err}");
         }
+        // A run's agents end with it, and so do the claims they still hold.
+        if let Services::Local { coord, .. } = &self.ctx.services {
+            let (coord, project, now) =
+                (coord.clone(), self.ctx.scenario.project.clone(), self.ctx.now().unix_timestamp());
+            let agents: Vec<String> = self.ctx.scenario.agents.iter().map(|a| a.id.clone()).collect();
+            let ended =
+                crate::blocking::run(move || coord.if_open(|db| crate::coord::end_claims(db, &project, &agents, now)))
+                    .await;
+            if let Ok(Some(Err(err))) = ended {
+                tracing::error!("the run's claims were not ended: {err}");
+            }
+        }
         if let Err(err) = self.ctx.ledger.ask(TokenLedgerMsg::Flush).await {
             tracing::error!("the ledger did not flush before the run stopped: {err}");
         }
@@ -1003,6 +1016,8 @@ fn step_agent(step: &Step) -> &str {
         | Step::Search { agent, .. }
         | Step::List { agent, .. }
         | Step::Promote { agent, .. }
+        | Step::Claim { agent, .. }
+        | Step::Release { agent, .. }
         | Step::Panic { agent } => agent,
         Step::Report(report) => &report.agent,
     }
@@ -1017,6 +1032,8 @@ fn step_name(step: &Step) -> &'static str {
         Step::Search { .. } => "search",
         Step::List { .. } => "list",
         Step::Promote { .. } => "promote",
+        Step::Claim { .. } => "claim",
+        Step::Release { .. } => "release",
         Step::Panic { .. } => "panic",
     }
 }

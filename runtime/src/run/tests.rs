@@ -100,6 +100,7 @@ async fn harness_with(mode: WireMode, budget_toml: &str, lead_toml: &str, inbox_
             summarizers: Slot::new(summarizers),
             archive_queue: Arc::new(crate::dag::actor::ArchiveQueue::new("demo", "h")),
             n_msgs: Default::default(),
+            coord: Arc::new(crate::coord::Store::new(std::env::temp_dir().join("lessrt-unused-coord.sqlite"))),
         },
         factory: Arc::new(RecorderFactory(seen.clone())),
         clock: None,

@@ -56,6 +56,15 @@ pub enum Action {
         /// The scope it widens to.
         to: Scope,
     },
+    /// Claim the surfaces the agent will change, for a task (the run's coordination ledger: refused with
+    /// `LESS_CLAIM_CONFLICT` when they overlap another agent's live claim, unless the agent overrides it; an override
+    /// is a conflict record, a decision engram and an escalation to the agent's parent).
+    Claim(ClaimAction),
+    /// Release the agent's live claims (for `task`, or all).
+    Release {
+        /// Only the claims for this task.
+        task: Option<String>,
+    },
     /// Send a typed message with engrams (by default to the parent).
     Report(ReportAction),
     /// Hand a problem to the parent (an `escalation` message).
@@ -85,6 +94,8 @@ impl Action {
             Action::List(_) => "list",
             Action::Describe(_) => "describe",
             Action::Promote { .. } => "promote",
+            Action::Claim(_) => "claim",
+            Action::Release { .. } => "release",
             Action::Report(_) => "report",
             Action::Escalate { .. } => "escalate",
             Action::Send(_) => "send",
@@ -168,6 +179,19 @@ pub struct ListAction {
 pub struct DescribeAction {
     /// Pointers in text form (at most [`crate::run::MAX_DESCRIBE`]).
     pub pointers: Vec<String>,
+}
+
+/// A claim on surfaces of the workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimAction {
+    /// Workspace paths or globs (`src/run/**`).
+    pub surfaces: Vec<String>,
+    /// What the change is for.
+    pub task: String,
+    /// How long it holds, in minutes (default 30).
+    pub ttl_minutes: Option<u64>,
+    /// Take the surfaces from the claims they overlap, saying why.
+    pub override_reason: Option<String>,
 }
 
 /// A request to the parent for a dereference over the agent's budget.
