@@ -198,6 +198,54 @@ fn a_node_killed_mid_run_moves_its_agents_and_the_run_completes() {
     assert_eq!(steps, 11, "every step of UC1 ran");
 }
 
+/// A node that hangs with its connection open (SIGSTOP) is lost by the head's heartbeats: its agents move to the head
+/// within the heartbeat limit and the run completes, although the node never closed its connection.
+#[test]
+fn a_node_stopped_mid_run_is_lost_by_its_heartbeats_and_the_run_completes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (n1, n2) = (Node::start("n1", COOKIE), Node::start("n2", COOKIE));
+    let file = uc1_cluster_file(dir.path(), &n1.addr, &n2.addr);
+    let out = dir.path().join("out");
+    let head = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["run", "scenarios/uc1-refactor.toml", "--json", "--mode", "less", "--pace", "150"])
+        .args(["--heartbeat-timeout", "2", "--step-timeout", "60", "--out"])
+        .arg(&out)
+        .args(["--cluster", file.to_str().expect("utf-8")])
+        .current_dir(root())
+        .env("LESSRT_COOKIE", COOKIE)
+        .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lessrt run");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let steps = ledger_events(&out, "less").iter().filter(|e| e["event"] == "step").count();
+        if steps >= 4 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the run did not get to step 4");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stopped = Instant::now();
+    let status = Command::new("kill").args(["-STOP", &n2.child.id().to_string()]).status().expect("kill -STOP");
+    assert!(status.success(), "SIGSTOP sent to n2");
+    let output = head.wait_with_output().expect("the run ends");
+    let took = stopped.elapsed();
+    let _ = Command::new("kill").args(["-CONT", &n2.child.id().to_string()]).status();
+    assert!(matches!(output.status.code(), Some(0 | 1)), "{}\n{}", stderr(&output), n1.log());
+    let events = ledger_events(&out, "less");
+    let moved: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "restart" && e["reason"].as_str().is_some_and(|r| r.contains("node n2 was lost")))
+        .filter_map(|e| e["agent"].as_str())
+        .collect();
+    assert_eq!(moved, ["programmer", "reviewer"], "{events:#?}");
+    assert_eq!(events.iter().filter(|e| e["event"] == "step").count(), 11, "every step of UC1 ran");
+    // Well within the 60 s step timeout: the heartbeats, not a step's timeout, noticed the node.
+    assert!(took < Duration::from_secs(30), "the run took {took:?} after n2 stopped");
+}
+
 /// A node with another cookie is refused: the run stops before any step with `LESS_NODE_UNKNOWN` saying so, and the
 /// node logs the refusal.
 #[test]

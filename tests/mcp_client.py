@@ -231,6 +231,31 @@ async def main():
             log = structured(await client.call_tool("less_decisions", {"markdown": True}))
             expect(log["decisions"][-1]["decision_id"] == decided["decision"]["decision_id"], log)
             expect("Ship T-2" in log["markdown"], log["markdown"])
+            # The decision is a decision engram too; its pointer reads the whole entry back.
+            engram = decided["engram_id"]
+            recalled = structured(await client.call_tool(
+                "less_query_engrams", {"query": "ship T-2", "kind": "decision", "k": 5}))
+            hit = [e for e in recalled["engrams"] if e["id"] == engram]
+            expect(hit and hit[0]["claim"] == "Ship T-2", recalled)
+            pointer = f"sam:decision:{decided['decision']['decision_id']}"
+            read = structured(await client.call_tool("less_deref", {"pointers": [pointer]}))
+            expect("Tests pass." in read["items"][0]["content"], read)
+
+            # A second host on the same store (over stdio its own server process; over HTTP a second session),
+            # named `dev` by its client info: the lead's live claim blocks its overlapping one, naming the holder.
+            async with transport() as streams2:
+                dev = types.Implementation(name="dev", version="1.0")
+                async with ClientSession(streams2[0], streams2[1], client_info=dev) as other:
+                    await other.initialize()
+                    held = structured(await client.call_tool("less_claim", {"surfaces": ["docs/**"], "task": "T-5"}))
+                    text = refused(await other.call_tool("less_claim", {"surfaces": ["docs/api.md"], "task": "T-6"}),
+                                   "LESS_CLAIM_CONFLICT")
+                    expect("demo/lead" in text and "T-5" in text and held["claim"]["claim_id"] in text, text)
+                    disjoint = structured(await other.call_tool("less_claim", {"surfaces": ["tests/**"], "task": "T-7"}))
+                    expect(disjoint["identity"] == "demo/lead/dev" and disjoint["claim"]["status"] == "live", disjoint)
+                    seen = structured(await other.call_tool("less_claims", {}))
+                    expect({"T-5", "T-7"} <= {c["task"] for c in seen["claims"]}, seen)
+                    expect(seen["identity"] == "demo/lead/dev", seen)
 
             # The context ledger.
             chat = [{"role": "user", "content": f"Note {i}: the deploy target is host-{i}."} for i in range(40)]

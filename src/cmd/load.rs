@@ -227,6 +227,7 @@ async fn gateways(args: &Args, out: &Path, node: Option<(String, String)>) -> an
             scenario_toml: toml.clone(),
             scenario_base: Path::new(".").to_owned(),
             every_llm: false,
+            heartbeat_timeout: less_runtime::cluster::DEFAULT_HEARTBEAT_TIMEOUT,
         }));
     }
     let scenario = Arc::new(Scenario::from_toml(&toml, Path::new(".")).map_err(|v| anyhow::anyhow!("{v}"))?);

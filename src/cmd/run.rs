@@ -67,6 +67,10 @@ pub(crate) struct Args {
     /// optional `[placement]` table (agent = "node", or "head"); it replaces the scenario's `[cluster]`.
     #[arg(long, value_name = "FILE")]
     cluster: Option<PathBuf>,
+    /// With --cluster (or a scenario's `[cluster]`): a node that answers no heartbeat for this many seconds is lost,
+    /// like one whose connection dropped, and its agents move to the head.
+    #[arg(long, value_name = "SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    heartbeat_timeout: u64,
     /// The environment variable holding the cluster's cookie (a scenario that places agents on nodes needs it).
     #[arg(long, value_name = "VAR", default_value = "LESSRT_COOKIE")]
     cookie_env: String,
@@ -179,6 +183,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
             scenario_toml,
             scenario_base: args.scenario.parent().unwrap_or(Path::new(".")).to_owned(),
             every_llm: matches!(args.agents.agents, super::args::AgentsChoice::Llm),
+            heartbeat_timeout: Duration::from_secs(args.heartbeat_timeout),
         }) as Arc<dyn less_runtime::run::Placement>)
     } else {
         None

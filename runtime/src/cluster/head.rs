@@ -221,7 +221,13 @@ pub struct ClusterOptions {
     pub scenario_base: std::path::PathBuf,
     /// Every agent backed by a model (`--agents llm`).
     pub every_llm: bool,
+    /// How long a node may leave the head's heartbeats unanswered before it is lost (`--heartbeat-timeout`): a node
+    /// that hangs with its connection open (stopped, or wedged) is treated like one that died.
+    pub heartbeat_timeout: Duration,
 }
+
+/// The default [`ClusterOptions::heartbeat_timeout`].
+pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Placement for ClusterOptions {
     fn start(
@@ -231,16 +237,7 @@ impl Placement for ClusterOptions {
         clock: Option<i64>,
     ) -> RemoteFuture<'_, Result<Box<dyn PlacedNodes>, Violation>> {
         Box::pin(async move {
-            let handle = ClusterHandle::start(
-                ctx,
-                self.cookie.clone(),
-                self.scenario_toml.clone(),
-                self.scenario_base.clone(),
-                self.every_llm,
-                supervisor,
-                clock,
-            )
-            .await?;
+            let handle = ClusterHandle::start(ctx, self, supervisor, clock).await?;
             Ok(Box::new(handle) as Box<dyn PlacedNodes>)
         })
     }
@@ -315,9 +312,12 @@ pub struct ClusterHandle {
     ctx: Arc<RunContext>,
     spec: HostSpec,
     server: ActorRef<ractor_cluster::NodeServerMessage>,
-    /// Nodes still in the run, by name.
-    live: Mutex<BTreeMap<String, ActorRef<HostMsg>>>,
+    /// Nodes still in the run, by name (the heartbeat task pings them).
+    live: Arc<Mutex<BTreeMap<String, ActorRef<HostMsg>>>>,
     lost: Mutex<HashSet<String>>,
+    /// Nodes the heartbeat task declared lost (their connections closed).
+    hung: Arc<Mutex<HashSet<String>>>,
+    heartbeat: tokio::task::JoinHandle<()>,
     bridge: ActorRef<HeadMsg>,
     n_moved: AtomicU64,
 }
@@ -331,13 +331,11 @@ impl ClusterHandle {
     /// (already spawned by the caller) join their groups, each node hosts its agents, and every directory is filled.
     pub(crate) async fn start(
         ctx: Arc<RunContext>,
-        cookie: String,
-        scenario_toml: String,
-        scenario_base: std::path::PathBuf,
-        every_llm: bool,
+        options: &ClusterOptions,
         supervisor: ractor::ActorCell,
         clock: Option<i64>,
     ) -> Result<ClusterHandle, Violation> {
+        let ClusterOptions { cookie, scenario_toml, scenario_base, every_llm, heartbeat_timeout } = options.clone();
         let scenario = &ctx.scenario;
         let run_key = format!("{}:{}", ctx.run_id, ctx.mode.as_str());
         let head = HEAD_SERVER
@@ -428,13 +426,18 @@ impl ClusterHandle {
             clock,
             inbox_cap: ctx.inbox_cap,
         };
+        let live = Arc::new(Mutex::new(live));
+        let hung = Arc::new(Mutex::new(HashSet::new()));
+        let heartbeat = tokio::spawn(heartbeats(head.server.clone(), live.clone(), hung.clone(), heartbeat_timeout));
         let cluster = ClusterHandle {
             run_key,
             ctx: ctx.clone(),
             spec,
             server: head.server.clone(),
-            live: Mutex::new(live),
+            live,
             lost: Mutex::new(HashSet::new()),
+            hung,
+            heartbeat,
             bridge,
             n_moved: AtomicU64::new(0),
         };
@@ -483,11 +486,12 @@ impl ClusterHandle {
         Ok(())
     }
 
-    /// The nodes reported lost since the last call (by the head's node server).
+    /// The nodes reported lost since the last call (by the head's node server, or by the heartbeats).
     fn take_lost(&self) -> Vec<String> {
-        let Some(head) = HEAD_SERVER.get() else { return Vec::new() };
+        let mut names: Vec<String> =
+            self.hung.lock().unwrap_or_else(std::sync::PoisonError::into_inner).drain().collect();
+        let Some(head) = HEAD_SERVER.get() else { return names };
         let mut guard = head.lost.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut names = Vec::new();
         if let Some(rx) = guard.as_mut() {
             while let Ok(name) = rx.try_recv() {
                 names.push(name);
@@ -606,8 +610,83 @@ impl ClusterHandle {
         for host in hosts {
             let _ = host.send_message(HostMsg::Release(self.run_key.clone()));
         }
+        self.heartbeat.abort();
         self.bridge.stop(None);
         let _ = &self.server;
+    }
+}
+
+impl Drop for ClusterHandle {
+    fn drop(&mut self) {
+        self.heartbeat.abort();
+    }
+}
+
+/// Pings every live node's host a few times per `timeout`; a node whose last answer is older than `timeout` is lost:
+/// its connection is closed (so its agents' calls end at once, and a node that wakes up again finds itself out of
+/// the run) and its name goes into `hung`, where the run's next look for lost nodes finds it.
+async fn heartbeats(
+    server: ActorRef<ractor_cluster::NodeServerMessage>,
+    live: Arc<Mutex<BTreeMap<String, ActorRef<HostMsg>>>>,
+    hung: Arc<Mutex<HashSet<String>>>,
+    timeout: Duration,
+) {
+    let interval = (timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let mut answered: BTreeMap<String, tokio::time::Instant> = BTreeMap::new();
+    loop {
+        tokio::time::sleep(interval).await;
+        let hosts: Vec<(String, ActorRef<HostMsg>)> = live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(n, h)| (n.clone(), h.clone()))
+            .collect();
+        let now = tokio::time::Instant::now();
+        answered.retain(|name, _| hosts.iter().any(|(n, _)| n == name));
+        let mut pings = tokio::task::JoinSet::new();
+        for (name, host) in hosts {
+            pings.spawn(async move {
+                let answer = host.call(HostMsg::Ping, Some(interval)).await;
+                (name, matches!(answer, Ok(ractor::rpc::CallResult::Success(()))))
+            });
+        }
+        while let Some(Ok((name, ok))) = pings.join_next().await {
+            let last = answered.entry(name.clone()).or_insert(now);
+            if ok {
+                *last = tokio::time::Instant::now();
+                continue;
+            }
+            if last.elapsed() < timeout {
+                continue;
+            }
+            tracing::warn!(
+                target: "less.cluster",
+                "node {name} answered no heartbeat for {:.1} s (the limit is {:.1} s): it is lost; its connection is closed",
+                last.elapsed().as_secs_f64(),
+                timeout.as_secs_f64()
+            );
+            live.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&name);
+            answered.remove(&name);
+            disconnect(&server, &name).await;
+            hung.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name);
+        }
+    }
+}
+
+/// Closes the head's sessions with node `name` (ractor_cluster names a peer `name@host`).
+async fn disconnect(server: &ActorRef<ractor_cluster::NodeServerMessage>, name: &str) {
+    let sessions = match ractor::call!(server, ractor_cluster::NodeServerMessage::GetSessions) {
+        Ok(sessions) => sessions,
+        Err(err) => {
+            tracing::error!(target: "less.cluster", "the head's node server did not list its sessions: {err}");
+            return;
+        }
+    };
+    for session in sessions.into_values() {
+        let peer = session.peer_name.as_ref().map(|n| n.name.as_str()).unwrap_or_default();
+        if peer.split('@').next() == Some(name) {
+            session.actor.stop(Some(format!("node {name} answered no heartbeat")));
+        }
     }
 }
 

@@ -18,6 +18,9 @@
 //! Nodes authenticate with ractor_cluster's magic-cookie handshake (a challenge on a shared secret); the cookie is
 //! required, and a connection that fails the handshake is refused and logged. The link is not encrypted: run nodes on
 //! loopback or a private network (the command line refuses a non-loopback address without `--allow-remote`).
+//!
+//! The head pings every node's host a few times per heartbeat timeout; a node silent for longer is lost like one whose
+//! connection dropped (its connection is closed, its agents move to the head).
 
 pub(crate) mod head;
 pub(crate) mod host;
@@ -26,7 +29,7 @@ pub(crate) mod serial;
 use std::time::Duration;
 
 pub(crate) use head::HeadMsg;
-pub use head::{ClusterFile, ClusterHandle, ClusterOptions};
+pub use head::{ClusterFile, ClusterHandle, ClusterOptions, DEFAULT_HEARTBEAT_TIMEOUT};
 pub use host::{FactoryMaker, HostMsg, HostSpec, NodeHandle, start_node};
 
 /// The process group of a run's actor: `<run key>:<actor>` (the run key is the run id and its mode).
