@@ -27,10 +27,16 @@ struct Node {
 impl Node {
     /// Starts node `name` on a free loopback port with `cookie`; returns once it listens.
     fn start(name: &str, cookie: &str) -> Node {
+        Node::start_with(name, cookie, &[])
+    }
+
+    /// [`Node::start`] with more arguments (`--tls-cert …`).
+    fn start_with(name: &str, cookie: &str, extra: &[&str]) -> Node {
         let port = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr").port();
         let addr = format!("127.0.0.1:{port}");
         let mut child = Command::new(env!("CARGO_BIN_EXE_lessrt"))
             .args(["node", "--listen", &addr, "--name", name])
+            .args(extra)
             .env("LESSRT_COOKIE", cookie)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -381,4 +387,141 @@ count = 1
         assert!(checks.len() == 2 && checks.iter().all(|c| c["status"] == "pass"), "{checks:?}");
     }
     assert!(out.join("claims/less/memory/coord.sqlite").is_file(), "the head holds the ledger");
+}
+
+/// A private CA and a certificate for each name, made by `scripts/cluster-ca.sh` (the openssl lines docs/cluster.md
+/// shows); another CA's certificates go in another directory.
+fn pki(dir: &Path, names: &[&str]) {
+    let status = Command::new("bash")
+        .arg(root().join("scripts/cluster-ca.sh"))
+        .arg(dir)
+        .args(names)
+        .stdout(Stdio::null())
+        .status()
+        .expect("bash scripts/cluster-ca.sh");
+    assert!(status.success(), "the CA and certificates are made");
+}
+
+/// `--tls-cert`, `--tls-key`, `--tls-ca` for `name`'s certificate in `dir`, trusting the CA in `ca`.
+fn tls_args(dir: &Path, name: &str, ca: &Path) -> Vec<String> {
+    let path = |file: PathBuf| file.to_str().expect("utf-8").to_owned();
+    vec![
+        "--tls-cert".to_owned(),
+        path(dir.join(format!("{name}.pem"))),
+        "--tls-key".to_owned(),
+        path(dir.join(format!("{name}.key"))),
+        "--tls-ca".to_owned(),
+        path(ca.join("ca.pem")),
+    ]
+}
+
+/// A loopback TCP proxy to `target` that keeps every byte it forwards, both ways (what a listener on the path sees).
+fn tap(target: String) -> (String, std::sync::Arc<std::sync::Mutex<Vec<u8>>>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let (Ok(client), Ok(server)) = (client, std::net::TcpStream::connect(&target)) else { continue };
+            for (mut from, mut to) in
+                [(client.try_clone().expect("clone"), server.try_clone().expect("clone")), (server, client)]
+            {
+                let kept = kept.clone();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 16 * 1024];
+                    loop {
+                        match from.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => {
+                                kept.lock().expect("lock").extend_from_slice(&buf[..n]);
+                                if to.write_all(&buf[..n]).is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    let _ = to.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        }
+    });
+    (addr, seen)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// UC1 over TLS reports as in one process; a listener on the path between the head and a node sees the run's grant
+/// key and the scenario in the clear without TLS, and neither with it.
+#[test]
+fn uc1_over_tls_reports_as_one_process_and_the_link_shows_no_grant_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = dir.path().join("pki");
+    pki(&certs, &["n1", "n2", "head"]);
+    let single = run_uc1(&dir.path().join("single"), &[], COOKIE);
+    assert_eq!(single.status.code(), Some(0), "{}", stderr(&single));
+    for tls in [false, true] {
+        let (n1_tls, n2_tls) = (tls_args(&certs, "n1", &certs), tls_args(&certs, "n2", &certs));
+        fn on(tls: bool, args: &[String]) -> Vec<&str> {
+            if tls { args.iter().map(String::as_str).collect() } else { Vec::new() }
+        }
+        let n1 = Node::start_with("n1", COOKIE, &on(tls, &n1_tls));
+        let n2 = Node::start_with("n2", COOKIE, &on(tls, &n2_tls));
+        let (n2_tapped, seen) = tap(n2.addr.clone());
+        let file = uc1_cluster_file(dir.path(), &n1.addr, &n2_tapped);
+        let head = tls_args(&certs, "head", &certs);
+        let mut extra = vec!["--cluster", file.to_str().expect("utf-8")];
+        extra.extend(on(tls, &head));
+        let out = dir.path().join(if tls { "tls" } else { "plain" });
+        let clustered = run_uc1(&out, &extra, COOKIE);
+        assert_eq!(clustered.status.code(), Some(0), "tls {tls}: {}\n{}\n{}", stderr(&clustered), n1.log(), n2.log());
+        assert_eq!(report(&clustered), report(&single), "tls: {tls}");
+        let seen = seen.lock().expect("lock").clone();
+        assert!(seen.len() > 1000, "the tap saw the link: {} bytes", seen.len());
+        // The host spec carries the grant key (`secret`) and the scenario's text to the node.
+        let clear = contains(&seen, b"\"secret\"") || contains(&seen, b"uc1-refactor");
+        assert_eq!(clear, !tls, "tls: {tls}: the grant key and the scenario in the clear");
+    }
+}
+
+/// A head whose certificate another CA signed is refused by a TLS node in the TLS handshake, before the cookie; a
+/// head without TLS too; and without TLS a run places no agent on a node that is not on loopback.
+#[test]
+fn a_peer_without_a_certificate_of_the_clusters_ca_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (certs, rogue) = (dir.path().join("pki"), dir.path().join("rogue"));
+    pki(&certs, &["n1", "n2"]);
+    pki(&rogue, &["head"]);
+    let (n1, n2) = (
+        Node::start_with("n1", COOKIE, &tls_args(&certs, "n1", &certs).iter().map(String::as_str).collect::<Vec<_>>()),
+        Node::start_with("n2", COOKIE, &tls_args(&certs, "n2", &certs).iter().map(String::as_str).collect::<Vec<_>>()),
+    );
+    let file = uc1_cluster_file(dir.path(), &n1.addr, &n2.addr);
+    // The head trusts the cluster's CA, but its own certificate is the rogue CA's.
+    let head = tls_args(&rogue, "head", &certs);
+    let mut extra = vec!["--cluster", file.to_str().expect("utf-8")];
+    extra.extend(head.iter().map(String::as_str));
+    let refused = run_uc1(&dir.path().join("rogue-run"), &extra, COOKIE);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("LESS_NODE_UNKNOWN"), "{}", stderr(&refused));
+    let plain = run_uc1(&dir.path().join("plain-run"), &["--cluster", file.to_str().expect("utf-8")], COOKIE);
+    assert_eq!(plain.status.code(), Some(2), "{}", stderr(&plain));
+    // Neither got as far as the cookie: no session was opened, so none failed the cookie handshake.
+    for node in [&n1, &n2] {
+        let log = node.log();
+        assert!(!log.contains("cookie handshake failed"), "{log}");
+    }
+    // A node elsewhere than loopback takes agents only over TLS (the address is not even tried).
+    let remote = dir.path().join("remote.toml");
+    std::fs::write(
+        &remote,
+        "nodes = [{ name = \"n1\", addr = \"192.0.2.10:7000\" }]\n[placement]\nprogrammer = \"n1\"\n",
+    )
+    .expect("cluster file");
+    let output = run_uc1(&dir.path().join("remote-run"), &["--cluster", remote.to_str().expect("utf-8")], COOKIE);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("only over TLS"), "{}", stderr(&output));
 }

@@ -296,3 +296,30 @@ impl InboxArgs {
         usize::try_from(self.inbox_cap).unwrap_or(usize::MAX)
     }
 }
+
+/// `--tls-cert`, `--tls-key`, `--tls-ca`: TLS on the link between a run's head and its nodes.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct TlsArgs {
+    /// This process's certificate (PEM; a node's names its address: an IP address or DNS name in its subject
+    /// alternative names). With --tls-key and --tls-ca: the cluster link is TLS, both ends show a certificate.
+    #[arg(long, value_name = "FILE", requires_all = ["tls_key", "tls_ca"])]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// This process's private key (PEM).
+    #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_ca"])]
+    pub(crate) tls_key: Option<PathBuf>,
+    /// The cluster's CA certificate (PEM): a peer whose certificate it did not sign is refused before the cookie is
+    /// checked.
+    #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_key"])]
+    pub(crate) tls_ca: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    /// The TLS configuration, if asked for; a file that cannot be read or used is `LESS_ARGUMENT_INVALID` (exit 2).
+    pub(crate) fn load(&self) -> Result<Option<less_runtime::cluster::Tls>, Stop> {
+        let (Some(cert), Some(key), Some(ca)) = (&self.tls_cert, &self.tls_key, &self.tls_ca) else { return Ok(None) };
+        let files = less_runtime::cluster::TlsFiles { cert: cert.clone(), key: key.clone(), ca: ca.clone() };
+        less_runtime::cluster::Tls::load(&files)
+            .map(Some)
+            .map_err(|e| Stop::usage(format!("LESS_ARGUMENT_INVALID: {e}")))
+    }
+}

@@ -228,6 +228,7 @@ async fn gateways(args: &Args, out: &Path, node: Option<(String, String)>) -> an
             scenario_base: Path::new(".").to_owned(),
             every_llm: false,
             heartbeat_timeout: less_runtime::cluster::DEFAULT_HEARTBEAT_TIMEOUT,
+            tls: None,
         }));
     }
     let scenario = Arc::new(Scenario::from_toml(&toml, Path::new(".")).map_err(|v| anyhow::anyhow!("{v}"))?);

@@ -1,6 +1,7 @@
-//! `lessrt node --listen ADDR --name NAME [--cookie-env VAR]`: a worker node of cluster runs. It hosts the agents a
-//! run places on it (each with its gateway) until it is stopped (Ctrl-C or a signal); the head (`lessrt run` of a
-//! scenario with `[cluster]`, or `--cluster FILE`) connects to it with the same cookie.
+//! `lessrt node --listen ADDR --name NAME [--cookie-env VAR] [--tls-cert F --tls-key F --tls-ca F]`: a worker node of
+//! cluster runs. It hosts the agents a run places on it (each with its gateway) until it is stopped (Ctrl-C or a
+//! signal); the head (`lessrt run` of a scenario with `[cluster]`, or `--cluster FILE`) connects to it with the same
+//! cookie, and with TLS from the same CA when the node serves TLS.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -25,10 +26,11 @@ pub(crate) struct Args {
     /// characters).
     #[arg(long, value_name = "VAR", default_value = "LESSRT_COOKIE")]
     cookie_env: String,
-    /// Listen on an address other than loopback. The link is authenticated by the cookie but not encrypted: use a
-    /// private network.
+    /// Listen on an address other than loopback (only with TLS: the run's grant key crosses the link).
     #[arg(long)]
     allow_remote: bool,
+    #[command(flatten)]
+    tls: super::args::TlsArgs,
 }
 
 fn parse_name(text: &str) -> Result<String, String> {
@@ -40,10 +42,19 @@ fn parse_name(text: &str) -> Result<String, String> {
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let tls = args.tls.load()?;
     if !args.listen.ip().is_loopback() && !args.allow_remote {
         return Err(Stop::usage(format!(
             "LESS_ARGUMENT_INVALID: --listen {} is not a loopback address: a node runs the agents of whoever holds the \
-             cookie, over a link that is not encrypted. Use 127.0.0.1 or ::1, or add --allow-remote to mean it",
+             cookie. Use 127.0.0.1 or ::1, or add --allow-remote (with TLS) to mean it",
+            args.listen
+        ))
+        .into());
+    }
+    if !args.listen.ip().is_loopback() && tls.is_none() {
+        return Err(Stop::usage(format!(
+            "LESS_ARGUMENT_INVALID: --listen {} with --allow-remote needs TLS: the run's grant key crosses the link. \
+             Add --tls-cert FILE --tls-key FILE --tls-ca FILE (docs/cluster.md makes a private CA with openssl)",
             args.listen
         ))
         .into());
@@ -57,8 +68,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     });
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
-        let node = start_node(&args.name, args.listen, cookie, factory).await.map_err(|e| anyhow::anyhow!(e))?;
-        eprintln!("lessrt node {}: listening on {}", node.name, node.addr);
+        let node =
+            start_node(&args.name, args.listen, cookie, factory, tls.as_ref()).await.map_err(|e| anyhow::anyhow!(e))?;
+        let over = if tls.is_some() { " (TLS)" } else { "" };
+        eprintln!("lessrt node {}: listening on {}{over}", node.name, node.addr);
         tokio::signal::ctrl_c().await?;
         eprintln!("lessrt node {}: stopping", node.name);
         node.stop();

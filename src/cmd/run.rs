@@ -71,6 +71,8 @@ pub(crate) struct Args {
     /// like one whose connection dropped, and its agents move to the head.
     #[arg(long, value_name = "SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
     heartbeat_timeout: u64,
+    #[command(flatten)]
+    tls: super::args::TlsArgs,
     /// The environment variable holding the cluster's cookie (a scenario that places agents on nodes needs it).
     #[arg(long, value_name = "VAR", default_value = "LESSRT_COOKIE")]
     cookie_env: String,
@@ -184,6 +186,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
             scenario_base: args.scenario.parent().unwrap_or(Path::new(".")).to_owned(),
             every_llm: matches!(args.agents.agents, super::args::AgentsChoice::Llm),
             heartbeat_timeout: Duration::from_secs(args.heartbeat_timeout),
+            tls: args.tls.load()?,
         }) as Arc<dyn less_runtime::run::Placement>)
     } else {
         None

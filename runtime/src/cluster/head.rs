@@ -224,6 +224,8 @@ pub struct ClusterOptions {
     /// How long a node may leave the head's heartbeats unanswered before it is lost (`--heartbeat-timeout`): a node
     /// that hangs with its connection open (stopped, or wedged) is treated like one that died.
     pub heartbeat_timeout: Duration,
+    /// TLS to the nodes (`--tls-cert`, `--tls-key`, `--tls-ca`); without it, only nodes on loopback take agents.
+    pub tls: Option<super::Tls>,
 }
 
 /// The default [`ClusterOptions::heartbeat_timeout`].
@@ -285,13 +287,15 @@ pub(crate) async fn node_server(
     cookie: String,
     lost: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     refused: Arc<Mutex<Vec<String>>>,
+    tls: Option<&super::Tls>,
 ) -> Result<ActorRef<ractor_cluster::NodeServerMessage>, String> {
+    let encryption = tls.map(|tls| ractor_cluster::IncomingEncryptionMode::Tls(tls.acceptor()));
     let server = ractor_cluster::NodeServer::new(
         addr.port(),
         cookie,
         name.to_owned(),
         addr.ip().to_string(),
-        None,
+        encryption,
         Some(ractor_cluster::node::NodeConnectionMode::Isolated),
     )
     .with_listen_addr(addr.ip());
@@ -335,7 +339,8 @@ impl ClusterHandle {
         supervisor: ractor::ActorCell,
         clock: Option<i64>,
     ) -> Result<ClusterHandle, Violation> {
-        let ClusterOptions { cookie, scenario_toml, scenario_base, every_llm, heartbeat_timeout } = options.clone();
+        let ClusterOptions { cookie, scenario_toml, scenario_base, every_llm, heartbeat_timeout, tls } =
+            options.clone();
         let scenario = &ctx.scenario;
         let run_key = format!("{}:{}", ctx.run_id, ctx.mode.as_str());
         let head = HEAD_SERVER
@@ -347,7 +352,7 @@ impl ClusterHandle {
                 let nanos =
                     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
                 let name = format!("{HEAD_NODE}-{}-{nanos}", std::process::id());
-                let server = node_server(&name, addr, cookie.clone(), Some(tx), refused.clone()).await?;
+                let server = node_server(&name, addr, cookie.clone(), Some(tx), refused.clone(), None).await?;
                 Ok::<_, String>(HeadServer {
                     server,
                     name,
@@ -365,10 +370,27 @@ impl ClusterHandle {
             if !ractor::pg::get_members(&node_group(&node.name)).is_empty() {
                 continue;
             }
-            ractor_cluster::client_connect(&head.server, node.addr.as_str()).await.map_err(|e| {
+            let connected = match &tls {
+                Some(tls) => {
+                    let name = super::tls::server_name(&node.addr).map_err(node_error)?;
+                    ractor_cluster::client_connect_enc(&head.server, node.addr.as_str(), tls.connector(), name).await
+                }
+                None if !on_loopback(&node.addr) => {
+                    return Err(node_error(format!(
+                        "node {} at {} is not on loopback: the run's grant key crosses the link to its nodes, so a                          run places agents on another machine only over TLS (lessrt run --tls-cert FILE --tls-key                          FILE --tls-ca FILE, and the same on the node)",
+                        node.name, node.addr
+                    )));
+                }
+                None => ractor_cluster::client_connect(&head.server, node.addr.as_str()).await,
+            };
+            connected.map_err(|e| {
                 node_error(format!(
-                    "cannot connect to node {} at {}: {e}: is `lessrt node --name {} --listen {}` running?",
-                    node.name, node.addr, node.name, node.addr
+                    "cannot connect to node {} at {}: {e}: is `lessrt node --name {} --listen {}` running{}?",
+                    node.name,
+                    node.addr,
+                    node.name,
+                    node.addr,
+                    if tls.is_some() { " with TLS from the same CA" } else { "" }
                 ))
             })?;
         }
@@ -613,6 +635,14 @@ impl ClusterHandle {
         self.heartbeat.abort();
         self.bridge.stop(None);
         let _ = &self.server;
+    }
+}
+
+/// Whether a node's address (`host:port`) is on loopback (`127.0.0.0/8`, `::1` or `localhost`).
+fn on_loopback(addr: &str) -> bool {
+    match addr.parse::<SocketAddr>() {
+        Ok(addr) => addr.ip().is_loopback(),
+        Err(_) => addr.rsplit_once(':').is_some_and(|(host, _)| host == "localhost"),
     }
 }
 

@@ -139,12 +139,15 @@ struct NodeHostState {
     server: ActorRef<ractor_cluster::NodeServerMessage>,
     factory: FactoryMaker,
     runs: HashMap<String, HostedRun>,
+    /// How this node connects to the other nodes of a run (as the head connects to it).
+    tls: Option<super::Tls>,
 }
 
 struct NodeHostArgs {
     name: String,
     server: ActorRef<ractor_cluster::NodeServerMessage>,
     factory: FactoryMaker,
+    tls: Option<super::Tls>,
 }
 
 impl Actor for NodeHost {
@@ -158,7 +161,13 @@ impl Actor for NodeHost {
         args: NodeHostArgs,
     ) -> Result<NodeHostState, ActorProcessingErr> {
         ractor::pg::join(node_group(&args.name), vec![myself.get_cell()]);
-        Ok(NodeHostState { name: args.name, server: args.server, factory: args.factory, runs: HashMap::new() })
+        Ok(NodeHostState {
+            name: args.name,
+            server: args.server,
+            factory: args.factory,
+            runs: HashMap::new(),
+            tls: args.tls,
+        })
     }
 
     async fn handle(
@@ -226,9 +235,23 @@ impl NodeHostState {
         // Other nodes this node's agents talk to: the lower name connects (the cluster's election settles a
         // simultaneous connect either way).
         for node in spec.nodes.iter().filter(|n| n.name > self.name) {
-            if ractor::pg::get_members(&node_group(&node.name)).is_empty()
-                && let Err(err) = ractor_cluster::client_connect(&self.server, node.addr.as_str()).await
-            {
+            if !ractor::pg::get_members(&node_group(&node.name)).is_empty() {
+                continue;
+            }
+            let connected = match &self.tls {
+                Some(tls) => match super::tls::server_name(&node.addr) {
+                    Ok(name) => {
+                        ractor_cluster::client_connect_enc(&self.server, node.addr.as_str(), tls.connector(), name)
+                            .await
+                            .map_err(|e| e.to_string())
+                    }
+                    Err(err) => Err(err),
+                },
+                None => {
+                    ractor_cluster::client_connect(&self.server, node.addr.as_str()).await.map_err(|e| e.to_string())
+                }
+            };
+            if let Err(err) = connected {
                 tracing::warn!(target: "less.cluster", "{}: cannot reach node {} at {}: {err}", self.name, node.name, node.addr);
             }
         }
@@ -313,6 +336,7 @@ pub async fn start_node(
     addr: SocketAddr,
     cookie: String,
     factory: FactoryMaker,
+    tls: Option<&super::Tls>,
 ) -> Result<NodeHandle, String> {
     // ractor_cluster binds the port it is given and does not say which one the system chose for port 0, so a free
     // one is chosen here (a port taken in between makes the server fail to start, with the error).
@@ -323,8 +347,8 @@ pub async fn start_node(
         addr
     };
     let (lost_tx, mut lost_rx) = tokio::sync::mpsc::unbounded_channel();
-    let server = super::head::node_server(name, addr, cookie, Some(lost_tx), Default::default()).await?;
-    let args = NodeHostArgs { name: name.to_owned(), server: server.clone(), factory };
+    let server = super::head::node_server(name, addr, cookie, Some(lost_tx), Default::default(), tls).await?;
+    let args = NodeHostArgs { name: name.to_owned(), server: server.clone(), factory, tls: tls.cloned() };
     let (host, _) = Actor::spawn(Some(format!("lessrt:node:{name}")), NodeHost, args)
         .await
         .map_err(|e| format!("node host: {e}"))?;

@@ -16,8 +16,10 @@
 //! after the run and the actor. The messages that cross are written as JSON ([`serial`]).
 //!
 //! Nodes authenticate with ractor_cluster's magic-cookie handshake (a challenge on a shared secret); the cookie is
-//! required, and a connection that fails the handshake is refused and logged. The link is not encrypted: run nodes on
-//! loopback or a private network (the command line refuses a non-loopback address without `--allow-remote`).
+//! required, and a connection that fails the handshake is refused and logged. With TLS ([`Tls`]: certificates from
+//! files, mutual, one CA) the link is encrypted and a peer without a certificate the CA signed is refused before the
+//! cookie is checked; without it, nodes stay on loopback (a node listens elsewhere, and the head places agents on a
+//! node elsewhere, only over TLS), since the run's grant key crosses the link.
 //!
 //! The head pings every node's host a few times per heartbeat timeout; a node silent for longer is lost like one whose
 //! connection dropped (its connection is closed, its agents move to the head).
@@ -25,12 +27,14 @@
 pub(crate) mod head;
 pub(crate) mod host;
 pub(crate) mod serial;
+mod tls;
 
 use std::time::Duration;
 
 pub(crate) use head::HeadMsg;
 pub use head::{ClusterFile, ClusterHandle, ClusterOptions, DEFAULT_HEARTBEAT_TIMEOUT};
 pub use host::{FactoryMaker, HostMsg, HostSpec, NodeHandle, start_node};
+pub use tls::{Tls, TlsFiles};
 
 /// The process group of a run's actor: `<run key>:<actor>` (the run key is the run id and its mode).
 pub(crate) fn group(run_key: &str, actor: &str) -> String {
