@@ -110,6 +110,13 @@ fn a_pasted_file_is_refused_and_only_the_compliant_resend_reaches_the_agent() {
     assert_eq!(report.roles["programmer"].rejections, 1);
     assert_eq!(report.roles["programmer"].resends, 1);
     assert_eq!(report.totals.escalations, 0);
+    // LESS §12's rates: every refusal was followed by a resend; the one fact delivered is the top kind.
+    assert_eq!(report.rates.resend_rate, Some(1.0));
+    assert_eq!(
+        report.rates.top_engram_kinds.iter().map(|k| (k.kind.as_str(), k.count)).collect::<Vec<_>>(),
+        [("fact", 1)]
+    );
+    assert_eq!(report.rates.deref_denial_rate, None, "no deref was asked");
 }
 
 #[test]
@@ -1231,4 +1238,19 @@ fn agents_claim_surfaces_a_collision_is_refused_and_an_override_escalates_to_the
             assert!(derefs[0]["tokens"].as_u64().is_some_and(|t| t > 20), "the whole entry: {derefs:?}");
         }
     }
+}
+
+/// UC2 hunts contradictions: its report's contradiction rate counts them (LESS §12), and its deref denial rate the
+/// derefs the budget refused.
+#[test]
+fn the_contradiction_rate_of_uc2_counts_its_contradictions() {
+    let clock = time::OffsetDateTime::from_unix_timestamp(1_795_773_600).expect("a time");
+    let report = run_shipped("uc2-contradictions", WireMode::Less, clock, 3);
+    let rates = &report["rates"];
+    let rate = rates["contradiction_rate"].as_f64().expect("a contradiction rate");
+    assert!(rate > 0.0 && rate <= 1.0, "{rates}");
+    let kinds: Vec<&str> =
+        rates["top_engram_kinds"].as_array().expect("kinds").iter().filter_map(|k| k["kind"].as_str()).collect();
+    assert!(kinds.contains(&"risk"), "{rates}");
+    assert!(rates["tokens_per_turn_trend"].as_array().is_some_and(|t| t.len() == 2), "{rates}");
 }

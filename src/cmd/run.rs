@@ -339,6 +339,7 @@ pub(crate) fn print_report(report: &RunReport) {
     for lost in &report.lost {
         outln!("LOST: {} (its node failed past the restart limit): {}", lost.agents.join(", "), lost.reason);
     }
+    outln!("{}", rates_line(&report.rates));
     outln!();
     for check in &report.checks {
         outln!("{} {} — {}", check.status.label(), check.name, check.detail);
@@ -351,6 +352,20 @@ pub(crate) fn print_report(report: &RunReport) {
         }
     }
     outln!();
+}
+
+/// LESS §12's rates in one line: `-` where a rate has no denominator.
+fn rates_line(rates: &less_runtime::run::Rates) -> String {
+    let pct = |r: Option<f64>| r.map_or_else(|| "-".to_owned(), |r| format!("{:.0}%", r * 100.0));
+    let kinds: Vec<String> = rates.top_engram_kinds.iter().map(|k| format!("{} {}", k.kind, k.count)).collect();
+    let trend = rates.tokens_per_turn_trend.map_or_else(|| "-".to_owned(), |[a, b]| format!("{a:.0} → {b:.0}"));
+    format!(
+        "rates: resend {}, deref denial {}, contradiction {}; tokens/turn {trend}; engrams: {}",
+        pct(rates.resend_rate),
+        pct(rates.deref_denial_rate),
+        pct(rates.contradiction_rate),
+        if kinds.is_empty() { "-".to_owned() } else { kinds.join(", ") }
+    )
 }
 
 /// LESS against verbatim, per role.

@@ -58,7 +58,9 @@ pub use inbox::{
 };
 pub use ledger::{Displaced, Event, SentText, TraceSink, WIRE_FILE};
 pub use remote::{PlacedNodes, Placement, RemoteFuture};
-pub use report::{CheckResult, CheckStatus, LostSubtree, ModelSpend, RoleReport, RunReport, TokenStats};
+pub use report::{
+    CheckResult, CheckStatus, KindCount, LostSubtree, ModelSpend, Rates, RoleReport, RunReport, TokenStats,
+};
 pub use slot::RESTART_WAIT;
 pub use supervisor::{
     DEFAULT_STEP_TIMEOUT, LocalRun, Pinned, RunOptions, check_out_dir, run_scenario, run_scenario_with,

@@ -168,6 +168,90 @@ pub struct RunReport {
     /// absent when there were none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lost: Vec<LostSubtree>,
+    /// LESS §12's rates over the run.
+    #[serde(default)]
+    pub rates: Rates,
+}
+
+/// LESS §12's metrics that are ratios, over one run (what an operator watches trend): each `None` when its
+/// denominator is zero, rather than a zero that would read as "never".
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Rates {
+    /// Compliant resends delivered per message refused (LESS: "resend rate after budget rejection").
+    pub resend_rate: Option<f64>,
+    /// Deref requests denied per deref request.
+    pub deref_denial_rate: Option<f64>,
+    /// Derefs granted per turn, by role (roles with turns).
+    pub derefs_per_turn: BTreeMap<String, f64>,
+    /// Contradictions per engram put into memory: a put that raised a contradiction, or a delivered `risk` engram
+    /// tagged `contradiction` citing two or more pointers.
+    pub contradiction_rate: Option<f64>,
+    /// Engrams delivered, by kind, most first (at most five; ties by name).
+    pub top_engram_kinds: Vec<KindCount>,
+    /// Inline tokens per turn in the first and in the second half of the run's turns, in order (the trend LESS asks
+    /// to watch); `None` with fewer than two turns.
+    pub tokens_per_turn_trend: Option<[f64; 2]>,
+}
+
+/// How many engrams of one kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindCount {
+    /// The kind (`fact`, `decision`, …).
+    pub kind: String,
+    /// How many were delivered.
+    pub count: u32,
+}
+
+fn ratio(numerator: usize, denominator: usize) -> Option<f64> {
+    (denominator > 0).then(|| numerator as f64 / denominator as f64)
+}
+
+impl Rates {
+    /// The rates of a run's `events`, with its per-role report (turns and derefs) and its turns' inline tokens in
+    /// order.
+    fn of(events: &[Event], roles: &BTreeMap<String, RoleReport>, per_turn: &[u32]) -> Rates {
+        let (mut refused, mut resent, mut asked, mut denied, mut puts, mut contradictions) = (0, 0, 0, 0, 0, 0);
+        for event in events {
+            match event {
+                Event::Rejected { .. } => refused += 1,
+                Event::Resent { .. } => resent += 1,
+                Event::Deref { granted, .. } => {
+                    asked += 1;
+                    denied += usize::from(!granted);
+                }
+                Event::MemoryPut { code: None, contradictions: raised, .. } => {
+                    puts += 1;
+                    contradictions += usize::from(!raised.is_empty());
+                }
+                _ => {}
+            }
+        }
+        let mut kinds: BTreeMap<String, u32> = BTreeMap::new();
+        for (_, engram) in delivered_engrams(events) {
+            *kinds.entry(engram.kind.as_str().to_owned()).or_default() += 1;
+            let tagged = engram.tags.iter().flatten().any(|t| t == "contradiction");
+            contradictions +=
+                usize::from(engram.kind == less_contract::EngramKind::Risk && tagged && engram.pointers.len() >= 2);
+        }
+        let mut top: Vec<KindCount> = kinds.into_iter().map(|(kind, count)| KindCount { kind, count }).collect();
+        top.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.kind.cmp(&b.kind)));
+        top.truncate(5);
+        let half = per_turn.len() / 2;
+        let mean = |turns: &[u32]| turns.iter().map(|&t| f64::from(t)).sum::<f64>() / turns.len() as f64;
+        Rates {
+            resend_rate: ratio(resent, refused),
+            deref_denial_rate: ratio(denied, asked),
+            derefs_per_turn: roles
+                .iter()
+                .filter(|(_, r)| r.turns > 0)
+                .map(|(role, r)| (role.clone(), f64::from(r.derefs) / f64::from(r.turns)))
+                .collect(),
+            contradiction_rate: ratio(contradictions, puts),
+            top_engram_kinds: top,
+            tokens_per_turn_trend: (half > 0).then(|| [mean(&per_turn[..half]), mean(&per_turn[half..])]),
+        }
+    }
 }
 
 /// A subtree out of the run: its node failed past the restart limit, and its parent was told by an escalation.
@@ -296,7 +380,9 @@ impl RunReport {
             .filter(|e| e.mode.is_none_or(|m| m == mode))
             .map(|e| evaluate(&e.check, scenario, mode, events, &totals))
             .collect();
+        let rates = Rates::of(events, &roles, &totals.per_turn);
         RunReport {
+            rates,
             scenario: scenario.name.clone(),
             mode,
             tokenizer: scenario.tokenizer.to_string(),

@@ -311,3 +311,39 @@ fn the_report_counts_turns_in_order_and_serializes_the_third_state() {
     let na = CheckResult { name: "x".to_owned(), status: CheckStatus::NotApplicable, detail: String::new() };
     assert_eq!(serde_json::to_value(&na).expect("json")["status"], json!("n/a"));
 }
+
+#[test]
+fn the_rates_count_what_the_ledger_says_and_have_no_value_without_a_denominator() {
+    use super::Rates;
+    let empty = Rates::of(&[], &BTreeMap::new(), &[]);
+    assert_eq!(empty, Rates::default());
+    let deref = |granted| Event::Deref {
+        agent: "dev".to_owned(),
+        pointers: vec!["repo:a.rs".to_owned()],
+        tokens: 10,
+        granted,
+        via_grant: None,
+        code: None,
+    };
+    let put = |contradictions: &[&str]| Event::MemoryPut {
+        agent: "dev".to_owned(),
+        id: "eg_1".to_owned(),
+        status: "stored".to_owned(),
+        superseded: Vec::new(),
+        contradictions: contradictions.iter().map(|c| (*c).to_owned()).collect(),
+        code: None,
+        message: String::new(),
+    };
+    let events =
+        [deref(true), deref(false), deref(false), deref(true), put(&[]), put(&["eg_risk"]), put(&[]), put(&[])];
+    let roles = BTreeMap::from([
+        ("programmer".to_owned(), RoleReport { turns: 4, derefs: 2, ..RoleReport::default() }),
+        ("idle".to_owned(), RoleReport::default()),
+    ]);
+    let rates = Rates::of(&events, &roles, &[100, 300, 50, 50]);
+    assert_eq!(rates.deref_denial_rate, Some(0.5));
+    assert_eq!(rates.contradiction_rate, Some(0.25));
+    assert_eq!(rates.resend_rate, None, "nothing was refused");
+    assert_eq!(rates.derefs_per_turn, BTreeMap::from([("programmer".to_owned(), 0.5)]));
+    assert_eq!(rates.tokens_per_turn_trend, Some([200.0, 50.0]));
+}
