@@ -1254,3 +1254,37 @@ fn the_contradiction_rate_of_uc2_counts_its_contradictions() {
     assert!(kinds.contains(&"risk"), "{rates}");
     assert!(rates["tokens_per_turn_trend"].as_array().is_some_and(|t| t.len() == 2), "{rates}");
 }
+
+/// The uses of a grant an agent spent stay spent when its node fails and it is restored from the ledger: a grant of
+/// two uses, one spent before the failure, covers one more deref after it, not two.
+#[test]
+fn spent_grant_uses_stay_spent_when_an_agent_is_restored_from_the_ledger() {
+    use less_runtime::run::{Fault, FaultTarget};
+    let grant = r#"{ id = "g", to = "dev", patterns = ["repo:src/**"], max_derefs = 9, max_tokens = 9000, uses = 2 }"#;
+    let body = format!(
+        "{}{}{}{}{}{}",
+        GRANT_BRIEF.replace("GRANTS", grant),
+        deref("dev", 3, Some("g")), // step 1: beyond the budget, under the grant: its first use
+        turn_end("dev"),            // step 2
+        deref("dev", 3, Some("g")), // step 3, after dev's node failed: its second use
+        turn_end("dev"),
+        deref("dev", 3, Some("g")), // step 5: no use left
+    );
+    let (dir, _outside) = workspace();
+    let out = tempfile::tempdir().expect("out");
+    let toml = format!("name = \"t\"\nworkspace = \".\"\n{body}\n{HIERARCHY}");
+    let scenario = Arc::new(Scenario::from_toml(&toml, dir.path()).unwrap_or_else(|v| panic!("scenario: {v}")));
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let options = RunOptions { out_dir: Some(out.path().to_owned()), ..RunOptions::new(WireMode::Less) };
+    let faults = [Fault { before_step: 3, target: FaultTarget::Node("dev".into()), times: 1 }];
+    let run = less_runtime::run::run_scenario_faulted(scenario, Arc::new(ScriptedFactory), options, &faults);
+    runtime.block_on(run).expect("the run completes");
+    let ledger = std::fs::read_to_string(out.path().join("ledger.jsonl")).expect("ledger.jsonl");
+    let events: Vec<Value> = ledger.lines().map(|l| serde_json::from_str(l).expect("event is JSON")).collect();
+    assert!(of_kind(&events, "restart").iter().any(|e| e["agent"] == "dev"), "dev's node was restarted");
+    let verdicts: Vec<(bool, Option<&str>)> = of_kind(&events, "deref")
+        .iter()
+        .map(|e| (e["granted"].as_bool().expect("granted"), e["code"].as_str()))
+        .collect();
+    assert_eq!(verdicts, [(true, None), (true, None), (false, Some("LESS_GRANT_INVALID"))], "{events:#?}");
+}

@@ -568,8 +568,7 @@ impl ClusterHandle {
 
     /// Moves every agent of the lost `node` to the head: a fresh gateway (and agent) each, a `restart` event each in
     /// the ledger, and every directory rewired. The new gateway takes again what the ledger says was delivered to
-    /// the agent (its inbox, the grants it accepted); what the agent dereferenced, and the uses of its grants it had
-    /// spent, were on the lost node only.
+    /// the agent (its inbox, the grants it accepted and the uses of them it spent, what it dereferenced).
     pub(crate) async fn fail_over(&self, node: &str, supervisor: ractor::ActorCell) -> Result<Vec<String>, Violation> {
         self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(node);
         let agents: Vec<String> = self
@@ -606,8 +605,8 @@ impl ClusterHandle {
                 ractor::pg::leave(group.clone(), stale);
             }
             ractor::pg::join(group, vec![gateway.get_cell()]);
-            // What was delivered to the agent is in the ledger: it comes back to the new gateway (the agent's inbox
-            // and accepted grants; not what it dereferenced, nor the uses of its grants already spent).
+            // What was delivered to the agent is in the ledger: it comes back to the new gateway (the agent's inbox,
+            // accepted grants and the uses of them it spent, and what it dereferenced).
             let restored = Box::new(Restored::from_events(&events, agent));
             match ractor::call!(gateway, GatewayMsg::Restore, restored) {
                 Ok(n) => {

@@ -209,6 +209,13 @@ impl GrantBook {
     pub fn left(&self, grant_id: &str) -> Option<GrantLeft> {
         self.held.get(grant_id).map(HeldGrant::left)
     }
+
+    /// Takes again one use and `spend` that the ledger says were spent before this book was made (an agent restored
+    /// on another node or after its node failed), without judging them again: they were judged when spent. Whether
+    /// the grant is held.
+    pub fn spent_before(&mut self, grant_id: &str, spend: Spend) -> bool {
+        self.held.get_mut(grant_id).map(|held| held.take(spend)).is_some()
+    }
 }
 
 impl GrantStore for GrantBook {

@@ -23,8 +23,8 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 use serde_json::Value;
 
 use crate::enforce::{
-    Charge, DerefMeter, GrantBook, Reach, Reader, check_code, check_deref, check_inbound, check_issue, commit_deref,
-    spend_on_code,
+    Charge, DerefMeter, GrantBook, Reach, Reader, Spend, check_code, check_deref, check_inbound, check_issue,
+    commit_deref, spend_on_code,
 };
 use crate::resolver::Resolved;
 use crate::run::RunContext;
@@ -96,6 +96,9 @@ pub struct Restored {
     pub delivered: Vec<(String, String, u32, Arc<Document>)>,
     /// The pointers (text form) of each deref it was granted.
     pub read: Vec<Vec<String>>,
+    /// The uses of its grants it spent, in order: the grant and what the use took (a deref's pointers and tokens; a
+    /// message's inline code, nothing more).
+    pub spent: Vec<(String, Spend)>,
 }
 
 impl Restored {
@@ -119,7 +122,25 @@ impl Restored {
                 _ => None,
             })
             .collect();
-        Restored { delivered, read }
+        let spent = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Deref { agent: reader, pointers, tokens, granted: true, via_grant: Some(grant), .. }
+                    if reader == agent =>
+                {
+                    let derefs = u32::try_from(pointers.len()).unwrap_or(u32::MAX);
+                    Some((grant.clone(), Spend { derefs, tokens: *tokens }))
+                }
+                Event::Delivered { from, doc, .. } if from == agent => match &**doc {
+                    Document::Message(message) => {
+                        message.grant_id.clone().map(|grant| (grant, Spend { derefs: 0, tokens: 0 }))
+                    }
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        Restored { delivered, read, spent }
     }
 }
 
@@ -501,6 +522,12 @@ impl GatewayState {
             };
             self.forward(&envelope, &doc, n_tokens);
             n += 1;
+        }
+        // The uses of its grants it spent before are spent still (a grant does not start over on another node).
+        for (grant_id, spend) in restored.spent {
+            if !self.grants.spent_before(&grant_id, spend) {
+                tracing::warn!(target: "less.cluster", agent = %self.agent_id, "spent uses of {grant_id}, which it no longer holds");
+            }
         }
         for texts in restored.read {
             let Ok(pointers) = texts.iter().map(|t| Pointer::parse(t)).collect::<Result<Vec<_>, _>>() else { continue };
