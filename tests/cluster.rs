@@ -525,3 +525,26 @@ fn a_peer_without_a_certificate_of_the_clusters_ca_is_refused() {
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     assert!(stderr(&output).contains("only over TLS"), "{}", stderr(&output));
 }
+
+/// `lessrt load --parts cluster` over TLS: every delivery through the node's gateways, over the encrypted link, is
+/// acknowledged and on the ledger.
+#[test]
+fn the_cluster_load_runs_over_tls_and_loses_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = dir.path().join("pki");
+    pki(&certs, &["n1"]);
+    let tls = tls_args(&certs, "n1", &certs);
+    let output = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["load", "--parts", "cluster", "--agents", "4", "--messages", "20", "--json"])
+        .args(&tls)
+        .current_dir(root())
+        .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
+        .output()
+        .expect("lessrt load");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let doc: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    let cluster = &doc["parts"]["cluster"];
+    assert_eq!((cluster["tls"].as_bool(), cluster["lost"].as_u64()), (Some(true), Some(0)), "{cluster}");
+    let remote = &cluster["remote"];
+    assert_eq!((remote["sent"].as_u64(), remote["on_ledger"].as_u64()), (Some(80), Some(80)), "{remote}");
+}

@@ -60,6 +60,10 @@ pub(crate) struct Args {
     /// What each recipient keeps inline (gateways); the rest is spilled to `sam:msg:` pointers.
     #[command(flatten)]
     inbox: InboxArgs,
+    /// The cluster part over TLS: the node and this process both use this certificate (one that names 127.0.0.1,
+    /// from `scripts/cluster-ca.sh`).
+    #[command(flatten)]
+    tls: super::args::TlsArgs,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -189,8 +193,21 @@ async fn cluster(args: &Args, dir: &Path) -> anyhow::Result<Value> {
     let addr = format!("127.0.0.1:{port}");
     let secret = less_runtime::run::fresh_secret().map_err(|v| anyhow::anyhow!("no random cookie: {}", v.message))?;
     let cookie: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+    let tls = args.tls.load()?;
+    let tls_args: Vec<&std::ffi::OsStr> = match (&args.tls.tls_cert, &args.tls.tls_key, &args.tls.tls_ca) {
+        (Some(cert), Some(key), Some(ca)) => vec![
+            "--tls-cert".as_ref(),
+            cert.as_os_str(),
+            "--tls-key".as_ref(),
+            key.as_os_str(),
+            "--tls-ca".as_ref(),
+            ca.as_os_str(),
+        ],
+        _ => Vec::new(),
+    };
     let mut node = std::process::Command::new(std::env::current_exe()?)
         .args(["node", "--listen", &addr, "--name", "n1", "--cookie-env", "LESSRT_LOAD_COOKIE"])
+        .args(&tls_args)
         .env("LESSRT_LOAD_COOKIE", &cookie)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -206,19 +223,23 @@ async fn cluster(args: &Args, dir: &Path) -> anyhow::Result<Value> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let remote = gateways(args, &dir.join("remote"), Some((addr, cookie))).await;
+    let remote = gateways(args, &dir.join("remote"), Some((addr, cookie, tls.clone()))).await;
     let _ = node.kill();
     let _ = node.wait();
     let remote = remote?;
     let lost = local["lost"].as_u64().unwrap_or(0) + remote["lost"].as_u64().unwrap_or(0);
-    Ok(json!({"local": local, "remote": remote, "lost": lost}))
+    Ok(json!({"local": local, "remote": remote, "lost": lost, "tls": tls.is_some()}))
 }
 
-async fn gateways(args: &Args, out: &Path, node: Option<(String, String)>) -> anyhow::Result<Value> {
+async fn gateways(
+    args: &Args,
+    out: &Path,
+    node: Option<(String, String, Option<less_runtime::cluster::Tls>)>,
+) -> anyhow::Result<Value> {
     let (mut toml, edges) = hierarchy(args.agents);
     let mut options =
         RunOptions { out_dir: Some(out.to_owned()), inbox_cap: args.inbox.cap(), ..RunOptions::new(WireMode::Less) };
-    if let Some((addr, cookie)) = node {
+    if let Some((addr, cookie, tls)) = node {
         // Every agent on the node: each delivery goes to a gateway in the other process.
         toml = toml.replace("role = ", "node = \"n1\"\nrole = ");
         toml.push_str(&format!("[cluster]\nnodes = [{{ name = \"n1\", addr = \"{addr}\" }}]\n"));
@@ -228,7 +249,7 @@ async fn gateways(args: &Args, out: &Path, node: Option<(String, String)>) -> an
             scenario_base: Path::new(".").to_owned(),
             every_llm: false,
             heartbeat_timeout: less_runtime::cluster::DEFAULT_HEARTBEAT_TIMEOUT,
-            tls: None,
+            tls,
         }));
     }
     let scenario = Arc::new(Scenario::from_toml(&toml, Path::new(".")).map_err(|v| anyhow::anyhow!("{v}"))?);
