@@ -1288,3 +1288,46 @@ fn spent_grant_uses_stay_spent_when_an_agent_is_restored_from_the_ledger() {
         .collect();
     assert_eq!(verdicts, [(true, None), (true, None), (false, Some("LESS_GRANT_INVALID"))], "{events:#?}");
 }
+
+/// A message in flight when its receiver's node fails (it delivered the message, then failed before acknowledging
+/// it) goes to the node started in its place under the same id, which knows from the ledger that it was delivered:
+/// the receiver has it exactly once, and the sender's turn goes on as if nothing had happened.
+#[test]
+fn a_message_in_flight_to_a_failing_node_is_delivered_exactly_once() {
+    use less_runtime::run::{Fault, FaultTarget};
+    let brief = |line: &str| {
+        format!("\n[[steps]]\naction = \"brief\"\nagent = \"manager\"\nto = [\"dev\"]\nnow = [\"{line}\"]\n")
+    };
+    let steps = format!("{}{}", brief("Rename a_1."), brief("Then b_1."));
+    let run_with = |faults: Vec<Fault>| {
+        let (dir, _outside) = workspace();
+        let out = tempfile::tempdir().expect("out");
+        let toml = format!("name = \"t\"\nworkspace = \".\"\n{steps}\n{HIERARCHY}");
+        let scenario = Arc::new(Scenario::from_toml(&toml, dir.path()).unwrap_or_else(|v| panic!("scenario: {v}")));
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+        let options = RunOptions { out_dir: Some(out.path().to_owned()), ..RunOptions::new(WireMode::Less) };
+        let run = less_runtime::run::run_scenario_faulted(scenario, Arc::new(ScriptedFactory), options, &faults);
+        let report = runtime.block_on(run).expect("the run completes");
+        let ledger = std::fs::read_to_string(out.path().join("ledger.jsonl")).expect("ledger.jsonl");
+        let events: Vec<Value> = ledger.lines().map(|l| serde_json::from_str(l).expect("event is JSON")).collect();
+        (report, events)
+    };
+    let (calm, _) = run_with(Vec::new());
+    // dev's node fails right after the first brief reached it, before manager's turn hears back.
+    let fault = Fault { before_step: 0, target: FaultTarget::NodeAfterNextDelivery("dev".into()), times: 1 };
+    let (report, events) = run_with(vec![fault]);
+    assert!(of_kind(&events, "restart").iter().any(|e| e["agent"] == "dev"), "dev's node failed: {events:#?}");
+    let to_dev: Vec<&str> = of_kind(&events, "delivered")
+        .iter()
+        .filter(|e| e["to"] == "dev")
+        .filter_map(|e| e["msg_id"].as_str())
+        .collect();
+    assert_eq!(to_dev.len(), 2, "each brief delivered once: {to_dev:?}");
+    assert_ne!(to_dev[0], to_dev[1]);
+    assert!(report.checks.iter().all(|c| c.status != CheckStatus::Fail), "{:?}", report.checks);
+    // The same tokens as the undisturbed run, role by role; only the restart differs.
+    for (role, calm_role) in &calm.roles {
+        assert_eq!(report.roles[role].per_turn, calm_role.per_turn, "{role}");
+    }
+    assert_eq!(report.roles["manager"].rejections, 0, "the sender saw no failure");
+}

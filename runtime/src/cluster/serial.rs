@@ -160,6 +160,8 @@ impl Message for GatewayMsg {
             GatewayMsg::Restore(..) => Err(unknown("gateway", "Restore")),
             #[cfg(any(test, feature = "faults"))]
             GatewayMsg::Fail => Err(unknown("gateway", "Fail")),
+            #[cfg(any(test, feature = "faults"))]
+            GatewayMsg::FailAfterNextDelivery => Err(unknown("gateway", "FailAfterNextDelivery")),
         }
     }
 

@@ -1249,20 +1249,46 @@ impl AgentState {
                 format!("{} is out of the run (its node failed past the restart limit); not delivered", envelope.to),
             ));
         }
-        let Some(gateway) = self.ctx.directory.get(&envelope.to) else {
+        let Some(mut gateway) = self.ctx.directory.get(&envelope.to) else {
             return Err(Violation::new(
                 ErrorCode::ScenarioInvalid,
                 "/to",
                 format!("no agent {} in this run: send to an agent of the scenario", envelope.to),
             ));
         };
-        match ractor::call!(gateway, GatewayMsg::Deliver, Box::new(envelope)) {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(violation)) => {
-                outcome.refusals.push(violation.code);
-                Err(violation)
+        let mut redelivered = 0;
+        loop {
+            match ractor::call!(gateway, GatewayMsg::Deliver, Box::new(envelope.clone())) {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(violation)) => {
+                    outcome.refusals.push(violation.code);
+                    return Err(violation);
+                }
+                // The receiver's node failed with the message in flight: once its parent's node started it again,
+                // the message goes to the new gateway under the same id. The new gateway knows from the ledger
+                // whether the old one had delivered it, so the agent gets it exactly once. (A node of another
+                // process is moved by the driver between steps, so such a delivery fails as before.)
+                Err(err) if redelivered < MAX_REDELIVERIES && gateway.get_id().is_local() => {
+                    let Some(next) = self
+                        .ctx
+                        .directory
+                        .replaced(&envelope.to, gateway.get_id(), crate::run::slot::RESTART_WAIT)
+                        .await
+                    else {
+                        return Err(run_failed("delivery", &err.to_string()));
+                    };
+                    tracing::warn!(
+                        target: "less.run",
+                        "{}: the delivery of {} to {} failed ({err}); delivering it to its new node",
+                        self.spec.id,
+                        envelope.msg_id,
+                        envelope.to
+                    );
+                    gateway = next;
+                    redelivered += 1;
+                }
+                Err(err) => return Err(run_failed("delivery", &err.to_string())),
             }
-            Err(err) => Err(run_failed("delivery", &err.to_string())),
         }
     }
 }
@@ -1287,6 +1313,9 @@ fn resending(done: &[Done]) -> bool {
             && matches!(d.outcome, Outcome::Refused(_))
     })
 }
+
+/// How many times a message whose receiver's node failed in flight goes to the node started in its place.
+const MAX_REDELIVERIES: u32 = 2;
 
 /// An actor of the run that did not answer (`LESS_RUN_FAILED`).
 fn run_failed(what: &str, err: &str) -> Violation {

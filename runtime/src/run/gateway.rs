@@ -88,6 +88,10 @@ pub enum GatewayMsg {
     /// Fails this node on purpose, and with it its agent and the nodes below (tests of its parent's restart).
     #[cfg(any(test, feature = "faults"))]
     Fail,
+    /// Fails this node on purpose once it has delivered its next message, before it acknowledges it (tests of a
+    /// message in flight to a node that fails).
+    #[cfg(any(test, feature = "faults"))]
+    FailAfterNextDelivery,
 }
 
 /// What the ledger says an agent had: for [`GatewayMsg::Restore`].
@@ -254,6 +258,12 @@ pub struct GatewayState {
     children: HashMap<ractor::ActorId, String>,
     /// Recent restarts of each child's node, within [`RESTART_WINDOW`].
     child_restarts: HashMap<String, Vec<Instant>>,
+    /// The ids of the messages delivered to the agent (restored from the ledger too): a message sent again because
+    /// the node failed before it acknowledged is acknowledged, not delivered twice.
+    delivered: HashSet<String>,
+    /// Fail once the next delivery is made ([`GatewayMsg::FailAfterNextDelivery`]).
+    #[cfg(any(test, feature = "faults"))]
+    fail_after_delivery: bool,
 }
 
 impl Actor for GatewayActor {
@@ -288,6 +298,9 @@ impl Actor for GatewayActor {
             waiting: Vec::new(),
             children: HashMap::new(),
             child_restarts: HashMap::new(),
+            delivered: HashSet::new(),
+            #[cfg(any(test, feature = "faults"))]
+            fail_after_delivery: false,
         };
         if let Some(events) = &args.restore {
             state.restore(Restored::from_events(events, &state.agent_id)).await;
@@ -315,6 +328,11 @@ impl Actor for GatewayActor {
                 let verdict = state.deliver(*envelope).await;
                 // On a worker node: an acknowledged delivery is in the head's ledger before the acknowledgement.
                 state.ctx.settle().await;
+                #[cfg(any(test, feature = "faults"))]
+                if state.fail_after_delivery && verdict.is_ok() {
+                    state.fail_after_delivery = false;
+                    panic!("{}'s node failed on purpose after a delivery", state.agent_id);
+                }
                 let _ = reply.send(verdict);
             }
             GatewayMsg::Forward(forwarded) => {
@@ -372,6 +390,8 @@ impl Actor for GatewayActor {
             },
             #[cfg(any(test, feature = "faults"))]
             GatewayMsg::Fail => panic!("{}'s node failed on purpose", state.agent_id),
+            #[cfg(any(test, feature = "faults"))]
+            GatewayMsg::FailAfterNextDelivery => state.fail_after_delivery = true,
             GatewayMsg::SpendCodeGrant(request, reply) => {
                 let now = state.ctx.now();
                 let verdict = spend_on_code(
@@ -498,6 +518,7 @@ impl GatewayState {
     async fn restore(&mut self, restored: Restored) -> usize {
         let mut n = 0;
         for (from, msg_id, n_tokens, doc) in restored.delivered {
+            self.delivered.insert(msg_id.clone());
             if let Document::Grant(grant) = &*doc {
                 let grant = Grant::clone(grant);
                 let is_ancestor = self.ctx.scenario.is_ancestor(&grant.terms.issuer, &self.agent_id);
@@ -547,6 +568,11 @@ impl GatewayState {
         let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
         // The wire is counted once; the cache makes any later count of the same text free.
         let n_tokens = counter.count(&envelope.wire);
+        if self.delivered.contains(&envelope.msg_id) {
+            // Sent again after this node's predecessor delivered it and failed before acknowledging.
+            tracing::info!(agent = %self.agent_id, "{} was delivered already; acknowledged again", envelope.msg_id);
+            return Ok(n_tokens);
+        }
         let checked = Document::check(envelope.kind, &envelope.doc);
         let verdict = match (&checked, self.ctx.mode) {
             (Err(violation), _) => Err(violation.clone()),
@@ -580,6 +606,7 @@ impl GatewayState {
         let (doc, value) = (Arc::new(doc), Arc::new(value));
         self.record_delivery(&envelope, &doc, &value, n_tokens).await;
         self.forward(&envelope, &doc, n_tokens);
+        self.delivered.insert(envelope.msg_id.clone());
         Ok(n_tokens)
     }
 

@@ -123,6 +123,31 @@ impl Directory {
     pub(crate) fn n_changes(&self) -> u64 {
         *self.changes.borrow()
     }
+
+    /// Waits up to `wait` until `agent`'s gateway is another than `was` (its node was restarted or moved): the new
+    /// one, or `None` when none came (or the agent's subtree is out of the run).
+    pub(crate) async fn replaced(
+        &self,
+        agent: &str,
+        was: ractor::ActorId,
+        wait: std::time::Duration,
+    ) -> Option<ActorRef<GatewayMsg>> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let seen = self.n_changes();
+            if self.is_lost(agent) {
+                return None;
+            }
+            if let Some(now) = self.get(agent).filter(|g| g.get_id() != was) {
+                return Some(now);
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            self.changed_after(seen, left).await;
+        }
+    }
 }
 
 /// On the head: the books of the ledger and the resolver, which outlive the actors that write them out (see

@@ -149,6 +149,9 @@ pub enum FaultTarget {
     Summarizers,
     /// The node (gateway) of an agent (it panics, taking its agent and its subtree's nodes with it).
     Node(String),
+    /// The node of an agent once it has delivered its next message, before it acknowledges it: the message is in
+    /// flight when the node fails.
+    NodeAfterNextDelivery(String),
 }
 
 /// The run supervisor: the root of the run's tree (see the module's restart policy).
@@ -882,6 +885,11 @@ async fn inject_once(ctx: &RunContext, target: &FaultTarget) {
         FaultTarget::Summarizers => {
             if let Services::Local { summarizers, .. } = &ctx.services {
                 fail_in(summarizers, SummarizerMsg::Fail).await;
+            }
+        }
+        FaultTarget::NodeAfterNextDelivery(agent) => {
+            if let Some(gateway) = ctx.directory.get(agent) {
+                let _ = gateway.send_message(GatewayMsg::FailAfterNextDelivery);
             }
         }
         FaultTarget::Node(agent) => {
