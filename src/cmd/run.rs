@@ -339,7 +339,7 @@ pub(crate) fn print_report(report: &RunReport) {
     for lost in &report.lost {
         outln!("LOST: {} (its node failed past the restart limit): {}", lost.agents.join(", "), lost.reason);
     }
-    outln!("{}", rates_line(&report.rates));
+    outln!("\n{}", rates_line(&report.rates));
     outln!();
     for check in &report.checks {
         outln!("{} {} — {}", check.status.label(), check.name, check.detail);
