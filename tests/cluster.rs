@@ -165,27 +165,9 @@ fn a_node_killed_mid_run_moves_its_agents_and_the_run_completes() {
     let (n1, mut n2) = (Node::start("n1", COOKIE), Node::start("n2", COOKIE));
     let file = uc1_cluster_file(dir.path(), &n1.addr, &n2.addr);
     let out = dir.path().join("out");
-    let head = Command::new(env!("CARGO_BIN_EXE_lessrt"))
-        .args(["run", "scenarios/uc1-refactor.toml", "--json", "--mode", "less", "--pace", "150", "--out"])
-        .arg(&out)
-        .args(["--cluster", file.to_str().expect("utf-8")])
-        .current_dir(root())
-        .env("LESSRT_COOKIE", COOKIE)
-        .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("lessrt run");
+    let head = spawn_paced_uc1(&out, &file, &[]);
     // Kill n2 once the run is past its first derefs (step 4 of UC1), before the programmer and reviewer report.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let steps = ledger_events(&out, "less").iter().filter(|e| e["event"] == "step").count();
-        if steps >= 4 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the run did not get to step 4");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_steps(&out, 4);
     n2.kill();
     let output = head.wait_with_output().expect("the run ends");
     // The run completes: a report, whatever its checks say (exit 0 or 1; 2 would be a run that could not go on).
@@ -212,27 +194,8 @@ fn a_node_stopped_mid_run_is_lost_by_its_heartbeats_and_the_run_completes() {
     let (n1, n2) = (Node::start("n1", COOKIE), Node::start("n2", COOKIE));
     let file = uc1_cluster_file(dir.path(), &n1.addr, &n2.addr);
     let out = dir.path().join("out");
-    let head = Command::new(env!("CARGO_BIN_EXE_lessrt"))
-        .args(["run", "scenarios/uc1-refactor.toml", "--json", "--mode", "less", "--pace", "150"])
-        .args(["--heartbeat-timeout", "2", "--step-timeout", "60", "--out"])
-        .arg(&out)
-        .args(["--cluster", file.to_str().expect("utf-8")])
-        .current_dir(root())
-        .env("LESSRT_COOKIE", COOKIE)
-        .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("lessrt run");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let steps = ledger_events(&out, "less").iter().filter(|e| e["event"] == "step").count();
-        if steps >= 4 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the run did not get to step 4");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let head = spawn_paced_uc1(&out, &file, &["--heartbeat-timeout", "2", "--step-timeout", "60"]);
+    wait_for_steps(&out, 4);
     let stopped = Instant::now();
     let status = Command::new("kill").args(["-STOP", &n2.child.id().to_string()]).status().expect("kill -STOP");
     assert!(status.success(), "SIGSTOP sent to n2");
@@ -250,6 +213,31 @@ fn a_node_stopped_mid_run_is_lost_by_its_heartbeats_and_the_run_completes() {
     assert_eq!(events.iter().filter(|e| e["event"] == "step").count(), 11, "every step of UC1 ran");
     // Well within the 60 s step timeout: the heartbeats, not a step's timeout, noticed the node.
     assert!(took < Duration::from_secs(30), "the run took {took:?} after n2 stopped");
+}
+
+/// Starts `lessrt run` of UC1 in LESS mode, 150 ms between steps, on the nodes of `cluster`, writing into `out`.
+fn spawn_paced_uc1(out: &Path, cluster: &Path, extra: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["run", "scenarios/uc1-refactor.toml", "--json", "--mode", "less", "--pace", "150", "--out"])
+        .arg(out)
+        .args(["--cluster", cluster.to_str().expect("utf-8")])
+        .args(extra)
+        .current_dir(root())
+        .env("LESSRT_COOKIE", COOKIE)
+        .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lessrt run")
+}
+
+/// Waits (up to a minute) until the LESS run in `out` has started `n` steps.
+fn wait_for_steps(out: &Path, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ledger_events(out, "less").iter().filter(|e| e["event"] == "step").count() < n {
+        assert!(Instant::now() < deadline, "the run did not get to step {n}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// A node with another cookie is refused: the run stops before any step with `LESS_NODE_UNKNOWN` saying so, and the

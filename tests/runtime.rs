@@ -1255,6 +1255,21 @@ fn the_contradiction_rate_of_uc2_counts_its_contradictions() {
     assert!(rates["tokens_per_turn_trend"].as_array().is_some_and(|t| t.len() == 2), "{rates}");
 }
 
+/// Runs `body` (steps, expects) in LESS mode over a fresh workspace with `faults` injected; the report and the ledger.
+fn run_faulted(body: &str, faults: &[less_runtime::run::Fault]) -> (RunReport, Vec<Value>) {
+    let (dir, _outside) = workspace();
+    let out = tempfile::tempdir().expect("out");
+    let toml = format!("name = \"t\"\nworkspace = \".\"\n{body}\n{HIERARCHY}");
+    let scenario = Arc::new(Scenario::from_toml(&toml, dir.path()).unwrap_or_else(|v| panic!("scenario: {v}")));
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let options = RunOptions { out_dir: Some(out.path().to_owned()), ..RunOptions::new(WireMode::Less) };
+    let run = less_runtime::run::run_scenario_faulted(scenario, Arc::new(ScriptedFactory), options, faults);
+    let report = runtime.block_on(run).expect("the run completes");
+    let ledger = std::fs::read_to_string(out.path().join("ledger.jsonl")).expect("ledger.jsonl");
+    let events = ledger.lines().map(|l| serde_json::from_str(l).expect("event is JSON")).collect();
+    (report, events)
+}
+
 /// The uses of a grant an agent spent stay spent when its node fails and it is restored from the ledger: a grant of
 /// two uses, one spent before the failure, covers one more deref after it, not two.
 #[test]
@@ -1270,17 +1285,8 @@ fn spent_grant_uses_stay_spent_when_an_agent_is_restored_from_the_ledger() {
         turn_end("dev"),
         deref("dev", 3, Some("g")), // step 5: no use left
     );
-    let (dir, _outside) = workspace();
-    let out = tempfile::tempdir().expect("out");
-    let toml = format!("name = \"t\"\nworkspace = \".\"\n{body}\n{HIERARCHY}");
-    let scenario = Arc::new(Scenario::from_toml(&toml, dir.path()).unwrap_or_else(|v| panic!("scenario: {v}")));
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    let options = RunOptions { out_dir: Some(out.path().to_owned()), ..RunOptions::new(WireMode::Less) };
     let faults = [Fault { before_step: 3, target: FaultTarget::Node("dev".into()), times: 1 }];
-    let run = less_runtime::run::run_scenario_faulted(scenario, Arc::new(ScriptedFactory), options, &faults);
-    runtime.block_on(run).expect("the run completes");
-    let ledger = std::fs::read_to_string(out.path().join("ledger.jsonl")).expect("ledger.jsonl");
-    let events: Vec<Value> = ledger.lines().map(|l| serde_json::from_str(l).expect("event is JSON")).collect();
+    let (_, events) = run_faulted(&body, &faults);
     assert!(of_kind(&events, "restart").iter().any(|e| e["agent"] == "dev"), "dev's node was restarted");
     let verdicts: Vec<(bool, Option<&str>)> = of_kind(&events, "deref")
         .iter()
@@ -1299,23 +1305,10 @@ fn a_message_in_flight_to_a_failing_node_is_delivered_exactly_once() {
         format!("\n[[steps]]\naction = \"brief\"\nagent = \"manager\"\nto = [\"dev\"]\nnow = [\"{line}\"]\n")
     };
     let steps = format!("{}{}", brief("Rename a_1."), brief("Then b_1."));
-    let run_with = |faults: Vec<Fault>| {
-        let (dir, _outside) = workspace();
-        let out = tempfile::tempdir().expect("out");
-        let toml = format!("name = \"t\"\nworkspace = \".\"\n{steps}\n{HIERARCHY}");
-        let scenario = Arc::new(Scenario::from_toml(&toml, dir.path()).unwrap_or_else(|v| panic!("scenario: {v}")));
-        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-        let options = RunOptions { out_dir: Some(out.path().to_owned()), ..RunOptions::new(WireMode::Less) };
-        let run = less_runtime::run::run_scenario_faulted(scenario, Arc::new(ScriptedFactory), options, &faults);
-        let report = runtime.block_on(run).expect("the run completes");
-        let ledger = std::fs::read_to_string(out.path().join("ledger.jsonl")).expect("ledger.jsonl");
-        let events: Vec<Value> = ledger.lines().map(|l| serde_json::from_str(l).expect("event is JSON")).collect();
-        (report, events)
-    };
-    let (calm, _) = run_with(Vec::new());
+    let (calm, _) = run_faulted(&steps, &[]);
     // dev's node fails right after the first brief reached it, before manager's turn hears back.
     let fault = Fault { before_step: 0, target: FaultTarget::NodeAfterNextDelivery("dev".into()), times: 1 };
-    let (report, events) = run_with(vec![fault]);
+    let (report, events) = run_faulted(&steps, &[fault]);
     assert!(of_kind(&events, "restart").iter().any(|e| e["agent"] == "dev"), "dev's node failed: {events:#?}");
     let to_dev: Vec<&str> = of_kind(&events, "delivered")
         .iter()
