@@ -1256,7 +1256,7 @@ fn the_contradiction_rate_of_uc2_counts_its_contradictions() {
 }
 
 /// Runs `body` (steps, expects) in LESS mode over a fresh workspace with `faults` injected; the report and the ledger.
-fn run_faulted(body: &str, faults: &[less_runtime::run::Fault]) -> (RunReport, Vec<Value>) {
+fn run_body_faulted(body: &str, faults: &[less_runtime::run::Fault]) -> (RunReport, Vec<Value>) {
     let (dir, _outside) = workspace();
     let out = tempfile::tempdir().expect("out");
     let toml = format!("name = \"t\"\nworkspace = \".\"\n{body}\n{HIERARCHY}");
@@ -1286,7 +1286,7 @@ fn spent_grant_uses_stay_spent_when_an_agent_is_restored_from_the_ledger() {
         deref("dev", 3, Some("g")), // step 5: no use left
     );
     let faults = [Fault { before_step: 3, target: FaultTarget::Node("dev".into()), times: 1 }];
-    let (_, events) = run_faulted(&body, &faults);
+    let (_, events) = run_body_faulted(&body, &faults);
     assert!(of_kind(&events, "restart").iter().any(|e| e["agent"] == "dev"), "dev's node was restarted");
     let verdicts: Vec<(bool, Option<&str>)> = of_kind(&events, "deref")
         .iter()
@@ -1305,10 +1305,10 @@ fn a_message_in_flight_to_a_failing_node_is_delivered_exactly_once() {
         format!("\n[[steps]]\naction = \"brief\"\nagent = \"manager\"\nto = [\"dev\"]\nnow = [\"{line}\"]\n")
     };
     let steps = format!("{}{}", brief("Rename a_1."), brief("Then b_1."));
-    let (calm, _) = run_faulted(&steps, &[]);
+    let (calm, _) = run_body_faulted(&steps, &[]);
     // dev's node fails right after the first brief reached it, before manager's turn hears back.
     let fault = Fault { before_step: 0, target: FaultTarget::NodeAfterNextDelivery("dev".into()), times: 1 };
-    let (report, events) = run_faulted(&steps, &[fault]);
+    let (report, events) = run_body_faulted(&steps, &[fault]);
     assert!(of_kind(&events, "restart").iter().any(|e| e["agent"] == "dev"), "dev's node failed: {events:#?}");
     let to_dev: Vec<&str> = of_kind(&events, "delivered")
         .iter()
