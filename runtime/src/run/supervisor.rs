@@ -111,8 +111,8 @@ impl RunOptions {
     }
 }
 
-/// What a replayable run keeps fixed.
-#[derive(Debug, Clone, Copy)]
+/// What a replayable run keeps fixed. Its `Debug` leaves the grant key out.
+#[derive(Clone, Copy)]
 pub struct Pinned {
     /// A frozen clock: every document the run stamps (engram `created_at`, grant expiry) takes this time, and grants
     /// are checked against it.
@@ -120,6 +120,12 @@ pub struct Pinned {
     /// The run's grant MAC key. No counted byte depends on it (agents read a grant's terms; the MAC stays with the
     /// grantee's gateway), so the command line gives recorded and replayed runs a fresh one and never stores it.
     pub secret: [u8; 32],
+}
+
+impl std::fmt::Debug for Pinned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pinned").field("clock", &self.clock).field("secret", &"<redacted>").finish()
+    }
 }
 
 /// A failure to inject into a run, for the tests of its supervision: before the step `before_step`, `target` fails
