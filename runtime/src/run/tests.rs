@@ -527,7 +527,7 @@ async fn a_description_over_the_inline_budget_is_cut_or_refused_never_delivered_
 
 #[test]
 fn a_pinned_runs_debug_leaves_its_grant_key_out() {
-    let pinned = crate::run::Pinned { clock: time::OffsetDateTime::UNIX_EPOCH, secret: [0xab; 32] };
+    let pinned = Pinned { clock: time::OffsetDateTime::UNIX_EPOCH, secret: [0xab; 32] };
     let shown = format!("{pinned:?}");
     assert!(shown.contains("<redacted>") && !shown.contains("171"), "{shown}");
 }
