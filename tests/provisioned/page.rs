@@ -368,6 +368,13 @@ fn the_checks_and_tasks_panel_and_a_baselines_sent_text_in_a_real_browser() {
     }
     let verdict = browser.text(&browser.find("#outcome .verdict"));
     assert!(verdict.contains("8 of 8 graded tasks solved"), "{verdict}");
+    // LESS §12's rates, as the report has them.
+    let rates = browser.text(&browser.find("#outcome [data-rates]"));
+    let pct = |rate: &Value| rate.as_f64().map_or_else(|| "-".to_owned(), |r| format!("{}%", (r * 100.0).round()));
+    let expected = format!("deref denial {}", pct(&report["rates"]["deref_denial_rate"]));
+    assert!(rates.starts_with("Rates: resend ") && rates.contains(&expected), "{rates} (want {expected})");
+    let top = &report["rates"]["top_engram_kinds"][0];
+    assert!(rates.contains(&format!("{} {}", top["kind"].as_str().unwrap_or("-"), top["count"])), "{rates}");
     browser.screenshot(&browser.find("#outcome"), &screenshots().join("outcome.png"));
 
     // The verbatim run: its checks about LESS mechanisms do not apply, and a brief opens what was sent.

@@ -144,12 +144,22 @@ function drawRun(run) {
     `(${counts.derefs_denied || 0} denied) · ${counts.restarts || 0} restarts`;
   setStatus(run);
   renderTree(run.agents || [], run.report);
-  drawOutcome(run.outcome);
+  drawOutcome(run.outcome, run.report);
 }
 
 // ---------- checks and graded tasks ----------
 
-function drawOutcome(outcome) {
+// LESS §12's rates of a finished run, in one line ("-" where a rate has nothing to divide by).
+function ratesText(rates) {
+  const pct = (r) => (r === null || r === undefined ? "-" : `${Math.round(r * 100)}%`);
+  const trend = rates.tokens_per_turn_trend;
+  const kinds = (rates.top_engram_kinds || []).map((k) => `${k.kind} ${k.count}`).join(", ") || "-";
+  return `Rates: resend ${pct(rates.resend_rate)}, deref denial ${pct(rates.deref_denial_rate)}, ` +
+    `contradiction ${pct(rates.contradiction_rate)}; tokens per turn ` +
+    `${trend ? `${Math.round(trend[0])} → ${Math.round(trend[1])}` : "-"}; engrams: ${kinds}.`;
+}
+
+function drawOutcome(outcome, report) {
   const view = clear(document.getElementById("outcome-view"));
   if (!outcome) {
     view.append(el("p", { class: "muted", text: "Shown when the run finished (its report)." }));
@@ -161,6 +171,7 @@ function drawOutcome(outcome) {
   const tasks = outcome.graded ? `${outcome.solved} of ${outcome.graded} graded tasks solved` : "no graded tasks";
   view.append(el("p", { class: outcome.passed ? "verdict ok" : "verdict bad", "data-passed": outcome.passed },
     `${outcome.passed ? "Passed" : "Not passed"}: ${checks}; ${tasks}.`));
+  if (report && report.rates) view.append(el("p", { class: "muted", "data-rates": "", text: ratesText(report.rates) }));
   if (outcome.checks.length) {
     view.append(el("h3", { text: "Checks" }), el("table", { class: "verdicts", "data-checks": "" },
       el("tr", {}, ["check", "status", "evidence"].map((h) => el("th", { scope: "col", text: h }))),
