@@ -181,6 +181,7 @@ fn a_node_killed_mid_run_moves_its_agents_and_the_run_completes() {
         .collect();
     let moved: Vec<&str> = restarts.iter().filter_map(|e| e["agent"].as_str()).collect();
     assert_eq!(moved, ["programmer", "reviewer"], "{events:#?}");
+    assert!(restarts.iter().all(|e| e["reason"].as_str().is_some_and(|r| r.contains("(its connection closed)"))));
     // The agents that stayed (n1's, the head's) and the moved ones finished the script.
     let steps = events.iter().filter(|e| e["event"] == "step").count();
     assert_eq!(steps, 11, "every step of UC1 ran");
@@ -210,6 +211,8 @@ fn a_node_stopped_mid_run_is_lost_by_its_heartbeats_and_the_run_completes() {
         .filter_map(|e| e["agent"].as_str())
         .collect();
     assert_eq!(moved, ["programmer", "reviewer"], "{events:#?}");
+    let said = |e: &&Value| e["reason"].as_str().is_some_and(|r| r.contains("(no heartbeat answered for"));
+    assert_eq!(events.iter().filter(|e| e["event"] == "restart").filter(said).count(), 2, "the restarts say why");
     assert_eq!(events.iter().filter(|e| e["event"] == "step").count(), 11, "every step of UC1 ran");
     // Well within the 60 s step timeout: the heartbeats, not a step's timeout, noticed the node.
     assert!(took < Duration::from_secs(30), "the run took {took:?} after n2 stopped");

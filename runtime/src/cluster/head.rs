@@ -319,8 +319,10 @@ pub struct ClusterHandle {
     /// Nodes still in the run, by name (the heartbeat task pings them).
     live: Arc<Mutex<BTreeMap<String, ActorRef<HostMsg>>>>,
     lost: Mutex<HashSet<String>>,
-    /// Nodes the heartbeat task declared lost (their connections closed).
-    hung: Arc<Mutex<HashSet<String>>>,
+    /// Nodes the heartbeat task declared lost (their connections closed), with how long each was silent.
+    hung: Arc<Mutex<BTreeMap<String, Duration>>>,
+    /// Why each lost node was lost, for the `restart` events of its agents.
+    causes: Mutex<BTreeMap<String, String>>,
     heartbeat: tokio::task::JoinHandle<()>,
     bridge: ActorRef<HeadMsg>,
     n_moved: AtomicU64,
@@ -449,7 +451,7 @@ impl ClusterHandle {
             inbox_cap: ctx.inbox_cap,
         };
         let live = Arc::new(Mutex::new(live));
-        let hung = Arc::new(Mutex::new(HashSet::new()));
+        let hung = Arc::new(Mutex::new(BTreeMap::new()));
         let heartbeat = tokio::spawn(heartbeats(head.server.clone(), live.clone(), hung.clone(), heartbeat_timeout));
         let cluster = ClusterHandle {
             run_key,
@@ -459,6 +461,7 @@ impl ClusterHandle {
             live,
             lost: Mutex::new(HashSet::new()),
             hung,
+            causes: Mutex::new(BTreeMap::new()),
             heartbeat,
             bridge,
             n_moved: AtomicU64::new(0),
@@ -510,8 +513,16 @@ impl ClusterHandle {
 
     /// The nodes reported lost since the last call (by the head's node server, or by the heartbeats).
     fn take_lost(&self) -> Vec<String> {
-        let mut names: Vec<String> =
-            self.hung.lock().unwrap_or_else(std::sync::PoisonError::into_inner).drain().collect();
+        let hung: Vec<(String, Duration)> =
+            std::mem::take(&mut *self.hung.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+                .into_iter()
+                .collect();
+        let mut causes = self.causes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (name, silent) in &hung {
+            causes.insert(name.clone(), format!("no heartbeat answered for {:.1} s", silent.as_secs_f64()));
+        }
+        drop(causes);
+        let mut names: Vec<String> = hung.into_iter().map(|(name, _)| name).collect();
         let Some(head) = HEAD_SERVER.get() else { return names };
         let mut guard = head.lost.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(rx) = guard.as_mut() {
@@ -571,6 +582,13 @@ impl ClusterHandle {
     /// the agent (its inbox, the grants it accepted and the uses of them it spent, what it dereferenced).
     pub(crate) async fn fail_over(&self, node: &str, supervisor: ractor::ActorCell) -> Result<Vec<String>, Violation> {
         self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(node);
+        let cause = self
+            .causes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(node)
+            .cloned()
+            .unwrap_or_else(|| "its connection closed".to_owned());
         let agents: Vec<String> = self
             .ctx
             .scenario
@@ -617,7 +635,7 @@ impl ClusterHandle {
             self.ctx.directory.insert(agent.clone(), gateway);
             self.ctx.record(Event::Restart {
                 agent: agent.clone(),
-                reason: format!("node {node} was lost; {agent} restarted on the head"),
+                reason: format!("node {node} was lost ({cause}); {agent} restarted on the head"),
             });
         }
         self.wire_all().await?;
@@ -657,7 +675,7 @@ impl Drop for ClusterHandle {
 async fn heartbeats(
     server: ActorRef<ractor_cluster::NodeServerMessage>,
     live: Arc<Mutex<BTreeMap<String, ActorRef<HostMsg>>>>,
-    hung: Arc<Mutex<HashSet<String>>>,
+    hung: Arc<Mutex<BTreeMap<String, Duration>>>,
     timeout: Duration,
 ) {
     let interval = (timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
@@ -694,10 +712,11 @@ async fn heartbeats(
                 last.elapsed().as_secs_f64(),
                 timeout.as_secs_f64()
             );
+            let silent = last.elapsed();
             live.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&name);
             answered.remove(&name);
             disconnect(&server, &name).await;
-            hung.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name);
+            hung.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name, silent);
         }
     }
 }
