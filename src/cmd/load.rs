@@ -248,6 +248,8 @@ async fn gateways(
             scenario_toml: toml.clone(),
             scenario_base: Path::new(".").to_owned(),
             every_llm: false,
+            delegated: false,
+            model_timeout: None,
             heartbeat_timeout: less_runtime::cluster::DEFAULT_HEARTBEAT_TIMEOUT,
             tls,
         }));

@@ -185,6 +185,8 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
             scenario_toml,
             scenario_base: args.scenario.parent().unwrap_or(Path::new(".")).to_owned(),
             every_llm: matches!(args.agents.agents, super::args::AgentsChoice::Llm),
+            delegated: matches!(args.agents.agents, super::args::AgentsChoice::LlmFree),
+            model_timeout: args.agents.model_timeout,
             heartbeat_timeout: Duration::from_secs(args.heartbeat_timeout),
             tls: args.tls.load()?,
         }) as Arc<dyn less_runtime::run::Placement>)

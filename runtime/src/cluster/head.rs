@@ -221,6 +221,10 @@ pub struct ClusterOptions {
     pub scenario_base: std::path::PathBuf,
     /// Every agent backed by a model (`--agents llm`).
     pub every_llm: bool,
+    /// Every agent a model, without the scenario's steps and packs (`--agents llm-free`).
+    pub delegated: bool,
+    /// The request timeout of every `llm` agent (`--model-timeout`), for the nodes' agents too.
+    pub model_timeout: Option<u64>,
     /// How long a node may leave the head's heartbeats unanswered before it is lost (`--heartbeat-timeout`): a node
     /// that hangs with its connection open (stopped, or wedged) is treated like one that died.
     pub heartbeat_timeout: Duration,
@@ -341,8 +345,16 @@ impl ClusterHandle {
         supervisor: ractor::ActorCell,
         clock: Option<i64>,
     ) -> Result<ClusterHandle, Violation> {
-        let ClusterOptions { cookie, scenario_toml, scenario_base, every_llm, heartbeat_timeout, tls } =
-            options.clone();
+        let ClusterOptions {
+            cookie,
+            scenario_toml,
+            scenario_base,
+            every_llm,
+            delegated,
+            model_timeout,
+            heartbeat_timeout,
+            tls,
+        } = options.clone();
         let scenario = &ctx.scenario;
         let run_key = format!("{}:{}", ctx.run_id, ctx.mode.as_str());
         let head = HEAD_SERVER
@@ -442,6 +454,8 @@ impl ClusterHandle {
             scenario_toml,
             scenario_base,
             every_llm,
+            delegated,
+            model_timeout,
             nodes: scenario.cluster.clone(),
             placement: placement.clone(),
             agents: Vec::new(),

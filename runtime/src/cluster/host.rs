@@ -41,6 +41,12 @@ pub struct HostSpec {
     pub scenario_base: PathBuf,
     /// Every agent backed by a model (`--agents llm`).
     pub every_llm: bool,
+    /// Every agent a model, without the scenario's steps and packs (`--agents llm-free`).
+    #[serde(default)]
+    pub delegated: bool,
+    /// The request timeout of every `llm` agent (`--model-timeout`), if set.
+    #[serde(default)]
+    pub model_timeout: Option<u64>,
     /// The cluster as the head runs it, and every agent's node.
     pub nodes: Vec<ClusterNode>,
     /// Agent → node, for every agent not on the head.
@@ -57,6 +63,25 @@ pub struct HostSpec {
     /// How many typed messages an agent's inbox keeps inline (`--inbox-cap`).
     #[serde(default = "default_inbox_cap")]
     pub inbox_cap: usize,
+}
+
+impl HostSpec {
+    /// The scenario as the head runs it: the file's, with the agents the command line asked for (`--agents`,
+    /// `--model-timeout`) and the head's placement.
+    pub(crate) fn scenario(&self) -> Result<Scenario, String> {
+        let scenario = Scenario::from_toml(&self.scenario_toml, &self.scenario_base).map_err(|v| v.to_string())?;
+        let mut scenario = match (self.delegated, self.every_llm) {
+            (true, _) => scenario.delegated(),
+            (false, true) => scenario.with_every_agent_llm(),
+            (false, false) => scenario,
+        };
+        if let Some(secs) = self.model_timeout {
+            for agent in scenario.agents.iter_mut().filter(|a| a.kind == less_contract::AgentKind::Llm) {
+                agent.llm.get_or_insert_default().timeout_secs = Some(secs);
+            }
+        }
+        scenario.placed(self.nodes.clone(), &self.placement).map_err(|v| v.to_string())
+    }
 }
 
 impl std::fmt::Debug for HostSpec {
@@ -229,9 +254,7 @@ impl Actor for NodeHost {
 
 impl NodeHostState {
     async fn host(&mut self, spec: HostSpec) -> Result<HostedRun, String> {
-        let scenario = Scenario::from_toml(&spec.scenario_toml, &spec.scenario_base).map_err(|v| v.to_string())?;
-        let scenario = if spec.every_llm { scenario.with_every_agent_llm() } else { scenario };
-        let scenario = scenario.placed(spec.nodes.clone(), &spec.placement).map_err(|v| v.to_string())?;
+        let scenario = spec.scenario()?;
         // Other nodes this node's agents talk to: the lower name connects (the cluster's election settles a
         // simultaneous connect either way).
         for node in spec.nodes.iter().filter(|n| n.name > self.name) {
@@ -361,4 +384,46 @@ pub async fn start_node(
         }
     });
     Ok(NodeHandle { name: name.to_owned(), addr, server, host })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A node rebuilds the scenario the head runs: `--agents llm-free` and `--model-timeout` reach its agents too.
+    #[test]
+    fn a_node_runs_the_scenario_as_the_command_line_changed_it() {
+        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        let toml = std::fs::read_to_string(base.join("uc3-review-llm.toml")).expect("the scenario");
+        let spec = HostSpec {
+            run_key: "r:less".into(),
+            run_id: "r".into(),
+            session_base: "r".into(),
+            mode: WireMode::Less,
+            scenario_toml: toml,
+            scenario_base: base,
+            every_llm: false,
+            delegated: true,
+            model_timeout: Some(7),
+            nodes: Vec::new(),
+            placement: Default::default(),
+            agents: Vec::new(),
+            head: "head".into(),
+            secret: [0; 32],
+            clock: None,
+            inbox_cap: 16,
+        };
+        let as_written = HostSpec { delegated: false, model_timeout: None, ..spec.clone() }.scenario().expect("ok");
+        let scenario = spec.scenario().expect("the scenario");
+        assert!(!as_written.steps.is_empty());
+        assert_ne!(
+            scenario.steps.len(),
+            as_written.steps.len(),
+            "llm-free: the hierarchy's delegation, not the script"
+        );
+        assert!(scenario.agents.iter().all(|a| a.kind == less_contract::AgentKind::Llm));
+        for agent in &scenario.agents {
+            assert_eq!(agent.llm.as_ref().and_then(|l| l.timeout_secs), Some(7), "{}", agent.id);
+        }
+    }
 }
