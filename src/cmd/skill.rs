@@ -106,8 +106,9 @@ your reason; the other claim ends and a conflict record naming both intents goes
 ## Record decisions
 
 `less_decide` appends a one-line title and a body to the project's append-only decision log, attributed to you;
-`less_decisions` reads it (with `markdown: true`, as a document for people). Every result names your identity
-(`project/parent/you`).
+`less_decisions` reads it (with `markdown: true`, as a document for people). Each decision is also a `decision`
+engram, so `less_query_engrams` finds past decisions by meaning; its pointer, `sam:decision:<id>`, reads the whole
+entry with `less_deref`. Every result names your identity (`project/parent/you`).
 
 ## Refusals
 
