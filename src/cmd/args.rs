@@ -264,18 +264,15 @@ pub(crate) struct AgentsArgs {
 impl AgentsArgs {
     /// `scenario` as these arguments want its agents.
     pub(crate) fn apply(&self, scenario: less_runtime::Scenario) -> less_runtime::Scenario {
-        let mut scenario = match self.agents {
+        let scenario = match self.agents {
             AgentsChoice::AsWritten => scenario,
             AgentsChoice::Llm => scenario.with_every_agent_llm(),
             AgentsChoice::LlmFree => scenario.delegated(),
         };
-        if let Some(secs) = self.model_timeout {
-            let llm_agents = scenario.agents.iter_mut().filter(|a| a.kind == less_runtime::AgentKind::Llm);
-            for agent in llm_agents {
-                agent.llm.get_or_insert_default().timeout_secs = Some(secs);
-            }
+        match self.model_timeout {
+            Some(secs) => scenario.with_model_timeout(secs),
+            None => scenario,
         }
-        scenario
     }
 }
 
@@ -314,6 +311,15 @@ pub(crate) struct TlsArgs {
 }
 
 impl TlsArgs {
+    /// The same flags, for a child process (`lessrt node`); none when TLS was not asked for.
+    pub(crate) fn as_args(&self) -> Vec<&std::ffi::OsStr> {
+        let (Some(cert), Some(key), Some(ca)) = (&self.tls_cert, &self.tls_key, &self.tls_ca) else {
+            return Vec::new();
+        };
+        let flags = ["--tls-cert", "--tls-key", "--tls-ca"].map(std::ffi::OsStr::new);
+        flags.into_iter().zip([cert, key, ca]).flat_map(|(flag, path)| [flag, path.as_os_str()]).collect()
+    }
+
     /// The TLS configuration, if asked for; a file that cannot be read or used is `LESS_ARGUMENT_INVALID` (exit 2).
     pub(crate) fn load(&self) -> Result<Option<less_runtime::cluster::Tls>, Stop> {
         let (Some(cert), Some(key), Some(ca)) = (&self.tls_cert, &self.tls_key, &self.tls_ca) else { return Ok(None) };

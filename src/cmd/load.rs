@@ -194,20 +194,9 @@ async fn cluster(args: &Args, dir: &Path) -> anyhow::Result<Value> {
     let secret = less_runtime::run::fresh_secret().map_err(|v| anyhow::anyhow!("no random cookie: {}", v.message))?;
     let cookie: String = secret.iter().map(|b| format!("{b:02x}")).collect();
     let tls = args.tls.load()?;
-    let tls_args: Vec<&std::ffi::OsStr> = match (&args.tls.tls_cert, &args.tls.tls_key, &args.tls.tls_ca) {
-        (Some(cert), Some(key), Some(ca)) => vec![
-            "--tls-cert".as_ref(),
-            cert.as_os_str(),
-            "--tls-key".as_ref(),
-            key.as_os_str(),
-            "--tls-ca".as_ref(),
-            ca.as_os_str(),
-        ],
-        _ => Vec::new(),
-    };
     let mut node = std::process::Command::new(std::env::current_exe()?)
         .args(["node", "--listen", &addr, "--name", "n1", "--cookie-env", "LESSRT_LOAD_COOKIE"])
-        .args(&tls_args)
+        .args(args.tls.as_args())
         .env("LESSRT_LOAD_COOKIE", &cookie)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())

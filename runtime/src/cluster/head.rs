@@ -384,28 +384,16 @@ impl ClusterHandle {
             if !ractor::pg::get_members(&node_group(&node.name)).is_empty() {
                 continue;
             }
-            let connected = match &tls {
-                Some(tls) => {
-                    let name = super::tls::server_name(&node.addr).map_err(node_error)?;
-                    ractor_cluster::client_connect_enc(&head.server, node.addr.as_str(), tls.connector(), name).await
-                }
-                None if !on_loopback(&node.addr) => {
-                    return Err(node_error(format!(
-                        "node {} at {} is not on loopback: the run's grant key crosses the link to its nodes, so a                          run places agents on another machine only over TLS (lessrt run --tls-cert FILE --tls-key                          FILE --tls-ca FILE, and the same on the node)",
-                        node.name, node.addr
-                    )));
-                }
-                None => ractor_cluster::client_connect(&head.server, node.addr.as_str()).await,
-            };
-            connected.map_err(|e| {
-                node_error(format!(
+            super::tls::connect(&head.server, &node.addr, tls.as_ref()).await.map_err(|e| match e {
+                super::tls::ConnectError::NeedsTls(why) => node_error(format!("node {}: {why}", node.name)),
+                super::tls::ConnectError::Failed(e) => node_error(format!(
                     "cannot connect to node {} at {}: {e}: is `lessrt node --name {} --listen {}` running{}?",
                     node.name,
                     node.addr,
                     node.name,
                     node.addr,
                     if tls.is_some() { " with TLS from the same CA" } else { "" }
-                ))
+                )),
             })?;
         }
         let mut live = BTreeMap::new();
@@ -666,14 +654,6 @@ impl ClusterHandle {
         self.heartbeat.abort();
         self.bridge.stop(None);
         let _ = &self.server;
-    }
-}
-
-/// Whether a node's address (`host:port`) is on loopback (`127.0.0.0/8`, `::1` or `localhost`).
-fn on_loopback(addr: &str) -> bool {
-    match addr.parse::<SocketAddr>() {
-        Ok(addr) => addr.ip().is_loopback(),
-        Err(_) => addr.rsplit_once(':').is_some_and(|(host, _)| host == "localhost"),
     }
 }
 

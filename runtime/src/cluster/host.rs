@@ -70,16 +70,15 @@ impl HostSpec {
     /// `--model-timeout`) and the head's placement.
     pub(crate) fn scenario(&self) -> Result<Scenario, String> {
         let scenario = Scenario::from_toml(&self.scenario_toml, &self.scenario_base).map_err(|v| v.to_string())?;
-        let mut scenario = match (self.delegated, self.every_llm) {
+        let scenario = match (self.delegated, self.every_llm) {
             (true, _) => scenario.delegated(),
             (false, true) => scenario.with_every_agent_llm(),
             (false, false) => scenario,
         };
-        if let Some(secs) = self.model_timeout {
-            for agent in scenario.agents.iter_mut().filter(|a| a.kind == less_contract::AgentKind::Llm) {
-                agent.llm.get_or_insert_default().timeout_secs = Some(secs);
-            }
-        }
+        let scenario = match self.model_timeout {
+            Some(secs) => scenario.with_model_timeout(secs),
+            None => scenario,
+        };
         scenario.placed(self.nodes.clone(), &self.placement).map_err(|v| v.to_string())
     }
 }
@@ -261,19 +260,7 @@ impl NodeHostState {
             if !ractor::pg::get_members(&node_group(&node.name)).is_empty() {
                 continue;
             }
-            let connected = match &self.tls {
-                Some(tls) => match super::tls::server_name(&node.addr) {
-                    Ok(name) => {
-                        ractor_cluster::client_connect_enc(&self.server, node.addr.as_str(), tls.connector(), name)
-                            .await
-                            .map_err(|e| e.to_string())
-                    }
-                    Err(err) => Err(err),
-                },
-                None => {
-                    ractor_cluster::client_connect(&self.server, node.addr.as_str()).await.map_err(|e| e.to_string())
-                }
-            };
+            let connected = super::tls::connect(&self.server, &node.addr, self.tls.as_ref()).await;
             if let Err(err) = connected {
                 tracing::warn!(target: "less.cluster", "{}: cannot reach node {} at {}: {err}", self.name, node.name, node.addr);
             }

@@ -98,6 +98,53 @@ impl Tls {
     }
 }
 
+/// Why a connection to a node was not made.
+#[derive(Debug)]
+pub(crate) enum ConnectError {
+    /// The node is not on loopback and there is no TLS: not tried (what to do instead).
+    NeedsTls(String),
+    /// Tried, and it failed.
+    Failed(String),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::NeedsTls(why) | ConnectError::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
+/// Connects `server` to the node at `addr`: over TLS with `tls`, else in the clear, which only a node on loopback is
+/// allowed (the run's grant key crosses the link).
+pub(crate) async fn connect(
+    server: &ractor::ActorRef<ractor_cluster::NodeServerMessage>,
+    addr: &str,
+    tls: Option<&Tls>,
+) -> Result<(), ConnectError> {
+    let failed = |e: &dyn std::fmt::Display| ConnectError::Failed(e.to_string());
+    match tls {
+        Some(tls) => {
+            let name = server_name(addr).map_err(ConnectError::Failed)?;
+            ractor_cluster::client_connect_enc(server, addr, tls.connector(), name).await.map_err(|e| failed(&e))
+        }
+        None if !on_loopback(addr) => Err(ConnectError::NeedsTls(format!(
+            "{addr} is not on loopback: the run's grant key crosses the link to its nodes, so a run places agents on \
+             another machine only over TLS (lessrt run --tls-cert FILE --tls-key FILE --tls-ca FILE, and the same on \
+             the node)"
+        ))),
+        None => ractor_cluster::client_connect(server, addr).await.map_err(|e| failed(&e)),
+    }
+}
+
+/// Whether a node's address (`host:port`) is on loopback (`127.0.0.0/8`, `::1` or `localhost`).
+fn on_loopback(addr: &str) -> bool {
+    match addr.parse::<std::net::SocketAddr>() {
+        Ok(addr) => addr.ip().is_loopback(),
+        Err(_) => addr.rsplit_once(':').is_some_and(|(host, _)| host == "localhost"),
+    }
+}
+
 /// The name a node's certificate must carry to be the node at `addr` (`host:port`): its IP address or DNS name.
 pub(crate) fn server_name(addr: &str) -> Result<ServerName<'static>, String> {
     let host = match addr.rsplit_once(':') {
@@ -117,6 +164,8 @@ mod tests {
         assert!(matches!(server_name("[::1]:7000"), Ok(ServerName::IpAddress(_))));
         assert!(matches!(server_name("node-1.internal:7000"), Ok(ServerName::DnsName(_))));
         assert!(server_name("bad name:7000").is_err());
+        assert!(on_loopback("127.0.0.1:7000") && on_loopback("[::1]:7000") && on_loopback("localhost:7000"));
+        assert!(!on_loopback("192.0.2.10:7000") && !on_loopback("node-1.internal:7000"));
     }
 
     #[test]

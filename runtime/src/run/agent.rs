@@ -426,19 +426,7 @@ impl AgentState {
             tracing::warn!(target: "less.run", "{}: nobody to escalate to: {reason}", self.spec.id);
             return Outcome::Done;
         }
-        let reason: String = if reason.chars().count() > crate::MAX_CLAIM_CHARS {
-            reason.chars().take(crate::MAX_CLAIM_CHARS - 1).collect::<String>() + "…"
-        } else {
-            reason.to_owned()
-        };
-        let report = ReportAction {
-            to: None,
-            kind: ReportKind::Escalation { reason: reason.clone(), severity, refs: Vec::new() },
-            engrams: Vec::new(),
-            summary: reason,
-            paste_sources: false,
-            grant: None,
-        };
+        let report = escalation(reason, severity, Vec::new());
         let result = self.send_report(&report, resending(done), outcome).await;
         self.end_turn();
         result
@@ -792,21 +780,8 @@ impl AgentState {
             })
             .collect::<Vec<_>>()
             .join("; ");
-        let reason: String = if reason.chars().count() > crate::MAX_CLAIM_CHARS {
-            reason.chars().take(crate::MAX_CLAIM_CHARS - 1).collect::<String>() + "…"
-        } else {
-            reason
-        };
         let refs = claimed.conflicts.iter().map(|c| format!("sam:decision:{}", c.decision_id)).collect();
-        let report = ReportAction {
-            to: None,
-            kind: ReportKind::Escalation { reason: reason.clone(), severity: Severity::Warning, refs },
-            engrams: Vec::new(),
-            summary: reason,
-            paste_sources: false,
-            grant: None,
-        };
-        self.send_report(&report, false, outcome).await
+        self.send_report(&escalation(&reason, Severity::Warning, refs), false, outcome).await
     }
 
     /// Puts the engrams of a delivered report into the run's memory as this agent, in the scenario's project.
@@ -1312,6 +1287,23 @@ fn resending(done: &[Done]) -> bool {
         matches!(d.action, Action::Report(_) | Action::Escalate { .. } | Action::Send(_))
             && matches!(d.outcome, Outcome::Refused(_))
     })
+}
+
+/// An escalation to the parent: `reason` cut to [`crate::MAX_CLAIM_CHARS`], `refs` its evidence.
+fn escalation(reason: &str, severity: Severity, refs: Vec<String>) -> ReportAction {
+    let reason: String = if reason.chars().count() > crate::MAX_CLAIM_CHARS {
+        reason.chars().take(crate::MAX_CLAIM_CHARS - 1).collect::<String>() + "…"
+    } else {
+        reason.to_owned()
+    };
+    ReportAction {
+        to: None,
+        kind: ReportKind::Escalation { reason: reason.clone(), severity, refs },
+        engrams: Vec::new(),
+        summary: reason,
+        paste_sources: false,
+        grant: None,
+    }
 }
 
 /// How many times a message whose receiver's node failed in flight goes to the node started in its place.

@@ -161,26 +161,35 @@ pub(crate) async fn put_here(ctx: &RunContext, agent: &str, engram: Valid<Engram
     })
 }
 
-/// A claim in the run's own coordination ledger, as `agent` (its PAS identity, in the scenario's project), at the
-/// run's time.
-pub(crate) async fn claim_here(ctx: &RunContext, agent: &str, claim: ClaimAction) -> Result<Claimed, Violation> {
+/// Runs `work` on the run's own coordination ledger as `agent` (its PAS identity, in the scenario's project), at
+/// the run's time, on the blocking pool.
+async fn on_ledger<T: Send + 'static>(
+    ctx: &RunContext,
+    agent: &str,
+    work: impl FnOnce(&mut rusqlite::Connection, crate::coord::Actor<'_>, i64) -> Result<T, Violation> + Send + 'static,
+) -> Result<T, Violation> {
     let Services::Local { coord, .. } = &ctx.services else {
         return Err(Violation::new(ErrorCode::StoreFailed, "", "the coordination ledger is on the head"));
     };
     let (coord, identity, now) = (coord.clone(), ctx.scenario.identity(agent), ctx.now().unix_timestamp());
+    let (id, project) = (agent.to_owned(), ctx.scenario.project.clone());
+    crate::blocking::run(move || {
+        let who = crate::coord::Actor { id: &id, project: &project, identity: &identity };
+        coord.with(|db| work(db, who, now))
+    })
+    .await
+    .map_err(|err| Violation::new(ErrorCode::StoreFailed, "", format!("the coordination ledger: {err}")))?
+}
+
+/// A claim in the run's own coordination ledger, as `agent`.
+pub(crate) async fn claim_here(ctx: &RunContext, agent: &str, claim: ClaimAction) -> Result<Claimed, Violation> {
     let new = crate::coord::NewClaim {
         surfaces: claim.surfaces,
         task: claim.task,
         ttl_secs: claim.ttl_minutes.map(|m| m.saturating_mul(60)),
         override_reason: claim.override_reason,
     };
-    let (id, project) = (agent.to_owned(), ctx.scenario.project.clone());
-    crate::blocking::run(move || {
-        let who = crate::coord::Actor { id: &id, project: &project, identity: &identity };
-        coord.with(|db| crate::coord::claim(db, who, &new, now))
-    })
-    .await
-    .map_err(|err| Violation::new(ErrorCode::StoreFailed, "", format!("the coordination ledger: {err}")))?
+    on_ledger(ctx, agent, move |db, who, now| crate::coord::claim(db, who, &new, now)).await
 }
 
 /// Releases `agent`'s live claims (for `task`, or all) in the run's own ledger: the ids released.
@@ -189,17 +198,7 @@ pub(crate) async fn release_here(
     agent: &str,
     task: Option<String>,
 ) -> Result<Vec<String>, Violation> {
-    let Services::Local { coord, .. } = &ctx.services else {
-        return Err(Violation::new(ErrorCode::StoreFailed, "", "the coordination ledger is on the head"));
-    };
-    let (coord, identity, now) = (coord.clone(), ctx.scenario.identity(agent), ctx.now().unix_timestamp());
-    let (id, project) = (agent.to_owned(), ctx.scenario.project.clone());
-    crate::blocking::run(move || {
-        let who = crate::coord::Actor { id: &id, project: &project, identity: &identity };
-        coord.with(|db| crate::coord::release_held(db, who, task.as_deref(), now))
-    })
-    .await
-    .map_err(|err| Violation::new(ErrorCode::StoreFailed, "", format!("the coordination ledger: {err}")))?
+    on_ledger(ctx, agent, move |db, who, now| crate::coord::release_held(db, who, task.as_deref(), now)).await
 }
 
 impl RunContext {
