@@ -18,6 +18,8 @@ mod llm;
 mod mcp;
 /// Regression tests of defects found by trying to break lessrt (issue 17), each through the built binary.
 mod regression;
+/// `lessrt run --resume`: a killed run goes on from its ledger.
+mod resume;
 /// The runtime through its actors: gateway rules, grants, the resolver, restarts.
 mod runtime;
 /// `lessrt serve` and `lessrt run --serve`: the JSON API, the live stream, a baseline's sent text.

@@ -35,9 +35,25 @@ pub fn open_or_create(path: &Path) -> io::Result<File> {
 /// synced, then renamed over it. A reader never sees part of the file, and a process killed while writing leaves the
 /// old one.
 pub fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_whole_with(path, bytes, OpenOptions::new())
+}
+
+/// [`write_whole`] for a secret (a run's grant key): readable and writable by its owner only (0600) from the moment
+/// it exists.
+pub fn write_secret(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    #[allow(unused_mut)]
+    let mut options = OpenOptions::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    write_whole_with(path, bytes, options)
+}
+
+fn write_whole_with(path: &Path, bytes: &[u8], mut options: OpenOptions) -> io::Result<()> {
     let partial = partial_path(path);
     let _ = std::fs::remove_file(&partial);
-    let mut options = OpenOptions::new();
     options.write(true).create_new(true);
     let written = open_regular(&partial, options)
         .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_all()))

@@ -92,6 +92,10 @@ pub enum ErrorCode {
     /// answering; the run ended with what it had.
     #[serde(rename = "LESS_RUN_FAILED")]
     RunFailed,
+    /// `lessrt run --resume` was given a directory it cannot continue: not a run's, of another scenario, a run that
+    /// ended (its grant key is gone), or a ledger that does not read back.
+    #[serde(rename = "LESS_RUN_NOT_RESUMABLE")]
+    RunNotResumable,
     /// An agent is placed on a node the run's cluster does not name, or a node of the cluster could not be reached,
     /// refused the handshake, or is named twice.
     #[serde(rename = "LESS_NODE_UNKNOWN")]
@@ -107,7 +111,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in documentation order.
-    pub const ALL: [ErrorCode; 28] = [
+    pub const ALL: [ErrorCode; 29] = [
         ErrorCode::JsonMalformed,
         ErrorCode::InputUnreadable,
         ErrorCode::KindUnknown,
@@ -133,6 +137,7 @@ impl ErrorCode {
         ErrorCode::OutputUnwritable,
         ErrorCode::StoreFailed,
         ErrorCode::RunFailed,
+        ErrorCode::RunNotResumable,
         ErrorCode::NodeUnknown,
         ErrorCode::ClaimConflict,
         ErrorCode::ClaimNotHeld,
@@ -166,6 +171,7 @@ impl ErrorCode {
             ErrorCode::OutputUnwritable => "LESS_OUTPUT_UNWRITABLE",
             ErrorCode::StoreFailed => "LESS_STORE_FAILED",
             ErrorCode::RunFailed => "LESS_RUN_FAILED",
+            ErrorCode::RunNotResumable => "LESS_RUN_NOT_RESUMABLE",
             ErrorCode::NodeUnknown => "LESS_NODE_UNKNOWN",
             ErrorCode::ClaimConflict => "LESS_CLAIM_CONFLICT",
             ErrorCode::ClaimNotHeld => "LESS_CLAIM_NOT_HELD",
@@ -243,6 +249,9 @@ impl ErrorCode {
             }
             ErrorCode::RunFailed => {
                 "Read the message for the part that failed, fix its cause (disk, model server, workspace) and run again; report it as a bug if it repeats."
+            }
+            ErrorCode::RunNotResumable => {
+                "Resume a directory `lessrt run` wrote and did not finish (`runs/<scenario>`, holding command.json, and per mode ledger.jsonl, resume.json and grant.key), with the scenario file unchanged; otherwise run the scenario again from the start."
             }
             ErrorCode::NodeUnknown => {
                 "Place the agent on a node named in the scenario's [cluster] nodes (or the --cluster file), or leave `node` out to keep it on the head; start each node with `lessrt node --name NAME --listen ADDR` and the run's cookie."

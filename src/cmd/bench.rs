@@ -130,6 +130,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
                     inbox_cap: args.inbox.cap(),
                     cluster: None,
                     index: None,
+                    resume: false,
                 };
                 let step_bar = bars.run(&format!("{} {mode} #{repeat}", scenario.name), scenario.steps.len() as u64);
                 let on_step = {

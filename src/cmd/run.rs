@@ -24,7 +24,14 @@ use crate::Ctx;
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// The scenario file (TOML).
-    scenario: PathBuf,
+    #[arg(required_unless_present = "resume")]
+    scenario: Option<PathBuf>,
+    /// Go on with a run whose process died (killed, the machine rebooted): DIR is the scenario's run directory
+    /// (`runs/<scenario>`). Every other option is the interrupted run's; a mode that finished keeps its report, the
+    /// mode that was running goes on from the step it had started, from its ledger; the scenario file must be
+    /// unchanged.
+    #[arg(long, value_name = "DIR", conflicts_with = "scenario")]
+    resume: Option<PathBuf>,
     /// Wire mode: less (engrams, pointers, budgets), verbatim (the fair baseline: what a careful orchestrator without
     /// LESS sends) or verbatim-whole (whole files and every prior report pasted). less and verbatim when omitted.
     #[arg(long, value_parser = parse_mode)]
@@ -96,9 +103,61 @@ fn parse_mode(text: &str) -> Result<WireMode, String> {
     text.parse()
 }
 
+/// The file in a scenario's run directory that says how the run was started, for `--resume`.
+const COMMAND_FILE: &str = "command.json";
+
+/// What [`COMMAND_FILE`] holds: the arguments of `lessrt run`, where it ran, and the scenario file's digest.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Command {
+    args: Vec<String>,
+    cwd: PathBuf,
+    scenario_blake3: String,
+}
+
+/// The arguments of a `lessrt run` being resumed, read back.
+#[derive(clap::Parser)]
+#[command(no_binary_name = true)]
+struct Stored {
+    #[command(flatten)]
+    args: Args,
+}
+
 pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
+    let Some(dir) = &args.resume else { return run_modes(args, ctx, None) };
+    let not_resumable = |why: String| {
+        let code = ErrorCode::RunNotResumable;
+        Stop::usage(format!(
+            "{code}: {} cannot be resumed: {why}\nlessrt: instead: {}",
+            dir.display(),
+            code.instruction()
+        ))
+    };
+    let dir = std::path::absolute(dir).map_err(|e| not_resumable(e.to_string()))?;
+    let text = std::fs::read(dir.join(COMMAND_FILE)).map_err(|e| not_resumable(format!("{COMMAND_FILE}: {e}")))?;
+    let command: Command = serde_json::from_slice(&text).map_err(|e| not_resumable(format!("{COMMAND_FILE}: {e}")))?;
+    let mut stored = <Stored as clap::Parser>::try_parse_from(&command.args)
+        .map_err(|e| not_resumable(format!("{COMMAND_FILE}: its arguments do not parse: {e}")))?
+        .args;
+    std::env::set_current_dir(&command.cwd)
+        .map_err(|e| not_resumable(format!("the directory it ran in, {}: {e}", command.cwd.display())))?;
+    let scenario = stored.scenario.clone().ok_or_else(|| not_resumable(format!("{COMMAND_FILE} names no scenario")))?;
+    let now = std::fs::read(&scenario).map_err(|e| not_resumable(format!("{}: {e}", scenario.display())))?;
+    if blake3::hash(&now).to_hex().as_str() != command.scenario_blake3 {
+        return Err(not_resumable(format!("{} changed since the run started", scenario.display())).into());
+    }
+    // The directory may have moved since: the run goes on where it is now.
+    stored.out = dir.parent().map(Path::to_owned);
+    run_modes(&stored, ctx, Some(dir))
+}
+
+/// Runs each mode of `args`; `resuming`: the scenario's run directory of an interrupted run, whose finished modes keep
+/// their reports and whose unfinished one goes on from its ledger.
+fn run_modes(args: &Args, ctx: Ctx, resuming: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let Some(scenario_path) = args.scenario.as_deref() else {
+        return Err(Stop::usage("a scenario file or --resume DIR is needed").into());
+    };
     let placed =
-        less_runtime::load_scenario(&args.scenario, args.workspace.as_deref()).and_then(|s| match &args.cluster {
+        less_runtime::load_scenario(scenario_path, args.workspace.as_deref()).and_then(|s| match &args.cluster {
             Some(file) => {
                 let cluster = read_cluster(file).map_err(|v| less_runtime::Violations(vec![v]))?;
                 s.placed(cluster.nodes, &cluster.placement)
@@ -108,7 +167,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let scenario = match placed {
         Ok(s) => Arc::new(args.agents.apply(s)),
         Err(violations) => {
-            let file = args.scenario.display().to_string();
+            let file = scenario_path.display().to_string();
             let errors: Vec<serde_json::Value> = violations
                 .0
                 .iter()
@@ -137,9 +196,20 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         Some(mode) => vec![mode],
         None => vec![WireMode::Less, WireMode::Verbatim],
     };
-    let out_dir = |mode: WireMode| {
-        args.out.clone().unwrap_or_else(|| PathBuf::from("runs")).join(&scenario.name).join(mode.as_str())
-    };
+    let scenario_dir = args.out.clone().unwrap_or_else(|| PathBuf::from("runs")).join(&scenario.name);
+    let out_dir = |mode: WireMode| scenario_dir.join(mode.as_str());
+    if let Some(dir) = &resuming
+        && dir.file_name() != Some(std::ffi::OsStr::new(&scenario.name))
+    {
+        let code = ErrorCode::RunNotResumable;
+        return Err(Stop::usage(format!(
+            "{code}: {} cannot be resumed: a run of {} is in a directory named after it\nlessrt: instead: {}",
+            dir.display(),
+            scenario.name,
+            code.instruction()
+        ))
+        .into());
+    }
     // Every output is checked before anything runs: a run must not end, or its actors fail, on a path it could
     // have refused at once.
     let checked =
@@ -158,7 +228,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let watch = match args.serve {
         Some(addr) => {
             crate::cmd::serve::check_addr(addr, args.allow_remote, "--serve")?;
-            let dir = args.out.clone().unwrap_or_else(|| PathBuf::from("runs")).join(&scenario.name);
+            let dir = scenario_dir.clone();
             std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
             let (bound, server) =
                 runtime.block_on(crate::cmd::serve::start(crate::cmd::serve::for_run(dir, args.allow_remote), addr))?;
@@ -178,12 +248,12 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let cluster = if scenario.agents.iter().any(|a| a.node.is_some()) {
         let cookie = less_runtime::cluster::cookie_from_env(&args.cookie_env)
             .map_err(|e| Stop::usage(format!("LESS_ARGUMENT_INVALID: {e}")))?;
-        let scenario_toml = std::fs::read_to_string(&args.scenario)
-            .with_context(|| format!("cannot read {}", args.scenario.display()))?;
+        let scenario_toml = std::fs::read_to_string(scenario_path)
+            .with_context(|| format!("cannot read {}", scenario_path.display()))?;
         Some(Arc::new(ClusterOptions {
             cookie,
             scenario_toml,
-            scenario_base: args.scenario.parent().unwrap_or(Path::new(".")).to_owned(),
+            scenario_base: scenario_path.parent().unwrap_or(Path::new(".")).to_owned(),
             every_llm: matches!(args.agents.agents, super::args::AgentsChoice::Llm),
             delegated: matches!(args.agents.agents, super::args::AgentsChoice::LlmFree),
             model_timeout: args.agents.model_timeout,
@@ -193,14 +263,31 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
+    if resuming.is_none() {
+        save_command(&scenario_dir, scenario_path)?;
+    }
     let mut reports = Vec::new();
     for mode in modes {
         if trace {
             outln!("{}", heading(&scenario.name, mode, &scenario.tokenizer.to_string()));
         }
         let out = out_dir(mode);
-        // A report left by an earlier run in this directory would describe another ledger.
         let report_file = out.join(REPORT_FILE);
+        // A resumed run's mode that finished keeps its report; the one that was running goes on from its ledger.
+        let resume = resuming.is_some() && out.join("ledger.jsonl").is_file();
+        if resume && report_file.is_file() {
+            let text = std::fs::read_to_string(&report_file)
+                .with_context(|| format!("cannot read {}", report_file.display()))?;
+            let report: RunReport =
+                serde_json::from_str(&text).with_context(|| format!("{} does not read back", report_file.display()))?;
+            if !args.output.json() {
+                outln!("(finished before the run was interrupted: {})", report_file.display());
+                print_report(&report);
+            }
+            reports.push(report);
+            continue;
+        }
+        // A report left by an earlier run in this directory would describe another ledger.
         match std::fs::remove_file(&report_file) {
             Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
                 return Err(anyhow::anyhow!("cannot remove {}: {err}", report_file.display()));
@@ -217,12 +304,13 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
             inbox_cap: args.inbox.cap(),
             cluster: cluster.clone(),
             index: None,
+            resume,
         };
         let factory = Arc::new(
             AgentsFactory::for_scenario(&scenario, &source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?,
         );
         // What the page needs and the run directory does not otherwise say: the workspace, the hierarchy, budgets.
-        Manifest::of(&scenario, Some(&args.scenario), mode).write(&out_dir(mode))?;
+        Manifest::of(&scenario, Some(scenario_path), mode).write(&out_dir(mode))?;
         // The driver runs on this thread (block_on): a pause here holds the next step while the actors run on.
         let paced = move |index: usize, _: usize| {
             if let Some(pace) = pace.filter(|_| index > 0) {
@@ -264,6 +352,28 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(if reports.iter().all(RunReport::passed) { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// Writes [`COMMAND_FILE`] into `dir` (the scenario's run directory): this process's `lessrt run` arguments, where it
+/// runs, and the scenario file's digest, so `--resume` can go on with the same run.
+fn save_command(dir: &Path, scenario: &Path) -> anyhow::Result<()> {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    // The subcommand's own arguments: what follows `run` (the global flags before it are the resuming process's).
+    if let Some(at) = args.iter().position(|a| a == "run") {
+        args.drain(..=at);
+    }
+    args.retain(|a| a != "-q" && a != "--quiet");
+    let text = std::fs::read(scenario).with_context(|| format!("cannot read {}", scenario.display()))?;
+    let command = Command {
+        args,
+        cwd: std::env::current_dir().context("the current directory")?,
+        scenario_blake3: blake3::hash(&text).to_hex().to_string(),
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut json = serde_json::to_vec_pretty(&command)?;
+    json.push(b'\n');
+    less_runtime::files::write_whole(&dir.join(COMMAND_FILE), &json)
+        .with_context(|| format!("cannot write {}", dir.join(COMMAND_FILE).display()))
 }
 
 /// Recorded and replayed runs stamp documents with the recording's start time and sign grants with its key, so both

@@ -600,12 +600,8 @@ impl ClusterHandle {
             .map(|a| a.id.clone())
             .collect();
         // Everything acknowledged before the loss is in the ledger (a node settles before it acknowledges).
-        let events = self
-            .ctx
-            .ledger
-            .ask(crate::run::ledger::TokenLedgerMsg::Snapshot)
-            .await
-            .map_err(|e| Violation::new(ErrorCode::RunFailed, "", format!("ledger: {e}")))?;
+        let kept =
+            self.ctx.kept().await.map_err(|e| Violation::new(ErrorCode::RunFailed, "", format!("ledger: {e}")))?;
         for agent in &agents {
             let args = GatewayArgs { ctx: self.ctx.clone(), agent_id: agent.clone(), restore: None };
             let n = self.n_moved.fetch_add(1, Ordering::Relaxed);
@@ -627,7 +623,7 @@ impl ClusterHandle {
             ractor::pg::join(group, vec![gateway.get_cell()]);
             // What was delivered to the agent is in the ledger: it comes back to the new gateway (the agent's inbox,
             // accepted grants and the uses of them it spent, and what it dereferenced).
-            let restored = Box::new(Restored::from_events(&events, agent));
+            let restored = Box::new(Restored::from_kept(&kept, agent));
             match ractor::call!(gateway, GatewayMsg::Restore, restored) {
                 Ok(n) => {
                     tracing::info!(target: "less.cluster", "{agent}: {n} delivered documents restored from the ledger")

@@ -30,7 +30,7 @@ use crate::resolver::Resolved;
 use crate::run::RunContext;
 use crate::run::agent::{ActOutcome, ActRequest, AgentActor, AgentArgs, AgentMsg, GrantAsk, Outcome};
 use crate::run::inbox::{Delivered, Inbox, InboxItem, Received, Spill, Verbatim};
-use crate::run::ledger::{Event, SentText, TokenLedgerMsg};
+use crate::run::ledger::{Event, SentText};
 use crate::run::resolver_actor::ResolverMsg;
 use crate::run::services::MemoryFailure;
 use crate::run::wire::{
@@ -94,10 +94,20 @@ pub enum GatewayMsg {
     FailAfterNextDelivery,
 }
 
+/// What a run's ledger holds, for agents that start again from it (a lost node's, a resumed run's).
+pub(crate) struct Kept {
+    /// The ledger's events, oldest first.
+    pub(crate) events: Vec<Event>,
+    /// In a baseline run, what each delivered message was sent as (`wire.jsonl`, by message id): what its receiver
+    /// read.
+    pub(crate) wire: HashMap<String, String>,
+}
+
 /// What the ledger says an agent had: for [`GatewayMsg::Restore`].
 pub struct Restored {
-    /// Delivered to it, oldest first: the sender, the message id, its tokens on the wire and the document.
-    pub delivered: Vec<(String, String, u32, Arc<Document>)>,
+    /// Delivered to it, oldest first: the sender, the message id, its tokens on the wire, the document and (a
+    /// baseline's message) the text it was sent as.
+    pub delivered: Vec<(String, String, u32, Arc<Document>, String)>,
     /// The pointers (text form) of each deref it was granted.
     pub read: Vec<Vec<String>>,
     /// The uses of its grants it spent, in order: the grant and what the use took (a deref's pointers and tokens; a
@@ -106,13 +116,15 @@ pub struct Restored {
 }
 
 impl Restored {
-    /// What `events` (a ledger's, oldest first) say was delivered to `agent` and what it was granted to read.
-    pub(crate) fn from_events(events: &[Event], agent: &str) -> Restored {
+    /// What `kept` says was delivered to `agent` and what it was granted to read.
+    pub(crate) fn from_kept(kept: &Kept, agent: &str) -> Restored {
+        let events = &kept.events;
         let delivered = events
             .iter()
             .filter_map(|e| match e {
                 Event::Delivered { from, to, msg_id, tokens, doc, .. } if to == agent => {
-                    Some((from.clone(), msg_id.clone(), *tokens, doc.clone()))
+                    let wire = kept.wire.get(msg_id).cloned().unwrap_or_default();
+                    Some((from.clone(), msg_id.clone(), *tokens, doc.clone(), wire))
                 }
                 _ => None,
             })
@@ -170,13 +182,13 @@ fn node_children(scenario: &less_contract::Scenario, agent: &str) -> Vec<String>
 }
 
 /// Spawns `agent`'s node (its gateway, which spawns its agent and its children's nodes) linked to `supervisor`, its
-/// parent's node or the run supervisor, and puts it in the run's directory. With `restore` (the ledger's events, a
-/// restart), every node of the subtree first takes back what the ledger says its agent had.
+/// parent's node or the run supervisor, and puts it in the run's directory. With `restore` (what the ledger holds: a
+/// restart, a resumed run), every node of the subtree first takes back what the ledger says its agent had.
 pub(crate) async fn spawn_node(
     ctx: &Arc<RunContext>,
     agent: &str,
     supervisor: ractor::ActorCell,
-    restore: Option<Arc<Vec<Event>>>,
+    restore: Option<Arc<Kept>>,
 ) -> Result<(ActorRef<GatewayMsg>, tokio::task::JoinHandle<()>), ractor::SpawnErr> {
     // Actor names are process-wide, and a failed node's subtree may not have let go of its names yet.
     static N_RESTARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -214,9 +226,9 @@ pub struct GatewayArgs {
     pub ctx: Arc<RunContext>,
     /// The agent it fronts.
     pub agent_id: String,
-    /// A node started again by its parent: the ledger's events, from which it and the nodes it spawns take back
-    /// what their agents had.
-    pub restore: Option<Arc<Vec<Event>>>,
+    /// A node started again (by its parent, or in a resumed run): what the ledger holds, from which it and the
+    /// nodes it spawns take back what their agents had.
+    pub(crate) restore: Option<Arc<Kept>>,
 }
 
 /// What an agent knows, kept by its gateway so a restarted agent starts from it: the documents delivered to it and
@@ -302,8 +314,8 @@ impl Actor for GatewayActor {
             #[cfg(any(test, feature = "faults"))]
             fail_after_delivery: false,
         };
-        if let Some(events) = &args.restore {
-            state.restore(Restored::from_events(events, &state.agent_id)).await;
+        if let Some(kept) = &args.restore {
+            state.restore(Restored::from_kept(kept, &state.agent_id)).await;
         }
         state.agent = Some(spawn_agent(&myself, &state).await?);
         // The nodes of its children on the head: spawned here, so this node supervises them (a worker node's
@@ -505,9 +517,9 @@ impl GatewayState {
 
     /// Starts `child`'s node again, linked to this one, from what the ledger says now.
     async fn restart_child(&mut self, myself: &ActorRef<GatewayMsg>, child: &str, why: &str) -> Result<(), String> {
-        let events = self.ctx.ledger.ask(TokenLedgerMsg::Snapshot).await.map_err(|e| format!("ledger: {e}"))?;
+        let kept = self.ctx.kept().await.map_err(|e| format!("ledger: {e}"))?;
         self.ctx.record(Event::Restart { agent: child.to_owned(), reason: format!("its node failed: {why}") });
-        let (node, _) = spawn_node(&self.ctx, child, myself.get_cell(), Some(Arc::new(events)))
+        let (node, _) = spawn_node(&self.ctx, child, myself.get_cell(), Some(Arc::new(kept)))
             .await
             .map_err(|e| format!("its node did not start again: {e}"))?;
         self.children.insert(node.get_id(), child.to_owned());
@@ -517,7 +529,7 @@ impl GatewayState {
     /// Takes again what the ledger says the agent had (see [`GatewayMsg::Restore`]); how many documents came back.
     async fn restore(&mut self, restored: Restored) -> usize {
         let mut n = 0;
-        for (from, msg_id, n_tokens, doc) in restored.delivered {
+        for (from, msg_id, n_tokens, doc, wire) in restored.delivered {
             self.delivered.insert(msg_id.clone());
             if let Document::Grant(grant) = &*doc {
                 let grant = Grant::clone(grant);
@@ -534,8 +546,8 @@ impl GatewayState {
                 msg_id,
                 kind: EnvelopeKind::Message,
                 doc: Draft::Raw(Value::Null),
-                // The wire text is not in the ledger: a baseline's inbox gets the document without it.
-                wire: String::new(),
+                // A baseline's message comes back as it was sent (`wire.jsonl`).
+                wire,
                 inline_code: None,
                 code_sources: Vec::new(),
                 prose: None,

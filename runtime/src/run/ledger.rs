@@ -44,8 +44,9 @@ pub enum Event {
         max_tokens: u32,
         /// The document as the receiver's gateway checked it.
         doc: Arc<Document>,
-        /// What a baseline orchestrator restates of a typed message in later briefs ("prior reports").
-        #[serde(skip)]
+        /// What a baseline orchestrator restates of a typed message in later briefs ("prior reports"); kept in the
+        /// ledger so that a resumed run restates what the run restated before.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         prose: Option<String>,
         /// The prior reports (message ids) a baseline brief restated.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -269,6 +270,12 @@ pub enum Event {
         agent: String,
         action: String,
     },
+    /// The run went on after its head died (`lessrt run --resume`): from step `from_step`, which had started and
+    /// runs again whole; the `discarded` events it had recorded are in `ledger.discarded.jsonl`.
+    Resumed {
+        from_step: usize,
+        discarded: usize,
+    },
 }
 
 impl Event {
@@ -376,6 +383,9 @@ impl Event {
             Event::ServiceRestart { service, .. } => vec![service.clone(), "restart".into(), String::new()],
             Event::SubtreeLost { agent, agents, .. } => vec![agent.clone(), "lost".into(), agents.join(",")],
             Event::Step { index, agent, action } => vec![agent.clone(), "step".into(), format!("{index}:{action}")],
+            Event::Resumed { from_step, discarded } => {
+                vec!["run".into(), "resumed".into(), format!("step={from_step}\tdiscarded={discarded}")]
+            }
         };
         let identity = fields.first().map(|actor| identities.get(actor).unwrap_or(actor).clone()).unwrap_or_default();
         let (actor, rest) = fields.split_first().map_or(("", &[][..]), |(a, r)| (a.as_str(), r));
@@ -509,6 +519,9 @@ impl Event {
             Event::ServiceRestart { service, reason } => format!("  RESTART the run's {service}: {reason}"),
             Event::SubtreeLost { agents, reason, .. } => format!("  LOST {}: {reason}", agents.join(", ")),
             Event::Step { index, agent, action } => format!("step {index}: {agent} {action}"),
+            Event::Resumed { from_step, discarded } => {
+                format!("  RESUMED at step {from_step} ({discarded} events of it set aside: it runs again)")
+            }
         })
     }
 }
@@ -601,6 +614,16 @@ pub struct TokenLedgerArgs {
     pub wire: bool,
     /// Each agent's hierarchical identity ([`less_contract::Scenario::identity`]), written on its audit lines.
     pub identities: std::collections::HashMap<String, String>,
+}
+
+/// What each message in the `wire.jsonl` at `path` was sent as, by message id (lines that do not read back, a torn
+/// last one among them, are left out); empty when there is no such file.
+pub(crate) fn read_wire(path: &std::path::Path) -> std::collections::HashMap<String, String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<SentText>(line).ok())
+        .map(|sent| (sent.msg_id, sent.text))
+        .collect()
 }
 
 /// The ledger's book: every event recorded, its lines waiting to be written and how far the files are written.
@@ -763,7 +786,28 @@ impl Actor for TokenLedger {
 impl LedgerBook {
     /// A book for a run that writes where `args` says (no file is touched until a writer starts).
     pub fn new(args: TokenLedgerArgs) -> Arc<LedgerBook> {
-        let pending_audit = format!("{}\t{}\trun-start\t\n", crate::now_rfc3339(), args.run_id).into_bytes();
+        LedgerBook::starting(args, "run-start")
+    }
+
+    /// A book for a run resumed from `kept`, the events its files hold (of `lengths`: `ledger.jsonl`, `audit.log`,
+    /// `wire.jsonl`): the writer appends to them, and what the book knows of deliveries (restatements, who knows
+    /// which report) is read from them again.
+    pub(crate) fn resumed(args: TokenLedgerArgs, kept: &[Event], lengths: [u64; 3]) -> Arc<LedgerBook> {
+        let resumed = LedgerBook::starting(args, "run-resume");
+        {
+            let mut book = resumed.lock();
+            for event in kept {
+                book.note(event);
+            }
+            book.on_disk = kept.len();
+            book.opened = true;
+            book.written = Lengths { jsonl: lengths[0], audit: lengths[1], wire: lengths[2] };
+        }
+        resumed
+    }
+
+    fn starting(args: TokenLedgerArgs, verb: &str) -> Arc<LedgerBook> {
+        let pending_audit = format!("{}\t{}\t{verb}\t\n", crate::now_rfc3339(), args.run_id).into_bytes();
         Arc::new(LedgerBook {
             inner: std::sync::Mutex::new(Book {
                 events: Vec::new(),
@@ -828,6 +872,13 @@ impl LedgerBook {
             }
         }
         Ok(())
+    }
+
+    /// What each message delivered so far was sent as (a baseline run's `wire.jsonl`, read after a snapshot wrote
+    /// it); empty for a run without that file.
+    pub(crate) async fn wire_texts(&self) -> std::collections::HashMap<String, String> {
+        let Some(dir) = self.out_dir.clone().filter(|_| self.wire) else { return Default::default() };
+        blocking::run(move || read_wire(&dir.join(WIRE_FILE))).await.unwrap_or_default()
     }
 
     /// The restatement of every typed message delivered so far.
@@ -1004,13 +1055,7 @@ impl LedgerBook {
 impl Book {
     /// Appends an event (its lines are written by the next flush).
     fn record(&mut self, event: Event) {
-        if let Event::Delivered { msg_id, to, prose, restated, .. } = &event {
-            if let Some(prose) = prose {
-                self.histories.push((msg_id.clone(), prose.clone()));
-                self.learn(to, std::slice::from_ref(msg_id));
-            }
-            self.learn(to, restated);
-        }
+        self.note(&event);
         if let Some(sink) = &self.trace
             && let Some(line) = event.trace_line()
         {
@@ -1036,6 +1081,17 @@ impl Book {
         self.pending_events += 1;
         self.pending_audit.extend_from_slice(event.audit_line(&self.identities).as_bytes());
         self.pending_audit.push(b'\n');
+    }
+
+    /// Learns what a delivery says: its restatement, and the reports its receiver knows now.
+    fn note(&mut self, event: &Event) {
+        if let Event::Delivered { msg_id, to, prose, restated, .. } = event {
+            if let Some(prose) = prose {
+                self.histories.push((msg_id.clone(), prose.clone()));
+                self.learn(to, std::slice::from_ref(msg_id));
+            }
+            self.learn(to, restated);
+        }
     }
 
     /// What the writer must do after an append: write now past [`FLUSH_AT`] bytes, else make sure a tick comes.

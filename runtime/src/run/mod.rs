@@ -26,6 +26,7 @@ pub(crate) mod ledger;
 pub(crate) mod remote;
 pub(crate) mod report;
 pub(crate) mod resolver_actor;
+pub mod resume;
 pub(crate) mod services;
 pub(crate) mod slot;
 pub(crate) mod supervisor;
@@ -59,7 +60,7 @@ pub use inbox::{
 pub use ledger::{Displaced, Event, SentText, TraceSink, WIRE_FILE};
 pub use remote::{PlacedNodes, Placement, RemoteFuture};
 pub use report::{
-    CheckResult, CheckStatus, KindCount, LostSubtree, ModelSpend, Rates, RoleReport, RunReport, TokenStats,
+    CheckResult, CheckStatus, KindCount, LostSubtree, ModelSpend, Rates, ResumedAt, RoleReport, RunReport, TokenStats,
 };
 pub use slot::RESTART_WAIT;
 pub use supervisor::{
@@ -284,7 +285,16 @@ impl RunContext {
         principal
     }
 
-    /// A new message id for `agent`.
+    /// What the ledger holds now: every event, and a baseline's sent texts (for agents that start again from it).
+    pub(crate) async fn kept(&self) -> Result<gateway::Kept, String> {
+        let events = self.ledger.ask(TokenLedgerMsg::Snapshot).await.map_err(|e| e.to_string())?;
+        let wire = match &self.books {
+            Some(books) => books.ledger.wire_texts().await,
+            None => Default::default(),
+        };
+        Ok(gateway::Kept { events, wire })
+    }
+
     /// The run's time: the frozen clock, else the system's.
     pub(crate) fn now(&self) -> time::OffsetDateTime {
         self.clock.unwrap_or_else(time::OffsetDateTime::now_utc)
@@ -299,6 +309,7 @@ impl RunContext {
             .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
     }
 
+    /// A new message id for `agent`.
     pub(crate) async fn next_msg_id(&self, agent: &str) -> String {
         let n = self.next_msg_number().await;
         format!("{agent}-m{n}")

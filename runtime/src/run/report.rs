@@ -168,9 +168,21 @@ pub struct RunReport {
     /// absent when there were none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lost: Vec<LostSubtree>,
+    /// Where the run went on after its head died (`lessrt run --resume`), in order; absent when it never did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resumed: Vec<ResumedAt>,
     /// LESS §12's rates over the run.
     #[serde(default)]
     pub rates: Rates,
+}
+
+/// One resume of a run ([`crate::run::Event::Resumed`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResumedAt {
+    /// The step it went on from (it had started, and ran again whole).
+    pub from_step: usize,
+    /// Events of that step set aside in `ledger.discarded.jsonl`.
+    pub discarded: usize,
 }
 
 /// LESS §12's metrics that are ratios, over one run (what an operator watches trend): each `None` when its
@@ -393,6 +405,15 @@ impl RunReport {
             totals,
             service_restarts: service_restarts(events),
             lost: lost(events),
+            resumed: events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Resumed { from_step, discarded } => {
+                        Some(ResumedAt { from_step: *from_step, discarded: *discarded })
+                    }
+                    _ => None,
+                })
+                .collect(),
         }
     }
 }

@@ -77,8 +77,9 @@ struct SamIndex {
 }
 
 impl SamIndex {
-    /// An index in `path` (created afresh: a run's index holds that run's documents), or in memory.
-    fn open(path: Option<PathBuf>) -> Result<SamIndex, rusqlite::Error> {
+    /// An index in `path` (created afresh: a run's index holds that run's documents; with `keep`, a resumed run's,
+    /// the index its head left, unless it does not pass SQLite's check), or in memory.
+    fn open(path: Option<PathBuf>, keep: bool) -> Result<SamIndex, rusqlite::Error> {
         let coord = path.as_deref().and_then(Path::parent).map(|dir| dir.join(crate::coord::RUN_FILE));
         let db = match path {
             Some(path) => {
@@ -90,12 +91,21 @@ impl SamIndex {
                         )
                     })?;
                 }
-                let _ = std::fs::remove_file(&path);
+                // Without a journal, a head killed mid-write can leave a damaged index: a resumed run starts a new
+                // one then (every kept delivery is indexed again; refused documents it had are lost).
+                let intact = keep && path.is_file() && {
+                    let checked = crate::files::open_sqlite(&path)
+                        .and_then(|db| db.query_row("PRAGMA quick_check", [], |row| row.get::<_, String>(0)));
+                    matches!(checked.as_deref(), Ok("ok"))
+                };
+                if !intact {
+                    let _ = std::fs::remove_file(&path);
+                }
                 let db = crate::files::open_sqlite(&path)?;
                 // A run's own index: rebuilt by the next run, so no journal and no fsync.
                 db.execute_batch(
                     "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;
-                     CREATE TABLE sam (namespace TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL,
+                     CREATE TABLE IF NOT EXISTS sam (namespace TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL,
                                        PRIMARY KEY (namespace, key)) WITHOUT ROWID;",
                 )?;
                 Some(db)
@@ -200,6 +210,8 @@ pub struct ResolverArgs {
     pub resolver: Resolver,
     /// Where the `sam:` index lives (`None`: in memory).
     pub sam_path: Option<PathBuf>,
+    /// Keep the index found at `sam_path` (a resumed run) instead of starting a new one.
+    pub keep: bool,
 }
 
 impl ResolverBook {
@@ -222,8 +234,8 @@ impl ResolverBook {
         blocking::run(move || -> Result<(), ActorProcessingErr> {
             let mut held = lock(&book.held);
             if held.is_none() {
-                let ResolverArgs { resolver, sam_path } = lock(&book.args).take().ok_or(LOST)?;
-                *held = Some(Held { resolver, sam: SamIndex::open(sam_path)? });
+                let ResolverArgs { resolver, sam_path, keep } = lock(&book.args).take().ok_or(LOST)?;
+                *held = Some(Held { resolver, sam: SamIndex::open(sam_path, keep)? });
             }
             Ok(())
         })
@@ -334,7 +346,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("sam.sqlite");
         let resolver = Resolver::new(dir.path()).expect("resolver");
-        let book = ResolverBook::new(ResolverArgs { resolver, sam_path: Some(path.clone()) });
+        let book = ResolverBook::new(ResolverArgs { resolver, sam_path: Some(path.clone()), keep: false });
         let (first, handle) = Actor::spawn(None, ResolverActor, book.clone()).await.expect("resolver");
         let doc = |i: usize| Arc::new(serde_json::json!({ "n": i }));
         for i in 0..(SAM_BATCH + 10) {
@@ -361,7 +373,7 @@ mod tests {
     #[test]
     fn the_sam_index_lives_on_disk_and_answers_the_latest_write() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut sam = SamIndex::open(Some(dir.path().join("run/sam.sqlite"))).expect("open");
+        let mut sam = SamIndex::open(Some(dir.path().join("run/sam.sqlite")), false).expect("open");
         for i in 0..(3 * SAM_BATCH + 7) {
             sam.insert("msg".into(), format!("m{i}"), format!("doc {i}"));
             if sam.pending.len() >= SAM_BATCH {

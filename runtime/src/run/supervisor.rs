@@ -49,6 +49,7 @@ use crate::run::ledger::{Event, LedgerBook, TokenLedger, TokenLedgerArgs, TokenL
 use crate::run::remote::{PlacedNodes, Placement};
 use crate::run::report::RunReport;
 use crate::run::resolver_actor::{ResolverActor, ResolverArgs, ResolverBook, ResolverMsg};
+use crate::run::resume::{self, Resumption};
 use crate::run::services::Services;
 use crate::run::slot::{RESTART_WAIT, Slot};
 use crate::run::wire::Envelope;
@@ -91,6 +92,9 @@ pub struct RunOptions {
     /// The workspace index the agents' `search` and `list` actions use. `None`: the scenario workspace's, in its
     /// default directory ([`crate::workspace::WorkspaceIndex::default_dir`]), opened and refreshed on the first search.
     pub index: Option<Arc<crate::workspace::SharedIndex>>,
+    /// Go on with the run `out_dir` holds, whose head died, instead of starting one
+    /// ([`crate::run::resume`]): `LESS_RUN_NOT_RESUMABLE` when it holds none.
+    pub resume: bool,
 }
 
 impl RunOptions {
@@ -107,6 +111,7 @@ impl RunOptions {
             inbox_cap: DEFAULT_INBOX_CAP,
             cluster: None,
             index: None,
+            resume: false,
         }
     }
 }
@@ -179,6 +184,10 @@ struct RunSupervisorArgs {
     scenario: Arc<Scenario>,
     factory: Arc<dyn AgentFactory>,
     run_id: String,
+    session_base: String,
+    secret: [u8; 32],
+    /// A resumed run: what its directory kept.
+    resume: Option<Arc<Resumption>>,
     mode: WireMode,
     out_dir: Option<PathBuf>,
     trace: Option<Arc<dyn TraceSink>>,
@@ -256,18 +265,38 @@ impl Actor for RunSupervisor {
         myself: ActorRef<RunSupervisorMsg>,
         args: RunSupervisorArgs,
     ) -> Result<RunSupervisorState, ActorProcessingErr> {
-        let RunSupervisorArgs { scenario, factory, run_id, mode, out_dir, trace, pinned, summarizer, inbox_cap, index } =
-            args;
+        let RunSupervisorArgs {
+            scenario,
+            factory,
+            run_id,
+            session_base,
+            secret,
+            resume,
+            mode,
+            out_dir,
+            trace,
+            pinned,
+            summarizer,
+            inbox_cap,
+            index,
+        } = args;
         let cell = myself.get_cell();
         let mut children = HashMap::new();
         let resolver = Resolver::new(&scenario.workspace).map_err(|v| format!("workspace: {v}"))?;
-        let ledger_book = LedgerBook::new(TokenLedgerArgs {
+        let ledger_args = TokenLedgerArgs {
             out_dir: out_dir.clone(),
             trace,
             run_id: run_id.clone(),
             wire: mode.is_baseline(),
             identities: scenario.agents.iter().map(|a| (a.id.clone(), scenario.identity(&a.id))).collect(),
-        });
+        };
+        let ledger_book = match &resume {
+            Some(resumed) => LedgerBook::resumed(ledger_args, &resumed.kept.events, resumed.lengths),
+            None => LedgerBook::new(ledger_args),
+        };
+        if let Some(resumed) = &resume {
+            ledger_book.record(Event::Resumed { from_step: resumed.from_step, discarded: resumed.discarded });
+        }
         let (ledger, handle) =
             Actor::spawn_linked(Some(named(&run_id, mode, "ledger")), TokenLedger, ledger_book.clone(), cell.clone())
                 .await
@@ -284,7 +313,17 @@ impl Actor for RunSupervisor {
                 (scratch.keep(), true)
             }
         };
-        let resolver_book = ResolverBook::new(ResolverArgs { resolver, sam_path: Some(memory_dir.join("sam.sqlite")) });
+        let resolver_book = ResolverBook::new(ResolverArgs {
+            resolver,
+            sam_path: Some(memory_dir.join("sam.sqlite")),
+            keep: resume.is_some(),
+        });
+        // A resumed run's `sam:` index takes every kept delivery again (the dead head may not have written them).
+        for event in resume.iter().flat_map(|r| r.kept.events.iter()) {
+            if let Event::Delivered { msg_id, doc, .. } = event {
+                resolver_book.remember(msg_id.clone(), Arc::new(doc.to_value()));
+            }
+        }
         let (resolver, handle) = Actor::spawn_linked(
             Some(named(&run_id, mode, "resolver")),
             ResolverActor,
@@ -327,10 +366,6 @@ impl Actor for RunSupervisor {
                 .await
                 .map_err(|e| format!("memory: {e}"))?;
         children.insert(memory.get_id(), (Child::Service(Service::Memory), handle));
-        let session_base = match pinned {
-            Some(pinned) => format!("{}@{}", scenario.name, pinned.clock.unix_timestamp()),
-            None => run_id.clone(),
-        };
         let archive_queue =
             Arc::new(ArchiveQueue::new(scenario.project.clone(), format!("{session_base}:{}", mode.as_str())));
         let ctx = Arc::new(RunContext {
@@ -338,10 +373,7 @@ impl Actor for RunSupervisor {
             session_base,
             mode,
             scenario: scenario.clone(),
-            secret: match pinned {
-                Some(pinned) => pinned.secret,
-                None => fresh_secret().map_err(|err| format!("grant key: {err}"))?,
-            },
+            secret,
             directory: Directory::default(),
             resolver: Slot::new(resolver),
             ledger: Slot::new(ledger),
@@ -350,7 +382,7 @@ impl Actor for RunSupervisor {
                 memory: Slot::new(memory),
                 summarizers: Slot::new(summarizers),
                 archive_queue,
-                n_msgs: Default::default(),
+                n_msgs: Arc::new(AtomicU64::new(resume.as_ref().map_or(0, |r| r.n_msgs))),
                 coord: Arc::new(crate::coord::Store::new(memory_dir.join(crate::coord::RUN_FILE))),
             },
             factory,
@@ -359,9 +391,15 @@ impl Actor for RunSupervisor {
             workspace: index.unwrap_or_else(|| crate::workspace::SharedIndex::new(&scenario.workspace, None)),
         });
         // Placed agents run on their nodes, with their gateways; the others here, each node below its parent's.
+        // A resumed run's agents take back what the kept ledger says they had.
+        let restore = resume.as_ref().map(|r| r.kept.clone());
+        if resume.is_some() {
+            let _ = ctx.resolver.send(ResolverMsg::Take);
+        }
         for agent in top_agents(&scenario) {
-            let (node, handle) =
-                spawn_node(&ctx, &agent, cell.clone(), None).await.map_err(|e| format!("gateway {agent}: {e}"))?;
+            let (node, handle) = spawn_node(&ctx, &agent, cell.clone(), restore.clone())
+                .await
+                .map_err(|e| format!("gateway {agent}: {e}"))?;
             children.insert(node.get_id(), (Child::Node(agent), handle));
         }
         Ok(RunSupervisorState {
@@ -558,10 +596,10 @@ impl RunSupervisorState {
         why: &str,
     ) -> Result<(ActorId, JoinHandle<()>), String> {
         let ctx = &self.ctx;
-        let events = ctx.ledger.ask(TokenLedgerMsg::Snapshot).await.map_err(|e| format!("ledger: {e}"))?;
+        let kept = ctx.kept().await.map_err(|e| format!("ledger: {e}"))?;
         ctx.record(Event::Restart { agent: agent.to_owned(), reason: format!("its node {why}") });
         let (node, handle) =
-            spawn_node(ctx, agent, supervisor, Some(Arc::new(events))).await.map_err(|e| e.to_string())?;
+            spawn_node(ctx, agent, supervisor, Some(Arc::new(kept))).await.map_err(|e| e.to_string())?;
         Ok((node.get_id(), handle))
     }
 }
@@ -576,6 +614,10 @@ pub struct LocalRun {
     supervisor_handle: JoinHandle<()>,
     /// The worker nodes of a cluster run.
     cluster: Option<Box<dyn PlacedNodes>>,
+    /// The step the driver starts at (a resumed run's unfinished step; else 0).
+    first_step: usize,
+    /// Where the run writes (its grant key is removed from there when it ends).
+    out_dir: Option<PathBuf>,
 }
 
 fn fail(what: &str, err: &dyn std::fmt::Display) -> Error {
@@ -608,11 +650,58 @@ impl LocalRun {
                     .to_owned(),
             });
         }
-        let run_id = format!("{}-{}-{}", scenario.name, std::process::id(), N_RUNS.fetch_add(1, Ordering::Relaxed));
+        let resume = match (&options.out_dir, options.resume) {
+            (Some(dir), true) => {
+                if placed {
+                    return Err(Error::Malformed {
+                        code: ErrorCode::RunNotResumable,
+                        message: "a run with agents on worker nodes cannot be resumed yet: run it again".to_owned(),
+                    });
+                }
+                let (dir, scenario) = (dir.clone(), scenario.clone());
+                let prepared = crate::blocking::run(move || resume::prepare(&dir, &scenario))
+                    .await
+                    .map_err(|err| fail("resume", &err))?;
+                Some(Arc::new(prepared.map_err(|v| Error::Malformed { code: v.code, message: v.message })?))
+            }
+            (None, true) => {
+                return Err(Error::Malformed {
+                    code: ErrorCode::RunNotResumable,
+                    message: "only a run that writes its files (an output directory) can be resumed".to_owned(),
+                });
+            }
+            (_, false) => None,
+        };
+        let (run_id, session_base, secret) = match &resume {
+            Some(resumed) => (resumed.run_id.clone(), resumed.session_base.clone(), resumed.secret),
+            None => {
+                let run_id =
+                    format!("{}-{}-{}", scenario.name, std::process::id(), N_RUNS.fetch_add(1, Ordering::Relaxed));
+                // A pinned (recorded or replayed) run archives under the scenario and its pinned start time, so a
+                // replay archives the same messages under the same ids and asks a model summarizer the same questions.
+                let session_base = match options.pinned {
+                    Some(pinned) => format!("{}@{}", scenario.name, pinned.clock.unix_timestamp()),
+                    None => run_id.clone(),
+                };
+                let secret = match options.pinned {
+                    Some(pinned) => pinned.secret,
+                    None => fresh_secret().map_err(|v| Error::Malformed { code: v.code, message: v.message })?,
+                };
+                if let Some(dir) = &options.out_dir {
+                    resume::save(dir, &scenario.name, &run_id, &session_base, &secret)
+                        .map_err(|err| fail("the run's resume files", &err))?;
+                }
+                (run_id, session_base, secret)
+            }
+        };
+        let first_step = resume.as_ref().map_or(0, |r| r.from_step);
         let args = RunSupervisorArgs {
             scenario: scenario.clone(),
             factory,
             run_id,
+            session_base,
+            secret,
+            resume,
             mode: options.mode,
             out_dir: options.out_dir.clone(),
             trace: options.trace.clone(),
@@ -639,7 +728,15 @@ impl LocalRun {
             }
             _ => None,
         };
-        Ok(LocalRun { ctx, step_timeout: options.step_timeout, supervisor, supervisor_handle, cluster })
+        Ok(LocalRun {
+            ctx,
+            step_timeout: options.step_timeout,
+            supervisor,
+            supervisor_handle,
+            cluster,
+            first_step,
+            out_dir: options.out_dir.clone(),
+        })
     }
 
     /// Delivers `envelope` to its receiver's gateway: the token count, or the refusal.
@@ -676,7 +773,7 @@ impl LocalRun {
     ) -> crate::Result<()> {
         let ctx = &self.ctx;
         let n_steps = ctx.scenario.steps.len();
-        for (index, step) in ctx.scenario.steps.iter().enumerate() {
+        for (index, step) in ctx.scenario.steps.iter().enumerate().skip(self.first_step) {
             on_step(index, n_steps);
             for fault in faults.iter().filter(|f| f.before_step == index) {
                 fault.inject(ctx).await;
@@ -1008,8 +1105,15 @@ async fn run_to_end(
         tracing::warn!("run session not summarized: {err}");
     }
     let report = run.report().await;
+    let out_dir = run.out_dir.clone();
     run.stop().await;
     driven?;
+    // The run ended: nothing will verify its grants again, and a resume of it has nothing to do.
+    if report.is_ok()
+        && let Some(dir) = &out_dir
+    {
+        resume::forget_key(dir);
+    }
     report
 }
 

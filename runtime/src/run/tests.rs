@@ -56,7 +56,8 @@ async fn harness_with(mode: WireMode, budget_toml: &str, lead_toml: &str, inbox_
         "name = \"h\"\n{budget_toml}\n[[agents]]\nid = \"lead\"\nrole = \"lead\"\n{lead_toml}\n[[agents]]\nid = \"dev\"\nrole = \"dev\"\nparent = \"lead\"\n"
     );
     let scenario = Arc::new(Scenario::from_toml(&toml, workspace.path()).expect("scenario"));
-    let args = ResolverArgs { resolver: Resolver::new(workspace.path()).expect("resolver"), sam_path: None };
+    let args =
+        ResolverArgs { resolver: Resolver::new(workspace.path()).expect("resolver"), sam_path: None, keep: false };
     let (resolver, _) = Actor::spawn(None, ResolverActor, ResolverBook::new(args)).await.expect("resolver actor");
     let (ledger, _) = Actor::spawn(
         None,
