@@ -12,11 +12,15 @@
 mod output;
 mod cmd;
 mod progress;
+mod telemetry;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 use crate::cmd::args::{EXIT_CODES, Stop};
 
@@ -30,6 +34,11 @@ struct Cli {
     /// No live trace, no progress bars, no notes on stderr (errors and warnings still print).
     #[arg(short, long, global = true)]
     quiet: bool,
+    /// Export agents' turns, tool uses and model calls as OpenTelemetry traces and metrics (GenAI conventions, with
+    /// less.* attributes) over OTLP/HTTP to this endpoint, e.g. http://127.0.0.1:4318 (default: $LESSRT_OTLP_ENDPOINT;
+    /// none: nothing is exported).
+    #[arg(long, global = true, value_name = "URL")]
+    otlp: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -142,12 +151,22 @@ fn main() -> ExitCode {
     // LESSRT_LOG asks for it, e.g. LESSRT_LOG=info or LESSRT_LOG=less.budget.reject=info; quiet otherwise.
     let filter = tracing_subscriber::EnvFilter::try_from_env("LESSRT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(true)
-        .init();
+        .with_filter(filter);
+    let (telemetry, export) = match telemetry::endpoint(cli.otlp.as_deref()) {
+        Some(endpoint) => match telemetry::Telemetry::start(&endpoint) {
+            Ok((telemetry, layer)) => (Some(telemetry), Some(layer)),
+            Err(err) => {
+                eprintln!("lessrt: {err:#}");
+                return ExitCode::from(2);
+            }
+        },
+        None => (None, None),
+    };
+    tracing_subscriber::registry().with(log).with(export).init();
     let ctx = Ctx { quiet: cli.quiet };
     let result = match cli.command {
         Command::Run(args) => cmd::run::run(&args, ctx),
@@ -173,6 +192,9 @@ fn main() -> ExitCode {
         Command::Errors(args) => cmd::errors::run(&args),
         Command::Completions(args) => cmd::completions::run(&args),
     };
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown();
+    }
     match result {
         Ok(code) => code,
         Err(err) => match err.downcast_ref::<Stop>() {

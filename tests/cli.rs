@@ -1446,3 +1446,12 @@ fn eval_locomo_reports_the_same_top_10_whatever_other_k_is_asked() {
     assert_eq!(top10("10,50", "k50.jsonl"), alone, "--k 10,50 ranks the top 10 as --k 10 does");
     assert_eq!(top10("1,5,10,25,100", "k100.jsonl"), alone, "--k …,100 ranks the top 10 as --k 10 does");
 }
+
+/// `--otlp` takes an OTLP/HTTP URL: anything else stops before the command runs, with its code and an example.
+#[test]
+fn an_otlp_endpoint_that_is_not_a_url_is_refused() {
+    let output = lessrt(&["--otlp", "127.0.0.1:4318", "errors"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("LESS_ARGUMENT_INVALID"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("http://127.0.0.1:4318"), "{}", stderr(&output));
+}

@@ -1,6 +1,7 @@
 //! The integration tests that need parts `scripts/test.sh` provisions before it runs them: the embedding model
 //! (`scripts/provision-model.sh`), the local LLM server (`scripts/local-llm.sh`), chromium and chromedriver
-//! (`scripts/browser.sh`) and the Python MCP SDK (`scripts/mcp-clients.sh`). Compiled with the `provisioned-tests`
+//! (`scripts/browser.sh`), the Python MCP SDK (`scripts/mcp-clients.sh`) and the OTLP receiver's packages
+//! (`scripts/otlp-receiver.sh`). Compiled with the `provisioned-tests`
 //! feature only, so a plain `cargo test` on a fresh clone passes with nothing installed; a part that is missing here
 //! fails its test, naming the script that installs it. Never skipped.
 
@@ -19,6 +20,9 @@ mod mcp;
 /// What needs the embedding model: `lessrt doctor` running it, a run's archive embedded by the first reranked query.
 #[path = "provisioned/model.rs"]
 mod model;
+/// `--otlp`: a run's spans and metrics received by a real OTLP/HTTP receiver.
+#[path = "provisioned/otlp.rs"]
+mod otlp;
 /// The page of `lessrt serve` in a real browser.
 #[path = "provisioned/page.rs"]
 mod page;

@@ -136,7 +136,7 @@ impl LlmAgent {
         known: &Citable,
         questions: &[(String, String)],
     ) -> Result<JsonCompletion, LlmError> {
-        let completion = self.model.complete(request).await?;
+        let completion = crate::provider::traced_complete(&*self.model, request, &self.agent).await?;
         self.spent.calls += 1;
         self.spent.prompt_tokens += completion.usage.prompt_tokens;
         self.spent.completion_tokens += completion.usage.completion_tokens;

@@ -222,6 +222,10 @@ impl CompletionModel for OpenAiCompatible {
         Box::pin(async move { self.complete_all(Bytes::from(self.body(request).to_string())).await })
     }
 
+    fn name(&self) -> String {
+        self.config.model.clone()
+    }
+
     /// The configured name, and what `GET {base_url}/models` lists first: its name (id or alias) and a
     /// `sha256:<hex>` among them (the local server names its weights so). A server that does not answer leaves both
     /// unknown.

@@ -259,6 +259,58 @@ pub trait CompletionModel: Send + Sync + 'static {
     fn identity(&self) -> ModelFuture<'_, ModelIdentity> {
         Box::pin(async { ModelIdentity::unknown() })
     }
+
+    /// The name requests ask for, without asking the server (telemetry's `gen_ai.request.model`).
+    fn name(&self) -> String {
+        "unknown".to_owned()
+    }
+}
+
+/// Completes `request` with `model` for `agent` inside a `chat` span in OpenTelemetry's GenAI conventions (target
+/// `gen_ai`, what `lessrt --otlp` exports): the model asked, the provider's token counts and finish reason, or the
+/// error's stable code. Integers are recorded as `i64` (the exporter writes unsigned ones as text).
+pub async fn traced_complete(
+    model: &dyn CompletionModel,
+    request: &CompletionRequest,
+    agent: &str,
+) -> Result<Completion, LlmError> {
+    use tracing::Instrument;
+    let name = model.name();
+    let span = tracing::info_span!(
+        target: "gen_ai",
+        "chat",
+        otel.name = %format!("chat {name}"),
+        otel.kind = "client",
+        gen_ai.operation.name = "chat",
+        gen_ai.provider.name = "openai",
+        gen_ai.request.model = %name,
+        gen_ai.request.temperature = request.temperature,
+        gen_ai.request.max_tokens = i64::from(request.max_tokens),
+        gen_ai.agent.name = agent,
+        gen_ai.usage.input_tokens = tracing::field::Empty,
+        gen_ai.usage.output_tokens = tracing::field::Empty,
+        gen_ai.response.finish_reasons = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+        less.attempts = tracing::field::Empty,
+    );
+    let result = model.complete(request).instrument(span.clone()).await;
+    match &result {
+        Ok(completion) => {
+            span.record("gen_ai.usage.input_tokens", i64::try_from(completion.usage.prompt_tokens).unwrap_or(i64::MAX));
+            span.record(
+                "gen_ai.usage.output_tokens",
+                i64::try_from(completion.usage.completion_tokens).unwrap_or(i64::MAX),
+            );
+            span.record("less.attempts", i64::from(completion.attempts));
+            if let Some(reason) = &completion.finish_reason {
+                span.record("gen_ai.response.finish_reasons", reason.as_str());
+            }
+        }
+        Err(err) => {
+            span.record("error.type", err.code());
+        }
+    }
+    result
 }
 
 /// Which model answered: the name requests ask for, what the server says it serves, and the sha256 of the weights

@@ -159,6 +159,10 @@ impl Recorder {
 }
 
 impl CompletionModel for Recorder {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+
     fn complete<'a>(&'a self, request: &'a CompletionRequest) -> ModelFuture<'a, Result<Completion, LlmError>> {
         Box::pin(async move {
             let key = exchange_key(request)?;
@@ -266,6 +270,10 @@ impl Replayer {
 }
 
 impl CompletionModel for Replayer {
+    fn name(&self) -> String {
+        self.model.name.clone()
+    }
+
     fn identity(&self) -> ModelFuture<'_, ModelIdentity> {
         Box::pin(async move { self.model.clone() })
     }

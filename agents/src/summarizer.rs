@@ -104,7 +104,7 @@ impl Summarizer for LlmSummarizer {
                 }
             }
             let request = self.request(&input, level, target_tokens);
-            match self.model.complete(&request).await {
+            match crate::provider::traced_complete(&*self.model, &request, "summarizer").await {
                 Ok(completion) => {
                     *self.breaker.lock().unwrap_or_else(PoisonError::into_inner) = None;
                     Ok(completion.text.trim().to_owned())

@@ -362,7 +362,21 @@ fn save_command(dir: &Path, scenario: &Path) -> anyhow::Result<()> {
     if let Some(at) = args.iter().position(|a| a == "run") {
         args.drain(..=at);
     }
-    args.retain(|a| a != "-q" && a != "--quiet");
+    // The global flags given after `run` are the resuming process's too.
+    let mut kept = Vec::with_capacity(args.len());
+    let mut skip_value = false;
+    for arg in args {
+        if std::mem::take(&mut skip_value) {
+            continue;
+        }
+        match arg.as_str() {
+            "-q" | "--quiet" => {}
+            "--otlp" => skip_value = true,
+            _ if arg.starts_with("--otlp=") => {}
+            _ => kept.push(arg),
+        }
+    }
+    let args = kept;
     let text = std::fs::read(scenario).with_context(|| format!("cannot read {}", scenario.display()))?;
     let command = Command {
         args,

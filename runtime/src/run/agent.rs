@@ -12,6 +12,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tracing::Instrument;
 
 use crate::memory::QueryOptions;
 use crate::run::RunContext;
@@ -187,12 +188,39 @@ pub struct ActOutcome {
     pub agent_down: bool,
     /// Refusals the turn met (codes).
     pub refusals: Vec<ErrorCode>,
+    /// Inline tokens the turn cost: its messages delivered and the answers it looked up (as the report counts them).
+    #[serde(default)]
+    pub inline_tokens: u64,
 }
 
 impl ActOutcome {
     pub(crate) fn down(_agent: &str) -> ActOutcome {
-        ActOutcome { agent_down: true, refusals: Vec::new() }
+        ActOutcome { agent_down: true, ..ActOutcome::default() }
     }
+}
+
+/// A span of one tool an agent uses (`search`, `list`, `describe`, `query`, `deref`) in OpenTelemetry's GenAI
+/// conventions (`execute_tool`), under its turn's; [`tool_done`] records what its answer cost, or what refused it.
+fn tool_span(tool: &str) -> tracing::Span {
+    tracing::info_span!(
+        target: "gen_ai",
+        "execute_tool",
+        otel.name = %format!("execute_tool {tool}"),
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = tool,
+        gen_ai.tool.type = "function",
+        less.inline_tokens = tracing::field::Empty,
+        less.deref.pointers = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    )
+}
+
+/// Records on a [`tool_span`] the inline tokens the answer cost, or the code that refused it.
+fn tool_done(span: &tracing::Span, tokens: u32, refused: Option<ErrorCode>) {
+    match refused {
+        Some(code) => span.record("error.type", code.as_str()),
+        None => span.record("less.inline_tokens", i64::from(tokens)),
+    };
 }
 
 tokio::task_local! {
@@ -273,13 +301,18 @@ impl Actor for AgentActor {
                 state.inbox.push(item);
             }
             AgentMsg::Act(request, reply) => {
-                let outcome = state.take_turn(*request).await;
+                let span = state.turn_span("turn", Some(&request));
+                let outcome = state.take_turn(*request).instrument(span.clone()).await;
+                state.close_span(&span, &outcome);
                 // On a worker node, what the turn recorded reaches the head's ledger before the turn's answer.
                 state.ctx.settle().await;
                 let _ = reply.send(outcome);
             }
             AgentMsg::Decide(ask, reply) => {
-                let outcome = state.decide(*ask).await;
+                let span = state.turn_span("decide", None);
+                let mut spent = ActOutcome::default();
+                let outcome = state.decide(*ask, &mut spent).instrument(span.clone()).await;
+                state.close_span(&span, &spent);
                 state.ctx.settle().await;
                 let _ = reply.send(outcome);
             }
@@ -289,6 +322,38 @@ impl Actor for AgentActor {
 }
 
 impl AgentState {
+    /// The span of one turn of this agent (`what`: a driver's `turn`, or a `decide` on a child's deref request), in
+    /// OpenTelemetry's GenAI conventions (`invoke_agent`) with the run's `less.*` attributes; its totals are recorded
+    /// by [`AgentState::close_span`]. Target `gen_ai`: what `lessrt --otlp` exports.
+    fn turn_span(&self, what: &str, request: Option<&ActRequest>) -> tracing::Span {
+        let budget = self.ctx.scenario.budgets.of(&self.spec.role);
+        tracing::info_span!(
+            target: "gen_ai",
+            "invoke_agent",
+            otel.name = %format!("invoke_agent {}", self.spec.id),
+            otel.kind = "internal",
+            gen_ai.operation.name = "invoke_agent",
+            gen_ai.agent.id = %self.spec.id,
+            gen_ai.agent.name = %self.spec.id,
+            less.role = %self.spec.role,
+            less.run.id = %self.ctx.run_id,
+            less.mode = self.ctx.mode.as_str(),
+            less.turn.kind = what,
+            less.step = request.map(|r| r.index as i64).unwrap_or(-1),
+            less.attempt = i64::from(request.map_or(0, |r| r.attempt)),
+            less.budget.max_inline_tokens = i64::from(budget.max_inline_tokens),
+            less.budget.max_deref_tokens_total = i64::from(budget.max_deref_tokens_total),
+            less.inline_tokens = tracing::field::Empty,
+            less.refusals = tracing::field::Empty,
+        )
+    }
+
+    /// Records what the turn cost on its span (integers as `i64`: the exporter writes unsigned ones as text).
+    fn close_span(&self, span: &tracing::Span, outcome: &ActOutcome) {
+        span.record("less.inline_tokens", i64::try_from(outcome.inline_tokens).unwrap_or(i64::MAX));
+        span.record("less.refusals", i64::try_from(outcome.refusals.len()).unwrap_or(i64::MAX));
+    }
+
     /// One turn: the agent's actions, one at a time, each carried out before the agent decides the next.
     async fn take_turn(&mut self, request: ActRequest) -> ActOutcome {
         let mut turn = TurnInput {
@@ -374,16 +439,26 @@ impl AgentState {
                 self.query(text, options, outcome).await
             }
             Action::Search(search) => {
-                let answer = ractor::call!(self.gateway, GatewayMsg::Search, search.clone());
-                self.looked(answer.map_err(|e| e.to_string()), "search", outcome)
+                let span = tool_span("search");
+                let gateway = &self.gateway;
+                let answer =
+                    async { ractor::call!(gateway, GatewayMsg::Search, search.clone()) }.instrument(span.clone()).await;
+                self.looked(answer.map_err(|e| e.to_string()), &span, "search", outcome)
             }
             Action::List(list) => {
-                let answer = ractor::call!(self.gateway, GatewayMsg::List, list.clone());
-                self.looked(answer.map_err(|e| e.to_string()), "list", outcome)
+                let span = tool_span("list");
+                let gateway = &self.gateway;
+                let answer =
+                    async { ractor::call!(gateway, GatewayMsg::List, list.clone()) }.instrument(span.clone()).await;
+                self.looked(answer.map_err(|e| e.to_string()), &span, "list", outcome)
             }
             Action::Describe(describe) => {
-                let answer = ractor::call!(self.gateway, GatewayMsg::Describe, describe.clone());
-                self.looked(answer.map_err(|e| e.to_string()), "describe", outcome)
+                let span = tool_span("describe");
+                let gateway = &self.gateway;
+                let answer = async { ractor::call!(gateway, GatewayMsg::Describe, describe.clone()) }
+                    .instrument(span.clone())
+                    .await;
+                self.looked(answer.map_err(|e| e.to_string()), &span, "describe", outcome)
             }
             Action::Promote { subject, to } => self.promote(subject, *to, outcome).await,
             Action::Claim(claim) => self.claim(claim, outcome).await,
@@ -436,17 +511,21 @@ impl AgentState {
     fn looked(
         &mut self,
         answer: Result<Result<crate::run::gateway::Looked, Violation>, String>,
+        span: &tracing::Span,
         what: &str,
         outcome: &mut ActOutcome,
     ) -> Outcome {
         match answer {
             Ok(Ok(looked)) => {
+                outcome.inline_tokens += u64::from(looked.tokens);
+                tool_done(span, looked.tokens, None);
                 for item in looked.items {
                     self.inbox.keep(item);
                 }
                 Outcome::Done
             }
             Ok(Err(violation)) => {
+                tool_done(span, 0, Some(violation.code));
                 outcome.refusals.push(violation.code);
                 Outcome::Refused(violation)
             }
@@ -456,7 +535,11 @@ impl AgentState {
 
     /// Pulls content through the gateway; what it lets through joins the inbox, with its digest remembered.
     async fn deref(&mut self, deref: crate::run::wire::DerefAction, outcome: &mut ActOutcome) -> Outcome {
-        match ractor::call!(self.gateway, GatewayMsg::Deref, deref) {
+        let span = tool_span("deref");
+        span.record("less.deref.pointers", i64::try_from(deref.pointers.len()).unwrap_or(i64::MAX));
+        let gateway = &self.gateway;
+        let answer = async { ractor::call!(gateway, GatewayMsg::Deref, deref) }.instrument(span.clone()).await;
+        match answer {
             Ok(result) => match result.result {
                 Ok(resolved) => {
                     for r in resolved {
@@ -471,6 +554,7 @@ impl AgentState {
                     Outcome::Done
                 }
                 Err(violation) => {
+                    tool_done(&span, 0, Some(violation.code));
                     outcome.refusals.push(violation.code);
                     Outcome::Refused(violation)
                 }
@@ -565,17 +649,17 @@ impl AgentState {
 
     /// This agent, as a parent, decides on a child's deref request and carries the decision out: a grant issued by
     /// its gateway and delivered to the child, or a denial (a failed `gate_report` naming the request).
-    async fn decide(&mut self, ask: GrantAsk) -> Outcome {
+    async fn decide(&mut self, ask: GrantAsk, spent: &mut ActOutcome) -> Outcome {
         let requester = ask.request.requester.clone();
         let request_id = ask.request.request_id.clone();
         let input = DecideInput { ask, spec: self.spec.clone(), inbox: self.inbox.docs(), mode: self.ctx.mode };
         let decision = AGENT_TURN.scope(self.spec.id.clone(), self.agent.decide(&input)).await;
         self.record_usage();
-        let mut outcome = ActOutcome::default();
+        let outcome = spent;
         let reason = match decision {
             Decision::Grant(spec) => {
                 let spec = GrantSpec { to: requester.clone(), ..spec };
-                match self.grant(&spec, Some(&request_id), &mut outcome).await {
+                match self.grant(&spec, Some(&request_id), outcome).await {
                     Outcome::Done => return Outcome::Granted { grant_id: spec.id },
                     Outcome::Refused(violation) => {
                         format!("the grant was refused: {}: {}", violation.code, violation.message)
@@ -611,7 +695,7 @@ impl AgentState {
         if let Ok(doc) = draft.to_value() {
             let wire = doc.to_string();
             let envelope = Envelope { msg_id, ..self.envelope(&requester, EnvelopeKind::Message, draft, wire).await };
-            let _ = self.deliver(envelope, &mut outcome).await;
+            let _ = self.deliver(envelope, outcome).await;
         }
         Outcome::Denied { reason }
     }
@@ -674,14 +758,22 @@ impl AgentState {
     /// Recall through the run's memory as this agent, answered (counted, capped, recorded) by its gateway; what it
     /// lets through joins the inbox.
     async fn query(&mut self, text: &str, options: QueryOptions, outcome: &mut ActOutcome) -> Outcome {
-        match ractor::call!(self.gateway, GatewayMsg::Recall, Box::new((text.to_owned(), options))) {
+        let span = tool_span("query");
+        let gateway = &self.gateway;
+        let answer = async { ractor::call!(gateway, GatewayMsg::Recall, Box::new((text.to_owned(), options))) }
+            .instrument(span.clone())
+            .await;
+        match answer {
             Ok(Ok(looked)) => {
+                outcome.inline_tokens += u64::from(looked.tokens);
+                tool_done(&span, looked.tokens, None);
                 for item in looked.items {
                     self.inbox.keep(item);
                 }
                 Outcome::Done
             }
             Ok(Err(failure)) => {
+                tool_done(&span, 0, Some(failure.code));
                 outcome.refusals.extend(failure.refusal);
                 Outcome::Refused(Violation::new(failure.code, "", failure.message))
             }
@@ -1234,8 +1326,18 @@ impl AgentState {
         let mut redelivered = 0;
         loop {
             match ractor::call!(gateway, GatewayMsg::Deliver, Box::new(envelope.clone())) {
-                Ok(Ok(_)) => return Ok(()),
+                Ok(Ok(tokens)) => {
+                    outcome.inline_tokens += u64::from(tokens);
+                    return Ok(());
+                }
                 Ok(Err(violation)) => {
+                    // A moment's span under the turn: what the exporter counts as a refusal (`less.refusals`).
+                    drop(tracing::info_span!(
+                        target: "gen_ai",
+                        "refused",
+                        less.refusal.code = violation.code.as_str(),
+                        less.to = envelope.to.as_str()
+                    ));
                     outcome.refusals.push(violation.code);
                     return Err(violation);
                 }

@@ -42,6 +42,8 @@ pub struct Looked {
     /// The inbox items: one [`Received::Searched`] or [`Received::Listed`], or one [`Received::Recalled`] per engram
     /// (then a [`Received::RecalledMore`] when the answer was cut).
     pub items: Vec<Received>,
+    /// The inline tokens the answer cost (as its ledger event says).
+    pub tokens: u32,
 }
 
 impl GatewayState {
@@ -133,7 +135,7 @@ impl GatewayState {
             code: None,
             message: String::new(),
         });
-        Ok(Looked { items: vec![Received::Searched(Arc::new(item))] })
+        Ok(Looked { items: vec![Received::Searched(Arc::new(item))], tokens })
     }
 
     /// Lists workspace files for the agent (see the module docs).
@@ -177,7 +179,7 @@ impl GatewayState {
             code: None,
             message: String::new(),
         });
-        Ok(Looked { items: vec![Received::Listed(Arc::new(Listed { pattern: action.pattern, files }))] })
+        Ok(Looked { items: vec![Received::Listed(Arc::new(Listed { pattern: action.pattern, files }))], tokens })
     }
 
     /// Describes pointers for the agent (see the module docs).
@@ -242,7 +244,7 @@ impl GatewayState {
         let described = descriptions.iter().filter(|d| d.about.is_some()).count();
         record(self, described, tokens, cut.clone(), None);
         let answer = Described { pointers: descriptions, cut };
-        Ok(Looked { items: vec![Received::Described(Arc::new(answer))] })
+        Ok(Looked { items: vec![Received::Described(Arc::new(answer))], tokens })
     }
 
     /// One line on what `pointer` holds, read through the run's resolver without pinning (what
@@ -307,7 +309,8 @@ impl GatewayState {
             while answer_tokens(&engrams[..n], &rest) > cap {
                 if n == 0 {
                     let why = format!(
-                        "the recall answer does not fit this role's {cap} inline tokens even as pointers: ask for                          fewer engrams (a smaller k)"
+                        "the recall answer does not fit this role's {cap} inline tokens even as pointers: ask for fewer \
+                         engrams (a smaller k)"
                     );
                     let violation = Violation::new(ErrorCode::BudgetExceeded, "/k", why);
                     let failure = MemoryFailure::refused(violation);
@@ -341,7 +344,7 @@ impl GatewayState {
         if !more.is_empty() {
             items.push(Received::RecalledMore(Arc::new(RecalledMore { pointers: more, why: MORE_WHY.to_owned() })));
         }
-        Ok(Looked { items })
+        Ok(Looked { items, tokens })
     }
 }
 
