@@ -157,8 +157,9 @@ fn uc4_with_recall_on_two_nodes_reports_as_one_process() {
     assert_eq!(report(&clustered), report(&single));
 }
 
-/// A node killed (SIGKILL) in the middle of a run: the head notices, its agents restart on the head with a
-/// `restart` event each in the ledger, and the run completes with its report.
+/// A node killed (SIGKILL) in the middle of a run: the head notices, its agents restart on the live node (n1, the
+/// only worker left) with a `restart` event each in the ledger, taking back what the ledger says they had, and the
+/// run completes with its report.
 #[test]
 fn a_node_killed_mid_run_moves_its_agents_and_the_run_completes() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -182,12 +183,16 @@ fn a_node_killed_mid_run_moves_its_agents_and_the_run_completes() {
     let moved: Vec<&str> = restarts.iter().filter_map(|e| e["agent"].as_str()).collect();
     assert_eq!(moved, ["programmer", "reviewer"], "{events:#?}");
     assert!(restarts.iter().all(|e| e["reason"].as_str().is_some_and(|r| r.contains("(its connection closed)"))));
+    assert!(
+        restarts.iter().all(|e| e["reason"].as_str().is_some_and(|r| r.ends_with("restarted on node n1"))),
+        "a lost node's agents move to the live worker node: {restarts:?}"
+    );
     // The agents that stayed (n1's, the head's) and the moved ones finished the script.
     let steps = events.iter().filter(|e| e["event"] == "step").count();
     assert_eq!(steps, 11, "every step of UC1 ran");
 }
 
-/// A node that hangs with its connection open (SIGSTOP) is lost by the head's heartbeats: its agents move to the head
+/// A node that hangs with its connection open (SIGSTOP) is lost by the head's heartbeats: its agents move to node n1
 /// within the heartbeat limit and the run completes, although the node never closed its connection.
 #[test]
 fn a_node_stopped_mid_run_is_lost_by_its_heartbeats_and_the_run_completes() {
@@ -211,7 +216,9 @@ fn a_node_stopped_mid_run_is_lost_by_its_heartbeats_and_the_run_completes() {
         .filter_map(|e| e["agent"].as_str())
         .collect();
     assert_eq!(moved, ["programmer", "reviewer"], "{events:#?}");
-    let said = |e: &&Value| e["reason"].as_str().is_some_and(|r| r.contains("(no heartbeat answered for"));
+    let said = |e: &&Value| {
+        e["reason"].as_str().is_some_and(|r| r.contains("(no heartbeat answered for") && r.ends_with("on node n1"))
+    };
     assert_eq!(events.iter().filter(|e| e["event"] == "restart").filter(said).count(), 2, "the restarts say why");
     assert_eq!(events.iter().filter(|e| e["event"] == "step").count(), 11, "every step of UC1 ran");
     // Well within the 60 s step timeout: the heartbeats, not a step's timeout, noticed the node.

@@ -5,6 +5,8 @@
 //! feature only, so a plain `cargo test` on a fresh clone passes with nothing installed; a part that is missing here
 //! fails its test, naming the script that installs it. Never skipped.
 
+use std::path::PathBuf;
+
 /// The recorded llm-free bench replayed to its committed bench.json (its searches rerank with the embedding model).
 #[path = "provisioned/bench.rs"]
 mod bench;
@@ -29,3 +31,19 @@ mod page;
 /// Helpers both test binaries share.
 #[allow(dead_code, reason = "this binary uses some of the shared helpers; `tests.rs` uses the rest")]
 mod support;
+
+/// The python of the venv `name` under the user cache (`$LESSRT_CACHE_DIR`, default `~/.cache/lessrt`), which
+/// `scripts/<installer>` makes; a missing one fails the test saying to run it.
+fn venv_python(name: &str, installer: &str) -> PathBuf {
+    let cache = std::env::var_os("LESSRT_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/lessrt"));
+    let python = cache.join(name).join("bin/python");
+    assert!(
+        python.is_file(),
+        "{} is not installed: run `bash scripts/{installer}` once (it installs from PyPI into {})",
+        python.display(),
+        cache.join(name).display()
+    );
+    python
+}

@@ -14,17 +14,7 @@ use crate::support::mcp::workspace;
 
 /// The venv's python with the MCP SDK.
 fn python() -> PathBuf {
-    let cache = std::env::var_os("LESSRT_CACHE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/lessrt"));
-    let python = cache.join("mcp-venv/bin/python");
-    assert!(
-        python.is_file(),
-        "the Python MCP client is not installed: run `bash scripts/mcp-clients.sh` once (it installs mcp from PyPI \
-         into {})",
-        python.display()
-    );
-    python
+    crate::venv_python("mcp-venv", "mcp-clients.sh")
 }
 
 /// A session in the lossless memory of `store`, summarized, for the expand tools.

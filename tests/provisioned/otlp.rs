@@ -27,16 +27,7 @@ impl Drop for Receiver {
 
 impl Receiver {
     fn start(dir: &Path) -> Receiver {
-        let cache = std::env::var_os("LESSRT_CACHE_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/lessrt"));
-        let python = cache.join("otlp-venv/bin/python");
-        assert!(
-            python.is_file(),
-            "the OTLP receiver's Python packages are not installed: run `bash scripts/otlp-receiver.sh` once (it \
-             installs opentelemetry-proto from PyPI into {})",
-            python.display()
-        );
+        let python = crate::venv_python("otlp-venv", "otlp-receiver.sh");
         let file = dir.join("otlp.jsonl");
         let mut child = Command::new(python)
             .arg(root().join("scripts/otlp-receiver.py"))

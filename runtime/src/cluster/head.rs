@@ -330,6 +330,8 @@ pub struct ClusterHandle {
     heartbeat: tokio::task::JoinHandle<()>,
     bridge: ActorRef<HeadMsg>,
     n_moved: AtomicU64,
+    /// Where each agent runs now: its node, or none for the head (agents of a lost node move).
+    placed: Mutex<BTreeMap<String, Option<String>>>,
 }
 
 fn node_error(message: String) -> Violation {
@@ -451,6 +453,7 @@ impl ClusterHandle {
             secret: ctx.secret,
             clock,
             inbox_cap: ctx.inbox_cap,
+            restore: None,
         };
         let live = Arc::new(Mutex::new(live));
         let hung = Arc::new(Mutex::new(BTreeMap::new()));
@@ -467,6 +470,7 @@ impl ClusterHandle {
             heartbeat,
             bridge,
             n_moved: AtomicU64::new(0),
+            placed: Mutex::new(scenario.agents.iter().map(|a| (a.id.clone(), a.node.clone())).collect()),
         };
         for node in &scenario.cluster {
             let agents: Vec<String> =
@@ -543,7 +547,7 @@ impl ClusterHandle {
             self.lost.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().cloned().collect();
         let mut moved = Vec::new();
         for node in lost {
-            if self.ctx.scenario.agents.iter().any(|a| a.node.as_deref() == Some(node.as_str()) && !self.moved(&a.id)) {
+            if !self.agents_on(&node).is_empty() {
                 moved.extend(self.fail_over(&node, supervisor.clone()).await?);
             }
         }
@@ -552,10 +556,7 @@ impl ClusterHandle {
 
     /// Whether `agent`'s node is lost, waiting up to `wait` for the head's server to notice.
     pub(crate) async fn node_lost(&self, agent: &str, wait: Duration) -> Option<String> {
-        let node = self.ctx.scenario.agent(agent)?.node.clone()?;
-        if self.moved(agent) {
-            return None;
-        }
+        let node = self.placed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(agent).cloned()??;
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             let newly = self.take_lost();
@@ -574,14 +575,30 @@ impl ClusterHandle {
         }
     }
 
-    fn moved(&self, agent: &str) -> bool {
-        // An agent moved to the head has a local gateway in the head's directory.
-        self.ctx.directory.get(agent).is_some_and(|g| g.get_id().is_local())
+    /// The agents that run on `node` now.
+    fn agents_on(&self, node: &str) -> Vec<String> {
+        let placed = self.placed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.ctx
+            .scenario
+            .agents
+            .iter()
+            .filter(|a| placed.get(&a.id).is_some_and(|n| n.as_deref() == Some(node)))
+            .map(|a| a.id.clone())
+            .collect()
     }
 
-    /// Moves every agent of the lost `node` to the head: a fresh gateway (and agent) each, a `restart` event each in
-    /// the ledger, and every directory rewired. The new gateway takes again what the ledger says was delivered to
-    /// the agent (its inbox, the grants it accepted and the uses of them it spent, what it dereferenced).
+    /// The live worker node with the fewest agents now (ties: the first by name), if any.
+    fn least_loaded(&self) -> Option<(String, ActorRef<HostMsg>)> {
+        let live = self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let placed = self.placed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let load = |node: &str| placed.values().filter(|n| n.as_deref() == Some(node)).count();
+        live.into_iter().min_by_key(|(name, _)| (load(name), name.clone()))
+    }
+
+    /// Moves every agent of the lost `node` to the live worker node with the fewest agents, or to the head when no
+    /// worker is left: a fresh gateway (and agent) each, a `restart` event each in the ledger, and every directory
+    /// rewired. The new gateway takes again what the ledger says was delivered to the agent (its inbox, the grants
+    /// it accepted and the uses of them it spent, what it dereferenced).
     pub(crate) async fn fail_over(&self, node: &str, supervisor: ractor::ActorCell) -> Result<Vec<String>, Violation> {
         self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(node);
         let cause = self
@@ -591,17 +608,27 @@ impl ClusterHandle {
             .get(node)
             .cloned()
             .unwrap_or_else(|| "its connection closed".to_owned());
-        let agents: Vec<String> = self
-            .ctx
-            .scenario
-            .agents
-            .iter()
-            .filter(|a| a.node.as_deref() == Some(node) && !self.moved(&a.id))
-            .map(|a| a.id.clone())
-            .collect();
+        let agents = self.agents_on(node);
         // Everything acknowledged before the loss is in the ledger (a node settles before it acknowledges).
         let kept =
             self.ctx.kept().await.map_err(|e| Violation::new(ErrorCode::RunFailed, "", format!("ledger: {e}")))?;
+        if let Some((target, host)) = self.least_loaded() {
+            match self.move_to_node(&agents, &target, &host, kept.clone()).await {
+                Ok(()) => {
+                    for agent in &agents {
+                        self.ctx.record(Event::Restart {
+                            agent: agent.clone(),
+                            reason: format!("node {node} was lost ({cause}); {agent} restarted on node {target}"),
+                        });
+                    }
+                    self.wire_all().await?;
+                    return Ok(agents);
+                }
+                Err(err) => {
+                    tracing::warn!(target: "less.cluster", "node {target} did not take the agents of {node}: {err}; they move to the head");
+                }
+            }
+        }
         for agent in &agents {
             let args = GatewayArgs { ctx: self.ctx.clone(), agent_id: agent.clone(), restore: None };
             let n = self.n_moved.fetch_add(1, Ordering::Relaxed);
@@ -631,6 +658,7 @@ impl ClusterHandle {
                 Err(err) => tracing::warn!(target: "less.cluster", "{agent}: nothing restored: {err}"),
             }
             self.ctx.directory.insert(agent.clone(), gateway);
+            self.placed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(agent.clone(), None);
             self.ctx.record(Event::Restart {
                 agent: agent.clone(),
                 reason: format!("node {node} was lost ({cause}); {agent} restarted on the head"),
@@ -638,6 +666,39 @@ impl ClusterHandle {
         }
         self.wire_all().await?;
         Ok(agents)
+    }
+
+    /// Hosts `agents` on the live node `target`, each gateway taking back what `kept` says its agent had; the lost
+    /// node's members leave the agents' groups first, so every directory finds the new gateways.
+    async fn move_to_node(
+        &self,
+        agents: &[String],
+        target: &str,
+        host: &ActorRef<HostMsg>,
+        kept: crate::run::gateway::Kept,
+    ) -> Result<(), String> {
+        for agent in agents {
+            let group = group(&self.run_key, &format!("gateway:{agent}"));
+            let stale = ractor::pg::get_members(&group);
+            if !stale.is_empty() {
+                ractor::pg::leave(group, stale);
+            }
+        }
+        let mut placement = self.spec.placement.clone();
+        for agent in agents {
+            placement.insert(agent.clone(), target.to_owned());
+        }
+        let spec = HostSpec { agents: agents.to_vec(), placement, restore: Some(kept), ..self.spec.clone() };
+        match host.call(|reply| HostMsg::Host(Box::new(spec), reply), Some(CONNECT_TIMEOUT)).await {
+            Ok(ractor::rpc::CallResult::Success(Ok(()))) => {}
+            Ok(ractor::rpc::CallResult::Success(Err(err))) => return Err(err),
+            other => return Err(format!("no answer: {other:?}")),
+        }
+        let mut placed = self.placed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for agent in agents {
+            placed.insert(agent.clone(), Some(target.to_owned()));
+        }
+        Ok(())
     }
 
     /// Tells every live node the run is over (its gateways stop) and leaves the run's groups.

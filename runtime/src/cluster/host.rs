@@ -63,6 +63,10 @@ pub struct HostSpec {
     /// How many typed messages an agent's inbox keeps inline (`--inbox-cap`).
     #[serde(default = "default_inbox_cap")]
     pub inbox_cap: usize,
+    /// Agents moved here from a lost node: what the head's ledger holds, from which their gateways take back what
+    /// they had (inbox, accepted grants and their spent uses, digests of what they read).
+    #[serde(default)]
+    pub(crate) restore: Option<crate::run::gateway::Kept>,
 }
 
 impl HostSpec {
@@ -203,18 +207,20 @@ impl Actor for NodeHost {
         match msg {
             HostMsg::Host(spec, reply) => {
                 let run_key = spec.run_key.clone();
-                let hosted = state.host(*spec).await;
-                let answer = match hosted {
-                    Ok(run) => {
-                        state.runs.insert(run_key, run);
-                        Ok(())
+                // A run hosted already takes the agents a lost node's failover moves here.
+                let hosted = match state.runs.get_mut(&run_key) {
+                    Some(run) => {
+                        let restore = spec.restore.clone().map(Arc::new);
+                        spawn_gateways(&run.ctx, &spec, restore).await.map(|gateways| run.gateways.extend(gateways))
                     }
-                    Err(err) => {
-                        tracing::error!(target: "less.cluster", "{}: cannot host {run_key}: {err}", state.name);
-                        Err(err)
-                    }
+                    None => state.host(*spec).await.map(|run| {
+                        state.runs.insert(run_key.clone(), run);
+                    }),
                 };
-                let _ = reply.send(answer);
+                if let Err(err) = &hosted {
+                    tracing::error!(target: "less.cluster", "{}: cannot host {run_key}: {err}", state.name);
+                }
+                let _ = reply.send(hosted);
             }
             HostMsg::Wire(run_key, reply) => {
                 let answer = match state.runs.get(&run_key) {
@@ -295,18 +301,28 @@ impl NodeHostState {
             inbox_cap: spec.inbox_cap.max(1),
             workspace: index,
         });
-        let mut gateways = Vec::new();
-        for agent in &spec.agents {
-            let args = GatewayArgs { ctx: ctx.clone(), agent_id: agent.clone(), restore: None };
-            let (gateway, _) =
-                Actor::spawn(None, GatewayActor, args).await.map_err(|e| format!("gateway {agent}: {e}"))?;
-            ractor::pg::join(group(&spec.run_key, &format!("gateway:{agent}")), vec![gateway.get_cell()]);
-            ctx.directory.insert(agent.clone(), gateway.clone());
-            gateways.push(gateway);
-        }
+        let gateways = spawn_gateways(&ctx, &spec, spec.restore.clone().map(Arc::new)).await?;
         tracing::info!(target: "less.cluster", "{}: hosting {} of {}", self.name, spec.agents.join(", "), spec.run_key);
         Ok(HostedRun { head: spec.head.clone(), ctx, gateways })
     }
+}
+
+/// Spawns the gateways (and agents) of `spec.agents` in `ctx`, each taking back what `restore` says it had, and
+/// puts them in their groups and the node's directory.
+async fn spawn_gateways(
+    ctx: &Arc<RunContext>,
+    spec: &HostSpec,
+    restore: Option<Arc<crate::run::gateway::Kept>>,
+) -> Result<Vec<ActorRef<GatewayMsg>>, String> {
+    let mut gateways = Vec::new();
+    for agent in &spec.agents {
+        let args = GatewayArgs { ctx: ctx.clone(), agent_id: agent.clone(), restore: restore.clone() };
+        let (gateway, _) = Actor::spawn(None, GatewayActor, args).await.map_err(|e| format!("gateway {agent}: {e}"))?;
+        ractor::pg::join(group(&spec.run_key, &format!("gateway:{agent}")), vec![gateway.get_cell()]);
+        ctx.directory.insert(agent.clone(), gateway.clone());
+        gateways.push(gateway);
+    }
+    Ok(gateways)
 }
 
 /// Fills `ctx`'s directory with every agent's gateway as the groups show it now.
@@ -399,6 +415,7 @@ mod tests {
             secret: [0; 32],
             clock: None,
             inbox_cap: 16,
+            restore: None,
         };
         let as_written = HostSpec { delegated: false, model_timeout: None, ..spec.clone() }.scenario().expect("ok");
         let scenario = spec.scenario().expect("the scenario");

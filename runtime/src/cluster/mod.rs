@@ -22,7 +22,8 @@
 //! node elsewhere, only over TLS), since the run's grant key crosses the link.
 //!
 //! The head pings every node's host a few times per heartbeat timeout; a node silent for longer is lost like one whose
-//! connection dropped (its connection is closed, its agents move to the head).
+//! connection dropped (its connection is closed). A lost node's agents move to the live worker node with the fewest
+//! agents (the head when none is left), their gateways taking back from the head's ledger what they had.
 
 pub(crate) mod head;
 pub(crate) mod host;

@@ -94,7 +94,9 @@ pub enum GatewayMsg {
     FailAfterNextDelivery,
 }
 
-/// What a run's ledger holds, for agents that start again from it (a lost node's, a resumed run's).
+/// What a run's ledger holds, for agents that start again from it (a lost node's, a resumed run's); it crosses to
+/// the node a lost node's agents move to.
+#[derive(Clone, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Kept {
     /// The ledger's events, oldest first.
     pub(crate) events: Vec<Event>,

@@ -783,7 +783,7 @@ impl LocalRun {
                 let moved =
                     cluster.move_lost(self.supervisor.get_cell()).await.map_err(|v| fail("cluster", &v.message))?;
                 if !moved.is_empty() {
-                    tracing::warn!(target: "less.cluster", "a node was lost; {} moved to the head", moved.join(", "));
+                    tracing::warn!(target: "less.cluster", "a node was lost; {} moved", moved.join(", "));
                 }
             }
             ctx.record(Event::Step { index, agent: agent.clone(), action: step_name(step).to_owned() });
@@ -810,8 +810,8 @@ impl LocalRun {
             let gateway = ctx.directory.get(agent).ok_or_else(|| fail("step", &format!("no agent {agent}")))?;
             let request = ActRequest { index, step: step.clone(), attempt };
             let answer = gateway.call(|reply| GatewayMsg::Act(request, reply), Some(timeout)).await;
-            // The agent's node was lost (mid-turn, or before): its agents move to the head and the step is
-            // taken again there.
+            // The agent's node was lost (mid-turn, or before): its agents move (to a live node, else the head)
+            // and the step is taken again there.
             if !matches!(answer, Ok(CallResult::Success(_)))
                 && let Some(cluster) = &self.cluster
                 && moves < 2
@@ -820,7 +820,7 @@ impl LocalRun {
                 let moved = cluster.fail_over(&node, self.supervisor.get_cell()).await.map_err(|v| {
                     fail("cluster", &format!("node {node} was lost and its agents could not move: {}", v.message))
                 })?;
-                tracing::warn!(target: "less.cluster", "node {node} lost; {} moved to the head", moved.join(", "));
+                tracing::warn!(target: "less.cluster", "node {node} lost; {} moved", moved.join(", "));
                 moves += 1;
                 attempt += 1;
                 continue;
