@@ -32,11 +32,17 @@ impl Node {
 
     /// [`Node::start`] with more arguments (`--tls-cert …`).
     fn start_with(name: &str, cookie: &str, extra: &[&str]) -> Node {
+        Node::start_env(name, cookie, extra, &[])
+    }
+
+    /// [`Node::start_with`] with environment variables set for the node's process.
+    fn start_env(name: &str, cookie: &str, extra: &[&str], env: &[(&str, &str)]) -> Node {
         let port = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr").port();
         let addr = format!("127.0.0.1:{port}");
         let mut child = Command::new(env!("CARGO_BIN_EXE_lessrt"))
             .args(["node", "--listen", &addr, "--name", name])
             .args(extra)
+            .envs(env.iter().copied())
             .env("LESSRT_COOKIE", cookie)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -190,6 +196,47 @@ fn a_node_killed_mid_run_moves_its_agents_and_the_run_completes() {
     // The agents that stayed (n1's, the head's) and the moved ones finished the script.
     let steps = events.iter().filter(|e| e["event"] == "step").count();
     assert_eq!(steps, 11, "every step of UC1 ran");
+}
+
+/// A message in flight to a node of another process when that process dies: n2 aborts right after its gateway
+/// delivered the director's grant to the programmer (recorded in the head's ledger), before acknowledging it. The
+/// director's turn on n1 goes on: the head moves n2's agents to n1 at once, the grant goes to the programmer's new
+/// gateway under the same id, which knows from the ledger that it was delivered, so the programmer gets it exactly
+/// once, derefs under it later, and the run passes the undisturbed run's checks with its tokens (the reviewer's restart
+/// count excepted: its move is a restart too).
+#[test]
+fn a_message_in_flight_to_a_node_that_dies_is_delivered_exactly_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let single = run_uc1(&dir.path().join("single"), &["--mode", "less"], COOKIE);
+    assert_eq!(single.status.code(), Some(0), "{}", stderr(&single));
+    let n1 = Node::start("n1", COOKIE);
+    let n2 = Node::start_env("n2", COOKIE, &[], &[("LESSRT_FAULT_ABORT_AFTER_DELIVERY_TO", "programmer")]);
+    let file = uc1_cluster_file(dir.path(), &n1.addr, &n2.addr);
+    let out = dir.path().join("out");
+    let output = run_uc1(&out, &["--mode", "less", "--cluster", file.to_str().expect("utf-8")], COOKIE);
+    assert!(matches!(output.status.code(), Some(0 | 1)), "{}\n{}\n{}", stderr(&output), n1.log(), n2.log());
+    assert!(n2.log().contains("fails on purpose after a delivery"), "{}", n2.log());
+    let events = ledger_events(&out, "less");
+    let grants: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "delivered" && e["to"] == "programmer" && e["kind"] == "grant")
+        .collect();
+    assert_eq!(grants.len(), 1, "the grant was delivered once: {grants:#?}");
+    let moved: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "restart")
+        .filter(|e| e["reason"].as_str().is_some_and(|r| r.contains("node n2 was lost") && r.ends_with("on node n1")))
+        .filter_map(|e| e["agent"].as_str())
+        .collect();
+    assert_eq!(moved, ["programmer", "reviewer"], "{events:#?}");
+    let (got, want) = (report(&output), report(&single));
+    assert_eq!(got["totals"]["inline_tokens"], want["totals"]["inline_tokens"], "nothing counted twice");
+    let checks = |report: &Value| -> Vec<Value> {
+        let all = report["checks"].as_array().expect("checks").iter();
+        all.filter(|c| !c["name"].as_str().is_some_and(|n| n.contains("restarted"))).cloned().collect()
+    };
+    assert_eq!(checks(&got), checks(&want));
+    assert!(checks(&got).iter().all(|c| c["status"] == "pass"), "{got:#}");
 }
 
 /// A node that hangs with its connection open (SIGSTOP) is lost by the head's heartbeats: its agents move to node n1

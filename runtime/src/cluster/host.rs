@@ -320,10 +320,20 @@ async fn spawn_gateways(
         let (gateway, _) = Actor::spawn(None, GatewayActor, args).await.map_err(|e| format!("gateway {agent}: {e}"))?;
         ractor::pg::join(group(&spec.run_key, &format!("gateway:{agent}")), vec![gateway.get_cell()]);
         ctx.directory.insert(agent.clone(), gateway.clone());
+        // Tests of a message in flight to a node that dies: this process aborts once `agent`'s gateway has
+        // delivered its first message, before acknowledging it.
+        #[cfg(any(test, feature = "faults"))]
+        if restore.is_none() && std::env::var(FAULT_ABORT_AFTER_DELIVERY_TO).is_ok_and(|a| a == *agent) {
+            let _ = gateway.send_message(GatewayMsg::FailAfterNextDelivery);
+        }
         gateways.push(gateway);
     }
     Ok(gateways)
 }
+
+/// With the `faults` feature (the tests' build): the agent whose first delivery makes this node's process abort.
+#[cfg(any(test, feature = "faults"))]
+pub const FAULT_ABORT_AFTER_DELIVERY_TO: &str = "LESSRT_FAULT_ABORT_AFTER_DELIVERY_TO";
 
 /// Fills `ctx`'s directory with every agent's gateway as the groups show it now.
 pub(crate) async fn wire(run_key: &str, ctx: &RunContext) -> Result<(), String> {

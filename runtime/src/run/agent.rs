@@ -1341,11 +1341,11 @@ impl AgentState {
                     outcome.refusals.push(violation.code);
                     return Err(violation);
                 }
-                // The receiver's node failed with the message in flight: once its parent's node started it again,
-                // the message goes to the new gateway under the same id. The new gateway knows from the ledger
-                // whether the old one had delivered it, so the agent gets it exactly once. (A node of another
-                // process is moved by the driver between steps, so such a delivery fails as before.)
-                Err(err) if redelivered < MAX_REDELIVERIES && gateway.get_id().is_local() => {
+                // The receiver's node failed with the message in flight: once its parent's node started it again
+                // (or, on a worker node of another process, the head moved its agents to a live node), the message
+                // goes to the new gateway under the same id. The new gateway knows from the ledger whether the old
+                // one had delivered it, so the agent gets it exactly once.
+                Err(err) if redelivered < MAX_REDELIVERIES => {
                     let Some(next) = self
                         .ctx
                         .directory

@@ -60,6 +60,9 @@ use less_contract::{Scenario, Step, WireMode};
 /// Longest the summarizers may take to finish a run's session.
 const SUMMARY_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How often the driver looks for lost nodes while a turn of a cluster run goes on.
+const LOST_POLL: Duration = Duration::from_millis(100);
+
 /// Longest a single turn may take unless the agent's factory says its agent needs longer (an LLM agent: its model's
 /// timeout and retries) or [`RunOptions::step_timeout`] says otherwise.
 pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -809,7 +812,29 @@ impl LocalRun {
             }
             let gateway = ctx.directory.get(agent).ok_or_else(|| fail("step", &format!("no agent {agent}")))?;
             let request = ActRequest { index, step: step.clone(), attempt };
-            let answer = gateway.call(|reply| GatewayMsg::Act(request, reply), Some(timeout)).await;
+            let call = gateway.call(|reply| GatewayMsg::Act(request, reply), Some(timeout));
+            let answer = match &self.cluster {
+                // While the turn runs, a node lost meanwhile has its agents moved at once: a message in flight to
+                // one of them is redelivered to its new gateway, and the turn goes on.
+                Some(cluster) => {
+                    tokio::pin!(call);
+                    loop {
+                        tokio::select! {
+                            answer = &mut call => break answer,
+                            () = tokio::time::sleep(LOST_POLL) => {
+                                match cluster.move_lost(self.supervisor.get_cell()).await {
+                                    Ok(moved) if !moved.is_empty() => {
+                                        tracing::warn!(target: "less.cluster", "a node was lost during step {index}; {} moved", moved.join(", "));
+                                    }
+                                    Ok(_) => {}
+                                    Err(v) => tracing::error!(target: "less.cluster", "a lost node's agents did not move: {}", v.message),
+                                }
+                            }
+                        }
+                    }
+                }
+                None => call.await,
+            };
             // The agent's node was lost (mid-turn, or before): its agents move (to a live node, else the head)
             // and the step is taken again there.
             if !matches!(answer, Ok(CallResult::Success(_)))
