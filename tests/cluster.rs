@@ -239,6 +239,35 @@ fn a_message_in_flight_to_a_node_that_dies_is_delivered_exactly_once() {
     assert!(checks(&got).iter().all(|c| c["status"] == "pass"), "{got:#}");
 }
 
+/// The head of a run across nodes killed (SIGKILL) mid-run: `lessrt run --resume` goes on from its ledger on the same
+/// nodes, whose agents take back what they had, and reports what the single process reports (its `resumed` entry
+/// aside).
+#[test]
+fn a_cluster_run_whose_head_was_killed_resumes_on_its_nodes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let single = run_uc1(&dir.path().join("single"), &["--mode", "less"], COOKIE);
+    assert_eq!(single.status.code(), Some(0), "{}", stderr(&single));
+    let (n1, n2) = (Node::start("n1", COOKIE), Node::start("n2", COOKIE));
+    let file = uc1_cluster_file(dir.path(), &n1.addr, &n2.addr);
+    let out = dir.path().join("out");
+    let mut head = spawn_paced_uc1(&out, &file, &[]);
+    wait_for_steps(&out, 5);
+    head.kill().expect("SIGKILL");
+    head.wait().expect("reaped");
+    let resumed = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["run", "--resume"])
+        .arg(out.join("uc1-refactor"))
+        .env("LESSRT_COOKIE", COOKIE)
+        .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
+        .output()
+        .expect("lessrt run --resume");
+    assert_eq!(resumed.status.code(), Some(0), "{}\n{}\n{}", stderr(&resumed), n1.log(), n2.log());
+    let mut got = report(&resumed);
+    let entries = got.as_object_mut().expect("a report").remove("resumed").expect("a resumed entry");
+    assert!(entries[0]["from_step"].as_u64().is_some_and(|s| s >= 4), "{entries}");
+    assert_eq!(got, report(&single), "the resumed cluster run reports as one undisturbed process");
+}
+
 /// A node that hangs with its connection open (SIGSTOP) is lost by the head's heartbeats: its agents move to node n1
 /// within the heartbeat limit and the run completes, although the node never closed its connection.
 #[test]

@@ -99,7 +99,7 @@ fn killed_and_resumed(scenario: &str, mode: &str, at_step: usize) {
 
 #[test]
 fn uc1_killed_in_less_mode_resumes_and_reports_as_undisturbed() {
-    killed_and_resumed("scenarios/uc1-refactor.toml", "less", 5);
+    killed_and_resumed("scenarios/uc1-refactor.toml", "less", 4);
 }
 
 #[test]

@@ -455,6 +455,9 @@ impl ClusterHandle {
             inbox_cap: ctx.inbox_cap,
             restore: None,
         };
+        // A resumed run's ledger holds what its agents had: the nodes' gateways take it back as the head's did.
+        let kept = ctx.kept().await.map_err(|e| Violation::new(ErrorCode::RunFailed, "", format!("ledger: {e}")))?;
+        let restore = kept.events.iter().any(|e| matches!(e, Event::Resumed { .. })).then_some(kept);
         let live = Arc::new(Mutex::new(live));
         let hung = Arc::new(Mutex::new(BTreeMap::new()));
         let heartbeat = tokio::spawn(heartbeats(head.server.clone(), live.clone(), hung.clone(), heartbeat_timeout));
@@ -476,7 +479,7 @@ impl ClusterHandle {
             let agents: Vec<String> =
                 placement.iter().filter(|(_, n)| *n == &node.name).map(|(a, _)| a.clone()).collect();
             let host = cluster.host(&node.name).ok_or_else(|| node_error(format!("node {} is gone", node.name)))?;
-            let spec = HostSpec { agents, ..cluster.spec.clone() };
+            let spec = HostSpec { agents, restore: restore.clone(), ..cluster.spec.clone() };
             match host.call(|reply| HostMsg::Host(Box::new(spec), reply), Some(CONNECT_TIMEOUT)).await {
                 Ok(ractor::rpc::CallResult::Success(Ok(()))) => {}
                 Ok(ractor::rpc::CallResult::Success(Err(err))) => {

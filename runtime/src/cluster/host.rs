@@ -207,6 +207,15 @@ impl Actor for NodeHost {
         match msg {
             HostMsg::Host(spec, reply) => {
                 let run_key = spec.run_key.clone();
+                // The same run under another head (`lessrt run --resume` after the head died, before this node
+                // noticed): what the dead head placed here goes.
+                if state.runs.get(&run_key).is_some_and(|run| run.head != spec.head)
+                    && let Some(old) = state.runs.remove(&run_key)
+                {
+                    for gateway in old.gateways {
+                        gateway.stop(Some("the run was resumed under another head".to_owned()));
+                    }
+                }
                 // A run hosted already takes the agents a lost node's failover moves here.
                 let hosted = match state.runs.get_mut(&run_key) {
                     Some(run) => {

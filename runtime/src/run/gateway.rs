@@ -115,6 +115,9 @@ pub struct Restored {
     /// The uses of its grants it spent, in order: the grant and what the use took (a deref's pointers and tokens; a
     /// message's inline code, nothing more).
     pub spent: Vec<(String, Spend)>,
+    /// The derefs its budget paid for in the turn it is in (since the last message it sent): their pointers and
+    /// tokens, so the turn's meter goes on where it was.
+    pub metered: Vec<(Vec<String>, u32)>,
 }
 
 impl Restored {
@@ -158,7 +161,28 @@ impl Restored {
                 _ => None,
             })
             .collect();
-        Restored { delivered, read, spent }
+        // The agent's turn started after the last message it sent (delivered or refused): the derefs since then
+        // were charged to this turn's budget.
+        let turn_start = events
+            .iter()
+            .rposition(|e| match e {
+                Event::Delivered { from, kind: EnvelopeKind::Message, .. } => from == agent,
+                Event::Rejected { from, .. } => from == agent,
+                _ => false,
+            })
+            .map_or(0, |at| at + 1);
+        let metered = events[turn_start..]
+            .iter()
+            .filter_map(|e| match e {
+                Event::Deref { agent: reader, pointers, tokens, granted: true, via_grant: None, .. }
+                    if reader == agent =>
+                {
+                    Some((pointers.clone(), *tokens))
+                }
+                _ => None,
+            })
+            .collect();
+        Restored { delivered, read, spent, metered }
     }
 }
 
@@ -568,6 +592,13 @@ impl GatewayState {
             if !self.grants.spent_before(&grant_id, spend) {
                 tracing::warn!(target: "less.cluster", agent = %self.agent_id, "spent uses of {grant_id}, which it no longer holds");
             }
+        }
+        // The turn's meter reads what the budget paid for in it before (the deref tokens counted on the first).
+        for (texts, n_tokens) in restored.metered {
+            let types = texts.iter().filter_map(|t| Pointer::parse(t).ok()).map(|p| p.ty());
+            let items: Vec<(PointerType, u32)> =
+                types.enumerate().map(|(i, ty)| (ty, if i == 0 { n_tokens } else { 0 })).collect();
+            self.meter = DerefMeter { turn: self.turn, ..self.meter.after(&items) };
         }
         for texts in restored.read {
             let Ok(pointers) = texts.iter().map(|t| Pointer::parse(t)).collect::<Result<Vec<_>, _>>() else { continue };

@@ -8,7 +8,8 @@
 //! finished, so it runs again whole, and its events (a line torn by the kill among them) move to [`DISCARDED_FILE`],
 //! kept, not lost. The ledger is cut back to the kept events, and so is a baseline's `wire.jsonl`. The run then
 //! starts from what is kept, as after a node loss: each gateway takes back its inbox, the grants it accepted, their
-//! spent uses and the digests of what it read ([`super::gateway::Restored`]); the `sam:` index takes every kept
+//! spent uses, what its budget paid for in the turn it was in and the digests of what it read
+//! ([`super::gateway::Restored`]), on the head or on the node the run placed it on; the `sam:` index takes every kept
 //! delivery again; message numbers go on after the highest the ledger names; the ledger records `resumed`; the
 //! driver starts at the unfinished step.
 //!

@@ -655,12 +655,6 @@ impl LocalRun {
         }
         let resume = match (&options.out_dir, options.resume) {
             (Some(dir), true) => {
-                if placed {
-                    return Err(Error::Malformed {
-                        code: ErrorCode::RunNotResumable,
-                        message: "a run with agents on worker nodes cannot be resumed yet: run it again".to_owned(),
-                    });
-                }
                 let (dir, scenario) = (dir.clone(), scenario.clone());
                 let prepared = crate::blocking::run(move || resume::prepare(&dir, &scenario))
                     .await

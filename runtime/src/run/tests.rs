@@ -532,3 +532,38 @@ fn a_pinned_runs_debug_leaves_its_grant_key_out() {
     let shown = format!("{pinned:?}");
     assert!(shown.contains("<redacted>") && !shown.contains("171"), "{shown}");
 }
+
+/// What a restarted or moved gateway takes back from the ledger of its agent's current turn: the derefs its budget
+/// paid for since the agent's last message (not those of earlier turns, nor those a grant paid for), so the turn's
+/// meter goes on where it was and a deref the budget had no room for is still refused.
+#[test]
+fn a_restored_gateway_meters_the_turn_it_is_in_from_the_ledger() {
+    let deref = |tokens: u32, via_grant: Option<&str>| Event::Deref {
+        agent: "dev".into(),
+        pointers: vec!["repo:a.rs#L1-L1".into(), "repo:a.rs#L2-L2".into()],
+        tokens,
+        granted: true,
+        via_grant: via_grant.map(str::to_owned),
+        code: None,
+    };
+    let sent = Event::Delivered {
+        from: "dev".into(),
+        to: "lead".into(),
+        msg_id: "dev-m1".into(),
+        kind: EnvelopeKind::Message,
+        tokens: 10,
+        max_tokens: 800,
+        doc: Document::message(json!({"type": "escalation", "from": "dev", "msg_id": "dev-m1",
+            "reason": "x", "severity": "warning"})),
+        prose: None,
+        restated: Vec::new(),
+    };
+    let kept = gateway::Kept {
+        events: vec![deref(500, None), sent, deref(300, None), deref(900, Some("g1")), deref(40, None)],
+        wire: Default::default(),
+    };
+    let restored = gateway::Restored::from_kept(&kept, "dev");
+    let tokens: Vec<u32> = restored.metered.iter().map(|(_, n)| *n).collect();
+    assert_eq!(tokens, [300, 40], "this turn's budget-paid derefs only");
+    assert!(gateway::Restored::from_kept(&kept, "lead").metered.is_empty());
+}
