@@ -371,7 +371,7 @@ impl Actor for GatewayActor {
                     state.fail_after_delivery = false;
                     // On a worker node, the node is its process: it dies as a crash would, unacknowledged.
                     if state.ctx.books.is_none() {
-                        eprintln!("{}'s node fails on purpose after a delivery: the process aborts", state.agent_id);
+                        tracing::error!(target: "less.cluster", "{}'s node fails on purpose after a delivery: the process aborts", state.agent_id);
                         std::process::abort();
                     }
                     panic!("{}'s node failed on purpose after a delivery", state.agent_id);
