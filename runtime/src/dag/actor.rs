@@ -140,6 +140,7 @@ pub enum SummarizerMsg {
     /// Do all pending work at every level; reply with what was done since the last drain.
     Drain(RpcReplyPort<BuildReport>),
     /// Panics on purpose (tests of the run supervisor's restart).
+    #[cfg(any(test, feature = "faults"))]
     Fail,
 }
 
@@ -228,6 +229,7 @@ impl Actor for SummarizerSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             SummarizerMsg::RecordQueued(queue) => state.archive_queued(&queue).await?,
+            #[cfg(any(test, feature = "faults"))]
             SummarizerMsg::Fail => panic!("the summarizers failed on purpose"),
             SummarizerMsg::Sync(queue, reply) => {
                 state.archive_queued(&queue).await?;
