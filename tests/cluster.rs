@@ -268,6 +268,32 @@ fn a_cluster_run_whose_head_was_killed_resumes_on_its_nodes() {
     assert_eq!(got, report(&single), "the resumed cluster run reports as one undisturbed process");
 }
 
+/// `--replay` reaches the `llm` agents on nodes: the committed uc3-review-llm recording replayed with the reviewers
+/// on two nodes (each node answers from the same recording directory, at the pinned clock) reports, in both modes,
+/// what it reports in one process, which is the recorded run's report.
+#[test]
+fn a_recorded_llm_run_replays_on_nodes_as_in_one_process() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (n1, n2) = (Node::start("n1", COOKIE), Node::start("n2", COOKIE));
+    let file = dir.path().join("cluster.toml");
+    let text = format!(
+        "nodes = [{{ name = \"n1\", addr = \"{}\" }}, {{ name = \"n2\", addr = \"{}\" }}]\n\n[placement]\n\
+         correctness-reviewer = \"n1\"\nconcurrency-reviewer = \"n2\"\ntest-impact-reviewer = \"n2\"\n",
+        n1.addr, n2.addr
+    );
+    std::fs::write(&file, text).expect("cluster file");
+    let replay = ["--replay", "scenarios/recordings/uc3-review-llm"];
+    let single = run_scenario("scenarios/uc3-review-llm.toml", &dir.path().join("single"), &replay, COOKIE);
+    assert_eq!(single.status.code(), Some(0), "{}", stderr(&single));
+    let mut extra = replay.to_vec();
+    extra.extend(["--cluster", file.to_str().expect("utf-8")]);
+    let clustered = run_scenario("scenarios/uc3-review-llm.toml", &dir.path().join("cluster"), &extra, COOKIE);
+    assert_eq!(clustered.status.code(), Some(0), "{}\n{}\n{}", stderr(&clustered), n1.log(), n2.log());
+    let (got, want) = (report(&clustered), report(&single));
+    assert!(want[0]["totals"]["model"]["calls"].as_u64().is_some_and(|n| n > 0), "{want}");
+    assert_eq!(got, want, "the nodes' reviewers answered from the recording as the head's did");
+}
+
 /// A node that hangs with its connection open (SIGSTOP) is lost by the head's heartbeats: its agents move to node n1
 /// within the heartbeat limit and the run completes, although the node never closed its connection.
 #[test]

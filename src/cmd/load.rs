@@ -241,6 +241,7 @@ async fn gateways(
             model_timeout: None,
             heartbeat_timeout: less_runtime::cluster::DEFAULT_HEARTBEAT_TIMEOUT,
             tls,
+            models: Default::default(),
         }));
     }
     let scenario = Arc::new(Scenario::from_toml(&toml, Path::new(".")).map_err(|v| anyhow::anyhow!("{v}"))?);

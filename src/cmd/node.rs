@@ -60,9 +60,11 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .into());
     }
     let cookie = cookie_from_env(&args.cookie_env).map_err(|e| Stop::usage(format!("LESS_ARGUMENT_INVALID: {e}")))?;
-    // Scripted agents, and `llm` agents asking their models live (a node does not record or replay).
-    let factory: FactoryMaker = Arc::new(|scenario| {
-        AgentsFactory::for_scenario(scenario, &ModelSource::Live)
+    // Scripted agents, and `llm` agents asking their models live, or recording into or replaying from the directory
+    // the head's `--record`/`--replay` names (on this machine, or shared with it).
+    let factory: FactoryMaker = Arc::new(|scenario, models| {
+        let source = ModelSource::from_dirs(models.record.as_deref(), models.replay.as_deref());
+        AgentsFactory::for_scenario(scenario, &source)
             .map(|f| Arc::new(f) as Arc<dyn AgentFactory>)
             .map_err(|err| format!("{}: {err}", err.code()))
     });

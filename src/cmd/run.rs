@@ -259,6 +259,10 @@ fn run_modes(args: &Args, ctx: Ctx, resuming: Option<PathBuf>) -> anyhow::Result
             model_timeout: args.agents.model_timeout,
             heartbeat_timeout: Duration::from_secs(args.heartbeat_timeout),
             tls: args.tls.load()?,
+            models: less_runtime::cluster::ModelDirs {
+                record: args.record.as_deref().map(std::path::absolute).transpose()?,
+                replay: args.replay.as_deref().map(std::path::absolute).transpose()?,
+            },
         }) as Arc<dyn less_runtime::run::Placement>)
     } else {
         None

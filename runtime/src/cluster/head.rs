@@ -230,6 +230,8 @@ pub struct ClusterOptions {
     pub heartbeat_timeout: Duration,
     /// TLS to the nodes (`--tls-cert`, `--tls-key`, `--tls-ca`); without it, only nodes on loopback take agents.
     pub tls: Option<super::Tls>,
+    /// Where the nodes' `llm` agents record or replay their model exchanges (`--record`, `--replay`).
+    pub models: super::ModelDirs,
 }
 
 /// The default [`ClusterOptions::heartbeat_timeout`].
@@ -356,6 +358,7 @@ impl ClusterHandle {
             model_timeout,
             heartbeat_timeout,
             tls,
+            models,
         } = options.clone();
         let scenario = &ctx.scenario;
         let run_key = format!("{}:{}", ctx.run_id, ctx.mode.as_str());
@@ -454,6 +457,7 @@ impl ClusterHandle {
             clock,
             inbox_cap: ctx.inbox_cap,
             restore: None,
+            models,
         };
         // A resumed run's ledger holds what its agents had: the nodes' gateways take it back as the head's did.
         let kept = ctx.kept().await.map_err(|e| Violation::new(ErrorCode::RunFailed, "", format!("ledger: {e}")))?;

@@ -21,7 +21,18 @@ use crate::run::{AgentFactory, Directory, RunContext};
 use less_contract::{ClusterNode, Scenario, WireMode};
 
 /// Makes the agents of a run hosted here (the binary's: scripted agents, or models).
-pub type FactoryMaker = Arc<dyn Fn(&Scenario) -> Result<Arc<dyn AgentFactory>, String> + Send + Sync>;
+pub type FactoryMaker = Arc<dyn Fn(&Scenario, &ModelDirs) -> Result<Arc<dyn AgentFactory>, String> + Send + Sync>;
+
+/// Where the run's `llm` agents' model exchanges are recorded to or replayed from (`lessrt run --record DIR` /
+/// `--replay DIR`), for the agents on nodes too: a node on the same machine (or sharing the directory) records into
+/// it or answers from it as the head does. Neither: the models are asked live.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ModelDirs {
+    /// Record every exchange here.
+    pub record: Option<PathBuf>,
+    /// Answer from the exchanges recorded here, without a server.
+    pub replay: Option<PathBuf>,
+}
 
 /// What a node needs to host agents of a run: the scenario as the head runs it, the run's identity and grant key,
 /// and which agents are its own. Its `Debug` form leaves the grant key out.
@@ -67,6 +78,9 @@ pub struct HostSpec {
     /// they had (inbox, accepted grants and their spent uses, digests of what they read).
     #[serde(default)]
     pub(crate) restore: Option<crate::run::gateway::Kept>,
+    /// Where the `llm` agents' exchanges are recorded or replayed (none: asked live).
+    #[serde(default)]
+    pub models: ModelDirs,
 }
 
 impl HostSpec {
@@ -287,7 +301,7 @@ impl NodeHostState {
         let ledger: ActorRef<TokenLedgerMsg> = find("ledger").await?.into();
         let resolver: ActorRef<ResolverMsg> = find("resolver").await?.into();
         let head: ActorRef<HeadMsg> = find("head").await?.into();
-        let factory = (self.factory)(&scenario)?;
+        let factory = (self.factory)(&scenario, &spec.models)?;
         // The node searches its own copy of the workspace (the head's resolver reads it for derefs).
         let index = crate::workspace::SharedIndex::new(&scenario.workspace, None);
         let clock = match spec.clock {
@@ -435,6 +449,7 @@ mod tests {
             clock: None,
             inbox_cap: 16,
             restore: None,
+            models: ModelDirs::default(),
         };
         let as_written = HostSpec { delegated: false, model_timeout: None, ..spec.clone() }.scenario().expect("ok");
         let scenario = spec.scenario().expect("the scenario");

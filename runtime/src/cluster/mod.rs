@@ -34,7 +34,7 @@ use std::time::Duration;
 
 pub(crate) use head::HeadMsg;
 pub use head::{ClusterFile, ClusterHandle, ClusterOptions, DEFAULT_HEARTBEAT_TIMEOUT};
-pub use host::{FactoryMaker, HostMsg, HostSpec, NodeHandle, start_node};
+pub use host::{FactoryMaker, HostMsg, HostSpec, ModelDirs, NodeHandle, start_node};
 pub use tls::{Tls, TlsFiles};
 
 /// The process group of a run's actor: `<run key>:<actor>` (the run key is the run id and its mode).
