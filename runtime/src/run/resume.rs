@@ -17,13 +17,13 @@
 //! archived (archived again), a claim it made (claimed again by the same holder).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::run::gateway::Kept;
-use crate::run::ledger::{Event, WIRE_FILE, read_wire};
+use crate::run::ledger::{Event, SentText, WIRE_FILE};
 use crate::{ErrorCode, Scenario, Violation};
 
 /// The run's id and archive session, beside its ledger.
@@ -160,14 +160,15 @@ pub(crate) fn prepare(dir: &Path, scenario: &Scenario) -> Result<Resumption, Vio
             _ => None,
         })
         .collect();
-    let wire = cut_wire(&dir.join(WIRE_FILE), &dropped).map_err(|err| refused(dir, format!("{WIRE_FILE}: {err}")))?;
+    let (wire, sent) =
+        cut_wire(&dir.join(WIRE_FILE), &dropped).map_err(|err| refused(dir, format!("{WIRE_FILE}: {err}")))?;
     let audit = end_audit_line(&dir.join("audit.log")).map_err(|err| refused(dir, format!("audit.log: {err}")))?;
     let n_msgs = highest_msg_number(&events, scenario);
     Ok(Resumption {
         run_id: saved.run_id,
         session_base: saved.session_base,
         secret,
-        kept: Arc::new(Kept { events, wire: read_wire(&dir.join(WIRE_FILE)) }),
+        kept: Arc::new(Kept { events, wire: sent }),
         from_step,
         discarded,
         lengths: [cut_at as u64, audit, wire],
@@ -175,26 +176,30 @@ pub(crate) fn prepare(dir: &Path, scenario: &Scenario) -> Result<Resumption, Vio
     })
 }
 
-/// Drops from a baseline's `wire.jsonl` the lines of the messages in `dropped` (and a torn last line); its length.
-fn cut_wire(path: &PathBuf, dropped: &std::collections::HashSet<&str>) -> std::io::Result<u64> {
+/// Drops from a baseline's `wire.jsonl` the lines of the messages in `dropped` (and lines that do not read back, a
+/// torn last one among them); its length, and the text each kept message was sent as, by message id.
+fn cut_wire(
+    path: &Path,
+    dropped: &std::collections::HashSet<&str>,
+) -> std::io::Result<(u64, std::collections::HashMap<String, String>)> {
     let text = match std::fs::read(path) {
         Ok(text) => text,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok((0, Default::default())),
         Err(err) => return Err(err),
     };
     let mut kept = Vec::with_capacity(text.len());
+    let mut sent = std::collections::HashMap::new();
     for line in text.split_inclusive(|&b| b == b'\n').filter(|line| line.ends_with(b"\n")) {
-        let id = serde_json::from_slice::<serde_json::Value>(line)
-            .ok()
-            .and_then(|v| v.get("msg_id").and_then(serde_json::Value::as_str).map(str::to_owned));
-        if !id.is_some_and(|id| dropped.contains(id.as_str())) {
+        let Ok(message) = serde_json::from_slice::<SentText>(line) else { continue };
+        if !dropped.contains(message.msg_id.as_str()) {
             kept.extend_from_slice(line);
+            sent.insert(message.msg_id, message.text);
         }
     }
     if kept.len() != text.len() {
         crate::files::write_whole(path, &kept)?;
     }
-    Ok(kept.len() as u64)
+    Ok((kept.len() as u64, sent))
 }
 
 /// Ends a line the kill cut short in the audit log (its later lines start on their own); the log's length.
@@ -266,11 +271,20 @@ mod tests {
         let kept = [step(0), spilled("dev-m3"), step(1), spilled("lead-gw-m12")];
         let dropped = [step(2), spilled("dev-m40")];
         std::fs::write(dir.path().join("audit.log"), "a\tline\nhalf a li").expect("audit");
-        std::fs::write(
-            dir.path().join(WIRE_FILE),
-            "{\"msg_id\":\"dev-m3\",\"text\":\"kept\"}\n{\"msg_id\":\"dev-m40\",\"text\":\"dropped\"}\n{\"msg_",
-        )
-        .expect("wire");
+        let sent = |msg_id: &str, text: &str| {
+            let sent = SentText {
+                msg_id: msg_id.into(),
+                from: "dev".into(),
+                to: "lead".into(),
+                kind: crate::run::wire::EnvelopeKind::Message,
+                tokens: 1,
+                text: text.into(),
+            };
+            format!("{}\n", serde_json::to_string(&sent).expect("json"))
+        };
+        let wire_kept = sent("dev-m3", "kept");
+        std::fs::write(dir.path().join(WIRE_FILE), format!("{wire_kept}{}{{\"msg_", sent("dev-m40", "dropped")))
+            .expect("wire");
         // `dev-m40` is only in a dropped event; the wire line of a kept message stays.
         let wire_drop = Event::Delivered {
             from: "dev".into(),
@@ -302,7 +316,9 @@ mod tests {
         assert_eq!(aside.lines().count(), 4);
         assert!(aside.starts_with(&line(&step(2))) && aside.ends_with("{\"event\":\"spil\n"), "{aside}");
         let wire = std::fs::read_to_string(dir.path().join(WIRE_FILE)).expect("wire");
-        assert_eq!(wire, "{\"msg_id\":\"dev-m3\",\"text\":\"kept\"}\n");
+        assert_eq!(wire, wire_kept);
+        assert_eq!(resumed.kept.wire.get("dev-m3").map(String::as_str), Some("kept"), "the kept message's sent text");
+        assert_eq!(resumed.kept.wire.len(), 1);
         assert_eq!(resumed.lengths[2], wire.len() as u64);
         let audit = std::fs::read_to_string(dir.path().join("audit.log")).expect("audit");
         assert_eq!(audit, "a\tline\nhalf a li\n");
