@@ -24,6 +24,8 @@ pub struct Candidate {
     pub cosine: Option<f32>,
     /// Its claim vector, when stage 2 ran (for the turn-context cosine).
     pub vector: Option<Vec<f32>>,
+    /// Stage-1 score of the feedback query (the rarest keys of the first hits), when it ran and found it.
+    pub feedback: Option<f32>,
 }
 
 /// How the evidence of the two stages is weighed. Tuned on the LoCoMo development split only
@@ -51,12 +53,15 @@ pub struct Fusion {
     /// Added when the query asks for a time ("when …", "what year …") and the engram places something in time
     /// (a time word, a year, a date): the answer to a "when" is a time.
     pub time: f32,
+    /// Weight of the feedback query's stage-1 score, normalised by its best (pseudo-relevance feedback: a second
+    /// stage-1 query of the rarest keys of the first hits, for evidence that shares no word with the question).
+    pub feedback: f32,
 }
 
 impl Fusion {
     /// The weights before issue 19 (stage 1 + cosine + adjacent turn), for comparison.
     pub const fn plain() -> Fusion {
-        Fusion { hash: 1.0, cosine: 1.5, neighbour: 0.5, floor: 0.3, context: 0.0, author: 0.0, source: 0.0, time: 0.0 }
+        Fusion { hash: 1.0, cosine: 1.5, neighbour: 0.5, floor: 0.3, context: 0.0, author: 0.0, source: 0.0, time: 0.0, feedback: 0.0 }
     }
 }
 
@@ -79,6 +84,8 @@ pub struct TieContext {
     pub query_vector: Option<Vec<f32>>,
     /// Whether the query asks for a time ([`keys::asks_time`]).
     pub asks_time: bool,
+    /// Whether the query asks for a list ([`keys::asks_list`]).
+    pub asks_list: bool,
 }
 
 /// A ranked candidate.
@@ -93,8 +100,11 @@ pub struct Ranked {
 /// Orders candidates: by fused score, then the tie-breakers in order — scope match, recency, confidence, pointer
 /// overlap — and finally by id, so equal inputs always give the same order.
 pub fn rank(mut candidates: Vec<Candidate>, fusion: &Fusion, ties: &TieContext) -> Vec<Ranked> {
-    candidates.retain(|c| c.hash.is_some() || c.cosine.is_some_and(|cosine| cosine >= fusion.floor));
+    candidates.retain(|c| {
+        c.hash.is_some() || c.feedback.is_some() || c.cosine.is_some_and(|cosine| cosine >= fusion.floor)
+    });
     let best_hash = candidates.iter().filter_map(|c| c.hash).fold(0f32, f32::max);
+    let best_feedback = candidates.iter().filter_map(|c| c.feedback).fold(0f32, f32::max);
     let keys: Vec<Option<(String, i64)>> = candidates.iter().map(adjacency_key).collect();
     let cosines: Vec<Option<f32>> = match (&ties.query_vector, fusion.context > 0.0) {
         (Some(query), true) => context_cosines(&candidates, &keys, query, fusion.context),
@@ -114,11 +124,18 @@ pub fn rank(mut candidates: Vec<Candidate>, fusion: &Fusion, ties: &TieContext) 
             } else {
                 0.0
             };
-            fusion.hash * hash + fusion.cosine * cosine.unwrap_or(0.0) + author + time
+            let feedback = match (c.feedback, best_feedback > 0.0) {
+                (Some(f), true) => fusion.feedback * f / best_feedback,
+                _ => 0.0,
+            };
+            fusion.hash * hash + fusion.cosine * cosine.unwrap_or(0.0) + author + time + feedback
         })
         .collect();
-    let boosted = if fusion.neighbour > 0.0 { with_neighbours(&keys, &base, fusion.neighbour) } else { base };
+    let boosted = if fusion.neighbour > 0.0 { with_neighbours(&keys, &base, fusion.neighbour) } else { base.clone() };
     let boosted = if fusion.source > 0.0 { with_source(&keys, &boosted, fusion.source) } else { boosted };
+    let leader = crate::memory::knob("leader", 0.0);
+    let leader_on = leader > 0.0 && (ties.asks_list || crate::memory::knob("leader_all", 0.0) > 0.0);
+    let boosted = if leader_on { with_leaders(&keys, &base, &boosted, leader) } else { boosted };
     let mut ranked: Vec<Ranked> = candidates
         .into_iter()
         .zip(boosted)
@@ -219,6 +236,30 @@ fn with_source(keys: &[Option<(String, i64)>], scores: &[f32], share: f32) -> Ve
         .collect()
 }
 
+/// Session-level retrieval in one term: the sources ranked by their best own score (before anything lent), and the
+/// best item of each of the best sources lifted by `lift` times its rank's share (the best source's leader gets
+/// `lift`, later ones less), so a list's evidence spread over sources is not crowded out by one source's replies.
+fn with_leaders(keys: &[Option<(String, i64)>], base: &[f32], scores: &[f32], lift: f32) -> Vec<f32> {
+    let mut best: HashMap<&str, (f32, usize)> = HashMap::new();
+    for (at, (key, score)) in keys.iter().zip(base).enumerate() {
+        if let Some((head, _)) = key {
+            let slot = best.entry(head.as_str()).or_insert((f32::MIN, at));
+            if *score > slot.0 || (*score == slot.0 && at < slot.1) {
+                *slot = (*score, at);
+            }
+        }
+    }
+    let mut sources: Vec<(&str, f32, usize)> = best.into_iter().map(|(h, (s, at))| (h, s, at)).collect();
+    sources.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    let top = crate::memory::knob("leader_top", 5.0) as usize;
+    let mut out = scores.to_vec();
+    for (rank, (_, _, at)) in sources.into_iter().take(top).enumerate() {
+        let _ = rank;
+        out[at] += lift;
+    }
+    out
+}
+
 fn with_neighbours(keys: &[Option<(String, i64)>], base: &[f32], share: f32) -> Vec<f32> {
     let mut by_key: HashMap<(&str, i64), f32> = HashMap::new();
     for (key, score) in keys.iter().zip(base) {
@@ -271,7 +312,7 @@ mod tests {
             written_by: "agent".into(),
             promoted_by: None,
         };
-        Candidate { stored: Arc::new(stored), hash: Some(2.0), cosine: Some(0.5), vector: None }
+        Candidate { stored: Arc::new(stored), hash: Some(2.0), cosine: Some(0.5), vector: None, feedback: None }
     }
 
     fn order(candidates: Vec<Candidate>, fusion: &Fusion, ties: &TieContext) -> Vec<String> {
