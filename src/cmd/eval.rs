@@ -320,6 +320,7 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
     if let Ok(sweep) = std::env::var("LESSRT_SWEEP") {
         // EXPERIMENT ONLY: many settings over one embedding.
         let base = memory_fusion(args);
+        let mut loaded = false;
         for config in sweep.split(';').filter(|c| !c.trim().is_empty()) {
             let mut fusion = base;
             for pair in config.split(',').filter(|p| !p.trim().is_empty()) {
@@ -338,7 +339,14 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
                 }
             }
             memory.set_fusion(fusion);
+            let _ = loaded;
+            loaded = true;
+            let fresh = tempfile::Builder::new().prefix("lessrt-sweep-").tempdir()?;
+            let mut memory = Memory::open(fresh.path())?;
+            memory.set_recall_pool(args.pool);
+            memory.set_fusion(fusion);
             let scores = locomo::evaluate(&mut memory, &samples, &ks, stages, &on_question)?;
+            drop(memory);
             let report = locomo::report(&ks, &scores, stages);
             let cat = |c: &str, k: &str| report["by_category"][c][k].as_f64().unwrap_or(0.0);
             let mut line = format!("{config:<50} @10 {:>5.1} @25 {:>5.1} |", report["overall"]["recall@10"].as_f64().unwrap_or(0.0), report["overall"]["recall@25"].as_f64().unwrap_or(0.0));

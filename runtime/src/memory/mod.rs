@@ -704,10 +704,19 @@ impl Memory {
             order.push(at.clone());
             scores.insert(at, hit.score);
         }
+        let other_only = knob("fb_other", 0.0) > 0.0;
+        let seed_sources: std::collections::BTreeSet<String> = ranked
+            .iter()
+            .take(n_docs)
+            .filter_map(|r| rank::adjacency_key(&r.candidate).map(|(head, _)| head))
+            .collect();
         let mut candidates: Vec<rank::Candidate> = ranked.into_iter().map(|r| r.candidate).collect();
         for c in &mut candidates {
             let at = (c.stored.project.clone(), c.stored.engram.id.clone());
             c.feedback = scores.remove(&at);
+            if other_only && rank::adjacency_key(c).is_some_and(|(head, _)| seed_sources.contains(&head)) {
+                c.feedback = None;
+            }
         }
         let new: Vec<(String, String)> = order.into_iter().filter(|at| scores.contains_key(at)).collect();
         let mut found = HashMap::with_capacity(new.len());
@@ -725,6 +734,9 @@ impl Memory {
         }
         for mut c in self.candidates_of(&new, &found, filter, ties.query_vector.as_deref(), &mut read_vectors)? {
             c.feedback = scores.get(&(c.stored.project.clone(), c.stored.engram.id.clone())).copied();
+            if other_only && rank::adjacency_key(&c).is_some_and(|(head, _)| seed_sources.contains(&head)) {
+                c.feedback = None;
+            }
             candidates.push(c);
         }
         Ok(rank::rank(candidates, fusion, ties))

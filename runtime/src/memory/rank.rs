@@ -169,7 +169,7 @@ fn pointer_overlap(c: &Candidate, ties: &TieContext) -> usize {
 }
 
 /// The location of a cited source split at its final number: `sam:conv-26:D3:7` → (`sam:conv-26:D3`, 7).
-fn adjacency_key(c: &Candidate) -> Option<(String, i64)> {
+pub(crate) fn adjacency_key(c: &Candidate) -> Option<(String, i64)> {
     let pointer = c.stored.engram.pointers.first()?;
     let text = format!("{}:{}", pointer.ty().as_str(), pointer.location());
     let (head, tail) = text.rsplit_once([':', '-', '_'])?;
@@ -254,8 +254,7 @@ fn with_leaders(keys: &[Option<(String, i64)>], base: &[f32], scores: &[f32], li
     let top = crate::memory::knob("leader_top", 5.0) as usize;
     let mut out = scores.to_vec();
     for (rank, (_, _, at)) in sources.into_iter().take(top).enumerate() {
-        let _ = rank;
-        out[at] += lift;
+        out[at] += lift / (1.0 + crate::memory::knob("leader_decay", 0.0) * rank as f32);
     }
     out
 }
