@@ -130,22 +130,6 @@ pub fn evaluate(
     Ok(scores)
 }
 
-/// EXPERIMENT ONLY: asks every question of a memory that already holds the samples (no put, no flush).
-pub fn ask(memory: &mut Memory, samples: &[Sample], ks: &[usize], stages: Stages) -> Result<Scores, LocomoError> {
-    let k_max = ks.iter().copied().max().unwrap_or(10);
-    let mut scores = Scores::default();
-    for sample in samples {
-        for qa in &sample.qa {
-            let started = Instant::now();
-            let recall =
-                memory.recall(&RecallRequest::in_project(&qa.question, &sample.sample_id, k_max).stages(stages))?;
-            scores.latencies_ms.push(started.elapsed().as_secs_f64() * 1000.0);
-            scores.questions.push(question_score(qa, &recall, &sample.sample_id, ks));
-        }
-    }
-    Ok(scores)
-}
-
 /// Cross-validation of the optional fusion weights: every choice of turn context, writer, source and time (each on
 /// at its default or off: 16 choices) on every question, then per conversation the choice that scores best on the
 /// others, scored on it. Returns the questions, each scored by weights chosen without its conversation, and one

@@ -89,7 +89,7 @@ pub(crate) struct LocomoArgs {
     /// embedding model alone).
     #[arg(long, default_value = "hash+rerank")]
     stages: String,
-    /// Fusion weights `HASH,COSINE,NEIGHBOUR,FLOOR[,CONTEXT,AUTHOR,SOURCE[,TIME]]` (for tuning experiments; the
+    /// Fusion weights `HASH,COSINE,NEIGHBOUR,FLOOR[,CONTEXT,AUTHOR,SOURCE[,TIME[,LEADER]]]` (for tuning experiments; the
     /// defaults are the chosen ones; the optional ones are 0 when left out).
     #[arg(long, value_delimiter = ',')]
     fusion: Option<Vec<f32>>,
@@ -115,26 +115,6 @@ pub(crate) struct LocomoArgs {
     /// The report: {"questions", "stages", "overall", "strict", "by_category", "latency_ms"} (recall in percent).
     #[command(flatten)]
     output: OutputArgs,
-}
-
-fn memory_fusion(args: &LocomoArgs) -> Fusion {
-    match &args.fusion {
-        Some(w) => {
-            let extra = |i: usize| w.get(i).copied().unwrap_or(0.0);
-            Fusion {
-                hash: w[0],
-                cosine: w[1],
-                neighbour: w[2],
-                floor: w[3],
-                context: extra(4),
-                author: extra(5),
-                source: extra(6),
-                time: extra(7),
-                feedback: extra(8),
-            }
-        }
-        None => Fusion::default(),
-    }
 }
 
 pub(crate) fn run(command: &Command, ctx: Ctx) -> anyhow::Result<ExitCode> {
@@ -284,8 +264,8 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
     if let Some(w) = &args.fusion {
         anyhow::ensure!(
             w.len() == 4 || w.len() == 7 || w.len() == 8 || w.len() == 9,
-            "--fusion takes four, seven or eight numbers, HASH,COSINE,NEIGHBOUR,FLOOR[,CONTEXT,AUTHOR,SOURCE[,TIME]] \
-             (e.g. 1,1.5,0.5,0.3,0.3,0.3,0.5,0.2)"
+            "--fusion takes four, seven, eight or nine numbers, HASH,COSINE,NEIGHBOUR,FLOOR[,CONTEXT,AUTHOR,SOURCE[,TIME[,LEADER]]] \
+             (e.g. 1,1.5,0.5,0.3,0.3,0.3,0.5,0.5,0.2)"
         );
         let extra = |i: usize| w.get(i).copied().unwrap_or(0.0);
         memory.set_fusion(Fusion {
@@ -297,7 +277,7 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
             author: extra(5),
             source: extra(6),
             time: extra(7),
-            feedback: extra(8),
+            leader: extra(8),
         });
     }
     memory.set_recall_pool(args.pool);
@@ -315,53 +295,6 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
                 outln!("{line}");
             }
         })?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    if let Ok(sweep) = std::env::var("LESSRT_SWEEP") {
-        // EXPERIMENT ONLY: many settings over one embedding.
-        let base = memory_fusion(args);
-        let mut loaded = false;
-        for config in sweep.split(';').filter(|c| !c.trim().is_empty()) {
-            let mut fusion = base;
-            for pair in config.split(',').filter(|p| !p.trim().is_empty()) {
-                let (name, value) = pair.split_once('=').context("name=value")?;
-                let value: f32 = value.trim().parse()?;
-                match name.trim() {
-                    "feedback" => fusion.feedback = value,
-                    "neighbour" => fusion.neighbour = value,
-                    "source" => fusion.source = value,
-                    "author" => fusion.author = value,
-                    "context" => fusion.context = value,
-                    "time" => fusion.time = value,
-                    "hash" => fusion.hash = value,
-                    "cosine" => fusion.cosine = value,
-                    other => less_runtime::memory::set_knob(other, value),
-                }
-            }
-            memory.set_fusion(fusion);
-            let _ = loaded;
-            loaded = true;
-            let fresh = tempfile::Builder::new().prefix("lessrt-sweep-").tempdir()?;
-            let mut memory = Memory::open(fresh.path())?;
-            memory.set_recall_pool(args.pool);
-            memory.set_fusion(fusion);
-            let scores = locomo::evaluate(&mut memory, &samples, &ks, stages, &on_question)?;
-            drop(memory);
-            let report = locomo::report(&ks, &scores, stages);
-            let cat = |c: &str, k: &str| report["by_category"][c][k].as_f64().unwrap_or(0.0);
-            let mut line = format!("{config:<50} @10 {:>5.1} @25 {:>5.1} |", report["overall"]["recall@10"].as_f64().unwrap_or(0.0), report["overall"]["recall@25"].as_f64().unwrap_or(0.0));
-            for c in ["1", "2", "3", "4", "5"] {
-                line.push_str(&format!(" c{c} {:>5.1}", cat(c, "recall@10")));
-            }
-            line.push_str(&format!(" | c1@25 {:>5.1} p50 {}", cat("1", "recall@25"), report["latency_ms"]["p50"]));
-            bars.clear();
-            eprintln!("{line}");
-            if let Ok(dir) = std::env::var("LESSRT_SWEEP_OUT") {
-                let lines: String = scores.questions.iter().map(|q| format!("{}\n", q.detail)).collect();
-                let name: String = config.chars().map(|c| if c.is_alphanumeric() || c == '.' { c } else { '_' }).collect();
-                std::fs::write(format!("{dir}/{name}.jsonl"), lines)?;
-            }
-        }
         return Ok(ExitCode::SUCCESS);
     }
     let scores = locomo::evaluate(&mut memory, &samples, &ks, stages, &on_question)?;

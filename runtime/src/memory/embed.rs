@@ -163,29 +163,6 @@ impl Embedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        // EXPERIMENT ONLY: a process-wide cache of vectors by text, for sweeps.
-        static CACHE: std::sync::Mutex<Option<std::collections::HashMap<String, Vec<f32>>>> =
-            std::sync::Mutex::new(None);
-        if std::env::var_os("LESSRT_EMBED_CACHE").is_some() {
-            let cached: Option<Vec<Vec<f32>>> = {
-                let cache = CACHE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                cache.as_ref().and_then(|c| texts.iter().map(|t| c.get(t.as_ref()).cloned()).collect())
-            };
-            if let Some(vectors) = cached {
-                return Ok(vectors);
-            }
-            let vectors = self.embed_uncached(texts)?;
-            let mut cache = CACHE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let c = cache.get_or_insert_with(Default::default);
-            for (t, v) in texts.iter().zip(&vectors) {
-                c.insert(t.as_ref().to_owned(), v.clone());
-            }
-            return Ok(vectors);
-        }
-        self.embed_uncached(texts)
-    }
-
-    fn embed_uncached<S: AsRef<str> + Send + Sync>(&self, texts: &[S]) -> Result<Vec<Vec<f32>>, EmbedError> {
         // A batch is padded to its longest text: texts of similar length go together (by length in bytes, a cheap
         // proxy for tokens), and the vectors go back in the caller's order.
         let order = by_length(texts);

@@ -479,12 +479,6 @@ impl RecallIndex {
         Ok(out)
     }
 
-    /// How many documents hold each key (over the whole index, whatever their project or visibility).
-    pub fn doc_freqs(&self, keys: &[String]) -> Result<Vec<u64>, IndexError> {
-        let searcher = self.reader.searcher();
-        keys.iter().map(|key| Ok(searcher.doc_freq(&Term::from_field_text(self.fields.keys, key))?)).collect()
-    }
-
     /// Documents in the index.
     pub fn len(&self) -> u64 {
         self.reader.searcher().num_docs()

@@ -345,6 +345,28 @@ mod tests {
     }
 
     #[test]
+    fn list_questions_are_recognized() {
+        for q in [
+            "What activities does Melanie partake in?",
+            "Which cities has Jon visited?",
+            "Where has Melanie camped?",
+            "How many children does Melanie have?",
+            "What do Melanie's kids like?",
+        ] {
+            assert!(asks_list(q), "{q}");
+        }
+        for q in [
+            "When did Caroline go to the support group?",
+            "What is Caroline's identity?",
+            "which port does the dev server use",
+            "Did Melanie paint a sunrise?",
+            "",
+        ] {
+            assert!(!asks_list(q), "{q}");
+        }
+    }
+
+    #[test]
     fn time_questions_and_time_mentions_are_recognized() {
         for q in [
             "When did Caroline go to the support group?",

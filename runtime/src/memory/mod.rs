@@ -201,21 +201,6 @@ pub const MAX_K: usize = 1000;
 /// LoCoMo development split (docs/performance.md): a pool that grew with `k` ranked a small `k` worse.
 pub const RECALL_POOL: usize = 250;
 
-static KNOBS: std::sync::Mutex<std::collections::BTreeMap<String, f32>> =
-    std::sync::Mutex::new(std::collections::BTreeMap::new());
-
-/// EXPERIMENT ONLY: a tuning knob.
-pub fn knob(name: &str, default: f32) -> f32 {
-    KNOBS.lock().map(|k| k.get(name).copied().unwrap_or(default)).unwrap_or(default)
-}
-
-/// EXPERIMENT ONLY: sets a tuning knob.
-pub fn set_knob(name: &str, value: f32) {
-    if let Ok(mut k) = KNOBS.lock() {
-        k.insert(name.to_owned(), value);
-    }
-}
-
 /// The embedding model of this process, loaded once from [`ModelPaths::from_env`]; the error says what is missing.
 pub fn shared_embedder() -> Result<Arc<Embedder>, String> {
     static SHARED: OnceLock<Result<Arc<Embedder>, String>> = OnceLock::new();
@@ -610,7 +595,23 @@ impl Memory {
             })
             .cloned()
             .collect();
-        let candidates = self.candidates_of(&wanted, &found, filter, query_vector.as_deref(), &mut read_vectors)?;
+        let mut candidates = Vec::with_capacity(wanted.len());
+        // The indexes are derived: the store's row decides (tier, scope, roles may have changed since).
+        for stored in self.rows.get_many(&self.store, &wanted)? {
+            if !filter.admits(&stored) {
+                continue;
+            }
+            let at = (stored.project.clone(), stored.engram.id.clone());
+            let (hash, cosine) = found.get(&at).copied().unwrap_or_default();
+            // The vectors of the candidates, for the turn-context cosine (when stage 2 ran and weighs it).
+            let vector = match (&self.semantic, &query_vector) {
+                (Ok(semantic), Some(_)) if self.fusion.context > 0.0 && cosine.is_some() => {
+                    read_vectors.remove(&at).or_else(|| semantic.vectors.vector(&at.0, &at.1))
+                }
+                _ => None,
+            };
+            candidates.push(rank::Candidate { stored, hash, cosine, vector });
+        }
         phases[3] = started.elapsed();
         let ties = TieContext {
             scope: request.scope,
@@ -620,12 +621,7 @@ impl Memory {
             asks_list: keys::asks_list(request.text),
         };
         let fusion = if stages == ["hash"] { Fusion { cosine: 0.0, ..self.fusion } } else { self.fusion };
-        let mut ranked = rank::rank(candidates, &fusion, &ties);
-        let feedback_on = knob("fb_list", 0.0) == 0.0 || ties.asks_list;
-        if fusion.feedback > 0.0 && feedback_on && request.stages != Stages::Rerank {
-            ranked = self.with_feedback(ranked, &fusion, &ties, filter, pool)?;
-        }
-        let hits = ranked
+        let hits = rank::rank(candidates, &fusion, &ties)
             .into_iter()
             .take(k)
             .map(|r| Hit {
@@ -646,133 +642,6 @@ impl Memory {
             "recall"
         );
         Ok(Recall { stages, degraded, hits })
-    }
-
-    /// The candidates of `wanted` that `filter` admits, from their stored rows, with the scores `found` holds and,
-    /// when the turn-context cosine is weighed, their vectors (from `read_vectors` or the vector index).
-    fn candidates_of(
-        &mut self,
-        wanted: &[(String, String)],
-        found: &HashMap<(String, String), (Option<f32>, Option<f32>)>,
-        filter: &RecallFilter,
-        query_vector: Option<&[f32]>,
-        read_vectors: &mut HashMap<(String, String), Vec<f32>>,
-    ) -> Result<Vec<rank::Candidate>, MemoryError> {
-        let mut candidates = Vec::with_capacity(wanted.len());
-        // The indexes are derived: the store's row decides (tier, scope, roles may have changed since).
-        for stored in self.rows.get_many(&self.store, wanted)? {
-            if !filter.admits(&stored) {
-                continue;
-            }
-            let at = (stored.project.clone(), stored.engram.id.clone());
-            let (hash, cosine) = found.get(&at).copied().unwrap_or_default();
-            // The vectors of the candidates, for the turn-context cosine (when stage 2 ran and weighs it).
-            let vector = match (&self.semantic, query_vector) {
-                (Ok(semantic), Some(_)) if self.fusion.context > 0.0 && cosine.is_some() => {
-                    read_vectors.remove(&at).or_else(|| semantic.vectors.vector(&at.0, &at.1))
-                }
-                _ => None,
-            };
-            candidates.push(rank::Candidate { stored, hash, cosine, vector, feedback: None });
-        }
-        Ok(candidates)
-    }
-
-    /// Pseudo-relevance feedback: a second stage-1 query of the rarest keys the first hits share (words the question
-    /// does not hold), whose scores join the candidates (and whose new finds join them, with their cosine), ranked
-    /// again. The first hits are the top of the whole pool, so the feedback is the same whatever `k` is asked.
-    fn with_feedback(
-        &mut self,
-        ranked: Vec<Ranked>,
-        fusion: &Fusion,
-        ties: &TieContext,
-        filter: &RecallFilter,
-        pool: usize,
-    ) -> Result<Vec<Ranked>, MemoryError> {
-        let n_docs = knob("fb_docs", 3.0) as usize;
-        let n_keys = knob("fb_keys", 8.0) as usize;
-        let seeds: Vec<&str> = ranked.iter().take(n_docs).map(|r| r.candidate.stored.engram.claim.as_str()).collect();
-        let feedback_keys = self.feedback_keys(&seeds, &ties.query_features, n_keys)?;
-        if feedback_keys.is_empty() {
-            return Ok(ranked);
-        }
-        let hits = self.stage_one(&feedback_keys, filter, pool)?;
-        let mut scores: HashMap<(String, String), f32> = HashMap::with_capacity(hits.len());
-        let mut order = Vec::with_capacity(hits.len());
-        for hit in hits {
-            let at = (hit.project, hit.id);
-            order.push(at.clone());
-            scores.insert(at, hit.score);
-        }
-        let other_only = knob("fb_other", 0.0) > 0.0;
-        let seed_sources: std::collections::BTreeSet<String> = ranked
-            .iter()
-            .take(n_docs)
-            .filter_map(|r| rank::adjacency_key(&r.candidate).map(|(head, _)| head))
-            .collect();
-        let mut candidates: Vec<rank::Candidate> = ranked.into_iter().map(|r| r.candidate).collect();
-        for c in &mut candidates {
-            let at = (c.stored.project.clone(), c.stored.engram.id.clone());
-            c.feedback = scores.remove(&at);
-            if other_only && rank::adjacency_key(c).is_some_and(|(head, _)| seed_sources.contains(&head)) {
-                c.feedback = None;
-            }
-        }
-        let new: Vec<(String, String)> = order.into_iter().filter(|at| scores.contains_key(at)).collect();
-        let mut found = HashMap::with_capacity(new.len());
-        let mut read_vectors = HashMap::new();
-        for at in &new {
-            let cosine = match (&self.semantic, &ties.query_vector) {
-                (Ok(semantic), Some(query)) => semantic.vectors.vector(&at.0, &at.1).map(|vector| {
-                    let cosine = embed::cosine(query, &vector);
-                    read_vectors.insert(at.clone(), vector);
-                    cosine
-                }),
-                _ => None,
-            };
-            found.insert(at.clone(), (None, cosine));
-        }
-        for mut c in self.candidates_of(&new, &found, filter, ties.query_vector.as_deref(), &mut read_vectors)? {
-            c.feedback = scores.get(&(c.stored.project.clone(), c.stored.engram.id.clone())).copied();
-            if other_only && rank::adjacency_key(&c).is_some_and(|(head, _)| seed_sources.contains(&head)) {
-                c.feedback = None;
-            }
-            candidates.push(c);
-        }
-        Ok(rank::rank(candidates, fusion, ties))
-    }
-
-    /// The keys of a feedback query: the words (and stems, pairs) of `seeds` that `query` does not hold and that
-    /// more than one engram holds, those shared by more seeds first, then the rarest; at most `n`.
-    fn feedback_keys(
-        &self,
-        seeds: &[&str],
-        query: &std::collections::BTreeSet<String>,
-        n: usize,
-    ) -> Result<Vec<String>, MemoryError> {
-        let pairs = knob("fb_pairs", 1.0) > 0.0;
-        let mut support: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
-        for seed in seeds {
-            for feature in keys::text_features(seed) {
-                let kind_ok = feature.starts_with("w:") || feature.starts_with("s:") || (pairs && feature.starts_with("p:"));
-                if kind_ok && !query.contains(&feature) {
-                    *support.entry(keys::key(&feature)).or_default() += 1;
-                }
-            }
-        }
-        let keys: Vec<String> = support.keys().cloned().collect();
-        let dfs = self.index.doc_freqs(&keys)?;
-        let min_df = knob("fb_min_df", 2.0) as u64;
-        let max_df = knob("fb_max_df", 1e9) as u64;
-        let by_support = knob("fb_support", 1.0) > 0.0;
-        let mut chosen: Vec<(usize, u64, String)> = keys
-            .into_iter()
-            .zip(dfs)
-            .filter(|(_, df)| *df >= min_df && *df <= max_df)
-            .map(|(key, df)| (if by_support { support[&key] } else { 0 }, df, key))
-            .collect();
-        chosen.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then_with(|| a.2.cmp(&b.2)));
-        Ok(chosen.into_iter().take(n).map(|(_, _, key)| key).collect())
     }
 
     /// Commits the hash index's pending changes (cheap; no model). Queries do this first.

@@ -24,8 +24,6 @@ pub struct Candidate {
     pub cosine: Option<f32>,
     /// Its claim vector, when stage 2 ran (for the turn-context cosine).
     pub vector: Option<Vec<f32>>,
-    /// Stage-1 score of the feedback query (the rarest keys of the first hits), when it ran and found it.
-    pub feedback: Option<f32>,
 }
 
 /// How the evidence of the two stages is weighed. Tuned on the LoCoMo development split only
@@ -53,15 +51,26 @@ pub struct Fusion {
     /// Added when the query asks for a time ("when …", "what year …") and the engram places something in time
     /// (a time word, a year, a date): the answer to a "when" is a time.
     pub time: f32,
-    /// Weight of the feedback query's stage-1 score, normalised by its best (pseudo-relevance feedback: a second
-    /// stage-1 query of the rarest keys of the first hits, for evidence that shares no word with the question).
-    pub feedback: f32,
+    /// Added, when the query asks for a list ([`keys::asks_list`]), to the best item of each of the
+    /// [`LEADER_SOURCES`] sources whose best item scores highest (by its own evidence, before anything lent): a
+    /// list's evidence lies in several sessions, and the other terms crowd the top with one session's turns.
+    pub leader: f32,
 }
 
 impl Fusion {
     /// The weights before issue 19 (stage 1 + cosine + adjacent turn), for comparison.
     pub const fn plain() -> Fusion {
-        Fusion { hash: 1.0, cosine: 1.5, neighbour: 0.5, floor: 0.3, context: 0.0, author: 0.0, source: 0.0, time: 0.0, feedback: 0.0 }
+        Fusion {
+            hash: 1.0,
+            cosine: 1.5,
+            neighbour: 0.5,
+            floor: 0.3,
+            context: 0.0,
+            author: 0.0,
+            source: 0.0,
+            time: 0.0,
+            leader: 0.0,
+        }
     }
 }
 
@@ -69,9 +78,13 @@ impl Default for Fusion {
     /// The weights chosen on the LoCoMo development split, round values from a flat optimum that holds in
     /// cross-validation over its five conversations (docs/performance.md, "Memory recall on LoCoMo").
     fn default() -> Fusion {
-        Fusion { context: 0.3, author: 0.3, source: 0.5, time: 0.5, ..Fusion::plain() }
+        Fusion { context: 0.3, author: 0.3, source: 0.5, time: 0.5, leader: 0.2, ..Fusion::plain() }
     }
 }
+
+/// How many sources' best items the leader term lifts ([`Fusion::leader`]); chosen on the LoCoMo development split
+/// (5 and 10 scored alike).
+pub const LEADER_SOURCES: usize = 5;
 
 /// What the tie-breakers compare against.
 #[derive(Debug, Clone, Default)]
@@ -100,11 +113,8 @@ pub struct Ranked {
 /// Orders candidates: by fused score, then the tie-breakers in order — scope match, recency, confidence, pointer
 /// overlap — and finally by id, so equal inputs always give the same order.
 pub fn rank(mut candidates: Vec<Candidate>, fusion: &Fusion, ties: &TieContext) -> Vec<Ranked> {
-    candidates.retain(|c| {
-        c.hash.is_some() || c.feedback.is_some() || c.cosine.is_some_and(|cosine| cosine >= fusion.floor)
-    });
+    candidates.retain(|c| c.hash.is_some() || c.cosine.is_some_and(|cosine| cosine >= fusion.floor));
     let best_hash = candidates.iter().filter_map(|c| c.hash).fold(0f32, f32::max);
-    let best_feedback = candidates.iter().filter_map(|c| c.feedback).fold(0f32, f32::max);
     let keys: Vec<Option<(String, i64)>> = candidates.iter().map(adjacency_key).collect();
     let cosines: Vec<Option<f32>> = match (&ties.query_vector, fusion.context > 0.0) {
         (Some(query), true) => context_cosines(&candidates, &keys, query, fusion.context),
@@ -124,18 +134,16 @@ pub fn rank(mut candidates: Vec<Candidate>, fusion: &Fusion, ties: &TieContext) 
             } else {
                 0.0
             };
-            let feedback = match (c.feedback, best_feedback > 0.0) {
-                (Some(f), true) => fusion.feedback * f / best_feedback,
-                _ => 0.0,
-            };
-            fusion.hash * hash + fusion.cosine * cosine.unwrap_or(0.0) + author + time + feedback
+            fusion.hash * hash + fusion.cosine * cosine.unwrap_or(0.0) + author + time
         })
         .collect();
     let boosted = if fusion.neighbour > 0.0 { with_neighbours(&keys, &base, fusion.neighbour) } else { base.clone() };
     let boosted = if fusion.source > 0.0 { with_source(&keys, &boosted, fusion.source) } else { boosted };
-    let leader = crate::memory::knob("leader", 0.0);
-    let leader_on = leader > 0.0 && (ties.asks_list || crate::memory::knob("leader_all", 0.0) > 0.0);
-    let boosted = if leader_on { with_leaders(&keys, &base, &boosted, leader) } else { boosted };
+    let boosted = if fusion.leader > 0.0 && ties.asks_list {
+        with_leaders(&keys, &base, &boosted, fusion.leader)
+    } else {
+        boosted
+    };
     let mut ranked: Vec<Ranked> = candidates
         .into_iter()
         .zip(boosted)
@@ -169,7 +177,7 @@ fn pointer_overlap(c: &Candidate, ties: &TieContext) -> usize {
 }
 
 /// The location of a cited source split at its final number: `sam:conv-26:D3:7` → (`sam:conv-26:D3`, 7).
-pub(crate) fn adjacency_key(c: &Candidate) -> Option<(String, i64)> {
+fn adjacency_key(c: &Candidate) -> Option<(String, i64)> {
     let pointer = c.stored.engram.pointers.first()?;
     let text = format!("{}:{}", pointer.ty().as_str(), pointer.location());
     let (head, tail) = text.rsplit_once([':', '-', '_'])?;
@@ -236,25 +244,27 @@ fn with_source(keys: &[Option<(String, i64)>], scores: &[f32], share: f32) -> Ve
         .collect()
 }
 
-/// Session-level retrieval in one term: the sources ranked by their best own score (before anything lent), and the
-/// best item of each of the best sources lifted by `lift` times its rank's share (the best source's leader gets
-/// `lift`, later ones less), so a list's evidence spread over sources is not crowded out by one source's replies.
+/// Session-level retrieval in one term: the sources ranked by the best score of their own items (`base`, before
+/// anything lent), and the best item of each of the first [`LEADER_SOURCES`] lifted by `lift`, so that a list's
+/// evidence spread over sessions is not crowded out of the top by one session's replies. Over the whole pool, so the
+/// same whatever `k` is asked.
 fn with_leaders(keys: &[Option<(String, i64)>], base: &[f32], scores: &[f32], lift: f32) -> Vec<f32> {
-    let mut best: HashMap<&str, (f32, usize)> = HashMap::new();
+    // Per source: its best own score and where (the item of the lowest number on a tie, whatever the input order).
+    let mut best: HashMap<&str, (f32, i64, usize)> = HashMap::new();
     for (at, (key, score)) in keys.iter().zip(base).enumerate() {
-        if let Some((head, _)) = key {
-            let slot = best.entry(head.as_str()).or_insert((f32::MIN, at));
-            if *score > slot.0 || (*score == slot.0 && at < slot.1) {
-                *slot = (*score, at);
+        if let Some((head, n)) = key {
+            let slot = best.entry(head.as_str()).or_insert((*score, *n, at));
+            if *score > slot.0 || (*score == slot.0 && *n < slot.1) {
+                *slot = (*score, *n, at);
             }
         }
     }
-    let mut sources: Vec<(&str, f32, usize)> = best.into_iter().map(|(h, (s, at))| (h, s, at)).collect();
+    let mut sources: Vec<(&str, f32, usize)> =
+        best.into_iter().map(|(head, (score, _, at))| (head, score, at)).collect();
     sources.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-    let top = crate::memory::knob("leader_top", 5.0) as usize;
     let mut out = scores.to_vec();
-    for (rank, (_, _, at)) in sources.into_iter().take(top).enumerate() {
-        out[at] += lift / (1.0 + crate::memory::knob("leader_decay", 0.0) * rank as f32);
+    for (_, _, at) in sources.into_iter().take(LEADER_SOURCES) {
+        out[at] += lift;
     }
     out
 }
@@ -311,7 +321,7 @@ mod tests {
             written_by: "agent".into(),
             promoted_by: None,
         };
-        Candidate { stored: Arc::new(stored), hash: Some(2.0), cosine: Some(0.5), vector: None, feedback: None }
+        Candidate { stored: Arc::new(stored), hash: Some(2.0), cosine: Some(0.5), vector: None }
     }
 
     fn order(candidates: Vec<Candidate>, fusion: &Fusion, ties: &TieContext) -> Vec<String> {
@@ -456,5 +466,29 @@ mod tests {
                 .collect();
             assert_eq!(ids, ["e_question", "e_unrelated", "e_reply"]);
         }
+    }
+
+    #[test]
+    fn a_list_question_lifts_the_best_item_of_each_of_the_best_sources() {
+        // D1 holds the best match, and its other items ride on it (source and neighbour terms); D2 and D3 each hold
+        // one item that matches on its own, a little less well: what a list question wants next.
+        let best = plain("e_best", "sam:c:D1:1", 4.0, 0.6);
+        let reply = plain("e_reply", "sam:c:D1:2", 0.5, 0.3);
+        let other = plain("e_other", "sam:c:D1:5", 0.6, 0.3);
+        let second = plain("e_second", "sam:c:D2:7", 2.0, 0.35);
+        let third = plain("e_third", "sam:c:D3:4", 1.2, 0.3);
+        let weak = plain("e_weak", "sam:c:D2:9", 0.2, 0.2);
+        let all = vec![weak, third, second, other, reply, best];
+        let fusion = Fusion::default();
+        let list = TieContext { asks_list: true, ..TieContext::default() };
+        let plain_order = ["e_best", "e_reply", "e_other", "e_second", "e_third", "e_weak"];
+        assert_eq!(
+            order(all.clone(), &fusion, &list),
+            ["e_best", "e_reply", "e_second", "e_other", "e_third", "e_weak"],
+            "the best item of D2 passes D1's third; D2's weaker item does not move"
+        );
+        assert_eq!(order(all.clone(), &fusion, &TieContext::default()), plain_order, "only for a list question");
+        let off = Fusion { leader: 0.0, ..fusion };
+        assert_eq!(order(all, &off, &list), plain_order, "off: as before");
     }
 }
