@@ -89,7 +89,7 @@ pub(crate) struct LocomoArgs {
     /// embedding model alone).
     #[arg(long, default_value = "hash+rerank")]
     stages: String,
-    /// Fusion weights `HASH,COSINE,NEIGHBOUR,FLOOR[,CONTEXT,AUTHOR,SOURCE[,TIME]]` (for tuning experiments; the
+    /// Fusion weights `HASH,COSINE,NEIGHBOUR,FLOOR[,CONTEXT,AUTHOR,SOURCE[,TIME[,LEADER]]]` (for tuning experiments; the
     /// defaults are the chosen ones; the optional ones are 0 when left out).
     #[arg(long, value_delimiter = ',')]
     fusion: Option<Vec<f32>>,
@@ -263,9 +263,9 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
     }
     if let Some(w) = &args.fusion {
         anyhow::ensure!(
-            w.len() == 4 || w.len() == 7 || w.len() == 8,
-            "--fusion takes four, seven or eight numbers, HASH,COSINE,NEIGHBOUR,FLOOR[,CONTEXT,AUTHOR,SOURCE[,TIME]] \
-             (e.g. 1,1.5,0.5,0.3,0.3,0.3,0.5,0.2)"
+            w.len() == 4 || w.len() == 7 || w.len() == 8 || w.len() == 9,
+            "--fusion takes four, seven, eight or nine numbers, HASH,COSINE,NEIGHBOUR,FLOOR[,CONTEXT,AUTHOR,SOURCE[,TIME[,LEADER]]] \
+             (e.g. 1,1.5,0.5,0.3,0.3,0.3,0.5,0.5,0.2)"
         );
         let extra = |i: usize| w.get(i).copied().unwrap_or(0.0);
         memory.set_fusion(Fusion {
@@ -277,6 +277,7 @@ fn locomo(args: &LocomoArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
             author: extra(5),
             source: extra(6),
             time: extra(7),
+            leader: extra(8),
         });
     }
     memory.set_recall_pool(args.pool);

@@ -176,6 +176,31 @@ pub fn asks_time(query: &str) -> bool {
     })
 }
 
+/// Whether a query asks for a list ("what activities …", "which cities …", "where has … camped", "how many …"):
+/// its evidence tends to lie in several sources. Crude: a possessive counts as a plural ("what is Caroline's …"),
+/// as it did when the weight was chosen.
+pub fn asks_list(query: &str) -> bool {
+    let words: Vec<String> = query
+        .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '+'))
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    if words.windows(2).any(|pair| pair[0] == "how" && pair[1] == "many") {
+        return true;
+    }
+    let Some(first) = words.first() else { return false };
+    if !matches!(first.as_str(), "what" | "which" | "where" | "who") {
+        return false;
+    }
+    words.iter().skip(1).take(2).any(|w| {
+        let plural = w.chars().count() > 3
+            && w.ends_with('s')
+            && !w.ends_with("ss")
+            && !matches!(w.as_str(), "does" | "is" | "was" | "has");
+        plural || w == "has" || w == "have"
+    })
+}
+
 /// The features of a pointer: its type and location, and each segment of the location.
 pub fn pointer_features(pointer: &Pointer) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
@@ -318,6 +343,29 @@ mod tests {
         assert!(keys("she went hiking").contains(&key("s:hik")));
         assert!(keys("Melanie hiked up the hill").contains(&key("s:hik")));
         assert!(!keys("Melanie hiked").contains(&key("w:hiking")), "the words themselves stay apart");
+    }
+
+    #[test]
+    fn list_questions_are_recognized() {
+        for q in [
+            "What activities does Melanie partake in?",
+            "Which cities has Jon visited?",
+            "Where has Melanie camped?",
+            "How many children does Melanie have?",
+            "What do Melanie's kids like?",
+            "What is Caroline's identity?",
+        ] {
+            assert!(asks_list(q), "{q}");
+        }
+        for q in [
+            "When did Caroline go to the support group?",
+            "What is the identity of Caroline?",
+            "which port does the dev server use",
+            "Did Melanie paint a sunrise?",
+            "",
+        ] {
+            assert!(!asks_list(q), "{q}");
+        }
     }
 
     #[test]

@@ -618,6 +618,7 @@ impl Memory {
             query_features: features,
             query_vector,
             asks_time: keys::asks_time(request.text),
+            asks_list: keys::asks_list(request.text),
         };
         let fusion = if stages == ["hash"] { Fusion { cosine: 0.0, ..self.fusion } } else { self.fusion };
         let hits = rank::rank(candidates, &fusion, &ties)

@@ -51,12 +51,26 @@ pub struct Fusion {
     /// Added when the query asks for a time ("when …", "what year …") and the engram places something in time
     /// (a time word, a year, a date): the answer to a "when" is a time.
     pub time: f32,
+    /// Added, when the query asks for a list ([`keys::asks_list`]), to the best item of each of the
+    /// [`LEADER_SOURCES`] sources whose best item scores highest (by its own evidence, before anything lent): a
+    /// list's evidence lies in several sessions, and the other terms crowd the top with one session's turns.
+    pub leader: f32,
 }
 
 impl Fusion {
     /// The weights before issue 19 (stage 1 + cosine + adjacent turn), for comparison.
     pub const fn plain() -> Fusion {
-        Fusion { hash: 1.0, cosine: 1.5, neighbour: 0.5, floor: 0.3, context: 0.0, author: 0.0, source: 0.0, time: 0.0 }
+        Fusion {
+            hash: 1.0,
+            cosine: 1.5,
+            neighbour: 0.5,
+            floor: 0.3,
+            context: 0.0,
+            author: 0.0,
+            source: 0.0,
+            time: 0.0,
+            leader: 0.0,
+        }
     }
 }
 
@@ -64,9 +78,13 @@ impl Default for Fusion {
     /// The weights chosen on the LoCoMo development split, round values from a flat optimum that holds in
     /// cross-validation over its five conversations (docs/performance.md, "Memory recall on LoCoMo").
     fn default() -> Fusion {
-        Fusion { context: 0.3, author: 0.3, source: 0.5, time: 0.5, ..Fusion::plain() }
+        Fusion { context: 0.3, author: 0.3, source: 0.5, time: 0.5, leader: 0.2, ..Fusion::plain() }
     }
 }
+
+/// How many sources' best items the leader term lifts ([`Fusion::leader`]); chosen on the LoCoMo development split
+/// (5 and 10 scored alike).
+pub const LEADER_SOURCES: usize = 5;
 
 /// What the tie-breakers compare against.
 #[derive(Debug, Clone, Default)]
@@ -79,6 +97,8 @@ pub struct TieContext {
     pub query_vector: Option<Vec<f32>>,
     /// Whether the query asks for a time ([`keys::asks_time`]).
     pub asks_time: bool,
+    /// Whether the query asks for a list ([`keys::asks_list`]).
+    pub asks_list: bool,
 }
 
 /// A ranked candidate.
@@ -117,8 +137,13 @@ pub fn rank(mut candidates: Vec<Candidate>, fusion: &Fusion, ties: &TieContext) 
             fusion.hash * hash + fusion.cosine * cosine.unwrap_or(0.0) + author + time
         })
         .collect();
-    let boosted = if fusion.neighbour > 0.0 { with_neighbours(&keys, &base, fusion.neighbour) } else { base };
+    let boosted = if fusion.neighbour > 0.0 { with_neighbours(&keys, &base, fusion.neighbour) } else { base.clone() };
     let boosted = if fusion.source > 0.0 { with_source(&keys, &boosted, fusion.source) } else { boosted };
+    let boosted = if fusion.leader > 0.0 && ties.asks_list {
+        with_leaders(&keys, &base, &boosted, fusion.leader)
+    } else {
+        boosted
+    };
     let mut ranked: Vec<Ranked> = candidates
         .into_iter()
         .zip(boosted)
@@ -217,6 +242,31 @@ fn with_source(keys: &[Option<(String, i64)>], scores: &[f32], share: f32) -> Ve
             None => *score,
         })
         .collect()
+}
+
+/// Session-level retrieval in one term: the sources ranked by the best score of their own items (`base`, before
+/// anything lent), and the best item of each of the first [`LEADER_SOURCES`] lifted by `lift`, so that a list's
+/// evidence spread over sessions is not crowded out of the top by one session's replies. Over the whole pool, so the
+/// same whatever `k` is asked.
+fn with_leaders(keys: &[Option<(String, i64)>], base: &[f32], scores: &[f32], lift: f32) -> Vec<f32> {
+    // Per source: its best own score and where (the item of the lowest number on a tie, whatever the input order).
+    let mut best: HashMap<&str, (f32, i64, usize)> = HashMap::new();
+    for (at, (key, score)) in keys.iter().zip(base).enumerate() {
+        if let Some((head, n)) = key {
+            let slot = best.entry(head.as_str()).or_insert((*score, *n, at));
+            if *score > slot.0 || (*score == slot.0 && *n < slot.1) {
+                *slot = (*score, *n, at);
+            }
+        }
+    }
+    let mut sources: Vec<(&str, f32, usize)> =
+        best.into_iter().map(|(head, (score, _, at))| (head, score, at)).collect();
+    sources.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    let mut out = scores.to_vec();
+    for (_, _, at) in sources.into_iter().take(LEADER_SOURCES) {
+        out[at] += lift;
+    }
+    out
 }
 
 fn with_neighbours(keys: &[Option<(String, i64)>], base: &[f32], share: f32) -> Vec<f32> {
@@ -416,5 +466,29 @@ mod tests {
                 .collect();
             assert_eq!(ids, ["e_question", "e_unrelated", "e_reply"]);
         }
+    }
+
+    #[test]
+    fn a_list_question_lifts_the_best_item_of_each_of_the_best_sources() {
+        // D1 holds the best match, and its other items ride on it (source and neighbour terms); D2 and D3 each hold
+        // one item that matches on its own, a little less well: what a list question wants next.
+        let best = plain("e_best", "sam:c:D1:1", 4.0, 0.6);
+        let reply = plain("e_reply", "sam:c:D1:2", 0.5, 0.3);
+        let other = plain("e_other", "sam:c:D1:5", 0.6, 0.3);
+        let second = plain("e_second", "sam:c:D2:7", 2.0, 0.35);
+        let third = plain("e_third", "sam:c:D3:4", 1.2, 0.3);
+        let weak = plain("e_weak", "sam:c:D2:9", 0.2, 0.2);
+        let all = vec![weak, third, second, other, reply, best];
+        let fusion = Fusion::default();
+        let list = TieContext { asks_list: true, ..TieContext::default() };
+        let plain_order = ["e_best", "e_reply", "e_other", "e_second", "e_third", "e_weak"];
+        assert_eq!(
+            order(all.clone(), &fusion, &list),
+            ["e_best", "e_reply", "e_second", "e_other", "e_third", "e_weak"],
+            "the best item of D2 passes D1's third; D2's weaker item does not move"
+        );
+        assert_eq!(order(all.clone(), &fusion, &TieContext::default()), plain_order, "only for a list question");
+        let off = Fusion { leader: 0.0, ..fusion };
+        assert_eq!(order(all, &off, &list), plain_order, "off: as before");
     }
 }
