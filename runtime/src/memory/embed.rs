@@ -1,5 +1,6 @@
 //! The local embedding model for stage-2 recall: all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions, mean pooling,
-//! unit-normalised), run by ONNX Runtime loaded dynamically from a path.
+//! unit-normalised), run by ONNX Runtime loaded dynamically from a path. A query's products multiply the model's
+//! int8 weights as int8 (`int8.rs` rewrites the graph for a second session); stored texts keep fp32 products.
 //!
 //! Nothing is downloaded here: `scripts/provision-model.sh` puts the files in the user cache, and [`ModelPaths`]
 //! finds them (`LESSRT_MODEL_DIR`, `LESSRT_ORT_LIB` override). When something is missing, [`Embedder::load`] says
@@ -97,14 +98,29 @@ impl ModelPaths {
     }
 }
 
-/// The loaded model. Calls are serialised (one ONNX session); run them off the async executor.
+/// How a query (one text, [`Embedder::embed_one`]) is multiplied. Stored texts ([`Embedder::embed`]) are always
+/// multiplied as the model file says, so their vectors do not depend on the batch they were computed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QueryArithmetic {
+    /// The int8 weights multiplied as int8, the query's activations quantized (`int8.rs`): the default, about twice
+    /// as fast on a short query; the vector is within a cosine of 0.99 of the fp32 one.
+    Int8,
+    /// As the model file says (its int8 weights dequantized to fp32 once, every product in fp32).
+    AsShipped,
+}
+
+/// The loaded model: one ONNX session for stored texts and, when the model stores int8 weights, a second one for
+/// queries that multiplies them as int8. Calls to a session are serialised; run them off the async executor.
 pub struct Embedder {
-    model: Mutex<TextEmbedding>,
+    texts: Mutex<TextEmbedding>,
+    queries: Option<Mutex<TextEmbedding>>,
+    int8_matmuls: usize,
 }
 
 impl std::fmt::Debug for Embedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Embedder").field("model", &MODEL_ID).finish()
+        f.debug_struct("Embedder").field("model", &MODEL_ID).field("int8_matmuls", &self.int8_matmuls).finish()
     }
 }
 
@@ -129,33 +145,40 @@ fn environment(lib: &Path) -> Result<ort::environment::Environment, EmbedError> 
 }
 
 impl Embedder {
-    /// Loads the model from `paths`; every missing piece is reported with its fix.
+    /// Loads the model from `paths`, queries multiplied as int8 unless `LESSRT_EMBED_QUERIES=as-shipped`; every
+    /// missing piece is reported with its fix.
     pub fn load(paths: &ModelPaths) -> Result<Embedder, EmbedError> {
-        let read = |name: &str| {
-            let path = paths.model_dir.join(name);
-            std::fs::read(&path).map_err(|source| EmbedError::ModelFile { path, source })
+        let queries = match std::env::var("LESSRT_EMBED_QUERIES").as_deref() {
+            Ok("as-shipped") => QueryArithmetic::AsShipped,
+            _ => QueryArithmetic::Int8,
         };
-        let tokenizer_files = TokenizerFiles {
-            tokenizer_file: read("tokenizer.json")?,
-            config_file: read("config.json")?,
-            special_tokens_map_file: read("special_tokens_map.json")?,
-            tokenizer_config_file: read("tokenizer_config.json")?,
+        Embedder::load_as(paths, queries)
+    }
+
+    /// Loads the model from `paths`, queries multiplied as `queries` says.
+    pub fn load_as(paths: &ModelPaths, queries: QueryArithmetic) -> Result<Embedder, EmbedError> {
+        let onnx = read_model_file(paths, "model.onnx")?;
+        let rewritten = match queries {
+            QueryArithmetic::AsShipped => None,
+            // A model the rewrite cannot read is used as it is: ONNX Runtime says what is wrong with it, if anything.
+            QueryArithmetic::Int8 => match super::int8::int8_matmuls(&onnx) {
+                Ok(rewritten) if rewritten.matmuls > 0 => Some(rewritten),
+                Ok(_) => None,
+                Err(unreadable) => {
+                    tracing::warn!(target: "less.memory", "{unreadable}; queries are multiplied as the model says");
+                    None
+                }
+            },
         };
-        let onnx = read("model.onnx")?;
-        let env = environment(&paths.ort_lib)?;
-        let model = UserDefinedEmbeddingModel::new(onnx, tokenizer_files).with_pooling(Pooling::Mean);
-        let mut options = InitOptionsUserDefined::new().with_environment(env).with_max_length(MAX_LENGTH);
-        if let Some(threads) = std::env::var("LESSRT_EMBED_THREADS").ok().and_then(|t| t.parse().ok()) {
-            options = options.with_intra_threads(threads);
-        }
-        // ONNX Runtime's pool threads spin between operators by default: on a machine whose cores are shared (other
-        // processes, or the caller's own threads) the spinning takes the cycles the other intra-op thread needs.
-        if std::env::var("LESSRT_EMBED_SPIN").as_deref() != Ok("1") {
-            options = options.with_session_config("session.intra_op.allow_spinning", "0");
-        }
-        let model = TextEmbedding::try_new_from_user_defined(model, options)
-            .map_err(|e| EmbedError::Model(format!("loading {}: {e}", paths.model_dir.display())))?;
-        Ok(Embedder { model: Mutex::new(model) })
+        let texts = session(paths, onnx)?;
+        let int8_matmuls = rewritten.as_ref().map_or(0, |r| r.matmuls);
+        let queries = rewritten.map(|r| session(paths, r.model)).transpose()?;
+        Ok(Embedder { texts: Mutex::new(texts), queries: queries.map(Mutex::new), int8_matmuls })
+    }
+
+    /// How many of the model's matrix products multiply int8 for a query (0: all are fp32).
+    pub fn int8_matmuls(&self) -> usize {
+        self.int8_matmuls
     }
 
     /// Unit vectors for `texts`, in order, computed in batches.
@@ -167,7 +190,7 @@ impl Embedder {
         // proxy for tokens), and the vectors go back in the caller's order.
         let order = by_length(texts);
         let sorted: Vec<&str> = order.iter().map(|&i| texts[i].as_ref()).collect();
-        let mut model = self.model.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut model = self.texts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let computed = model.embed(&sorted, Some(BATCH)).map_err(|e| EmbedError::Model(e.to_string()))?;
         drop(model);
         let mut vectors = vec![Vec::new(); computed.len()];
@@ -176,21 +199,58 @@ impl Embedder {
                 *slot = vector;
             }
         }
-        if vectors.len() != texts.len() || vectors.iter().any(|v| v.len() != DIMENSIONS) {
-            return Err(EmbedError::Model(format!(
-                "the model returned {} vectors of {} dimensions for {} texts; expected {DIMENSIONS} dimensions",
-                vectors.len(),
-                vectors.first().map_or(0, Vec::len),
-                texts.len()
-            )));
-        }
-        Ok(vectors)
+        checked(vectors, texts.len())
     }
 
-    /// The unit vector of one text (a query).
+    /// The unit vector of one text (a query), by the query session when there is one: alone in its batch, so the
+    /// same text always gets the same vector.
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        Ok(self.embed(&[text])?.remove(0))
+        let Some(queries) = &self.queries else { return Ok(self.embed(&[text])?.remove(0)) };
+        let mut model = queries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let computed = model.embed(&[text], Some(1)).map_err(|e| EmbedError::Model(e.to_string()))?;
+        drop(model);
+        Ok(checked(computed, 1)?.remove(0))
     }
+}
+
+/// `vectors` if there are `expected` of them, each of [`DIMENSIONS`].
+fn checked(vectors: Vec<Vec<f32>>, expected: usize) -> Result<Vec<Vec<f32>>, EmbedError> {
+    if vectors.len() != expected || vectors.iter().any(|v| v.len() != DIMENSIONS) {
+        return Err(EmbedError::Model(format!(
+            "the model returned {} vectors of {} dimensions for {expected} texts; expected {DIMENSIONS} dimensions",
+            vectors.len(),
+            vectors.first().map_or(0, Vec::len),
+        )));
+    }
+    Ok(vectors)
+}
+
+fn read_model_file(paths: &ModelPaths, name: &str) -> Result<Vec<u8>, EmbedError> {
+    let path = paths.model_dir.join(name);
+    std::fs::read(&path).map_err(|source| EmbedError::ModelFile { path, source })
+}
+
+/// An ONNX session of `onnx` with the model directory's tokenizer.
+fn session(paths: &ModelPaths, onnx: Vec<u8>) -> Result<TextEmbedding, EmbedError> {
+    let tokenizer_files = TokenizerFiles {
+        tokenizer_file: read_model_file(paths, "tokenizer.json")?,
+        config_file: read_model_file(paths, "config.json")?,
+        special_tokens_map_file: read_model_file(paths, "special_tokens_map.json")?,
+        tokenizer_config_file: read_model_file(paths, "tokenizer_config.json")?,
+    };
+    let env = environment(&paths.ort_lib)?;
+    let model = UserDefinedEmbeddingModel::new(onnx, tokenizer_files).with_pooling(Pooling::Mean);
+    let mut options = InitOptionsUserDefined::new().with_environment(env).with_max_length(MAX_LENGTH);
+    if let Some(threads) = std::env::var("LESSRT_EMBED_THREADS").ok().and_then(|t| t.parse().ok()) {
+        options = options.with_intra_threads(threads);
+    }
+    // ONNX Runtime's pool threads spin between operators by default: on a machine whose cores are shared (other
+    // processes, or the caller's own threads) the spinning takes the cycles the other intra-op thread needs.
+    if std::env::var("LESSRT_EMBED_SPIN").as_deref() != Ok("1") {
+        options = options.with_session_config("session.intra_op.allow_spinning", "0");
+    }
+    TextEmbedding::try_new_from_user_defined(model, options)
+        .map_err(|e| EmbedError::Model(format!("loading {}: {e}", paths.model_dir.display())))
 }
 
 /// The positions of `texts` ordered by length (ties keep their order).

@@ -1,15 +1,17 @@
 //! Memory: the durable engram store and two-stage recall (LESS spec §8, §9, §13).
 //!
 //! [`Memory`] puts the pieces together: SQLite as the source of truth (`store.rs`), deterministic hash keys
-//! (`keys.rs`) and the derived tantivy index for stage 1 (`index.rs`), the local embedding model (`embed.rs`) and
-//! the derived usearch index of claim vectors for stage 2 (`vectors.rs`), and the ranking rules (`rank.rs`). Derived
-//! indexes are rebuilt from the store whenever they are missing, unreadable or behind. Access control and hygiene
-//! (`policy.rs`: scopes, roles, promotion, rate limits, supersession by subject key, contradictions) wrap these
-//! operations for callers acting as a [`Principal`]; `actor.rs` serves them to a run as the `MemoryActor`.
+//! (`keys.rs`) and the derived tantivy index for stage 1 (`index.rs`), the local embedding model (`embed.rs`, its
+//! int8 products by `int8.rs`) and the derived usearch index of claim vectors for stage 2 (`vectors.rs`), and the
+//! ranking rules (`rank.rs`). Derived indexes are rebuilt from the store whenever they are missing, unreadable or
+//! behind. Access control and hygiene (`policy.rs`: scopes, roles, promotion, rate limits, supersession by subject
+//! key, contradictions) wrap these operations for callers acting as a [`Principal`]; `actor.rs` serves them to a run
+//! as the `MemoryActor`.
 
 pub(crate) mod actor;
 pub(crate) mod embed;
 pub(crate) mod index;
+pub(crate) mod int8;
 pub(crate) mod keys;
 pub(crate) mod policy;
 pub(crate) mod rank;
@@ -31,7 +33,7 @@ pub use actor::{
     Clock, DEFAULT_SWEEP_SECS, EngramRef, MemoryActor, MemoryArgs, MemoryMsg, PromoteRequest, PutRequest, QueryRequest,
     SupersedeRequest, system_clock,
 };
-pub use embed::{EmbedError, Embedder, MODEL_FILES, MODEL_ID, ModelPaths};
+pub use embed::{EmbedError, Embedder, MODEL_FILES, MODEL_ID, ModelPaths, QueryArithmetic};
 pub use index::{Candidate, IndexError, RecallFilter, RecallIndex, vis_key};
 pub use policy::{
     CORRECTION_TAG, DEFAULT_PUTS_PER_WINDOW, DEFAULT_RATE_WINDOW_SECS, MemoryPolicy, PROMOTION_CONFIDENCE_FLOOR,

@@ -612,6 +612,8 @@ impl WorkspaceIndex {
         }
         let missing: Vec<usize> = (0..hits.len()).filter(|i| vectors[*i].is_none()).collect();
         let mut wanted: Vec<&str> = missing.iter().map(|i| texts[*i].as_str()).collect();
+        // The query goes with the chunks, so it is multiplied in fp32 as they are, not by the int8 query session that
+        // memory recall uses: the committed recordings' searches ranked this way, and their replays must match.
         wanted.push(query);
         let mut computed = embedder.embed(&wanted).map_err(|e| WorkspaceError::Argument(e.to_string()))?;
         let query_vector = computed.pop().unwrap_or_default();

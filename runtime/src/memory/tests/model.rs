@@ -91,14 +91,36 @@ fn the_model_embeds_paraphrases_closer_than_unrelated_text() {
     }
     let (close, far) = (embed::cosine(&v[0], &v[1]), embed::cosine(&v[0], &v[2]));
     assert!(close > 0.5 && far < 0.2 && close > far + 0.4, "paraphrase {close}, unrelated {far}");
-    assert_eq!(embedder.embed_one("The dog chased the ball.").expect("one"), v[0], "batching changes nothing");
-    // Batches are formed by length: texts given longest first still come back in the order given.
+    // Batches are formed by length: texts given longest first still come back in the order given, each the vector
+    // it gets alone (stored texts are multiplied in fp32, whose result does not depend on the batch).
+    let shipped = Embedder::load_as(&ModelPaths::from_env(), QueryArithmetic::AsShipped).expect("the model");
+    assert_eq!(shipped.int8_matmuls(), 0);
+    assert_eq!(shipped.embed_one("The dog chased the ball.").expect("one"), v[0], "batching changes nothing");
     let texts = ["Quarterly revenue fell by ten percent this year.", "A puppy ran after a ball.", "Dogs."];
     let batch = embedder.embed(&texts).expect("embed");
     for (text, vector) in texts.iter().zip(&batch) {
-        let alone = embedder.embed_one(text).expect("one");
+        let alone = shipped.embed_one(text).expect("one");
         assert!(embed::cosine(&alone, vector) > 0.9999, "{text} came back in another place");
     }
+}
+
+#[test]
+fn a_query_multiplies_the_int8_weights_as_int8_and_lands_beside_its_fp32_vector() {
+    let embedder = shared_embedder().expect("the embedding model (run scripts/provision-model.sh)");
+    // all-MiniLM-L6-v2: six layers of four attention and two feed-forward products.
+    assert_eq!(embedder.int8_matmuls(), 36);
+    let texts = ["The dog chased the ball.", "A puppy ran after a ball.", "Quarterly revenue fell by ten percent."];
+    let stored = embedder.embed(&texts).expect("embed");
+    let queries: Vec<Vec<f32>> = texts.iter().map(|t| embedder.embed_one(t).expect("query")).collect();
+    for ((text, query), vector) in texts.iter().zip(&queries).zip(&stored) {
+        let norm: f32 = query.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-3, "a unit vector, got norm {norm}");
+        let cosine = embed::cosine(query, vector);
+        assert!(cosine > 0.99 && cosine < 0.999_999, "{text}: int8 against fp32 {cosine}");
+        assert_eq!(&embedder.embed_one(text).expect("again"), query, "the same query, the same vector");
+    }
+    let (close, far) = (embed::cosine(&queries[0], &stored[1]), embed::cosine(&queries[0], &stored[2]));
+    assert!(close > 0.5 && far < 0.2, "paraphrase {close}, unrelated {far}");
 }
 
 #[test]
