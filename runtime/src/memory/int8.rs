@@ -35,7 +35,8 @@ pub struct Rewritten {
 #[error("not an ONNX model this rewrite can read: {0}")]
 pub struct Unreadable(&'static str);
 
-/// Rewrites every `MatMul(A, Mul(Cast(W_int8), scale))` of `model` whose dequantized weight feeds nothing else.
+/// Rewrites every `MatMul(A, Mul(Cast(W_int8), scale))` of `model` whose weight is a matrix, whose scale is one per
+/// output column (or one for all), and whose dequantized weight feeds nothing else.
 pub fn int8_matmuls(model: &[u8]) -> Result<Rewritten, Unreadable> {
     let fields = wire::fields(model)?;
     let mut out = Vec::with_capacity(model.len() + 4096);
@@ -69,6 +70,7 @@ const NODE_NAME: u32 = 3;
 const NODE_OP_TYPE: u32 = 4;
 const NODE_ATTRIBUTE: u32 = 5;
 const NODE_DOMAIN: u32 = 7;
+const TENSOR_DIMS: u32 = 1;
 const TENSOR_DATA_TYPE: u32 = 2;
 const TENSOR_NAME: u32 = 8;
 const VALUE_INFO_NAME: u32 = 1;
@@ -131,18 +133,15 @@ struct Match<'a> {
 fn rewrite_graph(graph: &[u8]) -> Result<(Vec<u8>, usize), Unreadable> {
     let fields = wire::fields(graph)?;
     let mut nodes = Vec::new();
-    let mut int8 = HashSet::new();
-    let mut constant = HashSet::new();
+    // Initializers by name: (data type, dims).
+    let mut constant: HashMap<&str, (u64, Vec<u64>)> = HashMap::new();
     for field in &fields {
         let wire::Value::Bytes(bytes) = field.value else { continue };
         match field.number {
             GRAPH_NODE => nodes.push(Node::parse(bytes)?),
             GRAPH_INITIALIZER => {
-                let (name, data_type) = initializer(bytes)?;
-                constant.insert(name);
-                if data_type == DATA_TYPE_INT8 {
-                    int8.insert(name);
-                }
+                let tensor = initializer(bytes)?;
+                constant.insert(tensor.name, (tensor.data_type, tensor.dims));
             }
             _ => {}
         }
@@ -172,7 +171,10 @@ fn rewrite_graph(graph: &[u8]) -> Result<(Vec<u8>, usize), Unreadable> {
             let scale = mul_node.inputs[1 - side];
             let cast_node = &nodes[cast];
             let weights = *cast_node.inputs.first()?;
-            (cast_node.is("Cast") && int8.contains(weights) && constant.contains(scale)).then_some((cast, scale))
+            let (weight_type, weight_dims) = constant.get(weights)?;
+            let (_, scale_dims) = constant.get(scale)?;
+            (cast_node.is("Cast") && *weight_type == DATA_TYPE_INT8 && scales_columns(weight_dims, scale_dims))
+                .then_some((cast, scale))
         });
         let Some((cast, scale)) = found else { continue };
         let cast_output = nodes[cast].outputs.first().copied().unwrap_or_default();
@@ -262,20 +264,38 @@ fn attribute_int(name: &str, value: u64) -> Vec<u8> {
     attribute
 }
 
-/// An initializer's name and data type.
-fn initializer(bytes: &[u8]) -> Result<(&str, u64), Unreadable> {
-    let mut name = "";
-    let mut data_type = 0;
+/// What the rewrite needs of an initializer.
+struct Initializer<'a> {
+    name: &'a str,
+    data_type: u64,
+    dims: Vec<u64>,
+}
+
+fn initializer(bytes: &[u8]) -> Result<Initializer<'_>, Unreadable> {
+    let mut tensor = Initializer { name: "", data_type: 0, dims: Vec::new() };
     for field in wire::fields(bytes)? {
         match (field.number, field.value) {
             (TENSOR_NAME, wire::Value::Bytes(value)) => {
-                name = std::str::from_utf8(value).map_err(|_| Unreadable("a tensor name is not UTF-8"))?;
+                tensor.name = std::str::from_utf8(value).map_err(|_| Unreadable("a tensor name is not UTF-8"))?;
             }
-            (TENSOR_DATA_TYPE, wire::Value::Varint(value)) => data_type = value,
+            (TENSOR_DATA_TYPE, wire::Value::Varint(value)) => tensor.data_type = value,
+            (TENSOR_DIMS, wire::Value::Varint(value)) => tensor.dims.push(value),
+            (TENSOR_DIMS, wire::Value::Bytes(packed)) => tensor.dims.extend(wire::packed_varints(packed)?),
             _ => {}
         }
     }
-    Ok((name, data_type))
+    Ok(tensor)
+}
+
+/// Whether a scale of shape `scale` multiplies whole output columns of a weight of shape `weight` (`[K, N]`): a
+/// scalar, `[1]`, `[N]` or `[1, N]`. Only such a scale can be applied after the integer product.
+fn scales_columns(weight: &[u64], scale: &[u64]) -> bool {
+    let [_, columns] = weight else { return false };
+    match scale {
+        [] | [1] => true,
+        [n] | [1, n] => n == columns,
+        _ => false,
+    }
 }
 
 fn value_info_name(bytes: &[u8]) -> Result<&str, Unreadable> {
@@ -355,6 +375,16 @@ pub(crate) mod wire {
         Ok(fields)
     }
 
+    /// The integers of a packed repeated field.
+    pub(crate) fn packed_varints(buf: &[u8]) -> Result<Vec<u64>, Unreadable> {
+        let mut values = Vec::new();
+        let mut at = 0;
+        while at < buf.len() {
+            values.push(varint(buf, &mut at)?);
+        }
+        Ok(values)
+    }
+
     fn put_varint(out: &mut Vec<u8>, mut value: u64) {
         while value >= 0x80 {
             out.push((value as u8 & 0x7f) | 0x80);
@@ -394,9 +424,11 @@ mod tests {
         node
     }
 
-    fn tensor(name: &str, data_type: u64) -> Vec<u8> {
+    fn tensor(name: &str, data_type: u64, dims: &[u64]) -> Vec<u8> {
         let mut tensor = Vec::new();
-        wire::put_varint_field(&mut tensor, 1, 2); // dims
+        for dim in dims {
+            wire::put_varint_field(&mut tensor, TENSOR_DIMS, *dim);
+        }
         wire::put_varint_field(&mut tensor, TENSOR_DATA_TYPE, data_type);
         wire::put_bytes(&mut tensor, TENSOR_NAME, name.as_bytes());
         tensor
@@ -420,8 +452,8 @@ mod tests {
             wire::put_bytes(&mut graph, GRAPH_NODE, node);
         }
         wire::put_bytes(&mut graph, 2, b"tiny");
-        wire::put_bytes(&mut graph, GRAPH_INITIALIZER, &tensor("w", DATA_TYPE_INT8));
-        wire::put_bytes(&mut graph, GRAPH_INITIALIZER, &tensor("s", DATA_TYPE_FLOAT));
+        wire::put_bytes(&mut graph, GRAPH_INITIALIZER, &tensor("w", DATA_TYPE_INT8, &[4, 3]));
+        wire::put_bytes(&mut graph, GRAPH_INITIALIZER, &tensor("s", DATA_TYPE_FLOAT, &[1, 3]));
         wire::put_bytes(&mut graph, GRAPH_VALUE_INFO, &value_info("w_d"));
         wire::put_bytes(&mut graph, GRAPH_VALUE_INFO, &value_info("y"));
         let mut model = Vec::new();
@@ -514,7 +546,7 @@ mod tests {
     }
 
     #[test]
-    fn a_dequantized_weight_read_twice_or_a_float_weight_is_left_alone() {
+    fn a_weight_read_twice_a_float_weight_or_a_scale_per_row_is_left_alone() {
         let shared = model(&[node("Identity", &["w_d"], &["w_copy"])]);
         let left = int8_matmuls(&shared).expect("rewrite");
         assert_eq!((left.matmuls, left.model), (0, shared), "the weight is read by another node too");
@@ -523,11 +555,30 @@ mod tests {
         wire::put_bytes(&mut graph, GRAPH_NODE, &node("Cast", &["w"], &["w_f"]));
         wire::put_bytes(&mut graph, GRAPH_NODE, &node("Mul", &["w_f", "s"], &["w_d"]));
         wire::put_bytes(&mut graph, GRAPH_NODE, &node("MatMul", &["x", "w_d"], &["y"]));
-        wire::put_bytes(&mut graph, GRAPH_INITIALIZER, &tensor("w", DATA_TYPE_FLOAT));
-        wire::put_bytes(&mut graph, GRAPH_INITIALIZER, &tensor("s", DATA_TYPE_FLOAT));
-        let mut float = Vec::new();
-        wire::put_bytes(&mut float, MODEL_GRAPH, &graph);
-        assert_eq!(int8_matmuls(&float).expect("rewrite").matmuls, 0, "a float weight is not an int8 one");
+        let with = |weight: Vec<u8>, scale: Vec<u8>| {
+            let mut graph = graph.clone();
+            wire::put_bytes(&mut graph, GRAPH_INITIALIZER, &weight);
+            wire::put_bytes(&mut graph, GRAPH_INITIALIZER, &scale);
+            let mut model = Vec::new();
+            wire::put_bytes(&mut model, MODEL_GRAPH, &graph);
+            int8_matmuls(&model).expect("rewrite").matmuls
+        };
+        let float = tensor("w", DATA_TYPE_FLOAT, &[4, 3]);
+        assert_eq!(with(float, tensor("s", DATA_TYPE_FLOAT, &[1, 3])), 0, "a float weight is not an int8 one");
+        // A scale per input row cannot be applied after the product; per column (or one for all) can.
+        let int8 = || tensor("w", DATA_TYPE_INT8, &[4, 3]);
+        assert_eq!(with(int8(), tensor("s", DATA_TYPE_FLOAT, &[4, 1])), 0, "a scale per row");
+        assert_eq!(with(int8(), tensor("s", DATA_TYPE_FLOAT, &[4, 3])), 0, "a scale per element");
+        assert_eq!(with(tensor("w", DATA_TYPE_INT8, &[2, 4, 3]), tensor("s", DATA_TYPE_FLOAT, &[])), 0, "3-D");
+        for columns in [&[][..], &[1], &[3], &[1, 3]] {
+            assert_eq!(with(int8(), tensor("s", DATA_TYPE_FLOAT, columns)), 1, "scale {columns:?}");
+        }
+        // Dims written packed, as most exporters do, read the same.
+        let mut packed = Vec::new();
+        wire::put_bytes(&mut packed, TENSOR_DIMS, &[4, 3]);
+        wire::put_varint_field(&mut packed, TENSOR_DATA_TYPE, DATA_TYPE_INT8);
+        wire::put_bytes(&mut packed, TENSOR_NAME, b"w");
+        assert_eq!(with(packed, tensor("s", DATA_TYPE_FLOAT, &[1, 3])), 1, "packed dims");
     }
 
     #[test]
