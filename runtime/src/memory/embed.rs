@@ -207,7 +207,7 @@ impl Embedder {
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
         let Some(queries) = &self.queries else { return Ok(self.embed(&[text])?.remove(0)) };
         let mut model = queries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let computed = model.embed(&[text], Some(1)).map_err(|e| EmbedError::Model(e.to_string()))?;
+        let computed = model.embed([text], Some(1)).map_err(|e| EmbedError::Model(e.to_string()))?;
         drop(model);
         Ok(checked(computed, 1)?.remove(0))
     }

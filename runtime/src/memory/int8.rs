@@ -232,28 +232,32 @@ fn quantized_matmul(out: &mut Vec<u8>, m: &Match, index: usize, taken: &HashSet<
     let (aq, a_scale, a_zero) = (name("aq"), name("as"), name("az"));
     let (product, product_f, scale) = (name("yi"), name("yf"), name("scale"));
     let cast_to_float = attribute_int("to", DATA_TYPE_FLOAT);
-    let nodes: [(&str, Vec<&str>, Vec<&str>, Option<&[u8]>); 5] = [
-        ("DynamicQuantizeLinear", vec![m.activations], vec![aq.as_str(), a_scale.as_str(), a_zero.as_str()], None),
-        ("MatMulInteger", vec![aq.as_str(), m.weights, a_zero.as_str()], vec![product.as_str()], None),
-        ("Cast", vec![product.as_str()], vec![product_f.as_str()], Some(cast_to_float.as_slice())),
-        ("Mul", vec![a_scale.as_str(), m.scale], vec![scale.as_str()], None),
-        ("Mul", vec![product_f.as_str(), scale.as_str()], vec![m.output], None),
-    ];
-    for (step, (op_type, inputs, outputs, attribute)) in nodes.into_iter().enumerate() {
-        let mut node = Vec::new();
-        for input in inputs {
-            wire::put_bytes(&mut node, NODE_INPUT, input.as_bytes());
-        }
-        for output in outputs {
-            wire::put_bytes(&mut node, NODE_OUTPUT, output.as_bytes());
-        }
-        wire::put_bytes(&mut node, NODE_NAME, name(&step.to_string()).as_bytes());
-        wire::put_bytes(&mut node, NODE_OP_TYPE, op_type.as_bytes());
-        if let Some(attribute) = attribute {
-            wire::put_bytes(&mut node, NODE_ATTRIBUTE, attribute);
-        }
-        wire::put_bytes(out, GRAPH_NODE, &node);
+    let node = |out: &mut Vec<u8>, step: &str, op_type: &str, inputs: &[&str], outputs: &[&str]| {
+        let attribute = (op_type == "Cast").then_some(cast_to_float.as_slice());
+        put_node(out, &name(step), op_type, inputs, outputs, attribute);
+    };
+    node(out, "0", "DynamicQuantizeLinear", &[m.activations], &[&aq, &a_scale, &a_zero]);
+    node(out, "1", "MatMulInteger", &[&aq, m.weights, &a_zero], &[&product]);
+    node(out, "2", "Cast", &[&product], &[&product_f]);
+    node(out, "3", "Mul", &[&a_scale, m.scale], &[&scale]);
+    node(out, "4", "Mul", &[&product_f, &scale], &[m.output]);
+}
+
+/// Writes one node of the default operator set into a graph.
+fn put_node(out: &mut Vec<u8>, name: &str, op_type: &str, inputs: &[&str], outputs: &[&str], attribute: Option<&[u8]>) {
+    let mut node = Vec::new();
+    for input in inputs {
+        wire::put_bytes(&mut node, NODE_INPUT, input.as_bytes());
     }
+    for output in outputs {
+        wire::put_bytes(&mut node, NODE_OUTPUT, output.as_bytes());
+    }
+    wire::put_bytes(&mut node, NODE_NAME, name.as_bytes());
+    wire::put_bytes(&mut node, NODE_OP_TYPE, op_type.as_bytes());
+    if let Some(attribute) = attribute {
+        wire::put_bytes(&mut node, NODE_ATTRIBUTE, attribute);
+    }
+    wire::put_bytes(out, GRAPH_NODE, &node);
 }
 
 fn attribute_int(name: &str, value: u64) -> Vec<u8> {
