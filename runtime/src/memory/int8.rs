@@ -245,6 +245,11 @@ fn quantized_matmul(out: &mut Vec<u8>, m: &Match, index: usize, taken: &HashSet<
 
 /// Writes one node of the default operator set into a graph.
 fn put_node(out: &mut Vec<u8>, name: &str, op_type: &str, inputs: &[&str], outputs: &[&str], attribute: Option<&[u8]>) {
+    wire::put_bytes(out, GRAPH_NODE, &node_bytes(name, op_type, inputs, outputs, attribute));
+}
+
+/// A `NodeProto` of the default operator set.
+fn node_bytes(name: &str, op_type: &str, inputs: &[&str], outputs: &[&str], attribute: Option<&[u8]>) -> Vec<u8> {
     let mut node = Vec::new();
     for input in inputs {
         wire::put_bytes(&mut node, NODE_INPUT, input.as_bytes());
@@ -257,7 +262,7 @@ fn put_node(out: &mut Vec<u8>, name: &str, op_type: &str, inputs: &[&str], outpu
     if let Some(attribute) = attribute {
         wire::put_bytes(&mut node, NODE_ATTRIBUTE, attribute);
     }
-    wire::put_bytes(out, GRAPH_NODE, &node);
+    node
 }
 
 fn attribute_int(name: &str, value: u64) -> Vec<u8> {
@@ -417,15 +422,7 @@ mod tests {
     use super::*;
 
     fn node(op_type: &str, inputs: &[&str], outputs: &[&str]) -> Vec<u8> {
-        let mut node = Vec::new();
-        for input in inputs {
-            wire::put_bytes(&mut node, NODE_INPUT, input.as_bytes());
-        }
-        for output in outputs {
-            wire::put_bytes(&mut node, NODE_OUTPUT, output.as_bytes());
-        }
-        wire::put_bytes(&mut node, NODE_OP_TYPE, op_type.as_bytes());
-        node
+        node_bytes("", op_type, inputs, outputs, None)
     }
 
     fn tensor(name: &str, data_type: u64, dims: &[u64]) -> Vec<u8> {
