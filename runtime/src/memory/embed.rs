@@ -171,9 +171,17 @@ impl Embedder {
             },
         };
         let texts = session(paths, onnx)?;
-        let int8_matmuls = rewritten.as_ref().map_or(0, |r| r.matmuls);
-        let queries = rewritten.map(|r| session(paths, r.model)).transpose()?;
-        Ok(Embedder { texts: Mutex::new(texts), queries: queries.map(Mutex::new), int8_matmuls })
+        // A runtime that cannot load the rewritten graph still embeds queries, in fp32 as stored texts.
+        let queries = rewritten.and_then(|r| match session(paths, r.model) {
+            Ok(session) => Some((session, r.matmuls)),
+            Err(err) => {
+                tracing::warn!(target: "less.memory", "the int8 query session did not load ({err}); queries are \
+                    multiplied as the model says");
+                None
+            }
+        });
+        let int8_matmuls = queries.as_ref().map_or(0, |(_, n)| *n);
+        Ok(Embedder { texts: Mutex::new(texts), queries: queries.map(|(s, _)| Mutex::new(s)), int8_matmuls })
     }
 
     /// How many of the model's matrix products multiply int8 for a query (0: all are fp32).
