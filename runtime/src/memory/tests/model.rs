@@ -112,7 +112,7 @@ fn stored_texts_get_the_vectors_the_model_file_gives_bit_for_bit() {
     let mut plain = embed::session(&paths, file).expect("the model as the file says");
     let embedder = shared_embedder().expect("the embedding model (run scripts/provision-model.sh)");
     let texts = ["The dog chased the ball.", "Quarterly revenue fell by ten percent this year.", "Dogs."];
-    let want = plain.embed(texts, Some(64)).expect("embed");
+    let want = plain.embed(texts.to_vec(), Some(64)).expect("embed");
     assert_eq!(embedder.embed(&texts).expect("embed"), want, "stored vectors are the file's, bit for bit");
 }
 
