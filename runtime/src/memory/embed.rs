@@ -158,22 +158,19 @@ impl Embedder {
     /// Loads the model from `paths`, queries multiplied as `queries` says.
     pub fn load_as(paths: &ModelPaths, queries: QueryArithmetic) -> Result<Embedder, EmbedError> {
         let onnx = read_model_file(paths, "model.onnx")?;
-        // Both sessions look up rows of the int8 embedding tables and scale only those (the same products, bit for
-        // bit, without an fp32 copy of each table). A model the rewrite cannot read is used as it is: ONNX Runtime
-        // says what is wrong with it, if anything.
-        let rewrite = |matmuls: bool| match super::int8::rewrite(&onnx, matmuls) {
-            Ok(rewritten) => Some(rewritten),
-            Err(unreadable) => {
-                tracing::warn!(target: "less.memory", "{unreadable}; the model is run as the file says");
-                None
-            }
-        };
-        let texts_model = rewrite(false).filter(|r| r.gathers > 0).map(|r| r.model);
         let rewritten = match queries {
             QueryArithmetic::AsShipped => None,
-            QueryArithmetic::Int8 => rewrite(true).filter(|r| r.matmuls > 0),
+            // A model the rewrite cannot read is used as it is: ONNX Runtime says what is wrong with it, if anything.
+            QueryArithmetic::Int8 => match super::int8::int8_matmuls(&onnx) {
+                Ok(rewritten) if rewritten.matmuls > 0 => Some(rewritten),
+                Ok(_) => None,
+                Err(unreadable) => {
+                    tracing::warn!(target: "less.memory", "{unreadable}; queries are multiplied as the model says");
+                    None
+                }
+            },
         };
-        let texts = session(paths, texts_model.unwrap_or(onnx))?;
+        let texts = session(paths, onnx)?;
         // A runtime that cannot load the rewritten graph still embeds queries, in fp32 as stored texts.
         let queries = rewritten.and_then(|r| match session(paths, r.model) {
             Ok(session) => Some((session, r.matmuls)),
@@ -242,7 +239,7 @@ fn read_model_file(paths: &ModelPaths, name: &str) -> Result<Vec<u8>, EmbedError
 }
 
 /// An ONNX session of `onnx` with the model directory's tokenizer.
-pub(super) fn session(paths: &ModelPaths, onnx: Vec<u8>) -> Result<TextEmbedding, EmbedError> {
+fn session(paths: &ModelPaths, onnx: Vec<u8>) -> Result<TextEmbedding, EmbedError> {
     let tokenizer_files = TokenizerFiles {
         tokenizer_file: read_model_file(paths, "tokenizer.json")?,
         config_file: read_model_file(paths, "config.json")?,

@@ -17,10 +17,6 @@
 //! The rewrite works on the protobuf wire format, touching only the graph's nodes and the `value_info` of the
 //! tensors it removes; every other byte is copied as it was. A model without the pattern comes back unchanged.
 //!
-//! Lookups in a dequantized table (`Gather(Mul(Cast(T_int8), scale), ids)`, the word and position embeddings) are
-//! rewritten too, in both sessions: the rows are gathered as int8 and only they are scaled, the same products bit for
-//! bit, so no session keeps an fp32 copy of the 30,522-row vocabulary.
-//!
 //! Useful for: [`super::Embedder::load`]. Not for: models quantized some other way (they already run as they are).
 
 use std::collections::{HashMap, HashSet};
@@ -32,8 +28,6 @@ pub struct Rewritten {
     pub model: Vec<u8>,
     /// How many `MatMul`s now multiply int8.
     pub matmuls: usize,
-    /// How many lookups (`Gather`) of a dequantized table now gather the int8 rows and scale only those.
-    pub gathers: usize,
 }
 
 /// Why a model could not be read as protobuf; the caller then loads it as it is.
@@ -41,22 +35,19 @@ pub struct Rewritten {
 #[error("not an ONNX model this rewrite can read: {0}")]
 pub struct Unreadable(&'static str);
 
-/// Rewrites every `MatMul(A, Mul(Cast(W_int8), scale))` of `model` (when `matmuls`) whose weight is a matrix, whose
-/// scale is one per output column (or one for all), and whose dequantized weight feeds nothing else; and every
-/// `Gather(Mul(Cast(T_int8), scale), ids)` on axis 0 whose scale is one per row (or one for all) into
-/// `Mul(Cast(Gather(T_int8, ids)), Gather(scale, ids))`: the same products on the rows gathered, bit for bit, without
-/// an fp32 copy of the whole table.
-pub fn rewrite(model: &[u8], matmuls: bool) -> Result<Rewritten, Unreadable> {
+/// Rewrites every `MatMul(A, Mul(Cast(W_int8), scale))` of `model` whose weight is a matrix, whose scale is one per
+/// output column (or one for all), and whose dequantized weight feeds nothing else.
+pub fn int8_matmuls(model: &[u8]) -> Result<Rewritten, Unreadable> {
     let fields = wire::fields(model)?;
     let mut out = Vec::with_capacity(model.len() + 4096);
-    let mut done = Rewritten { model: Vec::new(), matmuls: 0, gathers: 0 };
+    let mut matmuls = 0;
     let mut graphs = 0;
     for field in &fields {
         match field {
             wire::Field { number: MODEL_GRAPH, value: wire::Value::Bytes(graph), .. } => {
                 graphs += 1;
-                let (graph, counts) = rewrite_graph(graph, matmuls)?;
-                (done.matmuls, done.gathers) = counts;
+                let (graph, n) = rewrite_graph(graph)?;
+                matmuls += n;
                 wire::put_bytes(&mut out, MODEL_GRAPH, &graph);
             }
             other => out.extend_from_slice(other.raw),
@@ -65,8 +56,7 @@ pub fn rewrite(model: &[u8], matmuls: bool) -> Result<Rewritten, Unreadable> {
     if graphs != 1 {
         return Err(Unreadable("a model has exactly one graph"));
     }
-    done.model = out;
-    Ok(done)
+    Ok(Rewritten { model: out, matmuls })
 }
 
 // Field numbers of onnx.proto (stable since ONNX 1.0).
@@ -103,13 +93,11 @@ struct Node<'a> {
     op_type: &'a str,
     /// Nodes of another operator set are never matched.
     domain: &'a str,
-    /// The `axis` attribute, when it has one.
-    axis: Option<u64>,
 }
 
 impl<'a> Node<'a> {
     fn parse(bytes: &'a [u8]) -> Result<Node<'a>, Unreadable> {
-        let mut node = Node { inputs: Vec::new(), outputs: Vec::new(), name: "", op_type: "", domain: "", axis: None };
+        let mut node = Node { inputs: Vec::new(), outputs: Vec::new(), name: "", op_type: "", domain: "" };
         for field in wire::fields(bytes)? {
             let wire::Value::Bytes(value) = field.value else { continue };
             let text = || std::str::from_utf8(value).map_err(|_| Unreadable("a node's string is not UTF-8"));
@@ -119,18 +107,6 @@ impl<'a> Node<'a> {
                 NODE_NAME => node.name = text()?,
                 NODE_OP_TYPE => node.op_type = text()?,
                 NODE_DOMAIN => node.domain = text()?,
-                NODE_ATTRIBUTE => {
-                    let fields = wire::fields(value)?;
-                    let named_axis = fields
-                        .iter()
-                        .any(|f| f.number == ATTRIBUTE_NAME && f.value == wire::Value::Bytes(b"axis".as_slice()));
-                    if named_axis {
-                        node.axis = fields.iter().find_map(|f| match (f.number, f.value) {
-                            (ATTRIBUTE_I, wire::Value::Varint(i)) => Some(i),
-                            _ => None,
-                        });
-                    }
-                }
                 _ => {}
             }
         }
@@ -142,33 +118,19 @@ impl<'a> Node<'a> {
     }
 }
 
-/// What a match replaces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// A product with a dequantized weight.
-    MatMul,
-    /// A lookup in a dequantized table.
-    Gather,
-}
-
-/// One matched node: the nodes it replaces and what the new ones read and write.
+/// One matched `MatMul`: the nodes it replaces and what the new ones read and write.
 struct Match<'a> {
-    kind: Kind,
-    /// The `MatMul` or `Gather` replaced.
     matmul: usize,
     cast: usize,
     mul: usize,
-    /// The activations (`MatMul`) or the indices (`Gather`).
     activations: &'a str,
     weights: &'a str,
     scale: &'a str,
-    /// A `Gather`'s scale is one per row (to gather with the rows) rather than one for all.
-    scale_per_row: bool,
     output: &'a str,
     dequantized: [&'a str; 2],
 }
 
-fn rewrite_graph(graph: &[u8], rewrite_matmuls: bool) -> Result<(Vec<u8>, (usize, usize)), Unreadable> {
+fn rewrite_graph(graph: &[u8]) -> Result<(Vec<u8>, usize), Unreadable> {
     let fields = wire::fields(graph)?;
     let mut nodes = Vec::new();
     // Initializers by name: (data type, dims).
@@ -196,17 +158,10 @@ fn rewrite_graph(graph: &[u8], rewrite_matmuls: bool) -> Result<(Vec<u8>, (usize
     }
     let mut matches = Vec::new();
     for (at, node) in nodes.iter().enumerate() {
-        if node.inputs.len() != 2 || node.outputs.len() != 1 {
+        if !node.is("MatMul") || node.inputs.len() != 2 || node.outputs.len() != 1 {
             continue;
         }
-        let (kind, table) = if node.is("MatMul") && rewrite_matmuls {
-            (Kind::MatMul, node.inputs[1])
-        } else if node.is("Gather") && node.axis.unwrap_or(0) == 0 {
-            (Kind::Gather, node.inputs[0])
-        } else {
-            continue;
-        };
-        let Some(&mul) = producer.get(table) else { continue };
+        let Some(&mul) = producer.get(node.inputs[1]) else { continue };
         let mul_node = &nodes[mul];
         if !mul_node.is("Mul") || mul_node.inputs.len() != 2 {
             continue;
@@ -218,40 +173,27 @@ fn rewrite_graph(graph: &[u8], rewrite_matmuls: bool) -> Result<(Vec<u8>, (usize
             let weights = *cast_node.inputs.first()?;
             let (weight_type, weight_dims) = constant.get(weights)?;
             let (_, scale_dims) = constant.get(scale)?;
-            let fits = match kind {
-                Kind::MatMul => scales_columns(weight_dims, scale_dims),
-                Kind::Gather => scales_rows(weight_dims, scale_dims).is_some(),
-            };
-            (cast_node.is("Cast") && *weight_type == DATA_TYPE_INT8 && fits)
-                .then(|| (cast, scale, kind == Kind::Gather && scales_rows(weight_dims, scale_dims) == Some(true)))
+            (cast_node.is("Cast") && *weight_type == DATA_TYPE_INT8 && scales_columns(weight_dims, scale_dims))
+                .then_some((cast, scale))
         });
-        let Some((cast, scale, scale_per_row)) = found else { continue };
+        let Some((cast, scale)) = found else { continue };
         let cast_output = nodes[cast].outputs.first().copied().unwrap_or_default();
         if readers.get(cast_output) != Some(&1) || readers.get(mul_node.outputs[0]) != Some(&1) {
             continue;
         }
         matches.push(Match {
-            kind,
             matmul: at,
             cast,
             mul,
-            activations: match kind {
-                Kind::MatMul => node.inputs[0],
-                Kind::Gather => node.inputs[1],
-            },
+            activations: node.inputs[0],
             weights: nodes[cast].inputs[0],
             scale,
-            scale_per_row,
             output: node.outputs[0],
             dequantized: [cast_output, mul_node.outputs[0]],
         });
     }
-    let counts = (
-        matches.iter().filter(|m| m.kind == Kind::MatMul).count(),
-        matches.iter().filter(|m| m.kind == Kind::Gather).count(),
-    );
     if matches.is_empty() {
-        return Ok((graph.to_vec(), counts));
+        return Ok((graph.to_vec(), 0));
     }
     let dropped: HashSet<usize> = matches.iter().flat_map(|m| [m.cast, m.mul]).collect();
     let replaced: HashMap<usize, &Match> = matches.iter().map(|m| (m.matmul, m)).collect();
@@ -269,8 +211,7 @@ fn rewrite_graph(graph: &[u8], rewrite_matmuls: bool) -> Result<(Vec<u8>, (usize
                     continue;
                 }
                 match replaced.get(&index) {
-                    Some(m) if m.kind == Kind::MatMul => quantized_matmul(&mut out, m, index, &taken),
-                    Some(m) => scaled_gather(&mut out, m, index, &taken),
+                    Some(m) => quantized_matmul(&mut out, m, index, &taken),
                     None => out.extend_from_slice(field.raw),
                 }
             }
@@ -278,38 +219,15 @@ fn rewrite_graph(graph: &[u8], rewrite_matmuls: bool) -> Result<(Vec<u8>, (usize
             _ => out.extend_from_slice(field.raw),
         }
     }
-    Ok((out, counts))
-}
-
-/// A prefix for the names of the nodes and tensors that replace node `index`, which no name in the graph starts with.
-fn fresh_prefix(stem: &str, index: usize, taken: &HashSet<&str>) -> String {
-    let mut prefix = format!("{stem}_{index}");
-    while taken.iter().any(|name| name.starts_with(prefix.as_str())) {
-        prefix.push('_');
-    }
-    prefix
-}
-
-/// Writes the nodes that replace one matched `Gather`: the int8 rows and their scales gathered, then multiplied.
-fn scaled_gather(out: &mut Vec<u8>, m: &Match, index: usize, taken: &HashSet<&str>) {
-    let prefix = fresh_prefix("int8_gather", index, taken);
-    let name = |suffix: &str| format!("{prefix}_{suffix}");
-    let (rows, rows_f, scales) = (name("rows"), name("rows_f"), name("scales"));
-    let cast_to_float = attribute_int("to", DATA_TYPE_FLOAT);
-    put_node(out, &name("0"), "Gather", &[m.weights, m.activations], &[&rows], None);
-    put_node(out, &name("1"), "Cast", &[&rows], &[&rows_f], Some(&cast_to_float));
-    let scale = if m.scale_per_row {
-        put_node(out, &name("2"), "Gather", &[m.scale, m.activations], &[&scales], None);
-        scales.as_str()
-    } else {
-        m.scale
-    };
-    put_node(out, &name("3"), "Mul", &[&rows_f, scale], &[m.output], None);
+    Ok((out, matches.len()))
 }
 
 /// Writes the five nodes that replace one matched `MatMul`, named after it.
 fn quantized_matmul(out: &mut Vec<u8>, m: &Match, index: usize, taken: &HashSet<&str>) {
-    let prefix = fresh_prefix("int8_matmul", index, taken);
+    let mut prefix = format!("int8_matmul_{index}");
+    while taken.iter().any(|name| name.starts_with(prefix.as_str())) {
+        prefix.push('_');
+    }
     let name = |suffix: &str| format!("{prefix}_{suffix}");
     let (aq, a_scale, a_zero) = (name("aq"), name("as"), name("az"));
     let (product, product_f, scale) = (name("yi"), name("yf"), name("scale"));
@@ -376,17 +294,6 @@ fn initializer(bytes: &[u8]) -> Result<Initializer<'_>, Unreadable> {
         }
     }
     Ok(tensor)
-}
-
-/// Whether a scale of shape `scale` multiplies whole rows of a table of shape `weight` (`[R, C]`): `Some(true)` for
-/// `[R, 1]` (one per row, gathered with the rows), `Some(false)` for a scalar or `[1]`; `None` otherwise.
-fn scales_rows(weight: &[u64], scale: &[u64]) -> Option<bool> {
-    let [rows, _] = weight else { return None };
-    match scale {
-        [r, 1] if r == rows => Some(true),
-        [] | [1] | [1, 1] => Some(false),
-        _ => None,
-    }
 }
 
 /// Whether a scale of shape `scale` multiplies whole output columns of a weight of shape `weight` (`[K, N]`): a
@@ -581,7 +488,7 @@ mod tests {
     #[test]
     fn a_dequantized_matmul_becomes_an_integer_product_over_the_same_weights() {
         let original = model(&[]);
-        let rewritten = rewrite(&original, true).expect("rewrite");
+        let rewritten = int8_matmuls(&original).expect("rewrite");
         assert_eq!(rewritten.matmuls, 1);
         let graph = graph_of(&rewritten.model);
         let ops = ops(&graph);
@@ -642,7 +549,7 @@ mod tests {
     #[test]
     fn a_weight_read_twice_a_float_weight_or_a_scale_per_row_is_left_alone() {
         let shared = model(&[node("Identity", &["w_d"], &["w_copy"])]);
-        let left = rewrite(&shared, true).expect("rewrite");
+        let left = int8_matmuls(&shared).expect("rewrite");
         assert_eq!((left.matmuls, left.model), (0, shared), "the weight is read by another node too");
 
         let mut graph = Vec::new();
@@ -655,7 +562,7 @@ mod tests {
             wire::put_bytes(&mut graph, GRAPH_INITIALIZER, &scale);
             let mut model = Vec::new();
             wire::put_bytes(&mut model, MODEL_GRAPH, &graph);
-            rewrite(&model, true).expect("rewrite").matmuls
+            int8_matmuls(&model).expect("rewrite").matmuls
         };
         let float = tensor("w", DATA_TYPE_FLOAT, &[4, 3]);
         assert_eq!(with(float, tensor("s", DATA_TYPE_FLOAT, &[1, 3])), 0, "a float weight is not an int8 one");
@@ -677,53 +584,9 @@ mod tests {
 
     #[test]
     fn bytes_that_are_not_a_model_are_refused_not_guessed_at() {
-        assert!(rewrite(b"\x3a\xff\xff\xff", true).is_err(), "a graph whose length runs past the end");
-        assert!(rewrite(&[0x08], true).is_err(), "a varint cut short");
-        assert!(rewrite(&[0x0f], true).is_err(), "wire type 7");
-        assert!(rewrite(&[0x08, 0x01], true).is_err(), "a model without a graph");
-    }
-
-    #[test]
-    fn a_lookup_in_a_dequantized_table_gathers_the_int8_rows_and_scales_only_those() {
-        let table = |axis: Option<u64>, scale_dims: &[u64]| {
-            let mut gather = node("Gather", &["t_d", "ids"], &["y"]);
-            if let Some(axis) = axis {
-                wire::put_bytes(&mut gather, NODE_ATTRIBUTE, &attribute_int("axis", axis));
-            }
-            let mut graph = Vec::new();
-            wire::put_bytes(&mut graph, GRAPH_NODE, &node("Cast", &["t"], &["t_f"]));
-            wire::put_bytes(&mut graph, GRAPH_NODE, &node("Mul", &["t_f", "s"], &["t_d"]));
-            wire::put_bytes(&mut graph, GRAPH_NODE, &gather);
-            wire::put_bytes(&mut graph, GRAPH_NODE, &node("MatMul", &["y", "w_d"], &["z"]));
-            wire::put_bytes(&mut graph, GRAPH_INITIALIZER, &tensor("t", DATA_TYPE_INT8, &[5, 3]));
-            wire::put_bytes(&mut graph, GRAPH_INITIALIZER, &tensor("s", DATA_TYPE_FLOAT, scale_dims));
-            let mut model = Vec::new();
-            wire::put_bytes(&mut model, MODEL_GRAPH, &graph);
-            model
-        };
-        let rewritten = rewrite(&table(None, &[5, 1]), false).expect("rewrite");
-        assert_eq!((rewritten.gathers, rewritten.matmuls), (1, 0));
-        let ops = ops(&graph_of(&rewritten.model));
-        let names: Vec<&str> = ops.iter().map(|(op, _, _)| op.as_str()).collect();
-        assert_eq!(names, ["Gather", "Cast", "Gather", "Mul", "MatMul"], "the MatMul is left: not asked for");
-        let (rows, cast, scales, mul) = (&ops[0], &ops[1], &ops[2], &ops[3]);
-        assert_eq!(rows.1, ["t", "ids"], "the int8 rows are gathered");
-        assert_eq!(cast.1, rows.2);
-        assert_eq!(scales.1, ["s", "ids"], "with their scales");
-        assert_eq!(mul.1, [cast.2[0].clone(), scales.2[0].clone()]);
-        assert_eq!(mul.2, ["y"]);
-        // One scale for the whole table needs no gather; axis 0 written out is axis 0.
-        let one = ops_of(&rewrite(&table(Some(0), &[]), false).expect("rewrite").model);
-        assert_eq!(one, ["Gather", "Cast", "Mul", "MatMul"]);
-        // Another axis, or a scale per column, is not a lookup of scaled rows: left alone.
-        for (axis, dims) in [(Some(1), &[5u64, 1][..]), (None, &[3]), (None, &[1, 3])] {
-            let model = table(axis, dims);
-            let left = rewrite(&model, false).expect("rewrite");
-            assert_eq!((left.gathers, &left.model), (0, &model), "axis {axis:?}, scale {dims:?}");
-        }
-    }
-
-    fn ops_of(model: &[u8]) -> Vec<String> {
-        ops(&graph_of(model)).into_iter().map(|(op, _, _)| op).collect()
+        assert!(int8_matmuls(b"\x3a\xff\xff\xff").is_err(), "a graph whose length runs past the end");
+        assert!(int8_matmuls(&[0x08]).is_err(), "a varint cut short");
+        assert!(int8_matmuls(&[0x0f]).is_err(), "wire type 7");
+        assert!(int8_matmuls(&[0x08, 0x01]).is_err(), "a model without a graph");
     }
 }

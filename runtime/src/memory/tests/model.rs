@@ -105,18 +105,6 @@ fn the_model_embeds_paraphrases_closer_than_unrelated_text() {
 }
 
 #[test]
-fn stored_texts_get_the_vectors_the_model_file_gives_bit_for_bit() {
-    // The text session gathers int8 embedding rows and scales only those: the same products as the file's graph.
-    let paths = ModelPaths::from_env();
-    let file = std::fs::read(paths.model_dir.join("model.onnx")).expect("the model file");
-    let mut plain = embed::session(&paths, file).expect("the model as the file says");
-    let embedder = shared_embedder().expect("the embedding model (run scripts/provision-model.sh)");
-    let texts = ["The dog chased the ball.", "Quarterly revenue fell by ten percent this year.", "Dogs."];
-    let want = plain.embed(texts.to_vec(), Some(64)).expect("embed");
-    assert_eq!(embedder.embed(&texts).expect("embed"), want, "stored vectors are the file's, bit for bit");
-}
-
-#[test]
 fn a_query_multiplies_the_int8_weights_as_int8_and_lands_beside_its_fp32_vector() {
     let embedder = shared_embedder().expect("the embedding model (run scripts/provision-model.sh)");
     // all-MiniLM-L6-v2: six layers of four attention and two feed-forward products.
