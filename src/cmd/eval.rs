@@ -42,6 +42,10 @@ pub(crate) struct SearchEvalArgs {
     /// The cut-offs.
     #[arg(long, value_delimiter = ',', default_value = "5,10")]
     k: Vec<usize>,
+    /// Other weights, for tuning on the development set (`scenarios/search-dev/`): `names=2,cosine=0.3,tests=1`,
+    /// any subset (the rest: the weights every search uses).
+    #[arg(long, value_name = "WEIGHTS")]
+    ranking: Option<String>,
     /// The report: {"tasks", "rows": [{"stages", "split", "tasks", "found": {k: n}}], "items": [per task]}.
     #[command(flatten)]
     output: OutputArgs,
@@ -149,6 +153,12 @@ fn search(args: &SearchEvalArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
     for file in &files {
         let scenario = less_runtime::Scenario::load(file).map_err(|v| anyhow::anyhow!("{}: {v}", file.display()))?;
         let mut index = WorkspaceIndex::open(&scenario.workspace).map_err(|e| anyhow::anyhow!("{e}"))?;
+        if let Some(weights) = &args.ranking {
+            index.set_ranking(
+                less_runtime::workspace::Ranking::parse(weights)
+                    .map_err(|why| Stop::usage(format!("--ranking: {why}")))?,
+            );
+        }
         index.refresh(&less_runtime::Silent).map_err(|e| anyhow::anyhow!("{e}"))?;
         for stages in [Stages::Hash, Stages::HashRerank] {
             let found = search::evaluate(&scenario, &mut index, stages, &args.k).map_err(|e| anyhow::anyhow!("{e}"))?;
