@@ -40,7 +40,8 @@ fn replays_to_committed(
 
 /// The command of docs/llm-agents.md's table of `real-ignore` with models on their own (`--agents llm-free`), replayed from
 /// the committed recording (made against qwen2.5-coder-1.5b on the local server).
-const LLM_FREE_COMMAND: &str = "lessrt bench scenarios/real-ignore.toml --agents llm-free --modes less,verbatim --replay scenarios/recordings/llm-free";
+const LLM_FREE_COMMAND: &str =
+    "lessrt bench scenarios/real-ignore.toml --agents llm-free --modes less --replay scenarios/recordings/llm-free";
 
 /// The recorded llm-free run replays without a server to its committed bench.json, byte for byte, and
 /// docs/llm-agents.md's table is its summary. In it no authored pack reached a model (the briefs carry none) and the workers' models chose
@@ -104,9 +105,14 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
     ] {
         assert!(prose.contains(&said), "docs/llm-agents.md should say: {said}");
     }
-    // Beside it, the fair baseline's outcome and the tokens of both, as docs/llm-agents.md states them.
-    let base =
-        bench["runs"].as_array().expect("runs").iter().find(|r| r["mode"] == "verbatim").expect("the baseline run");
+    // Beside it, the fair baseline's outcome and the tokens of both, as docs/llm-agents.md states them — once the
+    // baseline is recorded with the current search; until then the page says it is not.
+    let Some(base) = bench["runs"].as_array().expect("runs").iter().find(|r| r["mode"] == "verbatim") else {
+        let pending = "the fair baseline is not recorded with this search yet";
+        assert!(prose.contains(pending), "docs/llm-agents.md should say: {pending}");
+        assert!(!LLM_FREE_COMMAND.contains("verbatim"), "a bench of both modes has a baseline run");
+        return;
+    };
     let spent = |r: &Value| {
         r["totals"]["inline_tokens"]["total"].as_u64().expect("inline")
             + r["totals"]["deref_tokens"].as_u64().expect("deref")
