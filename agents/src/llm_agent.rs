@@ -168,20 +168,19 @@ impl LlmAgent {
 
     /// Writes the report of `step` answering `questions` (none: findings), or an escalation.
     async fn report_on(&mut self, input: &TurnInput, step: &ReportStep, questions: Vec<(String, String)>) -> Action {
-        let known = Citable { reads: Reads::of(&input.spec), ..Citable::of(&input.inbox) };
+        let docs = self.prompt_docs(input, &questions);
+        // A quote is placed in what the prompt shows: the reads of the work on this question.
+        let known =
+            Citable { reads: Reads::of(&input.spec), texts: quote::read_texts(&docs), ..Citable::of(&input.inbox) };
         let schema = if questions.is_empty() {
             report_schema(&known, DEFAULT_ENGRAMS, DEFAULT_CLAIM_CHARS)
         } else {
             answers_schema(&known, &questions, DEFAULT_CLAIM_CHARS)
         };
+        let quoting = !questions.is_empty() && known.quotes();
         let mut request = CompletionRequest {
-            system: system_prompt(input, Reads::of(&input.spec)),
-            messages: vec![ChatMessage::user(user_prompt(
-                &self.prompt_docs(input, &questions),
-                input,
-                step,
-                &questions,
-            ))],
+            system: system_prompt(input, Reads::of(&input.spec), quoting),
+            messages: vec![ChatMessage::user(user_prompt(&docs, input, step, &questions, quoting))],
             temperature: self.sampling.temperature,
             max_tokens: self.sampling.max_tokens,
             schema: Some(OutputSchema { name: "report".to_owned(), schema }),
@@ -190,7 +189,7 @@ impl LlmAgent {
         loop {
             match self.ask(&request, &known, &questions).await {
                 Ok(done) => {
-                    let (summary, engrams) = read_report(&done.value, &questions);
+                    let (summary, engrams) = read_report(&done.value, &questions, &known);
                     self.last = Some(Conversation {
                         request: request.clone(),
                         answer: done.completion.text.clone(),
@@ -247,7 +246,7 @@ impl LlmAgent {
         request.schema = Some(OutputSchema { name: "report".to_owned(), schema });
         match self.ask(&request, &last.known, &questions).await {
             Ok(done) => {
-                let (summary, engrams) = read_report(&done.value, &questions);
+                let (summary, engrams) = read_report(&done.value, &questions, &last.known);
                 let n_engrams = engrams.len();
                 self.last = Some(Conversation {
                     request,
@@ -372,7 +371,7 @@ pub fn report_schema(known: &Citable, max_engrams: usize, max_claim: usize) -> V
                 "type": "array",
                 "minItems": 1,
                 "maxItems": max_engrams.clamp(1, MAX_REPORT_ENGRAMS),
-                "items": engram_item_schema(known, max_claim),
+                "items": engram_item_schema(known, max_claim, false),
             },
         },
         "required": ["summary", "engrams"],
@@ -382,11 +381,13 @@ pub fn report_schema(known: &Citable, max_engrams: usize, max_claim: usize) -> V
 
 /// The JSON Schema of a report that answers graded questions: `answers`, one engram (as in [`report_schema`]) under
 /// each question's id, and a summary. A small model answers a question it sees named far better than it maps
-/// findings to questions itself.
+/// findings to questions itself. When `known` quotes ([`Citable::quotes`]), an answer copies the lines it rests on
+/// (`quote`, written before its claim, which is then called `statement`) instead of naming pointers: the runtime
+/// cites the lines copied ([`quote`]).
 pub fn answers_schema(known: &Citable, questions: &[(String, String)], max_claim: usize) -> Value {
     let mut answers = serde_json::Map::new();
     for (id, _) in questions {
-        answers.insert(id.clone(), engram_item_schema(known, max_claim));
+        answers.insert(id.clone(), engram_item_schema(known, max_claim, known.quotes()));
     }
     let ids: Vec<&String> = questions.iter().map(|(id, _)| id).collect();
     json!({
@@ -402,8 +403,10 @@ pub fn answers_schema(known: &Citable, questions: &[(String, String)], max_claim
 }
 
 /// One engram of an answer: a kind from `schemas/engram.v0.1.json`, a claim of at most `max_claim` characters, 1–2
-/// pointers among `known`, a confidence among [`CONFIDENCE_LEVELS`] within the schema's bounds.
-fn engram_item_schema(known: &Citable, max_claim: usize) -> Value {
+/// pointers among `known`, a confidence among [`CONFIDENCE_LEVELS`] within the schema's bounds. `quoted`: instead of
+/// pointers, a `quote` of lines copied from what was read, and the claim as `statement`, so that the quote sorts,
+/// and so is written, first (a model asked for a `basis` before its `claim` wrote a pointer in it).
+fn engram_item_schema(known: &Citable, max_claim: usize, quoted: bool) -> Value {
     let engram = schema_document("engram.v0.1.json").unwrap_or_default();
     let kind = engram.pointer("/properties/kind").cloned().unwrap_or_else(|| json!({"type": "string"}));
     let bound = |name: &str, default: f64| {
@@ -411,12 +414,26 @@ fn engram_item_schema(known: &Citable, max_claim: usize) -> Value {
     };
     let (low, high) = (bound("minimum", 0.0), bound("maximum", 1.0));
     let levels: Vec<f64> = CONFIDENCE_LEVELS.into_iter().filter(|c| (low..=high).contains(c)).collect();
+    let claim = json!({"type": "string", "minLength": 1, "maxLength": max_claim.min(MAX_CLAIM_CHARS)});
+    if quoted {
+        return json!({
+            "type": "object",
+            "properties": {
+                "kind": kind,
+                "quote": {"type": "string", "minLength": 4, "maxLength": quote::MAX_QUOTE_CHARS},
+                "statement": claim,
+                "confidence": {"enum": levels},
+            },
+            "required": ["kind", "quote", "statement", "confidence"],
+            "additionalProperties": false,
+        });
+    }
     let pointer = known.schema();
     json!({
         "type": "object",
         "properties": {
             "kind": kind,
-            "claim": {"type": "string", "minLength": 1, "maxLength": max_claim.min(MAX_CLAIM_CHARS)},
+            "claim": claim,
             "pointers": {"type": "array", "minItems": 1, "maxItems": MAX_ENGRAM_POINTERS, "items": pointer},
             "confidence": {"enum": levels},
         },
@@ -476,15 +493,19 @@ fn asks(claim: &str, question: &str) -> bool {
 fn check_report(value: &Value, known: &Citable, questions: &[(String, String)]) -> Vec<String> {
     let mut violations = Vec::new();
     for (idx, (path, engram)) in answer_engrams(value, questions).into_iter().enumerate() {
-        let claim = engram.get("claim").and_then(Value::as_str).unwrap_or_default();
+        let field = if engram.get("quote").is_some() { "statement" } else { "claim" };
+        let claim = engram.get(field).and_then(Value::as_str).unwrap_or_default();
         let question = questions.get(idx).map(|(_, q)| q.as_str());
+        if engram.get("quote").and_then(Value::as_str).is_some_and(|quote| quote.trim().is_empty()) {
+            violations.push(format!("{path}/quote: blank; copy the lines of what you read that show the answer"));
+        }
         if claim.trim().is_empty() {
-            violations.push(format!("{path}/claim: blank"));
+            violations.push(format!("{path}/{field}: blank"));
         } else if let Some(question) = question
             && asks(claim, question)
         {
             violations.push(format!(
-                "{path}/claim: asks a question; state the answer the sources you read show (values, names), not the question"
+                "{path}/{field}: asks a question; state the answer the sources you read show (values, names), not the question"
             ));
         }
         for (j, pointer) in engram.get("pointers").and_then(Value::as_array).into_iter().flatten().enumerate() {
@@ -501,27 +522,33 @@ fn check_report(value: &Value, known: &Citable, questions: &[(String, String)]) 
     violations
 }
 
-/// The summary and engrams of a checked answer.
-fn read_report(value: &Value, questions: &[(String, String)]) -> (String, Vec<EngramSpec>) {
+/// The summary and engrams of a checked answer. A quoted answer cites the lines its quote copies from what was read
+/// ([`quote::locate`]), or, copying nothing read, the text read that shares most words with it.
+fn read_report(value: &Value, questions: &[(String, String)], known: &Citable) -> (String, Vec<EngramSpec>) {
     let summary = value.get("summary").and_then(Value::as_str).unwrap_or_default().to_owned();
     let engrams = answer_engrams(value, questions)
         .into_iter()
         .filter_map(|(path, e)| {
             // An answer keyed by a task's id answers that task (the runtime records it for the grader).
             let task = path.strip_prefix("/answers/").map(str::to_owned);
+            let claim = e.get("claim").or_else(|| e.get("statement"))?.as_str()?.trim().to_owned();
+            let pointers = match e.get("quote").and_then(Value::as_str) {
+                Some(quoted) => vec![
+                    quote::locate(quoted, &known.texts)
+                        .or_else(|| quote::closest_text(&format!("{quoted}\n{claim}"), &known.texts))?,
+                ],
+                // Small models repeat a pointer; each is cited once.
+                None => e.get("pointers")?.as_array()?.iter().filter_map(Value::as_str).fold(Vec::new(), |mut v, p| {
+                    if !v.iter().any(|q: &String| q == p) {
+                        v.push(p.to_owned());
+                    }
+                    v
+                }),
+            };
             Some(EngramSpec {
                 kind: serde_json::from_value::<EngramKind>(e.get("kind")?.clone()).ok()?,
-                claim: e.get("claim")?.as_str()?.trim().to_owned(),
-                // Small models repeat a pointer; each is cited once.
-                pointers: e.get("pointers")?.as_array()?.iter().filter_map(Value::as_str).fold(
-                    Vec::new(),
-                    |mut v, p| {
-                        if !v.iter().any(|q: &String| q == p) {
-                            v.push(p.to_owned());
-                        }
-                        v
-                    },
-                ),
+                claim,
+                pointers,
                 confidence: e.get("confidence").and_then(Value::as_f64).unwrap_or(0.8).clamp(0.0, 1.0),
                 ttl: "P7D".to_owned(),
                 scope: Scope::Run,
@@ -608,8 +635,11 @@ fn rejection_prompt(violation: &Violation, questions: &[(String, String)]) -> St
     )
 }
 
-fn system_prompt(input: &TurnInput, reads: Reads) -> String {
+fn system_prompt(input: &TurnInput, reads: Reads, quoting: bool) -> String {
     let cite = match reads {
+        Reads::Numbered if quoting => {
+            "Each answer first quotes the lines of code or comments that show it, copied from what you read (the quote becomes its citation), then states it."
+        }
         Reads::Numbered => {
             "Cite only pointers you were given or read, or the lines of what you read that show it (repo:path#Lx-Ly, from the line numbers shown); never paste code."
         }
@@ -641,7 +671,13 @@ impl Reads {
 }
 
 /// The task and everything the gateway delivered, in the order it arrived.
-fn user_prompt(docs: &[Received], input: &TurnInput, step: &ReportStep, questions: &[(String, String)]) -> String {
+fn user_prompt(
+    docs: &[Received],
+    input: &TurnInput,
+    step: &ReportStep,
+    questions: &[(String, String)],
+    quoting: bool,
+) -> String {
     let mut text = String::new();
     for doc in docs {
         describe(doc, &mut text, Reads::of(&input.spec));
@@ -670,6 +706,17 @@ fn user_prompt(docs: &[Received], input: &TurnInput, step: &ReportStep, question
         text.push_str("\n# Questions\n");
         for (id, question) in questions {
             text.push_str(&format!("- {id}: {question}\n"));
+        }
+        if quoting {
+            text.push_str(&format!(
+                "\n# Task\n{task} Under `answers`, answer each question under its id. First `quote`: copy, character \
+                 for character, the one to eight lines of code or comments from what you read that show the answer, \
+                 without their line numbers: the lines themselves, not a pointer or a file name. They become the \
+                 answer's citation. Then `statement`: the answer in one or two sentences, saying what those lines \
+                 show, with their values and names (never repeat the question). Kind: a risk where the sources \
+                 disagree or the code breaks a rule, else a fact.\n"
+            ));
+            return text;
         }
         text.push_str(&format!(
             "\n# Task\n{task} Under `answers`, answer each question under its id in one engram: the claim states the \
@@ -869,6 +916,8 @@ pub struct Citable {
     pub read: Vec<(String, Option<(u32, u32)>)>,
     /// Whether its schema offers lines inside what was read ([`Reads::Numbered`]), or the pointers only.
     pub reads: Reads,
+    /// The texts a quote is placed in: what the prompt shows as read.
+    pub texts: Vec<ReadText>,
 }
 
 impl Citable {
@@ -906,12 +955,18 @@ impl Citable {
                 }
             }
         }
-        Citable { known, read, reads: Reads::AsRead }
+        Citable { known, read, reads: Reads::AsRead, texts: quote::read_texts(inbox) }
     }
 
     /// Only these pointers (nothing read).
     pub fn pointers(known: &[String]) -> Citable {
-        Citable { known: known.to_vec(), read: Vec::new(), reads: Reads::AsRead }
+        Citable { known: known.to_vec(), read: Vec::new(), reads: Reads::AsRead, texts: Vec::new() }
+    }
+
+    /// Whether an answer quotes what it rests on instead of naming pointers: a model choosing its own actions
+    /// ([`Reads::Numbered`]) that read something.
+    pub fn quotes(&self) -> bool {
+        self.reads == Reads::Numbered && !self.texts.is_empty()
     }
 
     /// Whether `text` (parsed: `pointer`) may be cited: one of the known pointers, or lines inside what was read.
@@ -993,6 +1048,9 @@ pub fn known_pointers(inbox: &[Received]) -> Vec<String> {
 mod roles;
 
 mod act;
+
+mod quote;
+pub use quote::ReadText;
 
 #[cfg(test)]
 mod tests;

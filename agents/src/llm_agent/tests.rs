@@ -935,7 +935,7 @@ mod fuzz {
                     prop_assert!(matches!(err.code(), "LLM_OUTPUT_NOT_JSON" | "LLM_OUTPUT_INVALID"), "{err}");
                 }
                 Ok(parsed) => {
-                    let (_, engrams) = read_report(&parsed.value, questions);
+                    let (_, engrams) = read_report(&parsed.value, questions, &known);
                     let most = if answering { questions.len() } else { 4 };
                     prop_assert!(engrams.len() <= most, "{} engrams", engrams.len());
                     for engram in &engrams {
@@ -1060,7 +1060,7 @@ async fn a_worker_searches_its_question_then_its_model_chooses_read_and_answer()
         "pointer_packs": {}, "budgets": {}, "grants": [],
     });
     let report = scenario.steps.iter().position(|s| matches!(s, Step::Report(r) if r.agent == "a")).expect("a reports");
-    let answer = json!({"summary": "s", "answers": {"t1": {"kind": "fact", "claim": "Store::check takes the guard with self.lock().", "pointers": ["repo:src/store.rs#L54-L54"], "confidence": 0.9}}});
+    let answer = json!({"summary": "s", "answers": {"t1": {"kind": "fact", "quote": "54| let g = self.lock();", "statement": "Store::check takes the guard with self.lock().", "confidence": 0.9}}});
     let model = Answers::new(&[
         r#"{"action": "read", "pointers": ["repo:src/store.rs#L53-L55"]}"#,
         r#"{"action": "search", "query": "WHERE IS THE GUARD TAKEN?"}"#,
@@ -1095,13 +1095,19 @@ async fn a_worker_searches_its_question_then_its_model_chooses_read_and_answer()
     assert!(first.messages[0].content.contains("search \"Where is the guard taken?\": done"), "what it did");
     turn.inbox.push(read_of("repo:src/store.rs#L53-L55", "fn check(&self) {\nlet g = self.lock();\n}"));
     turn.done.push(Done { action: Action::Deref(read), outcome: Outcome::Done });
-    // The same search again would bring the same: with nothing left unread, it answers, citing a line it read.
+    // The same search again would bring the same: with nothing left unread, it answers, copying the line it rests
+    // on, which becomes its citation.
     let Action::Report(report) = agent.next(&turn).await else { panic!("the answer") };
     assert_eq!(report.engrams.len(), 1);
     assert_eq!(report.engrams[0].task.as_deref(), Some("t1"), "the answer names its task");
-    assert_eq!(report.engrams[0].pointers, ["repo:src/store.rs#L54-L54"], "a narrower citation inside the read");
+    assert_eq!(report.engrams[0].pointers, ["repo:src/store.rs#L54-L54"], "the line copied, inside the read");
     let asked = model.seen()[2].clone();
     assert!(asked.messages[0].content.contains("54| let g = self.lock();"), "read lines are numbered");
+    let answer = &asked.schema.as_ref().expect("schema").schema["properties"]["answers"]["properties"]["t1"];
+    assert!(answer["properties"].get("pointers").is_none(), "no pointer to choose: {answer}");
+    let keys: Vec<&String> = answer["properties"].as_object().expect("properties").keys().collect();
+    assert_eq!(keys, ["confidence", "kind", "quote", "statement"], "written in this order: the quote before the claim");
+    assert!(asked.messages[0].content.contains("First `quote`"), "{}", asked.messages[0].content);
 }
 
 #[tokio::test]
@@ -1169,10 +1175,11 @@ async fn a_worker_answers_one_question_at_a_time_each_from_its_own_findings() {
         json!({"summary": "s", "answers": {id: {"kind": "fact", "claim": format!("Answer of {id}."), "pointers": [pointer], "confidence": 0.9}}})
             .to_string()
     };
+    let quoted = json!({"summary": "s", "answers": {"t1": {"kind": "fact", "quote": "GUARD-LINE", "statement": "Answer of t1.", "confidence": 0.9}}});
     let model = Answers::new(&[
         r#"{"action": "read", "pointers": ["repo:src/store.rs#L53-L55"]}"#,
         r#"{"action": "answer"}"#,
-        &answer("t1", "repo:src/store.rs#L53-L55"),
+        &quoted.to_string(),
         r#"{"action": "answer"}"#,
         &answer("t2", "repo:src/store.rs#L53-L55"),
     ]);
@@ -1194,6 +1201,7 @@ async fn a_worker_answers_one_question_at_a_time_each_from_its_own_findings() {
     step(&mut turn, Action::Deref(read), Some(content));
     let Action::Report(answered) = agent.next(&turn).await else { panic!("t1's answer") };
     assert_eq!(answered.engrams.iter().filter_map(|e| e.task.as_deref()).collect::<Vec<_>>(), ["t1"]);
+    assert_eq!(answered.engrams[0].pointers, ["repo:src/store.rs#L53-L53"], "the line its quote copies");
     let t1_prompt = model.seen()[2].messages[0].content.clone();
     assert!(t1_prompt.contains("t1: Where is the guard taken?") && !t1_prompt.contains("What does the store keep?"));
     step(&mut turn, Action::Report(answered), None);
@@ -1218,4 +1226,96 @@ fn a_refused_answer_keeps_what_fits_the_receiver() {
     assert_eq!(fitting_answers(&over(959), 4), 2, "4 × 800/959 = 3.3, less one");
     assert_eq!(fitting_answers(&over(1600), 2), 1, "never none");
     assert_eq!(fitting_answers(&Violation::new(ErrorCode::BudgetExceeded, "", "too long".to_owned()), 3), 2);
+}
+
+/// A text read at line 20 of src/walk.rs, as a prompt shows it numbered.
+fn walk_text() -> Vec<ReadText> {
+    let content = "/// Returns true when the entry must be skipped.\n\
+                   fn skip_filesize(&self, fs: u64) -> bool {\n\
+                       if let Some(max) = self.max_filesize {\n\
+                           fs > max\n\
+                       } else {\n\
+                           false\n\
+                       }\n\
+                   }";
+    vec![
+        ReadText { path: "src/other.rs".to_owned(), first: 1, content: "fn other() {}\n".to_owned() },
+        ReadText { path: "src/walk.rs".to_owned(), first: 20, content: content.to_owned() },
+    ]
+}
+
+#[test]
+fn a_quote_is_cited_as_the_lines_it_copies_from_what_was_read() {
+    let texts = walk_text();
+    let at = |quoted: &str| quote::locate(quoted, &texts);
+    assert_eq!(at("fs > max").as_deref(), Some("repo:src/walk.rs#L23-L23"), "one line as shown");
+    assert_eq!(
+        at("22|         if let Some(max) = self.max_filesize {\n23|             fs > max").as_deref(),
+        Some("repo:src/walk.rs#L22-L23"),
+        "line numbers and indentation as the prompt showed them"
+    );
+    assert_eq!(at("Returns true when the entry must be skipped.").as_deref(), Some("repo:src/walk.rs#L20-L20"));
+    assert_eq!(at("self.max_filesize").as_deref(), Some("repo:src/walk.rs#L22-L22"), "a cut long line");
+    assert_eq!(
+        at("if let Some(max_size) = self.max_filesize {").as_deref(),
+        Some("repo:src/walk.rs#L22-L22"),
+        "a line copied with a word wrong still places the quote"
+    );
+    assert_eq!(at("}\n}").as_deref(), None, "braces alone place nothing");
+    assert_eq!(at("the walker yields every root").as_deref(), None, "words not read");
+    assert_eq!(at("repo:src/walk.rs#L21-L23").as_deref(), Some("repo:src/walk.rs#L21-L23"), "a span inside a read");
+    assert_eq!(at("repo:src/walk.rs#L21-L99").as_deref(), None, "a span beyond what was read");
+    // A quote of lines far apart is cut to the densest run of them.
+    let long: String = (1..=40).map(|i| format!("let value_{i} = compute_{i}();\n")).collect();
+    let texts = vec![ReadText { path: "a.rs".to_owned(), first: 100, content: long }];
+    let quoted = "let value_1 = compute_1();\nlet value_30 = compute_30();\nlet value_31 = compute_31();";
+    assert_eq!(quote::locate(quoted, &texts).as_deref(), Some("repo:a.rs#L129-L130"));
+}
+
+#[test]
+fn a_quote_of_nothing_read_cites_the_text_read_closest_to_it() {
+    let texts = walk_text();
+    assert_eq!(
+        quote::closest_text("max_filesize is compared with fs", &texts).as_deref(),
+        Some("repo:src/walk.rs#L20-L27")
+    );
+    assert_eq!(quote::closest_text("anything", &[]), None);
+}
+
+#[test]
+fn the_texts_a_quote_is_placed_in_are_reads_and_pasted_hits() {
+    let docs = vec![
+        read_of("repo:src/config.rs#L61-L62", "a\nb"),
+        read_of("repo:README.md", "whole"),
+        searched_of("q", &[("repo:src/other.rs#L5-L9", "p", 9, Some("pasted")), ("repo:src/x.rs#L1-L2", "p", 9, None)]),
+    ];
+    let texts: Vec<(String, u32)> = quote::read_texts(&docs).into_iter().map(|t| (t.path, t.first)).collect();
+    assert_eq!(
+        texts,
+        [("src/config.rs".to_owned(), 61), ("README.md".to_owned(), 1), ("src/other.rs".to_owned(), 5)],
+        "a hit not pasted was not read"
+    );
+}
+
+#[test]
+fn a_quoted_answer_is_checked_like_a_claim_and_cites_what_it_copies_or_the_closest_read() {
+    let known = Citable { reads: Reads::Numbered, texts: walk_text(), ..Citable::default() };
+    assert!(known.quotes());
+    let questions = vec![("t1".to_owned(), "Is a file of exactly max_filesize bytes skipped by the walk?".to_owned())];
+    let answer = |quote: &str, statement: &str| json!({"summary": "s", "answers": {"t1": {"kind": "fact", "quote": quote, "statement": statement, "confidence": 0.9}}});
+    let blank = check_report(&answer("  ", "No: only a larger file."), &known, &questions);
+    assert_eq!(blank.len(), 1, "{blank:?}");
+    assert!(blank[0].starts_with("/answers/t1/quote: blank"), "{blank:?}");
+    let asking = check_report(
+        &answer("fs > max", "Is a file of exactly max_filesize bytes skipped by the walk?"),
+        &known,
+        &questions,
+    );
+    assert!(asking[0].starts_with("/answers/t1/statement: asks a question"), "{asking:?}");
+    let (_, engrams) =
+        read_report(&answer("fs > max", "No: only a file larger than max_filesize."), &questions, &known);
+    assert_eq!(engrams[0].claim, "No: only a file larger than max_filesize.");
+    assert_eq!(engrams[0].pointers, ["repo:src/walk.rs#L23-L23"]);
+    let (_, engrams) = read_report(&answer("the size is compared", "max_filesize is checked."), &questions, &known);
+    assert_eq!(engrams[0].pointers, ["repo:src/walk.rs#L20-L27"], "nothing copied: the read closest to it, whole");
 }
