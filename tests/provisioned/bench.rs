@@ -40,8 +40,7 @@ fn replays_to_committed(
 
 /// The command of docs/llm-agents.md's table of `real-ignore` with models on their own (`--agents llm-free`), replayed from
 /// the committed recording (made against qwen2.5-coder-1.5b on the local server).
-const LLM_FREE_COMMAND: &str =
-    "lessrt bench scenarios/real-ignore.toml --agents llm-free --modes less --replay scenarios/recordings/llm-free";
+const LLM_FREE_COMMAND: &str = "lessrt bench scenarios/real-ignore.toml --agents llm-free --modes less,verbatim --replay scenarios/recordings/llm-free";
 
 /// The recorded llm-free run replays without a server to its committed bench.json, byte for byte, and
 /// docs/llm-agents.md's table is its summary. In it no authored pack reached a model (the briefs carry none) and the workers' models chose
@@ -117,6 +116,10 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
         r["totals"]["inline_tokens"]["total"].as_u64().expect("inline")
             + r["totals"]["deref_tokens"].as_u64().expect("deref")
     };
+    let role_spent = |r: &Value, role: &str| {
+        r["roles"][role]["inline_tokens"]["total"].as_u64().expect("inline")
+            + r["roles"][role]["deref_tokens"].as_u64().expect("deref")
+    };
     // Where the unsolved tasks were lost (the grader's `failure`); the solved ones were found and read too.
     let lost = |r: &Value, kind: &str| {
         r["tasks"]["items"].as_array().expect("items").iter().filter(|t| t["failure"] == kind).count()
@@ -143,6 +146,17 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
         format!("({} inline + dereferenced against {})", thousands(spent(less)), thousands(spent(base))),
         format!("({base_searches} searches, {base_reads} reads); its answers fail the same ways ({base_wrong} of"),
         format!("for {} of the 21 questions no search answer held the gold span", lost(less, "not_found")),
+        // Where LESS saves and where it loses, by role (inline + dereferenced).
+        format!(
+            "the investigators' turns, {} tokens against {}",
+            thousands(role_spent(less, "investigator")),
+            thousands(role_spent(base, "investigator"))
+        ),
+        format!(
+            "the area leads, {} against {}",
+            thousands(role_spent(less, "area-lead")),
+            thousands(role_spent(base, "area-lead"))
+        ),
         format!(
             "found and read ({} in LESS, {} in the baseline, where the hits are pasted)",
             found_and_read(less),
