@@ -916,7 +916,8 @@ pub struct Citable {
     pub read: Vec<(String, Option<(u32, u32)>)>,
     /// Whether its schema offers lines inside what was read ([`Reads::Numbered`]), or the pointers only.
     pub reads: Reads,
-    /// The texts a quote is placed in: what the prompt shows as read.
+    /// The texts a quote is placed in: what the prompt shows as read ([`quote::read_texts`] of the prompt's documents,
+    /// set by the caller; none from [`Citable::of`], whose inbox may hold more than the prompt shows).
     pub texts: Vec<ReadText>,
 }
 
@@ -955,7 +956,7 @@ impl Citable {
                 }
             }
         }
-        Citable { known, read, reads: Reads::AsRead, texts: quote::read_texts(inbox) }
+        Citable { known, read, reads: Reads::AsRead, texts: Vec::new() }
     }
 
     /// Only these pointers (nothing read).
