@@ -135,13 +135,14 @@ impl LlmAgent {
         request: &CompletionRequest,
         known: &Citable,
         questions: &[(String, String)],
+        quotes: QuoteCheck,
     ) -> Result<JsonCompletion, LlmError> {
         let completion = crate::provider::traced_complete(&*self.model, request, &self.agent).await?;
         self.spent.calls += 1;
         self.spent.prompt_tokens += completion.usage.prompt_tokens;
         self.spent.completion_tokens += completion.usage.completion_tokens;
         // Every answer costs tokens, usable or not: counted above, before the checks.
-        check_json(request, completion, |value| check_report(value, known, questions))
+        check_json(request, completion, |value| check_report(value, known, questions, quotes))
     }
 
     /// The documents a report's prompt shows: for the one question a model choosing its actions works on, what its
@@ -187,7 +188,9 @@ impl LlmAgent {
         };
         let mut tries = 0;
         loop {
-            match self.ask(&request, &known, &questions).await {
+            // A quote that copies nothing read is refused once; asked again, it falls back on the closest read.
+            let quotes = if tries == 0 { QuoteCheck::Copied } else { QuoteCheck::Any };
+            match self.ask(&request, &known, &questions, quotes).await {
                 Ok(done) => {
                     let (summary, engrams) = read_report(&done.value, &questions, &known);
                     self.last = Some(Conversation {
@@ -244,7 +247,7 @@ impl LlmAgent {
             answers_schema(&last.known, &questions, max_claim)
         };
         request.schema = Some(OutputSchema { name: "report".to_owned(), schema });
-        match self.ask(&request, &last.known, &questions).await {
+        match self.ask(&request, &last.known, &questions, QuoteCheck::Any).await {
             Ok(done) => {
                 let (summary, engrams) = read_report(&done.value, &questions, &last.known);
                 let n_engrams = engrams.len();
@@ -488,16 +491,38 @@ fn asks(claim: &str, question: &str) -> bool {
     claim.ends_with('?') && !last.contains(['.', '(', ')', '`', ':', '!'])
 }
 
-/// What the schema cannot say: claims not blank (and, answering questions, not a question), pointers in the text
-/// grammar and among those the agent knows.
-fn check_report(value: &Value, known: &Citable, questions: &[(String, String)]) -> Vec<String> {
+/// Whether a quote must copy lines the agent read, or may fall back on the read closest to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QuoteCheck {
+    /// A quote [`quote::locate`] cannot place is a violation: the model is asked again, showing what it read.
+    Copied,
+    /// Any quote goes ([`read_report`] falls back on [`quote::closest_text`]).
+    Any,
+}
+
+/// What the schema cannot say: claims not blank (and, answering questions, not a question), quotes that copy what
+/// was read (with [`QuoteCheck::Copied`]), pointers in the text grammar and among those the agent knows.
+fn check_report(value: &Value, known: &Citable, questions: &[(String, String)], quotes: QuoteCheck) -> Vec<String> {
     let mut violations = Vec::new();
     for (idx, (path, engram)) in answer_engrams(value, questions).into_iter().enumerate() {
         let field = if engram.get("quote").is_some() { "statement" } else { "claim" };
         let claim = engram.get(field).and_then(Value::as_str).unwrap_or_default();
         let question = questions.get(idx).map(|(_, q)| q.as_str());
-        if engram.get("quote").and_then(Value::as_str).is_some_and(|quote| quote.trim().is_empty()) {
-            violations.push(format!("{path}/quote: blank; copy the lines of what you read that show the answer"));
+        match engram.get("quote").and_then(Value::as_str) {
+            Some(quote) if quote.trim().is_empty() => {
+                violations.push(format!("{path}/quote: blank; copy the lines of what you read that show the answer"))
+            }
+            Some(quote)
+                if quotes == QuoteCheck::Copied
+                    && !known.texts.is_empty()
+                    && quote::locate(quote, &known.texts).is_empty() =>
+            {
+                violations.push(format!(
+                    "{path}/quote: copies none of the lines you read ({}); copy, character for character, the lines of what you read that show the answer",
+                    read_spans(&known.texts)
+                ))
+            }
+            _ => {}
         }
         if claim.trim().is_empty() {
             violations.push(format!("{path}/{field}: blank"));
@@ -522,6 +547,15 @@ fn check_report(value: &Value, known: &Citable, questions: &[(String, String)]) 
     violations
 }
 
+/// The spans `texts` hold, for a message: `src/walk.rs lines 20-27, src/dir.rs lines 1-40`.
+fn read_spans(texts: &[ReadText]) -> String {
+    let span = |t: &ReadText| match t.kind {
+        Some(_) => format!("{} lines {}-{}", t.path, t.first, t.last()),
+        None => t.path.clone(),
+    };
+    texts.iter().map(span).collect::<Vec<_>>().join(", ")
+}
+
 /// The summary and engrams of a checked answer. A quoted answer cites the lines its quote copies from what was read
 /// ([`quote::locate`]), or, copying nothing read, the text read that shares most words with it.
 fn read_report(value: &Value, questions: &[(String, String)], known: &Citable) -> (String, Vec<EngramSpec>) {
@@ -533,10 +567,12 @@ fn read_report(value: &Value, questions: &[(String, String)], known: &Citable) -
             let task = path.strip_prefix("/answers/").map(str::to_owned);
             let claim = e.get("claim").or_else(|| e.get("statement"))?.as_str()?.trim().to_owned();
             let pointers = match e.get("quote").and_then(Value::as_str) {
-                Some(quoted) => vec![
-                    quote::locate(quoted, &known.texts)
-                        .or_else(|| quote::closest_text(&format!("{quoted}\n{claim}"), &known.texts))?,
-                ],
+                Some(quoted) => match quote::locate(quoted, &known.texts) {
+                    cited if cited.is_empty() => {
+                        vec![quote::closest_text(&format!("{quoted}\n{claim}"), &known.texts)?]
+                    }
+                    cited => cited,
+                },
                 // Small models repeat a pointer; each is cited once.
                 None => e.get("pointers")?.as_array()?.iter().filter_map(Value::as_str).fold(Vec::new(), |mut v, p| {
                     if !v.iter().any(|q: &String| q == p) {
@@ -638,7 +674,7 @@ fn rejection_prompt(violation: &Violation, questions: &[(String, String)]) -> St
 fn system_prompt(input: &TurnInput, reads: Reads, quoting: bool) -> String {
     let cite = match reads {
         Reads::Numbered if quoting => {
-            "Each answer first quotes the lines of code or comments that show it, copied from what you read (the quote becomes its citation), then states it."
+            "Each answer first quotes the lines of code, comments or documents that show it, copied from what you read (the quote becomes its citation), then states it."
         }
         Reads::Numbered => {
             "Cite only pointers you were given or read, or the lines of what you read that show it (repo:path#Lx-Ly, from the line numbers shown); never paste code."
@@ -710,9 +746,9 @@ fn user_prompt(
         if quoting {
             text.push_str(&format!(
                 "\n# Task\n{task} Under `answers`, answer each question under its id. First `quote`: copy, character \
-                 for character, the one to eight lines of code or comments from what you read that show the answer, \
-                 without their line numbers: the lines themselves, not a pointer or a file name. They become the \
-                 answer's citation. Then `statement`: the answer in one or two sentences, saying what those lines \
+                 for character, the one to eight lines of code, comments or documents from what you read that show \
+                 the answer (lines from each source, where the question asks about two), without their line numbers: \
+                 the lines themselves, not a pointer or a file name. They become the answer's citation. Then `statement`: the answer in one or two sentences, saying what those lines \
                  show, with their values and names (never repeat the question). Kind: a risk where the sources \
                  disagree or the code breaks a rule, else a fact.\n"
             ));

@@ -17,32 +17,57 @@ const MIN_ANCHOR_CHARS: usize = 4;
 const MIN_PART_CHARS: usize = 12;
 /// The share of a copied line's words a line read must hold to match it when no line matches as copied.
 const MIN_WORD_SHARE: f64 = 0.6;
+/// Lines a citation of comment lines grows by, at most, to take in the code the comment is about.
+const MAX_ITEM_LINES: u32 = 24;
 
-/// What the agent read of one repository file: the text, and the file line its first line is.
+/// Reads one quote may cite: the fewest that hold its copied lines, at most this many.
+const MAX_CITED_READS: usize = 4;
+
+/// What the agent read: the text, and how a citation of lines in it is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadText {
-    /// The file's path in the repository.
+    /// The file's path in the workspace (for a read that is not lines of a file: the pointer read).
     pub path: String,
+    /// The pointer type of a read of lines (`repo`, `artifact`): its lines are cited as `<kind>:<path>#L<a>-L<b>`.
+    /// `None`: a read that has no file lines (a Markdown section, a diff, a test), cited whole, as read.
+    pub kind: Option<&'static str>,
     /// The file line of the text's first line.
     pub first: u32,
     /// The text as read.
     pub content: String,
 }
 
-/// The texts `docs` show as read: dereferenced repository spans and files, and the hits a baseline's search pasted.
+impl ReadText {
+    /// The citation of lines `from..=to` of this text (the whole read, for one without file lines).
+    fn cite(&self, from: u32, to: u32) -> String {
+        match &self.kind {
+            Some(kind) => format!("{kind}:{}#L{from}-L{to}", self.path),
+            None => self.path.clone(),
+        }
+    }
+
+    /// The file line of the text's last line.
+    pub(crate) fn last(&self) -> u32 {
+        self.first + self.content.lines().count().max(1) as u32 - 1
+    }
+}
+
+/// The texts `docs` show as read: dereferenced spans, files, sections, diffs and tests, and the hits a baseline's
+/// search pasted. Memory (`sam:`) and web (`url:`) reads are not the workspace: not quoted from.
 pub fn read_texts(docs: &[Received]) -> Vec<ReadText> {
+    use less_runtime::PointerType;
     let mut texts = Vec::new();
     let mut add = |pointer: &str, content: &str| {
         let Ok(parsed) = Pointer::parse(pointer) else { return };
-        if parsed.ty() != less_runtime::PointerType::Repo {
-            return;
-        }
-        let first = match (parsed.line_range(), parsed.span()) {
-            (Some((start, _)), _) => start,
-            (None, None) => 1,
-            _ => return,
+        let lines = matches!(parsed.ty(), PointerType::Repo | PointerType::Artifact);
+        let text = match (parsed.line_range(), parsed.span()) {
+            _ if matches!(parsed.ty(), PointerType::Sam | PointerType::Url) => return,
+            (Some((start, _)), _) if lines => (parsed.location().to_owned(), Some(parsed.ty().as_str()), start),
+            (None, None) if lines => (parsed.location().to_owned(), Some(parsed.ty().as_str()), 1),
+            _ => (pointer.to_owned(), None, 1),
         };
-        let text = ReadText { path: parsed.location().to_owned(), first, content: content.to_owned() };
+        let (path, kind, first) = text;
+        let text = ReadText { path, kind, first, content: content.to_owned() };
         if !texts.contains(&text) {
             texts.push(text);
         }
@@ -63,18 +88,16 @@ pub fn read_texts(docs: &[Received]) -> Vec<ReadText> {
     texts
 }
 
-/// The citation of `quoted` in `texts`: `repo:<path>#L<a>-L<b>` over the lines read that it copies (the densest run
-/// of at most [`MAX_QUOTED_LINES`], in the text holding most of them; a later text wins a tie, being what the agent
-/// read for this question last). A quote that is itself a line span inside a text is taken as it is. `None`: it
-/// copies nothing read.
-pub(crate) fn locate(quoted: &str, texts: &[ReadText]) -> Option<String> {
+/// The citations of `quoted` in `texts`: the fewest reads that hold its copied lines (at most [`MAX_CITED_READS`]),
+/// in each one run, the densest of at most [`MAX_QUOTED_LINES`] lines it copies (`repo:<path>#L<a>-L<b>`; a read without
+/// file lines, whole). The read holding most copied lines comes first; a later read wins a tie, being what the agent
+/// read for this question last. A quote that is itself a line span inside a text is taken as it is. Empty: it copies
+/// nothing read.
+pub(crate) fn locate(quoted: &str, texts: &[ReadText]) -> Vec<String> {
     if let Some(span) = span_inside(quoted.trim(), texts) {
-        return Some(span);
+        return vec![span];
     }
     let copied: Vec<String> = quoted.lines().map(key).filter(|k| letters(k) >= MIN_ANCHOR_CHARS).collect();
-    if copied.is_empty() {
-        return None;
-    }
     let exact = |line: &str, quoted: &str| {
         line == quoted
             || letters(quoted) >= MIN_PART_CHARS && line.contains(quoted)
@@ -82,29 +105,95 @@ pub(crate) fn locate(quoted: &str, texts: &[ReadText]) -> Option<String> {
     };
     let near = |line: &str, quoted: &str| word_share(quoted, line) >= MIN_WORD_SHARE;
     for matches in [&exact as &dyn Fn(&str, &str) -> bool, &near] {
-        let mut best: Option<(usize, &ReadText, Vec<u32>)> = None;
-        for text in texts {
-            let lines: Vec<u32> = text
+        let mut left: Vec<&str> = copied.iter().map(String::as_str).collect();
+        let (mut cited, mut used): (Vec<String>, Vec<&ReadText>) = (Vec::new(), Vec::new());
+        while !left.is_empty() && cited.len() < MAX_CITED_READS {
+            let mut best: Option<(&ReadText, Vec<u32>)> = None;
+            // One run per read: copied lines far from the densest run are not cited.
+            for text in texts.iter().filter(|t| !used.contains(t)) {
+                let matching = |line: &str| {
+                    let line = key(line);
+                    letters(&line) >= MIN_ANCHOR_CHARS && left.iter().any(|q| matches(&line, q))
+                };
+                let lines: Vec<u32> = text
+                    .content
+                    .lines()
+                    .enumerate()
+                    .filter(|(_, line)| matching(line))
+                    .map(|(i, _)| text.first + i as u32)
+                    .collect();
+                let run = densest(&lines);
+                if !run.is_empty() && best.as_ref().is_none_or(|(_, b)| run.len() >= b.len()) {
+                    best = Some((text, run));
+                }
+            }
+            let Some((text, run)) = best else { break };
+            used.push(text);
+            // The copied lines this run holds are placed; what is left may lie in another read.
+            let held: Vec<String> = text
                 .content
                 .lines()
                 .enumerate()
-                .filter(|(_, line)| {
-                    let line = key(line);
-                    letters(&line) >= MIN_ANCHOR_CHARS && copied.iter().any(|q| matches(&line, q))
-                })
-                .map(|(i, _)| text.first + i as u32)
+                .filter(|(i, _)| run.contains(&(text.first + *i as u32)))
+                .map(|(_, line)| key(line))
                 .collect();
-            let run = densest(&lines);
-            if !run.is_empty() && best.as_ref().is_none_or(|(n, _, _)| run.len() >= *n) {
-                best = Some((run.len(), text, run));
+            left.retain(|q| !held.iter().any(|line| matches(line, q)));
+            let (from, to) = (run[0], run[run.len() - 1]);
+            let cite = text.cite(from, with_commented_code(text, from, to));
+            if !cited.contains(&cite) {
+                cited.push(cite);
             }
         }
-        if let Some((_, text, run)) = best {
-            let (from, to) = (run[0], run[run.len() - 1]);
-            return Some(format!("repo:{}#L{from}-L{to}", text.path));
+        if !cited.is_empty() {
+            return cited;
         }
     }
-    None
+    Vec::new()
+}
+
+/// The last line of a citation of `from..=to` in `text`: `to`, or, when those lines are all comment (a doc comment,
+/// a note above a statement), the end of the code under them (past further comment, attribute and blank lines, to
+/// where its braces close or its first statement ends), at most [`MAX_ITEM_LINES`] further and inside what was read.
+/// A comment says what the code does; the code is the evidence. Prose files (Markdown, text) have no comments.
+fn with_commented_code(text: &ReadText, from: u32, to: u32) -> u32 {
+    if text.kind.is_none() {
+        return to;
+    }
+    let lines: Vec<&str> = text.content.lines().map(str::trim).collect();
+    let at = |line: u32| lines.get(line.checked_sub(text.first)? as usize).copied();
+    let comment = |line: &str| line.starts_with("//") || line.starts_with("/*") || line.starts_with('*');
+    let prose = std::path::Path::new(&text.path)
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| ["md", "markdown", "txt", "rst", "adoc"].contains(&e.to_ascii_lowercase().as_str()));
+    if prose || !(from..=to).all(|l| at(l).is_some_and(|line| line.is_empty() || comment(line))) {
+        return to;
+    }
+    let mut next = to + 1;
+    while at(next).is_some_and(|l| l.is_empty() || comment(l) || l.starts_with("#[")) {
+        next += 1;
+    }
+    let (mut depth, mut opened, mut last) = (0i32, false, to);
+    while next <= to + MAX_ITEM_LINES
+        && let Some(line) = at(next)
+    {
+        if !line.is_empty() && !comment(line) {
+            last = next;
+        }
+        for c in line.chars() {
+            match c {
+                '{' => (depth, opened) = (depth + 1, true),
+                '}' => depth -= 1,
+                _ => {}
+            }
+        }
+        if opened && depth <= 0 || !opened && line.ends_with(';') {
+            return next;
+        }
+        next += 1;
+    }
+    // The code runs past what was read or past the limit: cited up to there.
+    last
 }
 
 /// The text read that shares most words with `words` (the quote and the claim), cited whole: what a quote that
@@ -112,27 +201,27 @@ pub(crate) fn locate(quoted: &str, texts: &[ReadText]) -> Option<String> {
 pub(crate) fn closest_text(words: &str, texts: &[ReadText]) -> Option<String> {
     let wanted = word_set(words);
     let best = texts.iter().max_by_key(|text| word_set(&text.content).intersection(&wanted).count())?;
-    let last = best.first + best.content.lines().count().max(1) as u32 - 1;
-    Some(format!("repo:{}#L{}-L{last}", best.path, best.first))
+    Some(best.cite(best.first, best.last()))
 }
 
 /// `quoted` as a line span inside one of `texts`, when it is one (`repo:p#La-Lb`, or `La-Lb` with a single file read).
 fn span_inside(quoted: &str, texts: &[ReadText]) -> Option<String> {
     let inside = |path: &str, from: u32, to: u32| {
-        texts.iter().any(|t| t.path == path && t.first <= from && to < t.first + t.content.lines().count() as u32)
+        let text = texts.iter().find(|t| t.kind.is_some() && t.path == path && t.first <= from && to <= t.last())?;
+        Some(text.cite(from, to))
     };
     if let Ok(pointer) = Pointer::parse(quoted)
         && let Some((from, to)) = pointer.line_range()
     {
-        return inside(pointer.location(), from, to).then(|| format!("repo:{}#L{from}-L{to}", pointer.location()));
+        return inside(pointer.location(), from, to);
     }
     let (from, to) = quoted.split_once('-')?;
     let number = |s: &str| s.trim().trim_start_matches(['L', 'l']).parse::<u32>().ok();
     let (from, to) = (number(from)?, number(to)?);
-    let mut paths: Vec<&str> = texts.iter().map(|t| t.path.as_str()).collect();
+    let mut paths: Vec<&str> = texts.iter().filter(|t| t.kind.is_some()).map(|t| t.path.as_str()).collect();
     paths.dedup();
     match paths.as_slice() {
-        [path] if from <= to && inside(path, from, to) => Some(format!("repo:{path}#L{from}-L{to}")),
+        [path] if from <= to => inside(path, from, to),
         _ => None,
     }
 }

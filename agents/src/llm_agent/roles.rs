@@ -60,7 +60,7 @@ impl LlmAgent {
         };
         let mut tries = 0;
         loop {
-            match self.ask(&request, &super::Citable::default(), &[]).await {
+            match self.ask(&request, &super::Citable::default(), &[], super::QuoteCheck::Any).await {
                 Ok(done) => return Ok(done.value),
                 Err(err) if tries < super::OUTPUT_RETRIES && !err.is_transient() => {
                     tries += 1;

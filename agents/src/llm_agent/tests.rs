@@ -930,7 +930,7 @@ mod fuzz {
                 max_tokens: 256,
                 schema: Some(OutputSchema { name: "report".to_owned(), schema }),
             };
-            match check_json(&request, completion(text), |v| check_report(v, &known, questions)) {
+            match check_json(&request, completion(text), |v| check_report(v, &known, questions, QuoteCheck::Copied)) {
                 Err(err) => {
                     prop_assert!(matches!(err.code(), "LLM_OUTPUT_NOT_JSON" | "LLM_OUTPUT_INVALID"), "{err}");
                 }
@@ -1239,8 +1239,13 @@ fn walk_text() -> Vec<ReadText> {
                        }\n\
                    }";
     vec![
-        ReadText { path: "src/other.rs".to_owned(), first: 1, content: "fn other() {}\n".to_owned() },
-        ReadText { path: "src/walk.rs".to_owned(), first: 20, content: content.to_owned() },
+        ReadText {
+            kind: Some("repo"),
+            path: "src/other.rs".to_owned(),
+            first: 1,
+            content: "fn other() {}\n".to_owned(),
+        },
+        ReadText { kind: Some("repo"), path: "src/walk.rs".to_owned(), first: 20, content: content.to_owned() },
     ]
 }
 
@@ -1248,28 +1253,129 @@ fn walk_text() -> Vec<ReadText> {
 fn a_quote_is_cited_as_the_lines_it_copies_from_what_was_read() {
     let texts = walk_text();
     let at = |quoted: &str| quote::locate(quoted, &texts);
-    assert_eq!(at("fs > max").as_deref(), Some("repo:src/walk.rs#L23-L23"), "one line as shown");
+    assert_eq!(at("fs > max"), ["repo:src/walk.rs#L23-L23"], "one line as shown");
     assert_eq!(
-        at("22|         if let Some(max) = self.max_filesize {\n23|             fs > max").as_deref(),
-        Some("repo:src/walk.rs#L22-L23"),
+        at("22|         if let Some(max) = self.max_filesize {\n23|             fs > max"),
+        ["repo:src/walk.rs#L22-L23"],
         "line numbers and indentation as the prompt showed them"
     );
-    assert_eq!(at("Returns true when the entry must be skipped.").as_deref(), Some("repo:src/walk.rs#L20-L20"));
-    assert_eq!(at("self.max_filesize").as_deref(), Some("repo:src/walk.rs#L22-L22"), "a cut long line");
     assert_eq!(
-        at("if let Some(max_size) = self.max_filesize {").as_deref(),
-        Some("repo:src/walk.rs#L22-L22"),
+        at("Returns true when the entry must be skipped."),
+        ["repo:src/walk.rs#L20-L27"],
+        "a doc comment is cited with the function it documents"
+    );
+    assert_eq!(at("self.max_filesize"), ["repo:src/walk.rs#L22-L22"], "a cut long line");
+    assert_eq!(
+        at("if let Some(max_size) = self.max_filesize {"),
+        ["repo:src/walk.rs#L22-L22"],
         "a line copied with a word wrong still places the quote"
     );
-    assert_eq!(at("}\n}").as_deref(), None, "braces alone place nothing");
-    assert_eq!(at("the walker yields every root").as_deref(), None, "words not read");
-    assert_eq!(at("repo:src/walk.rs#L21-L23").as_deref(), Some("repo:src/walk.rs#L21-L23"), "a span inside a read");
-    assert_eq!(at("repo:src/walk.rs#L21-L99").as_deref(), None, "a span beyond what was read");
+    assert_eq!(at("}\n}"), Vec::<String>::new(), "braces alone place nothing");
+    assert_eq!(at("the walker yields every root"), Vec::<String>::new(), "words not read");
+    assert_eq!(at("repo:src/walk.rs#L21-L23"), ["repo:src/walk.rs#L21-L23"], "a span inside a read");
+    assert_eq!(at("repo:src/walk.rs#L21-L99"), Vec::<String>::new(), "a span beyond what was read");
     // A quote of lines far apart is cut to the densest run of them.
     let long: String = (1..=40).map(|i| format!("let value_{i} = compute_{i}();\n")).collect();
-    let texts = vec![ReadText { path: "a.rs".to_owned(), first: 100, content: long }];
+    let texts = vec![ReadText { kind: Some("repo"), path: "a.rs".to_owned(), first: 100, content: long }];
     let quoted = "let value_1 = compute_1();\nlet value_30 = compute_30();\nlet value_31 = compute_31();";
-    assert_eq!(quote::locate(quoted, &texts).as_deref(), Some("repo:a.rs#L129-L130"));
+    assert_eq!(quote::locate(quoted, &texts), ["repo:a.rs#L129-L130"]);
+}
+
+#[test]
+fn a_quote_of_comment_lines_takes_in_the_code_under_them() {
+    let text = |first: u32, content: &str| {
+        vec![ReadText { kind: Some("repo"), path: "m.rs".to_owned(), first, content: content.to_owned() }]
+    };
+    let body = "fn check(&self) -> Result<()> {\n\
+                // Seats count the owner.\n\
+                let seats = self.members.len() + 1;\n\
+                if seats > self.limit {\n\
+                    return Err(Error::Seats);\n\
+                }\n\
+                Ok(())\n\
+                }\n\
+                fn next() {}";
+    let texts = text(10, body);
+    let at = |quoted: &str| quote::locate(quoted, &texts);
+    assert_eq!(at("// Seats count the owner."), ["repo:m.rs#L11-L12"], "a note: the statement under it");
+    assert_eq!(at("let seats = self.members.len() + 1;"), ["repo:m.rs#L12-L12"], "code: as copied");
+    assert_eq!(
+        at("Seats count the owner.\nlet seats = self.members.len() + 1;"),
+        ["repo:m.rs#L11-L12"],
+        "comment and code: as copied"
+    );
+    // A doc comment, an attribute and a blank line, then an item whose braces close on a later line.
+    let texts =
+        text(1, "/// Refuses an expired token.\n#[inline]\n\npub fn refuse(t: &Token) -> bool {\n    t.expired\n}\n");
+    assert_eq!(quote::locate("Refuses an expired token.", &texts), ["repo:m.rs#L1-L6"]);
+    // The item runs past what was read, or past the limit: cited as far as the code read goes.
+    let texts = text(1, "/// Walks the tree.\nfn walk() {\n    step();\n\n");
+    assert_eq!(quote::locate("Walks the tree.", &texts), ["repo:m.rs#L1-L3"]);
+    let long: String = (0..40).map(|i| format!("    step_{i}();\n")).collect();
+    let texts = text(1, &format!("/// Walks the tree.\nfn walk() {{\n{long}}}\n"));
+    assert_eq!(quote::locate("Walks the tree.", &texts), ["repo:m.rs#L1-L25"]);
+    // A comment with no code under it in what was read stays as it is.
+    let texts = text(5, "fn a() {}\n// the end of the file\n");
+    assert_eq!(quote::locate("the end of the file", &texts), ["repo:m.rs#L6-L6"]);
+    // A Markdown list is not a comment.
+    let texts = vec![ReadText {
+        kind: Some("repo"),
+        path: "docs/SPEC.md".to_owned(),
+        first: 1,
+        content: "* Free workspaces hold 3 projects.\nPaid plans: see below;\n".to_owned(),
+    }];
+    assert_eq!(quote::locate("* Free workspaces hold 3 projects.", &texts), ["repo:docs/SPEC.md#L1-L1"]);
+}
+
+#[test]
+fn a_quote_from_two_reads_cites_both_and_reads_without_lines_whole() {
+    let docs = vec![
+        read_of(
+            "artifact:docs/SECURITY.md#sec=Session tokens",
+            "## Session tokens\nA session token lives 12 hours.\nNever log a whole token.",
+        ),
+        read_of(
+            "repo:src/auth/session.rs#L10-L12",
+            "pub const SESSION_TTL: Duration = Duration::from_secs(24 * 3600);\n\nfn unused() {}",
+        ),
+        read_of(
+            "diff:main..pr-142#src/bucket.rs",
+            "@@ -60,3 +60,3 @@\n-        if due <= room {\n+        if due < room {",
+        ),
+        read_of("artifact:docs/PRD.md#L20-L21", "Free workspaces hold five projects.\nTeams hold 50."),
+    ];
+    let texts = quote::read_texts(&docs);
+    let kinds: Vec<Option<&str>> = texts.iter().map(|t| t.kind).collect();
+    assert_eq!(kinds, [None, Some("repo"), None, Some("artifact")]);
+    // A contradiction: a line of the policy and a line of the code, each cited where it was read.
+    assert_eq!(
+        quote::locate(
+            "A session token lives 12 hours.\npub const SESSION_TTL: Duration = Duration::from_secs(24 * 3600);",
+            &texts
+        ),
+        ["repo:src/auth/session.rs#L10-L10", "artifact:docs/SECURITY.md#sec=Session tokens"],
+        "the read holding most copied lines first (a later read wins the tie)"
+    );
+    assert_eq!(quote::locate("+        if due < room {", &texts), ["diff:main..pr-142#src/bucket.rs"], "a diff, whole");
+    assert_eq!(quote::locate("Free workspaces hold five projects.", &texts), ["artifact:docs/PRD.md#L20-L20"]);
+    assert_eq!(quote::locate("artifact:docs/PRD.md#L20-L21", &texts), ["artifact:docs/PRD.md#L20-L21"], "a span read");
+    assert_eq!(quote::locate("L20-L21", &texts), Vec::<String>::new(), "lines of which read?");
+    assert_eq!(
+        quote::closest_text("how long does a session token live in hours", &texts).as_deref(),
+        Some("artifact:docs/SECURITY.md#sec=Session tokens")
+    );
+    // A line both reads hold cites one of them, not both.
+    let twice = vec![
+        read_of("repo:src/a.rs#L1-L2", "let limit = plan.seat_limit();\nif seats > limit { return Err(Seats) }"),
+        read_of("repo:src/b.rs#L5-L5", "let limit = plan.seat_limit();"),
+    ];
+    let texts = quote::read_texts(&twice);
+    assert_eq!(
+        quote::locate("let limit = plan.seat_limit();\nif seats > limit { return Err(Seats) }", &texts),
+        ["repo:src/a.rs#L1-L2"]
+    );
+    // Memory is not the workspace: nothing to quote.
+    assert!(quote::read_texts(&[read_of("sam:engram:eg_1", "a claim")]).is_empty());
 }
 
 #[test]
@@ -1303,19 +1409,31 @@ fn a_quoted_answer_is_checked_like_a_claim_and_cites_what_it_copies_or_the_close
     assert!(known.quotes());
     let questions = vec![("t1".to_owned(), "Is a file of exactly max_filesize bytes skipped by the walk?".to_owned())];
     let answer = |quote: &str, statement: &str| json!({"summary": "s", "answers": {"t1": {"kind": "fact", "quote": quote, "statement": statement, "confidence": 0.9}}});
-    let blank = check_report(&answer("  ", "No: only a larger file."), &known, &questions);
+    let blank = check_report(&answer("  ", "No: only a larger file."), &known, &questions, QuoteCheck::Copied);
     assert_eq!(blank.len(), 1, "{blank:?}");
     assert!(blank[0].starts_with("/answers/t1/quote: blank"), "{blank:?}");
     let asking = check_report(
         &answer("fs > max", "Is a file of exactly max_filesize bytes skipped by the walk?"),
         &known,
         &questions,
+        QuoteCheck::Copied,
     );
     assert!(asking[0].starts_with("/answers/t1/statement: asks a question"), "{asking:?}");
     let (_, engrams) =
         read_report(&answer("fs > max", "No: only a file larger than max_filesize."), &questions, &known);
     assert_eq!(engrams[0].claim, "No: only a file larger than max_filesize.");
     assert_eq!(engrams[0].pointers, ["repo:src/walk.rs#L23-L23"]);
-    let (_, engrams) = read_report(&answer("the size is compared", "max_filesize is checked."), &questions, &known);
+    // A quote of nothing read is refused once, naming what was read; asked again, it falls back on the closest read.
+    let made_up = answer("the size is compared", "max_filesize is checked.");
+    let refused = check_report(&made_up, &known, &questions, QuoteCheck::Copied);
+    assert_eq!(
+        refused,
+        [
+            "/answers/t1/quote: copies none of the lines you read (src/other.rs lines 1-1, src/walk.rs lines 20-27); copy, character for character, the lines of what you read that show the answer"
+        ]
+    );
+    assert!(check_report(&made_up, &known, &questions, QuoteCheck::Any).is_empty());
+    assert!(check_report(&answer("fs > max", "Only larger files."), &known, &questions, QuoteCheck::Copied).is_empty());
+    let (_, engrams) = read_report(&made_up, &questions, &known);
     assert_eq!(engrams[0].pointers, ["repo:src/walk.rs#L20-L27"], "nothing copied: the read closest to it, whole");
 }
