@@ -674,7 +674,7 @@ fn rejection_prompt(violation: &Violation, questions: &[(String, String)]) -> St
 fn system_prompt(input: &TurnInput, reads: Reads, quoting: bool) -> String {
     let cite = match reads {
         Reads::Numbered if quoting => {
-            "Each answer first quotes the lines of code, comments or documents that show it, copied from what you read (the quote becomes its citation), then states it."
+            "Each answer first quotes the lines of code or comments that show it, copied from what you read (the quote becomes its citation), then states it."
         }
         Reads::Numbered => {
             "Cite only pointers you were given or read, or the lines of what you read that show it (repo:path#Lx-Ly, from the line numbers shown); never paste code."
@@ -746,9 +746,9 @@ fn user_prompt(
         if quoting {
             text.push_str(&format!(
                 "\n# Task\n{task} Under `answers`, answer each question under its id. First `quote`: copy, character \
-                 for character, the one to eight lines of code, comments or documents from what you read that show \
-                 the answer (lines from each source, where the question asks about two), without their line numbers: \
-                 the lines themselves, not a pointer or a file name. They become the answer's citation. Then `statement`: the answer in one or two sentences, saying what those lines \
+                 for character, the one to eight lines of code or comments from what you read that show the answer, \
+                 without their line numbers: the lines themselves, not a pointer or a file name. They become the \
+                 answer's citation. Then `statement`: the answer in one or two sentences, saying what those lines \
                  show, with their values and names (never repeat the question). Kind: a risk where the sources \
                  disagree or the code breaks a rule, else a fact.\n"
             ));

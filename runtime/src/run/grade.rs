@@ -461,10 +461,13 @@ pub fn overlaps(cited: &Pointer, gold: &Pointer) -> bool {
     on_place(cited, gold, |(c1, c2), (g1, g2)| c1 <= g2 && g1 <= c2)
 }
 
-/// Whether `part` is at `place`: the same source, and `lines` holding between their line ranges, or the same section,
-/// diff path or test. A whole source as `place` takes any part of it; a whole source as `part` only a whole `place`.
+/// Whether `part` is at `place`: the same source (lines of a file under `repo:` or `artifact:` alike), and `lines`
+/// holding between their line ranges, or the same section, diff path or test. A whole source as `place` takes any part of it; a whole source as `part` only a whole `place`.
 fn on_place(part: &Pointer, place: &Pointer, lines: impl Fn((u32, u32), (u32, u32)) -> bool) -> bool {
-    if part.ty() != place.ty() || part.location() != place.location() {
+    // `repo:` and `artifact:` lines of one file are the same lines (a Markdown section is not comparable with lines).
+    let file = |p: &Pointer| matches!(p.ty(), PointerType::Repo | PointerType::Artifact) && p.line_range().is_some();
+    let same_type = part.ty() == place.ty() || file(part) && file(place);
+    if !same_type || part.location() != place.location() {
         return false;
     }
     match (part.span(), place.span()) {

@@ -358,6 +358,9 @@ fn covers_and_states_follow_their_rules() {
     assert!(covers(&p("test:billing::capture"), &p("test:billing::capture")));
     assert!(!covers(&p("test:billing::capture"), &p("test:billing::refund")));
     assert!(!covers(&p("repo:docs/A.md#L1-L9"), &p("artifact:docs/A.md#sec=X")), "another pointer type");
+    assert!(covers(&p("artifact:docs/A.md#L3-L4"), &p("repo:docs/A.md#L4-L5")), "lines of one file, either type");
+    assert!(!covers(&p("artifact:docs/A.md#L3-L4"), &p("repo:docs/B.md#L3-L4")));
+    assert!(!covers(&p("diff:a..b#docs/A.md"), &p("repo:docs/A.md#L3-L4")), "a diff is not the file's lines");
     assert!(states("Rounded HALF-EVEN here", "half-even"));
     assert!(!states("halfeven", "half-even"));
     assert!(states("x = &mut Order;", "&mut Order"));
