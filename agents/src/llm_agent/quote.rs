@@ -196,12 +196,66 @@ fn with_commented_code(text: &ReadText, from: u32, to: u32) -> u32 {
     last
 }
 
-/// The text read that shares most words with `words` (the quote and the claim), cited whole: what a quote that
-/// copies nothing read falls back on (a later text wins a tie). `None`: nothing read.
+/// Where an answer whose quote copies nothing read rests: the densest run of lines read that hold the code names its
+/// quote and statement give (identifiers with `_`, `::` or inner capitals, and words in backticks: `SessionRevoked`,
+/// `max_filesize`), or, naming none found, the text read that shares most words with them, cited whole (a later text
+/// wins a tie). `None`: nothing read.
 pub(crate) fn closest_text(words: &str, texts: &[ReadText]) -> Option<String> {
+    let names = code_names(words);
+    let mut best: Option<(&ReadText, Vec<u32>)> = None;
+    for text in texts {
+        let lines: Vec<u32> = text
+            .content
+            .lines()
+            .enumerate()
+            .filter(|(_, line)| names.iter().any(|name| holds_name(line, name)))
+            .map(|(i, _)| text.first + i as u32)
+            .collect();
+        let run = densest(&lines);
+        if !run.is_empty() && best.as_ref().is_none_or(|(_, b)| run.len() >= b.len()) {
+            best = Some((text, run));
+        }
+    }
+    if let Some((text, run)) = best {
+        return Some(text.cite(run[0], run[run.len() - 1]));
+    }
     let wanted = word_set(words);
     let best = texts.iter().max_by_key(|text| word_set(&text.content).intersection(&wanted).count())?;
     Some(best.cite(best.first, best.last()))
+}
+
+/// The code names in `text`: words in backticks, and identifiers that hold `_` or `::` or a capital after a
+/// lowercase letter (`SessionRevoked`, `max_filesize`, `Error::SessionExpired`), at least 4 characters long.
+fn code_names(text: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let mut add = |name: &str| {
+        let name = name.trim_matches(|c: char| !c.is_alphanumeric() && c != '_');
+        if name.chars().filter(|c| c.is_alphanumeric()).count() >= 4 && !names.iter().any(|n| n == name) {
+            names.push(name.to_owned());
+        }
+    };
+    for (i, part) in text.split('`').enumerate() {
+        if i % 2 == 1 && !part.contains(' ') {
+            add(part);
+        }
+    }
+    for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')) {
+        for word in word.split("::") {
+            let camel = word.chars().zip(word.chars().skip(1)).any(|(a, b)| a.is_lowercase() && b.is_uppercase());
+            if word.contains('_') || camel {
+                add(word);
+            }
+        }
+    }
+    names
+}
+
+/// Whether `line` holds `name` as a whole identifier.
+fn holds_name(line: &str, name: &str) -> bool {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    line.match_indices(name).any(|(at, _)| {
+        !line[..at].chars().next_back().is_some_and(ident) && !line[at + name.len()..].chars().next().is_some_and(ident)
+    })
 }
 
 /// `quoted` as a line span inside one of `texts`, when it is one (`repo:p#La-Lb`, or `La-Lb` with a single file read).

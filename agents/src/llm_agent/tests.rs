@@ -1382,7 +1382,21 @@ fn a_quote_from_two_reads_cites_both_and_reads_without_lines_whole() {
 fn a_quote_of_nothing_read_cites_the_text_read_closest_to_it() {
     let texts = walk_text();
     assert_eq!(
-        quote::closest_text("max_filesize is compared with fs", &texts).as_deref(),
+        quote::closest_text(
+            "`skip_filesize` compares the size with `max` (too short a name) and max_filesize.",
+            &texts
+        )
+        .as_deref(),
+        Some("repo:src/walk.rs#L21-L22"),
+        "the lines holding the code names it gives"
+    );
+    assert_eq!(
+        quote::closest_text("Session `issue` records; SessionStore::issue, Error::SessionRevoked", &texts).as_deref(),
+        Some("repo:src/walk.rs#L20-L27"),
+        "names read nowhere: the read sharing most words, whole"
+    );
+    assert_eq!(
+        quote::closest_text("max filesize is compared with fs", &texts).as_deref(),
         Some("repo:src/walk.rs#L20-L27")
     );
     assert_eq!(quote::closest_text("anything", &[]), None);
@@ -1424,7 +1438,7 @@ fn a_quoted_answer_is_checked_like_a_claim_and_cites_what_it_copies_or_the_close
     assert_eq!(engrams[0].claim, "No: only a file larger than max_filesize.");
     assert_eq!(engrams[0].pointers, ["repo:src/walk.rs#L23-L23"]);
     // A quote of nothing read is refused once, naming what was read; asked again, it falls back on the closest read.
-    let made_up = answer("the size is compared", "max_filesize is checked.");
+    let made_up = answer("the size is compared", "max filesize is checked.");
     let refused = check_report(&made_up, &known, &questions, QuoteCheck::Copied);
     assert_eq!(
         refused,
