@@ -40,7 +40,7 @@ fn replays_to_committed(
 
 /// The command of docs/llm-agents.md's tables of the graded scenarios with models on their own (`--agents llm-free`),
 /// replayed from the committed recordings (made against qwen2.5-coder-1.5b on the local server).
-const LLM_FREE_COMMAND: &str = "lessrt bench scenarios/real-ignore.toml scenarios/audit-tidepool.toml scenarios/review-lanternfish.toml scenarios/waves-harbor.toml --agents llm-free --modes less,verbatim --replay scenarios/recordings/llm-free";
+const LLM_FREE_COMMAND: &str = "lessrt bench scenarios/real-ignore.toml scenarios/audit-tidepool.toml --agents llm-free --modes less,verbatim --replay scenarios/recordings/llm-free";
 
 /// The roles of the scenarios' workers (agents with no children): the ones whose models choose their own actions.
 const WORKER_ROLES: [&str; 4] = ["investigator", "auditor", "reviewer", "worker"];
@@ -146,7 +146,7 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
             sum(&less, &|r| workers_model(r, "unusable")),
             sum(&less, &|r| workers_model(r, "calls"))
         ),
-        format!("the baseline pastes the hits ({base_searches} searches, {base_reads} reads)"),
+        format!("The baseline pastes the hits ({base_searches} searches, {base_reads} reads)"),
         format!(
             "the workers' turns, {} tokens against {}",
             thousands(sum(&less, &workers_spent)),
