@@ -108,26 +108,14 @@ pub(crate) fn locate(quoted: &str, texts: &[ReadText]) -> Vec<String> {
         let mut left: Vec<&str> = copied.iter().map(String::as_str).collect();
         let (mut cited, mut used): (Vec<String>, Vec<&ReadText>) = (Vec::new(), Vec::new());
         while !left.is_empty() && cited.len() < MAX_CITED_READS {
-            let mut best: Option<(&ReadText, Vec<u32>)> = None;
             // One run per read: copied lines far from the densest run are not cited.
-            for text in texts.iter().filter(|t| !used.contains(t)) {
-                let matching = |line: &str| {
-                    let line = key(line);
-                    letters(&line) >= MIN_ANCHOR_CHARS && left.iter().any(|q| matches(&line, q))
-                };
-                let lines: Vec<u32> = text
-                    .content
-                    .lines()
-                    .enumerate()
-                    .filter(|(_, line)| matching(line))
-                    .map(|(i, _)| text.first + i as u32)
-                    .collect();
-                let run = densest(&lines);
-                if !run.is_empty() && best.as_ref().is_none_or(|(_, b)| run.len() >= b.len()) {
-                    best = Some((text, run));
-                }
-            }
-            let Some((text, run)) = best else { break };
+            let unused = texts.iter().filter(|t| !used.contains(t));
+            let Some((text, run)) = densest_in(unused, |line| {
+                let line = key(line);
+                letters(&line) >= MIN_ANCHOR_CHARS && left.iter().any(|q| matches(&line, q))
+            }) else {
+                break;
+            };
             used.push(text);
             // The copied lines this run holds are placed; what is left may lie in another read.
             let held: Vec<String> = text
@@ -202,21 +190,7 @@ fn with_commented_code(text: &ReadText, from: u32, to: u32) -> u32 {
 /// wins a tie). `None`: nothing read.
 pub(crate) fn closest_text(words: &str, texts: &[ReadText]) -> Option<String> {
     let names = code_names(words);
-    let mut best: Option<(&ReadText, Vec<u32>)> = None;
-    for text in texts {
-        let lines: Vec<u32> = text
-            .content
-            .lines()
-            .enumerate()
-            .filter(|(_, line)| names.iter().any(|name| holds_name(line, name)))
-            .map(|(i, _)| text.first + i as u32)
-            .collect();
-        let run = densest(&lines);
-        if !run.is_empty() && best.as_ref().is_none_or(|(_, b)| run.len() >= b.len()) {
-            best = Some((text, run));
-        }
-    }
-    if let Some((text, run)) = best {
+    if let Some((text, run)) = densest_in(texts.iter(), |line| names.iter().any(|name| holds_name(line, name))) {
         return Some(text.cite(run[0], run[run.len() - 1]));
     }
     let wanted = word_set(words);
@@ -278,6 +252,28 @@ fn span_inside(quoted: &str, texts: &[ReadText]) -> Option<String> {
         [path] if from <= to => inside(path, from, to),
         _ => None,
     }
+}
+
+/// The text of `texts` with the longest [`densest`] run of lines that `holds`, and that run (a later text wins a tie).
+fn densest_in<'a>(
+    texts: impl Iterator<Item = &'a ReadText>,
+    holds: impl Fn(&str) -> bool,
+) -> Option<(&'a ReadText, Vec<u32>)> {
+    let mut best: Option<(&ReadText, Vec<u32>)> = None;
+    for text in texts {
+        let lines: Vec<u32> = text
+            .content
+            .lines()
+            .enumerate()
+            .filter(|(_, line)| holds(line))
+            .map(|(i, _)| text.first + i as u32)
+            .collect();
+        let run = densest(&lines);
+        if !run.is_empty() && best.as_ref().is_none_or(|(_, b)| run.len() >= b.len()) {
+            best = Some((text, run));
+        }
+    }
+    best
 }
 
 /// The longest run of `lines` (sorted) that fits in [`MAX_QUOTED_LINES`] file lines; the first such run on a tie.
