@@ -40,7 +40,7 @@ fn replays_to_committed(
 
 /// The command of docs/llm-agents.md's tables of the graded scenarios with models on their own (`--agents llm-free`),
 /// replayed from the committed recordings (made against qwen2.5-coder-1.5b on the local server).
-const LLM_FREE_COMMAND: &str = "lessrt bench scenarios/real-ignore.toml scenarios/audit-tidepool.toml --agents llm-free --modes less,verbatim --replay scenarios/recordings/llm-free";
+const LLM_FREE_COMMAND: &str = "lessrt bench scenarios/real-ignore.toml scenarios/audit-tidepool.toml scenarios/review-lanternfish.toml scenarios/waves-harbor.toml --agents llm-free --modes less,verbatim --replay scenarios/recordings/llm-free";
 
 /// The roles of the scenarios' workers (agents with no children): the ones whose models choose their own actions.
 const WORKER_ROLES: [&str; 4] = ["investigator", "auditor", "reviewer", "worker"];
@@ -128,6 +128,25 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
     let base_events = ledgers(&out, "verbatim");
     let base_searches = base_events.iter().filter(|e| e["event"] == "search").count();
     let base_reads = base_events.iter().filter(|e| e["event"] == "deref").count();
+    // Where the unsolved questions were lost, summed over the scenarios, and which kinds were solved.
+    let lost = |runs: &[&Value], failure: &str| {
+        let items = runs.iter().flat_map(|r| r["tasks"]["items"].as_array().expect("items"));
+        items.filter(|i| i["solved"] == false && i["failure"] == failure).count()
+    };
+    let solved_of = |runs: &[&Value], kind: &str| {
+        let items = runs.iter().flat_map(|r| r["tasks"]["items"].as_array().expect("items"));
+        let of_kind: Vec<&Value> = items.filter(|i| i["kind"] == kind).collect();
+        (of_kind.iter().filter(|i| i["solved"] == true).count(), of_kind.len())
+    };
+    let (located, locate_rules) = solved_of(&less, "locate_rule");
+    let others: usize = ["two_spans", "contradiction", "diff_review"]
+        .iter()
+        .map(|kind| {
+            let (less_solved, n) = solved_of(&less, kind);
+            assert_eq!((less_solved, solved_of(&base, kind).0), (0, 0), "the docs say no {kind} question is solved");
+            n
+        })
+        .sum();
     let doc = std::fs::read_to_string(root().join("docs/llm-agents.md")).expect("docs/llm-agents.md");
     let prose = doc.split_whitespace().collect::<Vec<_>>().join(" ");
     for said in [
@@ -147,6 +166,20 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
             sum(&less, &|r| workers_model(r, "calls"))
         ),
         format!("The baseline pastes the hits ({base_searches} searches, {base_reads} reads)"),
+        format!(
+            "are `locate_rule` questions ({located} of the {locate_rules} in LESS); none of the {others} `two_spans`, `contradiction` or `diff_review` questions is solved in either mode"
+        ),
+        format!(
+            "in LESS {} were never found by a search, {} were found and not read, {} read and not cited, {} cited with a claim that misses; in the baseline, which reads every hit it is pasted, {} not found, {} found and not read, {} read and not cited, {} claim misses",
+            lost(&less, "not_found"),
+            lost(&less, "found_not_read"),
+            lost(&less, "read_not_cited"),
+            lost(&less, "claim_misses"),
+            lost(&base, "not_found"),
+            lost(&base, "found_not_read"),
+            lost(&base, "read_not_cited"),
+            lost(&base, "claim_misses")
+        ),
         format!(
             "the workers' turns, {} tokens against {}",
             thousands(sum(&less, &workers_spent)),
