@@ -1172,6 +1172,14 @@ impl Scenario {
         self
     }
 
+    /// The scenario with every `llm` agent sampling at `temperature`.
+    pub fn with_temperature(mut self, temperature: f64) -> Scenario {
+        for agent in self.agents.iter_mut().filter(|a| a.kind == AgentKind::Llm) {
+            agent.llm.get_or_insert_default().temperature = temperature;
+        }
+        self
+    }
+
     /// The scenario as models do its work on their own: every agent an `llm` agent that chooses its own actions
     /// ([`LlmSpec::choose_actions`]), and the scripted steps (with their pointer packs and answers) replaced by the
     /// hierarchy's plain delegation ([`Scenario::delegation_steps`]). No authored pack or catalogue reaches a model:

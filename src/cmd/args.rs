@@ -203,6 +203,32 @@ pub(crate) fn rfc3339(at: i64) -> String {
 mod tests {
     use super::*;
 
+    /// `--temperature` reaches every agent's model settings, and a temperature out of range is refused saying why.
+    #[test]
+    fn the_temperature_flag_sets_every_model_agents_temperature() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            agents: AgentsArgs,
+        }
+        use clap::Parser as _;
+        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let toml = std::fs::read_to_string(base.join("audit-tidepool.toml")).expect("the scenario");
+        let scenario = || less_runtime::Scenario::from_toml(&toml, &base).expect("valid");
+        let cli = Cli::try_parse_from(["lessrt", "--agents", "llm-free", "--temperature", "0.7"]).expect("parses");
+        let sampled = cli.agents.apply(scenario());
+        assert!(sampled.agents.iter().all(|a| a.llm.as_ref().is_some_and(|l| l.temperature == 0.7)));
+        let cli = Cli::try_parse_from(["lessrt", "--agents", "llm-free"]).expect("parses");
+        assert!(
+            cli.agents.apply(scenario()).agents.iter().all(|a| a.llm.as_ref().is_some_and(|l| l.temperature == 0.0))
+        );
+        for bad in ["2.5", "-1", "warm"] {
+            let arg = format!("--temperature={bad}");
+            let err = Cli::try_parse_from(["lessrt", arg.as_str()]).err().expect("refused").to_string();
+            assert!(err.contains("is not a temperature: give a number from 0 to 2"), "{err}");
+        }
+    }
+
     #[test]
     fn counts_are_singular_only_for_one() {
         assert_eq!(count(0u64, "session"), "0 sessions");
@@ -259,6 +285,18 @@ pub(crate) struct AgentsArgs {
     /// else 120). A small model on a CPU reading a verbatim baseline's pasted files needs several minutes.
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) model_timeout: Option<u64>,
+    /// Sampling temperature of every `llm` agent, from 0 to 2 (default: as the scenario says, else 0). Above 0 a run
+    /// samples: record it (`--record`) to replay it, e.g. a second recording beside one at 0 to show the spread.
+    #[arg(long, value_name = "T", value_parser = temperature)]
+    pub(crate) temperature: Option<f64>,
+}
+
+/// A sampling temperature: a number from 0 to 2.
+fn temperature(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(t) if (0.0..=2.0).contains(&t) => Ok(t),
+        _ => Err(format!("{text:?} is not a temperature: give a number from 0 to 2 (0: reproducible)")),
+    }
 }
 
 impl AgentsArgs {
@@ -269,8 +307,12 @@ impl AgentsArgs {
             AgentsChoice::Llm => scenario.with_every_agent_llm(),
             AgentsChoice::LlmFree => scenario.delegated(),
         };
-        match self.model_timeout {
+        let scenario = match self.model_timeout {
             Some(secs) => scenario.with_model_timeout(secs),
+            None => scenario,
+        };
+        match self.temperature {
+            Some(t) => scenario.with_temperature(t),
             None => scenario,
         }
     }

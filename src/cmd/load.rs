@@ -239,6 +239,7 @@ async fn gateways(
             every_llm: false,
             delegated: false,
             model_timeout: None,
+            temperature: None,
             heartbeat_timeout: less_runtime::cluster::DEFAULT_HEARTBEAT_TIMEOUT,
             tls,
             models: Default::default(),

@@ -257,6 +257,7 @@ fn run_modes(args: &Args, ctx: Ctx, resuming: Option<PathBuf>) -> anyhow::Result
             every_llm: matches!(args.agents.agents, super::args::AgentsChoice::Llm),
             delegated: matches!(args.agents.agents, super::args::AgentsChoice::LlmFree),
             model_timeout: args.agents.model_timeout,
+            temperature: args.agents.temperature,
             heartbeat_timeout: Duration::from_secs(args.heartbeat_timeout),
             tls: args.tls.load()?,
             models: less_runtime::cluster::ModelDirs {

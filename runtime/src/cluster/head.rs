@@ -225,6 +225,8 @@ pub struct ClusterOptions {
     pub delegated: bool,
     /// The request timeout of every `llm` agent (`--model-timeout`), for the nodes' agents too.
     pub model_timeout: Option<u64>,
+    /// The sampling temperature of every `llm` agent (`--temperature`), for the nodes' agents too.
+    pub temperature: Option<f64>,
     /// How long a node may leave the head's heartbeats unanswered before it is lost (`--heartbeat-timeout`): a node
     /// that hangs with its connection open (stopped, or wedged) is treated like one that died.
     pub heartbeat_timeout: Duration,
@@ -356,6 +358,7 @@ impl ClusterHandle {
             every_llm,
             delegated,
             model_timeout,
+            temperature,
             heartbeat_timeout,
             tls,
             models,
@@ -449,6 +452,7 @@ impl ClusterHandle {
             every_llm,
             delegated,
             model_timeout,
+            temperature,
             nodes: scenario.cluster.clone(),
             placement: placement.clone(),
             agents: Vec::new(),

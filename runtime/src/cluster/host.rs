@@ -58,6 +58,9 @@ pub struct HostSpec {
     /// The request timeout of every `llm` agent (`--model-timeout`), if set.
     #[serde(default)]
     pub model_timeout: Option<u64>,
+    /// The sampling temperature of every `llm` agent (`--temperature`), if set.
+    #[serde(default)]
+    pub temperature: Option<f64>,
     /// The cluster as the head runs it, and every agent's node.
     pub nodes: Vec<ClusterNode>,
     /// Agent → node, for every agent not on the head.
@@ -85,7 +88,7 @@ pub struct HostSpec {
 
 impl HostSpec {
     /// The scenario as the head runs it: the file's, with the agents the command line asked for (`--agents`,
-    /// `--model-timeout`) and the head's placement.
+    /// `--model-timeout`, `--temperature`) and the head's placement.
     pub(crate) fn scenario(&self) -> Result<Scenario, String> {
         let scenario = Scenario::from_toml(&self.scenario_toml, &self.scenario_base).map_err(|v| v.to_string())?;
         let scenario = match (self.delegated, self.every_llm) {
@@ -95,6 +98,10 @@ impl HostSpec {
         };
         let scenario = match self.model_timeout {
             Some(secs) => scenario.with_model_timeout(secs),
+            None => scenario,
+        };
+        let scenario = match self.temperature {
+            Some(t) => scenario.with_temperature(t),
             None => scenario,
         };
         scenario.placed(self.nodes.clone(), &self.placement).map_err(|v| v.to_string())
@@ -441,6 +448,7 @@ mod tests {
             every_llm: false,
             delegated: true,
             model_timeout: Some(7),
+            temperature: Some(0.7),
             nodes: Vec::new(),
             placement: Default::default(),
             agents: Vec::new(),
@@ -451,7 +459,9 @@ mod tests {
             restore: None,
             models: ModelDirs::default(),
         };
-        let as_written = HostSpec { delegated: false, model_timeout: None, ..spec.clone() }.scenario().expect("ok");
+        let as_written = HostSpec { delegated: false, model_timeout: None, temperature: None, ..spec.clone() }
+            .scenario()
+            .expect("ok");
         let scenario = spec.scenario().expect("the scenario");
         assert!(!as_written.steps.is_empty());
         assert_ne!(
@@ -462,6 +472,7 @@ mod tests {
         assert!(scenario.agents.iter().all(|a| a.kind == less_contract::AgentKind::Llm));
         for agent in &scenario.agents {
             assert_eq!(agent.llm.as_ref().and_then(|l| l.timeout_secs), Some(7), "{}", agent.id);
+            assert_eq!(agent.llm.as_ref().map(|l| l.temperature), Some(0.7), "{}", agent.id);
         }
     }
 }
