@@ -212,7 +212,7 @@ mod tests {
             agents: AgentsArgs,
         }
         use clap::Parser as _;
-        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
         let toml = std::fs::read_to_string(base.join("audit-tidepool.toml")).expect("the scenario");
         let scenario = || less_runtime::Scenario::from_toml(&toml, &base).expect("valid");
         let cli = Cli::try_parse_from(["lessrt", "--agents", "llm-free", "--temperature", "0.7"]).expect("parses");
