@@ -1164,18 +1164,16 @@ impl Scenario {
         self
     }
 
-    /// The scenario with every `llm` agent's request timeout set to `secs` (`--model-timeout`).
-    pub fn with_model_timeout(mut self, secs: u64) -> Scenario {
-        for agent in self.agents.iter_mut().filter(|a| a.kind == AgentKind::Llm) {
-            agent.llm.get_or_insert_default().timeout_secs = Some(secs);
+    /// The scenario with every `llm` agent's request timeout (`--model-timeout`) and sampling temperature
+    /// (`--temperature`) set to those given; `None` leaves the scenario's own.
+    pub fn with_model_settings(mut self, timeout_secs: Option<u64>, temperature: Option<f64>) -> Scenario {
+        if timeout_secs.is_none() && temperature.is_none() {
+            return self;
         }
-        self
-    }
-
-    /// The scenario with every `llm` agent sampling at `temperature`.
-    pub fn with_temperature(mut self, temperature: f64) -> Scenario {
         for agent in self.agents.iter_mut().filter(|a| a.kind == AgentKind::Llm) {
-            agent.llm.get_or_insert_default().temperature = temperature;
+            let llm = agent.llm.get_or_insert_default();
+            llm.timeout_secs = timeout_secs.or(llm.timeout_secs);
+            llm.temperature = temperature.unwrap_or(llm.temperature);
         }
         self
     }

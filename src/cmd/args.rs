@@ -307,14 +307,7 @@ impl AgentsArgs {
             AgentsChoice::Llm => scenario.with_every_agent_llm(),
             AgentsChoice::LlmFree => scenario.delegated(),
         };
-        let scenario = match self.model_timeout {
-            Some(secs) => scenario.with_model_timeout(secs),
-            None => scenario,
-        };
-        match self.temperature {
-            Some(t) => scenario.with_temperature(t),
-            None => scenario,
-        }
+        scenario.with_model_settings(self.model_timeout, self.temperature)
     }
 }
 

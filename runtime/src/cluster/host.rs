@@ -96,14 +96,7 @@ impl HostSpec {
             (false, true) => scenario.with_every_agent_llm(),
             (false, false) => scenario,
         };
-        let scenario = match self.model_timeout {
-            Some(secs) => scenario.with_model_timeout(secs),
-            None => scenario,
-        };
-        let scenario = match self.temperature {
-            Some(t) => scenario.with_temperature(t),
-            None => scenario,
-        };
+        let scenario = scenario.with_model_settings(self.model_timeout, self.temperature);
         scenario.placed(self.nodes.clone(), &self.placement).map_err(|v| v.to_string())
     }
 }
