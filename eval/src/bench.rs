@@ -67,6 +67,10 @@ pub struct BenchRecording {
     pub model: serde_json::Value,
     /// `blake3:<hex>` over the recording's files.
     pub digest: String,
+    /// The sampling temperature of the scenario's `llm` agents, when they share one (a recording at another
+    /// temperature is another recording: the request carries it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
 }
 
 /// A run that did not finish.
@@ -216,6 +220,7 @@ impl Bench {
                 self.comparison_table(&mut out, base, idx == 0);
             }
         }
+        self.recordings_line(&mut out);
         self.tasks_table(&mut out, &modes);
         self.failure_kinds_table(&mut out);
         self.lead_table(&mut out, &modes);
@@ -358,6 +363,28 @@ impl Bench {
             }
         }
         out.push('\n');
+    }
+
+    /// Which model the recordings' answers came from and at which temperature, one line per model and
+    /// temperature, naming the scenarios (nothing when no recording was used).
+    fn recordings_line(&self, out: &mut String) {
+        let mut groups: Vec<(String, Option<f64>, Vec<&str>)> = Vec::new();
+        for recording in &self.recordings {
+            let model = &recording.model;
+            let name = model["served"].as_str().or_else(|| model["name"].as_str()).unwrap_or("an unnamed model");
+            let mut named = format!("`{name}`");
+            if let Some(sha) = model["sha256"].as_str() {
+                let _ = write!(named, " (sha256 `{}…`)", &sha[..sha.len().min(12)]);
+            }
+            match groups.iter_mut().find(|(m, t, _)| *m == named && *t == recording.temperature) {
+                Some((_, _, scenarios)) => scenarios.push(&recording.scenario),
+                None => groups.push((named, recording.temperature, vec![&recording.scenario])),
+            }
+        }
+        for (model, temperature, scenarios) in &groups {
+            let at = temperature.map(|t| format!(" at temperature {t}")).unwrap_or_default();
+            let _ = writeln!(out, "Models answered from recordings: {model}{at}, for {}.\n", scenarios.join(", "));
+        }
     }
 
     fn tokenizer(&self) -> &str {

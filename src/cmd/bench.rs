@@ -166,6 +166,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
                 scenario: scenario.name.clone(),
                 model: serde_json::to_value(model)?,
                 digest,
+                temperature: shared_temperature(scenario),
             });
         }
     }
@@ -242,6 +243,13 @@ fn scenario_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
         }
     }
     Ok(files)
+}
+
+/// The sampling temperature of `scenario`'s `llm` agents when they all share one.
+fn shared_temperature(scenario: &Scenario) -> Option<f64> {
+    let mut temperatures = scenario.agents.iter().filter_map(|a| a.llm.as_ref().map(|l| l.temperature));
+    let first = temperatures.next()?;
+    temperatures.all(|t| t == first).then_some(first)
 }
 
 /// Where `scenario`'s models answer from: its own directory of the recording, or live. A replay of a scenario

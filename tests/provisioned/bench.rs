@@ -1,6 +1,7 @@
 //! The recorded `--agents llm-free` bench replayed: the workers' searches rerank with the embedding model, so the
 //! replay asks the recording the same questions only with the model provisioned.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -192,5 +193,88 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
         ),
     ] {
         assert!(prose.contains(&said), "docs/llm-agents.md should say: {said}");
+    }
+}
+
+/// The second llm-free recording, for the spread: every model sampled at temperature 0.7 (a request names its
+/// temperature, so this is a recording of its own, made and replayed with the flag), with the build of the first.
+/// Two benches of it: `review-lanternfish` in both modes, and `real-ignore` in LESS (its baseline was not recorded
+/// sampled). Each is `(command, committed bench.json, docs/llm-agents.md's marker of its summary)`.
+const LLM_FREE_SAMPLED: [(&str, &str, &str); 2] = [
+    (
+        "lessrt bench scenarios/review-lanternfish.toml --agents llm-free --modes less,verbatim --temperature 0.7 --replay scenarios/recordings/llm-free-t0.7",
+        "scenarios/recordings/llm-free-t0.7/review-lanternfish.bench.json",
+        "bench-llm-free-t0.7-lanternfish",
+    ),
+    (
+        "lessrt bench scenarios/real-ignore.toml --agents llm-free --modes less --temperature 0.7 --replay scenarios/recordings/llm-free-t0.7",
+        "scenarios/recordings/llm-free-t0.7/real-ignore.less.bench.json",
+        "bench-llm-free-t0.7-real-ignore",
+    ),
+];
+
+/// Of the run of `scenario` in `mode` in `bench`: the tasks solved, the tasks graded, and the tokens spent (inline +
+/// dereferenced).
+fn outcome(bench: &Value, scenario: &str, mode: &str) -> (std::collections::BTreeSet<String>, usize, u64) {
+    let run = bench["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .find(|r| r["mode"] == mode && r["scenario"] == scenario)
+        .unwrap_or_else(|| panic!("no run of {scenario} in {mode}"));
+    let items = run["tasks"]["items"].as_array().expect("items");
+    let solved =
+        items.iter().filter(|i| i["solved"] == true).map(|i| i["id"].as_str().expect("task id").to_owned()).collect();
+    let spent = run["totals"]["inline_tokens"]["total"].as_u64().expect("inline")
+        + run["totals"]["deref_tokens"].as_u64().expect("deref");
+    (solved, items.len(), spent)
+}
+
+/// The sampled recording's benches replay to their committed bench.json, their summaries name the temperature (the
+/// first recording's names 0), and the spread table of docs/llm-agents.md and the README is what the two recordings
+/// solve run by run: at each temperature, in both, and at what cost per solved task.
+#[test]
+fn the_sampled_llm_free_recording_replays_and_the_docs_show_the_spread() {
+    let first = between_markers("docs/llm-agents.md", "bench-llm-free:summary");
+    assert!(first.contains(" at temperature 0, for real-ignore, audit-tidepool"), "{first}");
+    let greedy: Value = serde_json::from_slice(
+        &std::fs::read(root().join("scenarios/recordings/llm-free/bench.json"))
+            .expect("the first recording's bench.json"),
+    )
+    .expect("JSON");
+    let per_solved = |solved: usize, spent: u64| {
+        if solved == 0 { "—".to_owned() } else { thousands((spent as f64 / solved as f64).round() as u64) }
+    };
+    let mut table = String::from(
+        "| scenario | mode | solved at temperature 0 | solved at 0.7 | solved in both | tokens per solved task at 0 | at 0.7 |\n\
+         |---|---|---:|---:|---:|---:|---:|\n",
+    );
+    for (command, committed, marker) in LLM_FREE_SAMPLED {
+        let (_dir, out, committed) = replays_to_committed(command, committed, "docs/llm-agents.md", marker);
+        let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
+        assert!(summary.contains(" at temperature 0.7, for "), "{summary}");
+        let sampled: Value = serde_json::from_slice(&committed).expect("bench.json");
+        for run in sampled["runs"].as_array().expect("runs") {
+            let (scenario, mode) = (run["scenario"].as_str().expect("scenario"), run["mode"].as_str().expect("mode"));
+            let (at0, graded, spent0) = outcome(&greedy, scenario, mode);
+            let (at7, graded7, spent7) = outcome(&sampled, scenario, mode);
+            assert_eq!(graded, graded7, "both recordings grade the same questions");
+            let _ = writeln!(
+                table,
+                "| {scenario} | {mode} | {}/{graded} | {}/{graded} | {} | {} | {} |",
+                at0.len(),
+                at7.len(),
+                at0.intersection(&at7).count(),
+                per_solved(at0.len(), spent0),
+                per_solved(at7.len(), spent7)
+            );
+        }
+    }
+    for doc in ["docs/llm-agents.md", "README.md"] {
+        assert_eq!(
+            between_markers(doc, "llm-free:spread"),
+            table,
+            "{doc}'s spread table, regenerated from the benches"
+        );
     }
 }
