@@ -374,7 +374,7 @@ impl Bench {
             let name = model["served"].as_str().or_else(|| model["name"].as_str()).unwrap_or("an unnamed model");
             let mut named = format!("`{name}`");
             if let Some(sha) = model["sha256"].as_str() {
-                let _ = write!(named, " (sha256 `{}…`)", &sha[..sha.len().min(12)]);
+                let _ = write!(named, " (sha256 `{}…`)", sha.chars().take(12).collect::<String>());
             }
             match groups.iter_mut().find(|(m, t, _)| *m == named && *t == recording.temperature) {
                 Some((_, _, scenarios)) => scenarios.push(&recording.scenario),

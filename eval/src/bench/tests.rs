@@ -159,3 +159,26 @@ fn numbers_are_written_for_people() {
     assert_eq!(percent(1, 3), "33.3%");
     assert_eq!(percent(1, 0), "—");
 }
+
+/// The summary says which model the recordings came from and at which temperature, a line per model and temperature
+/// naming its scenarios, and nothing when no recording was used.
+#[test]
+fn the_summary_names_the_recordings_model_and_temperature() {
+    assert!(!bench().summary_markdown().contains("Models answered"));
+    let mut b = bench();
+    let recording = |scenario: &str, temperature: Option<f64>| BenchRecording {
+        scenario: scenario.to_owned(),
+        model: json!({"name": "local", "served": "qwen2.5-coder-1.5b", "sha256": "cc324af070c2ecbfd324a308"}),
+        digest: "blake3:00".to_owned(),
+        temperature,
+    };
+    b.recordings = vec![recording("a", Some(0.0)), recording("b", Some(0.7)), recording("c", Some(0.0))];
+    let summary = b.summary_markdown();
+    assert!(
+        summary.contains(
+            "Models answered from recordings: `qwen2.5-coder-1.5b` (sha256 `cc324af070c2…`) at temperature 0, for a, c.\n"
+        ),
+        "{summary}"
+    );
+    assert!(summary.contains("`qwen2.5-coder-1.5b` (sha256 `cc324af070c2…`) at temperature 0.7, for b."), "{summary}");
+}
