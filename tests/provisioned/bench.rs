@@ -58,6 +58,12 @@ fn ledgers(out: &std::path::Path, mode: &str) -> Vec<Value> {
     events
 }
 
+/// The tokens a run spent: inline plus dereferenced.
+fn spent(run: &Value) -> u64 {
+    run["totals"]["inline_tokens"]["total"].as_u64().expect("inline")
+        + run["totals"]["deref_tokens"].as_u64().expect("deref")
+}
+
 /// The recorded llm-free runs replay without a server to their committed bench.json, byte for byte; docs/llm-agents.md's
 /// tables are its summary and the README's section on models doing the work is its summary's tables. In them no
 /// authored pack reached a model (the briefs carry none) and the workers' models chose their own searches and reads.
@@ -106,10 +112,6 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
     };
     let (less, base) = (runs("less"), runs("verbatim"));
     let sum = |runs: &[&Value], f: &dyn Fn(&Value) -> u64| runs.iter().map(|r| f(r)).sum::<u64>();
-    let spent = |r: &Value| {
-        r["totals"]["inline_tokens"]["total"].as_u64().expect("inline")
-            + r["totals"]["deref_tokens"].as_u64().expect("deref")
-    };
     let workers_spent = |r: &Value| {
         WORKER_ROLES
             .iter()
@@ -130,10 +132,7 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
     let base_searches = base_events.iter().filter(|e| e["event"] == "search").count();
     let base_reads = base_events.iter().filter(|e| e["event"] == "deref").count();
     // Where the unsolved questions were lost, summed over the scenarios, and which kinds were solved.
-    let lost = |runs: &[&Value], failure: &str| {
-        let items = runs.iter().flat_map(|r| r["tasks"]["items"].as_array().expect("items"));
-        items.filter(|i| i["solved"] == false && i["failure"] == failure).count()
-    };
+    let lost = |runs: &[&Value], failure: &str| runs.iter().map(|r| lost_at(r, failure)).sum::<usize>();
     let solved_of = |runs: &[&Value], kind: &str| {
         let items = runs.iter().flat_map(|r| r["tasks"]["items"].as_array().expect("items"));
         let of_kind: Vec<&Value> = items.filter(|i| i["kind"] == kind).collect();
@@ -213,21 +212,26 @@ const LLM_FREE_SAMPLED: [(&str, &str, &str); 2] = [
     ),
 ];
 
-/// Of the run of `scenario` in `mode` in `bench`: the tasks solved, the tasks graded, and the tokens spent (inline +
-/// dereferenced).
-fn outcome(bench: &Value, scenario: &str, mode: &str) -> (std::collections::BTreeSet<String>, usize, u64) {
-    let run = bench["runs"]
+/// The run of `scenario` in `mode` in `bench`.
+fn run_of<'a>(bench: &'a Value, scenario: &str, mode: &str) -> &'a Value {
+    bench["runs"]
         .as_array()
         .expect("runs")
         .iter()
         .find(|r| r["mode"] == mode && r["scenario"] == scenario)
-        .unwrap_or_else(|| panic!("no run of {scenario} in {mode}"));
+        .unwrap_or_else(|| panic!("no run of {scenario} in {mode}"))
+}
+
+/// The ids of the tasks `run` solved.
+fn solved_ids(run: &Value) -> std::collections::BTreeSet<String> {
     let items = run["tasks"]["items"].as_array().expect("items");
-    let solved =
-        items.iter().filter(|i| i["solved"] == true).map(|i| i["id"].as_str().expect("task id").to_owned()).collect();
-    let spent = run["totals"]["inline_tokens"]["total"].as_u64().expect("inline")
-        + run["totals"]["deref_tokens"].as_u64().expect("deref");
-    (solved, items.len(), spent)
+    items.iter().filter(|i| i["solved"] == true).map(|i| i["id"].as_str().expect("task id").to_owned()).collect()
+}
+
+/// How many of `run`'s unsolved tasks were lost at `failure` (the funnel's stages).
+fn lost_at(run: &Value, failure: &str) -> usize {
+    let items = run["tasks"]["items"].as_array().expect("items");
+    items.iter().filter(|i| i["solved"] == false && i["failure"] == failure).count()
 }
 
 /// The sampled recording's benches replay to their committed bench.json, their summaries name the temperature (the
@@ -249,6 +253,9 @@ fn the_sampled_llm_free_recording_replays_and_the_docs_show_the_spread() {
         "| scenario | mode | solved at temperature 0 | solved at 0.7 | solved in both | tokens per solved task at 0 | at 0.7 |\n\
          |---|---|---:|---:|---:|---:|---:|\n",
     );
+    // Over the sampled runs, per mode: questions graded, solved at 0, solved at 0.7; and LESS's questions found and
+    // not read, and read and not cited, at 0 and at 0.7.
+    let (mut less, mut base, mut less_lost) = ([0usize; 3], [0usize; 3], [(0usize, 0usize); 2]);
     for (command, committed, marker) in LLM_FREE_SAMPLED {
         let (_dir, out, committed) = replays_to_committed(command, committed, "docs/llm-agents.md", marker);
         let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
@@ -256,9 +263,17 @@ fn the_sampled_llm_free_recording_replays_and_the_docs_show_the_spread() {
         let sampled: Value = serde_json::from_slice(&committed).expect("bench.json");
         for run in sampled["runs"].as_array().expect("runs") {
             let (scenario, mode) = (run["scenario"].as_str().expect("scenario"), run["mode"].as_str().expect("mode"));
-            let (at0, graded, spent0) = outcome(&greedy, scenario, mode);
-            let (at7, graded7, spent7) = outcome(&sampled, scenario, mode);
-            assert_eq!(graded, graded7, "both recordings grade the same questions");
+            let (run0, run7) = (run_of(&greedy, scenario, mode), run_of(&sampled, scenario, mode));
+            let graded = run0["tasks"]["graded"].as_u64().expect("graded");
+            assert_eq!(run7["tasks"]["graded"], graded, "both recordings grade the same questions");
+            let (at0, at7, spent0, spent7) = (solved_ids(run0), solved_ids(run7), spent(run0), spent(run7));
+            let totals = if mode == "less" { &mut less } else { &mut base };
+            *totals = [totals[0] + graded as usize, totals[1] + at0.len(), totals[2] + at7.len()];
+            if mode == "less" {
+                for (i, failure) in ["found_not_read", "read_not_cited"].iter().enumerate() {
+                    less_lost[i] = (less_lost[i].0 + lost_at(run0, failure), less_lost[i].1 + lost_at(run7, failure));
+                }
+            }
             let _ = writeln!(
                 table,
                 "| {scenario} | {mode} | {}/{graded} | {}/{graded} | {} | {} | {} |",
@@ -269,6 +284,39 @@ fn the_sampled_llm_free_recording_replays_and_the_docs_show_the_spread() {
                 per_solved(at7.len(), spent7)
             );
         }
+    }
+    let solved_greedy = |mode: &str| {
+        let runs = greedy["runs"].as_array().expect("runs").iter().filter(|r| r["mode"] == mode);
+        let (solved, graded) = runs.fold((0, 0), |(s, g), r| {
+            (s + r["tasks"]["solved"].as_u64().expect("solved"), g + r["tasks"]["graded"].as_u64().expect("graded"))
+        });
+        (solved, graded)
+    };
+    let ((first_less, all), (first_base, _)) = (solved_greedy("less"), solved_greedy("verbatim"));
+    let [less_n, less0, less7] = less;
+    let [base_n, base0, base7] = base;
+    let [(unread0, unread7), (uncited0, uncited7)] = less_lost;
+    let said = [
+        (
+            "README.md",
+            format!(
+                "sampled, LESS solves {less7} of these {less_n} questions ({less0} greedy) and the baseline {base7} of its {base_n} ({base0} greedy), so the first recording's {first_less} against {first_base} of {all} is within what one run varies by"
+            ),
+        ),
+        (
+            "docs/llm-agents.md",
+            format!(
+                "sampled, LESS solves {less7} of these {less_n} questions ({less0} greedy) and the baseline {base7} of its {base_n} ({base0} greedy). The funnel tables say where: sampled, LESS lost {unread7} questions found and not read ({unread0} greedy) and {uncited7} read and not cited ({uncited0} greedy)"
+            ),
+        ),
+        (
+            "docs/llm-agents.md",
+            format!("The first recording's {first_less} against {first_base} of {all} is therefore"),
+        ),
+    ];
+    for (doc, said) in said {
+        let text = std::fs::read_to_string(root().join(doc)).expect("the document");
+        assert!(text.split_whitespace().collect::<Vec<_>>().join(" ").contains(&said), "{doc} should say: {said}");
     }
     for doc in ["docs/llm-agents.md", "README.md"] {
         assert_eq!(
