@@ -325,18 +325,22 @@ impl Bench {
         out.push_str("\n\n");
     }
 
-    /// Where the unsolved tasks were lost, per run: counts of each [`Failure`] (nothing when every task was solved).
+    /// Where the unsolved tasks were lost, per run: counts of each [`Failure`], and of the unsolved tasks whose claim
+    /// stated the answer (nothing when every task was solved).
     fn failure_kinds_table(&self, out: &mut String) {
         let unsolved = |run: &BenchRun| run.report.tasks.items.iter().filter_map(|t| t.failure).collect::<Vec<_>>();
         if self.runs.iter().all(|run| unsolved(run).is_empty()) {
             return;
         }
-        out.push_str("Unsolved tasks by where they were lost (search → read → cite → state):\n\n| scenario | mode |");
+        out.push_str(
+            "Unsolved tasks by where they were lost (search → read → cite → state), and how many of them a claim \
+             answered right, its citations aside:\n\n| scenario | mode |",
+        );
         for kind in Failure::ALL {
             let _ = write!(out, " {} |", kind.as_str());
         }
-        out.push_str("\n|---|---|");
-        out.push_str(&"---:|".repeat(Failure::ALL.len()));
+        out.push_str(" claim right |\n|---|---|");
+        out.push_str(&"---:|".repeat(Failure::ALL.len() + 1));
         out.push('\n');
         for run in &self.runs {
             let failures = unsolved(run);
@@ -345,7 +349,8 @@ impl Bench {
             for kind in Failure::ALL {
                 let _ = write!(out, " {} |", failures.iter().filter(|f| **f == kind).count());
             }
-            out.push('\n');
+            let stated = run.report.tasks.items.iter().filter(|t| t.stated).count();
+            let _ = writeln!(out, " {stated} |");
         }
         out.push('\n');
     }

@@ -147,9 +147,50 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
             n
         })
         .sum();
+    // The ceiling of the citations: unsolved questions a claim answered right all the same; and the questions whose
+    // gold lines the workers read (solved, or lost after the read), with how many of them a claim answered right.
+    let items = |runs: &[&Value]| -> Vec<Value> {
+        runs.iter().flat_map(|r| r["tasks"]["items"].as_array().expect("items").iter().cloned()).collect()
+    };
+    let stated = |runs: &[&Value]| items(runs).iter().filter(|i| i["stated"] == true).count();
+    let gold_read = |runs: &[&Value]| {
+        let read: Vec<Value> = items(runs)
+            .into_iter()
+            .filter(|i| {
+                i["solved"] == true
+                    || matches!(i["failure"].as_str(), Some("read_not_cited" | "claim_misses" | "other_task"))
+            })
+            .collect();
+        (read.len(), read.iter().filter(|i| i["solved"] == true || i["stated"] == true).count())
+    };
+    let ((less_read, less_right), (base_read, base_right)) = (gold_read(&less), gold_read(&base));
     let doc = std::fs::read_to_string(root().join("docs/llm-agents.md")).expect("docs/llm-agents.md");
     let prose = doc.split_whitespace().collect::<Vec<_>>().join(" ");
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let readme = readme.split_whitespace().collect::<Vec<_>>().join(" ");
     for said in [
+        format!(
+            "with every citation right LESS would solve at most {} of {graded} and the baseline {}",
+            solved(&less) as usize + stated(&less),
+            solved(&base) as usize + stated(&base)
+        ),
+        format!(
+            "of the {base_read} questions whose gold lines the baseline's workers were pasted, a claim answered {base_right} right"
+        ),
+    ] {
+        assert!(readme.contains(&said), "README.md should say: {said}");
+    }
+    for said in [
+        format!(
+            "a claim answered right all the same in {} of LESS's unsolved questions and {} of the baseline's, so with every citation right LESS would solve at most {} of {graded} and the baseline {}",
+            stated(&less),
+            stated(&base),
+            solved(&less) as usize + stated(&less),
+            solved(&base) as usize + stated(&base)
+        ),
+        format!(
+            "Of the questions whose gold lines the workers read ({less_read} in LESS, {base_read} in the baseline), a claim answered {less_right} and {base_right} right"
+        ),
         format!(
             "solve {} of the {graded} questions in LESS and {} of {graded} in the fair baseline",
             solved(&less),
@@ -196,21 +237,14 @@ fn the_recorded_llm_free_run_replays_to_its_committed_bench_json() {
 }
 
 /// The second llm-free recording, for the spread: every model sampled at temperature 0.7 (a request names its
-/// temperature, so this is a recording of its own, made and replayed with the flag), with the build of the first.
-/// Two benches of it: `review-lanternfish` in both modes, and `real-ignore` in LESS (its baseline was not recorded
-/// sampled). Each is `(command, committed bench.json, docs/llm-agents.md's marker of its summary)`.
-const LLM_FREE_SAMPLED: [(&str, &str, &str); 2] = [
-    (
-        "lessrt bench scenarios/review-lanternfish.toml --agents llm-free --modes less,verbatim --temperature 0.7 --replay scenarios/recordings/llm-free-t0.7",
-        "scenarios/recordings/llm-free-t0.7/review-lanternfish.bench.json",
-        "bench-llm-free-t0.7-lanternfish",
-    ),
-    (
-        "lessrt bench scenarios/real-ignore.toml --agents llm-free --modes less --temperature 0.7 --replay scenarios/recordings/llm-free-t0.7",
-        "scenarios/recordings/llm-free-t0.7/real-ignore.less.bench.json",
-        "bench-llm-free-t0.7-real-ignore",
-    ),
-];
+/// temperature, so this is a recording of its own, made and replayed with the flag), with the build of the first, of
+/// every graded scenario in both modes. Its command, committed bench.json, and docs/llm-agents.md's marker of its
+/// summary.
+const LLM_FREE_SAMPLED: (&str, &str, &str) = (
+    "lessrt bench scenarios/real-ignore.toml scenarios/audit-tidepool.toml scenarios/review-lanternfish.toml scenarios/waves-harbor.toml --agents llm-free --modes less,verbatim --temperature 0.7 --replay scenarios/recordings/llm-free-t0.7",
+    "scenarios/recordings/llm-free-t0.7/bench.json",
+    "bench-llm-free-t0.7",
+);
 
 /// The run of `scenario` in `mode` in `bench`.
 fn run_of<'a>(bench: &'a Value, scenario: &str, mode: &str) -> &'a Value {
@@ -256,34 +290,33 @@ fn the_sampled_llm_free_recording_replays_and_the_docs_show_the_spread() {
     // Over the sampled runs, per mode: questions graded, solved at 0, solved at 0.7; and LESS's questions found and
     // not read, and read and not cited, at 0 and at 0.7.
     let (mut less, mut base, mut less_lost) = ([0usize; 3], [0usize; 3], [(0usize, 0usize); 2]);
-    for (command, committed, marker) in LLM_FREE_SAMPLED {
-        let (_dir, out, committed) = replays_to_committed(command, committed, "docs/llm-agents.md", marker);
-        let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
-        assert!(summary.contains(" at temperature 0.7, for "), "{summary}");
-        let sampled: Value = serde_json::from_slice(&committed).expect("bench.json");
-        for run in sampled["runs"].as_array().expect("runs") {
-            let (scenario, mode) = (run["scenario"].as_str().expect("scenario"), run["mode"].as_str().expect("mode"));
-            let (run0, run7) = (run_of(&greedy, scenario, mode), run_of(&sampled, scenario, mode));
-            let graded = run0["tasks"]["graded"].as_u64().expect("graded");
-            assert_eq!(run7["tasks"]["graded"], graded, "both recordings grade the same questions");
-            let (at0, at7, spent0, spent7) = (solved_ids(run0), solved_ids(run7), spent(run0), spent(run7));
-            let totals = if mode == "less" { &mut less } else { &mut base };
-            *totals = [totals[0] + graded as usize, totals[1] + at0.len(), totals[2] + at7.len()];
-            if mode == "less" {
-                for (i, failure) in ["found_not_read", "read_not_cited"].iter().enumerate() {
-                    less_lost[i] = (less_lost[i].0 + lost_at(run0, failure), less_lost[i].1 + lost_at(run7, failure));
-                }
+    let (command, committed, marker) = LLM_FREE_SAMPLED;
+    let (_dir, out, committed) = replays_to_committed(command, committed, "docs/llm-agents.md", marker);
+    let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
+    assert!(summary.contains(" at temperature 0.7, for real-ignore, audit-tidepool"), "{summary}");
+    let sampled: Value = serde_json::from_slice(&committed).expect("bench.json");
+    for run in sampled["runs"].as_array().expect("runs") {
+        let (scenario, mode) = (run["scenario"].as_str().expect("scenario"), run["mode"].as_str().expect("mode"));
+        let (run0, run7) = (run_of(&greedy, scenario, mode), run_of(&sampled, scenario, mode));
+        let graded = run0["tasks"]["graded"].as_u64().expect("graded");
+        assert_eq!(run7["tasks"]["graded"], graded, "both recordings grade the same questions");
+        let (at0, at7, spent0, spent7) = (solved_ids(run0), solved_ids(run7), spent(run0), spent(run7));
+        let totals = if mode == "less" { &mut less } else { &mut base };
+        *totals = [totals[0] + graded as usize, totals[1] + at0.len(), totals[2] + at7.len()];
+        if mode == "less" {
+            for (i, failure) in ["found_not_read", "read_not_cited"].iter().enumerate() {
+                less_lost[i] = (less_lost[i].0 + lost_at(run0, failure), less_lost[i].1 + lost_at(run7, failure));
             }
-            let _ = writeln!(
-                table,
-                "| {scenario} | {mode} | {}/{graded} | {}/{graded} | {} | {} | {} |",
-                at0.len(),
-                at7.len(),
-                at0.intersection(&at7).count(),
-                per_solved(at0.len(), spent0),
-                per_solved(at7.len(), spent7)
-            );
         }
+        let _ = writeln!(
+            table,
+            "| {scenario} | {mode} | {}/{graded} | {}/{graded} | {} | {} | {} |",
+            at0.len(),
+            at7.len(),
+            at0.intersection(&at7).count(),
+            per_solved(at0.len(), spent0),
+            per_solved(at7.len(), spent7)
+        );
     }
     let solved_greedy = |mode: &str| {
         let runs = greedy["runs"].as_array().expect("runs").iter().filter(|r| r["mode"] == mode);

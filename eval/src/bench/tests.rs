@@ -108,6 +108,16 @@ fn the_comparison_table_compares_inline_and_with_derefs() {
     assert!(failures.contains("| tiny | verbatim | task where (dev): closest: eg_1 in dev-1100 "), "{failures}");
     assert!(!failures.contains("| tiny | less |"), "{failures}");
     assert_eq!(bench().failures().len(), 1);
+    // The funnel: the baseline's task was never read (nothing was pasted), and its claim missed too.
+    assert!(
+        summary.contains(" | unanswered | claim right |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n"),
+        "{summary}"
+    );
+    assert!(summary.contains("\n| tiny | less | 0 | 0 | 0 | 0 | 0 | 0 | 0 |\n"), "{summary}");
+    assert!(summary.contains("\n| tiny | verbatim | 1 | 0 | 0 | 0 | 0 | 0 | 0 |\n"), "{summary}");
+    let mut stated = bench();
+    stated.runs[1].report.tasks.items[0].stated = true;
+    assert!(stated.summary_markdown().contains("\n| tiny | verbatim | 1 | 0 | 0 | 0 | 0 | 0 | 1 |\n"));
     // A second baseline gets its totals only.
     let s = scenario();
     let mut b = bench();

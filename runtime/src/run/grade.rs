@@ -58,6 +58,10 @@ pub struct TaskVerdict {
     /// Where an unsolved task was lost on the way from search to answer (`None` when solved).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<Failure>,
+    /// Unsolved, and an engram the agent delivered for this task states the asked value (every gold term and
+    /// pattern, no wrong one) whatever it cites: a right citation away from solved. Never set on a solved task.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stated: bool,
 }
 
 /// Where an unsolved task was lost, from the ledger of the agents at or below its agent: the first step of
@@ -146,6 +150,7 @@ pub fn grade(scenario: &Scenario, mode: WireMode, events: &[Event]) -> TaskRepor
             let (mut verdict, closest) = grade_task(task, events, &answers, &read, &places);
             if !verdict.solved {
                 verdict.failure = Some(failure_of(task, closest.as_ref(), &read, &found, &places));
+                verdict.stated = stated(task, events, &answers);
             }
             verdict.role = scenario.agent(&task.agent).map(|a| a.role.clone()).unwrap_or_default();
             verdict
@@ -262,9 +267,8 @@ struct Miss {
     wide: Vec<String>,
     /// Gold citations located only by citations nobody at or below the agent read.
     unread: Vec<String>,
-    terms: Vec<String>,
-    patterns: Vec<String>,
-    wrong: Vec<String>,
+    /// What its claim lacks.
+    claim: ClaimMiss,
 }
 
 impl Miss {
@@ -273,9 +277,9 @@ impl Miss {
             + self.cites.len()
             + self.wide.len()
             + self.unread.len()
-            + self.terms.len()
-            + self.patterns.len()
-            + self.wrong.len()
+            + self.claim.terms.len()
+            + self.claim.patterns.len()
+            + self.claim.wrong.len()
     }
 
     fn describe(&self) -> String {
@@ -295,14 +299,15 @@ impl Miss {
         if !self.unread.is_empty() {
             parts.push(format!("cites {} without having read it", self.unread.join(", ")));
         }
-        if !self.terms.is_empty() {
-            parts.push(format!("does not state {}", self.terms.join(", ")));
+        let claim = &self.claim;
+        if !claim.terms.is_empty() {
+            parts.push(format!("does not state {}", claim.terms.join(", ")));
         }
-        if !self.patterns.is_empty() {
-            parts.push(format!("does not match /{}/", self.patterns.join("/, /")));
+        if !claim.patterns.is_empty() {
+            parts.push(format!("does not match /{}/", claim.patterns.join("/, /")));
         }
-        if !self.wrong.is_empty() {
-            parts.push(format!("states a wrong answer (/{}/)", self.wrong.join("/, /")));
+        if !claim.wrong.is_empty() {
+            parts.push(format!("states a wrong answer (/{}/)", claim.wrong.join("/, /")));
         }
         parts.join("; ")
     }
@@ -371,7 +376,7 @@ fn failure_of(
     }
     if !(miss.cites.is_empty() && miss.wide.is_empty() && miss.unread.is_empty()) {
         Failure::ReadNotCited
-    } else if !(miss.terms.is_empty() && miss.patterns.is_empty() && miss.wrong.is_empty()) {
+    } else if !miss.claim.is_empty() {
         Failure::ClaimMisses
     } else {
         Failure::OtherTask
@@ -388,7 +393,17 @@ fn verdict(task: &Task, solved: bool, answer: Option<Answer>, evidence: String) 
         answer,
         evidence,
         failure: None,
+        stated: false,
     }
+}
+
+/// Whether an engram `task`'s agent delivered for that task (an `Answer` event names it) states the asked value,
+/// whatever it cites (never for a task whose gold asks no term or pattern: there is nothing to state).
+fn stated(task: &Task, events: &[Event], answers: &HashMap<&str, HashSet<&str>>) -> bool {
+    let asks = !(task.gold.terms.is_empty() && task.gold.patterns.is_empty());
+    asks && delivered_by(events, &task.agent)
+        .filter(|(_, engram)| answers.get(engram.id.as_str()).is_some_and(|tasks| tasks.contains(task.id.as_str())))
+        .any(|(_, engram)| ClaimMiss::of(&task.gold, &engram.claim).is_empty())
 }
 
 /// What `claim` citing `cited` lacks of `gold`, when `read` says which citations were read.
@@ -416,17 +431,40 @@ fn judge(
         };
         target.push(describe_one_of(entry));
     }
-    let matches =
-        |p: &String| regex::RegexBuilder::new(p).case_insensitive(true).build().is_ok_and(|re| re.is_match(claim));
-    miss.terms = gold
-        .terms
-        .iter()
-        .filter(|entry| !entry.options().iter().any(|term| states(claim, term)))
-        .map(describe_one_of)
-        .collect();
-    miss.patterns = gold.patterns.iter().filter(|p| !matches(p)).cloned().collect();
-    miss.wrong = gold.wrong.iter().filter(|p| matches(p)).cloned().collect();
+    miss.claim = ClaimMiss::of(gold, claim);
     miss
+}
+
+/// What a claim lacks of the asked value, its citations aside.
+#[derive(Default)]
+struct ClaimMiss {
+    /// Gold terms it does not state.
+    terms: Vec<String>,
+    /// Gold patterns it does not match.
+    patterns: Vec<String>,
+    /// Wrong-answer patterns it matches.
+    wrong: Vec<String>,
+}
+
+impl ClaimMiss {
+    fn of(gold: &Gold, claim: &str) -> ClaimMiss {
+        let matches =
+            |p: &String| regex::RegexBuilder::new(p).case_insensitive(true).build().is_ok_and(|re| re.is_match(claim));
+        ClaimMiss {
+            terms: gold
+                .terms
+                .iter()
+                .filter(|entry| !entry.options().iter().any(|term| states(claim, term)))
+                .map(describe_one_of)
+                .collect(),
+            patterns: gold.patterns.iter().filter(|p| !matches(p)).cloned().collect(),
+            wrong: gold.wrong.iter().filter(|p| matches(p)).cloned().collect(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.terms.is_empty() && self.patterns.is_empty() && self.wrong.is_empty()
+    }
 }
 
 fn describe_one_of(entry: &OneOf) -> String {

@@ -386,7 +386,7 @@ fn shipped_questions_do_not_answer_themselves() {
             let miss =
                 judge(&task.gold, &task.question, &[], &|_| false, &|t| Pointer::parse(t).ok().into_iter().collect());
             assert!(
-                !(miss.terms.is_empty() && miss.patterns.is_empty()),
+                !(miss.claim.terms.is_empty() && miss.claim.patterns.is_empty()),
                 "{} {}: the question alone states every term and pattern",
                 path.display(),
                 task.id
@@ -438,6 +438,42 @@ fn an_unsolved_task_says_where_it_was_lost() {
     );
     assert_eq!(failure(answer("dev", "contradiction", "e3", right, &[gold])), Some(Failure::OtherTask));
     assert_eq!(failure(answer("dev", "rounding", "e4", right, &[gold])), None, "solved");
+}
+
+/// An unsolved task whose agent stated the asked value for it, whatever it cited, is marked `stated` (a right
+/// citation away from solved); a wrong or missing statement, a statement made for another task, and a solved task
+/// are not.
+#[test]
+fn an_unsolved_task_says_whether_its_claim_stated_the_answer() {
+    let right = "Tax is rounded half-even per line.";
+    let stated = |events: Vec<Event>| {
+        let report = graded(&events);
+        let rounding = verdict(&report, "rounding");
+        (rounding.solved, rounding.stated)
+    };
+    let elsewhere = answer("dev", "rounding", "e1", right, &["repo:src/other.rs#L1-L5"]);
+    assert_eq!(stated(elsewhere.clone()), (false, true), "right claim, wrong citation");
+    // One right claim among the agent's engrams for the task is enough; the closest one may be another.
+    let mut two = answer("dev", "rounding", "e2", "Tax is rounded up.", &["repo:src/tax.rs#L159-L167"]);
+    two.extend(elsewhere);
+    assert_eq!(stated(two), (false, true));
+    assert_eq!(
+        stated(answer("dev", "rounding", "e3", "Rounded somewhere.", &["repo:src/other.rs#L1-L5"])),
+        (false, false)
+    );
+    assert_eq!(
+        stated(answer("dev", "rounding", "e4", "Half-even per line: tax is not rounded.", &["repo:src/x.rs#L1-L2"])),
+        (false, false),
+        "a wrong polarity is not the answer"
+    );
+    assert_eq!(stated(answer("dev", "contradiction", "e5", right, &["repo:src/other.rs#L1-L5"])), (false, false));
+    assert_eq!(stated(answer("peer", "rounding", "e6", right, &["repo:src/other.rs#L1-L5"])), (false, false));
+    assert_eq!(stated(answer("dev", "rounding", "e7", right, &["repo:src/tax.rs#L159-L167"])), (true, false));
+    let report = graded(&answer("dev", "rounding", "e1", right, &["repo:src/other.rs#L1-L5"]));
+    let json = serde_json::to_value(verdict(&report, "rounding")).expect("json");
+    assert_eq!(json["stated"], true, "{json}");
+    let json = serde_json::to_value(verdict(&report, "contradiction")).expect("json");
+    assert!(json.get("stated").is_none(), "written only when set: {json}");
 }
 
 /// A gold `diff:` citation (the part of a diff that touches a path) is located as well by the same lines of the diff
