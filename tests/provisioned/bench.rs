@@ -289,7 +289,7 @@ fn the_sampled_llm_free_recording_replays_and_the_docs_show_the_spread() {
     );
     // Over the sampled runs, per mode: questions graded, solved at 0, solved at 0.7; and LESS's questions found and
     // not read, and read and not cited, at 0 and at 0.7.
-    let (mut less, mut base, mut less_lost) = ([0usize; 3], [0usize; 3], [(0usize, 0usize); 2]);
+    let (mut less, mut base, mut less_lost) = ([0u64; 5], [0u64; 5], [(0usize, 0usize); 2]);
     let (command, committed, marker) = LLM_FREE_SAMPLED;
     let (_dir, out, committed) = replays_to_committed(command, committed, "docs/llm-agents.md", marker);
     let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
@@ -301,8 +301,11 @@ fn the_sampled_llm_free_recording_replays_and_the_docs_show_the_spread() {
         let graded = run0["tasks"]["graded"].as_u64().expect("graded");
         assert_eq!(run7["tasks"]["graded"], graded, "both recordings grade the same questions");
         let (at0, at7, spent0, spent7) = (solved_ids(run0), solved_ids(run7), spent(run0), spent(run7));
+        // Per mode: questions graded, solved at 0 and at 0.7, tokens spent at 0 and at 0.7.
         let totals = if mode == "less" { &mut less } else { &mut base };
-        *totals = [totals[0] + graded as usize, totals[1] + at0.len(), totals[2] + at7.len()];
+        for (total, add) in totals.iter_mut().zip([graded, at0.len() as u64, at7.len() as u64, spent0, spent7]) {
+            *total += add;
+        }
         if mode == "less" {
             for (i, failure) in ["found_not_read", "read_not_cited"].iter().enumerate() {
                 less_lost[i] = (less_lost[i].0 + lost_at(run0, failure), less_lost[i].1 + lost_at(run7, failure));
@@ -318,34 +321,35 @@ fn the_sampled_llm_free_recording_replays_and_the_docs_show_the_spread() {
             per_solved(at7.len(), spent7)
         );
     }
-    let solved_greedy = |mode: &str| {
-        let runs = greedy["runs"].as_array().expect("runs").iter().filter(|r| r["mode"] == mode);
-        let (solved, graded) = runs.fold((0, 0), |(s, g), r| {
-            (s + r["tasks"]["solved"].as_u64().expect("solved"), g + r["tasks"]["graded"].as_u64().expect("graded"))
-        });
-        (solved, graded)
-    };
-    let ((first_less, all), (first_base, _)) = (solved_greedy("less"), solved_greedy("verbatim"));
-    let [less_n, less0, less7] = less;
-    let [base_n, base0, base7] = base;
+    let [all, less0, less7, less_spent0, less_spent7] = less;
+    let [base_n, base0, base7, base_spent0, base_spent7] = base;
+    assert_eq!(base_n, all, "both modes were recorded sampled");
+    let first = |mode: &str| greedy["runs"].as_array().expect("runs").iter().filter(|r| r["mode"] == mode).count();
+    assert_eq!(sampled["runs"].as_array().expect("runs").len(), first("less") + first("verbatim"), "every run");
     let [(unread0, unread7), (uncited0, uncited7)] = less_lost;
+    let both = format!(
+        "over both runs LESS solves {} of {} at {} tokens per solved task and the baseline {} at {}",
+        less0 + less7,
+        2 * all,
+        per_solved((less0 + less7) as usize, less_spent0 + less_spent7),
+        base0 + base7,
+        per_solved((base0 + base7) as usize, base_spent0 + base_spent7)
+    );
     let said = [
         (
             "README.md",
             format!(
-                "sampled, LESS solves {less7} of these {less_n} questions ({less0} greedy) and the baseline {base7} of its {base_n} ({base0} greedy), so the first recording's {first_less} against {first_base} of {all} is within what one run varies by"
+                "sampled, LESS solves {less7} of the {all} questions and the baseline {base7} (greedy {less0} and {base0})"
             ),
         ),
+        ("README.md", both.clone()),
         (
             "docs/llm-agents.md",
             format!(
-                "sampled, LESS solves {less7} of these {less_n} questions ({less0} greedy) and the baseline {base7} of its {base_n} ({base0} greedy). The funnel tables say where: sampled, LESS lost {unread7} questions found and not read ({unread0} greedy) and {uncited7} read and not cited ({uncited0} greedy)"
+                "sampled, LESS solves {less7} of the {all} questions and the baseline {base7} (greedy {less0} and {base0}). The funnel tables say where: sampled, LESS lost {unread7} questions found and not read ({unread0} greedy) and {uncited7} read and not cited ({uncited0} greedy)"
             ),
         ),
-        (
-            "docs/llm-agents.md",
-            format!("The first recording's {first_less} against {first_base} of {all} is therefore"),
-        ),
+        ("docs/llm-agents.md", both),
     ];
     for (doc, said) in said {
         let text = std::fs::read_to_string(root().join(doc)).expect("the document");
