@@ -153,6 +153,12 @@ pub struct ModelUsage {
     pub prompt_tokens: u64,
     /// Generated tokens.
     pub completion_tokens: u64,
+    /// Prompt tokens the server answered from its prompt cache, where it says so.
+    pub cached_tokens: u64,
+    /// Calls whose tokens were counted with the run's tokenizer, the server having reported none.
+    pub counted_calls: u64,
+    /// Milliseconds the model took over these calls.
+    pub model_ms: u64,
     /// Why answers were thrown away and asked for again (`LLM_OUTPUT_INVALID: /engrams/0/claim: …`), one per answer.
     pub unusable: Vec<String>,
 }
@@ -406,6 +412,9 @@ impl AgentState {
                 calls: usage.calls,
                 prompt_tokens: usage.prompt_tokens,
                 completion_tokens: usage.completion_tokens,
+                cached_tokens: usage.cached_tokens,
+                counted_calls: usage.counted_calls,
+                model_ms: usage.model_ms,
                 unusable: usage.unusable,
             });
         }

@@ -244,6 +244,15 @@ pub enum Event {
         calls: u64,
         prompt_tokens: u64,
         completion_tokens: u64,
+        /// Prompt tokens the server answered from its prompt cache, where it says so.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        cached_tokens: u64,
+        /// Calls whose tokens the runtime counted with the run's tokenizer (the server reported none).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        counted_calls: u64,
+        /// Milliseconds the model took (a replay: what the recording measured).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        model_ms: u64,
         /// Why answers were thrown away and asked for again, one per answer.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         unusable: Vec<String>,
@@ -372,8 +381,11 @@ impl Event {
             Event::Release { agent, claims, .. } => vec![agent.clone(), "release".into(), claims.join(",")],
             Event::Answer { agent, engram, task } => vec![agent.clone(), "answer".into(), format!("{engram}->{task}")],
             Event::Restart { agent, .. } => vec![agent.clone(), "restart".into(), String::new()],
-            Event::ModelUsage { agent, calls, prompt_tokens, completion_tokens, unusable } => {
+            Event::ModelUsage { agent, calls, prompt_tokens, completion_tokens, cached_tokens, unusable, .. } => {
                 let mut detail = format!("calls={calls}\tprompt={prompt_tokens}\tcompletion={completion_tokens}");
+                if *cached_tokens > 0 {
+                    detail.push_str(&format!("\tcached={cached_tokens}"));
+                }
                 if !unusable.is_empty() {
                     detail.push_str(&format!("\tunusable={}", unusable.len()));
                 }
@@ -506,7 +518,7 @@ impl Event {
             // Which task an engram answers shows in the report's task verdicts, not in the live trace.
             Event::Answer { .. } => return None,
             Event::Restart { agent, reason } => format!("  RESTART {agent}: {reason}"),
-            Event::ModelUsage { agent, calls, prompt_tokens, completion_tokens, unusable } => {
+            Event::ModelUsage { agent, calls, prompt_tokens, completion_tokens, unusable, .. } => {
                 let mut line = format!(
                     "  {agent} model: {calls} calls, {prompt_tokens} prompt + {completion_tokens} completion tok"
                 );
@@ -528,6 +540,10 @@ impl Event {
 
 /// One line on an escalation an agent sent: `reviewer: model failed LLM_UNREACHABLE: … → escalated to lead` when its
 /// model failed (the reason starts with the provider's code), else the reason.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 fn escalation_note(from: &str, to: &str, reason: &str) -> String {
     let short = |text: &str| -> String {
         let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -1179,6 +1195,9 @@ mod tests {
                 calls: 1,
                 prompt_tokens: 10,
                 completion_tokens: 2,
+                cached_tokens: 4,
+                counted_calls: 0,
+                model_ms: 120,
                 unusable: Vec::new(),
             },
         ];

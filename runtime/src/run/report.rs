@@ -68,6 +68,10 @@ pub struct RoleReport {
     pub restarts: u32,
     /// What this role's models spent (`llm` agents; the provider's counts, beside the runtime's inline tokens).
     pub model: ModelSpend,
+    /// What a model provider bills for this role: prompt plus completion tokens of every call (`model.billed()`).
+    pub billed: u64,
+    /// Model calls (`model.calls`), beside `billed` so a reader of `bench.json` finds both at one level.
+    pub model_calls: u64,
 }
 
 /// Completions and tokens as a model provider counted them.
@@ -80,8 +84,21 @@ pub struct ModelSpend {
     pub prompt_tokens: u64,
     /// Generated tokens.
     pub completion_tokens: u64,
+    /// Prompt tokens the server answered from its prompt cache (a part of `prompt_tokens`), where it says so.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cached_tokens: u64,
+    /// Calls whose tokens the runtime counted with the run's tokenizer, the server having reported none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub counted_calls: u64,
+    /// Milliseconds the model took over its calls (recorded with each exchange; a replay reports the recording's).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub model_ms: u64,
     /// Answers thrown away as unusable (not JSON, or breaking the schema) and asked for again.
     pub unusable: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl ModelSpend {
@@ -89,7 +106,16 @@ impl ModelSpend {
         self.calls += other.calls;
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
+        self.cached_tokens += other.cached_tokens;
+        self.counted_calls += other.counted_calls;
+        self.model_ms += other.model_ms;
         self.unusable += other.unusable;
+    }
+
+    /// What a provider bills: prompt plus completion tokens (cached prompt tokens included; `--price` prices them
+    /// apart).
+    pub fn billed(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
     }
 }
 
@@ -347,12 +373,24 @@ impl RunReport {
                         r.deref_tokens += u64::from(*tokens);
                     }
                 }
-                Event::ModelUsage { agent, calls, prompt_tokens, completion_tokens, unusable } => {
+                Event::ModelUsage {
+                    agent,
+                    calls,
+                    prompt_tokens,
+                    completion_tokens,
+                    cached_tokens,
+                    counted_calls,
+                    model_ms,
+                    unusable,
+                } => {
                     if let Some(role) = role_of(agent) {
                         let spend = ModelSpend {
                             calls: *calls,
                             prompt_tokens: *prompt_tokens,
                             completion_tokens: *completion_tokens,
+                            cached_tokens: *cached_tokens,
+                            counted_calls: *counted_calls,
+                            model_ms: *model_ms,
                             unusable: unusable.len() as u64,
                         };
                         roles.entry(role).or_default().model.add(&spend);
@@ -372,6 +410,8 @@ impl RunReport {
             all_samples.extend(&role_samples);
             report.inline_tokens = TokenStats::of(role_samples.clone());
             report.per_turn = role_samples;
+            report.billed = report.model.billed();
+            report.model_calls = report.model.calls;
         }
         let mut totals =
             RoleReport { inline_tokens: TokenStats::of(all_samples), per_turn: in_order, ..RoleReport::default() };
@@ -386,6 +426,8 @@ impl RunReport {
             totals.restarts += r.restarts;
             totals.model.add(&r.model);
         }
+        totals.billed = totals.model.billed();
+        totals.model_calls = totals.model.calls;
         let checks = scenario
             .expect
             .iter()
