@@ -204,7 +204,7 @@ pub fn verify(dir: &Path) -> Result<Manifest, LlmError> {
         return Err(tampered(dir, MANIFEST_FILE, what));
     }
     let expected = manifest.model.as_ref().map(|m| serde_json::json!(m.identity));
-    for (name, _) in &manifest.files {
+    for name in manifest.files.keys() {
         if name != RUN_FILE && !is_exchange_file(name) {
             return Err(tampered(dir, MANIFEST_FILE, format!("lists {name:?}, which is no file of a recording")));
         }

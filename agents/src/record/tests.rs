@@ -248,7 +248,7 @@ async fn the_recorder_seals_every_file_it_writes() {
     let sealed = verify(dir.path()).expect("the recording verifies");
     assert_eq!(sealed.format, manifest::MANIFEST_FORMAT);
     let names: Vec<&str> = sealed.files.keys().map(String::as_str).collect();
-    let mut expected = vec![
+    let mut expected = [
         RUN_FILE.to_owned(),
         format!("{}.json", exchange_key(&ask("a")).expect("key")),
         format!("{}.json", exchange_key(&ask("b")).expect("key")),
