@@ -9,11 +9,13 @@
 #                           chunks): the strongest practical here, for recorded benchmark runs.
 #
 #   scripts/local-llm.sh start [--model NAME]   install if needed (idempotent), start if not running, wait until
-#                                 healthy, print the base URL (http://127.0.0.1:$LESSRT_LLM_PORT/v1); refuses when
-#                                 the running server serves another model
+#                                 healthy, print the base URL (http://127.0.0.1:$LESSRT_LLM_PORT/v1) and, on stderr,
+#                                 the sha256 of the file served; refuses when the running server serves another
+#                                 model, or announces another sha256 than its file's
 #   scripts/local-llm.sh stop     stop the server started by `start` (pid file)
-#   scripts/local-llm.sh status   print the base URL if the server answers (and, on stderr, the model it serves and
-#                                 its settings), exit 1 if not
+#   scripts/local-llm.sh status   print the base URL if the server answers (and, on stderr, the model it serves, its
+#                                 settings and the sha256 of the file it serves), exit 1 if not, 2 if the sha256 it
+#                                 announces is not its file's
 #   scripts/local-llm.sh model    print the name of the model the server serves, exit 1 if none answers
 #   scripts/local-llm.sh install [--model NAME]     download and check the server and the model, start nothing
 #   scripts/local-llm.sh installed [--model NAME]   exit 0 if the venv and the checksum-verified model are in place
@@ -93,6 +95,50 @@ path = props.get("model_path", "")
 n_ctx = props.get("default_generation_settings", {}).get("n_ctx")
 print(f"{os.path.basename(path)}\t{path}\tn_ctx {n_ctx} per slot, {props.get('total_slots')} slot(s)")
 PY
+}
+
+# The sha256 the server announces in GET /v1/models (its alias `sha256:<hex>`, which a recording stamps as the
+# identity of the weights that answered); nothing if it announces none.
+announced() {
+    python3 - "$port" <<'PY' 2>/dev/null || true
+import json, sys, urllib.request
+with urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/v1/models", timeout=2) as r:
+    models = json.load(r)
+for entry in models.get("data", [])[:1]:
+    for name in [entry.get("id", "")] + list(entry.get("aliases", []) or []):
+        if name.startswith("sha256:"):
+            print(name[len("sha256:"):])
+            sys.exit(0)
+PY
+}
+
+# The sha256 of the file $1: from its stamp when the stamp is for the file's current size and mtime (written only
+# once the file hashed to it), else hashed now.
+file_sha256() {
+    local stamp
+    stamp="$(stat -c '%s %Y' "$1")"
+    if [[ -f "$1.verified" ]] && [[ "$(cut -d' ' -f1,2 "$1.verified")" == "$stamp" ]]; then
+        cut -d' ' -f3 "$1.verified"
+    else
+        sha256sum "$1" | cut -d' ' -f1
+    fi
+}
+
+# Says on stderr which file the server serves and its sha256; exit 2 when the sha256 the server announces (what a
+# recording stamps) is not that file's.
+check_served() {
+    local line path hex said
+    line="$(served)"
+    [[ -n "$line" ]] || return 0
+    path="$(cut -f2 <<<"$line")"
+    hex="$( [[ -f "$path" ]] && file_sha256 "$path" || echo "unknown (the file is not on this machine)")"
+    said="$(announced)"
+    echo "local-llm: serving $(name_of_file "$(cut -f1 <<<"$line")") ($path; $(cut -f3 <<<"$line")), sha256 $hex" >&2
+    [[ -f "$path" ]] || return 0
+    if [[ -n "$said" && "$said" != "$hex" ]]; then
+        echo "local-llm: the server announces sha256:$said, but the file it serves is $hex: restart it (stop, start)" >&2
+        exit 2
+    fi
 }
 
 # The known model whose file is $1, or the file name itself.
@@ -176,6 +222,7 @@ start() {
             echo "local-llm: port $port already serves $serving, not $name: stop it first (scripts/local-llm.sh stop)" >&2
             exit 2
         fi
+        check_served
         echo "$base_url"
         return
     fi
@@ -184,11 +231,16 @@ start() {
         echo "local-llm: pid $(cat "$pid_file") is not answering on port $port; stop it first" >&2
         exit 2
     fi
+    # The alias names the sha256 of the file actually served (checked against the list by `install`), so a recording
+    # stamps the weights that answered.
+    local served_sha
+    served_sha="$(file_sha256 "$model")"
     OMP_WAIT_POLICY=passive OMP_NUM_THREADS="$threads" nohup "$dir/venv/bin/python" "$here/local-llm-server.py" \
-        "$model" "$port" "$threads" "${LESSRT_LLM_CTX:-$ctx}" "$parallel" "$name" "$sha" >"$log_file" 2>&1 </dev/null &
+        "$model" "$port" "$threads" "${LESSRT_LLM_CTX:-$ctx}" "$parallel" "$name" "$served_sha" >"$log_file" 2>&1 </dev/null &
     echo $! >"$pid_file"
     for _ in $(seq 1 120); do
         if healthy; then
+            check_served
             echo "$base_url"
             return
         fi
@@ -217,12 +269,8 @@ stop() {
 
 status() {
     healthy || exit 1
-    local line
-    line="$(served)"
     echo "$base_url"
-    if [[ -n "$line" ]]; then
-        echo "local-llm: serving $(name_of_file "$(cut -f1 <<<"$line")") ($(cut -f2 <<<"$line"); $(cut -f3 <<<"$line"))" >&2
-    fi
+    check_served
 }
 
 models() (

@@ -8,7 +8,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use crate::support::llm::{check_ledger, ledger, read_json, run_finished, script};
-use crate::support::root;
+use crate::support::{copy_tree, lessrt, root, stderr};
 
 /// Every check of the LESS run passed (a replay of the committed recording, where the model's answers are fixed).
 fn less_checks_pass(report: &Value) {
@@ -213,4 +213,202 @@ fn the_local_llm_script_pins_every_model_and_refuses_unknown_ones() {
         .output()
         .expect("bash runs");
     assert_eq!(by_env.status.code(), Some(2), "LESSRT_LLM_MODEL names the model too");
+}
+
+/// The committed recordings, each sealed by its manifest.
+const COMMITTED_RECORDINGS: [&str; 9] = [
+    "uc3-review-llm",
+    "llm-free/real-ignore",
+    "llm-free/audit-tidepool",
+    "llm-free/review-lanternfish",
+    "llm-free/waves-harbor",
+    "llm-free-t0.7/real-ignore",
+    "llm-free-t0.7/audit-tidepool",
+    "llm-free-t0.7/review-lanternfish",
+    "llm-free-t0.7/waves-harbor",
+];
+
+/// A copy of the committed recording `name` under a temporary root, at ROOT/<its last component> (where `bench
+/// --replay ROOT` looks for the scenario's recording). Returns the guard, the root and the copy.
+fn copied(name: &str) -> (tempfile::TempDir, String, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let leaf = Path::new(name).file_name().expect("a name");
+    let copy = dir.path().join(leaf);
+    copy_tree(&root().join("scenarios/recordings").join(name), &copy);
+    let root_dir = dir.path().display().to_string();
+    (dir, root_dir, copy)
+}
+
+/// The exchange files of a recording, sorted.
+fn exchanges(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("recording")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.file_stem().is_some_and(|s| s.len() == 16) && p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// `lessrt bench` of the llm-free scenario `scenario` in LESS mode, replayed from `root`: it must end with exit 2
+/// before any run, the code and `needle` on stderr.
+fn bench_refuses(scenario: &str, root_dir: &str, code: &str, needle: &str) {
+    let out = tempfile::tempdir().expect("tempdir");
+    let scenario = root().join(format!("scenarios/{scenario}.toml")).display().to_string();
+    let output = lessrt(&[
+        "bench",
+        &scenario,
+        "--agents",
+        "llm-free",
+        "--modes",
+        "less",
+        "--replay",
+        root_dir,
+        "--quiet",
+        "--out",
+        &out.path().display().to_string(),
+    ]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(err.contains(code) && err.contains(needle), "{code} and {needle:?} expected:\n{err}");
+    assert!(!out.path().join("bench.json").exists(), "nothing ran");
+}
+
+/// `lessrt run` of uc3-review-llm replayed from `dir`: exit 2, the code and `needle` on stderr.
+fn run_refuses(dir: &Path, code: &str, needle: &str) {
+    let out = tempfile::tempdir().expect("tempdir");
+    let scenario = root().join("scenarios/uc3-review-llm.toml").display().to_string();
+    let output = lessrt(&[
+        "run",
+        &scenario,
+        "--replay",
+        &dir.display().to_string(),
+        "--quiet",
+        "--out",
+        &out.path().display().to_string(),
+    ]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(err.contains(code) && err.contains(needle), "{code} and {needle:?} expected:\n{err}");
+}
+
+/// Every committed recording verifies against its manifest, which names the model file's sha256 as
+/// scripts/local-llm.sh lists it for the model that answered.
+#[test]
+fn every_committed_recording_is_sealed_and_verifies() {
+    let listed = String::from_utf8_lossy(&script("models").stdout).into_owned();
+    for name in COMMITTED_RECORDINGS {
+        let dir = root().join("scenarios/recordings").join(name);
+        let output = lessrt(&["recording", "verify", &dir.display().to_string()]);
+        assert_eq!(output.status.code(), Some(0), "{name}: {}", stderr(&output));
+        let manifest = read_json(&dir.join("manifest.json"));
+        let model = &manifest["model"];
+        let served = model["served"].as_str().expect("served");
+        let row = listed.lines().find(|l| l.starts_with(served)).unwrap_or_else(|| panic!("{served}: {listed}"));
+        let sha = model["file_sha256"].as_str().expect("file sha256");
+        assert!(row.split_whitespace().any(|w| w == sha), "{name}: {sha} is not local-llm.sh's for {served}");
+        assert_eq!(model["file_sha256_from"], json!("scripts/local-llm.sh"), "{name}");
+    }
+}
+
+/// A stored completion edited by one word: the bench refuses to replay it, naming the file.
+#[test]
+fn a_replay_refuses_a_completion_edited_by_one_word() {
+    let (_guard, root_dir, copy) = copied("llm-free/real-ignore");
+    let file = exchanges(&copy)
+        .into_iter()
+        .find(|f| std::fs::read_to_string(f).is_ok_and(|t| t.contains("\"completion\"") && t.contains("\"text\": \"")));
+    let file = file.expect("an exchange with a completion");
+    let text = std::fs::read_to_string(&file).expect("exchange");
+    let at = text.find("\"text\": \"").expect("text") + "\"text\": \"".len();
+    let line_end = at + text[at..].find('\n').expect("line");
+    let word = text[at..line_end]
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .find(|w| w.len() >= 4)
+        .expect("a word of the completion")
+        .to_owned();
+    let edited = format!("{}{}", &text[..at], text[at..].replacen(&word, &word.to_uppercase(), 1));
+    std::fs::write(&file, edited).expect("edit");
+    let name = file.file_name().expect("name").to_string_lossy().into_owned();
+    bench_refuses("real-ignore", &root_dir, "LLM_REPLAY_TAMPERED", &format!("{name} is not the file sealed"));
+}
+
+/// A usage count edited (the prompt's tokens made 1): refused, by `lessrt run` and `lessrt recording verify`.
+#[test]
+fn a_replay_refuses_an_edited_usage_count() {
+    let (_guard, _root, copy) = copied("uc3-review-llm");
+    let file = exchanges(&copy)
+        .into_iter()
+        .find(|f| std::fs::read_to_string(f).is_ok_and(|t| t.contains("\"prompt_tokens\": ")));
+    let file = file.expect("an exchange with usage");
+    let text = std::fs::read_to_string(&file).expect("exchange");
+    let at = text.find("\"prompt_tokens\": ").expect("usage") + "\"prompt_tokens\": ".len();
+    let digits = text[at..].find(|c: char| !c.is_ascii_digit()).expect("a count");
+    assert_ne!(&text[at..at + digits], "1");
+    std::fs::write(&file, format!("{}1{}", &text[..at], &text[at + digits..])).expect("edit");
+    let name = file.file_name().expect("name").to_string_lossy().into_owned();
+    run_refuses(&copy, "LLM_REPLAY_TAMPERED", &name);
+    let verified = lessrt(&["recording", "verify", &copy.display().to_string()]);
+    assert_eq!(verified.status.code(), Some(2));
+    assert!(stderr(&verified).starts_with("lessrt: LLM_REPLAY_TAMPERED: "), "{}", stderr(&verified));
+}
+
+/// The manifest's model file hash made another: refused before anything runs.
+#[test]
+fn a_replay_refuses_a_model_hash_that_differs() {
+    let (_guard, root_dir, copy) = copied("llm-free/audit-tidepool");
+    let path = copy.join("manifest.json");
+    let mut manifest = read_json(&path);
+    let sha = manifest["model"]["file_sha256"].as_str().expect("sha").to_owned();
+    manifest["model"]["file_sha256"] = json!(sha.chars().rev().collect::<String>());
+    std::fs::write(&path, serde_json::to_string_pretty(&manifest).expect("JSON")).expect("edit");
+    bench_refuses("audit-tidepool", &root_dir, "LLM_REPLAY_TAMPERED", "they differ");
+    // The served model's hash changed alike: no exchange names that model.
+    manifest["model"]["sha256"] = manifest["model"]["file_sha256"].clone();
+    std::fs::write(&path, serde_json::to_string_pretty(&manifest).expect("JSON")).expect("edit");
+    bench_refuses("audit-tidepool", &root_dir, "LLM_REPLAY_TAMPERED", "names the model");
+}
+
+/// An exchange deleted, then one added that the manifest does not list: each refused, naming the file.
+#[test]
+fn a_replay_refuses_a_deleted_or_an_unlisted_exchange() {
+    let (_guard, _root, copy) = copied("uc3-review-llm");
+    let files = exchanges(&copy);
+    let kept = std::fs::read(&files[0]).expect("exchange");
+    std::fs::remove_file(&files[0]).expect("delete");
+    let name = files[0].file_name().expect("name").to_string_lossy().into_owned();
+    run_refuses(&copy, "LLM_REPLAY_TAMPERED", &format!("{name} is listed in manifest.json but missing"));
+    std::fs::write(&files[0], &kept).expect("restore");
+    std::fs::write(copy.join("0000000000000000.json"), &kept).expect("add");
+    run_refuses(&copy, "LLM_REPLAY_TAMPERED", "0000000000000000.json is not listed in manifest.json");
+}
+
+/// A recording without its manifest is refused with the command that seals it; sealed again as the committed one
+/// was, it has the committed manifest byte for byte, and a seal is never written over an edit.
+#[test]
+fn an_unsealed_recording_is_refused_and_seals_to_the_committed_manifest() {
+    let (_guard, root_dir, copy) = copied("llm-free/waves-harbor");
+    let committed = std::fs::read(copy.join("manifest.json")).expect("manifest");
+    let manifest = read_json(&copy.join("manifest.json"));
+    std::fs::remove_file(copy.join("manifest.json")).expect("unseal");
+    bench_refuses("waves-harbor", &root_dir, "LLM_RECORDING_UNSEALED", "lessrt recording seal");
+    let dir = copy.display().to_string();
+    let model = &manifest["model"];
+    let mut args = vec!["recording", "seal", dir.as_str()];
+    let sha = model["file_sha256"].as_str().expect("sha");
+    args.extend(["--model-sha256", sha, "--sha256-from", model["file_sha256_from"].as_str().expect("from")]);
+    if let Some(note) = model["note"].as_str() {
+        args.extend(["--note", note]);
+    }
+    let sealed = lessrt(&args);
+    assert_eq!(sealed.status.code(), Some(0), "{}", stderr(&sealed));
+    assert_eq!(std::fs::read(copy.join("manifest.json")).expect("manifest"), committed, "sealed as committed");
+    // An exchange edited: sealing again is refused, and the manifest stays.
+    let file = &exchanges(&copy)[0];
+    let text = std::fs::read_to_string(file).expect("exchange");
+    std::fs::write(file, format!("{text} ")).expect("edit");
+    let again = lessrt(&args);
+    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+    assert!(stderr(&again).contains("LLM_REPLAY_TAMPERED"), "{}", stderr(&again));
+    assert_eq!(std::fs::read(copy.join("manifest.json")).expect("manifest"), committed);
 }

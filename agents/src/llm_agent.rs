@@ -22,12 +22,12 @@ use less_runtime::run::{
 };
 use less_runtime::{
     Engram, EngramKind, EngramSpec, ErrorCode, MAX_CLAIM_CHARS, Payload, Pointer, ReportKind, ReportStep, Scenario,
-    Scope, Severity, Step, Violation, schema_document,
+    Scope, Severity, Step, TokenCounter, Violation, schema_document,
 };
 use serde_json::{Value, json};
 
 use crate::provider::{
-    ChatMessage, CompletionModel, CompletionRequest, JsonCompletion, LlmError, OutputSchema, check_json,
+    ChatMessage, Completion, CompletionModel, CompletionRequest, JsonCompletion, LlmError, OutputSchema, check_json,
 };
 
 /// Characters of one dereferenced text kept in a prompt: numbered (a model choosing its actions, whose prompt holds
@@ -138,9 +138,8 @@ impl LlmAgent {
         quotes: QuoteCheck,
     ) -> Result<JsonCompletion, LlmError> {
         let completion = crate::provider::traced_complete(&*self.model, request, &self.agent).await?;
-        self.spent.calls += 1;
-        self.spent.prompt_tokens += completion.usage.prompt_tokens;
-        self.spent.completion_tokens += completion.usage.completion_tokens;
+        let tokenizer = self.scenario.as_ref().map(|s| s.tokenizer).unwrap_or_default();
+        spend(&mut self.spent, request, &completion, TokenCounter::shared(tokenizer));
         // Every answer costs tokens, usable or not: counted above, before the checks.
         check_json(request, completion, |value| check_report(value, known, questions, quotes))
     }
@@ -359,6 +358,33 @@ impl Agent for LlmAgent {
 
     fn take_usage(&mut self) -> ModelUsage {
         std::mem::take(&mut self.spent)
+    }
+}
+
+/// Adds one completion of `request` to `spent`: a call, the tokens and cached tokens the server reported and the
+/// call's time. A server that reported no usage has the prompt (system prompt and every turn) and the answer counted
+/// with `counter`, the run's tokenizer, and the call is counted among `counted_calls`, so a report never shows a
+/// model call as free.
+pub(crate) fn spend(
+    spent: &mut ModelUsage,
+    request: &CompletionRequest,
+    completion: &Completion,
+    counter: &TokenCounter,
+) {
+    spent.calls += 1;
+    spent.model_ms += completion.elapsed_ms;
+    match &completion.usage {
+        Some(usage) => {
+            spent.prompt_tokens += usage.prompt_tokens;
+            spent.completion_tokens += usage.completion_tokens;
+            spent.cached_tokens += usage.cached_tokens;
+        }
+        None => {
+            let turns = request.messages.iter().map(|m| u64::from(counter.count(&m.content)));
+            spent.prompt_tokens += u64::from(counter.count(&request.system)) + turns.sum::<u64>();
+            spent.completion_tokens += u64::from(counter.count(&completion.text));
+            spent.counted_calls += 1;
+        }
     }
 }
 

@@ -208,18 +208,42 @@ fn parse_completion(text: &str) -> Result<Completion, LlmError> {
         .pointer("/message/content")
         .and_then(Value::as_str)
         .ok_or_else(|| malformed("no choices[0].message.content string".to_owned()))?;
-    let count = |name: &str| doc.pointer(&format!("/usage/{name}")).and_then(Value::as_u64).unwrap_or(0);
     Ok(Completion {
         text: content.to_owned(),
         finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_owned),
-        usage: Usage { prompt_tokens: count("prompt_tokens"), completion_tokens: count("completion_tokens") },
+        usage: parse_usage(&doc),
         attempts: 1,
+        elapsed_ms: 0,
+    })
+}
+
+/// The token counts a completion body reports: `usage.prompt_tokens` and `usage.completion_tokens`, and the prompt
+/// tokens served from the server's cache, as OpenAI says (`usage.prompt_tokens_details.cached_tokens`) or as
+/// llama.cpp does (`timings.cache_n`), whichever is present. `None` when the body reports neither count: the caller
+/// then counts the text itself rather than take zero for an answer.
+pub(crate) fn parse_usage(doc: &Value) -> Option<Usage> {
+    let count = |pointer: &str| doc.pointer(pointer).and_then(Value::as_u64);
+    let prompt = count("/usage/prompt_tokens");
+    let completion = count("/usage/completion_tokens");
+    if prompt.is_none() && completion.is_none() {
+        return None;
+    }
+    let cached = count("/usage/prompt_tokens_details/cached_tokens").or_else(|| count("/timings/cache_n"));
+    Some(Usage {
+        prompt_tokens: prompt.unwrap_or(0),
+        completion_tokens: completion.unwrap_or(0),
+        cached_tokens: cached.unwrap_or(0),
     })
 }
 
 impl CompletionModel for OpenAiCompatible {
     fn complete<'a>(&'a self, request: &'a CompletionRequest) -> ModelFuture<'a, Result<Completion, LlmError>> {
-        Box::pin(async move { self.complete_all(Bytes::from(self.body(request).to_string())).await })
+        Box::pin(async move {
+            let started = std::time::Instant::now();
+            let mut completion = self.complete_all(Bytes::from(self.body(request).to_string())).await?;
+            completion.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            Ok(completion)
+        })
     }
 
     fn name(&self) -> String {

@@ -77,6 +77,10 @@ pub struct Usage {
     pub prompt_tokens: u64,
     /// Tokens generated.
     pub completion_tokens: u64,
+    /// Prompt tokens the server answered from its prompt cache (`usage.prompt_tokens_details.cached_tokens`, or
+    /// llama.cpp's `timings.cache_n`); 0 where it does not say, and in recordings made before it was kept.
+    #[serde(default)]
+    pub cached_tokens: u64,
 }
 
 /// A model's answer.
@@ -86,10 +90,17 @@ pub struct Completion {
     pub text: String,
     /// Why generation stopped (`stop`, `length`, …) when the provider says.
     pub finish_reason: Option<String>,
-    /// Usage counts.
-    pub usage: Usage,
+    /// Usage counts as the server reported them; `None` when it reported none (the caller counts the text with the
+    /// run's tokenizer instead). Recordings made before this was optional always hold counts.
+    #[serde(default)]
+    pub usage: Option<Usage>,
     /// HTTP attempts it took (1 when the first succeeded; 0 when replayed).
     pub attempts: u32,
+    /// Wall time of the whole call in milliseconds, retries and backoffs included, as measured by the client that
+    /// made it; a replay answers with the recorded time, so reports of a replay do not depend on the machine. 0 in
+    /// recordings made before it was kept.
+    #[serde(default)]
+    pub elapsed_ms: u64,
 }
 
 /// Why a completion failed. Each variant has a stable [`LlmError::code`]; none is a panic. Serializable, so a
@@ -181,6 +192,27 @@ pub enum LlmError {
         /// What differs.
         what: String,
     },
+    /// A recording is not what its `manifest.json` sealed: a file's bytes differ from its digest, a listed file is
+    /// gone, an exchange file is not listed, or an exchange's model is not the manifest's.
+    #[error(
+        "recording {dir}: {file} {what}; the recording is not what was sealed: restore it (git checkout), or record it again into an empty directory"
+    )]
+    ReplayTampered {
+        /// The recording directory.
+        dir: String,
+        /// The file that differs (`manifest.json` when the manifest itself is at fault).
+        file: String,
+        /// What differs.
+        what: String,
+    },
+    /// A recording has no `manifest.json` (made before recordings were sealed), so nothing vouches for its files.
+    #[error(
+        "recording {dir} has no manifest.json (made before recordings were sealed): check it, then seal it with `lessrt recording seal {dir}`, or record it again"
+    )]
+    RecordingUnsealed {
+        /// The recording directory.
+        dir: String,
+    },
     /// A recording could not be written or read.
     #[error("recording {path}: {message}")]
     Recording {
@@ -193,7 +225,7 @@ pub enum LlmError {
 
 impl LlmError {
     /// Every code [`LlmError::code`] returns, with what it means and what to do (`lessrt errors` lists them).
-    pub const CODES: [(&'static str, &'static str); 12] = [
+    pub const CODES: [(&'static str, &'static str); 14] = [
         ("LLM_API_KEY_MISSING", "The variable `api_key_env` names is unset: export it."),
         ("LLM_TIMEOUT", "No answer within `timeout_secs` on any attempt: check the server or raise the timeout."),
         ("LLM_RATE_LIMITED", "HTTP 429 on every attempt (backoff honours `Retry-After`): lower the rate or wait."),
@@ -210,6 +242,14 @@ impl LlmError {
         (
             "LLM_REPLAY_MISMATCH",
             "A recorded exchange's request differs from the run's, or its model from the recording's: record again.",
+        ),
+        (
+            "LLM_REPLAY_TAMPERED",
+            "A recording differs from its `manifest.json` (a file edited, deleted or added): restore it or record again.",
+        ),
+        (
+            "LLM_RECORDING_UNSEALED",
+            "A recording has no `manifest.json`: check it and seal it with `lessrt recording seal DIR`, or record again.",
         ),
         ("LLM_RECORDING_IO", "A recording cannot be read or written (or `--replay` names no recording)."),
     ];
@@ -228,6 +268,8 @@ impl LlmError {
             LlmError::OutputInvalid { .. } => "LLM_OUTPUT_INVALID",
             LlmError::ReplayMissing { .. } => "LLM_REPLAY_MISSING",
             LlmError::ReplayMismatch { .. } => "LLM_REPLAY_MISMATCH",
+            LlmError::ReplayTampered { .. } => "LLM_REPLAY_TAMPERED",
+            LlmError::RecordingUnsealed { .. } => "LLM_RECORDING_UNSEALED",
             LlmError::Recording { .. } => "LLM_RECORDING_IO",
         }
     }
@@ -235,7 +277,14 @@ impl LlmError {
     /// Whether the failure is the model's or its server's answer to a request (and so belongs in a recording), rather
     /// than the recording's own.
     pub fn is_exchange_outcome(&self) -> bool {
-        !matches!(self, LlmError::ReplayMissing { .. } | LlmError::ReplayMismatch { .. } | LlmError::Recording { .. })
+        !matches!(
+            self,
+            LlmError::ReplayMissing { .. }
+                | LlmError::ReplayMismatch { .. }
+                | LlmError::ReplayTampered { .. }
+                | LlmError::RecordingUnsealed { .. }
+                | LlmError::Recording { .. }
+        )
     }
 
     /// Whether another attempt may succeed (transport failures, 429, 5xx).
@@ -296,11 +345,10 @@ pub async fn traced_complete(
     let result = model.complete(request).instrument(span.clone()).await;
     match &result {
         Ok(completion) => {
-            span.record("gen_ai.usage.input_tokens", i64::try_from(completion.usage.prompt_tokens).unwrap_or(i64::MAX));
-            span.record(
-                "gen_ai.usage.output_tokens",
-                i64::try_from(completion.usage.completion_tokens).unwrap_or(i64::MAX),
-            );
+            if let Some(usage) = &completion.usage {
+                span.record("gen_ai.usage.input_tokens", i64::try_from(usage.prompt_tokens).unwrap_or(i64::MAX));
+                span.record("gen_ai.usage.output_tokens", i64::try_from(usage.completion_tokens).unwrap_or(i64::MAX));
+            }
             span.record("less.attempts", i64::from(completion.attempts));
             if let Some(reason) = &completion.finish_reason {
                 span.record("gen_ai.response.finish_reasons", reason.as_str());
@@ -406,6 +454,8 @@ mod codes_tests {
             | LlmError::OutputInvalid { .. }
             | LlmError::ReplayMissing { .. }
             | LlmError::ReplayMismatch { .. }
+            | LlmError::ReplayTampered { .. }
+            | LlmError::RecordingUnsealed { .. }
             | LlmError::Recording { .. } => {}
         }
     }
@@ -426,6 +476,8 @@ mod codes_tests {
             LlmError::OutputInvalid { violations: Vec::new() },
             LlmError::ReplayMissing { key: s(), dir: s() },
             LlmError::ReplayMismatch { key: s(), dir: s(), what: s() },
+            LlmError::ReplayTampered { dir: s(), file: s(), what: s() },
+            LlmError::RecordingUnsealed { dir: s() },
             LlmError::Recording { path: s(), message: s() },
         ];
         variants.iter().for_each(listed_below);

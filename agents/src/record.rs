@@ -15,13 +15,18 @@
 //! sha256 when the server names them). `run.json` holds the recording's start time ([`recorded_run`]; recorded and
 //! replayed runs stamp their documents with that time, so both count the same tokens) and its model, asked of the
 //! provider at the first live exchange; recording into a directory made with another model is refused. A replay
-//! checks every exchange it answers from: its stored request must be the request the run makes now, field for field,
-//! and its model the recording's (`LLM_REPLAY_MISMATCH` otherwise), so an exchange edited by hand or copied in from
-//! another model's recording does not replay. [`recording_digest`] names a recording's exact content (the bench
-//! writes it into `bench.json`). It holds no secret: a recording is meant to be shared (committed
+//! A recording is sealed by its `manifest.json` ([`manifest`]): the blake3 of every file, and the model. A replay
+//! verifies the whole directory against it before anything is asked (`LLM_REPLAY_TAMPERED` naming the file and what
+//! differs; a recording without one is `LLM_RECORDING_UNSEALED`, sealed with `lessrt recording seal`), then checks
+//! each exchange it answers from again: its bytes must be the ones sealed, its stored request the request the run
+//! makes now, field for field, and its model the recording's (`LLM_REPLAY_MISMATCH` otherwise). So a completion, a
+//! usage count or a model edited by hand, an exchange deleted or copied in, does not replay. [`recording_digest`]
+//! names a recording's content and [`manifest::manifest_digest`] its seal (the bench writes both into `bench.json`). It holds no secret: a recording is meant to be shared (committed
 //! beside the scenario), and the run's grant key never reaches a model or a counted byte (agents read a grant's
 //! terms; its MAC stays with the grantee's gateway), so recorded and replayed runs sign with a fresh key of their
 //! own like live runs. The `run_secret` that older recordings hold is ignored.
+
+pub mod manifest;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -29,6 +34,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Value, json};
 
+use self::manifest::{Manifest, check_file, has_exchanges, read_manifest, seal_written, verify};
 use crate::provider::{Completion, CompletionModel, CompletionRequest, LlmError, ModelFuture, ModelIdentity};
 
 /// The key of `request` in a recording: 16 hex digits of the blake3 of its JSON. A request that cannot be written
@@ -59,13 +65,15 @@ fn run_doc(dir: &Path) -> Result<Option<Value>, LlmError> {
     }
 }
 
-/// Writes `doc` as the recording's `run.json` (pretty JSON), creating `dir`.
-fn write_run_doc(dir: &Path, doc: &Value) -> Result<(), LlmError> {
+/// Writes `doc` as the recording's `run.json` (pretty JSON), creating `dir`, and seals it (with `model`, the model
+/// it names, if any).
+fn write_run_doc(dir: &Path, doc: &Value, model: Option<&ModelIdentity>) -> Result<(), LlmError> {
     let path = dir.join(RUN_FILE);
     let io = |message: String| LlmError::Recording { path: path.display().to_string(), message };
     std::fs::create_dir_all(dir).map_err(|err| io(err.to_string()))?;
     let text = serde_json::to_string_pretty(doc).map_err(|err| io(err.to_string()))? + "\n";
-    less_runtime::files::write_whole(&path, text.as_bytes()).map_err(|err| io(err.to_string()))
+    less_runtime::files::write_whole(&path, text.as_bytes()).map_err(|err| io(err.to_string()))?;
+    seal_written(dir, RUN_FILE, text.as_bytes(), model)
 }
 
 /// The start time (RFC 3339) of the recording in `dir`: read from its `run.json`, or, when `create` and there is none
@@ -81,7 +89,7 @@ pub fn recorded_run(dir: &Path, create: bool, now: &str) -> Result<String, LlmEr
             Ok(started.to_owned())
         }
         None if create => {
-            write_run_doc(dir, &json!({"started_at": now}))?;
+            write_run_doc(dir, &json!({"started_at": now}), None)?;
             Ok(now.to_owned())
         }
         None => Err(io("not found: not a recording made with `lessrt run --record DIR`")),
@@ -107,18 +115,18 @@ fn stamp_model(dir: &Path, model: &ModelIdentity) -> Result<(), LlmError> {
         return Ok(());
     }
     doc["model"] = json!(model);
-    write_run_doc(dir, &doc)
+    write_run_doc(dir, &doc, Some(model))
 }
 
-/// The digest of a recording's content: blake3 over every `*.json` file of `dir` (exchanges and `run.json`), in name
-/// order, each file's name and bytes. Any edit of any exchange changes it.
+/// The digest of a recording's content: blake3 over every `*.json` file of `dir` (exchanges and `run.json`, not the
+/// manifest that seals them), in name order, each file's name and bytes. Any edit of any exchange changes it.
 pub fn recording_digest(dir: &Path) -> Result<String, LlmError> {
     let io = |message: String| LlmError::Recording { path: dir.display().to_string(), message };
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map_err(|err| io(err.to_string()))?
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".json"))
+        .filter(|name| name.ends_with(".json") && name != manifest::MANIFEST_FILE)
         .collect();
     names.sort();
     let mut hasher = blake3::Hasher::new();
@@ -142,19 +150,28 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Records `inner`'s exchanges in `dir` (created if missing).
+    /// Records `inner`'s exchanges in `dir` (created if missing). A recording already there must verify against its
+    /// manifest (one without a manifest but with exchanges is refused: seal it first), so a recording that goes on
+    /// never seals an edit along with its new exchanges.
     pub fn new(inner: Arc<dyn CompletionModel>, dir: impl Into<PathBuf>) -> Result<Recorder, LlmError> {
         let dir = dir.into();
         std::fs::create_dir_all(&dir)
             .map_err(|err| LlmError::Recording { path: dir.display().to_string(), message: err.to_string() })?;
+        if read_manifest(&dir)?.is_some() {
+            verify(&dir)?;
+        } else if has_exchanges(&dir)? {
+            return Err(LlmError::RecordingUnsealed { dir: dir.display().to_string() });
+        }
         Ok(Recorder { inner, dir, failed_here: Mutex::default(), model: tokio::sync::OnceCell::new() })
     }
 
-    fn write(&self, key: &str, doc: &Value) -> Result<(), LlmError> {
+    /// Writes the exchange `key` answered by `model` and enters it into the manifest.
+    fn write(&self, key: &str, doc: &Value, model: &ModelIdentity) -> Result<(), LlmError> {
         let path = path_of(&self.dir, key);
         let failed = |message: String| LlmError::Recording { path: path.display().to_string(), message };
         let text = serde_json::to_string_pretty(doc).map_err(|err| failed(err.to_string()))? + "\n";
-        less_runtime::files::write_whole(&path, text.as_bytes()).map_err(|err| failed(err.to_string()))
+        less_runtime::files::write_whole(&path, text.as_bytes()).map_err(|err| failed(err.to_string()))?;
+        seal_written(&self.dir, &format!("{key}.json"), text.as_bytes(), Some(model))
     }
 }
 
@@ -187,12 +204,12 @@ impl CompletionModel for Recorder {
                 Ok(completion) => {
                     stamp_model(&self.dir, model)?;
                     let doc = json!({"key": key, "model": model, "request": request, "completion": completion});
-                    self.write(&key, &doc)?;
+                    self.write(&key, &doc, model)?;
                     Ok(completion)
                 }
                 Err(err) if err.is_exchange_outcome() => {
                     stamp_model(&self.dir, model)?;
-                    self.write(&key, &json!({"key": key, "model": model, "request": request, "error": err}))?;
+                    self.write(&key, &json!({"key": key, "model": model, "request": request, "error": err}), model)?;
                     self.failed_here.lock().unwrap_or_else(PoisonError::into_inner).insert(key);
                     Err(err)
                 }
@@ -212,14 +229,20 @@ fn read_exchange(dir: &Path, key: &str) -> Result<Option<Result<Completion, LlmE
 
 /// The file of `key`, parsed; `None` if there is none.
 fn read_doc(dir: &Path, key: &str) -> Result<Option<Value>, LlmError> {
+    Ok(read_bytes(dir, key)?.map(|(_, doc)| doc))
+}
+
+/// The file of `key`: its bytes and their JSON; `None` if there is none.
+fn read_bytes(dir: &Path, key: &str) -> Result<Option<(Vec<u8>, Value)>, LlmError> {
     let path = path_of(dir, key);
     let io = |message: String| LlmError::Recording { path: path.display().to_string(), message };
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(err) => return Err(io(err.to_string())),
     };
-    serde_json::from_str(&text).map(Some).map_err(|err| io(err.to_string()))
+    let doc = serde_json::from_slice(&bytes).map_err(|err| io(err.to_string()))?;
+    Ok(Some((bytes, doc)))
 }
 
 /// The outcome an exchange file records.
@@ -237,14 +260,17 @@ fn outcome(dir: &Path, key: &str, doc: &Value) -> Result<Result<Completion, LlmE
     Ok(Ok(completion))
 }
 
-/// Answers from a recording, checking each exchange against the request and the recording's model.
+/// Answers from a sealed recording, checking each exchange against the manifest, the request and the recording's
+/// model.
 pub struct Replayer {
     dir: PathBuf,
     model: ModelIdentity,
+    /// The recording's manifest, as verified when the replay began.
+    manifest: Manifest,
 }
 
 impl Replayer {
-    /// Replays the exchanges in `dir`, which must exist.
+    /// Replays the exchanges in `dir`, which must exist and verify against its manifest ([`manifest::verify`]).
     pub fn new(dir: impl Into<PathBuf>) -> Result<Replayer, LlmError> {
         let dir = dir.into();
         if !dir.is_dir() {
@@ -253,6 +279,7 @@ impl Replayer {
                 message: "no such recording directory: record one with `lessrt run --record DIR`".to_owned(),
             });
         }
+        let manifest = verify(&dir)?;
         let Some(model) = recorded_model(&dir)? else {
             return Err(LlmError::Recording {
                 path: dir.join(RUN_FILE).display().to_string(),
@@ -260,7 +287,7 @@ impl Replayer {
                     .to_owned(),
             });
         };
-        Ok(Replayer { dir, model })
+        Ok(Replayer { dir, model, manifest })
     }
 
     /// The model the recording was made with.
@@ -282,7 +309,16 @@ impl CompletionModel for Replayer {
         Box::pin(async move {
             let key = exchange_key(request)?;
             let dir = self.dir.display().to_string();
-            let Some(doc) = read_doc(&self.dir, &key)? else { return Err(LlmError::ReplayMissing { key, dir }) };
+            let name = format!("{key}.json");
+            let Some((bytes, doc)) = read_bytes(&self.dir, &key)? else {
+                if self.manifest.files.contains_key(&name) {
+                    let what = format!("is listed in {} but missing", manifest::MANIFEST_FILE);
+                    return Err(LlmError::ReplayTampered { dir, file: name, what });
+                }
+                return Err(LlmError::ReplayMissing { key, dir });
+            };
+            // Checked again as it is read: the directory verified when the replay began, this file may not have.
+            check_file(&self.dir, &self.manifest, &name, &bytes)?;
             let mismatch = |what: String| LlmError::ReplayMismatch { key: key.clone(), dir: dir.clone(), what };
             let asked =
                 serde_json::to_value(request).map_err(|err| mismatch(format!("the request has no JSON: {err}")))?;

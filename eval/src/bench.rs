@@ -67,6 +67,8 @@ pub struct BenchRecording {
     pub model: serde_json::Value,
     /// `blake3:<hex>` over the recording's files.
     pub digest: String,
+    /// `blake3:<hex>` of the recording's `manifest.json`, which seals every file and the model.
+    pub manifest: String,
     /// The sampling temperature of the scenario's `llm` agents, when they share one (a recording at another
     /// temperature is another recording: the request carries it).
     #[serde(skip_serializing_if = "Option::is_none")]

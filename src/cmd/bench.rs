@@ -25,7 +25,7 @@ use less_runtime::run::{RunOptions, run_scenario_with};
 use less_runtime::{AgentKind, ErrorCode, Scenario, WireMode};
 
 use super::args::{AgentsArgs, InboxArgs, OutputArgs, Stop};
-use super::run::pinned_for;
+use super::run::{pinned_for, verify_replayed};
 use super::summarizer::SummarizerChoice;
 use crate::Ctx;
 
@@ -101,6 +101,10 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let mut modes = args.modes.clone();
     modes.dedup();
 
+    // Every recording a scenario replays is checked before any run starts (and again after them all).
+    for scenario in &scenarios {
+        verify_replayed(&source_for(args, scenario))?;
+    }
     let bars = Bars::new(scenarios.len() as u64 * modes.len() as u64 * u64::from(args.repeat), ctx.quiet);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let mut bench = Bench::default();
@@ -153,19 +157,25 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         }
     }
     bars.total.finish_and_clear();
-    // bench.json names the recordings its models answered from: their model and the digest of their content.
+    // bench.json names the recordings its models answered from: their model, the digest of their content and of the
+    // manifest that seals it.
     for scenario in &scenarios {
-        if let ModelSource::Record(dir) | ModelSource::Replay(dir) = source_for(args, scenario)
+        let source = source_for(args, scenario);
+        verify_replayed(&source)?;
+        if let ModelSource::Record(dir) | ModelSource::Replay(dir) = source
             && dir.join(less_agents::record::RUN_FILE).exists()
         {
             let model =
                 less_agents::record::recorded_model(&dir).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
             let digest =
                 less_agents::record::recording_digest(&dir).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
+            let manifest = less_agents::record::manifest::manifest_digest(&dir)
+                .map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
             bench.recordings.push(BenchRecording {
                 scenario: scenario.name.clone(),
                 model: serde_json::to_value(model)?,
                 digest,
+                manifest,
                 temperature: shared_temperature(scenario),
             });
         }

@@ -15,6 +15,7 @@ pub(crate) mod mcp;
 pub(crate) mod memory;
 pub(crate) mod node;
 pub(crate) mod pointer;
+pub(crate) mod recording;
 pub(crate) mod run;
 pub(crate) mod runs;
 pub(crate) mod schema;

@@ -334,6 +334,7 @@ fn run_modes(args: &Args, ctx: Ctx, resuming: Option<PathBuf>) -> anyhow::Result
         }
         reports.push(report);
     }
+    verify_replayed(&source)?;
     if text && reports.len() == 2 {
         print_comparison(&reports[0], &reports[1]);
     }
@@ -403,12 +404,23 @@ pub(crate) fn pinned_for(source: &ModelSource) -> anyhow::Result<Option<Pinned>>
         ModelSource::Record(dir) => (dir, true),
         ModelSource::Replay(dir) => (dir, false),
     };
+    verify_replayed(source)?;
     let text = recorded_run(dir, create, &less_runtime::now_rfc3339())
         .map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
     let secret = fresh_secret().map_err(|err| anyhow::anyhow!("{}: {err}", err.code))?;
     let parsed = time::OffsetDateTime::parse(&text, &time::format_description::well_known::Rfc3339);
     let clock = parsed.map_err(|err| anyhow::anyhow!("{}: started_at {text:?}: {err}", dir.display()))?;
     Ok(Some(Pinned { clock, secret }))
+}
+
+/// A replay's recording checked against its manifest (nothing for a live or recording run): before anything runs,
+/// and again after, so a recording that is not what was sealed ends the command with its code (exit 2), whatever
+/// the agents made of the exchange refused to them.
+pub(crate) fn verify_replayed(source: &ModelSource) -> anyhow::Result<()> {
+    if let ModelSource::Replay(dir) = source {
+        less_agents::record::manifest::verify(dir).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
+    }
+    Ok(())
 }
 
 /// The line that opens a mode's trace.

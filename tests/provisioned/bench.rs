@@ -24,9 +24,11 @@ fn replays_to_committed(
     args.extend(["--out".to_owned(), out.display().to_string(), "--quiet".to_owned()]);
     let output =
         Command::new(env!("CARGO_BIN_EXE_lessrt")).args(&args).current_dir(root()).output().expect("lessrt runs");
-    assert!(output.status.code().is_some_and(|c| c <= 1), "{}", String::from_utf8_lossy(&output.stderr));
-    let replayed = std::fs::read(out.join("bench.json")).expect("bench.json");
     let committed = std::fs::read(root().join(committed)).expect("committed bench.json");
+    // The status the committed bench had, exactly: 1 when it left a graded task unsolved or a check failed, else 0;
+    // never 2 (a recording that is not what was sealed, or a run that could not start).
+    assert_eq!(output.status.code(), Some(committed_status(&committed)), "{}", String::from_utf8_lossy(&output.stderr));
+    let replayed = std::fs::read(out.join("bench.json")).expect("bench.json");
     assert!(replayed == committed, "the replay must write the committed bench.json byte for byte");
     let text = std::fs::read_to_string(root().join(doc)).expect("the document");
     assert!(text.contains(command), "{doc} names the command its table comes from");
@@ -37,6 +39,20 @@ fn replays_to_committed(
         "regenerate {doc}'s {marker} table from summary.md"
     );
     (dir, out, committed)
+}
+
+/// The exit status of the bench that wrote `bench_json`: 1 when a run failed, a LESS message reached an agent over
+/// its cap, a check failed or a graded task was left unsolved; 0 otherwise.
+fn committed_status(bench_json: &[u8]) -> i32 {
+    let bench: Value = serde_json::from_slice(bench_json).expect("bench.json");
+    let runs = bench["runs"].as_array().expect("runs");
+    let failed = bench["failed"].as_array().is_some_and(|f| !f.is_empty())
+        || runs.iter().any(|run| {
+            run["tasks"]["solved"] != run["tasks"]["graded"]
+                || run["checks"].as_array().into_iter().flatten().any(|c| c["status"] == "fail")
+                || (run["mode"] == "less" && run["over_cap"].as_array().is_some_and(|over| !over.is_empty()))
+        });
+    i32::from(failed)
 }
 
 /// The command of docs/llm-agents.md's tables of the graded scenarios with models on their own (`--agents llm-free`),

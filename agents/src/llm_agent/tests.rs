@@ -62,8 +62,9 @@ impl CompletionModel for Answers {
                 Some(text) => Ok(Completion {
                     text,
                     finish_reason: Some("stop".to_owned()),
-                    usage: Usage { prompt_tokens: 10, completion_tokens: 5 },
+                    usage: Some(Usage { prompt_tokens: 10, completion_tokens: 5, cached_tokens: 2 }),
                     attempts: 1,
+                    elapsed_ms: 40,
                 }),
                 None => Err(LlmError::Server { status: 500, attempts: 1, body: "no more answers".to_owned() }),
             }
@@ -190,7 +191,46 @@ async fn report_comes_from_the_model_and_the_prompt_from_the_inbox_only() {
     assert!(seen[0].schema.is_some());
     let spent = agent.take_usage();
     assert_eq!((spent.calls, spent.prompt_tokens, spent.completion_tokens), (1, 10, 5));
+    assert_eq!((spent.cached_tokens, spent.model_ms, spent.counted_calls), (2, 40, 0), "as the server reported");
     assert_eq!(agent.take_usage(), ModelUsage::default(), "usage is handed over once");
+}
+
+/// A server that reports no usage: the prompt (system prompt and every turn) and the answer are counted with the
+/// run's tokenizer, and the call is said to be counted; a reported usage is taken as it is, zeros included.
+#[test]
+fn a_call_without_reported_usage_is_counted_with_the_runs_tokenizer() {
+    let request = CompletionRequest {
+        system: "You review code.".to_owned(),
+        messages: vec![
+            ChatMessage::user("Report one risk."),
+            ChatMessage::assistant("{}"),
+            ChatMessage::user("Again."),
+        ],
+        temperature: 0.0,
+        max_tokens: 64,
+        schema: None,
+    };
+    let answer = |usage| Completion {
+        text: "{\"summary\": \"a guard is held across await\"}".to_owned(),
+        finish_reason: Some("stop".to_owned()),
+        usage,
+        attempts: 1,
+        elapsed_ms: 1_250,
+    };
+    for encoding in [less_runtime::Encoding::O200kBase, less_runtime::Encoding::Cl100kBase] {
+        let counter = TokenCounter::shared(encoding);
+        let count = |text: &str| u64::from(counter.count(text));
+        let mut spent = ModelUsage::default();
+        spend(&mut spent, &request, &answer(None), counter);
+        let prompt = count("You review code.") + count("Report one risk.") + count("{}") + count("Again.");
+        assert_eq!(spent.prompt_tokens, prompt, "{encoding}");
+        assert_eq!(spent.completion_tokens, count("{\"summary\": \"a guard is held across await\"}"), "{encoding}");
+        assert!(spent.prompt_tokens > 8 && spent.completion_tokens > 5, "{spent:?}");
+        assert_eq!((spent.calls, spent.counted_calls, spent.cached_tokens, spent.model_ms), (1, 1, 0, 1_250));
+        // Reported counts are the server's, even zero.
+        spend(&mut spent, &request, &answer(Some(Usage::default())), counter);
+        assert_eq!((spent.calls, spent.counted_calls, spent.prompt_tokens), (2, 1, prompt), "{encoding}");
+    }
 }
 
 #[tokio::test]
@@ -910,7 +950,13 @@ mod fuzz {
     }
 
     fn completion(text: String) -> Completion {
-        Completion { text, finish_reason: Some("stop".to_owned()), usage: Usage::default(), attempts: 1 }
+        Completion {
+            text,
+            finish_reason: Some("stop".to_owned()),
+            usage: Some(Usage::default()),
+            attempts: 1,
+            elapsed_ms: 0,
+        }
     }
 
     /// The parser alone: a refusal is `LLM_OUTPUT_NOT_JSON` or `LLM_OUTPUT_INVALID`; an accepted report has at

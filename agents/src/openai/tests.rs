@@ -86,7 +86,7 @@ async fn success_returns_text_usage_and_sends_the_schema() {
     let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]});
     let done = client(&base, 0, 5_000).complete(&request(Some(schema))).await.expect("completion");
     assert_eq!(done.text, "{\"a\":1}");
-    assert_eq!(done.usage, Usage { prompt_tokens: 11, completion_tokens: 7 });
+    assert_eq!(done.usage, Some(Usage { prompt_tokens: 11, completion_tokens: 7, cached_tokens: 0 }));
     assert_eq!(done.attempts, 1);
     let seen = server.join().expect("server");
     assert!(seen[0].starts_with("POST /v1/chat/completions"), "{}", seen[0]);
@@ -95,6 +95,52 @@ async fn success_returns_text_usage_and_sends_the_schema() {
     assert_eq!(body["response_format"]["json_schema"]["schema"]["required"][0], "a");
     assert_eq!(body["messages"][0]["role"], "system");
     assert_eq!(body["temperature"], 0.0);
+}
+
+/// The cached prompt tokens in both shapes servers report them, and no usage at all told apart from zero.
+#[test]
+fn usage_reads_cached_tokens_in_either_shape_and_knows_when_none_was_reported() {
+    let openai = json!({"usage": {"prompt_tokens": 1533, "completion_tokens": 9,
+        "prompt_tokens_details": {"cached_tokens": 1408}}});
+    assert_eq!(parse_usage(&openai), Some(Usage { prompt_tokens: 1533, completion_tokens: 9, cached_tokens: 1408 }));
+    let llama_cpp = json!({"usage": {"prompt_tokens": 812, "completion_tokens": 40},
+        "timings": {"cache_n": 768, "prompt_n": 44, "predicted_n": 40}});
+    assert_eq!(parse_usage(&llama_cpp), Some(Usage { prompt_tokens: 812, completion_tokens: 40, cached_tokens: 768 }));
+    // OpenAI's field wins where a server sends both.
+    let both = json!({"usage": {"prompt_tokens": 5, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 3}},
+        "timings": {"cache_n": 4}});
+    assert_eq!(parse_usage(&both).map(|u| u.cached_tokens), Some(3));
+    let uncached = json!({"usage": {"prompt_tokens": 5, "completion_tokens": 1}});
+    assert_eq!(parse_usage(&uncached), Some(Usage { prompt_tokens: 5, completion_tokens: 1, cached_tokens: 0 }));
+    assert_eq!(parse_usage(&json!({"choices": []})), None, "no usage is not zero usage");
+    assert_eq!(parse_usage(&json!({"usage": {}, "timings": {"cache_n": 4}})), None);
+}
+
+/// A recording of older lessrt holds `usage: {prompt_tokens, completion_tokens}` and no time: it still reads, as
+/// counts the server reported, none of them cached, taking no time.
+#[test]
+fn a_completion_of_an_older_recording_still_reads() {
+    let old = json!({"attempts": 1, "finish_reason": "stop", "text": "{}",
+        "usage": {"completion_tokens": 98, "prompt_tokens": 4748}});
+    let completion: Completion = serde_json::from_value(old).expect("an older completion");
+    assert_eq!(completion.usage, Some(Usage { prompt_tokens: 4748, completion_tokens: 98, cached_tokens: 0 }));
+    assert_eq!(completion.elapsed_ms, 0);
+    let unreported: Completion =
+        serde_json::from_value(json!({"attempts": 1, "finish_reason": null, "text": "x", "usage": null}))
+            .expect("no usage");
+    assert_eq!(unreported.usage, None);
+}
+
+/// The call's time is the whole call's: a failed attempt, the backoff and the slow answer after it.
+#[tokio::test]
+async fn the_elapsed_time_covers_every_attempt() {
+    let (base, server) =
+        serve(vec![quick(503, "busy".to_owned()), Reply(200, ok_body("{}"), Duration::from_millis(150))]);
+    let done = client(&base, 1, 5_000).complete(&request(None)).await.expect("completion");
+    assert_eq!(done.attempts, 2);
+    assert!(done.elapsed_ms >= 160, "the backoff (10 ms) and the slow answer (150 ms): {}", done.elapsed_ms);
+    assert!(done.elapsed_ms < 5_000, "{}", done.elapsed_ms);
+    server.join().expect("server");
 }
 
 #[tokio::test]

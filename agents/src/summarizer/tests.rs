@@ -20,7 +20,13 @@ impl CompletionModel for Answers {
         Box::pin(async move {
             self.seen.lock().expect("lock").push(request.clone());
             match self.texts.lock().expect("lock").pop() {
-                Some(text) => Ok(Completion { text, finish_reason: None, usage: Usage::default(), attempts: 1 }),
+                Some(text) => Ok(Completion {
+                    text,
+                    finish_reason: None,
+                    usage: Some(Usage::default()),
+                    attempts: 1,
+                    elapsed_ms: 0,
+                }),
                 None => Err(LlmError::Timeout { attempts: 4 }),
             }
         })

@@ -180,6 +180,7 @@ fn the_summary_names_the_recordings_model_and_temperature() {
         scenario: scenario.to_owned(),
         model: json!({"name": "local", "served": "qwen2.5-coder-1.5b", "sha256": "cc324af070c2ecbfd324a308"}),
         digest: "blake3:00".to_owned(),
+        manifest: "blake3:01".to_owned(),
         temperature,
     };
     b.recordings = vec![recording("a", Some(0.0)), recording("b", Some(0.7)), recording("c", Some(0.0))];
