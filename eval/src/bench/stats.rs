@@ -83,7 +83,17 @@ pub fn mcnemar_exact(b: u32, c: u32) -> f64 {
         return 1.0;
     }
     let k = b.min(c);
-    // ln C(n, i) - n ln 2, summed in log space (n may be large enough for 2^-n to underflow).
+    if n <= 120 {
+        // Exactly, in integers: C(120, 60) < 2^117, so every term and the sum fit in a u128.
+        let mut choose: u128 = 1;
+        let mut tail: u128 = 1;
+        for i in 1..=u128::from(k) {
+            choose = choose * (u128::from(n) - i + 1) / i;
+            tail += choose;
+        }
+        return ((2 * tail) as f64 / (1u128 << n) as f64).min(1.0);
+    }
+    // ln C(n, i) - n ln 2, summed in log space (2^-n underflows past n = 1074).
     let ln_half_n = f64::from(n) * std::f64::consts::LN_2;
     let mut ln_choose = 0.0f64;
     let mut terms = Vec::with_capacity(k as usize + 1);
