@@ -332,7 +332,7 @@ fn progress_bars_show_on_a_terminal_only() {
 }
 
 /// `--sweep` runs every scenario × mode at each value of one role's budget field, deterministically: at a small inline
-/// budget the auditors' briefs are refused and their tasks go unsolved, at the scenario's own every task is solved;
+/// budget LESS spends less on the wire for the same 8 tasks, and the baseline (which enforces no budget) the same;
 /// the runs carry their value, sit in their value's directory, and bench.json, summary.md and sweep.svg hold the
 /// front. A role, field or value the budget refuses is a usage error, as is a bad --price.
 #[test]
@@ -363,8 +363,8 @@ fn a_budget_sweep_runs_every_value() {
     assert_eq!(report["values"][0]["value"], json!(150));
     assert_eq!(report["values"][0]["modes"][0]["mode"], json!("less"));
     assert_eq!((at(1, 0, "solved"), at(1, 0, "graded")), (Some(8), Some(8)), "{report}");
-    assert!(at(0, 0, "solved") < Some(8), "a small budget costs LESS tasks: {report}");
-    assert_ne!(at(0, 0, "wire"), at(1, 0, "wire"), "{report}");
+    assert_eq!(at(0, 0, "solved"), Some(8), "{report}");
+    assert!(at(0, 0, "wire") < at(1, 0, "wire"), "a small inline budget changes what LESS spends: {report}");
     assert_eq!(at(0, 1, "solved"), at(1, 1, "solved"), "the baseline enforces no budget: {report}");
     assert_eq!(bench["comparison"].as_array().map(Vec::len), Some(2), "one comparison per value");
     assert_eq!(bench["price"]["cached"], json!(3.0), "cached prompt tokens default to the input price");
@@ -403,7 +403,17 @@ fn repeats_replay_one_recording_per_directory() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("out").display().to_string();
     let two = "scenarios/recordings,scenarios/recordings";
-    let output = lessrt(&["bench", "scenarios/uc3-review-llm.toml", "--modes", "less", "--replay", two, "--out", &out, "--json"]);
+    let output = lessrt(&[
+        "bench",
+        "scenarios/uc3-review-llm.toml",
+        "--modes",
+        "less",
+        "--replay",
+        two,
+        "--out",
+        &out,
+        "--json",
+    ]);
     assert!(output.status.code().is_some_and(|c| c <= 1), "{}", text(&output.stderr));
     let bench: Value = serde_json::from_slice(&output.stdout).expect("bench.json");
     let repeats: Vec<u64> = runs(&bench).iter().filter_map(|r| r["repeat"].as_u64()).collect();
@@ -431,7 +441,11 @@ fn repeats_replay_one_recording_per_directory() {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.file_name().is_some_and(|n| n != "run.json"))
         .expect("an exchange");
-    let edited = std::fs::read_to_string(&exchange).expect("exchange").replacen("\"temperature\": 0.0", "\"temperature\": 0.5", 1);
+    let edited = std::fs::read_to_string(&exchange).expect("exchange").replacen(
+        "\"temperature\": 0.0",
+        "\"temperature\": 0.5",
+        1,
+    );
     std::fs::write(&exchange, edited).expect("write");
     refused(&["--replay", &mixed.display().to_string()], "mixes temperatures");
 }

@@ -55,7 +55,15 @@ impl BenchRun {
             *task_kinds.entry(task.kind).or_insert(0) += 1;
         }
         let lead = scenario.agents.iter().find(|a| a.parent.is_none()).map(|a| a.role.clone()).unwrap_or_default();
-        BenchRun { report, repeat, depth: scenario.depth(), agents: scenario.agents.len(), task_kinds, lead, sweep: None }
+        BenchRun {
+            report,
+            repeat,
+            depth: scenario.depth(),
+            agents: scenario.agents.len(),
+            task_kinds,
+            lead,
+            sweep: None,
+        }
     }
 
     /// The run, labelled with the sweep value it ran at.

@@ -153,8 +153,10 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
                 };
                 let source = source_for(args, &scenario, repeat);
                 let Some(summarizer) = args.summarizer.summarizer(&source)? else {
-                    return Err(Stop::usage("--llm-base-url, --llm-model and --llm-api-key-env need `--summarizer llm`")
-                        .into());
+                    return Err(Stop::usage(
+                        "--llm-base-url, --llm-model and --llm-api-key-env need `--summarizer llm`",
+                    )
+                    .into());
                 };
                 let pinned = pinned_for(&source)?;
                 let factory = Arc::new(

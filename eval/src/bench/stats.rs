@@ -142,9 +142,10 @@ pub fn compare(runs: &[&BenchRun], a: WireMode, b: WireMode, resamples: u32, see
     let mut clusters: Vec<((&str, &str), Cluster)> = Vec::new();
     let mut counts = [0u32; 4];
     for run_a in runs.iter().filter(|r| r.report.mode == a) {
-        let Some(run_b) = runs.iter().find(|r| {
-            r.report.mode == b && r.report.scenario == run_a.report.scenario && r.repeat == run_a.repeat
-        }) else {
+        let Some(run_b) = runs
+            .iter()
+            .find(|r| r.report.mode == b && r.report.scenario == run_a.report.scenario && r.repeat == run_a.repeat)
+        else {
             continue;
         };
         let (shares_a, shares_b) = (shares(run_a), shares(run_b));

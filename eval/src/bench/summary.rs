@@ -10,6 +10,9 @@ use less_runtime::run::ModelSpend;
 use super::stats::RatioInterval;
 use super::{Bench, thousands};
 
+/// A run's place in the per-role table: sweep value, scenario, mode.
+type RunKey<'a> = (Option<&'a str>, &'a str, WireMode);
+
 /// `n` rounded, with thousands separators; a dash for none.
 fn rounded(n: Option<f64>) -> String {
     n.map_or_else(|| "—".to_owned(), |n| thousands(n.round() as u64))
@@ -140,7 +143,7 @@ impl Bench {
     /// Billed tokens per role, per scenario and mode (and sweep value), every repeat summed: the roles whose models
     /// were called.
     pub(super) fn billed_roles_table(&self, out: &mut String) {
-        let mut rows: Vec<((Option<&str>, &str, WireMode), BTreeMap<&str, ModelSpend>)> = Vec::new();
+        let mut rows: Vec<(RunKey<'_>, BTreeMap<&str, ModelSpend>)> = Vec::new();
         for run in &self.runs {
             let key = (run.sweep.as_deref(), run.report.scenario.as_str(), run.report.mode);
             let idx = match rows.iter().position(|(k, _)| *k == key) {

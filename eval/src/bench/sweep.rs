@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use less_runtime::WireMode;
 
-use super::billing::{ModeTotals, Price};
 use super::BenchRun;
+use super::billing::{ModeTotals, Price};
 
 /// What a sweep sets: one field of one role's budget, to each value in turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +26,8 @@ impl Sweep {
     pub fn parse(text: &str) -> Result<Sweep, String> {
         let expected = "give --sweep ROLE.FIELD=V1,V2,… (e.g. auditor.max_deref_tokens_total=250,1000)";
         let (target, values) = text.split_once('=').ok_or_else(|| format!("{text:?} has no '=': {expected}"))?;
-        let (role, field) = target.split_once('.').ok_or_else(|| format!("{target:?} is not ROLE.FIELD: {expected}"))?;
+        let (role, field) =
+            target.split_once('.').ok_or_else(|| format!("{target:?} is not ROLE.FIELD: {expected}"))?;
         if role.trim().is_empty() || field.trim().is_empty() {
             return Err(format!("{target:?} is not ROLE.FIELD: {expected}"));
         }

@@ -224,7 +224,10 @@ fn the_summary_leads_with_billed_tokens_per_solved_task() {
     b.price = Some(Price::parse("input=3,cached=0.3,output=15").expect("prices"));
     b.conclude(None);
     let less = &b.billing[0];
-    assert_eq!((less.mode, less.solved, less.billed, less.wire, less.cached_tokens), (WireMode::Less, 1, 1100, 600, 400));
+    assert_eq!(
+        (less.mode, less.solved, less.billed, less.wire, less.cached_tokens),
+        (WireMode::Less, 1, 1100, 600, 400)
+    );
     // (600 × 3 + 400 × 0.3 + 100 × 15) / 1e6 USD.
     assert!((less.cost_usd.expect("priced") - 0.00342).abs() < 1e-12, "{less:?}");
     assert_eq!(b.billing[1].billed_per_solved, None, "verbatim solved nothing");
@@ -232,7 +235,10 @@ fn the_summary_leads_with_billed_tokens_per_solved_task() {
     assert!(summary.starts_with("Billed tokens (prompt + completion"), "{summary}");
     assert!(summary.contains("| less | 1/1 | 2 | 1,100 | **1,100** | 600 | 600 | $0.0034 | $0.0034 |"), "{summary}");
     assert!(summary.contains("| verbatim | 0/1 | 1 | 3,200 | **—** | 2,000 | — | $0.0120 | — |"), "{summary}");
-    assert!(summary.contains("Priced at USD 3 per million uncached prompt tokens, 0.3 per million cached"), "{summary}");
+    assert!(
+        summary.contains("Priced at USD 3 per million uncached prompt tokens, 0.3 per million cached"),
+        "{summary}"
+    );
     // One pair, solved by LESS only: p = 1, and no ratio (verbatim solved nothing).
     let [c] = &b.comparison[..] else { panic!("{:?}", b.comparison) };
     assert_eq!((c.pairs, c.solved_only_a, c.mcnemar_p), (1, 1, 1.0));
@@ -260,7 +266,8 @@ fn the_summary_leads_with_billed_tokens_per_solved_task() {
 fn prices_parse_or_say_what_is_expected() {
     let p = Price::parse("output=15, input=3").expect("cached defaults to input");
     assert_eq!(p, Price { input: 3.0, cached: 3.0, output: 15.0 });
-    for bad in ["input=3", "input=3,output=x", "input=3,output=-1", "input=3,output=1,tip=2", "input=1,input=2,output=1"]
+    for bad in
+        ["input=3", "input=3,output=x", "input=3,output=-1", "input=3,output=1,tip=2", "input=1,input=2,output=1"]
     {
         let err = Price::parse(bad).expect_err(bad);
         assert!(err.contains("give --price input=USD,cached=USD,output=USD"), "{bad}: {err}");

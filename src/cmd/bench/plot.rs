@@ -50,9 +50,12 @@ pub(super) fn plots(bench: &Bench) -> Vec<(String, String)> {
     out
 }
 
+/// One point of a sweep's plot: tokens, tasks solved, the value.
+type SweepPoint = (f64, f64, u64);
+
 /// A sweep's points: per mode, `(x, solved, value)` in the order swept, x being billed tokens, or the wire tokens
 /// (inline + deref) when no model was billed; and which of the two x is.
-fn sweep_points(modes: &[WireMode], sweep: &SweepReport) -> (Vec<(WireMode, Vec<(f64, f64, u64)>)>, &'static str) {
+fn sweep_points(modes: &[WireMode], sweep: &SweepReport) -> (Vec<(WireMode, Vec<SweepPoint>)>, &'static str) {
     let billed = sweep.values.iter().flat_map(|v| &v.modes).any(|t| t.billed > 0);
     let points = modes
         .iter()
@@ -78,7 +81,7 @@ fn sweep_front(area: &Area<'_>, modes: &[WireMode], sweep: &SweepReport) -> Draw
     let (per_mode, x_desc) = sweep_points(modes, sweep);
     let title = format!("budget sweep of {}.{}: tokens against tasks solved", sweep.role, sweep.field);
     let data = title_and_legend(area, &title, modes, false)?;
-    let all: Vec<(f64, f64, u64)> = per_mode.iter().flat_map(|(_, p)| p.iter().copied()).collect();
+    let all: Vec<SweepPoint> = per_mode.iter().flat_map(|(_, p)| p.iter().copied()).collect();
     let x_max = all.iter().map(|p| p.0).fold(1.0f64, f64::max) * 1.15;
     let y_max = all.iter().map(|p| p.1).fold(1.0f64, f64::max) * 1.2;
     let mut chart = ChartBuilder::on(&data)
