@@ -382,7 +382,7 @@ fn a_budget_sweep_runs_every_value() {
     let out = dir.path().join("c").display().to_string();
     for (arg, says) in [
         ("--sweep=nobody.max_inline_tokens=1", "their roles: architect, auditor, lead"),
-        ("--sweep=auditor.max_tokens=1", "the fields: max_inline_tokens, max_engrams"),
+        ("--sweep=auditor.max_tokens=1", "the fields: max_artifact_sections, max_deref_tokens_total, max_engrams"),
         ("--sweep=auditor.max_engrams=13", "13 is refused for auditor.max_engrams"),
         ("--sweep=auditor.max_engrams", "has no '='"),
         ("--price=input=3,output=cheap", "is not a price for output"),
