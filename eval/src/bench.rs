@@ -2,6 +2,10 @@
 //! from them: `bench.json`, `bench.csv` (one row per scenario × mode × repeat × role) and `summary.md` (the tables
 //! docs/benchmark.md shows). Pure functions of the run reports, so the same runs give the same bytes.
 //!
+//! What a user pays leads: billed tokens (prompt + completion of every model call) per solved task per mode, over every
+//! repeat ([`billing`]), with money at `--price`; then the paired statistics of LESS against each baseline over the same
+//! tasks ([`stats`]), a budget sweep's table ([`sweep`]) and a per-role billed table.
+//!
 //! LESS is compared with each baseline on two totals: the inline tokens of every delivered message and recall answer,
 //! and the same plus the content dereferenced. The fair baseline pastes what LESS dereferences, so "with derefs" is
 //! the like-for-like figure; the inline one is what the hierarchy's messages carry.
@@ -9,13 +13,21 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use less_runtime::run::{Failure, RoleReport, RunReport};
 use less_runtime::{Scenario, TaskKind, WireMode};
 
+pub mod billing;
+pub mod stats;
+pub mod sweep;
+
+pub use billing::{ModeTotals, Price};
+pub use stats::{Comparison, RatioInterval};
+pub use sweep::{Sweep, SweepReport, SweepValue};
+
 /// One run of the benchmark: the run report (as `lessrt run --json` writes it) and where it sits in the bench.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchRun {
     /// The report, with its graded tasks.
     #[serde(flatten)]
@@ -30,6 +42,9 @@ pub struct BenchRun {
     pub task_kinds: BTreeMap<TaskKind, u32>,
     /// The role of the lead (the agent without a parent).
     pub lead: String,
+    /// The budget a sweep set for this run (`role.field=value`, [`Sweep::label`]); none outside a sweep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<String>,
 }
 
 impl BenchRun {
@@ -40,7 +55,21 @@ impl BenchRun {
             *task_kinds.entry(task.kind).or_insert(0) += 1;
         }
         let lead = scenario.agents.iter().find(|a| a.parent.is_none()).map(|a| a.role.clone()).unwrap_or_default();
-        BenchRun { report, repeat, depth: scenario.depth(), agents: scenario.agents.len(), task_kinds, lead }
+        BenchRun {
+            report,
+            repeat,
+            depth: scenario.depth(),
+            agents: scenario.agents.len(),
+            task_kinds,
+            lead,
+            sweep: None,
+        }
+    }
+
+    /// The run, labelled with the sweep value it ran at.
+    pub fn with_sweep(mut self, sweep: Option<String>) -> BenchRun {
+        self.sweep = sweep;
+        self
     }
 }
 
@@ -52,17 +81,32 @@ pub struct Bench {
     /// Runs that did not finish (a runtime failure, not a failed check), if any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub failed: Vec<BenchFailure>,
-    /// The recordings the models answered from (`--record`/`--replay`), one per scenario that has one.
+    /// The recordings the models answered from (`--record`/`--replay`), one per scenario and repeat that has one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub recordings: Vec<BenchRecording>,
+    /// Prices of `--price` (USD per million tokens), when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<Price>,
+    /// Per mode (and sweep value): billed and wire tokens per solved task over the runs with graded tasks, every
+    /// repeat pooled, and their cost at `price` ([`Bench::conclude`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub billing: Vec<ModeTotals>,
+    /// LESS against each baseline over the same tasks, every repeat pooled ([`stats::compare`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comparison: Vec<Comparison>,
+    /// The budget sweep's totals per value and mode, in a sweep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepReport>,
 }
 
 /// A recording a bench's models answered from: which model made it and a digest of its exact content, so a
 /// `bench.json` names what its figures came from and an edited recording no longer matches it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchRecording {
     /// The scenario.
     pub scenario: String,
+    /// The 1-based repeat it answered (`--replay A,B`: repeat k from the k-th directory).
+    pub repeat: u32,
     /// The model's identity as the recording names it (`name`, `served`, `sha256`).
     pub model: serde_json::Value,
     /// `blake3:<hex>` over the recording's files.
@@ -76,7 +120,7 @@ pub struct BenchRecording {
 }
 
 /// A run that did not finish.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchFailure {
     /// The scenario.
     pub scenario: String,
@@ -84,6 +128,9 @@ pub struct BenchFailure {
     pub mode: WireMode,
     /// 1-based repeat.
     pub repeat: u32,
+    /// The sweep value it ran at, in a sweep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<String>,
     /// What went wrong.
     pub error: String,
 }
@@ -128,14 +175,22 @@ impl Bench {
     pub fn differing_repeats(&self) -> Vec<String> {
         let mut out = Vec::new();
         for run in self.runs.iter().filter(|r| r.repeat > 1) {
-            let Some(first) = self.run(&run.report.scenario, run.report.mode) else { continue };
+            let first = self.runs.iter().find(|r| {
+                r.report.scenario == run.report.scenario && r.report.mode == run.report.mode && r.sweep == run.sweep
+            });
+            let Some(first) = first else { continue };
             for (role, r) in &run.report.roles {
                 let a = first.report.roles.get(role).map(|f| (f.inline_tokens.total, f.deref_tokens));
                 let b = Some((r.inline_tokens.total, r.deref_tokens));
                 if a != b {
                     out.push(format!(
-                        "{} {} {role}: repeat 1 {:?} vs repeat {} {:?} (inline, deref)",
-                        run.report.scenario, run.report.mode, a, run.repeat, b
+                        "{}{} {} {role}: repeat 1 {:?} vs repeat {} {:?} (inline, deref)",
+                        run.report.scenario,
+                        run.sweep.as_ref().map(|s| format!(" [{s}]")).unwrap_or_default(),
+                        run.report.mode,
+                        a,
+                        run.repeat,
+                        b
                     ));
                 }
             }
@@ -173,7 +228,8 @@ impl Bench {
         let mut out = String::from(
             "scenario,mode,repeat,depth,role,turns,inline_total,inline_mean,inline_p50,inline_p95,inline_max,\
              derefs,deref_tokens,rejections,rejected_tokens,resends,escalations,restarts,\
-             model_calls,model_prompt_tokens,model_completion_tokens,tasks_graded,tasks_solved\n",
+             model_calls,model_prompt_tokens,model_completion_tokens,tasks_graded,tasks_solved,\
+             billed,model_cached_tokens,model_ms,model_counted_calls,sweep\n",
         );
         for run in &self.runs {
             let report = &run.report;
@@ -183,7 +239,7 @@ impl Bench {
                 let t = &r.inline_tokens;
                 let _ = writeln!(
                     out,
-                    "{},{},{},{},{role},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{},{},{},{graded},{solved}",
+                    "{},{},{},{},{role},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{},{},{},{graded},{solved},{},{},{},{},{}",
                     report.scenario,
                     report.mode,
                     run.repeat,
@@ -204,24 +260,70 @@ impl Bench {
                     r.model.calls,
                     r.model.prompt_tokens,
                     r.model.completion_tokens,
+                    r.model.billed(),
+                    r.model.cached_tokens,
+                    r.model.model_ms,
+                    r.model.counted_calls,
+                    run.sweep.as_deref().unwrap_or(""),
                 );
             }
         }
         out
     }
 
-    /// `summary.md`: LESS against each baseline per scenario and role, the graded tasks, and the lead's tokens per
-    /// turn. Only the first repeat of each run is shown.
+    /// Fills what `bench.json` concludes from the runs: [`Bench::billing`] per mode (and sweep value),
+    /// [`Bench::comparison`] of LESS against each baseline (per sweep value), and the [`Bench::sweep`] report of
+    /// `sweep` when the bench swept a budget. Deterministic: the same runs give the same figures.
+    pub fn conclude(&mut self, sweep: Option<&Sweep>) {
+        let modes = self.modes();
+        let mut groups: Vec<Option<&str>> = Vec::new();
+        for run in &self.runs {
+            if !groups.contains(&run.sweep.as_deref()) {
+                groups.push(run.sweep.as_deref());
+            }
+        }
+        let (mut billing, mut comparison) = (Vec::new(), Vec::new());
+        for group in groups {
+            let runs: Vec<&BenchRun> = self.runs.iter().filter(|r| r.sweep.as_deref() == group).collect();
+            if !runs.iter().any(|r| r.report.tasks.graded > 0) {
+                continue;
+            }
+            billing.extend(modes.iter().map(|&m| ModeTotals::of(&runs, m, group, self.price.as_ref())));
+            if modes.contains(&WireMode::Less) {
+                for &base in modes.iter().filter(|m| m.is_baseline()) {
+                    comparison.extend(stats::compare(
+                        &runs,
+                        WireMode::Less,
+                        base,
+                        stats::RESAMPLES,
+                        stats::BOOTSTRAP_SEED,
+                    ));
+                }
+            }
+        }
+        self.billing = billing;
+        self.comparison = comparison;
+        self.sweep = sweep.map(|s| SweepReport::of(s, &self.runs, &modes, self.price.as_ref()));
+    }
+
+    /// `summary.md`: billed tokens per solved task per mode (with the wire tokens and any cost), the paired
+    /// statistics, a sweep's table, LESS against each baseline per scenario and role, the billed tokens per role, the
+    /// graded tasks, and the lead's tokens per turn. The headline, statistics and sweep pool every repeat (they are
+    /// [`Bench::conclude`]'s); the per-scenario tables show the first repeat of each run.
     pub fn summary_markdown(&self) -> String {
         let mut out = String::new();
         let modes = self.modes();
         let baselines: Vec<WireMode> = modes.iter().copied().filter(|m| m.is_baseline()).collect();
+        self.billed_headline(&mut out);
+        self.statistics(&mut out);
+        self.sweep_table(&mut out);
         if modes.contains(&WireMode::Less) {
             // Per role against the first baseline (the fair one when it ran); totals only against the others.
             for (idx, &base) in baselines.iter().enumerate() {
                 self.comparison_table(&mut out, base, idx == 0);
             }
         }
+        self.billed_roles_table(&mut out);
         self.recordings_line(&mut out);
         self.tasks_table(&mut out, &modes);
         self.failure_kinds_table(&mut out);
@@ -375,7 +477,7 @@ impl Bench {
     /// Which model the recordings' answers came from and at which temperature, one line per model and
     /// temperature, naming the scenarios (nothing when no recording was used).
     fn recordings_line(&self, out: &mut String) {
-        let mut groups: Vec<(String, Option<f64>, Vec<&str>)> = Vec::new();
+        let mut groups: Vec<(String, Option<f64>, Vec<String>)> = Vec::new();
         for recording in &self.recordings {
             let model = &recording.model;
             let name = model["served"].as_str().or_else(|| model["name"].as_str()).unwrap_or("an unnamed model");
@@ -383,9 +485,14 @@ impl Bench {
             if let Some(sha) = model["sha256"].as_str() {
                 let _ = write!(named, " (sha256 `{}…`)", sha.chars().take(12).collect::<String>());
             }
+            let scenario = match recording.repeat {
+                0 | 1 => recording.scenario.clone(),
+                k => format!("{} #{k}", recording.scenario),
+            };
             match groups.iter_mut().find(|(m, t, _)| *m == named && *t == recording.temperature) {
-                Some((_, _, scenarios)) => scenarios.push(&recording.scenario),
-                None => groups.push((named, recording.temperature, vec![&recording.scenario])),
+                Some((_, _, scenarios)) if scenarios.contains(&scenario) => {}
+                Some((_, _, scenarios)) => scenarios.push(scenario),
+                None => groups.push((named, recording.temperature, vec![scenario])),
             }
         }
         for (model, temperature, scenarios) in &groups {
@@ -450,6 +557,8 @@ pub fn thousands(n: u64) -> String {
     }
     out
 }
+
+mod summary;
 
 #[cfg(test)]
 mod tests;

@@ -1178,6 +1178,42 @@ impl Scenario {
         self
     }
 
+    /// The scenario with one field of one role's budget set to `value` (`lessrt bench --sweep ROLE.FIELD=…`): the
+    /// role's `[budgets.roles.<role>]`, or the scenario's defaults where it has none, with `field` replaced. The one
+    /// rewrite of a budget from outside the file, so a bench that sweeps a budget and a replay of its recording ask
+    /// the same requests. Refused (`LESS_ARGUMENT_INVALID`, naming what is known) when no agent has `role`, when
+    /// `field` is not a field of a budget, and when the budget's schema refuses `value` (`max_engrams` above 12).
+    pub fn with_budget(mut self, role: &str, field: &str, value: u64) -> Result<Scenario, Violation> {
+        let path = format!("/budgets/roles/{role}/{field}");
+        if !self.agents.iter().any(|a| a.role == role) {
+            let mut roles: Vec<&str> = self.agents.iter().map(|a| a.role.as_str()).collect();
+            roles.sort_unstable();
+            roles.dedup();
+            let message = format!("no agent of {} has the role {role:?}; its roles: {}", self.name, roles.join(", "));
+            return Err(Violation::new(ErrorCode::ArgumentInvalid, path, message));
+        }
+        let budget = self.budgets.of(role);
+        let mut doc = serde_json::to_value(budget)
+            .map_err(|err| Violation::new(ErrorCode::ArgumentInvalid, path.clone(), err.to_string()))?;
+        let Some(fields) = doc.as_object_mut() else {
+            return Err(Violation::new(ErrorCode::ArgumentInvalid, path, "a budget is not an object"));
+        };
+        if !fields.contains_key(field) {
+            let known: Vec<&str> = fields.keys().map(String::as_str).collect();
+            let message = format!("{field:?} is not a budget field; the fields: {}", known.join(", "));
+            return Err(Violation::new(ErrorCode::ArgumentInvalid, path, message));
+        }
+        fields.insert(field.to_owned(), Value::from(value));
+        if let Some(refused) = validate(DocKind::Budget, &doc).into_iter().next() {
+            let message = format!("{value} is refused for {role}.{field}: {}", refused.message);
+            return Err(Violation::new(ErrorCode::ArgumentInvalid, path, message));
+        }
+        let budget: Budget = serde_json::from_value(doc)
+            .map_err(|err| Violation::new(ErrorCode::ArgumentInvalid, path.clone(), err.to_string()))?;
+        self.budgets.roles.insert(role.to_owned(), budget);
+        Ok(self)
+    }
+
     /// The scenario as models do its work on their own: every agent an `llm` agent that chooses its own actions
     /// ([`LlmSpec::choose_actions`]), and the scripted steps (with their pointer packs and answers) replaced by the
     /// hierarchy's plain delegation ([`Scenario::delegation_steps`]). No authored pack or catalogue reaches a model:
@@ -1412,5 +1448,35 @@ mod tests {
         assert_eq!(scenario.budgets.of("architect").max_inline_tokens, 600);
         assert!(scenario.is_ancestor("lead", "dev"));
         assert!(!scenario.is_ancestor("dev", "lead"));
+    }
+
+    /// `with_budget` sets one field of a role's budget over the scenario's (or its defaults), and refuses an unknown
+    /// role, an unknown field and a value the budget's schema refuses, naming what is known.
+    #[test]
+    fn a_budget_field_is_set_for_a_role_or_refused() {
+        let scenario = || {
+            Scenario::from_toml(
+                "name = \"b\"\n[budgets.defaults]\nmax_inline_tokens = 600\n[budgets.roles.programmer]\n\
+                 max_repo_spans = 1\n[[agents]]\nid = \"lead\"\nrole = \"architect\"\n[[agents]]\nid = \"dev\"\n\
+                 role = \"programmer\"\nparent = \"lead\"\n",
+                Path::new("."),
+            )
+            .expect("valid")
+        };
+        let swept = scenario().with_budget("programmer", "max_deref_tokens_total", 250).expect("set");
+        let programmer = swept.budgets.of("programmer");
+        assert_eq!((programmer.max_deref_tokens_total, programmer.max_repo_spans), (250, 1), "the role's own kept");
+        let architect = scenario().with_budget("architect", "max_inline_tokens", 200).expect("set").budgets;
+        assert_eq!((architect.of("architect").max_inline_tokens, architect.of("architect").max_repo_spans), (200, 3));
+        assert_eq!(architect.of("programmer").max_inline_tokens, 600, "other roles untouched");
+        let err = scenario().with_budget("auditor", "max_inline_tokens", 1).expect_err("no such role");
+        assert_eq!(err.code, ErrorCode::ArgumentInvalid);
+        assert!(err.message.contains("its roles: architect, programmer"), "{}", err.message);
+        let err = scenario().with_budget("programmer", "max_tokens", 1).expect_err("no such field");
+        assert!(err.message.contains("max_inline_tokens") && err.message.contains("max_deref_tokens_total"), "{err:?}");
+        let err = scenario().with_budget("programmer", "max_engrams", 13).expect_err("over the schema's 12");
+        assert!(err.message.contains("13 is refused for programmer.max_engrams"), "{}", err.message);
+        let err = scenario().with_budget("programmer", "max_inline_tokens", u64::from(u32::MAX) + 1).expect_err("u32");
+        assert_eq!(err.path, "/budgets/roles/programmer/max_inline_tokens");
     }
 }

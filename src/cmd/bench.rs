@@ -2,6 +2,10 @@
 //! `lessrt run`, then the bench files in `--out`: `bench.json` (every run's report with its graded tasks),
 //! `bench.csv` (one row per scenario × mode × repeat × role), `summary.md` (the tables of docs/benchmark.md) and SVG
 //! plots.
+//! `--replay A,B` (or `--record A,B`) answers repeat k from the k-th directory, at the temperature its exchanges were
+//! asked at, so recordings made apart pool as repeats; `--sweep ROLE.FIELD=V1,V2` runs everything once per value of
+//! one role's budget field (`Scenario::with_budget`), each value's runs under `runs/<ROLE.FIELD=V>/`; `--price` turns
+//! billed tokens into money.
 //! A progress bar per run and one over all runs, on stderr when it is a terminal. What the files hold is
 //! `less-eval`'s [`Bench`]; this module runs the scenarios, writes the files and reports.
 //!
@@ -20,7 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use less_agents::{AgentsFactory, ModelSource};
-use less_eval::bench::{Bench, BenchFailure, BenchRecording, BenchRun};
+use less_eval::bench::{Bench, BenchFailure, BenchRecording, BenchRun, Price, Sweep};
 use less_runtime::run::{RunOptions, run_scenario_with};
 use less_runtime::{AgentKind, ErrorCode, Scenario, WireMode};
 
@@ -37,21 +41,32 @@ pub(crate) struct Args {
     /// Wire modes to run, comma-separated: less, verbatim (the fair baseline), verbatim-whole.
     #[arg(long, value_delimiter = ',', default_value = "less,verbatim", value_parser = parse_mode)]
     modes: Vec<WireMode>,
-    /// Runs of each scenario in each mode (the counts must not differ between them).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
-    repeat: u32,
+    /// Runs of each scenario in each mode (default: one per directory of --replay or --record, else 1). With one
+    /// directory, or none, the repeats must count alike; with several, repeat k answers from the k-th.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeat: Option<u32>,
     /// Where the bench files go (and each run's ledger under `runs/<scenario>/<mode>/<repeat>/`).
     #[arg(long, value_name = "DIR", default_value = "runs/bench")]
     out: PathBuf,
     /// bench.json: `--json` prints it instead of the tables, `-o FILE` writes it to FILE too (it is always in --out).
     #[command(flatten)]
     output: OutputArgs,
-    /// Record every model exchange of the `llm` agents, per scenario, in DIR/<scenario>/.
-    #[arg(long, value_name = "DIR", conflicts_with = "replay")]
-    record: Option<PathBuf>,
-    /// Answer the `llm` agents from DIR/<scenario>/ (made with --record, or `lessrt run --record`), no server.
-    #[arg(long, value_name = "DIR")]
-    replay: Option<PathBuf>,
+    /// Record every model exchange of the `llm` agents, per scenario, in DIR/<scenario>/; comma-separated
+    /// directories record repeat k in the k-th.
+    #[arg(long, value_name = "DIR[,DIR…]", value_delimiter = ',', conflicts_with = "replay")]
+    record: Vec<PathBuf>,
+    /// Answer the `llm` agents from DIR/<scenario>/ (made with --record, or `lessrt run --record`), no server;
+    /// comma-separated directories answer repeat k from the k-th, each at the temperature it was recorded at.
+    #[arg(long, value_name = "DIR[,DIR…]", value_delimiter = ',')]
+    replay: Vec<PathBuf>,
+    /// Prices in USD per million tokens, `input=…,cached=…,output=…` (cached prompt tokens at `cached`, default
+    /// `input`; the rest of the prompt at `input`): billed tokens per solved task become money.
+    #[arg(long, value_name = "input=USD,cached=USD,output=USD", value_parser = Price::parse)]
+    price: Option<Price>,
+    /// Run everything once per value of one field of one role's budget, e.g. `auditor.max_deref_tokens_total=250,1000`
+    /// (the role's `[budgets.roles.<role>]`, else the scenario's defaults; scenarios without the role run as written).
+    #[arg(long, value_name = "ROLE.FIELD=V1,V2,…", value_parser = Sweep::parse)]
+    sweep: Option<Sweep>,
     /// Longest one turn may take, in seconds (default: what the slowest agent's model settings need, at least 120).
     #[arg(long, value_name = "SECS")]
     step_timeout: Option<u64>,
@@ -100,58 +115,107 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     }
     let mut modes = args.modes.clone();
     modes.dedup();
-
-    // Every recording a scenario replays is checked before any run starts (and again after them all).
+    let repeats = repeats(args)?;
+    check_sweep(args.sweep.as_ref(), &scenarios)?;
+    // Each repeat's scenario: at the temperature of the recording it replays.
+    let mut per_repeat: Vec<Vec<Arc<Scenario>>> = Vec::new();
     for scenario in &scenarios {
-        verify_replayed(&source_for(args, scenario))?;
+        let mut variants = Vec::new();
+        for repeat in 1..=repeats {
+            variants.push(at_recorded_temperature(args, scenario, repeat)?);
+        }
+        per_repeat.push(variants);
     }
-    let bars = Bars::new(scenarios.len() as u64 * modes.len() as u64 * u64::from(args.repeat), ctx.quiet);
+    // Every recording a run replays is checked before any run starts (and again after them all).
+    for (variants, repeat) in per_repeat.iter().flat_map(|v| v.iter().zip(1..)) {
+        verify_replayed(&source_for(args, variants, repeat))?;
+    }
+    let values: Vec<Option<u64>> = match &args.sweep {
+        Some(sweep) => sweep.values.iter().copied().map(Some).collect(),
+        None => vec![None],
+    };
+
+    let n_runs = values.len() as u64 * scenarios.len() as u64 * modes.len() as u64 * u64::from(repeats);
+    let bars = Bars::new(n_runs, ctx.quiet);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let mut bench = Bench::default();
-    for scenario in &scenarios {
-        let source = source_for(args, scenario);
-        let Some(summarizer) = args.summarizer.summarizer(&source)? else {
-            return Err(Stop::usage("--llm-base-url, --llm-model and --llm-api-key-env need `--summarizer llm`").into());
-        };
-        let pinned = pinned_for(&source)?;
-        let factory = Arc::new(
-            AgentsFactory::for_scenario(scenario, &source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?,
-        );
-        for &mode in &modes {
-            for repeat in 1..=args.repeat {
-                let out = args.out.join("runs").join(&scenario.name).join(mode.as_str()).join(repeat.to_string());
-                // A run starts from nothing: the project memory of an earlier bench would change what queries find.
-                if out.exists() {
-                    std::fs::remove_dir_all(&out).with_context(|| format!("cannot clear {}", out.display()))?;
-                }
-                let options = RunOptions {
-                    mode,
-                    out_dir: Some(out),
-                    trace: None,
-                    pinned,
-                    summarizer: Some(summarizer.clone()),
-                    step_timeout: args.step_timeout.map(Duration::from_secs),
-                    inbox_cap: args.inbox.cap(),
-                    cluster: None,
-                    index: None,
-                    resume: false,
+    let mut bench = Bench { price: args.price, ..Bench::default() };
+    for value in &values {
+        let label = args.sweep.as_ref().zip(*value).map(|(sweep, value)| sweep.label(value));
+        for variants in &per_repeat {
+            // Per repeat: the scenario at the sweep's value, where its models answer from, and what runs them.
+            let mut prepared = Vec::new();
+            for (idx, scenario) in variants.iter().enumerate() {
+                let repeat = idx as u32 + 1;
+                let scenario = match (&args.sweep, value) {
+                    (Some(sweep), Some(value)) if scenario.agents.iter().any(|a| a.role == sweep.role) => Arc::new(
+                        (**scenario)
+                            .clone()
+                            .with_budget(&sweep.role, &sweep.field, *value)
+                            .map_err(|v| Stop::usage(format!("--sweep: {}", v.message)))?,
+                    ),
+                    _ => scenario.clone(),
                 };
-                let step_bar = bars.run(&format!("{} {mode} #{repeat}", scenario.name), scenario.steps.len() as u64);
-                let on_step = {
-                    let bar = step_bar.clone();
-                    move |index: usize, _n: usize| bar.set_position(index as u64)
+                let source = source_for(args, &scenario, repeat);
+                let Some(summarizer) = args.summarizer.summarizer(&source)? else {
+                    return Err(Stop::usage(
+                        "--llm-base-url, --llm-model and --llm-api-key-env need `--summarizer llm`",
+                    )
+                    .into());
                 };
-                let result = runtime.block_on(run_scenario_with(scenario.clone(), factory.clone(), options, on_step));
-                step_bar.finish_and_clear();
-                bars.total.inc(1);
-                match result {
-                    Ok(report) => bench.runs.push(BenchRun::new(scenario, report, repeat)),
-                    Err(err) => bench.failed.push(BenchFailure {
-                        scenario: scenario.name.clone(),
+                let pinned = pinned_for(&source)?;
+                let factory = Arc::new(
+                    AgentsFactory::for_scenario(&scenario, &source)
+                        .map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?,
+                );
+                prepared.push((repeat, scenario, summarizer, pinned, factory));
+            }
+            for &mode in &modes {
+                for (repeat, scenario, summarizer, pinned, factory) in &prepared {
+                    let repeat = *repeat;
+                    let mut out = args.out.join("runs");
+                    if let Some(label) = &label {
+                        out.push(label);
+                    }
+                    let out = out.join(&scenario.name).join(mode.as_str()).join(repeat.to_string());
+                    // A run starts from nothing: the project memory of an earlier bench would change what queries find.
+                    if out.exists() {
+                        std::fs::remove_dir_all(&out).with_context(|| format!("cannot clear {}", out.display()))?;
+                    }
+                    let options = RunOptions {
                         mode,
-                        repeat,
-                        error: err.to_string(),
-                    }),
+                        out_dir: Some(out),
+                        trace: None,
+                        pinned: *pinned,
+                        summarizer: Some(summarizer.clone()),
+                        step_timeout: args.step_timeout.map(Duration::from_secs),
+                        inbox_cap: args.inbox.cap(),
+                        cluster: None,
+                        index: None,
+                        resume: false,
+                    };
+                    let at = label.as_ref().map(|l| format!(" {l}")).unwrap_or_default();
+                    let step_bar =
+                        bars.run(&format!("{} {mode} #{repeat}{at}", scenario.name), scenario.steps.len() as u64);
+                    let on_step = {
+                        let bar = step_bar.clone();
+                        move |index: usize, _n: usize| bar.set_position(index as u64)
+                    };
+                    let result =
+                        runtime.block_on(run_scenario_with(scenario.clone(), factory.clone(), options, on_step));
+                    step_bar.finish_and_clear();
+                    bars.total.inc(1);
+                    match result {
+                        Ok(report) => {
+                            bench.runs.push(BenchRun::new(scenario, report, repeat).with_sweep(label.clone()))
+                        }
+                        Err(err) => bench.failed.push(BenchFailure {
+                            scenario: scenario.name.clone(),
+                            mode,
+                            repeat,
+                            sweep: label.clone(),
+                            error: err.to_string(),
+                        }),
+                    }
                 }
             }
         }
@@ -159,27 +223,32 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     bars.total.finish_and_clear();
     // bench.json names the recordings its models answered from: their model, the digest of their content and of the
     // manifest that seals it.
-    for scenario in &scenarios {
-        let source = source_for(args, scenario);
-        verify_replayed(&source)?;
-        if let ModelSource::Record(dir) | ModelSource::Replay(dir) = source
-            && dir.join(less_agents::record::RUN_FILE).exists()
-        {
-            let model =
-                less_agents::record::recorded_model(&dir).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
-            let digest =
-                less_agents::record::recording_digest(&dir).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
-            let manifest = less_agents::record::manifest::manifest_digest(&dir)
-                .map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
-            bench.recordings.push(BenchRecording {
-                scenario: scenario.name.clone(),
-                model: serde_json::to_value(model)?,
-                digest,
-                manifest,
-                temperature: shared_temperature(scenario),
-            });
+    for variants in &per_repeat {
+        for (idx, scenario) in variants.iter().enumerate() {
+            let repeat = idx as u32 + 1;
+            let source = source_for(args, scenario, repeat);
+            verify_replayed(&source)?;
+            if let ModelSource::Record(dir) | ModelSource::Replay(dir) = source
+                && dir.join(less_agents::record::RUN_FILE).exists()
+            {
+                let model = less_agents::record::recorded_model(&dir)
+                    .map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
+                let digest = less_agents::record::recording_digest(&dir)
+                    .map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
+                let manifest = less_agents::record::manifest::manifest_digest(&dir)
+                    .map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
+                bench.recordings.push(BenchRecording {
+                    scenario: scenario.name.clone(),
+                    repeat,
+                    model: serde_json::to_value(model)?,
+                    digest,
+                    manifest,
+                    temperature: shared_temperature(scenario),
+                });
+            }
         }
     }
+    bench.conclude(args.sweep.as_ref());
 
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     let write = |name: &str, text: &str| {
@@ -207,8 +276,11 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     for (scenario, mode, failure) in bench.failures() {
         eprintln!("lessrt: {scenario} {mode}: {failure}");
     }
-    for line in bench.differing_repeats() {
-        eprintln!("lessrt: repeats counted different tokens: {line}");
+    // Repeats answered from different recordings differ by design; from one source they must not.
+    if args.record.len().max(args.replay.len()) <= 1 {
+        for line in bench.differing_repeats() {
+            eprintln!("lessrt: repeats counted different tokens: {line}");
+        }
     }
     // 1 when a LESS message reached an agent over its cap, a run failed, a check failed or a graded task was left
     // unsolved (each printed above, and listed in `summary.md`).
@@ -262,16 +334,117 @@ fn shared_temperature(scenario: &Scenario) -> Option<f64> {
     temperatures.all(|t| t == first).then_some(first)
 }
 
-/// Where `scenario`'s models answer from: its own directory of the recording, or live. A replay of a scenario
-/// without `llm` agents and without a recording runs as it is (nothing to answer).
-fn source_for(args: &Args, scenario: &Scenario) -> ModelSource {
-    let dir = |root: &Path| root.join(&scenario.name);
+/// Where `scenario`'s models answer from in `repeat` (1-based): its own directory of the recording (the repeat's
+/// directory of a list, the one directory for every repeat), or live. A replay of a scenario without `llm` agents and
+/// without a recording runs as it is (nothing to answer).
+fn source_for(args: &Args, scenario: &Scenario, repeat: u32) -> ModelSource {
+    let of = |dirs: &[PathBuf]| {
+        let root = dirs.get(repeat as usize - 1).or(dirs.first())?;
+        Some(root.join(&scenario.name))
+    };
     let has_models = scenario.agents.iter().any(|a| a.kind == AgentKind::Llm) || args.summarizer.is_llm();
-    match (&args.record, &args.replay) {
-        (Some(root), _) if has_models => ModelSource::Record(dir(root)),
-        (None, Some(root)) if has_models || dir(root).exists() => ModelSource::Replay(dir(root)),
+    match (of(&args.record), of(&args.replay)) {
+        (Some(dir), _) if has_models => ModelSource::Record(dir),
+        (None, Some(dir)) if has_models || dir.exists() => ModelSource::Replay(dir),
         _ => ModelSource::Live,
     }
+}
+
+/// How many repeats run: `--repeat`, else one per directory of `--replay`/`--record`, else 1. Several directories
+/// and another `--repeat` are a usage error (repeat k answers from the k-th directory).
+fn repeats(args: &Args) -> anyhow::Result<u32> {
+    let (flag, dirs) = if args.record.is_empty() { ("--replay", &args.replay) } else { ("--record", &args.record) };
+    match (args.repeat, dirs.len()) {
+        (None, 0) => Ok(1),
+        (None, n) => u32::try_from(n).map_err(|_| Stop::usage(format!("{flag}: too many directories")).into()),
+        (Some(repeat), 0 | 1) => Ok(repeat),
+        (Some(repeat), n) if repeat as usize == n => Ok(repeat),
+        (Some(repeat), n) => Err(Stop::usage(format!(
+            "--repeat {repeat} with {n} directories for {flag}: repeat k answers from the k-th directory, so give \
+             one directory per repeat (or leave --repeat out)"
+        ))
+        .into()),
+    }
+}
+
+/// Refuses a sweep no scenario can take: a role no scenario has, or a field or value the budget refuses (naming the
+/// known roles or fields), before anything runs.
+fn check_sweep(sweep: Option<&Sweep>, scenarios: &[Arc<Scenario>]) -> anyhow::Result<()> {
+    let Some(sweep) = sweep else { return Ok(()) };
+    let with_role: Vec<&Arc<Scenario>> =
+        scenarios.iter().filter(|s| s.agents.iter().any(|a| a.role == sweep.role)).collect();
+    let Some(first) = with_role.first() else {
+        let mut roles: Vec<&str> = scenarios.iter().flat_map(|s| s.agents.iter().map(|a| a.role.as_str())).collect();
+        roles.sort_unstable();
+        roles.dedup();
+        return Err(Stop::usage(format!(
+            "--sweep: no scenario has an agent of role {:?}; their roles: {}",
+            sweep.role,
+            roles.join(", ")
+        ))
+        .into());
+    };
+    for value in &sweep.values {
+        (***first)
+            .clone()
+            .with_budget(&sweep.role, &sweep.field, *value)
+            .map_err(|v| Stop::usage(format!("--sweep: {}", v.message)))?;
+    }
+    Ok(())
+}
+
+/// `scenario` as `repeat` replays it: at the temperature of its recording's exchanges (every exchange file's
+/// `request.temperature`: they must agree), applied like `--temperature`. Unchanged when not replaying or when the
+/// recording holds no exchange; a usage error when `--temperature` names another.
+fn at_recorded_temperature(args: &Args, scenario: &Arc<Scenario>, repeat: u32) -> anyhow::Result<Arc<Scenario>> {
+    let ModelSource::Replay(dir) = source_for(args, scenario, repeat) else { return Ok(scenario.clone()) };
+    let Some(recorded) = recorded_temperature(&dir)? else { return Ok(scenario.clone()) };
+    if let Some(given) = args.agents.temperature
+        && given != recorded
+    {
+        return Err(Stop::usage(format!(
+            "--temperature {given}, but {} was recorded at temperature {recorded}: leave --temperature out to \
+             replay it as recorded",
+            dir.display()
+        ))
+        .into());
+    }
+    Ok(Arc::new((**scenario).clone().with_model_settings(None, Some(recorded))))
+}
+
+/// The temperature every exchange of the recording in `dir` was asked at (exchange files: `*.json` holding `key`
+/// and `request`; others, such as `run.json`, are not exchanges). None without exchanges; a usage error when they
+/// disagree or one has none.
+fn recorded_temperature(dir: &Path) -> anyhow::Result<Option<f64>> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(None) };
+    let mut names: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    names.sort();
+    let mut found: Option<(f64, PathBuf)> = None;
+    for path in names {
+        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let Ok(doc) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
+        let (Some(_), Some(request)) = (doc.get("key"), doc.get("request")) else { continue };
+        let Some(temperature) = request.get("temperature").and_then(serde_json::Value::as_f64) else {
+            return Err(Stop::usage(format!("{}: the exchange's request names no temperature", path.display())).into());
+        };
+        match &found {
+            None => found = Some((temperature, path)),
+            Some((first, at)) if *first != temperature => {
+                return Err(Stop::usage(format!(
+                    "{} mixes temperatures: {} asks at {first}, {} at {temperature}; a replayed repeat has one",
+                    dir.display(),
+                    at.display(),
+                    path.display()
+                ))
+                .into());
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(found.map(|(t, _)| t))
 }
 
 /// Two bars, one over all runs and one for the current run's steps (so not `progress::Bars`, which draws one at a

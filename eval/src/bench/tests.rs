@@ -83,12 +83,11 @@ fn bench() -> Bench {
     let verbatim =
         [delivered("lead", "dev", 900, None), answer(), delivered("dev", "lead", 1100, Some("Somewhere else."))];
     Bench {
-        failed: Vec::new(),
-        recordings: Vec::new(),
         runs: vec![
             BenchRun::new(&s, RunReport::build(&s, WireMode::Less, &less), 1),
             BenchRun::new(&s, RunReport::build(&s, WireMode::Verbatim, &verbatim), 1),
         ],
+        ..Bench::default()
     }
 }
 
@@ -141,8 +140,12 @@ fn the_csv_has_a_row_per_role_and_run() {
     assert!(lines[0].starts_with("scenario,mode,repeat,depth,role,turns,inline_total,"));
     let n_columns = lines[0].split(',').count();
     assert!(lines.iter().all(|l| l.split(',').count() == n_columns), "{csv}");
-    assert!(lines.contains(&"tiny,less,1,2,dev,1,200,200.0,200,200,200,1,300,0,0,0,0,0,0,0,0,1,1"), "{csv}");
-    assert!(lines.contains(&"tiny,verbatim,1,2,TOTAL,2,2000,1000.0,1100,1100,1100,0,0,0,0,0,0,0,0,0,0,1,0"), "{csv}");
+    assert!(lines[0].ends_with(",tasks_solved,billed,model_cached_tokens,model_ms,model_counted_calls,sweep"));
+    assert!(lines.contains(&"tiny,less,1,2,dev,1,200,200.0,200,200,200,1,300,0,0,0,0,0,0,0,0,1,1,0,0,0,0,"), "{csv}");
+    assert!(
+        lines.contains(&"tiny,verbatim,1,2,TOTAL,2,2000,1000.0,1100,1100,1100,0,0,0,0,0,0,0,0,0,0,1,0,0,0,0,0,"),
+        "{csv}"
+    );
 }
 
 #[test]
@@ -178,6 +181,7 @@ fn the_summary_names_the_recordings_model_and_temperature() {
     let mut b = bench();
     let recording = |scenario: &str, temperature: Option<f64>| BenchRecording {
         scenario: scenario.to_owned(),
+        repeat: 1,
         model: json!({"name": "local", "served": "qwen2.5-coder-1.5b", "sha256": "cc324af070c2ecbfd324a308"}),
         digest: "blake3:00".to_owned(),
         manifest: "blake3:01".to_owned(),
@@ -192,4 +196,115 @@ fn the_summary_names_the_recordings_model_and_temperature() {
         "{summary}"
     );
     assert!(summary.contains("`qwen2.5-coder-1.5b` (sha256 `cc324af070c2…`) at temperature 0.7, for b."), "{summary}");
+}
+
+/// The bench with model spend: LESS's dev called its model twice (1,000 prompt tokens of which 400 cached, 100
+/// completion), verbatim's once (3,000 and 200).
+fn billed_bench() -> Bench {
+    let mut b = bench();
+    let spend = |calls, prompt, cached, completion| less_runtime::run::ModelSpend {
+        calls,
+        prompt_tokens: prompt,
+        cached_tokens: cached,
+        completion_tokens: completion,
+        ..Default::default()
+    };
+    for (run, model) in b.runs.iter_mut().zip([spend(2, 1000, 400, 100), spend(1, 3000, 0, 200)]) {
+        run.report.totals.model = model;
+        let dev = run.report.roles.get_mut("dev").expect("dev");
+        dev.model = model;
+    }
+    b
+}
+
+/// The summary leads with billed tokens per solved task (wire beside it, money at `--price`), says what the paired
+/// statistics conclude, and lists the billed tokens of each role whose model was called; the CSV gains the columns.
+#[test]
+fn the_summary_leads_with_billed_tokens_per_solved_task() {
+    let mut b = billed_bench();
+    b.price = Some(Price::parse("input=3,cached=0.3,output=15").expect("prices"));
+    b.conclude(None);
+    let less = &b.billing[0];
+    assert_eq!(
+        (less.mode, less.solved, less.billed, less.wire, less.cached_tokens),
+        (WireMode::Less, 1, 1100, 600, 400)
+    );
+    // (600 × 3 + 400 × 0.3 + 100 × 15) / 1e6 USD.
+    assert!((less.cost_usd.expect("priced") - 0.00342).abs() < 1e-12, "{less:?}");
+    assert_eq!(b.billing[1].billed_per_solved, None, "verbatim solved nothing");
+    let summary = b.summary_markdown();
+    assert!(summary.starts_with("Billed tokens (prompt + completion"), "{summary}");
+    assert!(summary.contains("| less | 1/1 | 2 | 1,100 | **1,100** | 600 | 600 | $0.0034 | $0.0034 |"), "{summary}");
+    assert!(summary.contains("| verbatim | 0/1 | 1 | 3,200 | **—** | 2,000 | — | $0.0120 | — |"), "{summary}");
+    assert!(
+        summary.contains("Priced at USD 3 per million uncached prompt tokens, 0.3 per million cached"),
+        "{summary}"
+    );
+    // One pair, solved by LESS only: p = 1, and no ratio (verbatim solved nothing).
+    let [c] = &b.comparison[..] else { panic!("{:?}", b.comparison) };
+    assert_eq!((c.pairs, c.solved_only_a, c.mcnemar_p), (1, 1, 1.0));
+    assert!(summary.contains("The difference in solved tasks is not significant at 0.05 (exact McNemar p = 1.000)."));
+    assert!(summary.contains("Billed tokens per solved task, LESS / `verbatim`: no ratio"), "{summary}");
+    assert!(summary.contains("| tiny | less | dev | 2 | 1,000 | 400 | 100 | 1,100 |"), "{summary}");
+    // The per-scenario tables follow, the fair comparison's among them.
+    assert!(summary.contains("\n\nLESS against `verbatim`, tokens (o200k_base) per scenario and role:\n"), "{summary}");
+    let csv = b.csv();
+    assert!(csv.lines().any(|l| l.starts_with("tiny,less,1,2,dev,") && l.ends_with(",1,1,1100,400,0,0,")), "{csv}");
+    // bench.json carries the price, the per-mode totals and the comparison.
+    let json: serde_json::Value = serde_json::from_str(&b.files().expect("files")[0].1).expect("JSON");
+    assert_eq!(json["price"], json!({"input": 3.0, "cached": 0.3, "output": 15.0}));
+    assert_eq!(json["billing"][0]["billed_per_solved"], json!(1100.0));
+    assert_eq!(json["comparison"][0]["solved_only_a"], json!(1));
+    // Without model calls the headline says no billed figure, and no role table is drawn.
+    let mut free = bench();
+    free.conclude(None);
+    let summary = free.summary_markdown();
+    assert!(summary.contains("| less | 1/1 | 0 | 0 | **—** | 600 | 600 |"), "{summary}");
+    assert!(!summary.contains("Billed tokens per role"), "{summary}");
+}
+
+#[test]
+fn prices_parse_or_say_what_is_expected() {
+    let p = Price::parse("output=15, input=3").expect("cached defaults to input");
+    assert_eq!(p, Price { input: 3.0, cached: 3.0, output: 15.0 });
+    for bad in
+        ["input=3", "input=3,output=x", "input=3,output=-1", "input=3,output=1,tip=2", "input=1,input=2,output=1"]
+    {
+        let err = Price::parse(bad).expect_err(bad);
+        assert!(err.contains("give --price input=USD,cached=USD,output=USD"), "{bad}: {err}");
+    }
+}
+
+/// A sweep's runs carry their value; the report gives each value's totals per mode, in the order swept; repeats are
+/// compared within a value only.
+#[test]
+fn a_sweep_reports_each_value_per_mode() {
+    let sweep = Sweep::parse("dev.max_deref_tokens_total=1000,250").expect("a sweep");
+    assert_eq!(sweep.label(250), "dev.max_deref_tokens_total=250");
+    for bad in ["dev=1", "max_inline_tokens=1", "dev.max_inline_tokens=", "dev.x=1,1", "dev.x=-3"] {
+        assert!(Sweep::parse(bad).is_err(), "{bad}");
+    }
+    let mut b = Bench::default();
+    for value in [1000, 250] {
+        for mut run in bench().runs {
+            if value == 250 && run.report.mode == WireMode::Less {
+                run.report.tasks.solved = 0;
+                run.report.tasks.items[0].solved = false;
+            }
+            b.runs.push(run.with_sweep(Some(sweep.label(value))));
+        }
+    }
+    b.conclude(Some(&sweep));
+    let report = b.sweep.clone().expect("a sweep report");
+    assert_eq!(report.values.iter().map(|v| v.value).collect::<Vec<_>>(), [1000, 250]);
+    let solved = |v: usize| report.values[v].modes.iter().map(|t| t.solved).collect::<Vec<_>>();
+    assert_eq!((solved(0), solved(1)), (vec![1, 0], vec![0, 0]));
+    assert_eq!(b.comparison.len(), 2, "one comparison per value");
+    assert_eq!(b.comparison[1].sweep.as_deref(), Some("dev.max_deref_tokens_total=250"));
+    assert!(b.differing_repeats().is_empty(), "values are not repeats");
+    let summary = b.summary_markdown();
+    assert!(summary.contains("Budget sweep of `dev.max_deref_tokens_total`"), "{summary}");
+    assert!(summary.contains("| 250 | less | 0/1 | 0 | — | 600 | — |"), "{summary}");
+    assert!(summary.contains("| dev.max_deref_tokens_total=1000 | less | 1/1 |"), "{summary}");
+    assert!(b.csv().lines().nth(1).is_some_and(|l| l.ends_with(",dev.max_deref_tokens_total=1000")));
 }

@@ -1,13 +1,14 @@
 //! The bench's SVG plots, drawn with plotters' SVG backend (no fonts needed: text stays text in the SVG): inline
 //! tokens per turn in each scenario (one panel per role), tasks solved per mode, and tokens (inline + deref) per
-//! solved task per mode. Drawn from the first repeat of each run.
+//! solved task per mode, drawn from the first repeat of each run; and for a budget sweep, billed tokens against
+//! tasks solved, a point per value and mode over every repeat (the Pareto front of a role's budget).
 //!
 //! Legibility rules: every legend sits in a strip of its own above the data, never over it; each mode has its own
 //! colour, its own dash and its own marker ([`mode_style`]), so modes stay apart in grey print too; value labels
 //! are compact and left out where a bar is too narrow to hold one; and a bar chart whose bars are all equal says so
 //! in a sentence instead of drawing bars that say nothing.
 
-use less_eval::bench::Bench;
+use less_eval::bench::{Bench, SweepReport};
 use less_runtime::WireMode;
 use less_runtime::run::RunReport;
 use plotters::coord::Shift;
@@ -42,7 +43,72 @@ pub(super) fn plots(bench: &Bench) -> Vec<(String, String)> {
         out.push(("tasks-solved.svg".to_owned(), draw(size, |area| tasks_solved(area, bench))));
         out.push(("tokens-per-solved-task.svg".to_owned(), draw(size, |area| tokens_per_solved_task(area, bench))));
     }
+    if let Some(sweep) = &bench.sweep {
+        let size = (WIDTH, TITLE_H + LEGEND_H + BARS_H);
+        out.push(("sweep.svg".to_owned(), draw(size, |area| sweep_front(area, bench.modes().as_slice(), sweep))));
+    }
     out
+}
+
+/// One point of a sweep's plot: tokens, tasks solved, the value.
+type SweepPoint = (f64, f64, u64);
+
+/// A sweep's points: per mode, `(x, solved, value)` in the order swept, x being billed tokens, or the wire tokens
+/// (inline + deref) when no model was billed; and which of the two x is.
+fn sweep_points(modes: &[WireMode], sweep: &SweepReport) -> (Vec<(WireMode, Vec<SweepPoint>)>, &'static str) {
+    let billed = sweep.values.iter().flat_map(|v| &v.modes).any(|t| t.billed > 0);
+    let points = modes
+        .iter()
+        .map(|&mode| {
+            let points = sweep
+                .values
+                .iter()
+                .filter_map(|v| {
+                    let t = v.modes.iter().find(|t| t.mode == mode)?;
+                    let x = if billed { t.billed } else { t.wire };
+                    Some((x as f64, f64::from(t.solved), v.value))
+                })
+                .collect();
+            (mode, points)
+        })
+        .collect();
+    (points, if billed { "billed tokens (prompt + completion)" } else { "wire tokens (inline + deref)" })
+}
+
+/// Billed tokens against tasks solved, a point per sweep value and mode (labelled with its value), a line per mode
+/// in the order swept.
+fn sweep_front(area: &Area<'_>, modes: &[WireMode], sweep: &SweepReport) -> Drawn {
+    let (per_mode, x_desc) = sweep_points(modes, sweep);
+    let title = format!("budget sweep of {}.{}: tokens against tasks solved", sweep.role, sweep.field);
+    let data = title_and_legend(area, &title, modes, false)?;
+    let all: Vec<SweepPoint> = per_mode.iter().flat_map(|(_, p)| p.iter().copied()).collect();
+    let x_max = all.iter().map(|p| p.0).fold(1.0f64, f64::max) * 1.15;
+    let y_max = all.iter().map(|p| p.1).fold(1.0f64, f64::max) * 1.2;
+    let mut chart = ChartBuilder::on(&data)
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0f64..x_max, 0f64..y_max)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc("tasks solved")
+        .x_label_formatter(&|x| compact(*x))
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .light_line_style(WHITE)
+        .draw()?;
+    for (mode, points) in &per_mode {
+        let line: Vec<(f64, f64)> = points.iter().map(|p| (p.0, p.1)).collect();
+        mode_line(&mut chart, &line, mode_style(*mode))?;
+        chart.draw_series(points.iter().map(|&(x, y, value)| {
+            Text::new(
+                format!("{}={value}", sweep.field),
+                (x, y),
+                ("sans-serif", 11).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Bottom)),
+            )
+        }))?;
+    }
+    Ok(())
 }
 
 type Drawn = Result<(), Box<dyn std::error::Error>>;
@@ -393,7 +459,15 @@ mod tests {
             "totals": {"inline_tokens": stats(spent), "deref_tokens": 0},
         }))
         .expect("a report");
-        BenchRun { report, repeat: 1, depth: 2, agents: 2, task_kinds: Default::default(), lead: "lead".into() }
+        BenchRun {
+            report,
+            repeat: 1,
+            depth: 2,
+            agents: 2,
+            task_kinds: Default::default(),
+            lead: "lead".into(),
+            sweep: None,
+        }
     }
 
     fn bench(solved: [u32; 3]) -> Bench {
