@@ -59,6 +59,9 @@ enum Command {
     /// Re-render a finished run from its directory: the trace, the per-role tables and the checks.
     #[command(subcommand)]
     Runs(cmd::runs::Command),
+    /// Grade a scenario's tasks again: a run's ledger with this build's grader, or bare answers (--claims FILE.jsonl)
+    /// on their claim and citation rules; verdicts are output (exit 0), bad input exits 2.
+    Grade(cmd::grade::Args),
     /// Validate engrams, pointers, briefs, grants, deref requests, typed messages or scenarios against the schemas.
     Validate(cmd::validate::Args),
     /// Count the tokens of a text with a real tokenizer.
@@ -172,6 +175,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd::run::run(&args, ctx),
         Command::Bench(args) => cmd::bench::run(&args, ctx),
         Command::Runs(command) => cmd::runs::run(&command, ctx),
+        Command::Grade(args) => cmd::grade::run(&args),
         Command::Validate(args) => cmd::validate::run(&args),
         Command::Tokens(args) => cmd::tokens::run(&args),
         Command::Pointer(command) => cmd::pointer::run(&command),

@@ -55,6 +55,9 @@ pub struct Bench {
     /// The recordings the models answered from (`--record`/`--replay`), one per scenario that has one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub recordings: Vec<BenchRecording>,
+    /// The grader's agreement with the hand adjudication of these runs' answers, when one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adjudication: Option<adjudication::Agreement>,
 }
 
 /// A recording a bench's models answered from: which model made it and a digest of its exact content, so a
@@ -225,6 +228,9 @@ impl Bench {
         self.failure_kinds_table(&mut out);
         self.lead_table(&mut out, &modes);
         self.failures_table(&mut out);
+        if let Some(agreement) = &self.adjudication {
+            agreement.markdown(&mut out);
+        }
         out
     }
 
@@ -448,6 +454,8 @@ pub fn thousands(n: u64) -> String {
     }
     out
 }
+
+pub mod adjudication;
 
 #[cfg(test)]
 mod tests;

@@ -85,6 +85,7 @@ fn bench() -> Bench {
     Bench {
         failed: Vec::new(),
         recordings: Vec::new(),
+        adjudication: None,
         runs: vec![
             BenchRun::new(&s, RunReport::build(&s, WireMode::Less, &less), 1),
             BenchRun::new(&s, RunReport::build(&s, WireMode::Verbatim, &verbatim), 1),
