@@ -755,7 +755,7 @@ const WRONG_IN_RIGHT_WORDS: &[(&str, &str)] = &[
     ("refill-boundary", "PR 142's due <= room is right: filling exactly to capacity works, and it breaks no test."),
     ("refill-rule", "ManualClock::advance restarts the refill clock once the bucket is full."),
     ("lock-across-await", "No: the PR drops the lock guard before it awaits backend.save."),
-    ("io-outside-lock", "The review guide says so, and check shows the pattern: it releases the lock after the save."),
+    ("io-outside-lock", "The review guide says so, and check shows the pattern, not flush: it releases the lock after the save."),
     ("deleted-assertion", "PR 142 deletes the assertion on saves() == 6, against the rule never to weaken the half test."),
     ("edited-store-test", "PR 142 edits filling_exactly_to_capacity_restarts_the_clock; 6 because of write-through."),
     ("forwarded-key", "It keys on the last address in X-Forwarded-For, unsafe when the proxy overwrites the header."),
