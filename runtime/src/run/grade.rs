@@ -24,7 +24,7 @@ use std::collections::{HashMap, HashSet};
 use crate::run::ledger::Event;
 use crate::run::wire::Document;
 use less_contract::Engram;
-use less_contract::{Gold, OneOf, Scenario, Task, TaskKind, WireMode};
+use less_contract::{OneOf, Scenario, Task, TaskKind, WireMode};
 use less_contract::{Pointer, PointerType};
 
 /// A citation may be this many times as long as the gold span it locates…
