@@ -63,7 +63,8 @@ fn grade_run(scenario: &Scenario, run: &Path, mode: WireMode, output: &OutputArg
     let ledger = if run.is_dir() { run.join("ledger.jsonl") } else { run.to_owned() };
     let text = std::fs::read_to_string(&ledger)
         .map_err(|err| Stop::usage(format!("LESS_INPUT_UNREADABLE: cannot read {}: {err}", ledger.display())))?;
-    let events = events(&text).map_err(|why| Stop::usage(format!("LESS_JSON_MALFORMED: {}: {why}", ledger.display())))?;
+    let events =
+        events(&text).map_err(|why| Stop::usage(format!("LESS_JSON_MALFORMED: {}: {why}", ledger.display())))?;
     let report = grade(scenario, mode, &events);
     output.emit(&serde_json::to_value(&report)?, || print_report(&report))?;
     Ok(ExitCode::SUCCESS)
@@ -97,8 +98,7 @@ fn grade_claims(scenario: &Scenario, file: &Path, output: &OutputArgs) -> anyhow
     for (n, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
         let at = |why: String| Stop::usage(format!("{} line {}: {why}", file.display(), n + 1));
         let value = less_runtime::parse_strict(line).map_err(|err| at(format!("LESS_JSON_MALFORMED: {err}")))?;
-        let claim: Claim =
-            serde_json::from_value(value).map_err(|err| at(format!("LESS_SCHEMA_INVALID: {err}")))?;
+        let claim: Claim = serde_json::from_value(value).map_err(|err| at(format!("LESS_SCHEMA_INVALID: {err}")))?;
         let pointers: Vec<Pointer> = claim
             .pointers
             .iter()

@@ -97,11 +97,7 @@ impl Agreement {
         let judged = self.solved_right + self.solved_not_right + self.unsolved_right + self.unsolved_not_right;
         let _ = writeln!(out, "### The grader against the hand adjudication\n");
         let rate = self.rate.map_or("n/a".to_owned(), |r| format!("{:.1} %", r * 100.0));
-        let _ = writeln!(
-            out,
-            "Agreement: {rate} of {judged} judged answers ({} not judged).\n",
-            self.unjudged
-        );
+        let _ = writeln!(out, "Agreement: {rate} of {judged} judged answers ({} not judged).\n", self.unjudged);
         let _ = writeln!(out, "| grader | judged right | judged partly or wrong |\n|---|---:|---:|");
         let _ = writeln!(out, "| solved | {} | {} |", self.solved_right, self.solved_not_right);
         let _ = writeln!(out, "| unsolved | {} | {} |\n", self.unsolved_right, self.unsolved_not_right);

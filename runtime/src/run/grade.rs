@@ -305,7 +305,11 @@ pub(crate) fn line_kinds(text: &str) -> Vec<LineKind> {
             if in_block {
                 if let Some(after) = trimmed.split_once("*/").map(|(_, after)| after.trim()) {
                     in_block = false;
-                    return if after.is_empty() || after.starts_with("//") { LineKind::Comment } else { LineKind::Code };
+                    return if after.is_empty() || after.starts_with("//") {
+                        LineKind::Comment
+                    } else {
+                        LineKind::Code
+                    };
                 }
                 return LineKind::Comment;
             }
@@ -336,9 +340,7 @@ pub(crate) fn comment_only(kinds: &[LineKind], start: u32, end: u32) -> bool {
         return false;
     };
     let Some(span) = kinds.get(first..=last.min(kinds.len().saturating_sub(1))) else { return false };
-    !span.is_empty()
-        && span.iter().any(|k| *k == LineKind::Comment)
-        && span.iter().all(|k| *k != LineKind::Code)
+    !span.is_empty() && span.iter().any(|k| *k == LineKind::Comment) && span.iter().all(|k| *k != LineKind::Code)
 }
 
 /// Which task each engram answers, from the runtime's `Answer` events: engram id → task ids.

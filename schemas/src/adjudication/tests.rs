@@ -36,10 +36,30 @@ fn a_valid_file_reads_back_by_task_and_engram() {
 fn mistakes_are_refused_with_their_code_and_path() {
     let cases: [(&str, String, ErrorCode, &str); 6] = [
         ("an unknown verdict", VALID.replace("\"wrong\"", "\"maybe\""), ErrorCode::SchemaInvalid, "/answer/0/verdict"),
-        ("a missing field", VALID.replace("why = \"Raised to min_depth.\"\n", ""), ErrorCode::SchemaInvalid, "/answer/1/why"),
-        ("a field of another type", VALID.replace("engram = \"eg_2\"", "engram = 2"), ErrorCode::SchemaInvalid, "/answer/1/engram"),
-        ("an answer judged twice", VALID.replace("eg_2", "eg_1").replace("max-below-min", "parallel-threads"), ErrorCode::IdConflict, "/answer/1"),
-        ("an unknown field", VALID.replace("why = \"Raised", "score = 1\nwhy = \"Raised"), ErrorCode::SchemaInvalid, "/answer/1/score"),
+        (
+            "a missing field",
+            VALID.replace("why = \"Raised to min_depth.\"\n", ""),
+            ErrorCode::SchemaInvalid,
+            "/answer/1/why",
+        ),
+        (
+            "a field of another type",
+            VALID.replace("engram = \"eg_2\"", "engram = 2"),
+            ErrorCode::SchemaInvalid,
+            "/answer/1/engram",
+        ),
+        (
+            "an answer judged twice",
+            VALID.replace("eg_2", "eg_1").replace("max-below-min", "parallel-threads"),
+            ErrorCode::IdConflict,
+            "/answer/1",
+        ),
+        (
+            "an unknown field",
+            VALID.replace("why = \"Raised", "score = 1\nwhy = \"Raised"),
+            ErrorCode::SchemaInvalid,
+            "/answer/1/score",
+        ),
         ("no scenario", VALID.replace("scenario = \"real-ignore\"", ""), ErrorCode::SchemaInvalid, "/scenario"),
     ];
     for (name, text, code, path) in cases {

@@ -27,11 +27,9 @@ fn item(id: &str, solved: bool, engram: Option<&str>) -> TaskVerdict {
 }
 
 fn bench(items: Vec<TaskVerdict>) -> Bench {
-    let scenario = Scenario::from_toml(
-        "name = \"s\"\n[[agents]]\nid = \"lead\"\nrole = \"lead\"\n",
-        std::path::Path::new("."),
-    )
-    .expect("scenario");
+    let scenario =
+        Scenario::from_toml("name = \"s\"\n[[agents]]\nid = \"lead\"\nrole = \"lead\"\n", std::path::Path::new("."))
+            .expect("scenario");
     let mut report = RunReport::build(&scenario, WireMode::Less, &[]);
     report.tasks = TaskReport { graded: items.len() as u32, solved: 0, items };
     Bench { runs: vec![BenchRun::new(&scenario, report, 1)], ..Bench::default() }

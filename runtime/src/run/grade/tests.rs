@@ -682,7 +682,8 @@ fn comment_lines_are_told_from_code() {
 fn a_doc_comment_does_not_stand_for_the_code() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir(dir.path().join("src")).expect("mkdir");
-    let code = "//! Buckets.\n//! A full bucket restarts its clock.\n\n/// Refills.\npub fn refill() {\n    restart();\n}\n";
+    let code =
+        "//! Buckets.\n//! A full bucket restarts its clock.\n\n/// Refills.\npub fn refill() {\n    restart();\n}\n";
     std::fs::write(dir.path().join("src/b.rs"), code).expect("write");
     let toml = |gold: &str| {
         format!(
@@ -727,18 +728,30 @@ const WRONG_IN_RIGHT_WORDS: &[(&str, &str)] = &[
     ("root-never-skipped", "No: skip_entry checks depth 0 and the root is skipped."),
     ("max-below-min", "max_depth raises an error when it is set below min_depth."),
     ("filesize-boundary", "Yes: a file larger than max_filesize is skipped, and one equal to it is skipped too."),
-    ("filter-comment", "The comment is right: the code skips when the predicate is true; filter_entry's docs say false."),
-    ("symlink-loop-parents", "Because the walker reads the parent .gitignore files above the root; no loop is involved."),
+    (
+        "filter-comment",
+        "The comment is right: the code skips when the predicate is true; filter_entry's docs say false.",
+    ),
+    (
+        "symlink-loop-parents",
+        "Because the walker reads the parent .gitignore files above the root; no loop is involved.",
+    ),
     ("override-first", "Yes: overrides are checked first, and .gitignore rules are still consulted."),
     ("ignore-beats-gitignore", "The nested .gitignore wins, so the path is yielded though the .ignore ignored it."),
     ("hidden-whitelisted", "Yes: .env is skipped as hidden and never yielded."),
-    ("require-git-default", "require_git decides it; it defaults to false, and true restricts the rules to repositories."),
+    (
+        "require-git-default",
+        "require_git decides it; it defaults to false, and true restricts the rules to repositories.",
+    ),
     ("jj-repo", "Nothing else: only a .git entry counts; a .jj directory does not."),
     ("last-glob-wins", "The first matching glob decides; the last one is ignored."),
     ("slashless-glob", "It appends a **/ suffix to the glob."),
     ("bare-negation", "The parser returns an error for a bare !, since as a no-op it would match everything."),
     ("global-excludes", "The docs are complete: the code reads neither GIT_CONFIG_GLOBAL nor /etc/gitconfig."),
-    ("explicit-ignore-order", "The last added file decides, with higher precedence than .gitignore; the lowest is .ignore."),
+    (
+        "explicit-ignore-order",
+        "The last added file decides, with higher precedence than .gitignore; the lowest is .ignore.",
+    ),
     ("override-unmatched", "The file is still yielded: nothing matched, so it is not ignored."),
     ("types-skip-dirs", "Yes: selecting a type filters out directories, though Types::matched returns Match::None."),
     ("types-last-wins", "Negation always wins, whichever selection came last."),
@@ -755,16 +768,28 @@ const WRONG_IN_RIGHT_WORDS: &[(&str, &str)] = &[
     ("refill-boundary", "PR 142's due <= room is right: filling exactly to capacity works, and it breaks no test."),
     ("refill-rule", "ManualClock::advance restarts the refill clock once the bucket is full."),
     ("lock-across-await", "No: the PR drops the lock guard before it awaits backend.save."),
-    ("io-outside-lock", "The review guide says so, and check shows the pattern, not flush: it releases the lock after the save."),
-    ("deleted-assertion", "PR 142 deletes the assertion on saves() == 6, against the rule never to weaken the half test."),
+    (
+        "io-outside-lock",
+        "The review guide says so, and check shows the pattern, not flush: it releases the lock after the save.",
+    ),
+    (
+        "deleted-assertion",
+        "PR 142 deletes the assertion on saves() == 6, against the rule never to weaken the half test.",
+    ),
     ("edited-store-test", "PR 142 edits filling_exactly_to_capacity_restarts_the_clock; 6 because of write-through."),
     ("forwarded-key", "It keys on the last address in X-Forwarded-For, unsafe when the proxy overwrites the header."),
     ("missing-key", "It answers 429 Too Many Requests; only a malformed key gets 400."),
     ("tax-rounding", "Tax is rounded half-even per line, and the invoice total is then rounded up."),
     ("discount-cap", "resolve_discounts sums the discounts with no cap; the subtotal is capped instead."),
-    ("capture-keys", "The key has a random suffix; after a decline the same key is reused, capture_r1 after a timeout."),
+    (
+        "capture-keys",
+        "The key has a random suffix; after a decline the same key is reused, capture_r1 after a timeout.",
+    ),
     ("event-order", "confirm_order records order.confirmed before the payment_captured event."),
-    ("free-shipping", "shipping_charge compares the subtotal before discounts with the threshold, not the discounted one."),
+    (
+        "free-shipping",
+        "shipping_charge compares the subtotal before discounts with the threshold, not the discounted one.",
+    ),
     ("status-owner", "SPEC_Billing and the code agree: capture_payment never writes Order.status."),
     ("diff-breaks-tests", "The move breaks no test: capture still records PaymentCaptured."),
     ("diff-port-boundary", "Yes: BillingPort takes &mut Order but never touches status."),
