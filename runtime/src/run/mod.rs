@@ -53,7 +53,8 @@ pub use agent::{
 };
 pub use gateway::{MAX_DESCRIBE, MAX_RESTARTS, RESTART_WINDOW};
 pub use grade::{
-    Answer, AnswerGrader, AnswerVerdict, Failure, TaskReport, TaskVerdict, contradiction, covers, is_yes_no, states,
+    Answer, AnswerGrader, AnswerVerdict, Failure, TaskReport, TaskVerdict, contradiction, covers, grade, is_yes_no,
+    states,
 };
 pub use inbox::{
     DEFAULT_INBOX_CAP, Delivered, Dereferenced, Described, Description, Inbox, InboxItem, Listed, RecalledMore,
