@@ -13,6 +13,7 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::path::Path;
 
 use serde::Serialize;
@@ -100,14 +101,18 @@ impl Adjudication {
                     let path = format!("/answer/{i}");
                     let Some(judged) = judged(item, &path, &mut problems) else { continue };
                     let key = (judged.task.clone(), judged.engram.clone());
-                    if answers.contains_key(&key) {
-                        problems.push(Violation::new(
-                            ErrorCode::IdConflict,
-                            path,
-                            format!("task {} engram {} is judged twice", key.0, key.1),
-                        ));
-                    } else {
-                        answers.insert(key, judged);
+                    match answers.entry(key) {
+                        Entry::Occupied(taken) => {
+                            let (task, engram) = taken.key();
+                            problems.push(Violation::new(
+                                ErrorCode::IdConflict,
+                                path,
+                                format!("task {task} engram {engram} is judged twice"),
+                            ));
+                        }
+                        Entry::Vacant(free) => {
+                            free.insert(judged);
+                        }
                     }
                 }
             }

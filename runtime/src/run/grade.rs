@@ -340,7 +340,7 @@ pub(crate) fn comment_only(kinds: &[LineKind], start: u32, end: u32) -> bool {
         return false;
     };
     let Some(span) = kinds.get(first..=last.min(kinds.len().saturating_sub(1))) else { return false };
-    !span.is_empty() && span.iter().any(|k| *k == LineKind::Comment) && span.iter().all(|k| *k != LineKind::Code)
+    span.contains(&LineKind::Comment) && !span.contains(&LineKind::Code)
 }
 
 /// Which task each engram answers, from the runtime's `Answer` events: engram id → task ids.
