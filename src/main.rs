@@ -62,6 +62,9 @@ enum Command {
     /// Model recordings (`--record`/`--replay`): verify one against its manifest.json, or seal one made before.
     #[command(subcommand)]
     Recording(cmd::recording::Command),
+    /// Grade a scenario's tasks again: a run's ledger with this build's grader, or bare answers (--claims FILE.jsonl)
+    /// on their claim and citation rules; verdicts are output (exit 0), bad input exits 2.
+    Grade(cmd::grade::Args),
     /// Validate engrams, pointers, briefs, grants, deref requests, typed messages or scenarios against the schemas.
     Validate(cmd::validate::Args),
     /// Count the tokens of a text with a real tokenizer.
@@ -176,6 +179,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(&args, ctx),
         Command::Runs(command) => cmd::runs::run(&command, ctx),
         Command::Recording(command) => cmd::recording::run(&command),
+        Command::Grade(args) => cmd::grade::run(&args),
         Command::Validate(args) => cmd::validate::run(&args),
         Command::Tokens(args) => cmd::tokens::run(&args),
         Command::Pointer(command) => cmd::pointer::run(&command),

@@ -1467,3 +1467,74 @@ fn an_otlp_endpoint_that_is_not_a_url_is_refused() {
     assert!(stderr(&output).contains("LESS_ARGUMENT_INVALID"), "{}", stderr(&output));
     assert!(stderr(&output).contains("http://127.0.0.1:4318"), "{}", stderr(&output));
 }
+
+/// `lessrt grade SCENARIO RUN` grades a run's ledger again with this build's grader: the same task report the run
+/// wrote, as JSON or a table; the mode's directory and its ledger file alike; an unreadable run exits 2 with its code.
+#[test]
+fn grade_regrades_a_runs_ledger() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("runs");
+    let scenario = repo_path("scenarios/review-lanternfish.toml");
+    let ran = lessrt(&["run", &scenario, "--quiet", "--out", &out.display().to_string()]);
+    assert_eq!(ran.status.code(), Some(0), "{}{}", stdout(&ran), stderr(&ran));
+    let mode_dir = out.join("review-lanternfish/less");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(mode_dir.join("report.json")).expect("report")).expect("json");
+    let graded = lessrt(&["grade", &scenario, &mode_dir.display().to_string(), "--json"]);
+    assert_eq!(graded.status.code(), Some(0), "{}", stderr(&graded));
+    let tasks: Value = serde_json::from_str(&stdout(&graded)).expect("a task report");
+    assert_eq!(tasks, report["tasks"], "the grade the run wrote");
+    assert_eq!(tasks["solved"], 8, "{tasks}");
+    let ledger = mode_dir.join("ledger.jsonl").display().to_string();
+    let table = lessrt(&["grade", &scenario, &ledger, "--mode", "less"]);
+    assert_eq!(table.status.code(), Some(0));
+    let text = stdout(&table);
+    assert!(text.contains("refill-rule") && text.contains("8 of 8 tasks solved"), "{text}");
+    let missing = lessrt(&["grade", &scenario, &dir.path().join("nowhere").display().to_string()]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).contains("LESS_INPUT_UNREADABLE"), "{}", stderr(&missing));
+}
+
+/// `lessrt grade SCENARIO --claims FILE` grades bare answers, one verdict a line, their citations taken as read:
+/// right and wrong answers to one task, a doc comment cited for code; bad lines exit 2 with their code.
+#[test]
+fn grade_judges_bare_claims() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = repo_path("scenarios/review-lanternfish.toml");
+    let claims = dir.path().join("claims.jsonl");
+    let lines = [
+        json!({"task": "refill-rule", "claim": "TokenBucket::refill restarts the refill clock once the bucket is full.",
+               "pointers": ["repo:src/bucket.rs#L60-L75"]}),
+        json!({"task": "refill-rule", "claim": "ManualClock::advance restarts the refill clock when full.",
+               "pointers": ["repo:src/bucket.rs#L60-L75"]}),
+        json!({"task": "refill-rule", "claim": "TokenBucket::refill restarts the refill clock once the bucket is full.",
+               "pointers": ["repo:src/bucket.rs#L60-L60"]}),
+        json!({"task": "missing-key", "claim": "It answers 400.", "pointers": []}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&claims, text).expect("write claims");
+    let claims = claims.display().to_string();
+    let output = lessrt(&["grade", &scenario, "--claims", &claims, "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let verdicts: Vec<Value> =
+        stdout(&output).lines().map(|l| serde_json::from_str(l).expect("a verdict a line")).collect();
+    let solved: Vec<bool> = verdicts.iter().map(|v| v["solved"].as_bool().expect("solved")).collect();
+    assert_eq!(solved, vec![true, false, false, false], "{verdicts:?}");
+    assert_eq!(verdicts[1]["failure"], "claim_misses", "{}", verdicts[1]);
+    assert!(verdicts[2]["evidence"].as_str().expect("evidence").contains("comment lines"), "{}", verdicts[2]);
+    assert_eq!(verdicts[3]["failure"], "read_not_cited", "{}", verdicts[3]);
+    let table = lessrt(&["grade", &scenario, "--claims", &claims]);
+    assert!(stdout(&table).starts_with("refill-rule\tsolved\t"), "{}", stdout(&table));
+    for (line, code) in [
+        ("{\"task\": \"nope\", \"claim\": \"x\"}", "LESS_ARGUMENT_INVALID"),
+        ("{\"task\": ", "LESS_JSON_MALFORMED"),
+        ("{\"task\": \"refill-rule\", \"claim\": \"x\", \"pointers\": [\"nope\"]}", "LESS_POINTER_INVALID"),
+        ("{\"task\": \"refill-rule\"}", "LESS_SCHEMA_INVALID"),
+    ] {
+        let bad = dir.path().join("bad.jsonl");
+        std::fs::write(&bad, format!("{line}\n")).expect("write");
+        let output = lessrt(&["grade", &scenario, "--claims", &bad.display().to_string()]);
+        assert_eq!(output.status.code(), Some(2), "{line}");
+        assert!(stderr(&output).contains(code), "{line}: {}", stderr(&output));
+    }
+}

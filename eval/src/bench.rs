@@ -97,6 +97,9 @@ pub struct Bench {
     /// The budget sweep's totals per value and mode, in a sweep.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<SweepReport>,
+    /// The grader's agreement with the hand adjudication of these runs' answers, when one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adjudication: Option<adjudication::Agreement>,
 }
 
 /// A recording a bench's models answered from: which model made it and a digest of its exact content, so a
@@ -329,6 +332,9 @@ impl Bench {
         self.failure_kinds_table(&mut out);
         self.lead_table(&mut out, &modes);
         self.failures_table(&mut out);
+        if let Some(agreement) = &self.adjudication {
+            agreement.markdown(&mut out);
+        }
         out
     }
 
@@ -559,6 +565,7 @@ pub fn thousands(n: u64) -> String {
 }
 
 mod summary;
+pub mod adjudication;
 
 #[cfg(test)]
 mod tests;

@@ -18,6 +18,7 @@
 //! * Expected failures are values, never panics: the gateway that enforces budgets replies with violations.
 //! * Modules are private; everything public is re-exported at the crate root.
 
+mod adjudication;
 mod brief;
 mod budget;
 mod capsule;
@@ -38,6 +39,7 @@ mod ttl;
 mod valid;
 mod validate;
 
+pub use adjudication::{Adjudication, Judged, Verdict};
 pub use brief::{PointerText, SharedBriefMicro};
 pub use budget::Budget;
 pub use capsule::{

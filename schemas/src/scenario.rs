@@ -273,8 +273,9 @@ pub struct Gold {
     /// Every regular expression must match the claim (case-insensitive unless it says `(?-i)`).
     #[serde(default)]
     pub patterns: Vec<String>,
-    /// Regular expressions of a wrong answer (the opposite polarity of a yes/no or before/after question): a claim
-    /// matching any of them does not solve the task, whatever else it states.
+    /// Regular expressions of a wrong answer (the opposite polarity of a yes/no or before/after question, a wrong
+    /// value, the wrong function or document): a claim matching any of them does not solve the task, whatever else
+    /// it states.
     #[serde(default)]
     pub wrong: Vec<String>,
 }

@@ -80,6 +80,10 @@ pub(crate) struct Args {
     /// it are still refused). Every pointer the scenario names must resolve in it.
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
+    /// Where the hand adjudications are, one `<scenario>.toml` each (default: `adjudication/` beside each scenario
+    /// file); the grader's agreement with them goes into bench.json and summary.md.
+    #[arg(long, value_name = "DIR")]
+    adjudication: Option<PathBuf>,
 }
 
 fn parse_mode(text: &str) -> Result<WireMode, String> {
@@ -249,6 +253,11 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         }
     }
     bench.conclude(args.sweep.as_ref());
+
+    let adjudications = adjudications(args.adjudication.as_deref(), &files, &scenarios)?;
+    if !adjudications.is_empty() {
+        bench.adjudication = Some(less_eval::bench::adjudication::agreement(&bench, &adjudications));
+    }
 
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     let write = |name: &str, text: &str| {
@@ -474,4 +483,27 @@ impl Bars {
 
 fn style(template: &str) -> ProgressStyle {
     ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()).progress_chars("=> ")
+}
+
+/// The hand adjudications of `scenarios` (read from `files`): `<dir>/<scenario>.toml` for each that has one, `dir`
+/// being `given` or else `adjudication/` beside the scenario's file. An adjudication that does not read is an error.
+fn adjudications(
+    given: Option<&Path>,
+    files: &[PathBuf],
+    scenarios: &[Arc<Scenario>],
+) -> anyhow::Result<Vec<less_runtime::Adjudication>> {
+    let mut out = Vec::new();
+    for (file, scenario) in files.iter().zip(scenarios) {
+        let dir = given.map_or_else(|| file.parent().unwrap_or(Path::new(".")).join("adjudication"), Path::to_owned);
+        let path = dir.join(format!("{}.toml", scenario.name));
+        if !path.is_file() {
+            continue;
+        }
+        let adjudication = less_runtime::Adjudication::load(&path).map_err(|problems| {
+            let code = problems.code().map(|c| c.to_string()).unwrap_or_default();
+            Stop::usage(format!("{code}: {}: {problems}", path.display()))
+        })?;
+        out.push(adjudication);
+    }
+    Ok(out)
 }

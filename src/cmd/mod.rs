@@ -9,6 +9,7 @@ pub(crate) mod dag;
 pub(crate) mod doctor;
 pub(crate) mod errors;
 pub(crate) mod eval;
+pub(crate) mod grade;
 pub(crate) mod index;
 pub(crate) mod load;
 pub(crate) mod mcp;

@@ -5,7 +5,11 @@
 //! - cites, for every gold citation, a pointer that locates it ([`covers`]: the same source, an overlapping span at
 //!   most [`MAX_WIDTH_FACTOR`] times the gold's length or [`MIN_WIDTH_LINES`] lines, whichever is larger) and that
 //!   the agent or one of its descendants read ([`Reads`]: dereferenced, or pasted to it by a baseline);
-//! - states every gold term and matches every gold pattern, and matches none of the gold's `wrong` patterns.
+//! - states every gold term and matches every gold pattern, and matches none of the gold's `wrong` patterns;
+//! - does not contradict itself ([`contradiction`]: a yes and a no to a yes/no question, or one statement made and
+//!   denied, `X is skipped … X is not skipped`);
+//! - and locates a gold span in code with more than a comment: a citation whose lines are all comment lines
+//!   (`//`, `///`, `//!`, `/* */`) of the cited source file locates only a gold span that is itself comment lines.
 //!
 //! The grader reads the ledger only, never the scenario's steps, so a scripted answer and a model's answer are graded
 //! alike. Both wire modes deliver the same typed message (the baseline's wire text restates it as prose), so LESS and
@@ -14,12 +18,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
 use crate::run::ledger::Event;
 use crate::run::wire::Document;
 use less_contract::Engram;
-use less_contract::{Gold, OneOf, Scenario, Task, TaskKind, WireMode};
+use less_contract::{OneOf, Scenario, Task, TaskKind, WireMode};
 use less_contract::{Pointer, PointerType};
 
 /// A citation may be this many times as long as the gold span it locates…
@@ -125,7 +130,6 @@ pub fn grade(scenario: &Scenario, mode: WireMode, events: &[Event]) -> TaskRepor
     let reads = Reads::new(scenario, mode, events);
     let answers = answers(events);
     let places = GoldPlaces::new(scenario);
-    let places = |text: &str| places.of(text);
     // A task without a gold answer is a question only (`lessrt ask` hands its question down that way): never graded.
     let items: Vec<TaskVerdict> = scenario
         .tasks
@@ -149,7 +153,7 @@ pub fn grade(scenario: &Scenario, mode: WireMode, events: &[Event]) -> TaskRepor
             };
             let (mut verdict, closest) = grade_task(task, events, &answers, &read, &places);
             if !verdict.solved {
-                verdict.failure = Some(failure_of(task, closest.as_ref(), &read, &found, &places));
+                verdict.failure = Some(failure_of(task, closest.as_ref(), &read, &found, &|t| places.of(t)));
                 verdict.stated = stated(task, events, &answers);
             }
             verdict.role = scenario.agent(&task.agent).map(|a| a.role.clone()).unwrap_or_default();
@@ -159,19 +163,74 @@ pub fn grade(scenario: &Scenario, mode: WireMode, events: &[Event]) -> TaskRepor
     TaskReport { graded: items.len() as u32, solved: items.iter().filter(|v| v.solved).count() as u32, items }
 }
 
-/// Where each gold citation of a scenario's tasks is: the pointer itself, and for the part of a diff that touches a
-/// path (`diff:<a>..<b>#<path>`) also the same lines of the diff file as the index cuts it
-/// (`repo:diffs/<a>..<b>.diff#L<x>-L<y>`), so an agent that found the diff by search and cites its lines is graded
-/// like one that cited the diff pointer.
-struct GoldPlaces {
+/// A bare answer's verdict: what [`AnswerGrader::grade`] says of a claim and its citations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AnswerVerdict {
+    /// The task it answers.
+    pub task: String,
+    /// Whether the claim and its citations satisfy the gold answer.
+    pub solved: bool,
+    /// What was found, or what the answer lacks.
+    pub evidence: String,
+    /// Where an unsolved answer falls short: `read, not cited` (its citations) or `cited, claim misses`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
+}
+
+/// The grader for answers outside a run (`lessrt grade --claims`): the claim and citation rules of [`grade`], with
+/// every cited pointer taken as read and the engram taken as answering the task it names.
+pub struct AnswerGrader<'s> {
+    scenario: &'s Scenario,
+    places: GoldPlaces,
+}
+
+impl<'s> AnswerGrader<'s> {
+    /// A grader of `scenario`'s tasks (its workspace read for diff lines and comment lines).
+    pub fn new(scenario: &'s Scenario) -> AnswerGrader<'s> {
+        AnswerGrader { scenario, places: GoldPlaces::new(scenario) }
+    }
+
+    /// The verdict on `claim` citing `pointers` as an answer to task `task`; `None` for a task the scenario does not
+    /// grade.
+    pub fn grade(&self, task: &str, claim: &str, pointers: &[Pointer]) -> Option<AnswerVerdict> {
+        let task = self.scenario.tasks.iter().find(|t| t.id == task)?;
+        let miss = judge(task, claim, pointers, &|_| true, &self.places);
+        let cited = miss.cites.is_empty() && miss.wide.is_empty() && miss.comment.is_empty();
+        let failure = if !cited {
+            Some(Failure::ReadNotCited)
+        } else if !miss.claim.is_empty() {
+            Some(Failure::ClaimMisses)
+        } else {
+            None
+        };
+        let evidence = if failure.is_none() {
+            let cites: Vec<String> = pointers.iter().map(ToString::to_string).collect();
+            format!("cites {}", cites.join(" + "))
+        } else {
+            miss.describe()
+        };
+        Some(AnswerVerdict { task: task.id.clone(), solved: failure.is_none(), evidence, failure })
+    }
+}
+
+/// Where each gold citation of a scenario's tasks is, and what the lines a citation names are: the pointer itself,
+/// and for the part of a diff that touches a path (`diff:<a>..<b>#<path>`) also the same lines of the diff file as
+/// the index cuts it (`repo:diffs/<a>..<b>.diff#L<x>-L<y>`), so an agent that found the diff by search and cites its
+/// lines is graded like one that cited the diff pointer; and which lines of a cited source file are comments, read
+/// through the scenario's workspace once per file.
+pub(crate) struct GoldPlaces {
     diff_lines: HashMap<String, Pointer>,
+    resolver: Option<crate::resolver::Resolver>,
+    /// Each source file read so far: its lines' kinds, or `None` when it cannot be read.
+    kinds: RefCell<HashMap<String, Option<Vec<LineKind>>>>,
 }
 
 impl GoldPlaces {
-    fn new(scenario: &Scenario) -> GoldPlaces {
+    /// The places of `scenario`'s gold citations, its workspace read through a [`crate::resolver::Resolver`].
+    pub(crate) fn new(scenario: &Scenario) -> GoldPlaces {
         let mut diff_lines = HashMap::new();
         let Ok(resolver) = crate::resolver::Resolver::new(&scenario.workspace) else {
-            return GoldPlaces { diff_lines };
+            return GoldPlaces::none();
         };
         for task in &scenario.tasks {
             for text in task.gold.cites.iter().flat_map(|entry| entry.options()) {
@@ -187,13 +246,101 @@ impl GoldPlaces {
                 }
             }
         }
-        GoldPlaces { diff_lines }
+        GoldPlaces { diff_lines, resolver: Some(resolver), kinds: RefCell::default() }
+    }
+
+    /// No workspace: a gold citation is its pointer alone, and no line is known to be a comment.
+    pub(crate) fn none() -> GoldPlaces {
+        GoldPlaces { diff_lines: HashMap::new(), resolver: None, kinds: RefCell::default() }
     }
 
     /// The pointers a gold citation's text stands for.
     fn of(&self, text: &str) -> Vec<Pointer> {
         Pointer::parse(text).ok().into_iter().chain(self.diff_lines.get(text).cloned()).collect()
     }
+
+    /// Whether `pointer` names lines of a source file with `//` comments that are all comment lines ([`comment_only`]);
+    /// false for whatever cannot be read or is not such a file.
+    fn comment_only(&self, pointer: &Pointer) -> bool {
+        let Some((start, end)) = pointer.line_range() else { return false };
+        let file = matches!(pointer.ty(), PointerType::Repo | PointerType::Artifact);
+        if !file || !has_slash_comments(pointer.location()) {
+            return false;
+        }
+        let Some(resolver) = &self.resolver else { return false };
+        let mut kinds = self.kinds.borrow_mut();
+        let lines = kinds.entry(pointer.location().to_owned()).or_insert_with(|| {
+            let whole = Pointer::parse(&format!("repo:{}", pointer.location())).ok()?;
+            resolver.read_unpinned(&whole, &()).ok().map(|text| line_kinds(&text))
+        });
+        lines.as_deref().is_some_and(|lines| comment_only(lines, start, end))
+    }
+}
+
+/// What a line of source is, for the comment rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LineKind {
+    /// Whitespace only.
+    Blank,
+    /// A `//` line comment (`///`, `//!` included) or a line inside or of a `/* */` block comment.
+    Comment,
+    /// Anything else.
+    Code,
+}
+
+/// Whether a file's name says its language comments with `//` and `/* */` (Rust and the C family).
+fn has_slash_comments(path: &str) -> bool {
+    const EXTENSIONS: [&str; 14] =
+        ["rs", "c", "h", "cc", "cpp", "hpp", "go", "java", "js", "ts", "tsx", "jsx", "kt", "swift"];
+    path.rsplit_once('.').is_some_and(|(_, ext)| EXTENSIONS.contains(&ext))
+}
+
+/// The kind of each line of `text` (a `/* */` block followed across lines; a line that opens or closes one and has
+/// code outside it is code).
+pub(crate) fn line_kinds(text: &str) -> Vec<LineKind> {
+    let mut in_block = false;
+    text.lines()
+        .map(|line| {
+            let trimmed = line.trim();
+            if in_block {
+                if let Some(after) = trimmed.split_once("*/").map(|(_, after)| after.trim()) {
+                    in_block = false;
+                    return if after.is_empty() || after.starts_with("//") {
+                        LineKind::Comment
+                    } else {
+                        LineKind::Code
+                    };
+                }
+                return LineKind::Comment;
+            }
+            if trimmed.is_empty() {
+                LineKind::Blank
+            } else if trimmed.starts_with("//") {
+                LineKind::Comment
+            } else if let Some(rest) = trimmed.strip_prefix("/*") {
+                match rest.split_once("*/") {
+                    None => {
+                        in_block = true;
+                        LineKind::Comment
+                    }
+                    Some((_, after)) if after.trim().is_empty() => LineKind::Comment,
+                    Some(_) => LineKind::Code,
+                }
+            } else {
+                LineKind::Code
+            }
+        })
+        .collect()
+}
+
+/// Whether lines `start..=end` (1-based) of a file whose lines are `kinds` hold a comment and no code (blank lines
+/// aside); false for a range outside the file.
+pub(crate) fn comment_only(kinds: &[LineKind], start: u32, end: u32) -> bool {
+    let (Some(first), Some(last)) = ((start as usize).checked_sub(1), (end as usize).checked_sub(1)) else {
+        return false;
+    };
+    let Some(span) = kinds.get(first..=last.min(kinds.len().saturating_sub(1))) else { return false };
+    span.contains(&LineKind::Comment) && !span.contains(&LineKind::Code)
 }
 
 /// Which task each engram answers, from the runtime's `Answer` events: engram id → task ids.
@@ -267,6 +414,8 @@ struct Miss {
     wide: Vec<String>,
     /// Gold citations located only by citations nobody at or below the agent read.
     unread: Vec<String>,
+    /// Gold spans of code located only by citations of comment lines.
+    comment: Vec<String>,
     /// What its claim lacks.
     claim: ClaimMiss,
 }
@@ -277,9 +426,8 @@ impl Miss {
             + self.cites.len()
             + self.wide.len()
             + self.unread.len()
-            + self.claim.terms.len()
-            + self.claim.patterns.len()
-            + self.claim.wrong.len()
+            + self.comment.len()
+            + self.claim.count()
     }
 
     fn describe(&self) -> String {
@@ -299,16 +447,10 @@ impl Miss {
         if !self.unread.is_empty() {
             parts.push(format!("cites {} without having read it", self.unread.join(", ")));
         }
-        let claim = &self.claim;
-        if !claim.terms.is_empty() {
-            parts.push(format!("does not state {}", claim.terms.join(", ")));
+        if !self.comment.is_empty() {
+            parts.push(format!("cites only comment lines for the code of {}", self.comment.join(", ")));
         }
-        if !claim.patterns.is_empty() {
-            parts.push(format!("does not match /{}/", claim.patterns.join("/, /")));
-        }
-        if !claim.wrong.is_empty() {
-            parts.push(format!("states a wrong answer (/{}/)", claim.wrong.join("/, /")));
-        }
+        parts.extend(self.claim.describe());
         parts.join("; ")
     }
 }
@@ -318,7 +460,7 @@ fn grade_task(
     events: &[Event],
     answers: &HashMap<&str, HashSet<&str>>,
     read: &dyn Fn(&Pointer) -> bool,
-    places: &dyn Fn(&str) -> Vec<Pointer>,
+    places: &GoldPlaces,
 ) -> (TaskVerdict, Option<Miss>) {
     let mut best: Option<(Miss, Answer)> = None;
     for (msg_id, engram) in delivered_by(events, &task.agent) {
@@ -328,7 +470,7 @@ fn grade_task(
             claim: engram.claim.clone(),
             pointers: engram.pointers.iter().map(ToString::to_string).collect(),
         };
-        let mut miss = judge(&task.gold, &answer.claim, &engram.pointers, read, places);
+        let mut miss = judge(task, &answer.claim, &engram.pointers, read, places);
         miss.task = match answers.get(engram.id.as_str()) {
             Some(tasks) if tasks.contains(task.id.as_str()) => None,
             Some(tasks) => {
@@ -374,7 +516,7 @@ fn failure_of(
     if !every(read) {
         return if every(found) { Failure::FoundNotRead } else { Failure::NotFound };
     }
-    if !(miss.cites.is_empty() && miss.wide.is_empty() && miss.unread.is_empty()) {
+    if !(miss.cites.is_empty() && miss.wide.is_empty() && miss.unread.is_empty() && miss.comment.is_empty()) {
         Failure::ReadNotCited
     } else if !miss.claim.is_empty() {
         Failure::ClaimMisses
@@ -403,27 +545,27 @@ fn stated(task: &Task, events: &[Event], answers: &HashMap<&str, HashSet<&str>>)
     let asks = !(task.gold.terms.is_empty() && task.gold.patterns.is_empty());
     asks && delivered_by(events, &task.agent)
         .filter(|(_, engram)| answers.get(engram.id.as_str()).is_some_and(|tasks| tasks.contains(task.id.as_str())))
-        .any(|(_, engram)| ClaimMiss::of(&task.gold, &engram.claim).is_empty())
+        .any(|(_, engram)| ClaimMiss::of(task, &engram.claim).is_empty())
 }
 
-/// What `claim` citing `cited` lacks of `gold`, when `read` says which citations were read.
-fn judge(
-    gold: &Gold,
-    claim: &str,
-    cited: &[Pointer],
-    read: &dyn Fn(&Pointer) -> bool,
-    places: &dyn Fn(&str) -> Vec<Pointer>,
-) -> Miss {
+/// What `claim` citing `cited` lacks of `task`'s gold answer, when `read` says which citations were read and
+/// `places` where the gold is and which cited lines are comments.
+fn judge(task: &Task, claim: &str, cited: &[Pointer], read: &dyn Fn(&Pointer) -> bool, places: &GoldPlaces) -> Miss {
     let mut miss = Miss::default();
-    for entry in &gold.cites {
-        let golds: Vec<Pointer> = entry.options().iter().flat_map(|t| places(t)).collect();
+    for entry in &task.gold.cites {
+        let golds: Vec<Pointer> = entry.options().iter().flat_map(|t| places.of(t)).collect();
         let located = |c: &Pointer| golds.iter().any(|g| overlaps(c, g));
-        let narrow = |c: &Pointer| golds.iter().any(|g| covers(c, g));
+        // A citation of comment lines alone stands for the code only when the gold is comment lines too.
+        let substantive = |c: &Pointer, g: &Pointer| !places.comment_only(c) || places.comment_only(g);
+        let narrow = |c: &Pointer| golds.iter().any(|g| covers(c, g) && substantive(c, g));
         if cited.iter().any(|c| narrow(c) && read(c)) {
             continue;
         }
+        let commented = |c: &Pointer| golds.iter().any(|g| covers(c, g));
         let target = if cited.iter().any(narrow) {
             &mut miss.unread
+        } else if cited.iter().any(commented) {
+            &mut miss.comment
         } else if cited.iter().any(located) {
             &mut miss.wide
         } else {
@@ -431,23 +573,27 @@ fn judge(
         };
         target.push(describe_one_of(entry));
     }
-    miss.claim = ClaimMiss::of(gold, claim);
+    miss.claim = ClaimMiss::of(task, claim);
     miss
 }
 
 /// What a claim lacks of the asked value, its citations aside.
-#[derive(Default)]
-struct ClaimMiss {
+#[derive(Debug, Default)]
+pub(crate) struct ClaimMiss {
     /// Gold terms it does not state.
     terms: Vec<String>,
     /// Gold patterns it does not match.
     patterns: Vec<String>,
     /// Wrong-answer patterns it matches.
     wrong: Vec<String>,
+    /// Where it contradicts itself ([`contradiction`]), if it does.
+    contradiction: Option<String>,
 }
 
 impl ClaimMiss {
-    fn of(gold: &Gold, claim: &str) -> ClaimMiss {
+    /// What `claim` lacks of `task`'s gold answer.
+    pub(crate) fn of(task: &Task, claim: &str) -> ClaimMiss {
+        let gold = &task.gold;
         let matches =
             |p: &String| regex::RegexBuilder::new(p).case_insensitive(true).build().is_ok_and(|re| re.is_match(claim));
         ClaimMiss {
@@ -459,12 +605,131 @@ impl ClaimMiss {
                 .collect(),
             patterns: gold.patterns.iter().filter(|p| !matches(p)).cloned().collect(),
             wrong: gold.wrong.iter().filter(|p| matches(p)).cloned().collect(),
+            contradiction: contradiction(&task.question, claim),
         }
     }
 
-    fn is_empty(&self) -> bool {
-        self.terms.is_empty() && self.patterns.is_empty() && self.wrong.is_empty()
+    /// Whether the claim states the asked value and nothing against it.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.count() == 0
     }
+
+    /// How many things it lacks or gets wrong.
+    fn count(&self) -> usize {
+        self.terms.len() + self.patterns.len() + self.wrong.len() + usize::from(self.contradiction.is_some())
+    }
+
+    /// What it lacks, one part each, for the evidence.
+    pub(crate) fn describe(&self) -> Vec<String> {
+        let mut parts = Vec::new();
+        if !self.terms.is_empty() {
+            parts.push(format!("does not state {}", self.terms.join(", ")));
+        }
+        if !self.patterns.is_empty() {
+            parts.push(format!("does not match /{}/", self.patterns.join("/, /")));
+        }
+        if !self.wrong.is_empty() {
+            let both = if self.terms.is_empty() && self.patterns.is_empty() {
+                " and the right one as well: it contradicts itself"
+            } else {
+                ""
+            };
+            parts.push(format!("states a wrong answer (/{}/){both}", self.wrong.join("/, /")));
+        }
+        if let Some(why) = &self.contradiction {
+            parts.push(format!("contradicts itself: {why}"));
+        }
+        parts
+    }
+}
+
+/// Whether `question` asks for a yes or a no: it opens with an auxiliary verb (`Does`, `Is`, `Can`, …).
+pub fn is_yes_no(question: &str) -> bool {
+    const OPENERS: [&str; 14] =
+        ["does", "do", "did", "is", "are", "can", "will", "should", "has", "have", "was", "were", "could", "would"];
+    let first = question.split_whitespace().next().unwrap_or_default().to_lowercase();
+    OPENERS.contains(&first.as_str())
+}
+
+/// Where `claim`, answering `question`, states something and its negation, or `None`: a sentence opening with `Yes`
+/// and another with `No` (to a yes/no question), or one subject said to be and not to be the same thing
+/// (`X is skipped … X is not skipped`, `it does comply … it does not comply`) in two clauses that state no condition
+/// (`if`, `when`, `unless`, `only`, … make a clause a case, not a statement).
+pub fn contradiction(question: &str, claim: &str) -> Option<String> {
+    let text = expand_negations(&claim.to_lowercase());
+    if is_yes_no(question) {
+        let opener = regex::Regex::new(r"(?:^|[.!?;:]\s+)\W*(yes|no)\b\s*[,.:;!\u2014-]").ok()?;
+        let said: HashSet<&str> = opener.captures_iter(&text).filter_map(|c| c.get(1)).map(|m| m.as_str()).collect();
+        if said.len() == 2 {
+            return Some("it answers both yes and no".to_owned());
+        }
+    }
+    let statement = regex::Regex::new(
+        r"\b([a-z_][\w.:()]*)\s+(is|are|was|were|does|do|did|has|have|can|will|should|must)\s+(not\s+|never\s+)?(?:also\s+|still\s+|always\s+)?([a-z_]\w*)",
+    )
+    .ok()?;
+    let mut seen: Vec<(String, &'static str, String, bool)> = Vec::new();
+    for clause in clauses(&text) {
+        if is_conditional(clause) {
+            continue;
+        }
+        for c in statement.captures_iter(clause) {
+            let (subject, aux, negated, predicate) = (&c[1], &c[2], c.get(3).is_some(), &c[4]);
+            if matches!(predicate, "not" | "never" | "a" | "an" | "the" | "to" | "be" | "been") {
+                continue;
+            }
+            let aux = auxiliary_class(aux);
+            let same = |(s, a, p, n): &(String, &str, String, bool)| {
+                *a == aux && p == predicate && *n != negated && same_subject(s, subject)
+            };
+            if let Some((s, _, p, _)) = seen.iter().find(|entry| same(entry)) {
+                return Some(format!("it says {s} {p} and {subject} not {predicate}"));
+            }
+            seen.push((subject.to_owned(), aux, predicate.to_owned(), negated));
+        }
+    }
+    None
+}
+
+/// `claim` (lower case) with contracted negations written out (`doesn't` → `does not`, `can't` → `can not`).
+fn expand_negations(claim: &str) -> String {
+    let claim = claim.replace('\u{2019}', "'").replace("cannot", "can not").replace("can't", "can not");
+    let claim = claim.replace("won't", "will not");
+    claim.replace("n't", " not")
+}
+
+/// The clauses of a text: cut at sentence ends, semicolons, colons, commas and `but`/`while`/`whereas`/`although`.
+fn clauses(text: &str) -> Vec<&str> {
+    let Ok(cut) = regex::Regex::new(r"[.!?;:,]\s|[.!?;:,]$|\s(?:but|while|whereas|although|though)\s") else {
+        return vec![text];
+    };
+    cut.split(text).filter(|c| !c.trim().is_empty()).collect()
+}
+
+/// Whether a clause states a case rather than a fact: it holds a condition (`if`, `when`, `unless`, `only`, …).
+fn is_conditional(clause: &str) -> bool {
+    const MARKERS: [&str; 12] =
+        ["if", "when", "whenever", "unless", "only", "otherwise", "except", "once", "until", "else", "whether", "than"];
+    clause.split(|c: char| !c.is_alphanumeric() && c != '_').any(|word| MARKERS.contains(&word))
+}
+
+/// The auxiliaries that negate alike, as one class (`is`, `are`, `was`, `were` are `be`).
+fn auxiliary_class(aux: &str) -> &'static str {
+    match aux {
+        "is" | "are" | "was" | "were" => "be",
+        "does" | "do" | "did" => "do",
+        "has" | "have" => "have",
+        "can" => "can",
+        "will" => "will",
+        "should" => "should",
+        _ => "must",
+    }
+}
+
+/// Whether two subjects name the same thing: equal, or one a pronoun that may stand for the other.
+fn same_subject(a: &str, b: &str) -> bool {
+    const PRONOUNS: [&str; 4] = ["it", "this", "that", "they"];
+    a == b || PRONOUNS.contains(&a) || PRONOUNS.contains(&b)
 }
 
 fn describe_one_of(entry: &OneOf) -> String {

@@ -52,7 +52,10 @@ pub use agent::{
     TurnInput, agent_in_turn,
 };
 pub use gateway::{MAX_DESCRIBE, MAX_RESTARTS, RESTART_WINDOW};
-pub use grade::{Answer, Failure, TaskReport, TaskVerdict, covers, states};
+pub use grade::{
+    Answer, AnswerGrader, AnswerVerdict, Failure, TaskReport, TaskVerdict, contradiction, covers, grade, is_yes_no,
+    states,
+};
 pub use inbox::{
     DEFAULT_INBOX_CAP, Delivered, Dereferenced, Described, Description, Inbox, InboxItem, Listed, RecalledMore,
     Received, SearchHit, Searched, Spill, Verbatim,

@@ -2,12 +2,14 @@
 //! span too wide, a span never read, a missing side, a missing term, a wrong polarity, a restated question, an answer
 //! to another task, an answer by someone else, an answer that was refused) is not.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use serde_json::{Value, json};
 
 use super::*;
 use crate::run::wire::{Document, EnvelopeKind};
+use less_contract::Step;
 
 const SCENARIO: &str = r#"
 name = "graded"
@@ -383,8 +385,7 @@ fn shipped_questions_do_not_answer_themselves() {
         let scenario = Scenario::from_toml(&text, &dir).unwrap_or_else(|v| panic!("{}: {v}", path.display()));
         for task in &scenario.tasks {
             graded += 1;
-            let miss =
-                judge(&task.gold, &task.question, &[], &|_| false, &|t| Pointer::parse(t).ok().into_iter().collect());
+            let miss = judge(task, &task.question, &[], &|_| false, &GoldPlaces::none());
             assert!(
                 !(miss.claim.terms.is_empty() && miss.claim.patterns.is_empty()),
                 "{} {}: the question alone states every term and pattern",
@@ -517,4 +518,327 @@ gold = { cites = ["diff:main..pr-1#src/b.rs"], terms = ["dropped"] }
     assert_eq!(grade_one("diff:main..pr-1#src/b.rs"), (1, None), "the diff pointer itself");
     let (solved, failure) = grade_one("repo:diffs/main..pr-1.diff#L1-L6");
     assert_eq!((solved, failure), (0, Some(Failure::NotFound)), "src/a.rs's part is not the gold");
+}
+
+/// The shipped graded scenarios (the four whose answers are models').
+const GRADED: [&str; 4] = ["real-ignore", "audit-tidepool", "review-lanternfish", "waves-harbor"];
+
+fn shipped(name: &str) -> Scenario {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let text = std::fs::read_to_string(dir.join(format!("{name}.toml"))).expect("read");
+    Scenario::from_toml(&text, &dir).unwrap_or_else(|v| panic!("{name}: {v}"))
+}
+
+/// The scripted answers of a scenario: task id → claim and pointers.
+fn scripted(scenario: &Scenario) -> Vec<(String, String, Vec<Pointer>)> {
+    let mut out = Vec::new();
+    for step in &scenario.steps {
+        let Step::Report(report) = step else { continue };
+        for engram in &report.engrams {
+            let Some(task) = &engram.task else { continue };
+            let pointers = engram.pointers.iter().map(|p| Pointer::parse(p).expect("pointer")).collect();
+            out.push((task.clone(), engram.claim.clone(), pointers));
+        }
+    }
+    out
+}
+
+/// The claims the grader got wrong in the committed recordings (issue 59), graded again: a capped thread count
+/// stated without its cap, a doc comment cited for a function's code, "does not comply" after the rule is shown
+/// kept, and "overridden" for raised.
+#[test]
+fn the_reported_claims_are_graded_right() {
+    let cases: [(&str, &str, &str, &str, bool); 6] = [
+        (
+            "real-ignore",
+            "parallel-threads",
+            "When WalkBuilder::threads is 0, WalkParallel uses the available parallelism, so it uses 12 threads.",
+            "repo:src/walk.rs#L1582-L1583",
+            false,
+        ),
+        (
+            "real-ignore",
+            "parallel-threads",
+            "When WalkBuilder::threads is set to 0, WalkParallel uses the number of available parallelism threads as \
+             the default number of threads. If no available parallelism threads are available, it uses 1 thread. If \
+             the number of available parallelism threads is greater than 12, it uses 12 threads.",
+            "repo:src/walk.rs#L1582-L1583",
+            true,
+        ),
+        (
+            "review-lanternfish",
+            "refill-rule",
+            "The quote indicates that a full bucket does not bank time, meaning that once a bucket is full, the refill \
+             clock restarts from the current time. This rule is implemented in the `ManualClock` struct, where the \
+             `advance` method updates the clock's offset by the specified duration.",
+            "repo:src/bucket.rs#L4-L6",
+            false,
+        ),
+        (
+            "audit-tidepool",
+            "token-logging",
+            "The code ensures that session tokens are not printed in full by only printing the first eight digits of \
+             the token. This is a risk because it does not comply with the rule that session tokens must never be \
+             written to logs in full.",
+            "repo:src/auth/token.rs#L40-L43",
+            false,
+        ),
+        (
+            "real-ignore",
+            "max-below-min",
+            "When `max_depth` is set lower than `min_depth`, the `max_depth` is overridden to the `min_depth`.",
+            "repo:src/walk.rs#L752-L758",
+            true,
+        ),
+        (
+            "real-ignore",
+            "max-below-min",
+            "max_depth raises an error when it is set lower than min_depth.",
+            "repo:src/walk.rs#L752-L758",
+            false,
+        ),
+    ];
+    for (name, task, claim, pointer, solved) in cases {
+        let scenario = shipped(name);
+        let grader = AnswerGrader::new(&scenario);
+        let verdict = grader.grade(task, claim, &[Pointer::parse(pointer).expect("pointer")]).expect("graded task");
+        assert_eq!(verdict.solved, solved, "{task}: {claim}\n{verdict:?}");
+    }
+    // The refill rule's answer is lost twice over: the doc comment stands for no code, and the function is wrong.
+    let scenario = shipped("review-lanternfish");
+    let refill = |claim: &str, pointer: &str| {
+        AnswerGrader::new(&scenario)
+            .grade("refill-rule", claim, &[Pointer::parse(pointer).expect("pointer")])
+            .expect("graded task")
+    };
+    let right = "TokenBucket::refill restarts the refill clock when it fills the bucket: a full bucket banks no time.";
+    assert!(refill(right, "repo:src/bucket.rs#L60-L75").solved);
+    let doc = refill(right, "repo:src/bucket.rs#L60-L60");
+    assert!(!doc.solved && doc.evidence.contains("comment lines"), "{doc:?}");
+    assert_eq!(doc.failure, Some(Failure::ReadNotCited));
+}
+
+/// A claim that says a thing and its negation is not an answer: both a yes and a no, or one subject said to be and
+/// not to be the same thing; a clause that states a case (`if`, `when`, `only`, …) is not a statement of it.
+#[test]
+fn a_claim_that_contradicts_itself_is_refused() {
+    let yes_no = "Is a file of exactly max_filesize skipped?";
+    let open = "Which glob decides?";
+    let contradicts = [
+        (yes_no, "Yes, it is skipped. No, it is kept."),
+        (yes_no, "No: the file is kept. Yes — larger files only."),
+        (open, "The root is skipped by the walk; the root is not skipped."),
+        (open, "The code does comply with the policy, and it does not comply with the rule."),
+        (open, "The code complies: it isn't logged. It is logged in full."),
+        (open, "The comment is wrong. The comment is not wrong."),
+    ];
+    for (question, claim) in contradicts {
+        let why = contradiction(question, claim);
+        assert!(why.is_some(), "{claim}");
+    }
+    let consistent = [
+        (yes_no, "No. A file is skipped only when it is larger; a file of equal size is not skipped."),
+        (yes_no, "No, it is kept: skip_filesize skips when fs > max_filesize."),
+        (open, "Yes, the root is yielded."),
+        (open, "The file is skipped if it is larger, and it is not skipped when it is equal."),
+        (open, "The comment is wrong and the docs are not wrong."),
+        (open, "Nothing is skipped. No file is lost."),
+        (open, "A .ignore match is ignored even when a .gitignore is not consulted."),
+    ];
+    for (question, claim) in consistent {
+        assert_eq!(contradiction(question, claim), None, "{claim}");
+    }
+    // In a verdict: the evidence says it.
+    let scenario = shipped("real-ignore");
+    let verdict = AnswerGrader::new(&scenario)
+        .grade(
+            "filesize-boundary",
+            "No: a file is skipped when strictly larger. Yes, a file of equal size is skipped as well.",
+            &[Pointer::parse("repo:src/walk.rs#L2118-L2140").expect("pointer")],
+        )
+        .expect("graded");
+    assert!(!verdict.solved && verdict.evidence.contains("contradicts itself"), "{verdict:?}");
+    assert!(is_yes_no("Does PR 142 hold the lock?") && !is_yes_no("Which test breaks?"));
+}
+
+/// The comment rule reads lines as they are: `//`, `///`, `//!` and `/* */` lines are comments, blank lines are
+/// neither, and a span is comment lines when it holds a comment and no code.
+#[test]
+fn comment_lines_are_told_from_code() {
+    use LineKind::{Blank, Code, Comment};
+    let text = "//! Module.\n\n/// Doc.\nfn f() {} // trailing\n/* block\n   still */\nlet x = 1; /* c */\n  * y;\n";
+    assert_eq!(line_kinds(text), vec![Comment, Blank, Comment, Code, Comment, Comment, Code, Code]);
+    let kinds = line_kinds(text);
+    assert!(comment_only(&kinds, 1, 3), "comments around a blank line");
+    assert!(!comment_only(&kinds, 3, 4), "a doc comment and its function");
+    assert!(!comment_only(&kinds, 2, 2), "a blank line alone");
+    assert!(comment_only(&kinds, 5, 6), "a block comment over two lines");
+    assert!(!comment_only(&kinds, 0, 1) && !comment_only(&kinds, 20, 30), "outside the file");
+}
+
+/// In a run: a citation of doc-comment lines does not locate a gold span of code, and does locate a gold span that
+/// is itself comment lines.
+#[test]
+fn a_doc_comment_does_not_stand_for_the_code() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("src")).expect("mkdir");
+    let code =
+        "//! Buckets.\n//! A full bucket restarts its clock.\n\n/// Refills.\npub fn refill() {\n    restart();\n}\n";
+    std::fs::write(dir.path().join("src/b.rs"), code).expect("write");
+    let toml = |gold: &str| {
+        format!(
+            "name = \"comments\"\n[[agents]]\nid = \"lead\"\nrole = \"lead\"\n[[agents]]\nid = \"dev\"\nrole = \"dev\"\n\
+             parent = \"lead\"\n[[steps]]\naction = \"brief\"\nagent = \"lead\"\nnow = [\"Look.\"]\ntasks = [\"rule\"]\n\
+             [[tasks]]\nid = \"rule\"\nkind = \"locate_rule\"\nagent = \"dev\"\nquestion = \"Where is the clock \
+             restarted?\"\ngold = {{ cites = [\"{gold}\"], terms = [\"restarts\"] }}\n"
+        )
+    };
+    let solved = |gold: &str, cited: &str| {
+        let scenario = Scenario::from_toml(&toml(gold), dir.path()).unwrap_or_else(|v| panic!("scenario: {v}"));
+        let events = answer("dev", "rule", "e1", "refill restarts the clock.", &[cited]);
+        let report = grade(&scenario, WireMode::Less, &events);
+        (report.solved == 1, report.items[0].evidence.clone())
+    };
+    let (ok, evidence) = solved("repo:src/b.rs#L4-L7", "repo:src/b.rs#L4-L4");
+    assert!(!ok && evidence.contains("cites only comment lines"), "{evidence}");
+    assert!(solved("repo:src/b.rs#L4-L7", "repo:src/b.rs#L4-L7").0, "the doc comment with its code");
+    assert!(solved("repo:src/b.rs#L4-L7", "repo:src/b.rs#L5-L6").0, "the code alone");
+    assert!(solved("repo:src/b.rs#L1-L2", "repo:src/b.rs#L2-L2").0, "a gold that is the comment");
+    assert!(!solved("repo:src/b.rs#L1-L7", "repo:src/b.rs#L1-L3").0, "module docs for a gold holding code");
+}
+
+/// Every scripted answer of the shipped graded scenarios states its task's answer (no `wrong` pattern or
+/// self-contradiction refuses a right claim) and cites it.
+#[test]
+fn shipped_scripted_answers_are_solved() {
+    for name in GRADED {
+        let scenario = shipped(name);
+        let grader = AnswerGrader::new(&scenario);
+        for (task, claim, pointers) in scripted(&scenario) {
+            let verdict = grader.grade(&task, &claim, &pointers).expect("graded task");
+            assert!(verdict.solved, "{name} {task}: {}\n{claim}", verdict.evidence);
+        }
+    }
+}
+
+/// Hand-written wrong answers that use a task's right words: each states every gold term and pattern, and is
+/// refused all the same (a wrong value, the other polarity, the wrong function or document).
+const WRONG_IN_RIGHT_WORDS: &[(&str, &str)] = &[
+    ("parallel-threads", "WalkParallel always uses 12 threads: available_parallelism is capped at 12."),
+    ("root-never-skipped", "No: skip_entry checks depth 0 and the root is skipped."),
+    ("max-below-min", "max_depth raises an error when it is set below min_depth."),
+    ("filesize-boundary", "Yes: a file larger than max_filesize is skipped, and one equal to it is skipped too."),
+    (
+        "filter-comment",
+        "The comment is right: the code skips when the predicate is true; filter_entry's docs say false.",
+    ),
+    (
+        "symlink-loop-parents",
+        "Because the walker reads the parent .gitignore files above the root; no loop is involved.",
+    ),
+    ("override-first", "Yes: overrides are checked first, and .gitignore rules are still consulted."),
+    ("ignore-beats-gitignore", "The nested .gitignore wins, so the path is yielded though the .ignore ignored it."),
+    ("hidden-whitelisted", "Yes: .env is skipped as hidden and never yielded."),
+    (
+        "require-git-default",
+        "require_git decides it; it defaults to false, and true restricts the rules to repositories.",
+    ),
+    ("jj-repo", "Nothing else: only a .git entry counts; a .jj directory does not."),
+    ("last-glob-wins", "The first matching glob decides; the last one is ignored."),
+    ("slashless-glob", "It appends a **/ suffix to the glob."),
+    ("bare-negation", "The parser returns an error for a bare !, since as a no-op it would match everything."),
+    ("global-excludes", "The docs are complete: the code reads neither GIT_CONFIG_GLOBAL nor /etc/gitconfig."),
+    (
+        "explicit-ignore-order",
+        "The last added file decides, with higher precedence than .gitignore; the lowest is .ignore.",
+    ),
+    ("override-unmatched", "The file is still yielded: nothing matched, so it is not ignored."),
+    ("types-skip-dirs", "Yes: selecting a type filters out directories, though Types::matched returns Match::None."),
+    ("types-last-wins", "Negation always wins, whichever selection came last."),
+    ("unknown-type", "The unknown name is silently ignored; no UnrecognizedFileType error is raised."),
+    ("cargo-lock-type", "Cargo.lock is matched by the rust type, not by toml."),
+    ("free-projects", "They agree on 3 projects; only the code says 5."),
+    ("free-seats", "check_new_seat enforces 3 seats, and the owner does not count against them."),
+    ("annual-months", "The code bills 12 months a year; the spec says 10 months."),
+    ("downgrade-order", "change_plan refuses it, and the error names seats first, before projects."),
+    ("session-lifetime", "Yes: the policy's 12 hours and the code's 7 days agree."),
+    ("revoked-error", "authenticate returns the same error for both: SessionRevoked is SessionExpired."),
+    ("token-logging", "Debug prints the first eight hex digits, but the code does not comply with the policy."),
+    ("token-format", "64 lowercase hex digits per the policy, but the parser says uppercase hex digits are accepted."),
+    ("refill-boundary", "PR 142's due <= room is right: filling exactly to capacity works, and it breaks no test."),
+    ("refill-rule", "ManualClock::advance restarts the refill clock once the bucket is full."),
+    ("lock-across-await", "No: the PR drops the lock guard before it awaits backend.save."),
+    (
+        "io-outside-lock",
+        "The review guide says so, and check shows the pattern, not flush: it releases the lock after the save.",
+    ),
+    (
+        "deleted-assertion",
+        "PR 142 deletes the assertion on saves() == 6, against the rule never to weaken the half test.",
+    ),
+    ("edited-store-test", "PR 142 edits filling_exactly_to_capacity_restarts_the_clock; 6 because of write-through."),
+    ("forwarded-key", "It keys on the last address in X-Forwarded-For, unsafe when the proxy overwrites the header."),
+    ("missing-key", "It answers 429 Too Many Requests; only a malformed key gets 400."),
+    ("tax-rounding", "Tax is rounded half-even per line, and the invoice total is then rounded up."),
+    ("discount-cap", "resolve_discounts sums the discounts with no cap; the subtotal is capped instead."),
+    (
+        "capture-keys",
+        "The key has a random suffix; after a decline the same key is reused, capture_r1 after a timeout.",
+    ),
+    ("event-order", "confirm_order records order.confirmed before the payment_captured event."),
+    (
+        "free-shipping",
+        "shipping_charge compares the subtotal before discounts with the threshold, not the discounted one.",
+    ),
+    ("status-owner", "SPEC_Billing and the code agree: capture_payment never writes Order.status."),
+    ("diff-breaks-tests", "The move breaks no test: capture still records PaymentCaptured."),
+    ("diff-port-boundary", "Yes: BillingPort takes &mut Order but never touches status."),
+    ("diff-keeps-keys", "Yes, the keys are different now: capture_r1 is not the same."),
+];
+
+/// A wrong claim that uses a task's right words is unsolved, for every task of the four graded scenarios: each
+/// hand-written one above states every gold term and pattern and is refused; and, generated from the scenarios, for
+/// every yes/no question the scripted answer with its polarity flipped (`Yes` for `No`, or both prefixed: at most one
+/// may pass) and the answer with both a yes and a no are refused.
+#[test]
+fn a_wrong_claim_in_the_right_words_is_unsolved() {
+    let mut covered = HashSet::new();
+    for name in GRADED {
+        let scenario = shipped(name);
+        for task in &scenario.tasks {
+            let wrong: Vec<&str> =
+                WRONG_IN_RIGHT_WORDS.iter().filter(|(id, _)| *id == task.id).map(|(_, claim)| *claim).collect();
+            assert!(!wrong.is_empty(), "{name} {}: no wrong claim in its right words", task.id);
+            for claim in wrong {
+                let miss = ClaimMiss::of(task, claim);
+                assert!(
+                    miss.terms.is_empty() && miss.patterns.is_empty(),
+                    "{} test data: `{claim}` lacks right words: {miss:?}",
+                    task.id
+                );
+                assert!(!miss.is_empty(), "{} accepts the wrong claim `{claim}`", task.id);
+            }
+            covered.insert(task.id.clone());
+            if !is_yes_no(&task.question) {
+                continue;
+            }
+            for (id, claim, _) in scripted(&scenario).into_iter().filter(|(id, ..)| *id == task.id) {
+                let passes = |c: &str| ClaimMiss::of(task, c).is_empty();
+                assert!(passes(&claim), "{id}: the scripted answer passes");
+                let flipped = if let Some(rest) = claim.strip_prefix("No") {
+                    vec![format!("Yes{rest}")]
+                } else if let Some(rest) = claim.strip_prefix("Yes") {
+                    vec![format!("No{rest}")]
+                } else {
+                    vec![format!("Yes. {claim}"), format!("No. {claim}")]
+                };
+                let passing = flipped.iter().filter(|c| passes(c)).count();
+                assert!(passing + usize::from(flipped.len() == 1) <= 1, "{id}: both polarities pass: {flipped:?}");
+                let both = format!("Yes. {claim} No.");
+                assert!(!passes(&both), "{id}: a yes and a no pass: {both}");
+            }
+        }
+    }
+    assert_eq!(covered.len(), 46, "the four scenarios grade 46 tasks");
+    assert_eq!(WRONG_IN_RIGHT_WORDS.len(), covered.len(), "a wrong claim per task, none for a task that is gone");
 }
