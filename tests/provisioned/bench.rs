@@ -396,3 +396,78 @@ fn the_sampled_llm_free_recording_replays_and_the_docs_show_the_spread() {
         );
     }
 }
+
+/// Both llm-free recordings replayed as the two repeats of one bench (each at the temperature its exchanges were
+/// recorded at): the figures the README leads with. Its command, committed bench.json, and the marker of its summary
+/// in docs/llm-agents.md.
+const LLM_FREE_POOLED: (&str, &str, &str) = (
+    "lessrt bench scenarios/real-ignore.toml scenarios/audit-tidepool.toml scenarios/review-lanternfish.toml scenarios/waves-harbor.toml --agents llm-free --modes less,verbatim --replay scenarios/recordings/llm-free,scenarios/recordings/llm-free-t0.7",
+    "scenarios/recordings/pooled/bench.json",
+    "bench-llm-free-pooled",
+);
+
+/// The pooled bench replays to its committed bench.json; the README's headline is its summary's billed table, paired
+/// statistics and the grader's agreement with the hand adjudication, and the committed figures are what bench.json's
+/// items give when recomputed here (billed per solved task per mode, the discordant pairs, every answer judged).
+#[test]
+fn both_llm_free_recordings_pool_into_the_readme_headline() {
+    let (command, committed, marker) = LLM_FREE_POOLED;
+    let (_dir, out, committed) = replays_to_committed(command, committed, "docs/llm-agents.md", marker);
+    let summary = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
+    let headline = summary.split("\nLESS against `verbatim`, tokens").next().expect("the headline");
+    let agreement = summary.split("### The grader against the hand adjudication").nth(1).expect("the agreement");
+    let readme = between_markers("README.md", "bench-llm-free-pooled:headline");
+    assert!(readme.contains(command.trim_start_matches("lessrt ")), "the README names the command");
+    assert!(readme.contains(headline.trim()), "regenerate the README's pooled headline from summary.md");
+    assert!(readme.contains(agreement.trim()), "regenerate the README's grader agreement from summary.md");
+    let bench: Value = serde_json::from_slice(&committed).expect("bench.json");
+    let runs = bench["runs"].as_array().expect("runs");
+    let billed_per_solved = |mode: &str| {
+        let of: Vec<&Value> = runs.iter().filter(|r| r["mode"] == mode).collect();
+        let billed: u64 = of.iter().map(|r| r["totals"]["billed"].as_u64().expect("billed")).sum();
+        let solved: u64 = of.iter().map(|r| r["tasks"]["solved"].as_u64().expect("solved")).sum();
+        (solved, (billed as f64 / solved as f64).round() as u64)
+    };
+    for mode in ["less", "verbatim"] {
+        let (solved, per) = billed_per_solved(mode);
+        assert!(
+            headline.contains(&format!("| {mode} | {solved}/92 |")) && headline.contains(&format!("**{}**", thousands(per))),
+            "{mode}: {solved} solved at {per} billed per solved task, recomputed from the items"
+        );
+    }
+    // The discordant pairs, recomputed from the items: the same task and repeat in both modes.
+    let solved_in = |mode: &str| -> std::collections::BTreeSet<(String, u64, String)> {
+        runs.iter()
+            .filter(|r| r["mode"] == mode)
+            .flat_map(|r| {
+                let key = (r["scenario"].as_str().expect("scenario").to_owned(), r["repeat"].as_u64().expect("repeat"));
+                solved_ids(r).into_iter().map(move |id| (key.0.clone(), key.1, id))
+            })
+            .collect()
+    };
+    let (less, base) = (solved_in("less"), solved_in("verbatim"));
+    let said = format!(
+        "both {}, only LESS {}, only `verbatim` {}",
+        less.intersection(&base).count(),
+        less.difference(&base).count(),
+        base.difference(&less).count()
+    );
+    assert!(headline.contains(&said), "the headline should say: {said}");
+    let agreement = &bench["adjudication"];
+    let cell = |name: &str| agreement[name].as_u64().unwrap_or_else(|| panic!("adjudication.{name}"));
+    let judged = ["solved_right", "solved_not_right", "unsolved_right", "unsolved_not_right"].map(cell);
+    assert_eq!(cell("unjudged"), 0, "every recorded answer is judged by hand ({} are)", judged.iter().sum::<u64>());
+    assert_eq!(judged.iter().sum::<u64>(), 184, "one judged answer per task, run and repeat");
+}
+
+/// The budget sweep of audit-tidepool replays from its recording (the values 500 and 1000 were recorded beside the
+/// scenario's 250) to its committed bench.json.
+#[test]
+fn the_recorded_budget_sweep_replays() {
+    replays_to_committed(
+        "lessrt bench scenarios/audit-tidepool.toml --agents llm-free --modes less,verbatim --replay scenarios/recordings/llm-free --sweep auditor.max_deref_tokens_total=250,500,1000",
+        "scenarios/recordings/sweep/bench.json",
+        "docs/benchmark.md",
+        "bench-sweep",
+    );
+}
