@@ -564,8 +564,8 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
-mod summary;
 pub mod adjudication;
+mod summary;
 
 #[cfg(test)]
 mod tests;
