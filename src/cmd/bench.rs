@@ -256,7 +256,9 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
 
     let adjudications = adjudications(args.adjudication.as_deref(), &files, &scenarios)?;
     if !adjudications.is_empty() {
-        bench.adjudication = Some(less_eval::bench::adjudication::agreement(&bench, &adjudications));
+        // Reported when it judges any of these answers (scripted answers, say, are nobody's to judge).
+        let agreement = less_eval::bench::adjudication::agreement(&bench, &adjudications);
+        bench.adjudication = agreement.rate.is_some().then_some(agreement);
     }
 
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;

@@ -468,12 +468,23 @@ pub(crate) fn print_report(report: &RunReport) {
     }
     for (role, r) in report.roles.iter().filter(|(_, r)| r.model.calls > 0) {
         let m = &r.model;
+        let mut extra = String::new();
+        if m.cached_tokens > 0 {
+            extra.push_str(&format!(", {} of the prompt cached", m.cached_tokens));
+        }
+        if m.counted_calls > 0 {
+            extra.push_str(&format!(", {} counted with the run's tokenizer", count(m.counted_calls, "call")));
+        }
+        if m.model_ms > 0 {
+            extra.push_str(&format!(", {:.1} s of model time", m.model_ms as f64 / 1000.0));
+        }
         outln!(
-            "model usage {role}: {} ({} unusable), {} prompt + {} completion tokens (provider's count)",
+            "model usage {role}: {} ({} unusable), {} prompt + {} completion = {} billed tokens (provider's count{extra})",
             count(m.calls, "call"),
             m.unusable,
             m.prompt_tokens,
-            m.completion_tokens
+            m.completion_tokens,
+            m.billed()
         );
     }
     for (service, n) in &report.service_restarts {
@@ -542,8 +553,17 @@ pub(crate) fn print_comparison(less: &RunReport, verbatim: &RunReport) {
         return;
     }
     // What the models read and wrote, as their provider counted it: the prompt is where pasted context costs.
-    outln!("model tokens, LESS vs verbatim (prompt + completion, provider's count):");
-    outln!("  {:<width$} {:>9} {:>9} {:>9} {:>9} {:>8}", "role", "LESS in", "LESS out", "verb in", "verb out", "in%");
+    outln!("model tokens, LESS vs verbatim (prompt + completion, provider's count; billed = prompt + completion):");
+    outln!(
+        "  {:<width$} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "role",
+        "LESS in",
+        "LESS out",
+        "verb in",
+        "verb out",
+        "in%",
+        "billed%"
+    );
     let rows = less.roles.iter().map(|(role, r)| (role.as_str(), r.model, verbatim.roles.get(role).map(|v| v.model)));
     for (role, l, v) in rows.chain(std::iter::once(("TOTAL", less.totals.model, Some(verbatim.totals.model)))) {
         let v = v.unwrap_or_default();
@@ -551,12 +571,13 @@ pub(crate) fn print_comparison(less: &RunReport, verbatim: &RunReport) {
             continue;
         }
         outln!(
-            "  {role:<width$} {:>9} {:>9} {:>9} {:>9} {:>8}",
+            "  {role:<width$} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
             l.prompt_tokens,
             l.completion_tokens,
             v.prompt_tokens,
             v.completion_tokens,
-            pct(l.prompt_tokens, v.prompt_tokens)
+            pct(l.prompt_tokens, v.prompt_tokens),
+            pct(l.billed(), v.billed())
         );
     }
 }
