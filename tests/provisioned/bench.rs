@@ -434,6 +434,49 @@ fn both_llm_free_recordings_pool_into_the_readme_headline() {
         base.difference(&less).count()
     );
     assert!(headline.contains(&said), "the headline should say: {said}");
+    // The README's reading of the headline: each recording alone, billed against wire, calls; recomputed here.
+    let one = |path: &str| -> Value {
+        serde_json::from_slice(&std::fs::read(root().join(path)).expect("a committed bench.json")).expect("JSON")
+    };
+    let ratio = |bench: &Value, field: &str, key: &str| bench["comparison"][0][field][key].as_f64().expect("ratio");
+    let (greedy, sampled) =
+        (one("scenarios/recordings/llm-free/bench.json"), one("scenarios/recordings/llm-free-t0.7/bench.json"));
+    let total = |mode: &str, f: &dyn Fn(&Value) -> u64| -> u64 {
+        runs.iter().filter(|r| r["mode"] == mode).map(|r| f(&r["totals"])).sum()
+    };
+    let billed = |t: &Value| t["billed"].as_u64().expect("billed");
+    let wire =
+        |t: &Value| t["inline_tokens"]["total"].as_u64().expect("inline") + t["deref_tokens"].as_u64().expect("deref");
+    let calls = |t: &Value| t["model_calls"].as_u64().expect("calls");
+    let times = |a: u64, b: u64| format!("{:.1}", a as f64 / b as f64);
+    let prose = whole.split_whitespace().collect::<Vec<_>>().join(" ");
+    for said in [
+        format!(
+            "its billed tokens per solved task are {:.2} of the baseline's with an interval from {:.2} to {:.2}",
+            ratio(&bench, "billed", "ratio"),
+            ratio(&bench, "billed", "low"),
+            ratio(&bench, "billed", "high")
+        ),
+        format!(
+            "for {:.2} of the billed tokens per solved task ({:.2}–{:.2}), sampled {} against {} for {:.2}",
+            ratio(&greedy, "billed", "ratio"),
+            ratio(&greedy, "billed", "low"),
+            ratio(&greedy, "billed", "high"),
+            sampled["comparison"][0]["solved_only_a"].as_u64().expect("a")
+                + sampled["comparison"][0]["solved_both"].as_u64().expect("both"),
+            sampled["comparison"][0]["solved_only_b"].as_u64().expect("b")
+                + sampled["comparison"][0]["solved_both"].as_u64().expect("both"),
+            ratio(&sampled, "billed", "ratio")
+        ),
+        format!(
+            "Billed tokens are {} (LESS) and {} (baseline) times the wire tokens",
+            times(total("less", &billed), total("less", &wire)),
+            times(total("verbatim", &billed), total("verbatim", &wire))
+        ),
+        format!("LESS makes {} times the baseline's calls", times(total("less", &calls), total("verbatim", &calls))),
+    ] {
+        assert!(prose.contains(&said), "README.md should say: {said}");
+    }
     let agreement = &bench["adjudication"];
     let cell = |name: &str| agreement[name].as_u64().unwrap_or_else(|| panic!("adjudication.{name}"));
     let judged = ["solved_right", "solved_not_right", "unsolved_right", "unsolved_not_right"].map(cell);
