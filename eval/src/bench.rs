@@ -518,8 +518,8 @@ fn tasks_of_role(run: &BenchRun, role: &str) -> (u32, u32) {
     items.fold((0, 0), |(graded, solved), t| (graded + 1, solved + u32::from(t.solved)))
 }
 
-/// Inline plus dereferenced tokens.
-fn spent(r: &RoleReport) -> u64 {
+/// Inline plus dereferenced tokens: what went over the wire to a role (or a run's totals).
+pub(crate) fn spent(r: &RoleReport) -> u64 {
     r.inline_tokens.total + r.deref_tokens
 }
 

@@ -129,7 +129,7 @@ impl ModeTotals {
             t.cached_tokens += model.cached_tokens;
             t.completion_tokens += model.completion_tokens;
             t.billed += model.billed();
-            t.wire += report.totals.inline_tokens.total + report.totals.deref_tokens;
+            t.wire += super::spent(&report.totals);
             if let (Some(cost), Some(price)) = (t.cost_usd.as_mut(), price) {
                 *cost += price.cost(model);
             }

@@ -130,8 +130,7 @@ impl Cluster {
 fn shares(run: &BenchRun) -> (f64, f64) {
     let graded = f64::from(run.report.tasks.graded.max(1));
     let totals = &run.report.totals;
-    let wire = totals.inline_tokens.total + totals.deref_tokens;
-    (totals.model.billed() as f64 / graded, wire as f64 / graded)
+    (totals.model.billed() as f64 / graded, super::spent(totals) as f64 / graded)
 }
 
 /// Mode `a` against mode `b` over `runs`, the runs of one sweep value (or of a bench without a sweep): the pairs,
