@@ -143,6 +143,8 @@ pub struct AgentsFactory {
     scenario: Arc<Scenario>,
     /// The longest turn of each `llm` agent (see [`turn_timeout`]).
     turn_timeouts: HashMap<String, Duration>,
+    /// How many requests the agents' endpoints serve at once: the least any `llm` agent's settings say.
+    parallel: Option<usize>,
 }
 
 /// Completions an LLM agent's turn may wait for: choosing what to read and the report, each with a corrective retry
@@ -168,8 +170,14 @@ impl AgentsFactory {
     pub fn for_scenario(scenario: &Scenario, source: &ModelSource) -> Result<AgentsFactory, LlmError> {
         let mut models = HashMap::new();
         let mut turn_timeouts = HashMap::new();
+        let mut parallel: Option<usize> = None;
         for agent in scenario.agents.iter().filter(|a| a.kind == AgentKind::Llm) {
-            let spec = ModelSettings::from_env(&agent.llm.clone().unwrap_or_default());
+            let llm = agent.llm.clone().unwrap_or_default();
+            if let Some(n) = llm.parallel {
+                let n = usize::try_from(n).unwrap_or(usize::MAX);
+                parallel = Some(parallel.map_or(n, |p| p.min(n)));
+            }
+            let spec = ModelSettings::from_env(&llm);
             let model = model_for(live_model(&spec), source)?;
             models.insert(
                 agent.id.clone(),
@@ -177,7 +185,16 @@ impl AgentsFactory {
             );
             turn_timeouts.insert(agent.id.clone(), turn_timeout(&spec));
         }
-        Ok(AgentsFactory { models, turn_timeouts, scenario: Arc::new(scenario.clone()) })
+        Ok(AgentsFactory { models, turn_timeouts, parallel, scenario: Arc::new(scenario.clone()) })
+    }
+
+    /// Every model's completion made to take `latency` (`--replay-latency`, over a replay: the wall time a hosted
+    /// model would give).
+    pub fn paced(mut self, latency: Duration) -> AgentsFactory {
+        for (model, _) in self.models.values_mut() {
+            *model = Arc::new(record::Paced::new(model.clone(), latency));
+        }
+        self
     }
 }
 
@@ -211,6 +228,10 @@ impl AgentFactory for AgentsFactory {
 
     fn turn_timeout(&self, spec: &AgentSpec) -> Option<Duration> {
         self.turn_timeouts.get(&spec.id).copied()
+    }
+
+    fn parallel(&self) -> Option<usize> {
+        self.parallel
     }
 }
 

@@ -89,10 +89,60 @@ pub fn recorded_run(dir: &Path, create: bool, now: &str) -> Result<String, LlmEr
             Ok(started.to_owned())
         }
         None if create => {
-            write_run_doc(dir, &json!({"started_at": now}), None)?;
+            // A recording made now orders what agents read causally, so it replays at any parallelism.
+            let doc = json!({"started_at": now, "ordering": less_runtime::run::Ordering::Causal.as_str()});
+            write_run_doc(dir, &doc, None)?;
             Ok(now.to_owned())
         }
         None => Err(io("not found: not a recording made with `lessrt run --record DIR`")),
+    }
+}
+
+/// How the run recorded in `dir` ordered what its agents read ([`less_runtime::run::Ordering`]): what its
+/// `run.json` says, and for a recording made before turns could overlap, which says nothing, by arrival (one turn at
+/// a time). A directory without `run.json` (a recording about to start) is recorded causally.
+pub fn recorded_ordering(dir: &Path) -> Result<less_runtime::run::Ordering, LlmError> {
+    use less_runtime::run::Ordering;
+    let Some(doc) = run_doc(dir)? else { return Ok(Ordering::Causal) };
+    match doc.get("ordering") {
+        None | Some(Value::Null) => Ok(Ordering::Arrival),
+        Some(ordering) => serde_json::from_value(ordering.clone()).map_err(|err| LlmError::Recording {
+            path: dir.join(RUN_FILE).display().to_string(),
+            message: format!("ordering: {err}"),
+        }),
+    }
+}
+
+/// A model whose every completion takes `latency` (`--replay-latency`): a replay made to take as long as a hosted
+/// model would, so that a run shows the wall time its user would see. The completion's time is that latency.
+pub struct Paced {
+    inner: Arc<dyn CompletionModel>,
+    latency: std::time::Duration,
+}
+
+impl Paced {
+    /// `inner`, each completion taking `latency`.
+    pub fn new(inner: Arc<dyn CompletionModel>, latency: std::time::Duration) -> Paced {
+        Paced { inner, latency }
+    }
+}
+
+impl CompletionModel for Paced {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+
+    fn identity(&self) -> ModelFuture<'_, ModelIdentity> {
+        self.inner.identity()
+    }
+
+    fn complete<'a>(&'a self, request: &'a CompletionRequest) -> ModelFuture<'a, Result<Completion, LlmError>> {
+        Box::pin(async move {
+            let (answer, ()) = tokio::join!(self.inner.complete(request), tokio::time::sleep(self.latency));
+            let mut completion = answer?;
+            completion.elapsed_ms = u64::try_from(self.latency.as_millis()).unwrap_or(u64::MAX);
+            Ok(completion)
+        })
     }
 }
 

@@ -432,6 +432,10 @@ pub struct LlmSpec {
     /// answer).
     #[serde(default)]
     pub choose_actions: bool,
+    /// How many requests the endpoint serves at once: a run's turns overlap up to the smallest of its agents'
+    /// (`lessrt run --parallel` overrides it); `None`: one.
+    #[serde(default)]
+    pub parallel: Option<u32>,
 }
 
 /// What an engram in a step says; the runtime fills in ids, provenance and digests.

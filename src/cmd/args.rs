@@ -289,6 +289,15 @@ pub(crate) struct AgentsArgs {
     /// samples: record it (`--record`) to replay it, e.g. a second recording beside one at 0 to show the spread.
     #[arg(long, value_name = "T", value_parser = temperature)]
     pub(crate) temperature: Option<f64>,
+    /// How many turns may run at once: agents whose steps wait for nothing unfinished (children briefed together)
+    /// work concurrently, and what each reads does not depend on which finished first. Default: what the scenario's
+    /// models serve at once (`[agents.llm] parallel`), else 1 (the scenario's order).
+    #[arg(long, value_name = "N", default_value_t = 0, hide_default_value = true)]
+    pub(crate) parallel: usize,
+    /// With --replay: every replayed exchange takes this many milliseconds, as a hosted model's would, so the run
+    /// shows the wall time a user would see (the report's timing).
+    #[arg(long, value_name = "MS")]
+    pub(crate) replay_latency: Option<u64>,
 }
 
 /// A sampling temperature: a number from 0 to 2.

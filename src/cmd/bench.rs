@@ -23,13 +23,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use less_agents::{AgentsFactory, ModelSource};
+use less_agents::ModelSource;
 use less_eval::bench::{Bench, BenchFailure, BenchRecording, BenchRun, Price, Sweep};
 use less_runtime::run::{RunOptions, run_scenario_with};
 use less_runtime::{AgentKind, ErrorCode, Scenario, WireMode};
 
 use super::args::{AgentsArgs, InboxArgs, OutputArgs, Stop};
-use super::run::{pinned_for, verify_replayed};
+use super::run::{factory_for, pinned_for, schedule_for, verify_replayed};
 use super::summarizer::SummarizerChoice;
 use crate::Ctx;
 
@@ -167,14 +167,12 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
                     .into());
                 };
                 let pinned = pinned_for(&source)?;
-                let factory = Arc::new(
-                    AgentsFactory::for_scenario(&scenario, &source)
-                        .map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?,
-                );
-                prepared.push((repeat, scenario, summarizer, pinned, factory));
+                let schedule = schedule_for(&args.agents, &source)?;
+                let factory = Arc::new(factory_for(&scenario, &source, &args.agents)?);
+                prepared.push((repeat, scenario, summarizer, pinned, factory, schedule));
             }
             for &mode in &modes {
-                for (repeat, scenario, summarizer, pinned, factory) in &prepared {
+                for (repeat, scenario, summarizer, pinned, factory, (parallel, ordering)) in &prepared {
                     let repeat = *repeat;
                     let mut out = args.out.join("runs");
                     if let Some(label) = &label {
@@ -196,6 +194,8 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
                         cluster: None,
                         index: None,
                         resume: false,
+                        parallel: *parallel,
+                        ordering: *ordering,
                     };
                     let at = label.as_ref().map(|l| format!(" {l}")).unwrap_or_default();
                     let step_bar =

@@ -192,6 +192,7 @@ fn run_modes(args: &Args, ctx: Ctx, resuming: Option<PathBuf>) -> anyhow::Result
     // Recorded and replayed runs stamp documents with the recording's start time, so both count alike; grants are
     // signed with a fresh key, as in a live run (a recording holds no secret).
     let pinned = pinned_for(&source)?;
+    let (parallel, ordering) = schedule_for(&args.agents, &source)?;
     let modes = match args.mode {
         Some(mode) => vec![mode],
         None => vec![WireMode::Less, WireMode::Verbatim],
@@ -310,10 +311,10 @@ fn run_modes(args: &Args, ctx: Ctx, resuming: Option<PathBuf>) -> anyhow::Result
             cluster: cluster.clone(),
             index: None,
             resume,
+            parallel,
+            ordering,
         };
-        let factory = Arc::new(
-            AgentsFactory::for_scenario(&scenario, &source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?,
-        );
+        let factory = Arc::new(factory_for(&scenario, &source, &args.agents)?);
         // What the page needs and the run directory does not otherwise say: the workspace, the hierarchy, budgets.
         Manifest::of(&scenario, Some(scenario_path), mode).write(&out_dir(mode))?;
         // The driver runs on this thread (block_on): a pause here holds the next step while the actors run on.
@@ -413,6 +414,53 @@ pub(crate) fn pinned_for(source: &ModelSource) -> anyhow::Result<Option<Pinned>>
     Ok(Some(Pinned { clock, secret }))
 }
 
+/// How many turns of a run may overlap and how its agents read what arrived (`--parallel`, and the recording's
+/// ordering for a recorded or replayed run): a recording made one turn at a time replays one turn at a time.
+pub(crate) fn schedule_for(
+    agents: &AgentsArgs,
+    source: &ModelSource,
+) -> anyhow::Result<(usize, less_runtime::run::Ordering)> {
+    use less_runtime::run::Ordering;
+    let ordering = match source {
+        ModelSource::Live => Ordering::Causal,
+        ModelSource::Record(dir) | ModelSource::Replay(dir) => {
+            less_agents::record::recorded_ordering(dir).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?
+        }
+    };
+    if ordering == Ordering::Arrival && agents.parallel > 1 {
+        let dir = match source {
+            ModelSource::Record(dir) | ModelSource::Replay(dir) => dir.display().to_string(),
+            ModelSource::Live => String::new(),
+        };
+        return Err(Stop::usage(format!(
+            "LESS_ARGUMENT_INVALID: the recording in {dir} was made one turn at a time, its agents reading messages \
+             in the order they arrived: replay it with --parallel 1, or record it again to run turns at once"
+        ))
+        .into());
+    }
+    if agents.replay_latency.is_some() && !matches!(source, ModelSource::Replay(_)) {
+        return Err(Stop::usage(
+            "LESS_ARGUMENT_INVALID: --replay-latency paces a replay: give --replay DIR with it".to_owned(),
+        )
+        .into());
+    }
+    Ok((agents.parallel, ordering))
+}
+
+/// The agents of `scenario` from `source`, each replayed exchange taking `--replay-latency` if given.
+pub(crate) fn factory_for(
+    scenario: &less_runtime::Scenario,
+    source: &ModelSource,
+    agents: &AgentsArgs,
+) -> anyhow::Result<AgentsFactory> {
+    let factory =
+        AgentsFactory::for_scenario(scenario, source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
+    Ok(match agents.replay_latency {
+        Some(ms) => factory.paced(Duration::from_millis(ms)),
+        None => factory,
+    })
+}
+
 /// A replay's recording checked against its manifest (nothing for a live or recording run): before anything runs,
 /// and again after, so a recording that is not what was sealed ends the command with its code (exit 2), whatever
 /// the agents made of the exchange refused to them.
@@ -494,6 +542,9 @@ pub(crate) fn print_report(report: &RunReport) {
         outln!("LOST: {} (its node failed past the restart limit): {}", lost.agents.join(", "), lost.reason);
     }
     outln!("\n{}", rates_line(&report.rates));
+    if let Some(timing) = &report.timing {
+        outln!("{}", timing_line(timing));
+    }
     outln!();
     for check in &report.checks {
         outln!("{} {} — {}", check.status.label(), check.name, check.detail);
@@ -506,6 +557,19 @@ pub(crate) fn print_report(report: &RunReport) {
         }
     }
     outln!();
+}
+
+/// What the turns took in time, in one line.
+fn timing_line(timing: &less_runtime::run::Timing) -> String {
+    let secs = |ms: u64| format!("{:.1} s", ms as f64 / 1000.0);
+    format!(
+        "timing: {} wall over {}, at most {} at once; model {} in all, {} along the critical path",
+        secs(timing.wall_ms),
+        count(timing.turns as u64, "turn"),
+        timing.most_at_once,
+        secs(timing.model_ms),
+        secs(timing.critical_path_model_ms)
+    )
 }
 
 /// LESS §12's rates in one line: `-` where a rate has no denominator.

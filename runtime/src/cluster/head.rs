@@ -28,8 +28,8 @@ use less_contract::{ClusterNode, Engram, ErrorCode, HEAD_NODE, Scope, Valid, Vio
 
 /// Messages to the head's bridge: what a node asks of the run's shared services besides the ledger and resolver.
 pub(crate) enum HeadMsg {
-    /// The run's next message number.
-    NextId(RpcReplyPort<u64>),
+    /// The next message number of a sender (an agent, or `<agent>-gw`).
+    NextId(Box<String>, RpcReplyPort<u64>),
     /// Archive a delivered message.
     Archive(Box<NewMessage>),
     /// Recall as an agent: (agent, text, options).
@@ -53,7 +53,7 @@ impl Message for HeadMsg {
 
     fn serialize(self) -> Result<SerializedMessage, BoxedDowncastErr> {
         match self {
-            HeadMsg::NextId(reply) => call("NextId", &(), reply),
+            HeadMsg::NextId(sender, reply) => call("NextId", &sender, reply),
             HeadMsg::Archive(message) => cast("Archive", &message),
             HeadMsg::Recall(request, reply) => call("Recall", &request, reply),
             HeadMsg::Promote(request, reply) => call("Promote", &request, reply),
@@ -67,7 +67,7 @@ impl Message for HeadMsg {
     fn deserialize(message: SerializedMessage) -> Result<Self, BoxedDowncastErr> {
         let (variant, bytes, reply) = parts(message)?;
         Ok(match variant.as_str() {
-            "NextId" => HeadMsg::NextId(answer(port(&variant, reply)?)),
+            "NextId" => HeadMsg::NextId(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
             "Archive" => HeadMsg::Archive(args(&variant, &bytes)?),
             "Recall" => HeadMsg::Recall(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
             "Promote" => HeadMsg::Promote(args(&variant, &bytes)?, answer(port(&variant, reply)?)),
@@ -106,8 +106,8 @@ impl Actor for HeadBridge {
             return Err("the head bridge runs on the head".into());
         };
         match msg {
-            HeadMsg::NextId(reply) => {
-                let _ = reply.send(ctx.next_msg_number().await);
+            HeadMsg::NextId(sender, reply) => {
+                let _ = reply.send(ctx.next_msg_number(&sender).await);
             }
             HeadMsg::Archive(message) => {
                 let name = message.name.clone().unwrap_or_default();
@@ -196,8 +196,8 @@ impl HeadServices for Bridge {
         })
     }
 
-    fn next_id(&self) -> RemoteFuture<'_, Result<u64, String>> {
-        Box::pin(async move { ractor::call!(self.0, HeadMsg::NextId).map_err(|e| e.to_string()) })
+    fn next_id(&self, sender: String) -> RemoteFuture<'_, Result<u64, String>> {
+        Box::pin(async move { ractor::call!(self.0, HeadMsg::NextId, Box::new(sender)).map_err(|e| e.to_string()) })
     }
 
     fn archive(&self, message: NewMessage) -> Result<(), String> {
@@ -460,6 +460,7 @@ impl ClusterHandle {
             secret: ctx.secret,
             clock,
             inbox_cap: ctx.inbox_cap,
+            ordering: ctx.ordering,
             restore: None,
             models,
         };

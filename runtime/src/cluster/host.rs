@@ -77,6 +77,9 @@ pub struct HostSpec {
     /// How many typed messages an agent's inbox keeps inline (`--inbox-cap`).
     #[serde(default = "default_inbox_cap")]
     pub inbox_cap: usize,
+    /// How agents read what arrived while they were idle, and how messages are numbered (the head's).
+    #[serde(default)]
+    pub ordering: crate::run::Ordering,
     /// Agents moved here from a lost node: what the head's ledger holds, from which their gateways take back what
     /// they had (inbox, accepted grants and their spent uses, digests of what they read).
     #[serde(default)]
@@ -323,6 +326,7 @@ impl NodeHostState {
             clock,
             inbox_cap: spec.inbox_cap.max(1),
             workspace: index,
+            ordering: spec.ordering,
         });
         let gateways = spawn_gateways(&ctx, &spec, spec.restore.clone().map(Arc::new)).await?;
         tracing::info!(target: "less.cluster", "{}: hosting {} of {}", self.name, spec.agents.join(", "), spec.run_key);
@@ -449,6 +453,7 @@ mod tests {
             secret: [0; 32],
             clock: None,
             inbox_cap: 16,
+            ordering: Default::default(),
             restore: None,
             models: ModelDirs::default(),
         };

@@ -17,6 +17,7 @@ use tracing::Instrument;
 use crate::memory::QueryOptions;
 use crate::run::RunContext;
 use crate::run::baseline::{self, BriefText, WholeBriefText, holds};
+use crate::run::conduct::Ordering;
 use crate::run::gateway::AgentKnowledge;
 use crate::run::gateway::GatewayMsg;
 use crate::run::inbox::{Delivered, Dereferenced, Inbox, InboxItem, Received};
@@ -173,6 +174,12 @@ pub trait AgentFactory: Send + Sync + 'static {
     fn turn_timeout(&self, _spec: &AgentSpec) -> Option<std::time::Duration> {
         None
     }
+
+    /// How many turns its agents' models serve at once (`None`: the runtime's default, one at a time), for a run
+    /// whose [`crate::run::RunOptions::parallel`] is 0.
+    fn parallel(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A turn request from the driver.
@@ -197,6 +204,9 @@ pub struct ActOutcome {
     /// Inline tokens the turn cost: its messages delivered and the answers it looked up (as the report counts them).
     #[serde(default)]
     pub inline_tokens: u64,
+    /// Milliseconds the agent's model took over the turn.
+    #[serde(default)]
+    pub model_ms: u64,
 }
 
 impl ActOutcome {
@@ -273,6 +283,9 @@ pub struct AgentState {
     gateway: ActorRef<GatewayMsg>,
     agent: Box<dyn Agent>,
     inbox: Inbox,
+    /// What arrived since the agent last acted ([`Ordering::Causal`]): it joins the inbox, ordered by sender and
+    /// message number, when the agent acts next.
+    pending: Vec<InboxItem>,
     /// Digests of what this agent dereferenced, by pointer text, recorded in the engrams it cites them from.
     seen: HashMap<String, Digest>,
 }
@@ -291,6 +304,7 @@ impl Actor for AgentActor {
             gateway: args.gateway,
             agent,
             inbox: args.memory.inbox,
+            pending: Vec::new(),
             seen: args.memory.seen,
         })
     }
@@ -302,11 +316,15 @@ impl Actor for AgentActor {
         state: &mut AgentState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
+            // What arrives while the agent is idle waits until it acts: then it is read in an order that does not
+            // depend on which sender's turn ended first.
+            AgentMsg::Inbox(item) if state.ctx.ordering == Ordering::Causal => state.pending.push(item),
             AgentMsg::Inbox(item) => {
                 // The gateway's copy spilled the same message and recorded it.
                 state.inbox.push(item);
             }
             AgentMsg::Act(request, reply) => {
+                state.take_pending();
                 let span = state.turn_span("turn", Some(&request));
                 let outcome = state.take_turn(*request).instrument(span.clone()).await;
                 state.close_span(&span, &outcome);
@@ -360,6 +378,16 @@ impl AgentState {
         span.record("less.refusals", i64::try_from(outcome.refusals.len()).unwrap_or(i64::MAX));
     }
 
+    /// Moves what arrived while the agent was idle into its inbox, by the sender's place in the hierarchy and the
+    /// sender's message number.
+    fn take_pending(&mut self) {
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.sort_by(|a, b| a.order.cmp(&b.order));
+        for item in pending {
+            self.inbox.push(item);
+        }
+    }
+
     /// One turn: the agent's actions, one at a time, each carried out before the agent decides the next.
     async fn take_turn(&mut self, request: ActRequest) -> ActOutcome {
         let mut turn = TurnInput {
@@ -399,13 +427,14 @@ impl AgentState {
                 break;
             }
         }
-        self.record_usage();
+        outcome.model_ms = self.record_usage();
         outcome
     }
 
-    /// What the model spent, as a ledger event (nothing for agents without one).
-    fn record_usage(&mut self) {
+    /// What the model spent, as a ledger event (nothing for agents without one): the milliseconds it took.
+    fn record_usage(&mut self) -> u64 {
         let usage = self.agent.take_usage();
+        let model_ms = usage.model_ms;
         if usage.calls > 0 {
             self.ctx.record(Event::ModelUsage {
                 agent: self.spec.id.clone(),
@@ -418,6 +447,7 @@ impl AgentState {
                 unusable: usage.unusable,
             });
         }
+        model_ms
     }
 
     async fn perform(&mut self, action: &Action, done: &[Done], outcome: &mut ActOutcome) -> Outcome {
@@ -661,7 +691,23 @@ impl AgentState {
     async fn decide(&mut self, ask: GrantAsk, spent: &mut ActOutcome) -> Outcome {
         let requester = ask.request.requester.clone();
         let request_id = ask.request.request_id.clone();
-        let input = DecideInput { ask, spec: self.spec.clone(), inbox: self.inbox.docs(), mode: self.ctx.mode };
+        // What the parent had when it last acted, and what the requester sent since: not what its other children
+        // sent meanwhile, which depends on whose turn ran first.
+        let mut inbox = self.inbox.docs();
+        inbox.extend(
+            self.pending
+                .iter()
+                .filter(|item| {
+                    let from = match &item.doc {
+                        Received::Delivered(doc) => doc.from(),
+                        Received::Verbatim(verbatim) => verbatim.doc.from(),
+                        _ => None,
+                    };
+                    from == Some(requester.as_str())
+                })
+                .map(|item| item.doc.clone()),
+        );
+        let input = DecideInput { ask, spec: self.spec.clone(), inbox, mode: self.ctx.mode };
         let decision = AGENT_TURN.scope(self.spec.id.clone(), self.agent.decide(&input)).await;
         self.record_usage();
         let outcome = spent;

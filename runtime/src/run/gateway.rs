@@ -767,7 +767,8 @@ impl GatewayState {
             }
             delivered => Received::Delivered(delivered),
         };
-        let item = InboxItem { doc, spill };
+        let order = InboxItem::order_of(&self.ctx.scenario, &envelope.from, &envelope.msg_id);
+        let item = InboxItem { doc, spill, order };
         if let Some(spilled) = self.memory.inbox.push(item.clone()) {
             self.ctx.record(Event::Spilled { agent: self.agent_id.clone(), msg_id: spilled.msg_id.to_string() });
             self.spilled.insert(spilled.msg_id.clone());

@@ -294,6 +294,22 @@ pub struct InboxItem {
     pub doc: Received,
     /// `Some` for a typed message, which may be spilled.
     pub spill: Option<Arc<Spill>>,
+    /// Where it stands among what arrived while its receiver was idle: its sender's place in the hierarchy (the
+    /// sender's path, a gateway's after its agent's) and the sender's message number
+    /// ([`crate::run::Ordering::Causal`]). `None` sorts first.
+    pub order: Option<(String, u64)>,
+}
+
+impl InboxItem {
+    /// The order of a document `sender` sent as message `msg_id` (`<sender>-m<n>`), in `scenario`.
+    pub fn order_of(scenario: &less_contract::Scenario, sender: &str, msg_id: &str) -> Option<(String, u64)> {
+        let n = msg_id.rsplit_once("-m")?.1.parse().ok()?;
+        let path = match sender.strip_suffix("-gw") {
+            Some(agent) => format!("{}#gw", scenario.identity(agent)),
+            None => scenario.identity(sender),
+        };
+        Some((path, n))
+    }
 }
 
 /// An agent's inbox, oldest first, with at most `cap` typed messages inline (older ones as
@@ -374,6 +390,7 @@ mod tests {
                 kind: "task_result".into(),
                 tokens: 7,
             })),
+            order: None,
         }
     }
 
@@ -382,6 +399,7 @@ mod tests {
         InboxItem {
             doc: Received::Delivered(Delivered::Brief(Arc::new(Valid::from_value(&doc).expect("a brief")))),
             spill: None,
+            order: None,
         }
     }
 

@@ -279,6 +279,16 @@ pub enum Event {
         agent: String,
         action: String,
     },
+    /// Step `index`, `agent`'s turn, ended: when it started and ended (milliseconds since the run started), and the
+    /// milliseconds its model took. What the report's timing reads; the counts never depend on it.
+    TurnEnd {
+        index: usize,
+        agent: String,
+        started_ms: u64,
+        ended_ms: u64,
+        #[serde(default)]
+        model_ms: u64,
+    },
     /// The run went on after its head died (`lessrt run --resume`): from step `from_step`, which had started and
     /// runs again whole; the `discarded` events it had recorded are in `ledger.discarded.jsonl`.
     Resumed {
@@ -395,6 +405,9 @@ impl Event {
             Event::ServiceRestart { service, .. } => vec![service.clone(), "restart".into(), String::new()],
             Event::SubtreeLost { agent, agents, .. } => vec![agent.clone(), "lost".into(), agents.join(",")],
             Event::Step { index, agent, action } => vec![agent.clone(), "step".into(), format!("{index}:{action}")],
+            Event::TurnEnd { index, agent, started_ms, ended_ms, .. } => {
+                vec![agent.clone(), "turn_end".into(), format!("{index}\t{started_ms}..{ended_ms}ms")]
+            }
             Event::Resumed { from_step, discarded } => {
                 vec!["run".into(), "resumed".into(), format!("step={from_step}\tdiscarded={discarded}")]
             }
@@ -531,6 +544,8 @@ impl Event {
             Event::ServiceRestart { service, reason } => format!("  RESTART the run's {service}: {reason}"),
             Event::SubtreeLost { agents, reason, .. } => format!("  LOST {}: {reason}", agents.join(", ")),
             Event::Step { index, agent, action } => format!("step {index}: {agent} {action}"),
+            // When turns end shows in the report's timing, not in the live trace.
+            Event::TurnEnd { .. } => return None,
             Event::Resumed { from_step, discarded } => {
                 format!("  RESUMED at step {from_step} ({discarded} events of it set aside: it runs again)")
             }

@@ -19,6 +19,7 @@
 
 pub(crate) mod agent;
 pub(crate) mod baseline;
+pub(crate) mod conduct;
 pub(crate) mod gateway;
 pub(crate) mod grade;
 pub(crate) mod inbox;
@@ -51,6 +52,7 @@ pub use agent::{
     Agent, AgentFactory, AgentFuture, DEFAULT_TURN_LIMIT, DecideInput, Decision, Done, GrantAsk, ModelUsage, Outcome,
     TurnInput, agent_in_turn,
 };
+pub use conduct::Ordering;
 pub use gateway::{MAX_DESCRIBE, MAX_RESTARTS, RESTART_WINDOW};
 pub use grade::{
     Answer, AnswerGrader, AnswerVerdict, Failure, TaskReport, TaskVerdict, contradiction, covers, grade, is_yes_no,
@@ -63,7 +65,8 @@ pub use inbox::{
 pub use ledger::{Displaced, Event, SentText, TraceSink, WIRE_FILE};
 pub use remote::{PlacedNodes, Placement, RemoteFuture};
 pub use report::{
-    CheckResult, CheckStatus, KindCount, LostSubtree, ModelSpend, Rates, ResumedAt, RoleReport, RunReport, TokenStats,
+    CheckResult, CheckStatus, KindCount, LostSubtree, ModelSpend, Rates, ResumedAt, RoleReport, RunReport, Timing,
+    TokenStats,
 };
 pub use slot::RESTART_WAIT;
 pub use supervisor::{
@@ -191,6 +194,8 @@ pub struct RunContext {
     pub(crate) inbox_cap: usize,
     /// The workspace index behind the agents' `search` and `list` ([`RunOptions::index`]).
     pub(crate) workspace: Arc<crate::workspace::SharedIndex>,
+    /// How agents read what arrived while they were idle, and how messages are numbered ([`RunOptions::ordering`]).
+    pub(crate) ordering: Ordering,
 }
 
 impl RunContext {
@@ -314,7 +319,7 @@ impl RunContext {
 
     /// A new message id for `agent`.
     pub(crate) async fn next_msg_id(&self, agent: &str) -> String {
-        let n = self.next_msg_number().await;
+        let n = self.next_msg_number(agent).await;
         format!("{agent}-m{n}")
     }
 }

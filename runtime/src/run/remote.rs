@@ -36,8 +36,8 @@ pub(crate) trait HeadServices: Send + Sync + 'static {
     fn claim(&self, agent: String, claim: ClaimAction) -> RemoteFuture<'_, Result<Claimed, Violation>>;
     /// Release `agent`'s live claims (for `task`, or all): the ids released.
     fn release(&self, agent: String, task: Option<String>) -> RemoteFuture<'_, Result<Vec<String>, Violation>>;
-    /// The run's next message number, or why there is none.
-    fn next_id(&self) -> RemoteFuture<'_, Result<u64, String>>;
+    /// The next number of `sender`'s messages (an agent, or `<agent>-gw`), or why there is none.
+    fn next_id(&self, sender: String) -> RemoteFuture<'_, Result<u64, String>>;
     /// Archives a delivered message (sent in order with everything else this node sends the head).
     fn archive(&self, message: NewMessage) -> Result<(), String>;
     /// Answers once the head took every message this node sent it before.

@@ -13,6 +13,7 @@ use crate::run::grade::{TaskReport, grade};
 use crate::run::ledger::Event;
 use less_contract::Engram;
 use less_contract::{Check, ErrorCode, Scenario, WireMode};
+pub use timing::Timing;
 
 /// Inline tokens per turn.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -200,6 +201,10 @@ pub struct RunReport {
     /// LESS §12's rates over the run.
     #[serde(default)]
     pub rates: Rates,
+    /// How long the turns took (the one part of a report that depends on timing); absent for a ledger whose turns
+    /// were not timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<Timing>,
 }
 
 /// One resume of a run ([`crate::run::Event::Resumed`]).
@@ -320,6 +325,11 @@ impl RunReport {
 
     /// Builds the report from the ledger's events.
     pub fn build(scenario: &Scenario, mode: WireMode, events: &[Event]) -> RunReport {
+        // Turns that overlapped recorded their events interleaved: counted in the order of the steps, what the
+        // report says does not depend on which turn ran first.
+        let timing = Timing::of(scenario, events);
+        let reordered = timing::in_step_order(events);
+        let events = reordered.as_deref().unwrap_or(events);
         let role_of = |id: &str| scenario.agent(id).map(|a| a.role.clone());
         let mut samples: BTreeMap<String, Vec<u32>> = BTreeMap::new();
         let mut roles: BTreeMap<String, RoleReport> = BTreeMap::new();
@@ -456,7 +466,14 @@ impl RunReport {
                     _ => None,
                 })
                 .collect(),
+            timing,
         }
+    }
+
+    /// The report without what depends on timing ([`RunReport::timing`]): what two runs of the same scenario and
+    /// agents must share whatever their parallelism.
+    pub fn untimed(&self) -> RunReport {
+        RunReport { timing: None, ..self.clone() }
     }
 }
 
@@ -725,6 +742,8 @@ fn evaluate_rule(check: &Check, scenario: &Scenario, events: &[Event], totals: &
     };
     CheckResult { name, status: CheckStatus::of(passed), detail }
 }
+
+mod timing;
 
 #[cfg(test)]
 mod tests;

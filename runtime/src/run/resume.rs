@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::run::gateway::Kept;
 use crate::run::ledger::{Event, SentText, WIRE_FILE};
+use crate::run::services::MsgNumbers;
 use crate::{ErrorCode, Scenario, Violation};
 
 /// The run's id and archive session, beside its ledger.
@@ -49,14 +50,16 @@ pub(crate) struct Resumption {
     pub(crate) secret: [u8; 32],
     /// The events kept, oldest first, and a baseline's sent texts.
     pub(crate) kept: Arc<Kept>,
-    /// The step the run goes on from (the last one it started).
+    /// The step the run goes on from (the first one it started and did not end).
     pub(crate) from_step: usize,
+    /// The steps that ended before it (they do not run again).
+    pub(crate) done: std::collections::BTreeSet<usize>,
     /// How many events (and torn lines) were set aside.
     pub(crate) discarded: usize,
     /// The lengths of `ledger.jsonl`, `audit.log` and `wire.jsonl` now (the ledger's writer appends from there).
     pub(crate) lengths: [u64; 3],
-    /// The highest message number the kept events name (the next is one more).
-    pub(crate) n_msgs: u64,
+    /// The highest message number the kept events name, for the whole run and per sender (the next is one more).
+    pub(crate) n_msgs: Arc<MsgNumbers>,
 }
 
 fn refused(dir: &Path, why: impl std::fmt::Display) -> Violation {
@@ -125,15 +128,35 @@ pub(crate) fn prepare(dir: &Path, scenario: &Scenario) -> Result<Resumption, Vio
         }
         offset += line.len();
     }
-    let last_step = events.iter().rposition(|e| matches!(e, Event::Step { .. }));
-    let (cut, from_step) = match last_step {
-        Some(at) => match &events[at] {
-            Event::Step { index, .. } => (at, *index),
-            _ => unreachable!("rposition found a step"),
-        },
-        None => (events.len(), 0),
+    // The run goes on from the first step it started and did not end (a ledger of turns that never overlapped, or
+    // written before turns were timed, has none ended: the last step started). Events after it are set aside, the
+    // ends of steps that overlapped it among them: those run again too.
+    let ended: std::collections::BTreeSet<usize> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::TurnEnd { index, .. } => Some(*index),
+            _ => None,
+        })
+        .collect();
+    let unfinished = match ended.is_empty() {
+        true => events.iter().rposition(|e| matches!(e, Event::Step { .. })),
+        false => events.iter().position(|e| matches!(e, Event::Step { index, .. } if !ended.contains(index))),
     };
-    if from_step >= scenario.steps.len().max(1) {
+    let (cut, from_step) = match unfinished.map(|at| (at, &events[at])) {
+        Some((at, Event::Step { index, .. })) => (at, *index),
+        _ => (events.len(), scenario.steps.len()),
+    };
+    let done: std::collections::BTreeSet<usize> = match ended.is_empty() {
+        true => (0..from_step).collect(),
+        false => events[..cut]
+            .iter()
+            .filter_map(|e| match e {
+                Event::TurnEnd { index, .. } => Some(*index),
+                _ => None,
+            })
+            .collect(),
+    };
+    if unfinished.is_some() && from_step >= scenario.steps.len().max(1) {
         return Err(refused(
             dir,
             format!("its ledger names step {from_step}; the scenario has {}", scenario.steps.len()),
@@ -163,13 +186,14 @@ pub(crate) fn prepare(dir: &Path, scenario: &Scenario) -> Result<Resumption, Vio
     let (wire, sent) =
         cut_wire(&dir.join(WIRE_FILE), &dropped).map_err(|err| refused(dir, format!("{WIRE_FILE}: {err}")))?;
     let audit = end_audit_line(&dir.join("audit.log")).map_err(|err| refused(dir, format!("audit.log: {err}")))?;
-    let n_msgs = highest_msg_number(&events, scenario);
+    let n_msgs = Arc::new(highest_msg_numbers(&events, scenario));
     Ok(Resumption {
         run_id: saved.run_id,
         session_base: saved.session_base,
         secret,
         kept: Arc::new(Kept { events, wire: sent }),
         from_step,
+        done,
         discarded,
         lengths: [cut_at as u64, audit, wire],
         n_msgs,
@@ -217,29 +241,33 @@ fn end_audit_line(path: &Path) -> std::io::Result<u64> {
     Ok(text.len() as u64 + 1)
 }
 
-/// The highest `n` of a message id `<agent>-m<n>` (or `<agent>-gw-m<n>`) anywhere in `events`.
-fn highest_msg_number(events: &[Event], scenario: &Scenario) -> u64 {
-    fn walk(value: &serde_json::Value, number: &dyn Fn(&str) -> Option<u64>, highest: &mut u64) {
+/// The highest `n` of a message id `<agent>-m<n>` (or `<agent>-gw-m<n>`) anywhere in `events`: over the run, and
+/// per sender (the agent, or its gateway as `<agent>-gw`).
+fn highest_msg_numbers(events: &[Event], scenario: &Scenario) -> MsgNumbers {
+    fn walk(value: &serde_json::Value, seen: &mut dyn FnMut(&str)) {
         match value {
-            serde_json::Value::String(text) => *highest = (*highest).max(number(text).unwrap_or(0)),
-            serde_json::Value::Array(items) => items.iter().for_each(|v| walk(v, number, highest)),
-            serde_json::Value::Object(fields) => fields.values().for_each(|v| walk(v, number, highest)),
+            serde_json::Value::String(text) => seen(text),
+            serde_json::Value::Array(items) => items.iter().for_each(|v| walk(v, seen)),
+            serde_json::Value::Object(fields) => fields.values().for_each(|v| walk(v, seen)),
             _ => {}
         }
     }
-    let number = |text: &str| -> Option<u64> {
-        let (sender, n) = text.rsplit_once("-m")?;
-        let sender = sender.strip_suffix("-gw").unwrap_or(sender);
-        scenario.agent(sender)?;
-        n.parse().ok()
+    let numbers = MsgNumbers::default();
+    let mut note = |text: &str| {
+        let Some((sender, n)) = text.rsplit_once("-m") else { return };
+        let agent = sender.strip_suffix("-gw").unwrap_or(sender);
+        if scenario.agent(agent).is_none() {
+            return;
+        }
+        let Ok(n) = n.parse::<u64>() else { return };
+        numbers.at_least(sender, n);
     };
-    let mut highest = 0;
     for event in events {
         if let Ok(value) = serde_json::to_value(event) {
-            walk(&value, &number, &mut highest);
+            walk(&value, &mut note);
         }
     }
-    highest
+    numbers
 }
 
 #[cfg(test)]
@@ -308,7 +336,7 @@ mod tests {
         assert_eq!(resumed.from_step, 2);
         assert_eq!(resumed.kept.events.len(), kept.len());
         assert_eq!(resumed.discarded, dropped.len() + 2, "the step, its events and the torn line");
-        assert_eq!(resumed.n_msgs, 12, "the gateway's escalation id counts too; the dropped step's does not");
+        assert_eq!(resumed.n_msgs.highest(), 12, "the gateway's escalation id counts too; the dropped step's does not");
         let ledger = std::fs::read_to_string(dir.path().join("ledger.jsonl")).expect("ledger");
         assert_eq!(ledger, kept.iter().map(line).collect::<String>());
         assert_eq!(resumed.lengths[0], ledger.len() as u64);

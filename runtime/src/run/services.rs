@@ -28,8 +28,8 @@ pub(crate) enum Services {
         summarizers: Slot<SummarizerMsg>,
         /// Delivered messages on their way to the archive.
         archive_queue: Arc<ArchiveQueue>,
-        /// The run's message counter (shared with the head's bridge, which hands out ids to the nodes).
-        n_msgs: Arc<AtomicU64>,
+        /// The run's message numbers (shared with the head's bridge, which hands out ids to the nodes).
+        n_msgs: Arc<MsgNumbers>,
         /// The run's coordination ledger (claims, conflicts, decisions), in `coord.sqlite` beside the memory.
         coord: Arc<crate::coord::Store>,
     },
@@ -38,6 +38,46 @@ pub(crate) enum Services {
         /// The head's services, as this node reaches them.
         head: Arc<dyn HeadServices>,
     },
+}
+
+/// The run's message numbers: one counter per sender (an agent, or its gateway as `<agent>-gw`), so that an id
+/// names the sender's n-th message whatever ran meanwhile ([`crate::run::Ordering::Causal`]); or one counter for
+/// the run ([`crate::run::Ordering::Arrival`]).
+#[derive(Debug, Default)]
+pub(crate) struct MsgNumbers {
+    /// Per sender: the last number handed out.
+    per_sender: std::sync::Mutex<std::collections::HashMap<String, u64>>,
+    /// For the run: the last number handed out.
+    run: AtomicU64,
+}
+
+impl MsgNumbers {
+    /// The next number of `sender`'s messages, as `ordering` counts them.
+    pub(crate) fn next(&self, sender: &str, ordering: crate::run::Ordering) -> u64 {
+        match ordering {
+            crate::run::Ordering::Arrival => self.run.fetch_add(1, Ordering::Relaxed) + 1,
+            crate::run::Ordering::Causal => {
+                let mut numbers = self.per_sender.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let n = numbers.entry(sender.to_owned()).or_default();
+                *n += 1;
+                *n
+            }
+        }
+    }
+
+    /// Notes that `sender` already used number `n` (a resumed run's ledger): the next numbers come after it.
+    pub(crate) fn at_least(&self, sender: &str, n: u64) {
+        self.run.fetch_max(n, Ordering::Relaxed);
+        let mut numbers = self.per_sender.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let highest = numbers.entry(sender.to_owned()).or_default();
+        *highest = (*highest).max(n);
+    }
+
+    /// The highest number handed out over the run.
+    #[cfg(test)]
+    pub(crate) fn highest(&self) -> u64 {
+        self.run.load(Ordering::Relaxed)
+    }
 }
 
 /// What an agent reads of a recall: the engrams (without the index's hash keys), the stages that ran, and why the
@@ -252,12 +292,12 @@ impl RunContext {
         }
     }
 
-    /// The next message number of the run (one counter for the whole run, on the head, so ids are the same
+    /// The next message number of `sender` (one set of counters for the whole run, on the head, so ids are the same
     /// wherever the agents run).
-    pub(crate) async fn next_msg_number(&self) -> u64 {
+    pub(crate) async fn next_msg_number(&self, sender: &str) -> u64 {
         match &self.services {
-            Services::Local { n_msgs, .. } => n_msgs.fetch_add(1, Ordering::Relaxed) + 1,
-            Services::Remote { head } => match head.next_id().await {
+            Services::Local { n_msgs, .. } => n_msgs.next(sender, self.ordering),
+            Services::Remote { head } => match head.next_id(sender.to_owned()).await {
                 Ok(n) => n,
                 Err(err) => {
                     // Without the head the run is over; an id that cannot collide with the head's keeps the

@@ -27,7 +27,7 @@
 //! run, as project scope means; run-scoped ones are never seen by another run), and otherwise in a scratch directory
 //! under the system's temporary directory, removed when the run stops.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,13 +36,14 @@ use ractor::rpc::CallResult;
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::task::JoinHandle;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
 use crate::dag::actor::{ArchiveQueue, SummarizerArgs, SummarizerMsg, SummarizerSupervisor};
 use crate::dag::{BuildReport, Condenser, DagConfig, Extractive, Summarizer};
 use crate::memory::{MemoryActor, MemoryArgs, MemoryPolicy, system_clock};
 use crate::resolver::Resolver;
 use crate::run::agent::{ActRequest, AgentFactory};
+use crate::run::conduct::{Ordering, Plan, step_agent};
 use crate::run::gateway::{GatewayMsg, MAX_RESTARTS, RESTART_WINDOW, local_subtree, spawn_node};
 use crate::run::inbox::DEFAULT_INBOX_CAP;
 use crate::run::ledger::{Event, LedgerBook, TokenLedger, TokenLedgerArgs, TokenLedgerMsg, TraceSink};
@@ -98,6 +99,13 @@ pub struct RunOptions {
     /// Go on with the run `out_dir` holds, whose head died, instead of starting one
     /// ([`crate::run::resume`]): `LESS_RUN_NOT_RESUMABLE` when it holds none.
     pub resume: bool,
+    /// How many turns may run at once (steps that wait for nothing unfinished; see [`crate::run::conduct`]). 0: what
+    /// the agents' factory says its models serve at once ([`AgentFactory::parallel`]), else 1. 1 runs the steps in
+    /// the scenario's order.
+    pub parallel: usize,
+    /// How agents read what arrived while they were idle, and how messages are numbered. [`Ordering::Arrival`]
+    /// (recordings made before turns could overlap) runs one turn at a time whatever `parallel` says.
+    pub ordering: Ordering,
 }
 
 impl RunOptions {
@@ -115,6 +123,8 @@ impl RunOptions {
             cluster: None,
             index: None,
             resume: false,
+            parallel: 0,
+            ordering: Ordering::Causal,
         }
     }
 }
@@ -198,6 +208,7 @@ struct RunSupervisorArgs {
     summarizer: Arc<dyn Summarizer>,
     inbox_cap: usize,
     index: Option<Arc<crate::workspace::SharedIndex>>,
+    ordering: Ordering,
 }
 
 /// The infrastructure actors the supervisor restarts.
@@ -282,6 +293,7 @@ impl Actor for RunSupervisor {
             summarizer,
             inbox_cap,
             index,
+            ordering,
         } = args;
         let cell = myself.get_cell();
         let mut children = HashMap::new();
@@ -385,13 +397,14 @@ impl Actor for RunSupervisor {
                 memory: Slot::new(memory),
                 summarizers: Slot::new(summarizers),
                 archive_queue,
-                n_msgs: Arc::new(AtomicU64::new(resume.as_ref().map_or(0, |r| r.n_msgs))),
+                n_msgs: resume.as_ref().map_or_else(Default::default, |r| r.n_msgs.clone()),
                 coord: Arc::new(crate::coord::Store::new(memory_dir.join(crate::coord::RUN_FILE))),
             },
             factory,
             clock: pinned.map(|p| p.clock),
             inbox_cap,
             workspace: index.unwrap_or_else(|| crate::workspace::SharedIndex::new(&scenario.workspace, None)),
+            ordering,
         });
         // Placed agents run on their nodes, with their gateways; the others here, each node below its parent's.
         // A resumed run's agents take back what the kept ledger says they had.
@@ -617,8 +630,12 @@ pub struct LocalRun {
     supervisor_handle: JoinHandle<()>,
     /// The worker nodes of a cluster run.
     cluster: Option<Box<dyn PlacedNodes>>,
-    /// The step the driver starts at (a resumed run's unfinished step; else 0).
-    first_step: usize,
+    /// The steps that ended before (a resumed run's; else none).
+    done: BTreeSet<usize>,
+    /// How many turns may run at once.
+    parallel: usize,
+    /// When the run started, for the turns' timing.
+    started: Instant,
     /// Where the run writes (its grant key is removed from there when it ends).
     out_dir: Option<PathBuf>,
 }
@@ -672,8 +689,12 @@ impl LocalRun {
         let (run_id, session_base, secret) = match &resume {
             Some(resumed) => (resumed.run_id.clone(), resumed.session_base.clone(), resumed.secret),
             None => {
-                let run_id =
-                    format!("{}-{}-{}", scenario.name, std::process::id(), N_RUNS.fetch_add(1, Ordering::Relaxed));
+                let run_id = format!(
+                    "{}-{}-{}",
+                    scenario.name,
+                    std::process::id(),
+                    N_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                );
                 // A pinned (recorded or replayed) run archives under the scenario and its pinned start time, so a
                 // replay archives the same messages under the same ids and asks a model summarizer the same questions.
                 let session_base = match options.pinned {
@@ -691,7 +712,13 @@ impl LocalRun {
                 (run_id, session_base, secret)
             }
         };
-        let first_step = resume.as_ref().map_or(0, |r| r.from_step);
+        let done = resume.as_ref().map(|r| r.done.clone()).unwrap_or_default();
+        let parallel = match (options.ordering, options.parallel) {
+            (Ordering::Arrival, _) => 1,
+            (Ordering::Causal, 0) => factory.parallel().unwrap_or(1),
+            (Ordering::Causal, n) => n,
+        }
+        .max(1);
         let args = RunSupervisorArgs {
             scenario: scenario.clone(),
             factory,
@@ -706,6 +733,7 @@ impl LocalRun {
             summarizer: options.summarizer.clone().unwrap_or_else(|| Arc::new(Extractive) as Arc<dyn Summarizer>),
             inbox_cap: options.inbox_cap.max(1),
             index: options.index.clone(),
+            ordering: options.ordering,
         };
         let (supervisor, supervisor_handle) =
             Actor::spawn(None, RunSupervisor, args).await.map_err(|e| fail("run supervisor", &e))?;
@@ -731,7 +759,9 @@ impl LocalRun {
             supervisor,
             supervisor_handle,
             cluster,
-            first_step,
+            done,
+            parallel,
+            started: Instant::now(),
             out_dir: options.out_dir.clone(),
         })
     }
@@ -746,7 +776,8 @@ impl LocalRun {
         ractor::call!(gateway, GatewayMsg::Deliver, Box::new(envelope)).map_err(|e| fail("deliver", &e))
     }
 
-    /// Drives the scenario's steps in order, one turn at a time.
+    /// Drives the scenario's steps: each starts once the steps it waits for ended ([`Plan`]), at most
+    /// [`RunOptions::parallel`] at once, the earliest first (with 1, in the scenario's order).
     ///
     /// A turn whose agent panicked (its reply was dropped) is retried once the gateway restarted the agent; actions
     /// the agent completed before panicking are repeated (at-least-once). After [`MAX_RESTARTS`] restarts the
@@ -757,9 +788,14 @@ impl LocalRun {
         self.drive_with(|_, _| {}).await
     }
 
-    /// [`LocalRun::drive`], calling `on_step(index, n_steps)` before each step (a progress bar, say).
+    /// [`LocalRun::drive`], calling `on_step(index, n_steps)` as each step starts (a progress bar, say).
     pub async fn drive_with(&self, on_step: impl FnMut(usize, usize) + Send) -> crate::Result<()> {
         self.drive_faulted(on_step, &[]).await
+    }
+
+    /// How many turns may run at once in this run.
+    pub fn parallel(&self) -> usize {
+        self.parallel
     }
 
     /// [`LocalRun::drive_with`], making `faults` happen before their steps.
@@ -769,22 +805,35 @@ impl LocalRun {
         faults: &[FaultAt],
     ) -> crate::Result<()> {
         let ctx = &self.ctx;
-        let n_steps = ctx.scenario.steps.len();
-        for (index, step) in ctx.scenario.steps.iter().enumerate().skip(self.first_step) {
-            on_step(index, n_steps);
-            for fault in faults.iter().filter(|f| f.before_step == index) {
-                fault.inject(ctx).await;
-            }
-            let agent = step_agent(step).to_owned();
-            if let Some(cluster) = &self.cluster {
-                let moved =
-                    cluster.move_lost(self.supervisor.get_cell()).await.map_err(|v| fail("cluster", &v.message))?;
-                if !moved.is_empty() {
-                    tracing::warn!(target: "less.cluster", "a node was lost; {} moved", moved.join(", "));
+        let plan = Plan::of(&ctx.scenario);
+        let n_steps = plan.steps.len();
+        let mut done = self.done.clone();
+        let mut started = BTreeSet::new();
+        let mut running = futures_util::stream::FuturesUnordered::new();
+        loop {
+            for index in plan.ready(&done, &started) {
+                if running.len() >= self.parallel {
+                    break;
                 }
+                let step = &ctx.scenario.steps[index];
+                on_step(index, n_steps);
+                for fault in faults.iter().filter(|f| f.before_step == index) {
+                    fault.inject(ctx).await;
+                }
+                let agent = step_agent(step).to_owned();
+                if let Some(cluster) = &self.cluster {
+                    let moved =
+                        cluster.move_lost(self.supervisor.get_cell()).await.map_err(|v| fail("cluster", &v.message))?;
+                    if !moved.is_empty() {
+                        tracing::warn!(target: "less.cluster", "a node was lost; {} moved", moved.join(", "));
+                    }
+                }
+                ctx.record(Event::Step { index, agent: agent.clone(), action: step_name(step).to_owned() });
+                started.insert(index);
+                running.push(self.timed_turn(index, step, agent));
             }
-            ctx.record(Event::Step { index, agent: agent.clone(), action: step_name(step).to_owned() });
-            self.take_turn(index, step, &agent).await?;
+            let Some(ended) = futures_util::StreamExt::next(&mut running).await else { break };
+            done.insert(ended?);
             let failure = ractor::call!(self.supervisor, RunSupervisorMsg::Failure).map_err(|e| fail("run", &e))?;
             if let Some(what) = failure {
                 return Err(fail("run", &what));
@@ -793,8 +842,17 @@ impl LocalRun {
         Ok(())
     }
 
-    /// Runs step `index` as `agent`'s turn.
-    async fn take_turn(&self, index: usize, step: &Step, agent: &str) -> crate::Result<()> {
+    /// Runs step `index` as `agent`'s turn and records when it started and ended: the step's index.
+    async fn timed_turn(&self, index: usize, step: &Step, agent: String) -> crate::Result<usize> {
+        let started_ms = self.started.elapsed().as_millis() as u64;
+        let model_ms = self.take_turn(index, step, &agent).await?;
+        let ended_ms = self.started.elapsed().as_millis() as u64;
+        self.ctx.record(Event::TurnEnd { index, agent, started_ms, ended_ms, model_ms });
+        Ok(index)
+    }
+
+    /// Runs step `index` as `agent`'s turn: the milliseconds its model took.
+    async fn take_turn(&self, index: usize, step: &Step, agent: &str) -> crate::Result<u64> {
         let ctx = &self.ctx;
         let timeout = self.step_timeout(agent);
         let mut attempt = 0u32;
@@ -802,7 +860,7 @@ impl LocalRun {
         loop {
             if ctx.directory.is_lost(agent) {
                 tracing::warn!("{agent}'s subtree is out of the run; step {index} skipped");
-                return Ok(());
+                return Ok(0);
             }
             let gateway = ctx.directory.get(agent).ok_or_else(|| fail("step", &format!("no agent {agent}")))?;
             let request = ActRequest { index, step: step.clone(), attempt };
@@ -849,7 +907,7 @@ impl LocalRun {
                     if outcome.agent_down {
                         tracing::warn!("{agent} is down; step {index} skipped");
                     }
-                    return Ok(());
+                    return Ok(outcome.model_ms);
                 }
                 // A timeout is not retried: the first turn may still be running, and a second one would repeat it.
                 Ok(CallResult::Timeout) => {
@@ -1142,21 +1200,6 @@ fn lost_wait<T>(answer: &Result<CallResult<T>, ractor::MessagingErr<GatewayMsg>>
     match answer {
         Ok(CallResult::SenderError) => Duration::from_millis(100),
         _ => Duration::from_secs(3),
-    }
-}
-
-fn step_agent(step: &Step) -> &str {
-    match step {
-        Step::Brief { agent, .. }
-        | Step::Deref { agent, .. }
-        | Step::Query { agent, .. }
-        | Step::Search { agent, .. }
-        | Step::List { agent, .. }
-        | Step::Promote { agent, .. }
-        | Step::Claim { agent, .. }
-        | Step::Release { agent, .. }
-        | Step::Panic { agent } => agent,
-        Step::Report(report) => &report.agent,
     }
 }
 

@@ -107,6 +107,7 @@ async fn harness_with(mode: WireMode, budget_toml: &str, lead_toml: &str, inbox_
         clock: None,
         inbox_cap,
         workspace: index,
+        ordering: Default::default(),
     });
     for id in ["lead", "dev"] {
         let args = GatewayArgs { ctx: ctx.clone(), agent_id: id.to_owned(), restore: None };
