@@ -10,6 +10,8 @@ mod bench;
 mod cli;
 /// A run across `lessrt node` processes over ractor_cluster: the same report, a lost node, the cookie.
 mod cluster;
+/// Turns at once: steps start when what they wait for ended, and the report does not depend on parallelism.
+mod conduct;
 /// `lessrt compact` and `lessrt eval context`: the context ledger from the command line.
 mod context;
 /// LLM agents without a server: recordings replayed, a dead server recorded, the local server's script.

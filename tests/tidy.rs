@@ -480,3 +480,40 @@ fn every_link_of_the_readme_and_the_docs_resolves() {
     assert!(n_links > 30, "the pages link to each other: {n_links}");
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
+
+#[test]
+fn agent_code_reaches_neither_the_scenario_nor_the_run() {
+    // An agent knows its run through its `Seat` (no gold answers, no other agent's packs) and its turn's input; the
+    // factory reads the scenario's model settings once, in `AgentsFactory::for_scenario`, and keeps none of it.
+    let mut files = Vec::new();
+    files_with_extension(&root().join("agents/src"), "rs", &mut files);
+    let mut leaks = Vec::new();
+    for file in &files {
+        let name = file.strip_prefix(root()).unwrap_or(file).display().to_string();
+        if name.ends_with("tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).expect("readable");
+        for (n, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            let factory_input = name == "agents/src/lib.rs"
+                && (code.starts_with("pub fn for_scenario(scenario: &Scenario")
+                    || code.starts_with("use less_runtime::{AgentKind, LlmSpec, Scenario}"));
+            for word in ["Scenario", "RunContext", "Gold", ".gold", "ScenarioTask"] {
+                let named = code.match_indices(word).any(|(at, _)| {
+                    let before = code[..at].chars().last();
+                    let after = code[at + word.len()..].chars().next();
+                    !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                        && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                });
+                if named && !factory_input {
+                    leaks.push(format!("{name}:{}: {word}: {code}", n + 1));
+                }
+            }
+        }
+    }
+    assert!(leaks.is_empty(), "agent code reaches past its seat:\n{}", leaks.join("\n"));
+}

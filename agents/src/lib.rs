@@ -29,7 +29,7 @@ use crate::record::{Recorder, Replayer};
 
 use less_runtime::run::{
     Action, Agent, AgentFactory, AgentFuture, BriefAction, DerefAction, Done, EnvelopeKind, Outcome, ReportAction,
-    SendAction, TurnInput,
+    Seat, SendAction, TurnInput,
 };
 use less_runtime::{AgentSpec, Grant, GrantSpec, Misbehaviour, Step, WireMode};
 
@@ -45,7 +45,7 @@ pub struct ScriptedAgent {
 pub struct ScriptedFactory;
 
 impl AgentFactory for ScriptedFactory {
-    fn make(&self, _spec: &AgentSpec) -> Box<dyn Agent> {
+    fn make(&self, _seat: &Seat) -> Box<dyn Agent> {
         Box::new(ScriptedAgent::default())
     }
 }
@@ -139,8 +139,6 @@ impl ModelSource {
 /// handed to the runtime turn by turn (`Agent::take_usage`), which records it in the ledger and the report.
 pub struct AgentsFactory {
     models: HashMap<String, (Arc<dyn CompletionModel>, Sampling)>,
-    /// The scenario, for LLM parents (children, questions, the lead's pointers).
-    scenario: Arc<Scenario>,
     /// The longest turn of each `llm` agent (see [`turn_timeout`]).
     turn_timeouts: HashMap<String, Duration>,
     /// How many requests the agents' endpoints serve at once: the least any `llm` agent's settings say.
@@ -185,7 +183,7 @@ impl AgentsFactory {
             );
             turn_timeouts.insert(agent.id.clone(), turn_timeout(&spec));
         }
-        Ok(AgentsFactory { models, turn_timeouts, parallel, scenario: Arc::new(scenario.clone()) })
+        Ok(AgentsFactory { models, turn_timeouts, parallel })
     }
 
     /// Every model's completion made to take `latency` (`--replay-latency`, over a replay: the wall time a hosted
@@ -217,10 +215,10 @@ pub fn live_model(spec: &ModelSettings) -> Arc<dyn CompletionModel> {
 }
 
 impl AgentFactory for AgentsFactory {
-    fn make(&self, spec: &AgentSpec) -> Box<dyn Agent> {
-        match self.models.get(&spec.id) {
+    fn make(&self, seat: &Seat) -> Box<dyn Agent> {
+        match self.models.get(&seat.spec.id) {
             Some((model, sampling)) => {
-                Box::new(LlmAgent::new(&spec.id, model.clone(), *sampling).with_scenario(self.scenario.clone()))
+                Box::new(LlmAgent::new(&seat.spec.id, model.clone(), *sampling).with_seat(seat.clone()))
             }
             None => Box::new(ScriptedAgent::default()),
         }

@@ -18,11 +18,11 @@ use std::sync::Arc;
 
 use less_runtime::run::{
     Action, Agent, AgentFuture, DecideInput, Decision, Delivered, DescribeAction, Done, MAX_DESCRIBE, ModelUsage,
-    Outcome, Received, ReportAction, TurnInput,
+    Outcome, Received, ReportAction, Seat, TurnInput,
 };
 use less_runtime::{
-    Engram, EngramKind, EngramSpec, ErrorCode, MAX_CLAIM_CHARS, Payload, Pointer, ReportKind, ReportStep, Scenario,
-    Scope, Severity, Step, TokenCounter, Violation, schema_document,
+    Engram, EngramKind, EngramSpec, ErrorCode, MAX_CLAIM_CHARS, Payload, Pointer, ReportKind, ReportStep, Scope,
+    Severity, Step, TokenCounter, Violation, schema_document,
 };
 use serde_json::{Value, json};
 
@@ -68,8 +68,9 @@ pub struct LlmAgent {
     spent: ModelUsage,
     /// Carries out the steps a model does not write.
     script: crate::ScriptedAgent,
-    /// The scenario, for a parent's children, their questions and the lead's pointers (none: reports only).
-    scenario: Option<Arc<Scenario>>,
+    /// What it may know of its run: its budget, its children, the questions at or below it, the plan, a parent's
+    /// pointers (none: reports only).
+    seat: Option<Seat>,
     /// The rest of a turn the model planned at once (a parent's briefs; a worker's recall and read).
     queue: VecDeque<Action>,
     /// Pointers the model chose to read in earlier turns (not offered again).
@@ -100,7 +101,7 @@ impl LlmAgent {
             last: None,
             spent: ModelUsage::default(),
             script: crate::ScriptedAgent::default(),
-            scenario: None,
+            seat: None,
             queue: VecDeque::new(),
             chosen: Vec::new(),
             focus: None,
@@ -108,23 +109,23 @@ impl LlmAgent {
         }
     }
 
-    /// The agent in `scenario`: as a parent its model writes its children's briefs and answers their deref
-    /// requests; as a worker it chooses what to read.
-    pub fn with_scenario(mut self, scenario: Arc<Scenario>) -> LlmAgent {
-        self.scenario = Some(scenario);
+    /// The agent in its seat: as a parent its model writes its children's briefs and answers their deref requests;
+    /// as a worker it chooses what to read.
+    pub fn with_seat(mut self, seat: Seat) -> LlmAgent {
+        self.seat = Some(seat);
         self
     }
 
     /// The graded questions the agent's report answers: among its briefs' `Task <id>: …` lines, in order, those of
     /// its own tasks (a parent's briefs carry its descendants' questions too, and a model may copy task lines into
-    /// the lines it writes), worded as the scenario words them. Without a scenario, every such line.
+    /// the lines it writes), worded as the scenario words them. Without a seat, every such line.
     fn questions_for(&self, input: &TurnInput) -> Vec<(String, String)> {
         let questions = task_questions(&input.inbox);
-        match &self.scenario {
-            Some(scenario) => questions
+        match &self.seat {
+            Some(seat) => questions
                 .into_iter()
-                .filter_map(|(id, _)| scenario.task(&id).filter(|t| t.agent == input.spec.id))
-                .map(|t| (t.id.clone(), t.question.clone()))
+                .filter_map(|(id, _)| seat.question(&id).filter(|q| q.agent == input.spec.id))
+                .map(|q| (q.id.clone(), q.question.clone()))
                 .collect(),
             None => questions,
         }
@@ -138,7 +139,7 @@ impl LlmAgent {
         quotes: QuoteCheck,
     ) -> Result<JsonCompletion, LlmError> {
         let completion = crate::provider::traced_complete(&*self.model, request, &self.agent).await?;
-        let tokenizer = self.scenario.as_ref().map(|s| s.tokenizer).unwrap_or_default();
+        let tokenizer = self.seat.as_ref().map(|s| s.tokenizer).unwrap_or_default();
         spend(&mut self.spent, request, &completion, TokenCounter::shared(tokenizer));
         // Every answer costs tokens, usable or not: counted above, before the checks.
         check_json(request, completion, |value| check_report(value, known, questions, quotes))
@@ -289,12 +290,12 @@ impl Agent for LlmAgent {
             // authored pointers.
             let chooses_actions = turn.spec.llm.as_ref().is_some_and(|llm| llm.choose_actions);
             match &turn.step {
-                Step::Brief { .. } if self.scenario.is_some() && !chooses_actions => self.brief_turn(turn).await,
-                Step::Deref { .. } if self.scenario.is_some() => self.read_step(turn).await.unwrap_or(Action::Finish),
+                Step::Brief { .. } if self.seat.is_some() && !chooses_actions => self.brief_turn(turn).await,
+                Step::Deref { .. } if self.seat.is_some() => self.read_step(turn).await.unwrap_or(Action::Finish),
                 // A model that chooses its actions works on its questions one at a time, each answered in a report
                 // of its own before the next begins.
                 Step::Report(step)
-                    if chooses_actions && self.scenario.is_some() && !self.questions_for(turn).is_empty() =>
+                    if chooses_actions && self.seat.is_some() && !self.questions_for(turn).is_empty() =>
                 {
                     if let Some(Done { action: action @ Action::Report(_), outcome: Outcome::Refused(violation) }) =
                         turn.last()
@@ -320,7 +321,7 @@ impl Agent for LlmAgent {
                         turn.done.iter().any(|d| matches!(d.action, Action::Report(_) | Action::Escalate { .. }));
                     if !reported {
                         // A worker handed questions and no pointers finds its own: it searches the workspace first.
-                        if self.scenario.is_some()
+                        if self.seat.is_some()
                             && let Some(action) = self.search_step(turn)
                         {
                             return action;
@@ -329,7 +330,7 @@ impl Agent for LlmAgent {
                         let read_before = turn.inbox.iter().any(|d| matches!(d, Received::Dereferenced(_)));
                         let reading =
                             turn.done.iter().any(|d| matches!(d.action, Action::Deref(_) | Action::AskGrant(_)));
-                        if self.scenario.is_some()
+                        if self.seat.is_some()
                             && (reading || !read_before)
                             && let Some(action) = self.read_step(turn).await
                         {

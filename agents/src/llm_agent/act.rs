@@ -150,7 +150,7 @@ impl LlmAgent {
             turn.spec.id, turn.spec.role
         );
         let mut user = format!("# Your question\n{question}\n");
-        if let Some(budget) = self.scenario.as_ref().map(|s| s.budgets.of(&turn.spec.role)) {
+        if let Some(budget) = self.seat.as_ref().map(|s| s.budget) {
             user.push_str(&budget_lines(&budget, turn));
         }
         user.push_str("\n# What you found\n");

@@ -6,13 +6,12 @@
 //! granted request is read with its grant), so the model only makes the choices a number cannot.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use less_runtime::run::{
     Action, AskGrantAction, BriefAction, DecideInput, Delivered, DerefAction, Done, Outcome, Received, SearchAction,
-    TurnInput,
+    Seat, TurnInput,
 };
-use less_runtime::{ErrorCode, GrantSpec, Scenario, Step};
+use less_runtime::{ErrorCode, GrantSpec, Step};
 use serde_json::{Value, json};
 
 use super::{LlmAgent, catalogue_line, describe, describe_first, known_pointers};
@@ -104,7 +103,7 @@ impl LlmAgent {
         if found.is_empty() || unread.iter().any(|p| !found.iter().any(|(h, _)| h == p)) {
             return None;
         }
-        let budget = self.scenario.as_ref()?.budgets.of(&turn.spec.role);
+        let budget = self.seat.as_ref()?.budget;
         let (mut repo, mut artifact, mut tokens) = (0u32, 0u32, 0u32);
         let mut chosen = Vec::new();
         for (pointer, cost) in found.iter().filter(|(p, _)| unread.contains(p)) {
@@ -140,17 +139,17 @@ impl LlmAgent {
 
     async fn write_briefs(&mut self, turn: &TurnInput) -> Result<Vec<Action>, LlmError> {
         let Step::Brief { to, tasks, symbols, capsules, .. } = &turn.step else { return Ok(Vec::new()) };
-        let Some(scenario) = self.scenario.clone() else { return Ok(Vec::new()) };
-        let children: Vec<(String, String)> = scenario
-            .children(&turn.spec.id)
-            .into_iter()
+        let Some(seat) = self.seat.clone() else { return Ok(Vec::new()) };
+        let children: Vec<(String, String)> = seat
+            .children
+            .iter()
             .filter(|c| to.is_empty() || to.contains(&c.id))
             .map(|c| (c.id.clone(), c.role.clone()))
             .collect();
         if children.is_empty() {
             return Ok(Vec::new());
         }
-        let catalogue = holdings(&scenario, turn);
+        let catalogue = holdings(&seat, turn);
         if let Some(asking) = describe_first(turn, &catalogue) {
             return Ok(vec![asking]);
         }
@@ -159,7 +158,7 @@ impl LlmAgent {
                          "items": {"type": "string", "minLength": 1, "maxLength": MAX_NOW_CHARS}});
         let mut properties = serde_json::Map::new();
         for (child, _) in &children {
-            let questions: Vec<&str> = scenario.tasks_below(tasks, child).iter().map(|t| t.id.as_str()).collect();
+            let questions: Vec<&str> = seat.questions_below(tasks, child).iter().map(|t| t.id.as_str()).collect();
             let brief = if questions.is_empty() {
                 // No graded question: the child's pack is one list.
                 json!({
@@ -201,14 +200,14 @@ impl LlmAgent {
         }
         // Nothing delivered yet (its catalogue's description aside): the lead starts from the plan.
         if turn.inbox.iter().all(|d| matches!(d, Received::Described(_))) {
-            user.push_str(&format!("\n# Plan\n{}\n", scenario.plan.goal));
-            for (idx, criterion) in scenario.plan.criteria.iter().enumerate() {
+            user.push_str(&format!("\n# Plan\n{}\n", seat.goal));
+            for (idx, criterion) in seat.criteria.iter().enumerate() {
                 user.push_str(&format!("Criterion {}: {criterion}\n", idx + 1));
             }
         }
         user.push_str("\n# Your children and their questions\n");
         for (child, role) in &children {
-            let below = scenario.tasks_below(tasks, child);
+            let below = seat.questions_below(tasks, child);
             if below.is_empty() {
                 user.push_str(&format!("- {child} (role {role}): no graded question\n"));
             } else {
@@ -243,7 +242,7 @@ impl LlmAgent {
                     .collect()
             };
             // The pack: the pointers chosen for each question, in question order, each once.
-            let below = scenario.tasks_below(tasks, child);
+            let below = seat.questions_below(tasks, child);
             let chosen: Vec<String> = if below.is_empty() {
                 texts(brief.and_then(|b| b.get("pointers")))
             } else {
@@ -469,13 +468,13 @@ fn is_reading(action: &Action) -> bool {
     matches!(action, Action::Deref(_) | Action::AskGrant(_))
 }
 
-/// The pointers a parent holds: the lead (or a parent nobody briefed, which starts the work), the scenario's
-/// catalogue; any other, what it was handed.
-fn holdings(scenario: &Arc<Scenario>, turn: &TurnInput) -> Vec<String> {
+/// The pointers a parent holds: the lead (or a parent nobody briefed, which starts the work), the catalogue of its
+/// seat; any other, what it was handed.
+fn holdings(seat: &Seat, turn: &TurnInput) -> Vec<String> {
     let mut held = known_pointers(&turn.inbox);
     let briefed = turn.inbox.iter().any(|d| d.delivered().and_then(Delivered::brief).is_some());
     if turn.spec.parent.is_none() || !briefed {
-        for text in scenario.catalogue() {
+        for text in seat.catalogue.iter().cloned() {
             if !held.contains(&text) {
                 held.push(text);
             }

@@ -164,10 +164,92 @@ pub struct ModelUsage {
     pub unusable: Vec<String>,
 }
 
+/// What an agent may know of its run, handed to its factory: itself, its budget, its children, the questions at or
+/// below it (never their gold answers: [`Question`] has none), the plan's goal and criteria, and for a parent the
+/// pointers the scenario gives it to hand out. Nothing else of the scenario (other agents' packs, the graded answers,
+/// the steps of others) is reachable from agent code.
+#[derive(Debug, Clone)]
+pub struct Seat {
+    /// The agent.
+    pub spec: AgentSpec,
+    /// Its role's budget.
+    pub budget: less_contract::Budget,
+    /// Its children, in the scenario's order.
+    pub children: Vec<AgentSpec>,
+    /// The graded questions whose agent is it or below it.
+    pub questions: Vec<Question>,
+    /// The plan's goal.
+    pub goal: String,
+    /// The plan's acceptance criteria, numbered from 1.
+    pub criteria: Vec<String>,
+    /// For a parent: the pointers it holds when the run starts (the plan's artifacts and the packs the scenario
+    /// names, [`less_contract::Scenario::catalogue`]); empty for an agent without children.
+    pub catalogue: Vec<String>,
+    /// The run's tokenizer.
+    pub tokenizer: less_contract::Encoding,
+}
+
+/// A graded question as an agent may see it: no gold answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Question {
+    /// The task's id.
+    pub id: String,
+    /// The agent expected to answer it.
+    pub agent: String,
+    /// The question as briefs state it.
+    pub question: String,
+    /// The agents from the seat's agent down to `agent` (the seat's own id first; `agent` last).
+    pub via: Vec<String>,
+}
+
+impl Seat {
+    /// `id`'s seat in `scenario` (`None`: no such agent).
+    pub fn of(scenario: &less_contract::Scenario, id: &str) -> Option<Seat> {
+        let spec = scenario.agent(id)?.clone();
+        let children: Vec<AgentSpec> = scenario.children(id).into_iter().cloned().collect();
+        let questions = scenario
+            .tasks
+            .iter()
+            .filter(|t| scenario.is_at_or_below(&t.agent, id))
+            .map(|t| {
+                let mut via = vec![t.agent.clone()];
+                while via.last().is_some_and(|last| last != id) && via.len() <= scenario.agents.len() {
+                    let Some(parent) = scenario.agent(via.last().expect("one")).and_then(|a| a.parent.clone()) else {
+                        break;
+                    };
+                    via.push(parent);
+                }
+                via.reverse();
+                Question { id: t.id.clone(), agent: t.agent.clone(), question: t.question.clone(), via }
+            })
+            .collect();
+        Some(Seat {
+            budget: scenario.budgets.of(&spec.role),
+            catalogue: if children.is_empty() { Vec::new() } else { scenario.catalogue() },
+            children,
+            questions,
+            goal: scenario.plan.goal.clone(),
+            criteria: scenario.plan.criteria.clone(),
+            tokenizer: scenario.tokenizer,
+            spec,
+        })
+    }
+
+    /// The question with `id`, if it is at or below this agent.
+    pub fn question(&self, id: &str) -> Option<&Question> {
+        self.questions.iter().find(|q| q.id == id)
+    }
+
+    /// The questions named in `ids` whose agent is `child` or below it, in the order named.
+    pub fn questions_below(&self, ids: &[String], child: &str) -> Vec<&Question> {
+        ids.iter().filter_map(|id| self.question(id)).filter(|q| q.via.iter().any(|a| a == child)).collect()
+    }
+}
+
 /// Builds agents (again, after a restart).
 pub trait AgentFactory: Send + Sync + 'static {
-    /// A fresh agent for `spec`.
-    fn make(&self, spec: &AgentSpec) -> Box<dyn Agent>;
+    /// A fresh agent for `seat` (what it may know of its run).
+    fn make(&self, seat: &Seat) -> Box<dyn Agent>;
 
     /// The longest one turn of `spec`'s agent may legitimately take (an LLM agent: its model's timeout × attempts ×
     /// completions per turn, plus a margin); `None`: the runtime's default step timeout.
@@ -296,8 +378,9 @@ impl Actor for AgentActor {
     type Arguments = AgentArgs;
 
     async fn pre_start(&self, _myself: ActorRef<AgentMsg>, args: AgentArgs) -> Result<AgentState, ActorProcessingErr> {
-        let spec = args.ctx.scenario.agent(&args.agent_id).cloned().ok_or("agent not in scenario")?;
-        let agent = args.ctx.factory.make(&spec);
+        let seat = Seat::of(&args.ctx.scenario, &args.agent_id).ok_or("agent not in scenario")?;
+        let agent = args.ctx.factory.make(&seat);
+        let spec = seat.spec;
         Ok(AgentState {
             ctx: args.ctx,
             spec,

@@ -50,7 +50,7 @@ use less_contract::{Scenario, WireMode};
 
 pub use agent::{
     Agent, AgentFactory, AgentFuture, DEFAULT_TURN_LIMIT, DecideInput, Decision, Done, GrantAsk, ModelUsage, Outcome,
-    TurnInput, agent_in_turn,
+    Question, Seat, TurnInput, agent_in_turn,
 };
 pub use conduct::Ordering;
 pub use gateway::{MAX_DESCRIBE, MAX_RESTARTS, RESTART_WINDOW};

@@ -8,7 +8,7 @@ use ractor::Actor;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::run::agent::{ActRequest, Agent, AgentFactory, AgentFuture, TurnInput};
+use crate::run::agent::{ActRequest, Agent, AgentFactory, AgentFuture, Seat, TurnInput};
 use crate::run::gateway::{GatewayActor, GatewayArgs, GatewayMsg};
 use crate::run::ledger::{Event, LedgerBook, TokenLedger, TokenLedgerArgs, TokenLedgerMsg};
 use crate::run::resolver_actor::{ResolverActor, ResolverArgs, ResolverBook};
@@ -29,7 +29,7 @@ impl Agent for Recorder {
 struct RecorderFactory(Arc<Mutex<Vec<Vec<Received>>>>);
 
 impl AgentFactory for RecorderFactory {
-    fn make(&self, _spec: &crate::AgentSpec) -> Box<dyn Agent> {
+    fn make(&self, _seat: &Seat) -> Box<dyn Agent> {
         Box::new(Recorder(self.0.clone()))
     }
 }
@@ -423,7 +423,7 @@ impl Agent for Asker {
 struct AskerFactory;
 
 impl AgentFactory for AskerFactory {
-    fn make(&self, _spec: &crate::AgentSpec) -> Box<dyn Agent> {
+    fn make(&self, _seat: &Seat) -> Box<dyn Agent> {
         Box::new(Asker)
     }
 }

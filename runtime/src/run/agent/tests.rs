@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::run::{Action, Agent, AgentFactory, AgentFuture, DecideInput, Decision, Outcome, TurnInput};
+use crate::run::{Action, Agent, AgentFactory, AgentFuture, DecideInput, Decision, Outcome, Seat, TurnInput};
 use crate::run::{AskGrantAction, DerefAction, ledger_of_test_run};
-use less_contract::{AgentSpec, GrantSpec, WireMode};
+use less_contract::{GrantSpec, WireMode};
 
 /// `looper` never finishes; `asker` reads over its budget, asks, and reads with the grant; the others finish at once.
 /// As a parent each grants what it is asked when `grants`, else denies.
@@ -72,7 +72,8 @@ struct Testers {
 }
 
 impl AgentFactory for Testers {
-    fn make(&self, spec: &AgentSpec) -> Box<dyn Agent> {
+    fn make(&self, seat: &crate::run::agent::Seat) -> Box<dyn Agent> {
+        let spec = &seat.spec;
         Box::new(Tester { id: spec.id.clone(), grants: self.grants })
     }
 }
@@ -176,4 +177,32 @@ fn a_denied_request_is_told_to_the_child_and_grants_nothing() {
     assert_eq!((&told["doc"]["status"], &told["doc"]["gate_id"]), (&Value::from("fail"), &denied[0]["request_id"]));
     let reads = of(&events, "deref").into_iter().filter(|e| e["agent"] == "asker").count();
     assert_eq!(reads, 1, "only the refused read");
+}
+
+#[test]
+fn a_seat_holds_the_questions_below_its_agent_and_never_a_gold_answer() {
+    let scenario = less_contract::Scenario::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/real-ignore.toml"),
+    )
+    .expect("the shipped scenario");
+    let lead = Seat::of(&scenario, "walk-lead").expect("an agent");
+    let worker = Seat::of(&scenario, "walk-investigator").expect("an agent");
+    // The lead sees its investigators' questions, the way down to each, and the pointers it may hand out.
+    let question = lead.question("parallel-threads").expect("a question below the lead");
+    assert_eq!(question.via, ["walk-lead", "walk-investigator"]);
+    assert!(!lead.catalogue.is_empty());
+    assert_eq!(lead.questions_below(&["parallel-threads".to_owned()], "walk-investigator").len(), 1);
+    assert!(lead.questions_below(&["parallel-threads".to_owned()], "precedence-investigator").is_empty());
+    // A worker sees its own, not a sibling's, and holds no catalogue.
+    assert!(worker.question("parallel-threads").is_some());
+    assert!(worker.questions.iter().all(|q| q.agent == "walk-investigator"));
+    assert!(worker.catalogue.is_empty() && worker.children.is_empty());
+    // Whatever a seat holds, none of the gold: not its cited spans, not its terms, not its wrong patterns.
+    let gold = scenario.task("parallel-threads").expect("a task");
+    let shown = format!("{lead:?}{worker:?}");
+    let gold_text = format!("{:?}", gold.gold);
+    for marker in ["available_parallelism", "whichever is smaller", "uncapped|unbounded"] {
+        assert!(gold_text.contains(marker), "the gold names {marker}");
+        assert!(!shown.contains(marker), "a seat shows the gold's {marker}");
+    }
 }

@@ -3,7 +3,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::AgentSpec;
 use crate::run::agent::{Agent, AgentFactory, AgentFuture, TurnInput};
 use crate::run::inbox::Received;
 use crate::run::ledger::Event;
@@ -65,7 +64,8 @@ impl Agent for Follower {
 struct Followers(Inboxes);
 
 impl AgentFactory for Followers {
-    fn make(&self, spec: &AgentSpec) -> Box<dyn Agent> {
+    fn make(&self, seat: &crate::run::agent::Seat) -> Box<dyn Agent> {
+        let spec = &seat.spec;
         Box::new(Follower { id: spec.id.clone(), seen: self.0.clone() })
     }
 }
