@@ -190,7 +190,7 @@ fn at(pointer: &Pointer) -> String {
 }
 
 fn read_ledger(dir: &Path) -> anyhow::Result<Vec<Event>> {
-    let path = dir.join("ledger.jsonl");
+    let path = dir.join(less_runtime::LEDGER_FILE);
     let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
     Ok(text.lines().filter_map(|line| serde_json::from_str::<Event>(line).ok()).collect())
 }

@@ -279,7 +279,7 @@ fn run_modes(args: &Args, ctx: Ctx, resuming: Option<PathBuf>) -> anyhow::Result
         let out = out_dir(mode);
         let report_file = out.join(REPORT_FILE);
         // A resumed run's mode that finished keeps its report; the one that was running goes on from its ledger.
-        let resume = resuming.is_some() && out.join("ledger.jsonl").is_file();
+        let resume = resuming.is_some() && out.join(less_runtime::LEDGER_FILE).is_file();
         if resume && report_file.is_file() {
             let text = std::fs::read_to_string(&report_file)
                 .with_context(|| format!("cannot read {}", report_file.display()))?;

@@ -538,3 +538,37 @@ fn the_desk_refuses_a_deref_over_its_counts_without_opening_a_file() {
     assert!(refused.message.starts_with("3 pointers exceed this turn's deref budget"), "{refused}");
     assert!(refused.message.contains("repo 0/2"), "nothing was charged before: {refused}");
 }
+
+/// What a lookup may bring inline: a search or a listing over the reader's `max_inline_tokens` is refused with the
+/// budget's code; a description is cut from the end, its pointers kept; a recall keeps the best engrams that fit.
+#[test]
+fn a_lookup_over_the_inline_budget_is_cut_or_refused() {
+    let budget = Budget { max_inline_tokens: 100, ..Budget::default() };
+    assert!(check_search(5, 100, || unreachable!("asked only when refused"), &budget).is_ok());
+    let search = check_search(5, 101, || 3, &budget).expect_err("over");
+    assert_eq!((search.code, search.path.as_str()), (ErrorCode::BudgetExceeded, "/k"));
+    assert_eq!(
+        search.message,
+        "5 hits are 101 inline tokens; the reader accepts at most 100 in one answer: search again with k = 3 or \
+         fewer, or with narrower words"
+    );
+    assert!(check_list(9, 100, &budget).is_ok());
+    let list = check_list(9, 140, &budget).expect_err("over");
+    assert_eq!((list.code, list.path.as_str()), (ErrorCode::BudgetExceeded, "/pattern"));
+
+    // Pointers of 10 tokens bare and 40 described; the third has no description to drop.
+    let count = |kept: &[bool]| kept.iter().map(|&k| if k { 40 } else { 10 }).sum::<u32>();
+    let fit = fit_descriptions(&[true, true, false, true, true], &budget, count).expect("fits cut");
+    assert_eq!(fit, DescribeFit { cut: vec![1, 3, 4], tokens: 80 });
+    let nothing_cut = fit_descriptions(&[true, false], &budget, count).expect("fits");
+    assert_eq!(nothing_cut, DescribeFit { cut: Vec::new(), tokens: 50 });
+    let bare = fit_descriptions(&[false; 11], &budget, count).expect_err("not even bare");
+    assert_eq!((bare.code, bare.path.as_str()), (ErrorCode::BudgetExceeded, "/pointers"));
+
+    // Five engrams of 30 tokens; the rest named in a note of 5 tokens.
+    let answer = |kept: usize| 30 * kept as u32 + if kept < 5 { 5 } else { 0 };
+    assert_eq!(fit_recall(5, &budget, answer).expect("cut"), (3, 95));
+    assert_eq!(fit_recall(2, &budget, |k| 30 * k as u32).expect("whole"), (2, 60));
+    let refused = fit_recall(3, &budget, |_| 101).expect_err("not even pointers");
+    assert_eq!((refused.code, refused.path.as_str()), (ErrorCode::BudgetExceeded, "/k"));
+}

@@ -306,7 +306,7 @@ impl Actor for RunSupervisor {
                 .map_err(|e| format!("ledger: {e}"))?;
         children.insert(ledger.get_id(), (Child::Service(Service::Ledger), handle));
         let (memory_dir, remove_on_stop) = match &out_dir {
-            Some(dir) => (dir.join("memory"), false),
+            Some(dir) => (dir.join(crate::layout::RUN_STORE_DIR), false),
             // A fresh directory of its own, which the memory actor removes when it stops.
             None => {
                 let scratch = tempfile::Builder::new()
@@ -318,7 +318,7 @@ impl Actor for RunSupervisor {
         };
         let resolver_book = ResolverBook::new(ResolverArgs {
             resolver,
-            sam_path: Some(memory_dir.join("sam.sqlite")),
+            sam_path: Some(memory_dir.join(crate::layout::SAM_DB)),
             keep: resume.is_some(),
         });
         // A resumed run's `sam:` index takes every kept delivery again (the dead head may not have written them).

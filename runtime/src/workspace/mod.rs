@@ -404,12 +404,12 @@ impl WorkspaceIndex {
             let path = path.to_owned();
             move |source| WorkspaceError::Io { path, source }
         };
-        let tantivy_dir = dir.join("tantivy");
+        let tantivy_dir = dir.join(crate::layout::WORKSPACE_TANTIVY_DIR);
         std::fs::create_dir_all(&tantivy_dir).map_err(io(&tantivy_dir))?;
         // Two openers at once (two servers on one store) must not both start the index from nothing, one removing
         // what the other just made: the check and the start are under the writers' lock.
         let _lock = WriteLock::take(dir)?;
-        let db = crate::files::open_sqlite(&dir.join("index.sqlite3"))?;
+        let db = crate::files::open_sqlite(&dir.join(crate::layout::WORKSPACE_DB))?;
         db.busy_timeout(std::time::Duration::from_secs(60))?;
         db.execute_batch(
             "PRAGMA journal_mode = WAL;

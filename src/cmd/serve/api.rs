@@ -735,8 +735,8 @@ fn compare_json(run: &RunDir) -> Result<Value, ApiError> {
 
 /// The store shown with a run: `--store`, else the run's own `memory/`.
 fn store_of(served: &Served, run: &RunDir) -> Result<PathBuf, ApiError> {
-    let dir = served.store.clone().unwrap_or_else(|| run.dir.join("memory"));
-    if dir.join("memory.sqlite3").is_file() {
+    let dir = served.store.clone().unwrap_or_else(|| run.dir.join(less_runtime::RUN_STORE_DIR));
+    if dir.join(less_runtime::MEMORY_DB).is_file() {
         Ok(dir)
     } else {
         Err(ApiError::new(
@@ -808,7 +808,7 @@ async fn dag(State(served): State<Arc<Served>>, Params(param): Params<DagParam>)
 
 /// The archive of the store in `dir`, to read.
 fn open_archive(dir: &Path) -> Result<Archive, ApiError> {
-    if !dir.join("memory.sqlite3").is_file() {
+    if !dir.join(less_runtime::MEMORY_DB).is_file() {
         return Err(no_archive(dir));
     }
     Archive::open_read_only(dir).map_err(|err| {
@@ -857,13 +857,13 @@ async fn dag_query(State(served): State<Arc<Served>>, Params(param): Params<Quer
         let run = pick(&served, param.run.as_deref())?;
         let dir = store_of(&served, &run)?;
         let failed = |err: String| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::StoreFailed, err);
-        if !dir.join("memory.sqlite3").is_file() {
+        if !dir.join(less_runtime::MEMORY_DB).is_file() {
             return Err(no_archive(&dir));
         }
         // Hash recall only (no model), in place: the index is read where it is, through read-only connections,
         // and what it lacks is caught up in memory. Nothing of the store is written or copied.
         let index_at = index_dir(&dir);
-        if !index_at.join("memory.sqlite3").is_file() {
+        if !index_at.join(less_runtime::MEMORY_DB).is_file() {
             return Err(ApiError::new(
                 StatusCode::NOT_FOUND,
                 ErrorCode::ArgumentInvalid,
