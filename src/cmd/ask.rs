@@ -278,7 +278,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         let factory = Arc::new(
             AgentsFactory::for_scenario(&scenario, &source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?,
         );
-        super::serve::manifest::Manifest::of(&scenario, None, mode).write(&out)?;
+        super::run::write_manifest(&super::serve::manifest::Manifest::of(&scenario, None, mode), &out)?;
         if text_out && !ctx.quiet {
             outln!("{}", super::run::heading(&scenario.name, mode, &scenario.tokenizer.to_string()));
         }
