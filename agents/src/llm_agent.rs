@@ -617,7 +617,7 @@ fn read_report(value: &Value, questions: &[(String, String)], known: &Citable) -
                 }
             };
             Some(EngramSpec {
-                kind: e.kind.get()?.clone(),
+                kind: *e.kind.get()?,
                 claim,
                 pointers,
                 confidence: e.confidence.get().copied().unwrap_or(0.8).clamp(0.0, 1.0),

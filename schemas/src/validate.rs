@@ -316,7 +316,7 @@ fn check_scenario(doc: &Value, out: &mut Vec<Violation>) {
     }
     let parent_of = |idx: usize| agents[idx].get("parent").and_then(Value::as_str);
     let mut roots = Vec::new();
-    for idx in 0..agents.len() {
+    for (idx, agent) in agents.iter().enumerate() {
         match parent_of(idx) {
             None => roots.push(idx),
             Some(parent) if !index_of.contains_key(parent) => out.push(Violation::new(
@@ -325,7 +325,7 @@ fn check_scenario(doc: &Value, out: &mut Vec<Violation>) {
                 format!("parent {parent:?} is not an agent of this scenario"),
             )),
             Some(_) => {
-                let id = agents[idx].get("id").and_then(Value::as_str).unwrap_or_default();
+                let id = agent.get("id").and_then(Value::as_str).unwrap_or_default();
                 let parent = |id: &str| index_of.get(id).and_then(|&i| parent_of(i));
                 // A later agent with a taken id is not linked, so nothing loops back to it.
                 if index_of.get(id) == Some(&idx) && crate::is_ancestor(id, id, parent) {
