@@ -572,3 +572,31 @@ fn a_lookup_over_the_inline_budget_is_cut_or_refused() {
     let refused = fit_recall(3, &budget, |_| 101).expect_err("not even pointers");
     assert_eq!((refused.code, refused.path.as_str()), (ErrorCode::BudgetExceeded, "/k"));
 }
+
+/// A search answer over the inline budget is refused by a run's gateway and by the desk alike, over the same
+/// workspace and budget: one code, one path, one wording (the enforcement core's `check_search`).
+#[tokio::test]
+async fn a_search_over_the_inline_budget_is_refused_alike_by_the_gateway_and_the_desk() {
+    let h = crate::run::tests::harness("[budgets.roles.lead]\nmax_inline_tokens = 30\n").await;
+    for i in 0..6 {
+        let text = format!("/// Refills bucket {i} of the limiter from the clock.\nfn refill_bucket_{i}() {{}}\n");
+        std::fs::write(h._workspace.path().join(format!("b{i}.rs")), text).expect("write");
+    }
+    let gateway = h.ctx.directory.get("lead").expect("lead");
+    let search = crate::run::wire::SearchAction { query: "refill bucket".to_owned(), k: 6 };
+    let by_gateway =
+        ractor::call!(gateway, crate::run::gateway::GatewayMsg::Search, search).expect("answered").expect_err("over");
+    let store = tempfile::tempdir().expect("tempdir");
+    let config =
+        DeskConfig::from_toml("[clients.lead]\nrole = \"lead\"\n[clients.lead.budget]\nmax_inline_tokens = 30\n")
+            .expect("config");
+    let desk = Desk::open(store.path(), Some(h._workspace.path()), config).expect("desk");
+    let by_desk = desk.search(&desk.client("lead"), "refill bucket", 6).expect_err("over");
+    assert_eq!(by_gateway.code, ErrorCode::BudgetExceeded, "{by_gateway}");
+    assert!(by_gateway.message.starts_with("6 hits are "), "{by_gateway}");
+    assert!(by_gateway.message.contains("search again with k = "), "{by_gateway}");
+    assert_eq!(
+        (by_gateway.code, &by_gateway.path, &by_gateway.message),
+        (by_desk.code, &by_desk.path, &by_desk.message)
+    );
+}
