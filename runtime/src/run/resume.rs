@@ -166,8 +166,7 @@ pub(crate) fn prepare(dir: &Path, scenario: &Scenario) -> Result<Resumption, Vio
         .collect();
     let (wire, sent) =
         cut_wire(&dir.join(WIRE_FILE), &dropped).map_err(|err| refused(dir, format!("{WIRE_FILE}: {err}")))?;
-    let audit = end_audit_line(&dir.join(crate::layout::AUDIT_FILE))
-        .map_err(|err| refused(dir, format!("audit.log: {err}")))?;
+    let audit = end_audit_line(&dir.join("audit.log")).map_err(|err| refused(dir, format!("audit.log: {err}")))?;
     let n_msgs = highest_msg_number(&events, scenario);
     Ok(Resumption {
         run_id: saved.run_id,
