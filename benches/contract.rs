@@ -58,9 +58,28 @@ fn bench_tokens(c: &mut Criterion) {
     });
 }
 
+/// Counts from four threads at once, each counting texts the cache holds (what a run's gateways do for every
+/// delivery): the cache must not make them wait on each other. One iteration is 4 × 1,000 counts.
+fn bench_tokens_concurrent(c: &mut Criterion) {
+    let counter = TokenCounter::shared(Encoding::O200kBase);
+    let texts: Vec<String> = (0..4000).map(|i| format!("engram {i}: the deploy target is beta-{i:02}")).collect();
+    for text in &texts {
+        counter.count(text);
+    }
+    c.bench_function("tokens/cached_4_threads_x_1000", |b| {
+        b.iter(|| {
+            std::thread::scope(|scope| {
+                for chunk in texts.chunks(1000) {
+                    scope.spawn(move || chunk.iter().map(|t| counter.count(black_box(t))).sum::<u32>());
+                }
+            })
+        })
+    });
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default();
-    targets = bench_validate, bench_pointer, bench_tokens
+    targets = bench_validate, bench_pointer, bench_tokens, bench_tokens_concurrent
 }
 criterion_main!(benches);

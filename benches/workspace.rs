@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use less_runtime::Silent;
 use less_runtime::memory::Stages;
-use less_runtime::workspace::WorkspaceIndex;
+use less_runtime::workspace::{SharedIndex, WorkspaceIndex};
+use std::sync::Arc;
 
 const QUERIES: &[&str] = &[
     "How long is a stock reservation held for an unpaid order by default?",
@@ -109,5 +110,39 @@ fn search(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, build, search);
+/// Searches from four agents at once through a run's shared index (BM25, this repository): one iteration is 4 × 4
+/// searches on a multi-threaded runtime, each on the blocking pool; readers should not wait on each other.
+fn concurrent_search(c: &mut Criterion) {
+    let mut group = c.benchmark_group("workspace");
+    group.sample_size(20);
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let at = tempfile::tempdir().expect("index dir");
+    let shared = SharedIndex::new(&root(), Some(at.path()));
+    let search = |shared: Arc<SharedIndex>, query: &'static str| async move {
+        shared.search(query.to_owned(), 10, Stages::Hash, Box::new(|_| true)).await.expect("search")
+    };
+    runtime.block_on(search(shared.clone(), QUERIES[0]));
+    group.bench_function("search_lessrt_bm25_4_agents_x_4", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let agents: Vec<_> = (0..4)
+                    .map(|agent| {
+                        let shared = shared.clone();
+                        tokio::spawn(async move {
+                            for n in 0..4 {
+                                search(shared.clone(), QUERIES[(agent * 4 + n) % QUERIES.len()]).await;
+                            }
+                        })
+                    })
+                    .collect();
+                for agent in agents {
+                    agent.await.expect("agent");
+                }
+            })
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, build, search, concurrent_search);
 criterion_main!(benches);

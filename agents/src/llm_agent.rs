@@ -21,10 +21,12 @@ use less_runtime::run::{
     Outcome, Received, ReportAction, Seat, TurnInput,
 };
 use less_runtime::{
-    Engram, EngramKind, EngramSpec, ErrorCode, MAX_CLAIM_CHARS, Payload, Pointer, ReportKind, ReportStep, Scope,
-    Severity, Step, TokenCounter, Violation, schema_document,
+    Engram, EngramSpec, ErrorCode, MAX_CLAIM_CHARS, Payload, Pointer, ReportKind, ReportStep, Scope, Severity, Step,
+    TokenCounter, Violation, schema_document,
 };
 use serde_json::{Value, json};
+
+use output::{EngramAnswer, Lenient, Report, texts};
 
 use crate::provider::{
     ChatMessage, Completion, CompletionModel, CompletionRequest, JsonCompletion, LlmError, OutputSchema, check_json,
@@ -474,13 +476,13 @@ fn engram_item_schema(known: &Citable, max_claim: usize, quoted: bool) -> Value 
 
 /// The engrams of an answer: its `engrams`, or its `answers` in the order of `questions` (`/answers/<id>`); an
 /// answer missing from `answers` is left out (the schema requires every one).
-fn answer_engrams<'a>(value: &'a Value, questions: &'a [(String, String)]) -> Vec<(String, &'a Value)> {
+fn answer_engrams<'a>(report: &'a Report, questions: &'a [(String, String)]) -> Vec<(String, &'a EngramAnswer)> {
     if questions.is_empty() {
-        let engrams = value.get("engrams").and_then(Value::as_array).into_iter().flatten();
-        engrams.enumerate().map(|(i, e)| (format!("/engrams/{i}"), e)).collect()
+        let engrams = report.engrams.get().into_iter().flatten();
+        engrams.enumerate().map(|(i, e)| (format!("/engrams/{i}"), &e.0)).collect()
     } else {
-        let answers = value.get("answers");
-        questions.iter().filter_map(|(id, _)| Some((format!("/answers/{id}"), answers?.get(id)?))).collect()
+        let answers = report.answers.get();
+        questions.iter().filter_map(|(id, _)| Some((format!("/answers/{id}"), &answers?.get(id)?.0))).collect()
     }
 }
 
@@ -531,11 +533,13 @@ enum QuoteCheck {
 /// was read (with [`QuoteCheck::Copied`]), pointers in the text grammar and among those the agent knows.
 fn check_report(value: &Value, known: &Citable, questions: &[(String, String)], quotes: QuoteCheck) -> Vec<String> {
     let mut violations = Vec::new();
-    for (idx, (path, engram)) in answer_engrams(value, questions).into_iter().enumerate() {
-        let field = if engram.get("quote").is_some() { "statement" } else { "claim" };
-        let claim = engram.get(field).and_then(Value::as_str).unwrap_or_default();
+    let report = Lenient::<Report>::of(value);
+    for (idx, (path, engram)) in answer_engrams(&report, questions).into_iter().enumerate() {
+        let (field, claim) =
+            if engram.quote.is_present() { ("statement", &engram.statement) } else { ("claim", &engram.claim) };
+        let claim = claim.get().map_or("", String::as_str);
         let question = questions.get(idx).map(|(_, q)| q.as_str());
-        match engram.get("quote").and_then(Value::as_str) {
+        match engram.quote.get() {
             Some(quote) if quote.trim().is_empty() => {
                 violations.push(format!("{path}/quote: blank; copy the lines of what you read that show the answer"))
             }
@@ -560,8 +564,8 @@ fn check_report(value: &Value, known: &Citable, questions: &[(String, String)], 
                 "{path}/{field}: asks a question; state the answer the sources you read show (values, names), not the question"
             ));
         }
-        for (j, pointer) in engram.get("pointers").and_then(Value::as_array).into_iter().flatten().enumerate() {
-            let text = pointer.as_str().unwrap_or_default();
+        for (j, pointer) in engram.pointers.get().into_iter().flatten().enumerate() {
+            let text = pointer.get().map_or("", String::as_str);
             match Pointer::parse(text) {
                 Err(_) => violations.push(format!("{path}/pointers/{j}: not a pointer: {text:?}")),
                 Ok(pointer) if !known.allows(text, &pointer) => violations.push(format!(
@@ -586,14 +590,16 @@ fn read_spans(texts: &[ReadText]) -> String {
 /// The summary and engrams of a checked answer. A quoted answer cites the lines its quote copies from what was read
 /// ([`quote::locate`]), or, copying nothing read, the text read that shares most words with it.
 fn read_report(value: &Value, questions: &[(String, String)], known: &Citable) -> (String, Vec<EngramSpec>) {
-    let summary = value.get("summary").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let engrams = answer_engrams(value, questions)
+    let report = Lenient::<Report>::of(value);
+    let summary = report.summary.get().cloned().unwrap_or_default();
+    let engrams = answer_engrams(&report, questions)
         .into_iter()
         .filter_map(|(path, e)| {
             // An answer keyed by a task's id answers that task (the runtime records it for the grader).
             let task = path.strip_prefix("/answers/").map(str::to_owned);
-            let claim = e.get("claim").or_else(|| e.get("statement"))?.as_str()?.trim().to_owned();
-            let pointers = match e.get("quote").and_then(Value::as_str) {
+            let claim = if e.claim.is_present() { &e.claim } else { &e.statement };
+            let claim = claim.get()?.trim().to_owned();
+            let pointers = match e.quote.get() {
                 Some(quoted) => match quote::locate(quoted, &known.texts) {
                     cited if cited.is_empty() => {
                         vec![quote::closest_text(&format!("{quoted}\n{claim}"), &known.texts)?]
@@ -601,18 +607,21 @@ fn read_report(value: &Value, questions: &[(String, String)], known: &Citable) -
                     cited => cited,
                 },
                 // Small models repeat a pointer; each is cited once.
-                None => e.get("pointers")?.as_array()?.iter().filter_map(Value::as_str).fold(Vec::new(), |mut v, p| {
-                    if !v.iter().any(|q: &String| q == p) {
-                        v.push(p.to_owned());
-                    }
-                    v
-                }),
+                None => {
+                    e.pointers.get()?;
+                    texts(&e.pointers).fold(Vec::new(), |mut v, p| {
+                        if !v.iter().any(|q: &String| q == p) {
+                            v.push(p.to_owned());
+                        }
+                        v
+                    })
+                }
             };
             Some(EngramSpec {
-                kind: serde_json::from_value::<EngramKind>(e.get("kind")?.clone()).ok()?,
+                kind: *e.kind.get()?,
                 claim,
                 pointers,
-                confidence: e.get("confidence").and_then(Value::as_f64).unwrap_or(0.8).clamp(0.0, 1.0),
+                confidence: e.confidence.get().copied().unwrap_or(0.8).clamp(0.0, 1.0),
                 ttl: "P7D".to_owned(),
                 scope: Scope::Run,
                 tags: vec!["llm".to_owned()],
@@ -1113,6 +1122,7 @@ mod roles;
 
 mod act;
 
+mod output;
 mod quote;
 pub use quote::ReadText;
 

@@ -504,7 +504,7 @@ pub(crate) struct Store {
 }
 
 /// The file of a run's coordination ledger in its store directory.
-pub(crate) const RUN_FILE: &str = "coord.sqlite";
+pub(crate) const RUN_FILE: &str = crate::layout::COORD_DB;
 
 impl Store {
     /// The ledger at `path` (nothing is opened yet).
@@ -567,7 +567,7 @@ pub(crate) fn read_decision(path: &std::path::Path, decision_id: &str) -> Option
 /// `limit`, newest last) and the conflict records, read from `<store>/desk.sqlite` without writing to it. A store
 /// without a desk has none of them.
 pub fn read_store(store: &std::path::Path, now: i64, limit: usize) -> Result<StoreLedger, Violation> {
-    let path = store.join("desk.sqlite");
+    let path = store.join(crate::layout::DESK_DB);
     if !path.is_file() {
         return Ok(StoreLedger::default());
     }

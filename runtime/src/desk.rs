@@ -32,7 +32,7 @@ use crate::resolver::{Resolver, SamSource};
 use crate::shared::Shared;
 use less_contract::{
     Budget, DocKind, Engram, ErrorCode, GateStatus, Grant, GrantTerms, Payload, Pointer, PointerType, Scope,
-    TokenCounter, Ttl, TypedMessage, Valid, Violation, validate,
+    TokenCounter, Ttl, TypedMessage, Valid, Violation, ancestors, is_ancestor, lineage, validate,
 };
 
 /// The desk's configuration: who its clients are.
@@ -105,10 +105,9 @@ impl DeskConfig {
                 "desk configuration: shared_reads is written twice, at the top and in [memory]: keep the one in [memory]",
             ));
         }
-        for (id, spec) in &config.clients {
-            let mut seen = vec![id.as_str()];
-            let mut at = spec.parent.as_deref();
-            while let Some(parent) = at {
+        for id in config.clients.keys() {
+            let mut last = id.as_str();
+            for parent in ancestors(id, |c| config.parent_of(c)) {
                 if !config.clients.contains_key(parent) {
                     return Err(Violation::new(
                         ErrorCode::ArgumentInvalid,
@@ -116,15 +115,15 @@ impl DeskConfig {
                         format!("{parent} is not a client of this configuration; add [clients.{parent}]"),
                     ));
                 }
-                if seen.contains(&parent) {
-                    return Err(Violation::new(
-                        ErrorCode::ArgumentInvalid,
-                        format!("/clients/{id}/parent"),
-                        format!("the parents of {id} form a cycle through {parent}"),
-                    ));
-                }
-                seen.push(parent);
-                at = config.clients.get(parent).and_then(|c| c.parent.as_deref());
+                last = parent;
+            }
+            // The walk ends at the top, or where it comes back to a client it passed.
+            if let Some(parent) = config.parent_of(last) {
+                return Err(Violation::new(
+                    ErrorCode::ArgumentInvalid,
+                    format!("/clients/{id}/parent"),
+                    format!("the parents of {id} form a cycle through {parent}"),
+                ));
             }
         }
         for (id, spec) in &config.clients {
@@ -152,17 +151,14 @@ impl DeskConfig {
         Ok(config)
     }
 
+    /// The parent of client `id`, as configured.
+    fn parent_of(&self, id: &str) -> Option<&str> {
+        self.clients.get(id).and_then(|c| c.parent.as_deref())
+    }
+
     /// The `reach` of `id`, or of its nearest ancestor that has one (`None`: the whole workspace).
     fn reach_of(&self, id: &str) -> Option<Vec<String>> {
-        let mut at = Some(id);
-        for _ in 0..=self.clients.len() {
-            let spec = self.clients.get(at?)?;
-            if let Some(reach) = &spec.reach {
-                return Some(reach.clone());
-            }
-            at = spec.parent.as_deref();
-        }
-        None
+        std::iter::once(id).chain(ancestors(id, |c| self.parent_of(c))).find_map(|c| self.clients.get(c)?.reach.clone())
     }
 
     /// The client `id` as configured, or with the defaults when it is not.
@@ -186,27 +182,14 @@ impl DeskConfig {
     /// The hierarchical identity of client `id` of `project`: the project, the client's configured ancestors from
     /// the top, and the client (`shop/lead/cursor`); a client the configuration does not name is `project/id`.
     fn identity(&self, project: &str, id: &str) -> String {
-        let mut path = vec![id];
-        let mut at = self.clients.get(id).and_then(|c| c.parent.as_deref());
-        while let Some(parent) = at {
-            path.push(parent);
-            at = self.clients.get(parent).and_then(|c| c.parent.as_deref());
-        }
-        path.push(project);
-        path.reverse();
+        let mut path = vec![project];
+        path.extend(lineage(id, |c| self.parent_of(c)));
         path.join("/")
     }
 
     /// Whether `ancestor` is above `id` in the hierarchy.
     pub fn is_ancestor(&self, ancestor: &str, id: &str) -> bool {
-        let mut at = self.clients.get(id).and_then(|c| c.parent.as_deref());
-        while let Some(parent) = at {
-            if parent == ancestor {
-                return true;
-            }
-            at = self.clients.get(parent).and_then(|c| c.parent.as_deref());
-        }
-        false
+        is_ancestor(ancestor, id, |c| self.parent_of(c))
     }
 
     /// The configured clients below `id`.
@@ -439,8 +422,9 @@ impl Desk {
         let mut memory = Memory::open(dir).map_err(memory_violation)?;
         memory.set_policy(crate::memory::MemoryPolicy::from_settings(&config.memory));
         let resolver = workspace.map(Resolver::new).transpose()?;
-        let db = crate::files::open_sqlite(&dir.join("desk.sqlite")).map_err(|err| store_failed("desk.sqlite", err))?;
-        db.busy_timeout(std::time::Duration::from_secs(60)).map_err(|err| store_failed("desk.sqlite", err))?;
+        let db = crate::files::open_sqlite(&dir.join(crate::layout::DESK_DB))
+            .map_err(|err| store_failed(crate::layout::DESK_DB, err))?;
+        db.busy_timeout(std::time::Duration::from_secs(60)).map_err(|err| store_failed(crate::layout::DESK_DB, err))?;
         db.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = FULL;
@@ -453,8 +437,8 @@ impl Desk {
                  baseline INTEGER NOT NULL, code TEXT);",
         )
         .and_then(|()| db.execute_batch(crate::coord::SCHEMA))
-        .map_err(|err| store_failed("desk.sqlite", err))?;
-        let key = desk_key(&dir.join("desk.key"))?;
+        .map_err(|err| store_failed(crate::layout::DESK_DB, err))?;
+        let key = desk_key(&dir.join(crate::layout::DESK_KEY))?;
         Ok(Desk {
             config,
             dir: dir.to_owned(),
@@ -727,7 +711,7 @@ impl Desk {
         })?;
         let mut slot = self.index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if slot.is_none() {
-            let at = self.dir.join("workspace-index");
+            let at = self.dir.join(crate::layout::DESK_WORKSPACE_INDEX_DIR);
             *slot = Some(crate::workspace::WorkspaceIndex::open_in(&root, &at).map_err(|e| e.violation())?);
         }
         let index = slot.as_mut().ok_or_else(|| Violation::new(ErrorCode::RunFailed, "", "no workspace index"))?;
@@ -747,19 +731,8 @@ impl Desk {
         let found = index.search(query, k, crate::memory::Stages::HashRerank, &keep).map_err(|e| e.violation())?;
         let lines: Vec<String> = found.hits.iter().map(crate::workspace::Hit::line).collect();
         let tokens = self.counter.count(&lines.join("\n"));
-        if tokens > who.budget.max_inline_tokens {
-            let fit = crate::workspace::fitting(&found.hits, self.counter, who.budget.max_inline_tokens);
-            return Err(Violation::new(
-                ErrorCode::BudgetExceeded,
-                "/k",
-                format!(
-                    "{} hits are {tokens} tokens; this client accepts at most {} in one answer: search again with k = {} or fewer, or with narrower words",
-                    found.hits.len(),
-                    who.budget.max_inline_tokens,
-                    fit
-                ),
-            ));
-        }
+        let fit = || crate::workspace::fitting(&found.hits, self.counter, who.budget.max_inline_tokens);
+        crate::enforce::check_search(found.hits.len(), tokens, fit, &who.budget)?;
         let baseline = found
             .hits
             .iter()

@@ -88,17 +88,42 @@ pub fn code_lines(text: &str) -> Vec<&str> {
 /// Every piece of code in the text fields of `doc` (strings at any depth), one line per line found, joined by
 /// newlines: what MAX_INLINE_CODE counts. Empty when there is none.
 pub fn code_in(doc: &Value) -> String {
-    let mut found: Vec<&str> = Vec::new();
+    code_in_texts(candidates(doc))
+}
+
+/// The text fields of `doc` that may hold code ([`may_hold_code`]), in document order: all [`code_in`] reads. A
+/// document without any is known to hold no code without parsing anything.
+pub fn candidates(doc: &Value) -> Vec<&str> {
+    let mut found = Vec::new();
     let mut pending = vec![doc];
     while let Some(value) = pending.pop() {
         match value {
-            Value::String(text) if text.contains('\n') => found.extend(code_lines(text)),
+            Value::String(text) if may_hold_code(text) => found.push(text.as_str()),
             Value::Array(items) => pending.extend(items.iter().rev()),
             Value::Object(fields) => pending.extend(fields.values().rev()),
             _ => {}
         }
     }
-    found.join("\n")
+    found
+}
+
+/// The code of `texts` (the [`candidates`] of a document), as [`code_in`] joins it. It parses: a caller on the
+/// async executor runs it on the blocking pool.
+pub fn code_in_texts<'a>(texts: impl IntoIterator<Item = &'a str>) -> String {
+    texts.into_iter().flat_map(code_lines).collect::<Vec<_>>().join("\n")
+}
+
+/// Whether `text` may hold code, decided without parsing: [`code_lines`] finds none in a text without two lines, or
+/// without a fence, code punctuation (`()[]{};=`) and a line that opens like code. Never false where it finds some.
+pub fn may_hold_code(text: &str) -> bool {
+    // One line is never code, and fenced code takes a fence and a line.
+    if !text.contains('\n') || text.lines().filter(|line| !line.trim().is_empty()).nth(1).is_none() {
+        return false;
+    }
+    text.contains("```")
+        || text.contains("~~~")
+        || text.contains(['(', ')', '[', ']', '{', '}', ';', '='])
+        || text.lines().any(|line| OPENERS.iter().any(|k| line.trim().starts_with(k)))
 }
 
 /// Moves the code of a finished block into `code`.

@@ -24,6 +24,7 @@ pub mod files;
 mod fuzz;
 mod gate;
 pub mod inline_code;
+mod layout;
 mod load;
 pub mod memory;
 mod progress;
@@ -33,6 +34,10 @@ mod shared;
 pub mod view;
 pub mod workspace;
 
+pub use layout::{
+    ARCHIVE_INDEX_DIR, AUDIT_FILE, COORD_DB, DESK_DB, DESK_KEY, DESK_WORKSPACE_INDEX_DIR, LEDGER_FILE, MEMORY_DB,
+    RECALL_DIR, RUN_STORE_DIR, SAM_DB, VECTORS_DIR, WORKSPACE_DB, WORKSPACE_TANTIVY_DIR,
+};
 pub use less_contract::*;
 pub use load::{load_scenario, pointer_problems};
 pub use progress::{Progress, Silent, silent};

@@ -62,6 +62,14 @@ pub struct Resolver {
     pinned: Pins,
 }
 
+/// Why a workspace-relative path does not lead to a place in the workspace.
+enum Unlocated {
+    /// It leads out of the root.
+    Outside,
+    /// Its target cannot be resolved (missing, say).
+    Missing(std::io::Error),
+}
+
 /// The files one resolution read, by workspace-relative path (a read that failed is kept failed), so that many
 /// pointers into one file read it once.
 type Reads = HashMap<String, Result<String, Violation>>;
@@ -145,6 +153,29 @@ impl Resolver {
         about(pointer, &self.content_of(pointer, &()).ok()?)
     }
 
+    /// Whether `pointer` names a file whose path leads out of the workspace (absolute, through `..`, or a symlink
+    /// out), which [`Resolver::resolve`] refuses as `LESS_POINTER_UNRESOLVED`: a caller that must tell such a
+    /// refusal from a missing file asks this, never the refusal's text.
+    pub fn leads_outside(&self, pointer: &Pointer) -> bool {
+        let rel = match pointer.ty() {
+            PointerType::Repo | PointerType::Artifact => pointer.location().to_owned(),
+            PointerType::Diff => format!("diffs/{}.diff", pointer.reference()),
+            PointerType::Test | PointerType::Sam | PointerType::Url => return false,
+        };
+        matches!(self.locate(&rel), Err(Unlocated::Outside))
+    }
+
+    /// Where the workspace-relative `rel` leads: its canonical path (symlinks resolved) inside the root, or why not
+    /// (an absolute path, a `..` or a target outside the root; a target that cannot be resolved).
+    fn locate(&self, rel: &str) -> Result<PathBuf, Unlocated> {
+        let rel_path = Path::new(rel);
+        if rel_path.is_absolute() || rel_path.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+            return Err(Unlocated::Outside);
+        }
+        let real = self.root.join(rel_path).canonicalize().map_err(Unlocated::Missing)?;
+        if real.starts_with(&self.root) { Ok(real) } else { Err(Unlocated::Outside) }
+    }
+
     fn content_of(&self, pointer: &Pointer, sam: &dyn SamSource) -> Result<String, Violation> {
         self.content_in(pointer, sam, &mut Reads::new())
     }
@@ -220,14 +251,11 @@ impl Resolver {
         use std::io::Read;
         let unresolved = |why: String| Violation::new(ErrorCode::PointerUnresolved, "", format!("{rel}: {why}"));
         let outside = || unresolved("outside the workspace root; refused".to_owned());
-        let rel_path = Path::new(rel);
-        if rel_path.is_absolute() || rel_path.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
-            return Err(outside());
-        }
-        let real = self.root.join(rel_path).canonicalize().map_err(|err| unresolved(err.to_string()))?;
-        if !real.starts_with(&self.root) {
-            return Err(outside());
-        }
+        let real = match self.locate(rel) {
+            Ok(real) => real,
+            Err(Unlocated::Outside) => return Err(outside()),
+            Err(Unlocated::Missing(err)) => return Err(unresolved(err.to_string())),
+        };
         let file = crate::files::open_to_read(&real).map_err(|err| unresolved(err.to_string()))?;
         // What was opened, not what the path named a moment ago.
         let meta = file.metadata().map_err(|err| unresolved(err.to_string()))?;

@@ -48,7 +48,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn open(dir: &Path) -> Result<Shared, Violation> {
-        let db = crate::files::open_sqlite(&dir.join("memory.sqlite3")).map_err(store_failed)?;
+        let db = crate::files::open_sqlite(&dir.join(crate::layout::MEMORY_DB)).map_err(store_failed)?;
         db.busy_timeout(std::time::Duration::from_secs(60)).map_err(store_failed)?;
         db.execute_batch(
             "CREATE TABLE IF NOT EXISTS symbols (project TEXT NOT NULL, id TEXT NOT NULL, value TEXT NOT NULL,

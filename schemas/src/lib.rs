@@ -29,6 +29,7 @@ mod error;
 #[cfg(test)]
 mod fuzz;
 mod grant;
+mod hierarchy;
 mod json;
 mod message;
 mod pointer;
@@ -51,6 +52,7 @@ pub use digest::{DIGEST_PREFIX, Digest};
 pub use engram::{Engram, EngramBuilder, EngramKind, MAX_CLAIM_CHARS, MAX_POINTERS, Provenance, Scope, Source};
 pub use error::{Error, ErrorCode, Result, Violation, Violations};
 pub use grant::{Grant, GrantTerms, leaves_workspace, pattern_within, pattern_within_any, patterns_intersect};
+pub use hierarchy::{Ancestors, ancestors, is_ancestor, lineage};
 pub use json::{parse_document, parse_strict};
 pub use message::{GateStatus, Payload, Severity, TaskStatus, TypedMessage, WaveState};
 pub use pointer::{MAX_REF_CHARS, MAX_SPAN_CHARS, Pointer, PointerType};

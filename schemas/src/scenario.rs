@@ -1103,33 +1103,20 @@ impl Scenario {
 
     /// Whether `ancestor` is above `agent` in the hierarchy.
     pub fn is_ancestor(&self, ancestor: &str, agent: &str) -> bool {
-        let mut cursor = self.agent(agent).and_then(|a| a.parent.as_deref());
-        let mut n_steps = 0;
-        while let Some(parent) = cursor {
-            if parent == ancestor {
-                return true;
-            }
-            n_steps += 1;
-            if n_steps > self.agents.len() {
-                return false;
-            }
-            cursor = self.agent(parent).and_then(|a| a.parent.as_deref());
-        }
-        false
+        crate::is_ancestor(ancestor, agent, |id| self.parent_of(id))
+    }
+
+    /// The parent of `agent`, if it has one.
+    pub fn parent_of(&self, agent: &str) -> Option<&str> {
+        self.agent(agent).and_then(|a| a.parent.as_deref())
     }
 
     /// What `agent` may dereference without a grant: its own `reach`, else its nearest ancestor's; `None` for the
     /// whole workspace.
     pub fn reach_of(&self, agent: &str) -> Option<&[String]> {
-        let mut cursor = self.agent(agent);
-        for _ in 0..=self.agents.len() {
-            let spec = cursor?;
-            if let Some(reach) = &spec.reach {
-                return Some(reach);
-            }
-            cursor = spec.parent.as_deref().and_then(|p| self.agent(p));
-        }
-        None
+        std::iter::once(agent)
+            .chain(crate::ancestors(agent, |id| self.parent_of(id)))
+            .find_map(|id| self.agent(id)?.reach.as_deref())
     }
 
     /// Every agent below `id` in the hierarchy (children, grandchildren…).
@@ -1140,14 +1127,8 @@ impl Scenario {
     /// The hierarchical identity of agent `id`: the project, then the agents from the root of the hierarchy down to
     /// it (`shop/lead/manager/dev`), as the coordination ledger and the audit logs name it.
     pub fn identity(&self, id: &str) -> String {
-        let mut path = vec![id];
-        let mut at = self.agent(id).and_then(|a| a.parent.as_deref());
-        while let Some(parent) = at.filter(|p| !path.contains(p)) {
-            path.push(parent);
-            at = self.agent(parent).and_then(|a| a.parent.as_deref());
-        }
-        path.push(&self.project);
-        path.reverse();
+        let mut path = vec![self.project.as_str()];
+        path.extend(crate::lineage(id, |a| self.parent_of(a)));
         path.join("/")
     }
 
@@ -1318,29 +1299,12 @@ impl Scenario {
 
     /// How many agents from the lead down to `id` (the lead: 1).
     fn depth_of(&self, id: &str) -> usize {
-        let mut n = 1;
-        let mut cursor = self.agent(id).and_then(|a| a.parent.as_deref());
-        while let Some(parent) = cursor {
-            n += 1;
-            if n > self.agents.len() {
-                break;
-            }
-            cursor = self.agent(parent).and_then(|a| a.parent.as_deref());
-        }
-        n
+        1 + crate::ancestors(id, |a| self.parent_of(a)).count()
     }
 
     /// Whether `id` is `above` or below it.
     pub fn is_at_or_below(&self, id: &str, above: &str) -> bool {
-        let mut cursor = Some(id);
-        for _ in 0..=self.agents.len() {
-            match cursor {
-                Some(a) if a == above => return true,
-                Some(a) => cursor = self.agent(a).and_then(|s| s.parent.as_deref()),
-                None => return false,
-            }
-        }
-        false
+        id == above || self.is_ancestor(above, id)
     }
 
     /// The pointers the lead holds when the run starts: the plan's artifacts and every pointer a brief step packs,

@@ -2,7 +2,9 @@
 //!
 //! Each encoding's BPE tables are loaded once per process (about 150 ms) and shared.
 //! A text's count is computed once: counts are cached by the blake3 of the text, so a message that passes several
-//! gateways, or is measured in both LESS and verbatim mode, is tokenized a single time.
+//! gateways, or is measured in both LESS and verbatim mode, is tokenized a single time. The cache is split in
+//! [`SHARDS`] maps by the digest's first byte, each behind its own lock, so threads counting different texts do not
+//! wait on one another.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -64,14 +66,19 @@ impl FromStr for Encoding {
 /// Counts tokens of one encoding, caching each distinct text's count.
 pub struct TokenCounter {
     encoding: Encoding,
-    // Invariant: every entry maps blake3(text) to the token count of text under `encoding`.
-    cache: Mutex<HashMap<[u8; 32], u32>>,
+    // Invariant: every entry maps blake3(text) to the token count of text under `encoding`, in the shard of the
+    // digest's first byte.
+    shards: [Mutex<HashMap<[u8; 32], u32>>; SHARDS],
     n_hits: AtomicU64,
     n_misses: AtomicU64,
 }
 
-/// Cache entries kept before the cache is cleared; each is 36 bytes plus map overhead, about 4 MiB at the cap.
+/// Cache entries kept at most; each is 36 bytes plus map overhead, about 4 MiB at the cap. A shard that reaches its
+/// share of it is cleared.
 const MAX_CACHED: usize = 1 << 16;
+
+/// The cache's shards (a power of two, at most 256: a shard is picked by the digest's first byte).
+const SHARDS: usize = 16;
 
 /// Cache effectiveness, for tests and `lessrt bench`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,7 +103,12 @@ impl TokenCounter {
 
     /// A counter with its own cache (the BPE tables are still shared).
     pub fn new(encoding: Encoding) -> TokenCounter {
-        TokenCounter { encoding, cache: Mutex::default(), n_hits: AtomicU64::new(0), n_misses: AtomicU64::new(0) }
+        TokenCounter {
+            encoding,
+            shards: std::array::from_fn(|_| Mutex::default()),
+            n_hits: AtomicU64::new(0),
+            n_misses: AtomicU64::new(0),
+        }
     }
 
     /// The encoding counted.
@@ -107,7 +119,7 @@ impl TokenCounter {
     /// The number of tokens in `text`, as tiktoken's `encode_ordinary` counts them (special-token text is text).
     pub fn count(&self, text: &str) -> u32 {
         let key = *blake3::hash(text.as_bytes()).as_bytes();
-        if let Some(&n) = self.lock().get(&key) {
+        if let Some(&n) = self.lock(&key).get(&key) {
             self.n_hits.fetch_add(1, Ordering::Relaxed);
             return n;
         }
@@ -115,8 +127,8 @@ impl TokenCounter {
         // duplicate computation, never a wrong count.
         let n = self.count_uncached(text);
         self.n_misses.fetch_add(1, Ordering::Relaxed);
-        let mut cache = self.lock();
-        if cache.len() >= MAX_CACHED {
+        let mut cache = self.lock(&key);
+        if cache.len() >= MAX_CACHED / SHARDS {
             cache.clear();
         }
         cache.insert(key, n);
@@ -133,9 +145,10 @@ impl TokenCounter {
         CacheStats { n_hits: self.n_hits.load(Ordering::Relaxed), n_misses: self.n_misses.load(Ordering::Relaxed) }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], u32>> {
-        // The map is always consistent between statements, so a panic elsewhere cannot leave it half-written.
-        self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// The shard of `key`, locked.
+    fn lock(&self, key: &[u8; 32]) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], u32>> {
+        // A map is always consistent between statements, so a panic elsewhere cannot leave it half-written.
+        self.shards[usize::from(key[0]) % SHARDS].lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -175,6 +188,26 @@ mod tests {
         assert_eq!(counter.stats(), CacheStats { n_hits: 1, n_misses: 1 });
         counter.count("another text");
         assert_eq!(counter.stats().n_misses, 2);
+    }
+
+    #[test]
+    fn the_cache_stays_bounded_and_counts_alike_from_many_threads() {
+        let counter = TokenCounter::new(Encoding::O200kBase);
+        let texts: Vec<String> = (0..MAX_CACHED + 4096).map(|i| format!("text {i}")).collect();
+        std::thread::scope(|scope| {
+            for chunk in texts.chunks(texts.len() / 4 + 1) {
+                let counter = &counter;
+                scope.spawn(move || {
+                    for text in chunk {
+                        assert_eq!(counter.count(text), counter.count_uncached(text), "{text}");
+                    }
+                });
+            }
+        });
+        let cached: usize = counter.shards.iter().map(|s| s.lock().expect("shard").len()).sum();
+        assert!(cached <= MAX_CACHED, "{cached} entries");
+        assert!(counter.shards.iter().all(|s| !s.lock().expect("shard").is_empty()), "every shard is used");
+        assert_eq!(counter.stats().n_misses, texts.len() as u64);
     }
 
     #[test]

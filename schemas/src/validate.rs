@@ -316,7 +316,7 @@ fn check_scenario(doc: &Value, out: &mut Vec<Violation>) {
     }
     let parent_of = |idx: usize| agents[idx].get("parent").and_then(Value::as_str);
     let mut roots = Vec::new();
-    for idx in 0..agents.len() {
+    for (idx, agent) in agents.iter().enumerate() {
         match parent_of(idx) {
             None => roots.push(idx),
             Some(parent) if !index_of.contains_key(parent) => out.push(Violation::new(
@@ -325,21 +325,15 @@ fn check_scenario(doc: &Value, out: &mut Vec<Violation>) {
                 format!("parent {parent:?} is not an agent of this scenario"),
             )),
             Some(_) => {
-                // Walk up; more steps than agents means a cycle.
-                let mut cursor = idx;
-                for _ in 0..=agents.len() {
-                    match parent_of(cursor).and_then(|p| index_of.get(p)) {
-                        Some(&next) => cursor = next,
-                        None => break,
-                    }
-                    if cursor == idx {
-                        out.push(Violation::new(
-                            ErrorCode::ScenarioInvalid,
-                            format!("/agents/{idx}/parent"),
-                            "the parent chain of this agent loops back to it",
-                        ));
-                        break;
-                    }
+                let id = agent.get("id").and_then(Value::as_str).unwrap_or_default();
+                let parent = |id: &str| index_of.get(id).and_then(|&i| parent_of(i));
+                // A later agent with a taken id is not linked, so nothing loops back to it.
+                if index_of.get(id) == Some(&idx) && crate::is_ancestor(id, id, parent) {
+                    out.push(Violation::new(
+                        ErrorCode::ScenarioInvalid,
+                        format!("/agents/{idx}/parent"),
+                        "the parent chain of this agent loops back to it",
+                    ));
                 }
             }
         }
@@ -362,12 +356,8 @@ fn check_scenario(doc: &Value, out: &mut Vec<Violation>) {
             let reach = index_of.get(id).and_then(|&idx| agents[idx].get("reach")).and_then(Value::as_array)?;
             Some(reach.iter().filter_map(Value::as_str).map(str::to_owned).collect())
         };
-        let hierarchy = Hierarchy {
-            known: &|id: &str| index_of.contains_key(id),
-            parent: &parent,
-            own_reach: &own_reach,
-            size: agents.len(),
-        };
+        let hierarchy =
+            Hierarchy { known: &|id: &str| index_of.contains_key(id), parent: &parent, own_reach: &own_reach };
         check_scenario_reach(agents, &hierarchy, out);
         check_scenario_steps(doc, &hierarchy, out);
         // Tasks are routed through the hierarchy: only a sound one says where a task may go.
@@ -384,17 +374,9 @@ fn check_scenario_tasks(doc: &Value, out: &mut Vec<Violation>) {
     let agents = list(doc.get("agents"));
     let parent: HashMap<String, Option<String>> =
         agents.iter().filter_map(|a| Some((str_of(a, "id")?, str_of(a, "parent")))).collect();
-    // Whether `above` is `agent` or one of its ancestors (bounded: a cycle is reported elsewhere).
+    // Whether `above` is `agent` or one of its ancestors.
     let at_or_above = |above: &str, agent: &str| {
-        let mut cursor = Some(agent.to_owned());
-        for _ in 0..=parent.len() {
-            match cursor {
-                Some(id) if id == above => return true,
-                Some(id) => cursor = parent.get(&id).cloned().flatten(),
-                None => return false,
-            }
-        }
-        false
+        above == agent || crate::is_ancestor(above, agent, |id| parent.get(id).and_then(Option::as_deref))
     };
     let invalid = |path: String, message: String| Violation::new(ErrorCode::ScenarioInvalid, path, message);
     let tasks = list(doc.get("tasks"));
@@ -527,34 +509,17 @@ struct Hierarchy<'a> {
     parent: &'a dyn Fn(&str) -> Option<&'a str>,
     /// The `reach` an agent's entry names, if it names one.
     own_reach: &'a dyn Fn(&str) -> Option<Vec<String>>,
-    size: usize,
 }
 
 impl Hierarchy<'_> {
     /// What `agent` may read without a grant: its own `reach`, else the nearest ancestor's; `None`, the workspace.
     fn reach(&self, agent: &str) -> Option<Vec<String>> {
-        let mut cursor = Some(agent);
-        for _ in 0..=self.size {
-            let id = cursor?;
-            if let Some(reach) = (self.own_reach)(id) {
-                return Some(reach);
-            }
-            cursor = (self.parent)(id);
-        }
-        None
+        std::iter::once(agent).chain(crate::ancestors(agent, |id| (self.parent)(id))).find_map(self.own_reach)
     }
 
-    /// Whether `ancestor` is above `agent` (a walk of at most as many steps as agents: a cycle is reported apart).
+    /// Whether `ancestor` is above `agent` (a cycle is reported apart).
     fn is_ancestor(&self, ancestor: &str, agent: &str) -> bool {
-        let mut cursor = (self.parent)(agent);
-        for _ in 0..self.size {
-            match cursor {
-                Some(p) if p == ancestor => return true,
-                Some(p) => cursor = (self.parent)(p),
-                None => return false,
-            }
-        }
-        false
+        crate::is_ancestor(ancestor, agent, |id| (self.parent)(id))
     }
 }
 

@@ -96,7 +96,7 @@ impl StoreArgs {
     /// nothing, which looks like a store without matches).
     pub(crate) fn existing(&self) -> Result<&Path, Stop> {
         let dir = self.store.as_path();
-        if dir.join("memory.sqlite3").is_file() {
+        if dir.join(less_runtime::MEMORY_DB).is_file() {
             Ok(dir)
         } else {
             Err(Stop::usage(format!(

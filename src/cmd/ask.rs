@@ -190,7 +190,7 @@ fn at(pointer: &Pointer) -> String {
 }
 
 fn read_ledger(dir: &Path) -> anyhow::Result<Vec<Event>> {
-    let path = dir.join("ledger.jsonl");
+    let path = dir.join(less_runtime::LEDGER_FILE);
     let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
     Ok(text.lines().filter_map(|line| serde_json::from_str::<Event>(line).ok()).collect())
 }
@@ -278,7 +278,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         let factory = Arc::new(
             AgentsFactory::for_scenario(&scenario, &source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?,
         );
-        super::serve::manifest::Manifest::of(&scenario, None, mode).write(&out)?;
+        super::run::write_manifest(&super::serve::manifest::Manifest::of(&scenario, None, mode), &out)?;
         if text_out && !ctx.quiet {
             outln!("{}", super::run::heading(&scenario.name, mode, &scenario.tokenizer.to_string()));
         }

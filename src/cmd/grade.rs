@@ -60,7 +60,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
 
 /// Grades the ledger of a run and prints its task report.
 fn grade_run(scenario: &Scenario, run: &Path, mode: WireMode, output: &OutputArgs) -> anyhow::Result<ExitCode> {
-    let ledger = if run.is_dir() { run.join("ledger.jsonl") } else { run.to_owned() };
+    let ledger = if run.is_dir() { run.join(less_runtime::LEDGER_FILE) } else { run.to_owned() };
     let text = std::fs::read_to_string(&ledger)
         .map_err(|err| Stop::usage(format!("LESS_INPUT_UNREADABLE: cannot read {}: {err}", ledger.display())))?;
     let events =

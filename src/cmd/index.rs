@@ -115,7 +115,7 @@ pub(crate) fn index(args: &IndexArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
 }
 
 pub(crate) fn search(args: &SearchArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
-    let (mut index, _) = match open_fresh(&args.workspace, args.index_dir.as_deref(), ctx) {
+    let (index, _) = match open_fresh(&args.workspace, args.index_dir.as_deref(), ctx) {
         Ok(opened) => opened,
         Err(stop) => {
             eprintln!("lessrt: {stop}");

@@ -124,7 +124,9 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
         let before = rss_mib();
         let (name, mut doc) = match part {
             Part::Gateways => ("gateways", runtime.block_on(gateways(args, &scratch.path().join("run"), None))?),
-            Part::Memory => ("memory", runtime.block_on(memory(args, &scratch.path().join("memory")))?),
+            Part::Memory => {
+                ("memory", runtime.block_on(memory(args, &scratch.path().join(less_runtime::RUN_STORE_DIR)))?)
+            }
             Part::Ingest => ("ingest", ingest(args, &scratch.path().join("archive"))?),
             Part::Cluster => ("cluster", runtime.block_on(cluster(args, scratch.path()))?),
         };
@@ -276,7 +278,7 @@ async fn gateways(
     let run = Arc::try_unwrap(run).map_err(|_| anyhow::anyhow!("a sender still holds the run"))?;
     run.stop().await;
     // Read line by line: the peak resident memory reported is the run's, not this count's.
-    let ledger = std::fs::File::open(out.join("ledger.jsonl")).context("the run's ledger")?;
+    let ledger = std::fs::File::open(out.join(less_runtime::LEDGER_FILE)).context("the run's ledger")?;
     let (mut on_ledger, mut spilled) = (0u64, Vec::new());
     for line in std::io::BufReader::new(ledger).lines() {
         let line = line.context("the run's ledger")?;
@@ -288,10 +290,12 @@ async fn gateways(
             spilled.push(event["msg_id"].as_str().unwrap_or_default().to_owned());
         }
     }
-    let readable = sam_keys(&out.join("memory").join("sam.sqlite"), "msg").map_err(|e| anyhow::anyhow!("{e}"))?;
+    let readable = sam_keys(&out.join(less_runtime::RUN_STORE_DIR).join(less_runtime::SAM_DB), "msg")
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let unreadable = spilled.iter().filter(|id| !readable.contains(id.as_str())).count();
     // Every delivered message is archived, raw, in the run's store.
-    let archived = Archive::open(&out.join("memory")).context("the run's archive")?.stats()?.messages;
+    let archived =
+        Archive::open(&out.join(less_runtime::RUN_STORE_DIR)).context("the run's archive")?.stats()?.messages;
     let sent = (args.agents * args.messages) as u64;
     Ok(json!({
         "agents": args.agents, "messages_per_agent": args.messages, "sent": sent, "delivered": delivered,

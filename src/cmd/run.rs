@@ -280,7 +280,7 @@ fn run_modes(args: &Args, ctx: Ctx, resuming: Option<PathBuf>) -> anyhow::Result
         let out = out_dir(mode);
         let report_file = out.join(REPORT_FILE);
         // A resumed run's mode that finished keeps its report; the one that was running goes on from its ledger.
-        let resume = resuming.is_some() && out.join("ledger.jsonl").is_file();
+        let resume = resuming.is_some() && out.join(less_runtime::LEDGER_FILE).is_file();
         if resume && report_file.is_file() {
             let text = std::fs::read_to_string(&report_file)
                 .with_context(|| format!("cannot read {}", report_file.display()))?;
@@ -316,7 +316,7 @@ fn run_modes(args: &Args, ctx: Ctx, resuming: Option<PathBuf>) -> anyhow::Result
         };
         let factory = Arc::new(factory_for(&scenario, &source, &args.agents)?);
         // What the page needs and the run directory does not otherwise say: the workspace, the hierarchy, budgets.
-        Manifest::of(&scenario, Some(scenario_path), mode).write(&out_dir(mode))?;
+        write_manifest(&Manifest::of(&scenario, Some(scenario_path), mode), &out_dir(mode))?;
         // The driver runs on this thread (block_on): a pause here holds the next step while the actors run on.
         let paced = move |index: usize, _: usize| {
             if let Some(pace) = pace.filter(|_| index > 0) {
@@ -644,4 +644,16 @@ pub(crate) fn print_comparison(less: &RunReport, verbatim: &RunReport) {
             pct(l.billed(), v.billed())
         );
     }
+}
+
+/// Writes `manifest` into a mode's directory `dir` (whole or not at all): what the page reads of a run besides its
+/// ledger.
+pub(crate) fn write_manifest(manifest: &Manifest, dir: &Path) -> std::io::Result<()> {
+    let context = |what: String| move |err: std::io::Error| std::io::Error::new(err.kind(), format!("{what}: {err}"));
+    std::fs::create_dir_all(dir).map_err(context(format!("cannot create {}", dir.display())))?;
+    let path = dir.join(less_runtime::view::MANIFEST_FILE);
+    let mut json = serde_json::to_string_pretty(manifest).map_err(std::io::Error::other)?;
+    json.push('\n');
+    less_runtime::files::write_whole(&path, json.as_bytes())
+        .map_err(context(format!("cannot write {}", path.display())))
 }

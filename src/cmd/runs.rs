@@ -85,13 +85,13 @@ fn incomplete(dir: &Path, why: &str) -> anyhow::Error {
 /// The mode directories `dir` names: itself when it holds a ledger, else its `less` and `verbatim` subdirectories
 /// that do.
 fn run_dirs(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    if dir.join("ledger.jsonl").is_file() {
+    if dir.join(less_runtime::LEDGER_FILE).is_file() {
         return Ok(vec![dir.to_owned()]);
     }
     let modes: Vec<PathBuf> = [WireMode::Less, WireMode::Verbatim]
         .iter()
         .map(|mode| dir.join(mode.as_str()))
-        .filter(|d| d.join("ledger.jsonl").is_file())
+        .filter(|d| d.join(less_runtime::LEDGER_FILE).is_file())
         .collect();
     if modes.is_empty() {
         return Err(Stop::usage(format!(
@@ -106,7 +106,7 @@ fn run_dirs(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 
 /// Reads a mode's ledger and report.
 fn read_run(dir: &Path) -> anyhow::Result<Recorded> {
-    let path = dir.join("ledger.jsonl");
+    let path = dir.join(less_runtime::LEDGER_FILE);
     let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut events = Vec::new();
     let mut cut = None;

@@ -251,15 +251,18 @@ pub(crate) fn action_schema(unread: &[String], may_search: bool) -> Value {
 
 /// The choice a checked answer makes (what the schema cannot hold — a read of nothing it holds — is an answer).
 pub(crate) fn read_choice(value: &Value, unread: &[String]) -> Choice {
-    let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::trim).unwrap_or_default();
-    match value.get("action").and_then(Value::as_str) {
-        Some("search") if !text("query").is_empty() => {
-            Choice::Search(text("query").chars().take(MAX_QUERY_CHARS).collect())
+    let choice = super::output::Lenient::<super::output::ActionChoice>::of(value);
+    fn text(field: &super::output::Field<String>) -> &str {
+        field.get().map_or("", |t| t.trim())
+    }
+    match choice.action.get().map(String::as_str) {
+        Some("search") if !text(&choice.query).is_empty() => {
+            Choice::Search(text(&choice.query).chars().take(MAX_QUERY_CHARS).collect())
         }
-        Some("list") => Choice::List(text("pattern").chars().take(MAX_QUERY_CHARS).collect()),
+        Some("list") => Choice::List(text(&choice.pattern).chars().take(MAX_QUERY_CHARS).collect()),
         Some("read") => {
             let mut pointers: Vec<String> = Vec::new();
-            for p in value.get("pointers").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+            for p in super::output::texts(&choice.pointers) {
                 if unread.iter().any(|u| u == p) && !pointers.iter().any(|c| c == p) {
                     pointers.push(p.to_owned());
                 }

@@ -14,6 +14,7 @@ use less_runtime::run::{
 use less_runtime::{ErrorCode, GrantSpec, Step};
 use serde_json::{Value, json};
 
+use super::output::{ChildBrief, Field, GrantDecision, Lenient, ReadChoice, texts};
 use super::{LlmAgent, catalogue_line, describe, describe_first, known_pointers};
 use crate::provider::{ChatMessage, CompletionRequest, LlmError, OutputSchema};
 
@@ -229,27 +230,19 @@ impl LlmAgent {
             turn.spec.id, turn.spec.role
         );
         let value = self.ask_json(system, user, "briefs", schema).await?;
+        let briefs = Lenient::<BTreeMap<String, Lenient<ChildBrief>>>::of(&value);
         let mut actions = Vec::new();
         for (child, role) in &children {
-            let brief = value.get(child);
-            let texts = |list: Option<&Value>| -> Vec<String> {
-                list.and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .map(|t| t.trim().to_owned())
-                    .filter(|t| !t.is_empty())
-                    .collect()
+            let brief = briefs.get(child).map(|b| &b.0);
+            let trimmed = |list: Option<&Field<Vec<Field<String>>>>| -> Vec<String> {
+                list.into_iter().flat_map(texts).map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).collect()
             };
             // The pack: the pointers chosen for each question, in question order, each once.
             let below = seat.questions_below(tasks, child);
             let chosen: Vec<String> = if below.is_empty() {
-                texts(brief.and_then(|b| b.get("pointers")))
+                trimmed(brief.map(|b| &b.pointers))
             } else {
-                below
-                    .iter()
-                    .flat_map(|t| texts(brief.and_then(|b| b.get("questions")).and_then(|q| q.get(&t.id))))
-                    .collect()
+                below.iter().flat_map(|t| trimmed(brief.and_then(|b| b.questions.0.get(&t.id)))).collect()
             };
             let mut pointers: Vec<String> = Vec::new();
             for text in chosen {
@@ -258,7 +251,7 @@ impl LlmAgent {
                 }
             }
             let room = MAX_BRIEF_LINES.saturating_sub(below.len()).clamp(1, MAX_NOW_LINES);
-            let mut now: Vec<String> = texts(brief.and_then(|b| b.get("now"))).into_iter().take(room).collect();
+            let mut now: Vec<String> = trimmed(brief.map(|b| &b.now)).into_iter().take(room).collect();
             if now.is_empty() {
                 now.push("Answer your questions, citing what you read.".to_owned());
             }
@@ -307,8 +300,9 @@ impl LlmAgent {
             "You are {} (role {}), a parent in a hierarchy of agents. A child asks for a grant to read sources over its budget. Answer with one JSON object.",
             input.spec.id, input.spec.role
         );
-        match self.ask_json(system, user, "decision", schema).await {
-            Ok(value) if value.get("grant").and_then(Value::as_bool) == Some(true) => Decision::Grant(GrantSpec {
+        let decided = self.ask_json(system, user, "decision", schema).await.map(|v| Lenient::<GrantDecision>::of(&v));
+        match decided {
+            Ok(decision) if decision.grant.get() == Some(&true) => Decision::Grant(GrantSpec {
                 id: format!("g-{}", request.request_id),
                 to: request.requester.clone(),
                 patterns: request.pointers.iter().map(|p| format!("{}:{}", p.ty(), p.location())).collect(),
@@ -319,9 +313,9 @@ impl LlmAgent {
                 inline_code_tokens: 0,
                 tamper: false,
             }),
-            Ok(value) => Decision::Deny(
-                value.get("because").and_then(Value::as_str).unwrap_or("denied").chars().take(160).collect(),
-            ),
+            Ok(decision) => {
+                Decision::Deny(decision.because.get().map_or("denied", String::as_str).chars().take(160).collect())
+            }
             Err(err) => Decision::Deny(format!("{}: the model could not decide", err.code())),
         }
     }
@@ -413,13 +407,14 @@ impl LlmAgent {
             turn.spec.id, turn.spec.role
         );
         let value = self.ask_json(system, user, "read", schema).await?;
+        let choice = Lenient::<ReadChoice>::of(&value);
         let mut pointers: Vec<String> = Vec::new();
-        for text in value.get("read").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+        for text in texts(&choice.read) {
             if unread.iter().any(|u| u == text) && !pointers.iter().any(|c| c == text) {
                 pointers.push(text.to_owned());
             }
         }
-        let recall = value.get("recall").and_then(Value::as_str).map(str::trim).filter(|t| !t.is_empty());
+        let recall = choice.recall.get().map(|t| t.trim()).filter(|t| !t.is_empty());
         Ok(Reads { pointers, recall: recall.map(|t| t.chars().take(MAX_RECALL_CHARS).collect()) })
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use less_runtime::run::{
     DerefAction, Dereferenced, Described, Description, ListAction, SearchHit, Searched, Spill, Verbatim,
 };
-use less_runtime::{AgentSpec, ReportStep, TaskStatus, Valid, WireMode};
+use less_runtime::{AgentSpec, EngramKind, ReportStep, TaskStatus, Valid, WireMode};
 
 use super::*;
 use crate::provider::{Completion, ModelFuture, Usage};

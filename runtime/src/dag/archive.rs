@@ -259,7 +259,7 @@ impl Archive {
     /// Opens the archive in `dir/memory.sqlite3` to read only: nothing is created, migrated or written, and a
     /// store without one is an error (a viewer of a run, `lessrt serve`, must leave the store as it found it).
     pub fn open_read_only(dir: &Path) -> Result<Archive, StoreError> {
-        let path = dir.join("memory.sqlite3");
+        let path = dir.join(crate::layout::MEMORY_DB);
         if !path.is_file() {
             return Err(StoreError::Io {
                 path,
@@ -274,7 +274,7 @@ impl Archive {
     /// Opens (creating the tables if needed) the archive in `dir/memory.sqlite3`, beside the engrams.
     pub fn open(dir: &Path) -> Result<Archive, StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Io { path: dir.to_owned(), source })?;
-        let conn = crate::files::open_sqlite(&dir.join("memory.sqlite3"))?;
+        let conn = crate::files::open_sqlite(&dir.join(crate::layout::MEMORY_DB))?;
         // Wait for other connections to the same file (the archive and the engrams share it) instead of failing.
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;

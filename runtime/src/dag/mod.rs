@@ -478,7 +478,7 @@ impl std::fmt::Debug for Dag {
 
 /// Where the message index of the archive in `dir` lives.
 pub fn index_dir(dir: &Path) -> PathBuf {
-    dir.join("archive-index")
+    dir.join(crate::layout::ARCHIVE_INDEX_DIR)
 }
 
 impl Dag {

@@ -12,11 +12,15 @@
 //! [`GrantStore`]. A store only keeps and takes down what is left; what a grant allows is decided here, so a refusal
 //! has one code and one wording whichever side gives it.
 //!
+//! What a search, a listing, a description or a recall may bring a reader inline is decided here too ([`check_search`],
+//! [`check_list`], [`fit_descriptions`], [`fit_recall`]).
+//!
 //! Every refusal is a [`less_contract::Violation`] with its stable code.
 
 mod budget;
 mod deref;
 mod grants;
+mod look;
 mod reach;
 
 pub use budget::{DerefMeter, check_code, check_inbound};
@@ -24,6 +28,7 @@ pub use deref::{Charge, DerefPlan, Reader, check_deref, commit_deref};
 pub use grants::{
     GrantBook, GrantLeft, GrantStore, HeldGrant, Spend, check_issue, no_uses_left, spend_on_code, spend_on_deref,
 };
+pub use look::{DescribeFit, check_list, check_search, fit_descriptions, fit_recall};
 pub(crate) use reach::glob_regex;
 pub use reach::{Reach, outside_reach, pattern_covers};
 

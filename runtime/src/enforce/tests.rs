@@ -538,3 +538,65 @@ fn the_desk_refuses_a_deref_over_its_counts_without_opening_a_file() {
     assert!(refused.message.starts_with("3 pointers exceed this turn's deref budget"), "{refused}");
     assert!(refused.message.contains("repo 0/2"), "nothing was charged before: {refused}");
 }
+
+/// What a lookup may bring inline: a search or a listing over the reader's `max_inline_tokens` is refused with the
+/// budget's code; a description is cut from the end, its pointers kept; a recall keeps the best engrams that fit.
+#[test]
+fn a_lookup_over_the_inline_budget_is_cut_or_refused() {
+    let budget = Budget { max_inline_tokens: 100, ..Budget::default() };
+    assert!(check_search(5, 100, || unreachable!("asked only when refused"), &budget).is_ok());
+    let search = check_search(5, 101, || 3, &budget).expect_err("over");
+    assert_eq!((search.code, search.path.as_str()), (ErrorCode::BudgetExceeded, "/k"));
+    assert_eq!(
+        search.message,
+        "5 hits are 101 inline tokens; the reader accepts at most 100 in one answer: search again with k = 3 or \
+         fewer, or with narrower words"
+    );
+    assert!(check_list(9, 100, &budget).is_ok());
+    let list = check_list(9, 140, &budget).expect_err("over");
+    assert_eq!((list.code, list.path.as_str()), (ErrorCode::BudgetExceeded, "/pattern"));
+
+    // Pointers of 10 tokens bare and 40 described; the third has no description to drop.
+    let count = |kept: &[bool]| kept.iter().map(|&k| if k { 40 } else { 10 }).sum::<u32>();
+    let fit = fit_descriptions(&[true, true, false, true, true], &budget, count).expect("fits cut");
+    assert_eq!(fit, DescribeFit { cut: vec![1, 3, 4], tokens: 80 });
+    let nothing_cut = fit_descriptions(&[true, false], &budget, count).expect("fits");
+    assert_eq!(nothing_cut, DescribeFit { cut: Vec::new(), tokens: 50 });
+    let bare = fit_descriptions(&[false; 11], &budget, count).expect_err("not even bare");
+    assert_eq!((bare.code, bare.path.as_str()), (ErrorCode::BudgetExceeded, "/pointers"));
+
+    // Five engrams of 30 tokens; the rest named in a note of 5 tokens.
+    let answer = |kept: usize| 30 * kept as u32 + if kept < 5 { 5 } else { 0 };
+    assert_eq!(fit_recall(5, &budget, answer).expect("cut"), (3, 95));
+    assert_eq!(fit_recall(2, &budget, |k| 30 * k as u32).expect("whole"), (2, 60));
+    let refused = fit_recall(3, &budget, |_| 101).expect_err("not even pointers");
+    assert_eq!((refused.code, refused.path.as_str()), (ErrorCode::BudgetExceeded, "/k"));
+}
+
+/// A search answer over the inline budget is refused by a run's gateway and by the desk alike, over the same
+/// workspace and budget: one code, one path, one wording (the enforcement core's `check_search`).
+#[tokio::test]
+async fn a_search_over_the_inline_budget_is_refused_alike_by_the_gateway_and_the_desk() {
+    let h = crate::run::tests::harness("[budgets.roles.lead]\nmax_inline_tokens = 30\n").await;
+    for i in 0..6 {
+        let text = format!("/// Refills bucket {i} of the limiter from the clock.\nfn refill_bucket_{i}() {{}}\n");
+        std::fs::write(h._workspace.path().join(format!("b{i}.rs")), text).expect("write");
+    }
+    let gateway = h.ctx.directory.get("lead").expect("lead");
+    let search = crate::run::wire::SearchAction { query: "refill bucket".to_owned(), k: 6 };
+    let by_gateway =
+        ractor::call!(gateway, crate::run::gateway::GatewayMsg::Search, search).expect("answered").expect_err("over");
+    let store = tempfile::tempdir().expect("tempdir");
+    let config =
+        DeskConfig::from_toml("[clients.lead]\nrole = \"lead\"\n[clients.lead.budget]\nmax_inline_tokens = 30\n")
+            .expect("config");
+    let desk = Desk::open(store.path(), Some(h._workspace.path()), config).expect("desk");
+    let by_desk = desk.search(&desk.client("lead"), "refill bucket", 6).expect_err("over");
+    assert_eq!(by_gateway.code, ErrorCode::BudgetExceeded, "{by_gateway}");
+    assert!(by_gateway.message.starts_with("6 hits are "), "{by_gateway}");
+    assert!(by_gateway.message.contains("search again with k = "), "{by_gateway}");
+    assert_eq!(
+        (by_gateway.code, &by_gateway.path, &by_gateway.message),
+        (by_desk.code, &by_desk.path, &by_desk.message)
+    );
+}

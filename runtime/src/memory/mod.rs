@@ -337,7 +337,7 @@ impl Memory {
     /// this reader alone. A put fails (the store is read-only).
     pub fn open_to_read(dir: &Path) -> Result<Memory, MemoryError> {
         let store = Store::open_read_only(dir)?;
-        let index = RecallIndex::open_read_only(&dir.join("recall"))?;
+        let index = RecallIndex::open_read_only(&dir.join(crate::layout::RECALL_DIR))?;
         Ok(Memory {
             store,
             index,
@@ -360,11 +360,11 @@ impl Memory {
     fn open_semantic(dir: &Path, embedder: Result<Option<Arc<Embedder>>, String>) -> Result<Memory, MemoryError> {
         let store = Store::open(dir)?;
         store.ensure_embeddings()?;
-        let index = RecallIndex::open(&dir.join("recall"))?;
+        let index = RecallIndex::open(&dir.join(crate::layout::RECALL_DIR))?;
         let semantic = match embedder {
             Ok(embedder) => Ok(Semantic {
                 embedder,
-                vectors: VectorIndex::open(&dir.join("vectors"))?,
+                vectors: VectorIndex::open(&dir.join(crate::layout::VECTORS_DIR))?,
                 pending: Default::default(),
                 max_pending: MAX_PENDING,
                 backlog: true,

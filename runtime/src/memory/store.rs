@@ -211,7 +211,7 @@ impl Store {
     /// first process migrates.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Io { path: dir.to_owned(), source })?;
-        let conn = crate::files::open_sqlite(&dir.join("memory.sqlite3"))?;
+        let conn = crate::files::open_sqlite(&dir.join(crate::layout::MEMORY_DB))?;
         // Wait for other connections to the same file (the archive and the engrams share it, and other processes
         // may hold it) instead of failing.
         conn.busy_timeout(BUSY_WAIT)?;
@@ -229,7 +229,7 @@ impl Store {
     /// Opens the store in `dir` to read only (a viewer: `lessrt serve`): nothing is created, migrated or written,
     /// and a missing file or one of another layout is an error.
     pub fn open_read_only(dir: &Path) -> Result<Store, StoreError> {
-        let path = dir.join("memory.sqlite3");
+        let path = dir.join(crate::layout::MEMORY_DB);
         if !path.is_file() {
             let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "no store here");
             return Err(StoreError::Io { path, source: missing });

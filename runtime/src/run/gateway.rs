@@ -672,7 +672,15 @@ impl GatewayState {
         counter: &TokenCounter,
     ) -> Result<(), Violation> {
         check_inbound(doc.engrams().len(), n_tokens, &self.budget)?;
-        let found = crate::inline_code::code_in(value);
+        // Texts that cannot hold code are skipped without a parse; the others are parsed on the blocking pool.
+        let texts: Vec<String> = crate::inline_code::candidates(value).into_iter().map(str::to_owned).collect();
+        let found = if texts.is_empty() {
+            String::new()
+        } else {
+            crate::blocking::run(move || crate::inline_code::code_in_texts(texts.iter().map(String::as_str)))
+                .await
+                .map_err(|err| Violation::new(ErrorCode::RunFailed, "", format!("finding inline code: {err}")))?
+        };
         if envelope.inline_code.is_some() || !found.is_empty() {
             let declared = envelope.inline_code.as_deref().map_or(0, |code| counter.count(code));
             let n_code = declared + if found.is_empty() { 0 } else { counter.count(&found) };

@@ -844,7 +844,7 @@ impl LedgerBook {
                 events: Vec::new(),
                 on_disk: 0,
                 pending_events: 0,
-                jsonl_path: args.out_dir.as_ref().map(|dir| dir.join("ledger.jsonl")),
+                jsonl_path: args.out_dir.as_ref().map(|dir| dir.join(crate::layout::LEDGER_FILE)),
                 tick_scheduled: false,
                 in_memory_from_now: false,
                 histories: Vec::new(),
@@ -950,15 +950,15 @@ impl LedgerBook {
                     Ok(file)
                 };
                 let files = LedgerFiles {
-                    jsonl: reopen(&dir.join("ledger.jsonl"), written.jsonl)?,
-                    audit: reopen(&dir.join("audit.log"), written.audit)?,
+                    jsonl: reopen(&dir.join(crate::layout::LEDGER_FILE), written.jsonl)?,
+                    audit: reopen(&dir.join(crate::layout::AUDIT_FILE), written.audit)?,
                     wire: if wire { Some(reopen(&wire_path, written.wire)?) } else { None },
                 };
                 return Ok((files, written));
             }
             // The ledger is this run's; the audit log is append-only across runs: a rerun adds to it, never
             // truncates what earlier runs recorded.
-            let audit = crate::files::append(&dir.join("audit.log"))?;
+            let audit = crate::files::append(&dir.join(crate::layout::AUDIT_FILE))?;
             let audit_len = audit.metadata()?.len();
             let wire = match wire {
                 true => Some(crate::files::create(&wire_path)?),
@@ -969,7 +969,8 @@ impl LedgerBook {
                     None
                 }
             };
-            let files = LedgerFiles { jsonl: crate::files::create(&dir.join("ledger.jsonl"))?, audit, wire };
+            let files =
+                LedgerFiles { jsonl: crate::files::create(&dir.join(crate::layout::LEDGER_FILE))?, audit, wire };
             Ok((files, Lengths { jsonl: 0, audit: audit_len, wire: 0 }))
         })
         .await??;

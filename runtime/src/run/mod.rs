@@ -325,7 +325,7 @@ impl RunContext {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 /// Test support: runs `scenario` (TOML) over a scratch workspace holding `files` (name, text) with `factory`'s agents
 /// in `mode`; the run's `ledger.jsonl`.

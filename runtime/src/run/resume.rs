@@ -103,7 +103,7 @@ pub(crate) fn prepare(dir: &Path, scenario: &Scenario) -> Result<Resumption, Vio
     let secret: [u8; 32] = read(KEY_FILE)?.try_into().map_err(|_| {
         refused(dir, format!("{KEY_FILE} is not 32 bytes (the run ended, or the file was changed): run it again"))
     })?;
-    let ledger = read("ledger.jsonl")?;
+    let ledger = read(crate::layout::LEDGER_FILE)?;
     let mut events = Vec::new();
     // Byte offset where each event's line starts.
     let mut starts = Vec::new();
@@ -173,8 +173,12 @@ pub(crate) fn prepare(dir: &Path, scenario: &Scenario) -> Result<Resumption, Vio
         let io = |what: &str, err: std::io::Error| refused(dir, format!("{what}: {err}"));
         let mut file = crate::files::append(&dir.join(DISCARDED_FILE)).map_err(|e| io(DISCARDED_FILE, e))?;
         file.write_all(&set_aside).and_then(|()| file.sync_all()).map_err(|e| io(DISCARDED_FILE, e))?;
-        let ledger_file = crate::files::open_or_create(&dir.join("ledger.jsonl")).map_err(|e| io("ledger.jsonl", e))?;
-        ledger_file.set_len(cut_at as u64).and_then(|()| ledger_file.sync_all()).map_err(|e| io("ledger.jsonl", e))?;
+        let ledger_file = crate::files::open_or_create(&dir.join(crate::layout::LEDGER_FILE))
+            .map_err(|e| io(crate::layout::LEDGER_FILE, e))?;
+        ledger_file
+            .set_len(cut_at as u64)
+            .and_then(|()| ledger_file.sync_all())
+            .map_err(|e| io(crate::layout::LEDGER_FILE, e))?;
     }
     let dropped: std::collections::HashSet<&str> = discarded_events
         .iter()

@@ -318,7 +318,7 @@ impl Actor for RunSupervisor {
                 .map_err(|e| format!("ledger: {e}"))?;
         children.insert(ledger.get_id(), (Child::Service(Service::Ledger), handle));
         let (memory_dir, remove_on_stop) = match &out_dir {
-            Some(dir) => (dir.join("memory"), false),
+            Some(dir) => (dir.join(crate::layout::RUN_STORE_DIR), false),
             // A fresh directory of its own, which the memory actor removes when it stops.
             None => {
                 let scratch = tempfile::Builder::new()
@@ -330,7 +330,7 @@ impl Actor for RunSupervisor {
         };
         let resolver_book = ResolverBook::new(ResolverArgs {
             resolver,
-            sam_path: Some(memory_dir.join("sam.sqlite")),
+            sam_path: Some(memory_dir.join(crate::layout::SAM_DB)),
             keep: resume.is_some(),
         });
         // A resumed run's `sam:` index takes every kept delivery again (the dead head may not have written them).
@@ -655,7 +655,11 @@ impl LocalRun {
         static N_RUNS: AtomicU64 = AtomicU64::new(0);
         if let Some(dir) = &options.out_dir {
             // Before any actor starts: a ledger that cannot create its files would fail its start, mid-tree.
-            check_out_dir(dir).map_err(|v| Error::Malformed { code: v.code, message: v.message })?;
+            let dir = dir.clone();
+            crate::blocking::run(move || check_out_dir(&dir))
+                .await
+                .map_err(|err| fail("the run's output directory", &err))?
+                .map_err(|v| Error::Malformed { code: v.code, message: v.message })?;
         }
         let placed = scenario.agents.iter().any(|a| a.node.is_some());
         let violations = scenario.check_placement();
@@ -705,8 +709,11 @@ impl LocalRun {
                     Some(pinned) => pinned.secret,
                     None => fresh_secret().map_err(|v| Error::Malformed { code: v.code, message: v.message })?,
                 };
-                if let Some(dir) = &options.out_dir {
-                    resume::save(dir, &scenario.name, &run_id, &session_base, &secret)
+                if let Some(dir) = options.out_dir.clone() {
+                    let (name, id, base) = (scenario.name.clone(), run_id.clone(), session_base.clone());
+                    crate::blocking::run(move || resume::save(&dir, &name, &id, &base, &secret))
+                        .await
+                        .map_err(|err| fail("the run's resume files", &err))?
                         .map_err(|err| fail("the run's resume files", &err))?;
                 }
                 (run_id, session_base, secret)
@@ -1187,9 +1194,10 @@ async fn run_to_end(
     driven?;
     // The run ended: nothing will verify its grants again, and a resume of it has nothing to do.
     if report.is_ok()
-        && let Some(dir) = &out_dir
+        && let Some(dir) = out_dir
     {
-        resume::forget_key(dir);
+        // A failure to remove it was logged; the run's report stands.
+        let _ = crate::blocking::run(move || resume::forget_key(&dir)).await;
     }
     report
 }

@@ -34,13 +34,14 @@ impl AgentFactory for RecorderFactory {
     }
 }
 
-struct Harness {
-    ctx: Arc<RunContext>,
+/// A gateway in a real run context (also what the enforcement core's tests drive a run's side with).
+pub(crate) struct Harness {
+    pub(crate) ctx: Arc<RunContext>,
     seen: Arc<Mutex<Vec<Vec<Received>>>>,
-    _workspace: tempfile::TempDir,
+    pub(crate) _workspace: tempfile::TempDir,
 }
 
-async fn harness(budget_toml: &str) -> Harness {
+pub(crate) async fn harness(budget_toml: &str) -> Harness {
     harness_in(WireMode::Less, budget_toml).await
 }
 

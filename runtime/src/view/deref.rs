@@ -113,6 +113,13 @@ pub fn resolve_pointer(
     })
 }
 
+/// Whether `text` is a pointer whose path leads out of `workspace` (absolute, `..`, a symlink out): a refusal of it
+/// is a forbidden read, not a missing file ([`Resolver::leads_outside`]).
+pub fn leads_outside(workspace: &Path, text: &str) -> bool {
+    let Ok(pointer) = Pointer::parse(text.trim()) else { return false };
+    Resolver::new(workspace).is_ok_and(|resolver| resolver.leads_outside(&pointer))
+}
+
 /// Whether a pointer text of the ledger names the same place as `asked` (digests aside).
 fn same_pointer(text: &str, asked: &str) -> bool {
     Pointer::parse(text)

@@ -1,5 +1,5 @@
 //! `manifest.json`: what a run directory does not otherwise say about its run, written by `lessrt run` when a mode
-//! starts: the scenario's file and workspace (so `lessrt serve` can resolve the run's pointers afterwards), the
+//! starts (the binary writes it; a view only reads it): the scenario's file and workspace (so `lessrt serve` can resolve the run's pointers afterwards), the
 //! hierarchy (every agent, even one that never sent anything) and each agent's budget.
 //!
 //! A directory without one (written by an older lessrt, or by `lessrt bench`) is still served: `--scenario FILE`
@@ -86,17 +86,6 @@ impl Manifest {
                 .collect(),
             steps: scenario.steps.len(),
         }
-    }
-
-    /// Writes the manifest into a mode's directory (whole or not at all).
-    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
-        let context =
-            |what: String| move |err: std::io::Error| std::io::Error::new(err.kind(), format!("{what}: {err}"));
-        std::fs::create_dir_all(dir).map_err(context(format!("cannot create {}", dir.display())))?;
-        let path = dir.join(MANIFEST_FILE);
-        let mut json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
-        json.push('\n');
-        crate::files::write_whole(&path, json.as_bytes()).map_err(context(format!("cannot write {}", path.display())))
     }
 
     /// Reads a mode directory's manifest; `None` when there is none or it does not parse.

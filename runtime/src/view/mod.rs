@@ -18,7 +18,7 @@ use crate::{Budget, Pointer, PointerType};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-pub use deref::{DerefAnswer, resolve_pointer};
+pub use deref::{DerefAnswer, leads_outside, resolve_pointer};
 pub use manifest::{MANIFEST_FILE, Manifest, ManifestAgent};
 pub use redact::{redact_text, redacted};
 pub use run_dir::{EventCache, LEDGER_FILE, Loaded, REPORT_FILE, RunDir};

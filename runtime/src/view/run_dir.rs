@@ -13,7 +13,7 @@ use crate::run::{Event, RunReport, SentText, WIRE_FILE};
 use super::manifest::{MANIFEST_FILE, Manifest};
 
 /// The ledger's name in a mode's directory.
-pub const LEDGER_FILE: &str = "ledger.jsonl";
+pub const LEDGER_FILE: &str = crate::layout::LEDGER_FILE;
 /// The report's (written when the mode finished).
 pub const REPORT_FILE: &str = "report.json";
 
@@ -65,7 +65,7 @@ fn subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter_map(|e| e.file_name().to_str().map(|n| (n.to_owned(), e.path())))
-        .filter(|(name, _)| !name.starts_with('.') && name != "memory")
+        .filter(|(name, _)| !name.starts_with('.') && name != crate::layout::RUN_STORE_DIR)
         .collect()
 }
 

@@ -357,12 +357,13 @@ fn schema() -> (Schema, Fields) {
 pub struct WorkspaceIndex {
     root: PathBuf,
     dir: PathBuf,
-    db: Connection,
+    // Behind its own lock so that searches share the index: each holds it only for its row lookups.
+    db: std::sync::Mutex<Connection>,
     index: Index,
     reader: IndexReader,
     fields: Fields,
     resolver: Resolver,
-    embedder: Option<std::result::Result<Arc<Embedder>, String>>,
+    embedder: std::sync::OnceLock<std::result::Result<Arc<Embedder>, String>>,
     ranking: Ranking,
 }
 
@@ -404,12 +405,12 @@ impl WorkspaceIndex {
             let path = path.to_owned();
             move |source| WorkspaceError::Io { path, source }
         };
-        let tantivy_dir = dir.join("tantivy");
+        let tantivy_dir = dir.join(crate::layout::WORKSPACE_TANTIVY_DIR);
         std::fs::create_dir_all(&tantivy_dir).map_err(io(&tantivy_dir))?;
         // Two openers at once (two servers on one store) must not both start the index from nothing, one removing
         // what the other just made: the check and the start are under the writers' lock.
         let _lock = WriteLock::take(dir)?;
-        let db = crate::files::open_sqlite(&dir.join("index.sqlite3"))?;
+        let db = crate::files::open_sqlite(&dir.join(crate::layout::WORKSPACE_DB))?;
         db.busy_timeout(std::time::Duration::from_secs(60))?;
         db.execute_batch(
             "PRAGMA journal_mode = WAL;
@@ -458,12 +459,12 @@ impl WorkspaceIndex {
         Ok(WorkspaceIndex {
             root,
             dir: dir.to_owned(),
-            db,
+            db: std::sync::Mutex::new(db),
             index,
             reader,
             fields,
             resolver,
-            embedder: None,
+            embedder: std::sync::OnceLock::new(),
             ranking: Ranking::default(),
         })
     }
@@ -483,8 +484,9 @@ impl WorkspaceIndex {
         let started = std::time::Instant::now();
         let _lock = WriteLock::take(&self.dir)?;
         let mut out = Refreshed::default();
+        let db = self.db.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
         let known: HashMap<String, (String, i64, i64)> = {
-            let mut stmt = self.db.prepare("SELECT path, digest, bytes, mtime FROM files")?;
+            let mut stmt = db.prepare("SELECT path, digest, bytes, mtime FROM files")?;
             let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?, r.get(3)?))))?;
             rows.collect::<std::result::Result<_, _>>()?
         };
@@ -493,7 +495,7 @@ impl WorkspaceIndex {
         let total = walked.len() as u64;
         progress.update("indexing", 0, total);
         let counter = TokenCounter::shared(ENCODING);
-        let tx = self.db.unchecked_transaction()?;
+        let tx = db.unchecked_transaction()?;
         let mut writer: tantivy::IndexWriter = self.index.writer_with_num_threads(1, 50_000_000)?;
         let f = self.fields;
         let mut seen = std::collections::HashSet::new();
@@ -610,7 +612,10 @@ impl WorkspaceIndex {
     /// The best `k` chunks for `query` (1..=[`MAX_K`]) among those `keep` lets through, by `stages` (`Hash`: BM25
     /// alone; `HashRerank`: with the embedding rerank when the model is installed, else BM25 and `degraded` says
     /// why; `Rerank` alone is not offered and is taken as `HashRerank`).
-    pub fn search(&mut self, query: &str, k: usize, stages: Stages, keep: &dyn Fn(&Hit) -> bool) -> Result<Search> {
+    ///
+    /// Searches share the index (`&self`): tantivy's searcher is shared, and the SQLite connection is locked only
+    /// while a search reads its rows and vectors, not while it ranks or embeds.
+    pub fn search(&self, query: &str, k: usize, stages: Stages, keep: &dyn Fn(&Hit) -> bool) -> Result<Search> {
         if !(1..=MAX_K).contains(&k) {
             return Err(WorkspaceError::Argument(format!("k is {k}; ask for 1 to {MAX_K} hits")));
         }
@@ -633,7 +638,8 @@ impl WorkspaceIndex {
         let pool = CANDIDATES.max(k);
         let top = searcher.search(&BooleanQuery::new(clauses), &TopDocs::with_limit(pool).order_by_score())?;
         let mut hits = Vec::with_capacity(top.len());
-        let mut stmt = self.db.prepare_cached(
+        let db = self.db();
+        let mut stmt = db.prepare_cached(
             "SELECT path, start, end, kind, pointer, preview, symbols, tokens FROM chunks WHERE id = ?1",
         )?;
         for (score, address) in top {
@@ -659,6 +665,7 @@ impl WorkspaceIndex {
             }
         }
         drop(stmt);
+        drop(db);
         let mut out = Search { hits, stages: vec!["hash".to_owned()], degraded: None };
         if stages != Stages::Hash && !out.hits.is_empty() {
             match self.embedder() {
@@ -682,12 +689,18 @@ impl WorkspaceIndex {
         Ok(out)
     }
 
-    fn embedder(&mut self) -> std::result::Result<Arc<Embedder>, String> {
-        self.embedder.get_or_insert_with(crate::memory::shared_embedder).clone()
+    fn embedder(&self) -> std::result::Result<Arc<Embedder>, String> {
+        self.embedder.get_or_init(crate::memory::shared_embedder).clone()
+    }
+
+    /// The SQLite connection, locked (a panic elsewhere leaves no statement half-done: a transaction not committed
+    /// is rolled back when dropped).
+    fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Scores `hits` again: the BM25 score normalised by the best, plus the weighted cosine of query and chunk.
-    fn rerank(&mut self, embedder: &Embedder, query: &str, hits: &mut [Hit]) -> Result<()> {
+    fn rerank(&self, embedder: &Embedder, query: &str, hits: &mut [Hit]) -> Result<()> {
         let best = hits.iter().map(|h| h.score).fold(f32::MIN, f32::max).max(f32::EPSILON);
         let mut texts = Vec::with_capacity(hits.len());
         for hit in hits.iter() {
@@ -698,7 +711,8 @@ impl WorkspaceIndex {
         let digests: Vec<String> = texts.iter().map(|t| blake3::hash(t.as_bytes()).to_hex().to_string()).collect();
         let mut vectors: Vec<Option<Vec<f32>>> = Vec::with_capacity(hits.len());
         {
-            let mut stmt = self.db.prepare_cached("SELECT vector FROM vectors WHERE digest = ?1 AND model = ?2")?;
+            let db = self.db();
+            let mut stmt = db.prepare_cached("SELECT vector FROM vectors WHERE digest = ?1 AND model = ?2")?;
             for digest in &digests {
                 let blob: Option<Vec<u8>> =
                     stmt.query_row(params![digest, crate::memory::MODEL_ID], |r| r.get(0)).optional()?;
@@ -715,7 +729,8 @@ impl WorkspaceIndex {
         let mut computed = embedder.embed(&wanted).map_err(|e| WorkspaceError::Argument(e.to_string()))?;
         let query_vector = computed.pop().unwrap_or_default();
         {
-            let tx = self.db.unchecked_transaction()?;
+            let db = self.db();
+            let tx = db.unchecked_transaction()?;
             for (i, vector) in missing.iter().zip(computed) {
                 let blob: Vec<u8> = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
                 tx.execute(
@@ -750,7 +765,8 @@ impl WorkspaceIndex {
             Box::new(move |p| p == file || p.starts_with(&dir))
         };
         let mut files = Vec::new();
-        let mut stmt = self.db.prepare_cached("SELECT path, lines, bytes FROM files ORDER BY path")?;
+        let db = self.db();
+        let mut stmt = db.prepare_cached("SELECT path, lines, bytes FROM files ORDER BY path")?;
         let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?, r.get::<_, i64>(2)?)))?;
         for row in rows {
             let (path, lines, bytes) = row?;
@@ -766,7 +782,7 @@ impl WorkspaceIndex {
             }
         }
         let mut chunks =
-            self.db.prepare_cached("SELECT symbols, tokens, top, kind FROM chunks WHERE path = ?1 ORDER BY start")?;
+            db.prepare_cached("SELECT symbols, tokens, top, kind FROM chunks WHERE path = ?1 ORDER BY start")?;
         for file in &mut files {
             let rows = chunks.query_map([&file.path], |r| {
                 Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?, r.get::<_, bool>(2)?, r.get::<_, String>(3)?))
@@ -793,9 +809,10 @@ impl WorkspaceIndex {
 
     /// What the index holds.
     pub fn stats(&self) -> Result<IndexStats> {
-        let count = |sql: &str| -> Result<i64> { Ok(self.db.query_row(sql, [], |r| r.get(0))?) };
+        let db = self.db();
+        let count = |sql: &str| -> Result<i64> { Ok(db.query_row(sql, [], |r| r.get(0))?) };
         let group = |sql: &str| -> Result<BTreeMap<String, usize>> {
-            let mut stmt = self.db.prepare(sql)?;
+            let mut stmt = db.prepare(sql)?;
             let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
             let mut out = BTreeMap::new();
             for row in rows {
@@ -970,7 +987,7 @@ impl Drop for WriteLock {
 pub struct SharedIndex {
     root: PathBuf,
     dir: Option<PathBuf>,
-    cell: tokio::sync::OnceCell<std::result::Result<Arc<std::sync::Mutex<WorkspaceIndex>>, Violation>>,
+    cell: tokio::sync::OnceCell<std::result::Result<Arc<WorkspaceIndex>, Violation>>,
 }
 
 impl std::fmt::Debug for SharedIndex {
@@ -989,7 +1006,7 @@ impl SharedIndex {
         })
     }
 
-    async fn index(&self) -> std::result::Result<Arc<std::sync::Mutex<WorkspaceIndex>>, Violation> {
+    async fn index(&self) -> std::result::Result<Arc<WorkspaceIndex>, Violation> {
         self.cell
             .get_or_init(|| async {
                 let (root, dir) = (self.root.clone(), self.dir.clone());
@@ -1003,7 +1020,7 @@ impl SharedIndex {
                 })
                 .await;
                 match opened {
-                    Ok(Ok(index)) => Ok(Arc::new(std::sync::Mutex::new(index))),
+                    Ok(Ok(index)) => Ok(Arc::new(index)),
                     Ok(Err(err)) => Err(err.violation()),
                     Err(err) => Err(Violation::new(ErrorCode::RunFailed, "", format!("indexing the workspace: {err}"))),
                 }
@@ -1012,17 +1029,14 @@ impl SharedIndex {
             .clone()
     }
 
-    /// Runs `work` on the index, on the blocking pool.
+    /// Runs `work` on the index, on the blocking pool. Any number run at once: the index is refreshed once, when it
+    /// is opened, and only read after ([`WorkspaceIndex::search`] shares it).
     async fn with<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&mut WorkspaceIndex) -> std::result::Result<T, Violation> + Send + 'static,
+        work: impl FnOnce(&WorkspaceIndex) -> std::result::Result<T, Violation> + Send + 'static,
     ) -> std::result::Result<T, Violation> {
         let index = self.index().await?;
-        let done = tokio::task::spawn_blocking(move || {
-            let mut index = index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            work(&mut index)
-        })
-        .await;
+        let done = tokio::task::spawn_blocking(move || work(&index)).await;
         done.map_err(|err| Violation::new(ErrorCode::RunFailed, "", format!("the workspace index failed: {err}")))?
     }
 

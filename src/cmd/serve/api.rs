@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 use less_runtime::run::WIRE_FILE;
 
-use less_runtime::view::{redacted, resolve_pointer};
+use less_runtime::view::{leads_outside, redacted, resolve_pointer};
 
 use super::dirs::{self, LEDGER_FILE, Loaded, REPORT_FILE, RunDir};
 use super::manifest::{MANIFEST_FILE, Manifest};
@@ -302,15 +302,20 @@ impl ApiError {
         ApiError { status, code, message: message.into() }
     }
 
-    /// A violation of the runtime's (a pointer that does not parse or resolve, a digest that changed).
+    /// A violation of the runtime's (a pointer that does not parse or resolve, a digest that changed), its status
+    /// read from its code.
     fn violation(v: Violation) -> ApiError {
-        let status = match v.code {
-            ErrorCode::PointerUnresolved if v.message.contains("outside the workspace") => StatusCode::FORBIDDEN,
+        ApiError::violation_with(v, None)
+    }
+
+    /// [`ApiError::violation`], with `status` instead of the one its code says when the caller knows better.
+    fn violation_with(v: Violation, status: Option<StatusCode>) -> ApiError {
+        let status = status.unwrap_or(match v.code {
             ErrorCode::PointerUnresolved | ErrorCode::InputUnreadable => StatusCode::NOT_FOUND,
             ErrorCode::DigestMismatch => StatusCode::CONFLICT,
             ErrorCode::StoreFailed | ErrorCode::RunFailed => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::BAD_REQUEST,
-        };
+        });
         ApiError::new(status, v.code, v.message)
     }
 }
@@ -698,7 +703,12 @@ async fn deref(State(served): State<Arc<Served>>, Params(param): Params<DerefPar
         };
         let tokenizer = loaded.report.as_ref().map_or(manifest.tokenizer.as_str(), |r| r.tokenizer.as_str());
         let answer = resolve_pointer(workspace, &loaded.events, &pointer, param.digest.as_deref(), tokenizer)
-            .map_err(ApiError::violation)?;
+            .map_err(|v| {
+                // A pointer that leads out of the workspace is a forbidden read, not a missing file.
+                let forbidden = v.code == ErrorCode::PointerUnresolved && leads_outside(workspace, &pointer);
+                let status = if forbidden { Some(StatusCode::FORBIDDEN) } else { None };
+                ApiError::violation_with(v, status)
+            })?;
         Ok(Json(redacted(serde_json::to_value(answer).unwrap_or(Value::Null))))
     })
     .await
@@ -735,8 +745,8 @@ fn compare_json(run: &RunDir) -> Result<Value, ApiError> {
 
 /// The store shown with a run: `--store`, else the run's own `memory/`.
 fn store_of(served: &Served, run: &RunDir) -> Result<PathBuf, ApiError> {
-    let dir = served.store.clone().unwrap_or_else(|| run.dir.join("memory"));
-    if dir.join("memory.sqlite3").is_file() {
+    let dir = served.store.clone().unwrap_or_else(|| run.dir.join(less_runtime::RUN_STORE_DIR));
+    if dir.join(less_runtime::MEMORY_DB).is_file() {
         Ok(dir)
     } else {
         Err(ApiError::new(
@@ -808,7 +818,7 @@ async fn dag(State(served): State<Arc<Served>>, Params(param): Params<DagParam>)
 
 /// The archive of the store in `dir`, to read.
 fn open_archive(dir: &Path) -> Result<Archive, ApiError> {
-    if !dir.join("memory.sqlite3").is_file() {
+    if !dir.join(less_runtime::MEMORY_DB).is_file() {
         return Err(no_archive(dir));
     }
     Archive::open_read_only(dir).map_err(|err| {
@@ -857,13 +867,13 @@ async fn dag_query(State(served): State<Arc<Served>>, Params(param): Params<Quer
         let run = pick(&served, param.run.as_deref())?;
         let dir = store_of(&served, &run)?;
         let failed = |err: String| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::StoreFailed, err);
-        if !dir.join("memory.sqlite3").is_file() {
+        if !dir.join(less_runtime::MEMORY_DB).is_file() {
             return Err(no_archive(&dir));
         }
         // Hash recall only (no model), in place: the index is read where it is, through read-only connections,
         // and what it lacks is caught up in memory. Nothing of the store is written or copied.
         let index_at = index_dir(&dir);
-        if !index_at.join("memory.sqlite3").is_file() {
+        if !index_at.join(less_runtime::MEMORY_DB).is_file() {
             return Err(ApiError::new(
                 StatusCode::NOT_FOUND,
                 ErrorCode::ArgumentInvalid,

@@ -84,7 +84,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .into());
     }
     if let Some(store) = &args.store
-        && !store.join("memory.sqlite3").is_file()
+        && !store.join(less_runtime::MEMORY_DB).is_file()
     {
         return Err(Stop::usage(format!(
             "LESS_INPUT_UNREADABLE: no store in {}: pass the directory holding memory.sqlite3",

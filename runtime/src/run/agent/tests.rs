@@ -72,7 +72,7 @@ struct Testers {
 }
 
 impl AgentFactory for Testers {
-    fn make(&self, seat: &crate::run::agent::Seat) -> Box<dyn Agent> {
+    fn make(&self, seat: &Seat) -> Box<dyn Agent> {
         let spec = &seat.spec;
         Box::new(Tester { id: spec.id.clone(), grants: self.grants })
     }

@@ -24,6 +24,7 @@ use serde_json::Value;
 use std::sync::Arc;
 
 use super::GatewayState;
+use crate::enforce::{check_list, check_search, fit_descriptions, fit_recall};
 use crate::memory::{QueryOptions, Stages};
 use crate::run::inbox::{Described, Description, Listed, RecalledMore, Received, SearchHit, Searched};
 use crate::run::ledger::{Event, TokenLedgerMsg};
@@ -116,14 +117,11 @@ impl GatewayState {
             (Searched { query: action.query.clone(), hits }, text)
         };
         let tokens = counter.count(&text);
-        if less && tokens > self.budget.max_inline_tokens {
-            let why = format!(
-                "{} hits are {tokens} inline tokens; this role accepts at most {} in one answer: search again with k = {} or fewer, or with narrower words",
-                found.hits.len(),
-                self.budget.max_inline_tokens,
-                crate::workspace::fitting(&found.hits, counter, self.budget.max_inline_tokens)
-            );
-            return refused(self, Violation::new(ErrorCode::BudgetExceeded, "/k", why));
+        if less {
+            let fit = || crate::workspace::fitting(&found.hits, counter, self.budget.max_inline_tokens);
+            if let Err(violation) = check_search(found.hits.len(), tokens, fit, &self.budget) {
+                return refused(self, violation);
+            }
         }
         self.ctx.record(Event::Search {
             agent: self.agent_id.clone(),
@@ -163,13 +161,8 @@ impl GatewayState {
         let text: String = files.iter().map(|f| f.line() + "\n").collect();
         let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
         let tokens = counter.count(&text);
-        if less && tokens > self.budget.max_inline_tokens {
-            let why = format!(
-                "{} files are {tokens} inline tokens; this role accepts at most {} in one answer: list a narrower path or glob",
-                files.len(),
-                self.budget.max_inline_tokens
-            );
-            return refused(self, Violation::new(ErrorCode::BudgetExceeded, "/pattern", why));
+        if less && let Err(violation) = check_list(files.len(), tokens, &self.budget) {
+            return refused(self, violation);
         }
         self.ctx.record(Event::List {
             agent: self.agent_id.clone(),
@@ -218,28 +211,27 @@ impl GatewayState {
         };
         let mut tokens = count(&descriptions);
         let mut cut = Vec::new();
-        let cap = self.budget.max_inline_tokens;
-        if less && tokens > cap {
+        if less && tokens > self.budget.max_inline_tokens {
             // The last descriptions go first; their pointers stay, bare.
-            for idx in (0..descriptions.len()).rev() {
-                if tokens <= cap {
-                    break;
+            let described: Vec<bool> = descriptions.iter().map(|d| d.about.is_some()).collect();
+            let fit = fit_descriptions(&described, &self.budget, |kept| {
+                let lines = descriptions.iter().zip(kept).map(|(d, &keep)| {
+                    if keep { d.line() } else { Description { pointer: d.pointer.clone(), about: None }.line() }
+                });
+                counter.count(&lines.collect::<String>())
+            });
+            let fit = match fit {
+                Ok(fit) => fit,
+                Err(violation) => {
+                    record(self, 0, 0, Vec::new(), Some(&violation));
+                    return Err(violation);
                 }
-                if descriptions[idx].about.take().is_some() {
-                    cut.insert(0, descriptions[idx].pointer.clone());
-                    tokens = count(&descriptions);
-                }
+            };
+            for &idx in &fit.cut {
+                descriptions[idx].about = None;
+                cut.push(descriptions[idx].pointer.clone());
             }
-            if tokens > cap {
-                let why = format!(
-                    "{} pointers are {tokens} inline tokens even without what they hold; this role accepts at most \
-                     {cap} in one answer: describe fewer pointers",
-                    descriptions.len()
-                );
-                let violation = Violation::new(ErrorCode::BudgetExceeded, "/pointers", why);
-                record(self, 0, 0, Vec::new(), Some(&violation));
-                return Err(violation);
-            }
+            tokens = fit.tokens;
         }
         let described = descriptions.iter().filter(|d| d.about.is_some()).count();
         record(self, described, tokens, cut.clone(), None);
@@ -296,7 +288,6 @@ impl GatewayState {
         let mut engrams = recall.engrams;
         let mut more = Vec::new();
         let tokens = if self.ctx.mode == WireMode::Less {
-            let cap = self.budget.max_inline_tokens;
             let answer_tokens = |kept: &[Value], rest: &[String]| {
                 let mut text = Value::Array(kept.to_vec()).to_string();
                 if !rest.is_empty() {
@@ -304,24 +295,16 @@ impl GatewayState {
                 }
                 counter.count(&text)
             };
-            let mut n = engrams.len();
-            let mut rest: Vec<String> = Vec::new();
-            while answer_tokens(&engrams[..n], &rest) > cap {
-                if n == 0 {
-                    let why = format!(
-                        "the recall answer does not fit this role's {cap} inline tokens even as pointers: ask for fewer \
-                         engrams (a smaller k)"
-                    );
-                    let violation = Violation::new(ErrorCode::BudgetExceeded, "/k", why);
-                    let failure = MemoryFailure::refused(violation);
-                    return refused(self, failure);
-                }
-                n -= 1;
-                rest.insert(0, format!("sam:engram:{}", id(&engrams[n])));
-            }
-            let tokens = answer_tokens(&engrams[..n], &rest);
+            let names = |from: usize| -> Vec<String> {
+                engrams[from..].iter().map(|e| format!("sam:engram:{}", id(e))).collect()
+            };
+            let (n, tokens) = match fit_recall(engrams.len(), &self.budget, |k| answer_tokens(&engrams[..k], &names(k)))
+            {
+                Ok(fit) => fit,
+                Err(violation) => return refused(self, MemoryFailure::refused(violation)),
+            };
+            more = names(n);
             engrams.truncate(n);
-            more = rest;
             tokens
         } else {
             match self.ctx.ledger.ask(TokenLedgerMsg::History).await {
