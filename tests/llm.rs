@@ -418,3 +418,23 @@ fn an_unsealed_recording_is_refused_and_seals_to_the_committed_manifest() {
     assert!(stderr(&again).contains("LLM_REPLAY_TAMPERED"), "{}", stderr(&again));
     assert_eq!(std::fs::read(copy.join("manifest.json")).expect("manifest"), committed);
 }
+
+#[test]
+fn a_recording_made_one_turn_at_a_time_refuses_to_replay_turns_at_once() {
+    // Its agents read by arrival and its message numbers are the run's: overlapping turns would ask other questions.
+    let out = tempfile::tempdir().expect("tempdir");
+    let output = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["run", "scenarios/real-ignore.toml", "--agents", "llm-free", "--mode", "less"])
+        .args(["--replay", "scenarios/recordings/llm-free/real-ignore", "--parallel", "2", "--out"])
+        .arg(out.path())
+        .current_dir(root())
+        .output()
+        .expect("lessrt runs");
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let said = stderr(&output);
+    assert!(said.contains("LESS_ARGUMENT_INVALID") && said.contains("--parallel 1"), "{said}");
+    // --replay-latency paces a replay, nothing else.
+    let output = lessrt(&["run", "scenarios/uc1-refactor.toml", "--replay-latency", "300"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("--replay-latency"), "{}", stderr(&output));
+}

@@ -48,8 +48,10 @@ pub struct BenchRun {
 }
 
 impl BenchRun {
-    /// A run of `scenario` reported as `report`.
+    /// A run of `scenario` reported as `report`, without its timing: a bench file says the same whatever the machine
+    /// and the parallelism (the run's own `report.json` keeps the timing).
     pub fn new(scenario: &Scenario, report: RunReport, repeat: u32) -> BenchRun {
+        let report = report.untimed();
         let mut task_kinds = BTreeMap::new();
         for task in &scenario.tasks {
             *task_kinds.entry(task.kind).or_insert(0) += 1;

@@ -495,3 +495,58 @@ fn the_recorded_budget_sweep_replays() {
         "bench-sweep",
     );
 }
+
+/// `lessrt run` of the causal recording of real-ignore in `mode`, replayed at 300 ms per exchange with `parallel`
+/// turns at once: its exit status and its report (JSON).
+fn replay_causal(mode: &str, parallel: &str) -> (Option<i32>, Value) {
+    let out = tempfile::tempdir().expect("tempdir");
+    let output = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["run", "scenarios/real-ignore.toml", "--agents", "llm-free", "--mode", mode])
+        .args(["--replay", "scenarios/recordings/causal/real-ignore", "--replay-latency", "300"])
+        .args(["--parallel", parallel, "--json", "--quiet", "--out"])
+        .arg(out.path())
+        .current_dir(root())
+        .output()
+        .expect("lessrt runs");
+    let report: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(&output.stderr)));
+    (output.status.code(), report)
+}
+
+/// `value` without its `timing` objects.
+fn untimed(mut value: Value) -> Value {
+    match &mut value {
+        Value::Object(fields) => {
+            fields.remove("timing");
+            for field in fields.values_mut() {
+                *field = untimed(field.take());
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|item| *item = untimed(item.take())),
+        _ => {}
+    }
+    value
+}
+
+fn timing(report: &Value) -> Value {
+    let report = report.as_array().and_then(|a| a.first()).unwrap_or(report);
+    report["timing"].clone()
+}
+
+#[test]
+fn the_causal_recording_reports_the_same_one_turn_at_a_time_and_four_at_once() {
+    for mode in ["less", "verbatim"] {
+        let (status_one, one) = replay_causal(mode, "1");
+        let (status_four, four) = replay_causal(mode, "4");
+        assert!(matches!(status_one, Some(0 | 1)), "{mode}: {one}");
+        assert_eq!(status_one, status_four, "{mode}");
+        assert_eq!(untimed(one.clone()), untimed(four.clone()), "{mode}: the report depends on parallelism");
+        let (one, four) = (timing(&one), timing(&four));
+        assert_eq!(one["most_at_once"], 1, "{mode}: {one}");
+        assert!(four["most_at_once"].as_u64().unwrap_or(0) > 1, "{mode}: the investigators never overlapped: {four}");
+        // Four investigators under two leads: the longest chain of turns asks the model far less than all of them.
+        let critical = four["critical_path_model_ms"].as_u64().expect("critical path");
+        assert!(critical > 0 && 2 * critical < four["model_ms"].as_u64().expect("model time"), "{mode}: {four}");
+        assert_eq!(one["critical_path_model_ms"], four["critical_path_model_ms"], "{mode}");
+    }
+}
