@@ -31,6 +31,7 @@ mod progress;
 mod resolver;
 pub mod run;
 mod shared;
+pub mod supervision;
 pub mod view;
 pub mod workspace;
 

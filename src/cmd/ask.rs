@@ -68,6 +68,13 @@ pub(crate) struct Args {
     /// Answer from a recording made with --record, without a server.
     #[arg(long, value_name = "DIR")]
     replay: Option<PathBuf>,
+    /// How many of the agents' turns may run at once (default: as many as there are workers, who work at once
+    /// once the lead briefed them; 1: one after the other).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]
+    parallel: Option<u64>,
+    /// With --replay: every replayed exchange takes this many milliseconds, as a hosted model's would.
+    #[arg(long, value_name = "MS", requires = "replay")]
+    replay_latency: Option<u64>,
     /// Where the workspace index lives (default: `index/<hash of the workspace>` in the user cache).
     #[arg(long, value_name = "DIR")]
     index_dir: Option<PathBuf>,
@@ -78,8 +85,12 @@ pub(crate) struct Args {
 /// The scenario `lessrt ask` runs.
 fn scenario_text(name: &str, question: &str, workers: usize, args: &Args) -> String {
     let q = toml_string(question);
-    let mut llm =
-        format!("temperature = 0.0\nmax_tokens = {}\ntimeout_secs = {}\n", args.max_tokens, args.model_timeout);
+    // The workers, briefed together, work at once: the model serves as many requests as there are workers.
+    let parallel = args.parallel.unwrap_or(workers as u64);
+    let mut llm = format!(
+        "temperature = 0.0\nmax_tokens = {}\ntimeout_secs = {}\nparallel = {parallel}\n",
+        args.max_tokens, args.model_timeout
+    );
     for (key, value) in [("base_url", &args.base_url), ("model", &args.model), ("api_key_env", &args.api_key_env)] {
         if let Some(value) = value {
             llm.push_str(&format!("{key} = {}\n", toml_string(value)));
@@ -262,6 +273,12 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let shared = SharedIndex::new(&root, Some(&index_dir));
     let source = ModelSource::from_dirs(args.record.as_deref(), args.replay.as_deref());
     let pinned = super::run::pinned_for(&source)?;
+    let ordering = match &source {
+        ModelSource::Live => less_runtime::run::Ordering::Causal,
+        ModelSource::Record(dir) | ModelSource::Replay(dir) => {
+            less_agents::record::recorded_ordering(dir).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?
+        }
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let resolver = Resolver::new(&root).map_err(|v| anyhow::anyhow!("{}: {}", v.code, v.message))?;
     let mut results = Vec::new();
@@ -273,11 +290,15 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
             pinned,
             step_timeout: Some(Duration::from_secs(args.model_timeout * 4 + 60)),
             index: Some(shared.clone()),
+            ordering,
             ..RunOptions::new(mode)
         };
-        let factory = Arc::new(
-            AgentsFactory::for_scenario(&scenario, &source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?,
-        );
+        let factory =
+            AgentsFactory::for_scenario(&scenario, &source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
+        let factory = Arc::new(match args.replay_latency {
+            Some(ms) => factory.paced(Duration::from_millis(ms)),
+            None => factory,
+        });
         super::run::write_manifest(&super::serve::manifest::Manifest::of(&scenario, None, mode), &out)?;
         if text_out && !ctx.quiet {
             outln!("{}", super::run::heading(&scenario.name, mode, &scenario.tokenizer.to_string()));

@@ -398,7 +398,7 @@ async fn a_parent_model_writes_one_brief_per_child_from_the_pointers_it_holds() 
         "b": {"now": ["Read the flush."], "pointers": ["repo:src/store.rs#L90-L99", "repo:src/plan.md"]},
     });
     let model = Answers::new(&[&answer.to_string()]);
-    let mut agent = agent(model.clone()).seated(&scenario);
+    let mut agent = agent(model.clone()).seated(&scenario, "lead");
     let mut turn = turn_of(&scenario, "lead", 0, Vec::new());
     let mut briefs = Vec::new();
     // What its pointers hold comes first, through its gateway (none here: the workspace holds nothing).
@@ -439,7 +439,7 @@ async fn a_parent_model_writes_one_brief_per_child_from_the_pointers_it_holds() 
 #[tokio::test]
 async fn a_parent_whose_model_fails_escalates_instead_of_briefing() {
     let scenario = roles_scenario();
-    let mut agent = agent(Answers::new(&["not json", "still not json"])).seated(&scenario);
+    let mut agent = agent(Answers::new(&["not json", "still not json"])).seated(&scenario, "lead");
     let mut turn = turn_of(&scenario, "lead", 0, Vec::new());
     match past_describe(&mut agent, &mut turn, &bare).await {
         Action::Escalate { reason, .. } => assert!(reason.starts_with("LLM_OUTPUT_NOT_JSON"), "{reason}"),
@@ -457,7 +457,7 @@ async fn a_worker_reads_what_it_chooses_asks_when_over_budget_and_reads_with_the
     });
     let choice = json!({"read": ["repo:src/store.rs#L90-L99", "repo:src/store.rs#L53-L55"], "recall": " "});
     let model = Answers::new(&[&choice.to_string()]);
-    let mut agent = agent(model.clone()).seated(&scenario);
+    let mut agent = agent(model.clone()).seated(&scenario, "a");
     let mut turn = turn_of(&scenario, "a", 1, vec![brief_of(brief)]);
     let chosen = vec!["repo:src/store.rs#L90-L99".to_owned(), "repo:src/store.rs#L53-L55".to_owned()];
     let Action::Deref(deref) = past_describe(&mut agent, &mut turn, &bare).await else { panic!("a read first") };
@@ -497,7 +497,7 @@ async fn a_parent_packs_for_each_question_what_the_model_chose_for_it_in_questio
         "b": {"now": ["n"], "pointers": ["repo:src/plan.md"]},
     });
     let model = Answers::new(&[&answer.to_string()]);
-    let mut agent = agent(model.clone()).seated(&scenario);
+    let mut agent = agent(model.clone()).seated(&scenario, "lead");
     let mut turn = turn_of(&scenario, "lead", 0, Vec::new());
     let Action::Brief(to_a) = past_describe(&mut agent, &mut turn, &bare).await else { panic!("a brief") };
     // t1's pointers first (the step's order, not the answer's), a pointer chosen twice packed once.
@@ -520,7 +520,7 @@ async fn a_worker_recalls_what_its_model_asks_for_before_it_reads_and_then_repor
     });
     let choice = json!({"read": ["repo:src/store.rs#L53-L55"], "recall": "  store lock guard  "});
     let model = Answers::new(&[&choice.to_string()]);
-    let mut agent = agent(model.clone()).seated(&scenario);
+    let mut agent = agent(model.clone()).seated(&scenario, "a");
     let mut turn = turn_of(&scenario, "a", 1, vec![brief_of(brief)]);
     let Action::Query { text, k, project, scope } = past_describe(&mut agent, &mut turn, &bare).await else {
         panic!("the recall first")
@@ -542,13 +542,13 @@ async fn a_worker_recalls_what_its_model_asks_for_before_it_reads_and_then_repor
 }
 
 fn agent_with(model: Arc<Answers>, scenario: &Arc<Scenario>) -> LlmAgent {
-    agent(model).seated(&scenario)
+    agent(model).seated(&scenario, "a")
 }
 
 #[tokio::test]
 async fn a_denied_request_reads_the_first_pointer_alone() {
     let scenario = roles_scenario();
-    let mut agent = agent(Answers::new(&[])).seated(&scenario);
+    let mut agent = agent(Answers::new(&[])).seated(&scenario, "a");
     let mut turn = turn_of(&scenario, "a", 1, Vec::new());
     let ask = less_runtime::run::AskGrantAction {
         pointers: vec!["repo:src/a.rs#L1-L9".to_owned(), "repo:src/b.rs#L1-L9".to_owned()],
@@ -583,7 +583,7 @@ async fn a_parent_model_grants_exactly_what_was_asked_or_denies_with_its_reason(
     let input = decide_input(&scenario);
     let yes = json!({"because": "needed for t1", "grant": true}).to_string();
     let no = json!({"because": "the span you hold answers it", "grant": false}).to_string();
-    let mut agent = agent(Answers::new(&[&yes, &no, "garbage", "garbage"])).seated(&scenario);
+    let mut agent = agent(Answers::new(&[&yes, &no, "garbage", "garbage"])).seated(&scenario, "lead");
     match agent.decide(&input).await {
         Decision::Grant(spec) => {
             assert_eq!((spec.to.as_str(), spec.patterns.as_slice()), ("a", &["repo:src/store.rs".to_owned()][..]));
@@ -696,7 +696,7 @@ async fn the_pointers_a_model_chooses_among_come_with_what_they_hold() {
     let scenario = Arc::new(Scenario::from_toml(ROLES_SCENARIO, dir.path()).expect("scenario"));
     let answer = json!({"a": {"now": ["n"], "questions": {"t1": ["repo:src/store.rs#L53-L55"]}}, "b": {"now": ["n"], "pointers": ["repo:src/store.rs#L90-L99"]}});
     let model = Answers::new(&[&answer.to_string()]);
-    let mut agent = agent(model.clone()).seated(&scenario);
+    let mut agent = agent(model.clone()).seated(&scenario, "lead");
     // The gateway answers with what the run's resolver says each pointer holds; the agent opens no file itself.
     let workspace = less_runtime::Resolver::new(dir.path()).expect("workspace");
     let about = |text: &str| workspace.about(&Pointer::parse(text).ok()?);
@@ -711,7 +711,8 @@ async fn the_pointers_a_model_chooses_among_come_with_what_they_hold() {
         "pointer_packs": {"reviewer": ["repo:src/store.rs#L53-L55"]}, "budgets": {}, "grants": [],
     });
     let model = Answers::new(&[&json!({"read": ["repo:src/store.rs#L53-L55"], "recall": ""}).to_string()]);
-    let mut worker = LlmAgent::new("a", model.clone(), Sampling { temperature: 0.0, max_tokens: 64 }).seated(&scenario);
+    let mut worker =
+        LlmAgent::new("a", model.clone(), Sampling { temperature: 0.0, max_tokens: 64 }).seated(&scenario, "a");
     past_describe(&mut worker, &mut turn_of(&scenario, "a", 1, vec![brief_of(brief.clone())]), &about).await;
     let prompt = &model.seen()[0].messages[0].content;
     assert!(prompt.contains("# Pointers you have not read"), "{prompt}");
@@ -719,7 +720,8 @@ async fn the_pointers_a_model_chooses_among_come_with_what_they_hold() {
     // A description its gateway refused (over the role's inline budget) leaves the catalogue bare; it is not asked
     // for again in the turn, and a description from an earlier turn is not asked for again at all.
     let model = Answers::new(&[&json!({"read": ["repo:src/store.rs#L53-L55"], "recall": ""}).to_string()]);
-    let mut worker = LlmAgent::new("a", model.clone(), Sampling { temperature: 0.0, max_tokens: 64 }).seated(&scenario);
+    let mut worker =
+        LlmAgent::new("a", model.clone(), Sampling { temperature: 0.0, max_tokens: 64 }).seated(&scenario, "a");
     let mut turn = turn_of(&scenario, "a", 1, vec![brief_of(brief.clone())]);
     let Action::Describe(describe) = worker.next(&turn).await else { panic!("a description first") };
     let refused = Violation::new(ErrorCode::BudgetExceeded, "/pointers", "over the budget".to_owned());
@@ -778,7 +780,7 @@ async fn only_the_agents_own_tasks_are_answered_by_name_worded_as_the_scenario_w
     let lines = ["Task t1: guard? Task t9: what else?", "Task t1: Where is the guard taken?", "Task nope: unknown"];
     let answer = json!({"answers": {"t1": {"kind": "fact", "claim": "self.map.lock() takes it.", "pointers": [SPAN], "confidence": 0.9}}, "summary": "s"});
     let model = Answers::new(&[&answer.to_string()]);
-    let mut agent = agent(model.clone()).seated(&scenario);
+    let mut agent = agent(model.clone()).seated(&scenario, "a");
     let Action::Report(report) = agent.next(&report_turn(&scenario, "a", &lines)).await else { panic!("a report") };
     assert_eq!(report.engrams.len(), 1);
     let seen = model.seen();
@@ -796,7 +798,7 @@ async fn only_the_agents_own_tasks_are_answered_by_name_worded_as_the_scenario_w
         json!({"summary": "s", "engrams": [{"kind": "fact", "claim": "c", "pointers": [SPAN], "confidence": 0.9}]});
     let model = Answers::new(&[&findings.to_string()]);
     let mut lead =
-        LlmAgent::new("lead", model.clone(), Sampling { temperature: 0.0, max_tokens: 64 }).seated(&scenario);
+        LlmAgent::new("lead", model.clone(), Sampling { temperature: 0.0, max_tokens: 64 }).seated(&scenario, "lead");
     let mut turn = report_turn(&scenario, "lead", &lines);
     turn.spec = scenario.agent("lead").expect("lead").clone();
     turn.done.push(Done { action: Action::Finish, outcome: Outcome::Done });
@@ -1022,7 +1024,7 @@ mod fuzz {
                     other => return Err(TestCaseError::fail(format!("a model's answer became {other:?}"))),
                 }
                 let input = decide_input(&scenario);
-                let mut parent = agent(Answers::new(&[&first_text, &second_text])).seated(&scenario);
+                let mut parent = agent(Answers::new(&[&first_text, &second_text])).seated(&scenario, "lead");
                 match runtime.block_on(parent.decide(&input)) {
                     Decision::Grant(spec) => {
                         prop_assert_eq!(spec.patterns, vec!["repo:src/store.rs".to_owned()]);
@@ -1498,9 +1500,9 @@ fn a_quoted_answer_is_checked_like_a_claim_and_cites_what_it_copies_or_the_close
 }
 
 impl LlmAgent {
-    /// The agent in its seat of `scenario`.
-    fn seated(self, scenario: &Scenario) -> LlmAgent {
-        let seat = Seat::of(scenario, &self.agent).expect("the agent is in the scenario");
+    /// The agent in `id`'s seat of `scenario` (the turns it is given are `id`'s).
+    fn seated(self, scenario: &Scenario, id: &str) -> LlmAgent {
+        let seat = Seat::of(scenario, id).expect("the agent is in the scenario");
         self.with_seat(seat)
     }
 }

@@ -7,7 +7,9 @@
 //! turn wakes the epoch summarizer. All archive work runs on blocking threads (`crate::blocking`), never on the async
 //! executor. A failed piece of work is retried with backoff (three attempts); what still fails stays pending in the
 //! archive and is picked up by the next wake-up or `Drain`. A level actor that dies is restarted by the supervisor
-//! (at most [`MAX_LEVEL_RESTARTS`] times). `Drain` (a call) returns once every level has done all pending work.
+//! within its restart intensity (`crate::supervision`); one failure more and the supervisor fails itself, escalating to
+//! its own supervisor (a run's starts it again, levels and all). `Drain` (a call) returns once every level has done all
+//! pending work.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,12 +20,11 @@ use crate::blocking;
 use crate::dag::archive::{Archive, NewMessage, NodeKind};
 use crate::dag::{BuildReport, Condenser, index_dir, index_messages};
 use crate::memory::{Clock, Memory, StoreError};
+use crate::supervision::{Intensity, Verdict};
 use less_contract::{Encoding, TokenCounter};
 
 /// Attempts of one piece of work before it is left pending.
 pub const ATTEMPTS: u32 = 3;
-/// Restarts of a level actor before it is left down.
-pub const MAX_LEVEL_RESTARTS: u32 = 3;
 
 /// Most messages a run's [`ArchiveQueue`] holds before a delivery waits for the archive to catch up.
 pub const ARCHIVE_BACKLOG: usize = 4096;
@@ -177,7 +178,7 @@ struct Held {
 pub struct SupervisorState {
     /// The archive and the message index, moved onto the blocking pool for each piece of work.
     held: Option<Held>,
-    levels: Vec<(NodeKind, ActorRef<LevelMsg>, u32)>,
+    levels: Vec<(NodeKind, ActorRef<LevelMsg>, Intensity)>,
     args: SummarizerArgs,
 }
 
@@ -216,7 +217,7 @@ impl Actor for SummarizerSupervisor {
         .await??;
         let mut levels = Vec::new();
         for kind in [NodeKind::Session, NodeKind::Arc, NodeKind::Epoch] {
-            levels.push((kind, spawn_level(kind, &args, &myself).await?, 0));
+            levels.push((kind, spawn_level(kind, &args, &myself).await?, Intensity::default()));
         }
         Ok(SupervisorState { held: Some(held), levels, args })
     }
@@ -278,13 +279,14 @@ impl Actor for SummarizerSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         if let SupervisionEvent::ActorFailed(cell, err) = event {
             let Some(i) = state.level_of(&cell) else { return Ok(()) };
-            let (kind, _, restarts) = state.levels[i];
+            let kind = state.levels[i].0;
             tracing::error!(target: "less.dag", "{} summarizer failed: {err}", kind.as_str());
-            if restarts < MAX_LEVEL_RESTARTS {
-                let actor = spawn_level(kind, &state.args, &myself).await?;
-                state.levels[i] = (kind, actor, restarts + 1);
-                state.cast(kind);
+            if state.levels[i].2.on_failure(std::time::Instant::now()) == Verdict::Escalate {
+                return Err(format!("the {} summarizer failed past its restart intensity: {err}", kind.as_str()).into());
             }
+            let actor = spawn_level(kind, &state.args, &myself).await?;
+            state.levels[i].1 = actor;
+            state.cast(kind);
         }
         Ok(())
     }

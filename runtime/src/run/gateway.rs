@@ -17,7 +17,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use serde_json::Value;
@@ -45,10 +45,8 @@ use less_contract::{Payload, Severity, TypedMessage, Valid};
 use less_contract::{Pointer, PointerType};
 pub use look::{Looked, MAX_DESCRIBE};
 
-/// Most restarts of one agent per window.
-pub const MAX_RESTARTS: usize = 3;
-/// The restart window.
-pub const RESTART_WINDOW: Duration = Duration::from_secs(60);
+use crate::supervision::{Intensities, Intensity, Verdict};
+pub use crate::supervision::{MAX_RESTARTS, RESTART_WINDOW};
 
 /// The gateway actor.
 pub struct GatewayActor;
@@ -288,14 +286,15 @@ pub struct GatewayState {
     spilled: HashSet<Arc<str>>,
     /// Senders and message types, one copy each for all the stubs that name them.
     names: HashSet<Arc<str>>,
-    restarts: Vec<Instant>,
+    /// The agent's restart intensity.
+    restarts: Intensity,
     n_restarts_total: u32,
     /// Turns that arrived while the agent was being restarted: taken by the new agent, or answered as down.
     waiting: Vec<(Box<ActRequest>, RpcReplyPort<ActOutcome>)>,
     /// The nodes this node supervises, by actor id: its children's on the head.
     children: HashMap<ractor::ActorId, String>,
-    /// Recent restarts of each child's node, within [`RESTART_WINDOW`].
-    child_restarts: HashMap<String, Vec<Instant>>,
+    /// The restart intensity of each child's node.
+    child_restarts: Intensities<String>,
     /// The ids of the messages delivered to the agent (restored from the ledger too): a message sent again because
     /// the node failed before it acknowledged is acknowledged, not delivered twice.
     delivered: HashSet<String>,
@@ -331,11 +330,11 @@ impl Actor for GatewayActor {
             refusals_by_sender: HashMap::new(),
             spilled: HashSet::new(),
             names: HashSet::new(),
-            restarts: Vec::new(),
+            restarts: Intensity::default(),
             n_restarts_total: 0,
             waiting: Vec::new(),
             children: HashMap::new(),
-            child_restarts: HashMap::new(),
+            child_restarts: Intensities::default(),
             delivered: HashSet::new(),
             #[cfg(any(test, feature = "faults"))]
             fail_after_delivery: false,
@@ -466,9 +465,7 @@ impl Actor for GatewayActor {
             return Ok(());
         }
         state.agent = None;
-        let now = Instant::now();
-        state.restarts.retain(|t| now.duration_since(*t) < RESTART_WINDOW);
-        if state.restarts.len() >= MAX_RESTARTS {
+        if state.restarts.on_failure(Instant::now()) == Verdict::Escalate {
             state.ctx.record(Event::AgentDown { agent: state.agent_id.clone(), reason: err.to_string() });
             let reason = format!(
                 "{} failed {} times within {:?} and is left down: {err}",
@@ -482,7 +479,6 @@ impl Actor for GatewayActor {
             }
             return Ok(());
         }
-        state.restarts.push(now);
         state.n_restarts_total += 1;
         state.ctx.record(Event::Restart { agent: state.agent_id.clone(), reason: err.to_string() });
         state.agent = Some(spawn_agent(&myself, state).await?);
@@ -529,11 +525,7 @@ impl GatewayState {
     /// per [`RESTART_WINDOW`]; past that the subtree is out of the run and this node's agent is told by an
     /// escalation.
     async fn child_failed(&mut self, myself: &ActorRef<GatewayMsg>, child: String, why: String) {
-        let now = Instant::now();
-        let recent = self.child_restarts.entry(child.clone()).or_default();
-        recent.retain(|t| now.duration_since(*t) < RESTART_WINDOW);
-        let past_limit = recent.len() >= MAX_RESTARTS;
-        recent.push(now);
+        let past_limit = self.child_restarts.on_failure(child.clone()) == Verdict::Escalate;
         let restarted = match past_limit {
             true => Err(format!("its node failed {} times within {RESTART_WINDOW:?}", MAX_RESTARTS + 1)),
             false => self.restart_child(myself, &child, &why).await,

@@ -44,7 +44,7 @@ use crate::memory::{MemoryActor, MemoryArgs, MemoryPolicy, system_clock};
 use crate::resolver::Resolver;
 use crate::run::agent::{ActRequest, AgentFactory};
 use crate::run::conduct::{Ordering, Plan, step_agent};
-use crate::run::gateway::{GatewayMsg, MAX_RESTARTS, RESTART_WINDOW, local_subtree, spawn_node};
+use crate::run::gateway::{GatewayMsg, local_subtree, spawn_node};
 use crate::run::inbox::DEFAULT_INBOX_CAP;
 use crate::run::ledger::{Event, LedgerBook, TokenLedger, TokenLedgerArgs, TokenLedgerMsg, TraceSink};
 use crate::run::remote::{PlacedNodes, Placement};
@@ -55,6 +55,7 @@ use crate::run::services::Services;
 use crate::run::slot::{RESTART_WAIT, Slot};
 use crate::run::wire::Envelope;
 use crate::run::{Books, Directory, RunContext, fresh_secret};
+use crate::supervision::{Intensities, MAX_RESTARTS, RESTART_WINDOW, Verdict};
 use less_contract::{Error, ErrorCode, Violation};
 use less_contract::{Scenario, Step, WireMode};
 
@@ -251,8 +252,8 @@ struct RunSupervisorState {
     /// The children by id, with the task of each (awaited before a restart, so the failed actor's files are
     /// closed before its successor opens them).
     children: HashMap<ActorId, (Child, JoinHandle<()>)>,
-    /// Recent restarts of each child, within [`RESTART_WINDOW`].
-    restarts: HashMap<String, Vec<Instant>>,
+    /// The restart intensity of each child (`crate::supervision`).
+    restarts: Intensities<String>,
     /// What ended the run.
     failed: Option<String>,
 }
@@ -426,7 +427,7 @@ impl Actor for RunSupervisor {
             remove_on_stop,
             condenser,
             children,
-            restarts: HashMap::new(),
+            restarts: Intensities::default(),
             failed: None,
         })
     }
@@ -527,16 +528,9 @@ impl RunSupervisorState {
         }
     }
 
-    /// Whether `name` may restart once more within the window (and counts the restart).
+    /// Whether `name` may restart once more within its intensity (and counts the restart).
     fn may_restart(&mut self, name: &str) -> bool {
-        let now = Instant::now();
-        let recent = self.restarts.entry(name.to_owned()).or_default();
-        recent.retain(|t| now.duration_since(*t) < RESTART_WINDOW);
-        if recent.len() >= MAX_RESTARTS {
-            return false;
-        }
-        recent.push(now);
-        true
+        self.restarts.on_failure(name.to_owned()) == Verdict::Restart
     }
 
     /// Starts `service` again with its state recovered, points its slot at it and records the restart.

@@ -206,3 +206,62 @@ fn a_seat_holds_the_questions_below_its_agent_and_never_a_gold_answer() {
         assert!(!shown.contains(marker), "a seat shows the gold's {marker}");
     }
 }
+
+/// An agent that panics whenever it is asked to act.
+struct Crasher;
+
+impl Agent for Crasher {
+    fn next<'a>(&'a mut self, _turn: &'a TurnInput) -> AgentFuture<'a, Action> {
+        Box::pin(async { panic!("a crash loop") })
+    }
+}
+
+/// `dev` crashes on every turn; the lead acts as written.
+struct CrashLoop;
+
+impl AgentFactory for CrashLoop {
+    fn make(&self, seat: &Seat) -> Box<dyn Agent> {
+        match seat.spec.id.as_str() {
+            "dev" => Box::new(Crasher),
+            id => Box::new(Tester { id: id.to_owned(), grants: false }),
+        }
+    }
+}
+
+#[test]
+fn a_crash_loop_is_restarted_to_its_intensity_then_escalates_and_the_run_ends() {
+    let scenario = r#"
+name = "loop"
+[[agents]]
+id = "lead"
+role = "lead"
+[[agents]]
+id = "dev"
+role = "dev"
+parent = "lead"
+[[steps]]
+action = "query"
+agent = "dev"
+text = "x"
+[[steps]]
+action = "query"
+agent = "dev"
+text = "y"
+[[steps]]
+action = "query"
+agent = "lead"
+text = "after"
+"#;
+    let ledger = ledger_of_test_run(scenario, &[], Arc::new(CrashLoop), WireMode::Less);
+    let events: Vec<Value> = ledger.lines().map(|l| serde_json::from_str(l).expect("event")).collect();
+    let restarts = of(&events, "restart").iter().filter(|e| e["agent"] == "dev").count();
+    assert_eq!(restarts, crate::supervision::MAX_RESTARTS, "restarted to its intensity, no more");
+    let down = of(&events, "agent_down");
+    assert_eq!(down.len(), 1, "{down:?}");
+    assert_eq!(down[0]["agent"], "dev");
+    // The failure went up: an escalation about dev to its parent, and the run went on to its end.
+    let escalated = of(&events, "escalated");
+    assert!(escalated.iter().any(|e| e["about"] == "dev" && e["to"] == "lead"), "{escalated:?}");
+    let ended: Vec<u64> = of(&events, "turn_end").iter().filter_map(|e| e["index"].as_u64()).collect();
+    assert_eq!(ended, [0, 1, 2], "every step ended: the down agent's second turn is skipped, not retried");
+}
