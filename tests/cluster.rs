@@ -109,9 +109,12 @@ fn run_scenario(scenario: &str, out: &Path, extra: &[&str], cookie: &str) -> Out
         .expect("lessrt run")
 }
 
+/// The JSON report(s) a run printed, without their timing (which differs between any two runs).
 fn report(output: &Output) -> Value {
-    serde_json::from_str(&stdout(output))
-        .unwrap_or_else(|err| panic!("a JSON report ({err}): {}\n{}", stdout(output), stderr(output)))
+    crate::support::untimed(
+        serde_json::from_str(&stdout(output))
+            .unwrap_or_else(|err| panic!("a JSON report ({err}): {}\n{}", stdout(output), stderr(output))),
+    )
 }
 
 fn ledger_events(out: &Path, mode: &str) -> Vec<Value> {

@@ -65,7 +65,11 @@ fn a_run_recorded_against_a_dead_server_replays_its_failures() {
     assert!(escalations >= 3, "each reviewer escalated instead of reporting: {recorded}");
     let check = recorded["checks"].as_array().expect("checks").iter().find(|c| c["name"] == "0 escalations").cloned();
     assert_eq!(check.map(|c| c["status"].clone()), Some(json!("fail")), "the scenario's own check sees them");
-    assert_eq!(run("--replay", "replay"), recorded, "the replay fails where the recorded run failed");
+    assert_eq!(
+        crate::support::untimed(run("--replay", "replay")),
+        crate::support::untimed(recorded),
+        "the replay fails where the recorded run failed"
+    );
 }
 
 /// The recording committed with the repository (made against the local server) replays without one.
@@ -95,7 +99,11 @@ fn the_committed_recording_replays_without_a_server() {
         .count();
     assert!(model_engrams >= 3, "the three reviewers' engrams come from the model: {model_engrams}");
     let expected = read_json(&root().join("scenarios/recordings/uc3-review-llm.report.json"));
-    assert_eq!(read_json(&json), expected, "the replay reports what the recorded run reported");
+    assert_eq!(
+        crate::support::untimed(read_json(&json)),
+        expected,
+        "the replay reports what the recorded run reported"
+    );
     // The providers' counts per role, beside the runtime's; the refused reviewer asked three times: what to read, its
     // report, then the compliant resend.
     let report = read_json(&json);

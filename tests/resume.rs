@@ -19,9 +19,12 @@ fn run(args: &[&str]) -> Output {
         .expect("lessrt runs")
 }
 
+/// The JSON reports a run printed, without their timing (which differs between any two runs).
 fn reports(output: &Output) -> Value {
-    serde_json::from_str(&stdout(output))
-        .unwrap_or_else(|err| panic!("JSON reports ({err}): {}\n{}", stdout(output), stderr(output)))
+    crate::support::untimed(
+        serde_json::from_str(&stdout(output))
+            .unwrap_or_else(|err| panic!("JSON reports ({err}): {}\n{}", stdout(output), stderr(output))),
+    )
 }
 
 fn ledger(dir: &Path) -> Vec<Value> {

@@ -979,7 +979,7 @@ fn run_faulted(name: &str, faults: &[less_runtime::run::Fault]) -> (Value, tempf
     let options = RunOptions { pinned, out_dir: Some(out.path().to_owned()), ..RunOptions::new(WireMode::Less) };
     let run = less_runtime::run::run_scenario_faulted(scenario, Arc::new(ScriptedFactory), options, faults);
     let report = runtime.block_on(run).unwrap_or_else(|e| panic!("{name} with {faults:?}: the run completes: {e}"));
-    (serde_json::to_value(&report).expect("report is JSON"), out)
+    (serde_json::to_value(report.untimed()).expect("report is JSON"), out)
 }
 
 /// The report without what restarts change: the restart counts and the list of restarted actors.
@@ -996,11 +996,21 @@ fn without_restarts(mut report: Value) -> Value {
 /// The lines of `ledger.jsonl` but restarts (of an agent's node or of the run's own actors).
 fn ledger_without_restarts(out: &Path) -> Vec<String> {
     let ledger = std::fs::read_to_string(out.join("ledger.jsonl")).expect("ledger.jsonl");
-    let kept = ledger.lines().filter(|line| {
-        let event: Value = serde_json::from_str(line).expect("an event");
-        event["event"] != "restart" && event["event"] != "service_restart"
+    // A turn's timing differs between any two runs: its end is kept, when it happened is not.
+    let kept = ledger.lines().filter_map(|line| {
+        let mut event: Value = serde_json::from_str(line).expect("an event");
+        if event["event"] == "restart" || event["event"] == "service_restart" {
+            return None;
+        }
+        if event["event"] == "turn_end" {
+            for field in ["started_ms", "ended_ms", "model_ms"] {
+                event.as_object_mut().expect("an object").remove(field);
+            }
+            return Some(event.to_string());
+        }
+        Some(line.to_owned())
     });
-    kept.map(str::to_owned).collect()
+    kept.collect()
 }
 
 /// The messages a run archived (the DAG's raw messages), in order: session, turn, sender and content.

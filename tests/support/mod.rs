@@ -10,6 +10,21 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 /// The repository's root (where the scenarios, fixtures and committed recordings are).
+/// `value` without its `timing` objects: what a report says that does not depend on how long its turns took.
+pub(crate) fn untimed(mut value: serde_json::Value) -> serde_json::Value {
+    match &mut value {
+        serde_json::Value::Object(fields) => {
+            fields.remove("timing");
+            for field in fields.values_mut() {
+                *field = untimed(field.take());
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|item| *item = untimed(item.take())),
+        _ => {}
+    }
+    value
+}
+
 pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
