@@ -542,7 +542,7 @@ async fn a_worker_recalls_what_its_model_asks_for_before_it_reads_and_then_repor
 }
 
 fn agent_with(model: Arc<Answers>, scenario: &Arc<Scenario>) -> LlmAgent {
-    agent(model).seated(&scenario, "a")
+    agent(model).seated(scenario, "a")
 }
 
 #[tokio::test]

@@ -127,10 +127,10 @@ fn a_recording_holds_its_start_time_and_no_secret() {
         json!({"started_at": "2026-11-22T08:25:02Z", "ordering": "causal"}),
         "nothing but the start time and how its agents read"
     );
-    assert_eq!(crate::record::recorded_ordering(dir.path()).expect("read"), less_runtime::run::Ordering::Causal);
+    assert_eq!(recorded_ordering(dir.path()).expect("read"), less_runtime::run::Ordering::Causal);
     // A recording made before turns could overlap names no ordering: it reads by arrival.
     std::fs::write(dir.path().join(RUN_FILE), r#"{"started_at": "2026-11-22T08:25:02Z"}"#).expect("write");
-    assert_eq!(crate::record::recorded_ordering(dir.path()).expect("read"), less_runtime::run::Ordering::Arrival);
+    assert_eq!(recorded_ordering(dir.path()).expect("read"), less_runtime::run::Ordering::Arrival);
     std::fs::write(dir.path().join(RUN_FILE), doc.to_string()).expect("write");
     assert_eq!(
         recorded_run(dir.path(), true, "2027-01-01T00:00:00Z").expect("read"),

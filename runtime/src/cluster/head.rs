@@ -29,7 +29,7 @@ use less_contract::{ClusterNode, Engram, ErrorCode, HEAD_NODE, Scope, Valid, Vio
 /// Messages to the head's bridge: what a node asks of the run's shared services besides the ledger and resolver.
 pub(crate) enum HeadMsg {
     /// The next message number of a sender (an agent, or `<agent>-gw`).
-    NextId(Box<String>, RpcReplyPort<u64>),
+    NextId(String, RpcReplyPort<u64>),
     /// Archive a delivered message.
     Archive(Box<NewMessage>),
     /// Recall as an agent: (agent, text, options).
@@ -197,7 +197,7 @@ impl HeadServices for Bridge {
     }
 
     fn next_id(&self, sender: String) -> RemoteFuture<'_, Result<u64, String>> {
-        Box::pin(async move { ractor::call!(self.0, HeadMsg::NextId, Box::new(sender)).map_err(|e| e.to_string()) })
+        Box::pin(async move { ractor::call!(self.0, HeadMsg::NextId, sender).map_err(|e| e.to_string()) })
     }
 
     fn archive(&self, message: NewMessage) -> Result<(), String> {
