@@ -921,9 +921,11 @@ impl LocalRun {
                         ),
                     ));
                 }
-                // The agent (or its node) failed mid-turn: once its supervisor started it again, the turn is
-                // taken again.
-                Ok(CallResult::SenderError) | Err(_) if attempt <= MAX_RESTARTS as u32 => {
+                // The agent (or its node) failed mid-turn, or the turn reached an agent already failing: once its
+                // supervisor started it again, the turn is taken again. Past its restart intensity the gateway
+                // answers the turn as down, so the bound only guards against a gateway that never answers (a turn
+                // dropped on its way to a failing agent is an attempt without a restart).
+                Ok(CallResult::SenderError) | Err(_) if attempt <= 2 * (MAX_RESTARTS as u32 + 1) => {
                     attempt += 1;
                     self.restarted(agent, &gateway).await;
                 }
