@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::{between_markers, root, thousands};
+use crate::support::{between_markers, root, thousands, untimed};
 
 /// Runs a documented replay `command` into a fresh directory (kept alive by the returned guard) and checks that it
 /// writes the committed `bench.json` byte for byte and that `doc` between `<!-- {marker}:summary:start -->` and its
@@ -511,21 +511,6 @@ fn replay_causal(mode: &str, parallel: &str) -> (Option<i32>, Value) {
     let report: Value = serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(&output.stderr)));
     (output.status.code(), report)
-}
-
-/// `value` without its `timing` objects.
-fn untimed(mut value: Value) -> Value {
-    match &mut value {
-        Value::Object(fields) => {
-            fields.remove("timing");
-            for field in fields.values_mut() {
-                *field = untimed(field.take());
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|item| *item = untimed(item.take())),
-        _ => {}
-    }
-    value
 }
 
 fn timing(report: &Value) -> Value {
