@@ -496,13 +496,14 @@ fn the_recorded_budget_sweep_replays() {
     );
 }
 
-/// `lessrt run` of the causal recording of real-ignore in `mode`, replayed at 300 ms per exchange with `parallel`
+/// `lessrt run` of the causal recording of `scenario` in `mode`, replayed at 300 ms per exchange with `parallel`
 /// turns at once: its exit status and its report (JSON).
-fn replay_causal(mode: &str, parallel: &str) -> (Option<i32>, Value) {
+fn replay_causal(scenario: &str, mode: &str, parallel: &str) -> (Option<i32>, Value) {
     let out = tempfile::tempdir().expect("tempdir");
+    let (file, recording) = (format!("scenarios/{scenario}.toml"), format!("scenarios/recordings/causal/{scenario}"));
     let output = Command::new(env!("CARGO_BIN_EXE_lessrt"))
-        .args(["run", "scenarios/real-ignore.toml", "--agents", "llm-free", "--mode", mode])
-        .args(["--replay", "scenarios/recordings/causal/real-ignore", "--replay-latency", "300"])
+        .args(["run", &file, "--agents", "llm-free", "--mode", mode])
+        .args(["--replay", &recording, "--replay-latency", "300"])
         .args(["--parallel", parallel, "--json", "--quiet", "--out"])
         .arg(out.path())
         .current_dir(root())
@@ -521,8 +522,8 @@ fn timing(report: &Value) -> Value {
 #[test]
 fn the_causal_recording_reports_the_same_one_turn_at_a_time_and_four_at_once() {
     for mode in ["less", "verbatim"] {
-        let (status_one, one) = replay_causal(mode, "1");
-        let (status_four, four) = replay_causal(mode, "4");
+        let (status_one, one) = replay_causal("real-ignore", mode, "1");
+        let (status_four, four) = replay_causal("real-ignore", mode, "4");
         assert!(matches!(status_one, Some(0 | 1)), "{mode}: {one}");
         assert_eq!(status_one, status_four, "{mode}");
         assert_eq!(untimed(one.clone()), untimed(four.clone()), "{mode}: the report depends on parallelism");
@@ -533,5 +534,16 @@ fn the_causal_recording_reports_the_same_one_turn_at_a_time_and_four_at_once() {
         let critical = four["critical_path_model_ms"].as_u64().expect("critical path");
         assert!(critical > 0 && 2 * critical < four["model_ms"].as_u64().expect("model time"), "{mode}: {four}");
         assert_eq!(one["critical_path_model_ms"], four["critical_path_model_ms"], "{mode}");
+    }
+}
+
+#[test]
+fn every_causal_recording_reports_the_same_one_turn_at_a_time_and_four_at_once() {
+    for scenario in ["waves-harbor", "review-lanternfish"] {
+        let (status_one, one) = replay_causal(scenario, "less", "1");
+        let (status_four, four) = replay_causal(scenario, "less", "4");
+        assert_eq!(status_one, status_four, "{scenario}");
+        assert_eq!(untimed(one), untimed(four.clone()), "{scenario}: the report depends on parallelism");
+        assert!(timing(&four)["most_at_once"].as_u64().unwrap_or(0) > 1, "{scenario}: no turns overlapped: {four}");
     }
 }
