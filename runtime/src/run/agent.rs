@@ -212,14 +212,9 @@ impl Seat {
             .iter()
             .filter(|t| scenario.is_at_or_below(&t.agent, id))
             .map(|t| {
-                let mut via = vec![t.agent.clone()];
-                while via.last().is_some_and(|last| last != id) && via.len() <= scenario.agents.len() {
-                    let Some(parent) = scenario.agent(via.last().expect("one")).and_then(|a| a.parent.clone()) else {
-                        break;
-                    };
-                    via.push(parent);
-                }
-                via.reverse();
+                let chain = less_contract::lineage(&t.agent, |a| scenario.agent(a).and_then(|s| s.parent.as_deref()));
+                let from = chain.iter().position(|a| *a == id).unwrap_or(0);
+                let via = chain[from..].iter().map(|a| (*a).to_owned()).collect();
                 Question { id: t.id.clone(), agent: t.agent.clone(), question: t.question.clone(), via }
             })
             .collect();
