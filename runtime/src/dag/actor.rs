@@ -20,7 +20,7 @@ use crate::blocking;
 use crate::dag::archive::{Archive, NewMessage, NodeKind};
 use crate::dag::{BuildReport, Condenser, index_dir, index_messages};
 use crate::memory::{Clock, Memory, StoreError};
-use crate::supervision::{Intensity, Verdict};
+use crate::supervision::{Children, Exit, Response, Restart, Strategy};
 use less_contract::{Encoding, TokenCounter};
 
 /// Attempts of one piece of work before it is left pending.
@@ -143,6 +143,12 @@ pub enum SummarizerMsg {
     /// Panics on purpose (tests of the run supervisor's restart).
     #[cfg(any(test, feature = "faults"))]
     Fail,
+    /// Makes one level panic on purpose (tests of the levels' restart).
+    #[cfg(any(test, feature = "faults"))]
+    FailLevel(NodeKind),
+    /// The levels' actors, session first (tests of the levels' restart).
+    #[cfg(any(test, feature = "faults"))]
+    Levels(RpcReplyPort<Vec<ractor::ActorId>>),
 }
 
 /// Messages to a level summarizer.
@@ -151,6 +157,9 @@ pub enum LevelMsg {
     Work,
     /// Do the pending work, then reply with what was done since the last drain.
     Drain(RpcReplyPort<BuildReport>),
+    /// Panics on purpose.
+    #[cfg(any(test, feature = "faults"))]
+    Fail,
 }
 
 /// How to start the supervisor.
@@ -178,7 +187,10 @@ struct Held {
 pub struct SupervisorState {
     /// The archive and the message index, moved onto the blocking pool for each piece of work.
     held: Option<Held>,
-    levels: Vec<(NodeKind, ActorRef<LevelMsg>, Intensity)>,
+    /// The level summarizers, session first.
+    levels: Vec<(NodeKind, ActorRef<LevelMsg>)>,
+    /// Their start order and restart intensities: rest_for_one, since each level reads what the one before writes.
+    children: Children<NodeKind>,
     args: SummarizerArgs,
 }
 
@@ -215,11 +227,12 @@ impl Actor for SummarizerSupervisor {
             Ok(Held { archive, index })
         })
         .await??;
-        let mut levels = Vec::new();
+        let (mut levels, mut children) = (Vec::new(), Children::new(Strategy::RestForOne));
         for kind in [NodeKind::Session, NodeKind::Arc, NodeKind::Epoch] {
-            levels.push((kind, spawn_level(kind, &args, &myself).await?, Intensity::default()));
+            levels.push((kind, spawn_level(kind, &args, &myself).await?));
+            children.started(kind, Restart::Permanent);
         }
-        Ok(SupervisorState { held: Some(held), levels, args })
+        Ok(SupervisorState { held: Some(held), levels, children, args })
     }
 
     async fn handle(
@@ -232,6 +245,16 @@ impl Actor for SummarizerSupervisor {
             SummarizerMsg::RecordQueued(queue) => state.archive_queued(&queue).await?,
             #[cfg(any(test, feature = "faults"))]
             SummarizerMsg::Fail => panic!("the summarizers failed on purpose"),
+            #[cfg(any(test, feature = "faults"))]
+            SummarizerMsg::FailLevel(kind) => {
+                if let Some((_, level)) = state.levels.iter().find(|(k, _)| *k == kind) {
+                    let _ = level.send_message(LevelMsg::Fail);
+                }
+            }
+            #[cfg(any(test, feature = "faults"))]
+            SummarizerMsg::Levels(reply) => {
+                let _ = reply.send(state.levels.iter().map(|(_, level)| level.get_id()).collect());
+            }
             SummarizerMsg::Sync(queue, reply) => {
                 state.archive_queued(&queue).await?;
                 let _ = reply.send(());
@@ -250,7 +273,7 @@ impl Actor for SummarizerSupervisor {
             },
             SummarizerMsg::Drain(reply) => {
                 let mut report = BuildReport::default();
-                for (kind, level, _) in &state.levels {
+                for (kind, level) in &state.levels {
                     match ractor::call!(level, LevelMsg::Drain) {
                         Ok(done) => report.add(&done),
                         Err(err) => tracing::error!(target: "less.dag", "{} summarizer: {err}", kind.as_str()),
@@ -281,21 +304,37 @@ impl Actor for SummarizerSupervisor {
             let Some(i) = state.level_of(&cell) else { return Ok(()) };
             let kind = state.levels[i].0;
             tracing::error!(target: "less.dag", "{} summarizer failed: {err}", kind.as_str());
-            if state.levels[i].2.on_failure(std::time::Instant::now()) == Verdict::Escalate {
+            let Response::Restart(kinds) = state.children.on_exit(&kind, Exit::Failed) else {
                 return Err(format!("the {} summarizer failed past its restart intensity: {err}", kind.as_str()).into());
+            };
+            // rest_for_one: the levels after it stop (last first) and all start again in order, each told to work.
+            let mut later = Vec::new();
+            for kind in kinds.iter().skip(1).rev() {
+                later.extend(state.levels.iter().filter(|(k, _)| k == kind).map(|(_, actor)| actor.get_cell()));
             }
-            let actor = spawn_level(kind, &state.args, &myself).await?;
-            state.levels[i].1 = actor;
-            state.cast(kind);
+            crate::supervision::stop_in_order(&myself.get_cell(), later).await;
+            for kind in kinds {
+                let actor = spawn_level(kind, &state.args, &myself).await?;
+                if let Some(slot) = state.levels.iter_mut().find(|(k, _)| *k == kind) {
+                    slot.1 = actor;
+                }
+                state.cast(kind);
+            }
         }
         Ok(())
     }
 
     async fn post_stop(
         &self,
-        _myself: ActorRef<SummarizerMsg>,
+        myself: ActorRef<SummarizerMsg>,
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
+        // The levels stop last started first, each finishing its message, before the archive they write closes.
+        let mut levels = Vec::new();
+        for kind in state.children.stop_order() {
+            levels.extend(state.levels.iter().filter(|(k, _)| *k == kind).map(|(_, actor)| actor.get_cell()));
+        }
+        crate::supervision::stop_in_order(&myself.get_cell(), levels).await;
         // Closing the index saves it and the archive closes its database: blocking work.
         if let Some(held) = state.held.take()
             && let Err(err) = blocking::run(move || held.index.map_or(Ok(()), Memory::close)).await?
@@ -348,11 +387,11 @@ impl SupervisorState {
     }
 
     fn level_of(&self, cell: &ActorCell) -> Option<usize> {
-        self.levels.iter().position(|(_, actor, _)| actor.get_id() == cell.get_id())
+        self.levels.iter().position(|(_, actor)| actor.get_id() == cell.get_id())
     }
 
     fn cast(&self, kind: NodeKind) {
-        if let Some((_, actor, _)) = self.levels.iter().find(|(k, _, _)| *k == kind)
+        if let Some((_, actor)) = self.levels.iter().find(|(k, _)| *k == kind)
             && let Err(err) = actor.send_message(LevelMsg::Work)
         {
             tracing::error!(target: "less.dag", "{} summarizer unreachable: {err}", kind.as_str());
@@ -404,6 +443,10 @@ impl Actor for LevelSummarizer {
         msg: LevelMsg,
         state: &mut LevelState,
     ) -> Result<(), ActorProcessingErr> {
+        #[cfg(any(test, feature = "faults"))]
+        if matches!(msg, LevelMsg::Fail) {
+            panic!("the {} summarizer failed on purpose", state.args.kind.as_str());
+        }
         let made = state.work().await?;
         if made {
             let _ = state.args.supervisor.send_message(SummarizerMsg::LevelDone(state.args.kind));

@@ -757,3 +757,53 @@ fn a_delivery_while_the_summarizers_are_down_waits_for_their_replacement() {
         archive.session_messages("p", "s", 0).expect("succeeds").into_iter().map(|m| m.content).collect();
     assert_eq!(contents, ["message 0", "message 1", "message 2"]);
 }
+
+/// The levels are supervised rest_for_one (`crate::supervision`): a failed arc level is started again with the epoch
+/// level above it, the session level below keeps running; past the intensity the supervisor fails itself, so its own
+/// supervisor hears of it, instead of restarting forever.
+#[test]
+fn a_failed_level_restarts_the_levels_above_it_and_a_crash_loop_escalates() {
+    use crate::dag::actor::{SummarizerArgs, SummarizerMsg, SummarizerSupervisor};
+    use crate::supervision::MAX_RESTARTS;
+    use ractor::Actor;
+    let dir = tempfile::tempdir().expect("succeeds");
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("succeeds");
+    let args = SummarizerArgs {
+        dir: dir.path().to_owned(),
+        condenser: Condenser::new(DagConfig::default(), Arc::new(Extractive)),
+        clock: Arc::new(|| 0),
+        index: false,
+    };
+    rt.block_on(async {
+        let (supervisor, handle) = Actor::spawn(None, SummarizerSupervisor, args).await.expect("succeeds");
+        // Fails the arc level and waits for its replacement; None once the supervisor is gone.
+        let fail_arc = |before: Vec<ractor::ActorId>| {
+            let supervisor = supervisor.clone();
+            async move {
+                supervisor.send_message(SummarizerMsg::FailLevel(NodeKind::Arc)).ok()?;
+                for _ in 0..500 {
+                    let now = ractor::call!(supervisor, SummarizerMsg::Levels).ok()?;
+                    if now[1] != before[1] {
+                        return Some(now);
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                panic!("the arc level was not started again")
+            }
+        };
+        let before = ractor::call!(supervisor, SummarizerMsg::Levels).expect("answers");
+        let after = fail_arc(before.clone()).await.expect("restarted");
+        assert_eq!(after[0], before[0], "the session level below the failed one keeps running");
+        assert_ne!(after[2], before[2], "the epoch level above it was started again with it");
+        // The restarted levels work: a drain goes through all three.
+        ractor::call!(supervisor, SummarizerMsg::Drain).expect("the restarted levels answer");
+        // A crash loop: past the intensity the supervisor fails instead of restarting again.
+        let mut levels = after;
+        for _ in 1..MAX_RESTARTS {
+            levels = fail_arc(levels).await.expect("restarted within the intensity");
+        }
+        assert_eq!(fail_arc(levels).await, None, "one failure past the intensity ends the supervisor");
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(60), handle).await;
+        assert!(ended.is_ok(), "the supervisor escalated (ended) after {} failures of one level", MAX_RESTARTS + 1);
+    });
+}

@@ -17,7 +17,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use serde_json::Value;
@@ -45,7 +44,7 @@ use less_contract::{Payload, Severity, TypedMessage, Valid};
 use less_contract::{Pointer, PointerType};
 pub use look::{Looked, MAX_DESCRIBE};
 
-use crate::supervision::{Intensities, Intensity, Verdict};
+use crate::supervision::{Children, Exit, Response, Restart, Strategy};
 pub use crate::supervision::{MAX_RESTARTS, RESTART_WINDOW};
 
 /// The gateway actor.
@@ -265,6 +264,15 @@ pub struct AgentKnowledge {
     pub seen: HashMap<String, less_contract::Digest>,
 }
 
+/// What a node supervises.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Member {
+    /// Its agent.
+    Agent,
+    /// The node of a child agent.
+    Node(String),
+}
+
 /// A gateway's mutable state.
 pub struct GatewayState {
     ctx: Arc<RunContext>,
@@ -286,15 +294,14 @@ pub struct GatewayState {
     spilled: HashSet<Arc<str>>,
     /// Senders and message types, one copy each for all the stubs that name them.
     names: HashSet<Arc<str>>,
-    /// The agent's restart intensity.
-    restarts: Intensity,
     n_restarts_total: u32,
     /// Turns that arrived while the agent was being restarted: taken by the new agent, or answered as down.
     waiting: Vec<(Box<ActRequest>, RpcReplyPort<ActOutcome>)>,
     /// The nodes this node supervises, by actor id: its children's on the head.
-    children: HashMap<ractor::ActorId, String>,
-    /// The restart intensity of each child's node.
-    child_restarts: Intensities<String>,
+    children: HashMap<ractor::ActorId, (String, ractor::ActorCell)>,
+    /// What this node supervises, in start order (its agent, then its children's nodes): one_for_one, all
+    /// transient, each within its own intensity (`crate::supervision`).
+    members: Children<Member>,
     /// The ids of the messages delivered to the agent (restored from the ledger too): a message sent again because
     /// the node failed before it acknowledged is acknowledged, not delivered twice.
     delivered: HashSet<String>,
@@ -330,11 +337,10 @@ impl Actor for GatewayActor {
             refusals_by_sender: HashMap::new(),
             spilled: HashSet::new(),
             names: HashSet::new(),
-            restarts: Intensity::default(),
             n_restarts_total: 0,
             waiting: Vec::new(),
             children: HashMap::new(),
-            child_restarts: Intensities::default(),
+            members: Children::new(Strategy::OneForOne),
             delivered: HashSet::new(),
             #[cfg(any(test, feature = "faults"))]
             fail_after_delivery: false,
@@ -343,12 +349,14 @@ impl Actor for GatewayActor {
             state.restore(Restored::from_kept(kept, &state.agent_id)).await;
         }
         state.agent = Some(spawn_agent(&myself, &state).await?);
+        state.members.started(Member::Agent, Restart::Transient);
         // The nodes of its children on the head: spawned here, so this node supervises them (a worker node's
         // host spawns the agents placed on it).
         if state.ctx.books.is_some() {
             for child in node_children(&state.ctx.scenario, &state.agent_id) {
                 let (node, _) = spawn_node(&state.ctx, &child, myself.get_cell(), args.restore.clone()).await?;
-                state.children.insert(node.get_id(), child);
+                state.members.started(Member::Node(child.clone()), Restart::Transient);
+                state.children.insert(node.get_id(), (child, node.get_cell()));
             }
         }
         Ok(state)
@@ -457,7 +465,7 @@ impl Actor for GatewayActor {
         state: &mut GatewayState,
     ) -> Result<(), ActorProcessingErr> {
         let SupervisionEvent::ActorFailed(cell, err) = event else { return Ok(()) };
-        if let Some(child) = state.children.remove(&cell.get_id()) {
+        if let Some((child, _)) = state.children.remove(&cell.get_id()) {
             state.child_failed(&myself, child, err.to_string()).await;
             return Ok(());
         }
@@ -465,7 +473,7 @@ impl Actor for GatewayActor {
             return Ok(());
         }
         state.agent = None;
-        if state.restarts.on_failure(Instant::now()) == Verdict::Escalate {
+        if state.members.on_exit(&Member::Agent, Exit::Failed) == Response::Escalate {
             state.ctx.record(Event::AgentDown { agent: state.agent_id.clone(), reason: err.to_string() });
             let reason = format!(
                 "{} failed {} times within {:?} and is left down: {err}",
@@ -485,6 +493,25 @@ impl Actor for GatewayActor {
         for (request, reply) in std::mem::take(&mut state.waiting) {
             state.act(request, reply);
         }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        myself: ActorRef<GatewayMsg>,
+        state: &mut GatewayState,
+    ) -> Result<(), ActorProcessingErr> {
+        // The children's nodes stop last started first, each with its subtree, then the agent.
+        let cells: Vec<ractor::ActorCell> = state
+            .members
+            .stop_order()
+            .into_iter()
+            .filter_map(|member| match member {
+                Member::Agent => state.agent.as_ref().map(|agent| agent.get_cell()),
+                Member::Node(child) => state.children.values().find(|(c, _)| *c == child).map(|(_, cell)| cell.clone()),
+            })
+            .collect();
+        crate::supervision::stop_in_order(&myself.get_cell(), cells).await;
         Ok(())
     }
 }
@@ -525,7 +552,7 @@ impl GatewayState {
     /// per [`RESTART_WINDOW`]; past that the subtree is out of the run and this node's agent is told by an
     /// escalation.
     async fn child_failed(&mut self, myself: &ActorRef<GatewayMsg>, child: String, why: String) {
-        let past_limit = self.child_restarts.on_failure(child.clone()) == Verdict::Escalate;
+        let past_limit = self.members.on_exit(&Member::Node(child.clone()), Exit::Failed) == Response::Escalate;
         let restarted = match past_limit {
             true => Err(format!("its node failed {} times within {RESTART_WINDOW:?}", MAX_RESTARTS + 1)),
             false => self.restart_child(myself, &child, &why).await,
@@ -545,7 +572,7 @@ impl GatewayState {
         let (node, _) = spawn_node(&self.ctx, child, myself.get_cell(), Some(Arc::new(kept)))
             .await
             .map_err(|e| format!("its node did not start again: {e}"))?;
-        self.children.insert(node.get_id(), child.to_owned());
+        self.children.insert(node.get_id(), (child.to_owned(), node.get_cell()));
         Ok(())
     }
 

@@ -6,22 +6,26 @@
 //! so the supervision tree is the scenario's hierarchy. [`run_scenario`] drives the steps in order, one turn at a
 //! time, then collects the ledger into a [`RunReport`].
 //!
-//! Restart policy (`handle_supervisor_evt`, by the failed child's id):
-//! - an infrastructure actor that fails (or stops while the run goes on) is started again with its state
-//!   recovered, at most [`MAX_RESTARTS`] times per [`RESTART_WINDOW`] each, and the restart is a
+//! Restart policy (`handle_supervisor_evt`, by the failed child's id; `crate::supervision` says the rules): the
+//! supervisor is one_for_one over children started in order: the ledger, the resolver, the summarizers, the memory,
+//! then the top nodes.
+//! - an infrastructure actor is permanent: one that fails (or stops while the run goes on) is started again with its
+//!   state recovered, within its intensity ([`MAX_RESTARTS`] per [`RESTART_WINDOW`]), and the restart is a
 //!   `service_restart` event: the ledger's writer and the resolver take the same book (`LedgerBook`,
 //!   `ResolverBook`), which outlives them, so nothing recorded or remembered is lost; the memory reopens its
 //!   directory (SQLite is the truth, the indexes catch up); the summarizers reopen the archive and take the
 //!   archive queue. Every other actor reaches them through a [`Slot`], which the supervisor points at the new actor;
 //!   a call the failed one left unanswered goes once more to the new one.
-//! - a top node that fails is started again from the ledger (its agent's inbox and grants, and its subtree's), as
-//!   a node restarts its children; past the limit the run cannot go on without its lead, and ends.
-//! - past its limit, an infrastructure actor's failure, and the failure of any other child (a cluster run's head
-//!   bridge, a gateway moved from a lost node), is kept, and the driver ends the run with [`Error::Runtime`] after
-//!   the current step.
+//! - a top node is transient: one that fails is started again from the ledger (its agent's inbox and grants, and
+//!   its subtree's), as a node restarts its children; one that stopped on its own is done, its subtree answered as
+//!   down; past its intensity the run cannot go on without its lead, and ends.
+//! - past its intensity, an infrastructure actor's failure, and the failure of any other child (a cluster run's
+//!   head bridge, a gateway moved from a lost node), is kept, and the driver ends the run with [`Error::Runtime`]
+//!   after the current step.
 //!
 //! Shutdown: the driver flushes the ledger and the `sam:` index, then stops the supervisor, which stops its
-//! children (and they theirs); the memory commits its index as it stops.
+//! children in reverse start order, each to the end of its own `post_stop` (the memory commits its index, the
+//! archive closes), and then removes a scratch store.
 //!
 //! The run's memory lives in `<out_dir>/memory/` when the run writes files (so project-scoped engrams outlive the
 //! run, as project scope means; run-scoped ones are never seen by another run), and otherwise in a scratch directory
@@ -55,7 +59,7 @@ use crate::run::services::Services;
 use crate::run::slot::{RESTART_WAIT, Slot};
 use crate::run::wire::Envelope;
 use crate::run::{Books, Directory, RunContext, fresh_secret};
-use crate::supervision::{Intensities, MAX_RESTARTS, RESTART_WINDOW, Verdict};
+use crate::supervision::{Children, Exit, MAX_RESTARTS, RESTART_WINDOW, Response, Restart, Strategy};
 use less_contract::{Error, ErrorCode, Violation};
 use less_contract::{Scenario, Step, WireMode};
 
@@ -233,7 +237,7 @@ impl Service {
 }
 
 /// A child of the supervisor it knows how to start again.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Child {
     Service(Service),
     /// The node of an agent at the top of the hierarchy (or below an agent placed on another node).
@@ -245,15 +249,16 @@ struct RunSupervisorState {
     ctx: Arc<RunContext>,
     ledger_book: Arc<LedgerBook>,
     resolver_book: Arc<ResolverBook>,
-    /// The store directory of the memory and the archive, and whether the memory removes it when it stops.
+    /// The store directory of the memory and the archive, and whether the supervisor removes it once every child
+    /// stopped (a scratch directory).
     memory_dir: PathBuf,
     remove_on_stop: bool,
     condenser: Condenser,
-    /// The children by id, with the task of each (awaited before a restart, so the failed actor's files are
-    /// closed before its successor opens them).
-    children: HashMap<ActorId, (Child, JoinHandle<()>)>,
-    /// The restart intensity of each child (`crate::supervision`).
-    restarts: Intensities<String>,
+    /// The running children by id, with the task of each (awaited before a restart, so the failed actor's files
+    /// are closed before its successor opens them).
+    running: HashMap<ActorId, (Child, ActorCell, JoinHandle<()>)>,
+    /// Their start order, restart types and intensities: one_for_one (`crate::supervision`).
+    children: Children<Child>,
     /// What ended the run.
     failed: Option<String>,
 }
@@ -297,7 +302,7 @@ impl Actor for RunSupervisor {
             ordering,
         } = args;
         let cell = myself.get_cell();
-        let mut children = HashMap::new();
+        let mut children = Started::new();
         let resolver = Resolver::new(&scenario.workspace).map_err(|v| format!("workspace: {v}"))?;
         let ledger_args = TokenLedgerArgs {
             out_dir: out_dir.clone(),
@@ -317,7 +322,7 @@ impl Actor for RunSupervisor {
             Actor::spawn_linked(Some(named(&run_id, mode, "ledger")), TokenLedger, ledger_book.clone(), cell.clone())
                 .await
                 .map_err(|e| format!("ledger: {e}"))?;
-        children.insert(ledger.get_id(), (Child::Service(Service::Ledger), handle));
+        children.service(Service::Ledger, ledger.get_cell(), handle);
         let (memory_dir, remove_on_stop) = match &out_dir {
             Some(dir) => (dir.join(crate::layout::RUN_STORE_DIR), false),
             // A fresh directory of its own, which the memory actor removes when it stops.
@@ -348,7 +353,7 @@ impl Actor for RunSupervisor {
         )
         .await
         .map_err(|e| format!("resolver: {e}"))?;
-        children.insert(resolver.get_id(), (Child::Service(Service::Resolver), handle));
+        children.service(Service::Resolver, resolver.get_cell(), handle);
         let condenser = Condenser::new(DagConfig::default(), summarizer);
         let summarizer_args = SummarizerArgs {
             dir: memory_dir.clone(),
@@ -364,7 +369,7 @@ impl Actor for RunSupervisor {
         )
         .await
         .map_err(|e| format!("summarizers: {e}"))?;
-        children.insert(summarizers.get_id(), (Child::Service(Service::Summarizers), handle));
+        children.service(Service::Summarizers, summarizers.get_cell(), handle);
         if !scenario.symbols.is_empty() || !scenario.capsules.is_empty() {
             let (dir, scenario) = (memory_dir.clone(), scenario.clone());
             crate::blocking::run(move || {
@@ -373,15 +378,16 @@ impl Actor for RunSupervisor {
             .await?
             .map_err(|v| format!("symbols and capsules: {v}"))?;
         }
+        // The scratch directory holds the archive too: the supervisor removes it once both stopped.
         let memory_args = MemoryArgs {
             policy: MemoryPolicy::from_settings(&scenario.memory),
-            ..MemoryArgs::new(memory_dir.clone(), system_clock(), remove_on_stop)
+            ..MemoryArgs::new(memory_dir.clone(), system_clock(), false)
         };
         let (memory, handle) =
             Actor::spawn_linked(Some(named(&run_id, mode, "memory")), MemoryActor, memory_args, cell.clone())
                 .await
                 .map_err(|e| format!("memory: {e}"))?;
-        children.insert(memory.get_id(), (Child::Service(Service::Memory), handle));
+        children.service(Service::Memory, memory.get_cell(), handle);
         let archive_queue =
             Arc::new(ArchiveQueue::new(scenario.project.clone(), format!("{session_base}:{}", mode.as_str())));
         let ctx = Arc::new(RunContext {
@@ -417,7 +423,7 @@ impl Actor for RunSupervisor {
             let (node, handle) = spawn_node(&ctx, &agent, cell.clone(), restore.clone())
                 .await
                 .map_err(|e| format!("gateway {agent}: {e}"))?;
-            children.insert(node.get_id(), (Child::Node(agent), handle));
+            children.started(Child::Node(agent), Restart::Transient, node.get_cell(), handle);
         }
         Ok(RunSupervisorState {
             ctx,
@@ -426,8 +432,8 @@ impl Actor for RunSupervisor {
             memory_dir,
             remove_on_stop,
             condenser,
-            children,
-            restarts: Intensities::default(),
+            running: children.running,
+            children: children.order,
             failed: None,
         })
     }
@@ -457,18 +463,15 @@ impl Actor for RunSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         // While the supervisor runs, a child that stops is as gone as one that failed (when the run stops, the
         // supervisor stops first and hears nothing more).
-        let (cell, what) = match event {
-            SupervisionEvent::ActorFailed(cell, err) => {
-                let what = format!("failed: {err}");
-                (cell, what)
-            }
+        let (cell, what, exit) = match event {
+            SupervisionEvent::ActorFailed(cell, err) => (cell, format!("failed: {err}"), Exit::Failed),
             SupervisionEvent::ActorTerminated(cell, _, reason) => {
                 let what = format!("stopped{}", reason.map(|r| format!(": {r}")).unwrap_or_default());
-                (cell, what)
+                (cell, what, Exit::Normal)
             }
             _ => return Ok(()),
         };
-        let Some((child, handle)) = state.children.remove(&cell.get_id()) else {
+        let Some((child, _, handle)) = state.running.remove(&cell.get_id()) else {
             let name = cell.get_name().unwrap_or_else(|| "a run actor".to_owned());
             state.fail(format!("{name} {what}"));
             return Ok(());
@@ -479,17 +482,30 @@ impl Actor for RunSupervisor {
             Child::Service(service) => service.name().to_owned(),
             Child::Node(agent) => format!("{agent}'s node"),
         };
-        if !state.may_restart(&name) {
-            match &child {
-                Child::Node(agent) => {
+        match state.children.on_exit(&child, exit) {
+            Response::Restart(_) => {}
+            Response::Forget => {
+                // A transient node that stopped on its own: its subtree's turns are answered as skipped from now on.
+                if let Child::Node(agent) = &child {
                     let agents = local_subtree(&state.ctx.scenario, agent);
                     state.ctx.directory.lose(&agents);
                     state.ctx.record(Event::SubtreeLost { agent: agent.clone(), agents, reason: what.clone() });
                 }
-                Child::Service(service) => state.abandon(*service),
+                return Ok(());
             }
-            state.fail(format!("{name} {what}, the {}th failure within {:?}", MAX_RESTARTS + 1, RESTART_WINDOW));
-            return Ok(());
+            Response::Escalate => {
+                match &child {
+                    Child::Node(agent) => {
+                        let agents = local_subtree(&state.ctx.scenario, agent);
+                        state.ctx.directory.lose(&agents);
+                        state.ctx.record(Event::SubtreeLost { agent: agent.clone(), agents, reason: what.clone() });
+                    }
+                    Child::Service(service) => state.abandon(*service),
+                }
+                let n = MAX_RESTARTS + 1;
+                state.fail(format!("{name} {what}, the {n}th failure within {RESTART_WINDOW:?}"));
+                return Ok(());
+            }
         }
         tracing::warn!("{name} {what}; restarting it");
         let cell = myself.get_cell();
@@ -498,12 +514,57 @@ impl Actor for RunSupervisor {
             Child::Node(agent) => state.restart_node(agent, cell, &what).await,
         };
         match restarted {
-            Ok((id, handle)) => {
-                state.children.insert(id, (child, handle));
+            Ok((cell, handle)) => {
+                state.running.insert(cell.get_id(), (child, cell, handle));
             }
             Err(err) => state.fail(format!("{name} {what}, and could not be started again: {err}")),
         }
         Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        myself: ActorRef<RunSupervisorMsg>,
+        state: &mut RunSupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        // Children stop last started first, each after what depends on it (the agents' nodes before the memory and
+        // the archive they feed, the ledger that records everything last), and each runs its own `post_stop`: the
+        // memory commits its indexes, the archive closes, the resolver writes what is pending.
+        let cells: Vec<ActorCell> = state
+            .children
+            .stop_order()
+            .into_iter()
+            .filter_map(|child| state.running.values().find(|(c, _, _)| *c == child).map(|(_, cell, _)| cell.clone()))
+            .collect();
+        crate::supervision::stop_in_order(&myself.get_cell(), cells).await;
+        if state.remove_on_stop
+            && let Err(err) = std::fs::remove_dir_all(&state.memory_dir)
+        {
+            tracing::warn!("scratch memory {} left behind: {err}", state.memory_dir.display());
+        }
+        Ok(())
+    }
+}
+
+/// The children `pre_start` started, in order.
+struct Started {
+    running: HashMap<ActorId, (Child, ActorCell, JoinHandle<()>)>,
+    order: Children<Child>,
+}
+
+impl Started {
+    fn new() -> Started {
+        Started { running: HashMap::new(), order: Children::new(Strategy::OneForOne) }
+    }
+
+    fn started(&mut self, child: Child, restart: Restart, cell: ActorCell, handle: JoinHandle<()>) {
+        self.order.started(child.clone(), restart);
+        self.running.insert(cell.get_id(), (child, cell, handle));
+    }
+
+    /// Infrastructure is permanent: restarted however it ended.
+    fn service(&mut self, service: Service, cell: ActorCell, handle: JoinHandle<()>) {
+        self.started(Child::Service(service), Restart::Permanent, cell, handle);
     }
 }
 
@@ -528,18 +589,13 @@ impl RunSupervisorState {
         }
     }
 
-    /// Whether `name` may restart once more within its intensity (and counts the restart).
-    fn may_restart(&mut self, name: &str) -> bool {
-        self.restarts.on_failure(name.to_owned()) == Verdict::Restart
-    }
-
     /// Starts `service` again with its state recovered, points its slot at it and records the restart.
     async fn restart_service(
         &mut self,
         service: Service,
         supervisor: ActorCell,
         why: &str,
-    ) -> Result<(ActorId, JoinHandle<()>), String> {
+    ) -> Result<(ActorCell, JoinHandle<()>), String> {
         let ctx = &self.ctx;
         let name = Some(named(&ctx.run_id, ctx.mode, service.name()));
         let spawned = match service {
@@ -547,30 +603,30 @@ impl RunSupervisorState {
                 let (ledger, handle) = Actor::spawn_linked(name, TokenLedger, self.ledger_book.clone(), supervisor)
                     .await
                     .map_err(|e| e.to_string())?;
-                let id = ledger.get_id();
+                let cell = ledger.get_cell();
                 ctx.ledger.replace(ledger);
-                (id, handle)
+                (cell, handle)
             }
             Service::Resolver => {
                 let (resolver, handle) =
                     Actor::spawn_linked(name, ResolverActor, self.resolver_book.clone(), supervisor)
                         .await
                         .map_err(|e| e.to_string())?;
-                let id = resolver.get_id();
+                let cell = resolver.get_cell();
                 ctx.resolver.replace(resolver);
-                (id, handle)
+                (cell, handle)
             }
             Service::Memory => {
                 let Services::Local { memory: slot, .. } = &ctx.services else { return Err("no local memory".into()) };
                 let args = MemoryArgs {
                     policy: MemoryPolicy::from_settings(&ctx.scenario.memory),
-                    ..MemoryArgs::new(self.memory_dir.clone(), system_clock(), self.remove_on_stop)
+                    ..MemoryArgs::new(self.memory_dir.clone(), system_clock(), false)
                 };
                 let (memory, handle) =
                     Actor::spawn_linked(name, MemoryActor, args, supervisor).await.map_err(|e| e.to_string())?;
-                let id = memory.get_id();
+                let cell = memory.get_cell();
                 slot.replace(memory);
-                (id, handle)
+                (cell, handle)
             }
             Service::Summarizers => {
                 let Services::Local { summarizers: slot, archive_queue, .. } = &ctx.services else {
@@ -589,9 +645,9 @@ impl RunSupervisorState {
                 summarizers
                     .send_message(SummarizerMsg::RecordQueued(archive_queue.clone()))
                     .map_err(|e| e.to_string())?;
-                let id = summarizers.get_id();
+                let cell = summarizers.get_cell();
                 slot.replace(summarizers);
-                (id, handle)
+                (cell, handle)
             }
         };
         ctx.record(Event::ServiceRestart { service: service.name().to_owned(), reason: why.to_owned() });
@@ -604,13 +660,13 @@ impl RunSupervisorState {
         agent: &str,
         supervisor: ActorCell,
         why: &str,
-    ) -> Result<(ActorId, JoinHandle<()>), String> {
+    ) -> Result<(ActorCell, JoinHandle<()>), String> {
         let ctx = &self.ctx;
         let kept = ctx.kept().await.map_err(|e| format!("ledger: {e}"))?;
         ctx.record(Event::Restart { agent: agent.to_owned(), reason: format!("its node {why}") });
         let (node, handle) =
             spawn_node(ctx, agent, supervisor, Some(Arc::new(kept))).await.map_err(|e| e.to_string())?;
-        Ok((node.get_id(), handle))
+        Ok((node.get_cell(), handle))
     }
 }
 

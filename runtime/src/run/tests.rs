@@ -569,3 +569,30 @@ fn a_restored_gateway_meters_the_turn_it_is_in_from_the_ledger() {
     assert_eq!(tokens, [300, 40], "this turn's budget-paid derefs only");
     assert!(gateway::Restored::from_kept(&kept, "lead").metered.is_empty());
 }
+
+/// A run stops its children in reverse start order, each to the end of its own `post_stop` (`crate::supervision`),
+/// not killed with the supervisor: the memory commits, the archive closes, and a run that writes no files leaves no
+/// scratch store behind (before, every such run left its `lessrt-memory-*` directory in the temporary directory).
+#[tokio::test]
+async fn a_stopped_run_stops_its_children_in_order_and_leaves_no_scratch_store() {
+    let workspace = tempfile::tempdir().expect("tempdir");
+    let toml = "name = \"s\"\n[[agents]]\nid = \"lead\"\nrole = \"lead\"\n[[agents]]\nid = \"dev\"\nrole = \"dev\"\n\
+                parent = \"lead\"\n[[steps]]\naction = \"query\"\nagent = \"dev\"\ntext = \"x\"\n";
+    let scenario = Arc::new(Scenario::from_toml(toml, workspace.path()).expect("scenario"));
+    let options =
+        RunOptions { step_timeout: Some(std::time::Duration::from_secs(30)), ..RunOptions::new(WireMode::Less) };
+    let run = LocalRun::start(scenario, Arc::new(AskerFactory), &options).await.expect("run starts");
+    let prefix = format!("lessrt-memory-{}-{}-", run.ctx.run_id, WireMode::Less.as_str());
+    let scratch = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(std::env::temp_dir())
+            .expect("temp dir")
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .map(|e| e.path())
+            .collect()
+    };
+    assert_eq!(scratch().len(), 1, "the run's scratch store");
+    run.drive().await.expect("the run completes");
+    run.stop().await;
+    assert_eq!(scratch(), Vec::<std::path::PathBuf>::new(), "removed once every child stopped");
+}
