@@ -144,10 +144,10 @@ pub enum SummarizerMsg {
     #[cfg(any(test, feature = "faults"))]
     Fail,
     /// Makes one level panic on purpose (tests of the levels' restart).
-    #[cfg(any(test, feature = "faults"))]
+    #[cfg(test)]
     FailLevel(NodeKind),
     /// The levels' actors, session first (tests of the levels' restart).
-    #[cfg(any(test, feature = "faults"))]
+    #[cfg(test)]
     Levels(RpcReplyPort<Vec<ractor::ActorId>>),
 }
 
@@ -158,7 +158,7 @@ pub enum LevelMsg {
     /// Do the pending work, then reply with what was done since the last drain.
     Drain(RpcReplyPort<BuildReport>),
     /// Panics on purpose.
-    #[cfg(any(test, feature = "faults"))]
+    #[cfg(test)]
     Fail,
 }
 
@@ -245,13 +245,13 @@ impl Actor for SummarizerSupervisor {
             SummarizerMsg::RecordQueued(queue) => state.archive_queued(&queue).await?,
             #[cfg(any(test, feature = "faults"))]
             SummarizerMsg::Fail => panic!("the summarizers failed on purpose"),
-            #[cfg(any(test, feature = "faults"))]
+            #[cfg(test)]
             SummarizerMsg::FailLevel(kind) => {
                 if let Some((_, level)) = state.levels.iter().find(|(k, _)| *k == kind) {
                     let _ = level.send_message(LevelMsg::Fail);
                 }
             }
-            #[cfg(any(test, feature = "faults"))]
+            #[cfg(test)]
             SummarizerMsg::Levels(reply) => {
                 let _ = reply.send(state.levels.iter().map(|(_, level)| level.get_id()).collect());
             }
@@ -443,7 +443,7 @@ impl Actor for LevelSummarizer {
         msg: LevelMsg,
         state: &mut LevelState,
     ) -> Result<(), ActorProcessingErr> {
-        #[cfg(any(test, feature = "faults"))]
+        #[cfg(test)]
         if matches!(msg, LevelMsg::Fail) {
             panic!("the {} summarizer failed on purpose", state.args.kind.as_str());
         }

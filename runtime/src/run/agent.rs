@@ -187,6 +187,24 @@ pub struct Seat {
     pub catalogue: Vec<String>,
     /// The run's tokenizer.
     pub tokenizer: less_contract::Encoding,
+    /// Its own steps of the scenario, by their index in it: what a scripted agent plays, an LLM agent's tasks.
+    /// Handed over once, when the agent is made; a turn names the step it plays by index.
+    pub script: BTreeMap<usize, Step>,
+}
+
+/// `step` as `spec`'s agent is given it: a model's report step is a task (its kind and addressee), without the claims
+/// and summary a scripted agent would send, which a model writes itself and must not see.
+fn as_played_by(step: &Step, spec: &AgentSpec) -> Step {
+    match step {
+        Step::Report(report) if spec.kind == less_contract::AgentKind::Llm => {
+            Step::Report(Box::new(less_contract::ReportStep {
+                engrams: Vec::new(),
+                summary: String::new(),
+                ..(**report).clone()
+            }))
+        }
+        _ => step.clone(),
+    }
 }
 
 /// A graded question as an agent may see it: no gold answer.
@@ -226,6 +244,13 @@ impl Seat {
             goal: scenario.plan.goal.clone(),
             criteria: scenario.plan.criteria.clone(),
             tokenizer: scenario.tokenizer,
+            script: scenario
+                .steps
+                .iter()
+                .enumerate()
+                .filter(|(_, step)| crate::run::conduct::step_agent(step) == id)
+                .map(|(i, step)| (i, as_played_by(step, &spec)))
+                .collect(),
             spec,
         })
     }
@@ -262,11 +287,8 @@ pub trait AgentFactory: Send + Sync + 'static {
 /// A turn request from the driver.
 #[derive(Debug, Clone)]
 pub struct ActRequest {
-    /// Step index (in traces).
-    #[allow(dead_code)]
+    /// The index of the step the turn plays, in the scenario (the agent's seat holds the step itself).
     pub index: usize,
-    /// The step.
-    pub step: Step,
     /// Retry count after restarts.
     pub attempt: u32,
 }
@@ -365,6 +387,8 @@ pub struct AgentState {
     pending: Vec<InboxItem>,
     /// Digests of what this agent dereferenced, by pointer text, recorded in the engrams it cites them from.
     seen: HashMap<String, Digest>,
+    /// Its steps, by index ([`Seat::script`]): a turn names the one it plays.
+    script: BTreeMap<usize, Step>,
 }
 
 impl Actor for AgentActor {
@@ -375,8 +399,9 @@ impl Actor for AgentActor {
     async fn pre_start(&self, _myself: ActorRef<AgentMsg>, args: AgentArgs) -> Result<AgentState, ActorProcessingErr> {
         let seat = Seat::of(&args.ctx.scenario, &args.agent_id).ok_or("agent not in scenario")?;
         let agent = args.ctx.factory.make(&seat);
-        let spec = seat.spec;
+        let (spec, script) = (seat.spec, seat.script);
         Ok(AgentState {
+            script,
             ctx: args.ctx,
             spec,
             gateway: args.gateway,
@@ -468,8 +493,12 @@ impl AgentState {
 
     /// One turn: the agent's actions, one at a time, each carried out before the agent decides the next.
     async fn take_turn(&mut self, request: ActRequest) -> ActOutcome {
+        let Some(step) = self.script.get(&request.index).cloned() else {
+            tracing::error!(agent = %self.spec.id, "step {} is not one of this agent's", request.index);
+            return ActOutcome::default();
+        };
         let mut turn = TurnInput {
-            step: request.step,
+            step,
             attempt: request.attempt,
             spec: self.spec.clone(),
             inbox: self.inbox.docs(),

@@ -389,13 +389,7 @@ impl Actor for GatewayActor {
                 let (envelope, doc, n_tokens) = *forwarded;
                 state.forward(&envelope, &doc, n_tokens);
             }
-            GatewayMsg::ActAt(index, attempt, reply) => {
-                let Some(step) = state.ctx.scenario.steps.get(index).cloned() else {
-                    tracing::error!(agent = %state.agent_id, "no step {index} in the scenario");
-                    return Ok(());
-                };
-                state.act(Box::new(ActRequest { index, step, attempt }), reply);
-            }
+            GatewayMsg::ActAt(index, attempt, reply) => state.act(Box::new(ActRequest { index, attempt }), reply),
             GatewayMsg::Act(request, reply) => state.act(Box::new(request), reply),
             GatewayMsg::Deref(action, reply) => {
                 let outcome = state.deref(action).await;

@@ -12,9 +12,12 @@
 //!                               subtree and escalated to the parent agent
 //! ```
 //!
-//! The driver ([`run_scenario`]) walks the scenario's steps in order and asks the acting agent's gateway for a turn;
-//! the turn's reply arrives when every message of the turn was delivered, refused and resent, or escalated, so runs
-//! are deterministic. Actors reach the restartable infrastructure through [`slot::Slot`]s and the books of the
+//! The conductor ([`LocalRun::drive`], `conduct.rs`) starts each step once the steps it waits for ended (a brief
+//! wakes its child, the children's reports their parent), up to `parallel` turns at once, by asking the acting agent's
+//! gateway for a turn named by the step's index (the agent holds its own steps, handed over in its [`Seat`]); the
+//! turn's reply arrives when every message of the turn was delivered, refused and resent, or escalated. What an agent
+//! reads is ordered by sender and message number, so runs are deterministic at any parallelism. Supervisors follow
+//! `crate::supervision` (restart types, strategies, intensity, stop in reverse start order). Actors reach the restartable infrastructure through [`slot::Slot`]s and the books of the
 //! ledger and the resolver, never through an `ActorRef` a restart would leave stale.
 
 pub(crate) mod agent;

@@ -887,7 +887,7 @@ impl LocalRun {
                 }
                 ctx.record(Event::Step { index, agent: agent.clone(), action: step_name(step).to_owned() });
                 started.insert(index);
-                running.push(self.timed_turn(index, step, agent));
+                running.push(self.timed_turn(index, agent));
             }
             let Some(ended) = futures_util::StreamExt::next(&mut running).await else { break };
             done.insert(ended?);
@@ -900,16 +900,16 @@ impl LocalRun {
     }
 
     /// Runs step `index` as `agent`'s turn and records when it started and ended: the step's index.
-    async fn timed_turn(&self, index: usize, step: &Step, agent: String) -> crate::Result<usize> {
+    async fn timed_turn(&self, index: usize, agent: String) -> crate::Result<usize> {
         let started_ms = self.started.elapsed().as_millis() as u64;
-        let model_ms = self.take_turn(index, step, &agent).await?;
+        let model_ms = self.take_turn(index, &agent).await?;
         let ended_ms = self.started.elapsed().as_millis() as u64;
         self.ctx.record(Event::TurnEnd { index, agent, started_ms, ended_ms, model_ms });
         Ok(index)
     }
 
     /// Runs step `index` as `agent`'s turn: the milliseconds its model took.
-    async fn take_turn(&self, index: usize, step: &Step, agent: &str) -> crate::Result<u64> {
+    async fn take_turn(&self, index: usize, agent: &str) -> crate::Result<u64> {
         let ctx = &self.ctx;
         let timeout = self.step_timeout(agent);
         let mut attempt = 0u32;
@@ -920,7 +920,7 @@ impl LocalRun {
                 return Ok(0);
             }
             let gateway = ctx.directory.get(agent).ok_or_else(|| fail("step", &format!("no agent {agent}")))?;
-            let request = ActRequest { index, step: step.clone(), attempt };
+            let request = ActRequest { index, attempt };
             let call = gateway.call(|reply| GatewayMsg::Act(request, reply), Some(timeout));
             let answer = match &self.cluster {
                 // While the turn runs, a node lost meanwhile has its agents moved at once: a message in flight to

@@ -54,7 +54,8 @@ async fn harness_with(mode: WireMode, budget_toml: &str, lead_toml: &str, inbox_
     let workspace = tempfile::tempdir().expect("tempdir");
     std::fs::write(workspace.path().join("a.rs"), "fn a() {}\n").expect("write");
     let toml = format!(
-        "name = \"h\"\n{budget_toml}\n[[agents]]\nid = \"lead\"\nrole = \"lead\"\n{lead_toml}\n[[agents]]\nid = \"dev\"\nrole = \"dev\"\nparent = \"lead\"\n"
+        "name = \"h\"\n{budget_toml}\n[[agents]]\nid = \"lead\"\nrole = \"lead\"\n{lead_toml}\n[[agents]]\nid = \"dev\"\nrole = \"dev\"\nparent = \"lead\"\n\
+         [[steps]]\naction = \"query\"\nagent = \"lead\"\ntext = \"x\"\n"
     );
     let scenario = Arc::new(Scenario::from_toml(&toml, workspace.path()).expect("scenario"));
     let args =
@@ -156,8 +157,7 @@ fn message(idx: usize, body: &str, n_engrams: usize, code: bool) -> Envelope {
 
 async fn inbox_of_lead(h: &Harness) -> Vec<Received> {
     let gateway = h.ctx.directory.get("lead").expect("lead");
-    let step = crate::Step::Query { agent: "lead".into(), text: "x".into(), k: 1, project: None, scope: None };
-    let request = ActRequest { index: 0, step, attempt: 0 };
+    let request = ActRequest { index: 0, attempt: 0 };
     ractor::call!(gateway, GatewayMsg::Act, request).expect("act");
     h.seen.lock().expect("lock").last().cloned().unwrap_or_default()
 }

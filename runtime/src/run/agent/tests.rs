@@ -197,9 +197,21 @@ fn a_seat_holds_the_questions_below_its_agent_and_never_a_gold_answer() {
     assert!(worker.question("parallel-threads").is_some());
     assert!(worker.questions.iter().all(|q| q.agent == "walk-investigator"));
     assert!(worker.catalogue.is_empty() && worker.children.is_empty());
+    // Its script is its own steps, by their index in the scenario, and no one else's.
+    let own: Vec<usize> = (0..scenario.steps.len())
+        .filter(|&i| crate::run::conduct::step_agent(&scenario.steps[i]) == "walk-investigator")
+        .collect();
+    assert!(!own.is_empty());
+    assert_eq!(worker.script.keys().copied().collect::<Vec<_>>(), own);
+    assert!(worker.script.values().all(|step| crate::run::conduct::step_agent(step) == "walk-investigator"));
     // Whatever a seat holds, none of the gold: not its cited spans, not its terms, not its wrong patterns.
     let gold = scenario.task("parallel-threads").expect("a task");
-    let shown = format!("{lead:?}{worker:?}");
+    // A model's seat holds its report steps as tasks, without the scripted claims (which state the answers).
+    let models = scenario.clone().with_every_agent_llm();
+    let (model_lead, model_worker) = (Seat::of(&models, "walk-lead"), Seat::of(&models, "walk-investigator"));
+    let scripted = format!("{worker:?}");
+    assert!(scripted.contains("available_parallelism"), "a scripted worker plays its authored claims");
+    let shown = format!("{model_lead:?}{model_worker:?}");
     let gold_text = format!("{:?}", gold.gold);
     for marker in ["available_parallelism", "whichever is smaller", "uncapped|unbounded"] {
         assert!(gold_text.contains(marker), "the gold names {marker}");
