@@ -5,7 +5,8 @@
 # installs the real MCP client the tests of `lessrt mcp` drive (the Python SDK from PyPI, in a venv), the OTLP
 # receiver of the telemetry tests (OpenTelemetry's protobuf classes from PyPI, in a venv) and the real
 # browser the tests of `lessrt serve` drive (Debian's chromium and chromium-driver, with apt-get), runs every test of
-# the workspace with the ones that need those parts (`cargo test --workspace --features provisioned-tests`: the
+# the workspace with the ones that need those parts (`cargo test --workspace --no-fail-fast --features
+# provisioned-tests`, every test binary run even when one fails, so one failure cannot hide the rest: the
 # `provisioned` test target and the runtime's embedding-model tests; extra arguments are passed on), and stops the
 # server again if it started it. A plain `cargo test` runs the rest, with nothing provisioned.
 set -euo pipefail
@@ -22,4 +23,4 @@ if ! bash scripts/local-llm.sh status >/dev/null 2>&1; then
 fi
 stop() { if [ "$started" = 1 ]; then bash scripts/local-llm.sh stop; fi; }
 trap stop EXIT
-cargo test --workspace --features provisioned-tests "$@"
+cargo test --workspace --no-fail-fast --features provisioned-tests "$@"

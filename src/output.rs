@@ -48,6 +48,15 @@ pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
+/// `text` on one line: every control character, newline and tab too, written as an escape (`\n`, `\u{1b}`), for
+/// a field of a line whose lines a reader counts (a file name may hold a newline).
+pub(crate) fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return text.into();
+    }
+    text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
 /// Ends the process after a failed write to standard output.
 pub(crate) fn exit_on(err: &io::Error) -> ! {
     if err.kind() == io::ErrorKind::BrokenPipe {

@@ -11,6 +11,7 @@ use serde_json::json;
 
 use super::args::{OutputArgs, Stop, count};
 use crate::Ctx;
+use crate::output::one_line;
 
 /// Arguments of `lessrt index`.
 #[derive(Debug, clap::Args)]
@@ -141,7 +142,7 @@ pub(crate) fn search(args: &SearchArgs, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let doc = json!({"query": args.query, "k": k, "stages": found.stages, "millis": millis, "hits": found.hits});
     args.output.emit(&doc, || {
         for hit in &found.hits {
-            outln!("{:>6.3}  {}  {}", hit.score, hit.pointer, hit.preview);
+            outln!("{:>6.3}  {}  {}", hit.score, one_line(&hit.pointer), one_line(&hit.preview));
         }
         if !ctx.quiet {
             eprintln!(

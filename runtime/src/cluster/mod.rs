@@ -69,19 +69,47 @@ pub fn cookie_from_env(var: &str) -> Result<String, String> {
     }
 }
 
-/// Whether `cookie` is long enough to be a secret: at least [`MIN_COOKIE_CHARS`] characters that are not
-/// whitespace. The error says what is wrong with it.
+/// The least a cookie's characters must carry, in bits: their count times the entropy of their frequencies (a
+/// repeated character or a short cycle carries little whatever its length; 16 random hex digits carry 64).
+pub const MIN_COOKIE_BITS: f64 = 48.0;
+
+/// Whether `cookie` can be a secret: printable ASCII (spaces aside, which do not count), at least
+/// [`MIN_COOKIE_CHARS`] characters, and at least [`MIN_COOKIE_BITS`] of estimated entropy. The error says what is wrong
+/// with it.
 fn check_cookie(cookie: &str) -> Result<(), String> {
-    let n_solid = cookie.chars().filter(|c| !c.is_whitespace()).count();
-    if n_solid >= MIN_COOKIE_CHARS {
-        return Ok(());
+    const HOW: &str = "use a random secret of printable ASCII, e.g. `openssl rand -hex 16`";
+    if let Some(bad) = cookie.chars().find(|c| !(c.is_ascii_graphic() || *c == ' ')) {
+        return Err(format!("holds {:?} (U+{:04X}), which is not printable ASCII: {HOW}", bad, u32::from(bad)));
     }
-    let what =
-        if n_solid == 0 { "is blank".to_owned() } else { format!("has {n_solid} characters that are not whitespace") };
-    Err(format!(
-        "{what}: use a random secret of at least {MIN_COOKIE_CHARS} characters that are not whitespace (e.g. `openssl \
-         rand -hex 16`)"
-    ))
+    let solid: Vec<char> = cookie.chars().filter(|c| *c != ' ').collect();
+    if solid.is_empty() {
+        return Err(format!("is blank: {HOW}"));
+    }
+    if solid.len() < MIN_COOKIE_CHARS {
+        return Err(format!(
+            "has {} characters that are not whitespace, fewer than {MIN_COOKIE_CHARS}: {HOW}",
+            solid.len()
+        ));
+    }
+    let bits = entropy_bits(&solid);
+    if bits < MIN_COOKIE_BITS {
+        return Err(format!(
+            "is too predictable (about {bits:.0} bits in its repeated characters, at least {MIN_COOKIE_BITS:.0} needed): \
+             {HOW}"
+        ));
+    }
+    Ok(())
+}
+
+/// `chars`' length times the Shannon entropy of their frequencies, in bits.
+fn entropy_bits(chars: &[char]) -> f64 {
+    let mut counts = std::collections::HashMap::new();
+    for c in chars {
+        *counts.entry(c).or_insert(0usize) += 1;
+    }
+    let n = chars.len() as f64;
+    let per_char: f64 = counts.values().map(|&k| k as f64 / n).map(|p| -p * p.log2()).sum();
+    per_char * n
 }
 
 /// The members of `group` on this node or any connected one; waits up to `timeout` for one to appear.
@@ -170,10 +198,28 @@ mod tests {
     fn a_cookie_needs_sixteen_characters_that_are_not_whitespace() {
         assert!(check_cookie("0123456789abcdef").is_ok());
         assert!(check_cookie(" 0123456789 abcdef ").is_ok());
-        for blank in [" ".repeat(16), "\t\n \u{a0}".repeat(8), String::new()] {
+        for blank in [" ".repeat(16), String::new()] {
             assert!(check_cookie(&blank).is_err_and(|why| why.starts_with("is blank")), "{blank:?}");
         }
         let short = check_cookie("abc def ghi jkl mno").expect_err("15 characters that are not whitespace");
         assert!(short.contains("has 15 characters"), "{short}");
+    }
+
+    /// Weak cookies are refused (issue 61): one character repeated, invisible or control characters, a short cycle;
+    /// what `openssl rand -hex 16` and `-base64 24` print is accepted.
+    #[test]
+    fn a_cookie_is_printable_ascii_and_hard_to_guess() {
+        let invisible = check_cookie(&"\u{200b}".repeat(16)).expect_err("zero-width spaces");
+        assert!(invisible.contains("U+200B") && invisible.contains("not printable ASCII"), "{invisible}");
+        let control = check_cookie(&"\u{1}".repeat(16)).expect_err("control bytes");
+        assert!(control.contains("U+0001"), "{control}");
+        assert!(check_cookie(&"\t\n \u{a0}".repeat(8)).is_err(), "tabs, newlines and no-break spaces");
+        for weak in ["a".repeat(16), "a".repeat(64), "ab".repeat(16), "abcd".repeat(4)] {
+            let why = check_cookie(&weak).expect_err("predictable");
+            assert!(why.contains("too predictable"), "{weak}: {why}");
+        }
+        for strong in ["9f86d081884c7d659a2feaa0c55ad015", "3q2+7wIeDcBQ5u0hBv1jQm5OaF7xY0Zl", "0123456789abcdef"] {
+            assert_eq!(check_cookie(strong), Ok(()), "{strong}");
+        }
     }
 }

@@ -1243,14 +1243,12 @@ async fn run_to_end(
     let report = run.report().await;
     let out_dir = run.out_dir.clone();
     run.stop().await;
-    driven?;
-    // The run ended: nothing will verify its grants again, and a resume of it has nothing to do.
-    if report.is_ok()
-        && let Some(dir) = out_dir
-    {
-        // A failure to remove it was logged; the run's report stands.
+    // The run ended, finished or failed, in this process: nothing will verify its grants again, and `--resume` is for
+    // a run whose process died (a failed run is run again). A failure to remove the key was logged.
+    if let Some(dir) = out_dir {
         let _ = crate::blocking::run(move || resume::forget_key(&dir)).await;
     }
+    driven?;
     report
 }
 

@@ -596,3 +596,24 @@ async fn a_stopped_run_stops_its_children_in_order_and_leaves_no_scratch_store()
     run.stop().await;
     assert_eq!(scratch(), Vec::<std::path::PathBuf>::new(), "removed once every child stopped");
 }
+
+/// A run that fails in its process (here its memory dies past the restart intensity) removes its grant key as a
+/// finished one does (issue 61: it was left behind); `--resume` is for a run whose process died.
+#[tokio::test]
+async fn a_failed_run_leaves_no_grant_key_behind() {
+    let workspace = tempfile::tempdir().expect("tempdir");
+    let out = tempfile::tempdir().expect("tempdir");
+    let toml = "name = \"k\"\n[[agents]]\nid = \"lead\"\nrole = \"lead\"\n[[agents]]\nid = \"dev\"\nrole = \"dev\"\n\
+                parent = \"lead\"\n[[steps]]\naction = \"query\"\nagent = \"dev\"\ntext = \"x\"\n";
+    let scenario = Arc::new(Scenario::from_toml(toml, workspace.path()).expect("scenario"));
+    let options = RunOptions {
+        step_timeout: Some(std::time::Duration::from_secs(30)),
+        out_dir: Some(out.path().to_owned()),
+        ..RunOptions::new(WireMode::Less)
+    };
+    let fault = Fault { before_step: 0, target: FaultTarget::Memory, times: MAX_RESTARTS as u32 + 1 };
+    let ended = run_scenario_faulted(scenario, Arc::new(AskerFactory), options, &[fault]).await;
+    assert!(ended.is_err(), "the memory was given up and the run ended");
+    assert!(out.path().join(resume::RESUME_FILE).exists(), "the run kept what a resume needs, grant key aside");
+    assert!(!out.path().join(resume::KEY_FILE).exists(), "no grant key left behind");
+}
