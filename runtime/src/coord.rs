@@ -153,14 +153,37 @@ fn text_checked(text: &str, path: &str, max: usize) -> Result<String, Violation>
     Ok(text.to_owned())
 }
 
-/// A surface as the ledger compares it: a workspace path or glob, without a `repo:` prefix, `./` or a trailing `/`.
+/// A surface as the ledger compares it: a workspace path or glob, without a `repo:` prefix, `.` segments, empty
+/// segments (`src//a`) or a trailing `/`, so that every spelling of one path compares as one. Control and invisible
+/// characters (a zero-width space, a direction mark) are refused: a name that looks like a held one must be it.
 fn surface(text: &str, at: usize) -> Result<String, Violation> {
     let path = format!("/surfaces/{at}");
     let trimmed = text.trim();
-    let bare = trimmed.strip_prefix("repo:").unwrap_or(trimmed);
-    let bare = bare.trim_start_matches("./");
+    if let Some(bad) = trimmed.chars().find(|c| invisible(*c)) {
+        return Err(Violation::new(
+            ErrorCode::ArgumentInvalid,
+            path,
+            format!(
+                "{text:?} holds U+{:04X}, a control or invisible character: name the path as it is",
+                u32::from(bad)
+            ),
+        ));
+    }
+    let raw = trimmed.strip_prefix("repo:").unwrap_or(trimmed);
+    if raw.starts_with('/') || leaves_workspace(&format!("repo:{raw}")) {
+        return Err(Violation::new(
+            ErrorCode::ArgumentInvalid,
+            path,
+            format!("{text}: name a place inside the workspace (a relative path without `..`)"),
+        ));
+    }
     // A directory named with a trailing slash is everything in it.
-    let bare = if bare.len() > 1 && bare.ends_with('/') { format!("{bare}**") } else { bare.to_owned() };
+    let directory = raw.len() > 1 && raw.ends_with('/');
+    let segments: Vec<&str> = raw.split('/').filter(|s| !s.is_empty() && *s != ".").collect();
+    let bare = match (segments.join("/"), directory) {
+        (joined, true) if !joined.is_empty() => format!("{joined}/**"),
+        (joined, _) => joined,
+    };
     if bare.is_empty() {
         return Err(Violation::new(ErrorCode::TextEmpty, path, "name a path or a glob (src/run/**)"));
     }
@@ -179,6 +202,19 @@ fn surface(text: &str, at: usize) -> Result<String, Violation> {
         ));
     }
     Ok(bare)
+}
+
+/// Whether `c` is a control character or one that shows nothing (zero-width, joiners, direction marks, the BOM).
+fn invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{ad}' | '\u{34f}' | '\u{61c}' | '\u{115f}' | '\u{1160}' | '\u{180e}' | '\u{3164}' | '\u{feff}'
+        )
+        || ('\u{200b}'..='\u{200f}').contains(&c)
+        || ('\u{2028}'..='\u{202e}').contains(&c)
+        || ('\u{2060}'..='\u{206f}').contains(&c)
+        || ('\u{fe00}'..='\u{fe0f}').contains(&c)
 }
 
 /// Whether two claimed surfaces share a path. A surface without wildcards may name a directory, so it also stands for
@@ -857,6 +893,37 @@ mod tests {
         // Another project's claims never collide with these.
         let elsewhere = Actor { id: "x", project: "other", identity: "other/x" };
         claim(&mut db, elsewhere, &new(&["src/run/**"], "T-1"), 1_040).expect("another project");
+    }
+
+    /// Other spellings of a held path collide with it, and a look-alike name is refused (issue 61: `src//a/x.rs`,
+    /// `src/./a/x.rs`, `src/a/./x.rs` and a name with a trailing U+200B were granted while `src/a/x.rs` was held).
+    #[test]
+    fn every_spelling_of_a_held_path_collides_and_invisible_characters_are_refused() {
+        let mut db = db();
+        let (dev, cursor) = (who(DEV.0, DEV.1), who(CURSOR.0, CURSOR.1));
+        claim(&mut db, dev, &new(&["src/a/x.rs"], "T-1"), 0).expect("granted");
+        for spelling in ["src//a/x.rs", "src/./a/x.rs", "src/a/./x.rs", "./src/a//x.rs", "repo:src/a/x.rs", "src/a/"] {
+            let refused = claim(&mut db, cursor, &new(&[spelling], "T-2"), 1).expect_err(spelling);
+            assert_eq!(refused.code, ErrorCode::ClaimConflict, "{spelling}");
+        }
+        for look_alike in [
+            "src/a/x.rs\u{200b}",
+            "src/a/\u{200d}x.rs",
+            "src/a/x\u{202e}sr.rs",
+            "src/a/x.rs\u{feff}",
+            "src/a\u{0}/x.rs",
+        ] {
+            let refused = claim(&mut db, cursor, &new(&[look_alike], "T-3"), 2).expect_err(look_alike);
+            assert_eq!(refused.code, ErrorCode::ArgumentInvalid, "{look_alike:?}");
+            assert!(refused.message.contains("invisible"), "{}", refused.message);
+        }
+        for outside in ["/etc/passwd", "src/../../x", "//src/a/x.rs"] {
+            let refused = claim(&mut db, cursor, &new(&[outside], "T-4"), 3).expect_err(outside);
+            assert_eq!(refused.code, ErrorCode::ArgumentInvalid, "{outside}");
+        }
+        // The stored surface is the plain spelling.
+        let granted = claim(&mut db, cursor, &new(&["src//b/./y.rs"], "T-5"), 4).expect("granted");
+        assert_eq!(granted.claim.surfaces, ["src/b/y.rs"]);
     }
 
     #[test]

@@ -44,7 +44,8 @@
 //!   the plain id), and the owner keeps its engram as it was.
 //! * Subject key: the tag `subject:<key>` (first one wins; the key is lowercased). When a new engram has the subject
 //!   key of a hot engram of the same project (and, for run-scoped ones, of the same run):
-//!   - same creator, or the new one is tagged `correction`: the new one supersedes the old one (linked both ways, the
+//!   - same creator, or the new one is tagged `correction` by one who may modify the old one (its creator, a parent
+//!     of its creator, an operator: as [`Memory::supersede_as`]): the new one supersedes the old one (linked both ways, the
 //!     old one goes cold), unless the new one is narrower in scope, which would hide the old one from readers who
 //!     cannot see its replacement: then both stay hot;
 //!   - another creator, both facts, different claims: both stay hot and one `risk` engram records the contradiction
@@ -419,7 +420,7 @@ impl Memory {
         }
         self.reindex_one(project, report.outcome.id())?;
         if let Some(new) = self.store.get(project, report.outcome.id())? {
-            self.settle_subject(&new, now, &mut report)?;
+            self.settle_subject(who, &new, now, &mut report)?;
         }
         Ok(report)
     }
@@ -592,7 +593,13 @@ impl Memory {
     }
 
     /// Supersession and contradiction by subject key (module docs).
-    fn settle_subject(&mut self, new: &Stored, now: i64, report: &mut PutReport) -> Result<(), MemoryError> {
+    fn settle_subject(
+        &mut self,
+        who: &Principal,
+        new: &Stored,
+        now: i64,
+        report: &mut PutReport,
+    ) -> Result<(), MemoryError> {
         let Some(subject) = subject_key(&new.engram) else { return Ok(()) };
         let correction = new.engram.tags.iter().flatten().any(|t| t == CORRECTION_TAG);
         for old in self.store.hot_by_subject(&new.project, &subject)? {
@@ -600,7 +607,9 @@ impl Memory {
                 continue;
             }
             let same_source = old.engram.provenance.created_by == new.engram.provenance.created_by;
-            if same_source || correction {
+            // A correction replaces what its author may modify (the creator's, a child's, as an operator), as
+            // `supersede_as` would; anyone else's is a second opinion, which may contradict it.
+            if same_source || (correction && who.may_modify(&old)) {
                 // A narrower engram must not hide a wider one from readers who cannot see its replacement.
                 if new.engram.scope >= old.engram.scope
                     && self.supersede(&new.project, &old.engram.id, &new.engram.id)?

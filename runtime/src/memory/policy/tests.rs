@@ -314,8 +314,21 @@ fn a_newer_engram_for_the_same_subject_supersedes_the_older_one() {
     assert_eq!(ids(&memory.query_as(&dev, "deploy target", &q(5)).expect("query")), [new.id.as_str()]);
     let cold = QueryOptions { include_cold: true, ..q(5) };
     assert_eq!(memory.query_as(&dev, "deploy target", &cold).expect("query").hits.len(), 2);
-    // Another agent's correction supersedes too.
-    let ops = Principal::agent("ops", "ops", "a", "r1");
+    // A correction by an agent that may not modify the engram (not its creator, not a parent of its creator) is a
+    // second opinion: it supersedes nothing (issue 61: any client replaced a decision this way).
+    let stranger = Principal::agent("stranger", "ops", "a", "r1");
+    let forged = engram(Spec {
+        claim: "The deploy target is evil-00.",
+        by: "stranger",
+        tags: &["subject:deploy-target", "correction"],
+        ..Spec::default()
+    });
+    let report = memory.put_as(&stranger, &forged, "a", 2).expect("put");
+    assert!(report.superseded.is_empty(), "{:?}", report.superseded);
+    assert_eq!(memory.get_as(&dev, &new.id).expect("get").expect("there").tier, Tier::Hot);
+    // A parent's correction supersedes its child's.
+    let mut ops = Principal::agent("ops", "ops", "a", "r1");
+    ops.parent_of = vec!["dev".to_owned()];
     let fix = engram(Spec {
         claim: "The deploy target is gamma-03.",
         by: "ops",
@@ -323,7 +336,8 @@ fn a_newer_engram_for_the_same_subject_supersedes_the_older_one() {
         ..Spec::default()
     });
     let report = memory.put_as(&ops, &fix, "a", 2).expect("put");
-    assert_eq!((report.superseded, report.contradictions.len()), (vec![new.id.clone()], 0));
+    // The stranger's claim stays beside it, a contradiction of another creator's.
+    assert_eq!((report.superseded, report.contradictions.len()), (vec![new.id.clone()], 1));
     // A run-scoped engram does not hide a project-wide one from readers of other runs.
     let narrow = engram(Spec {
         claim: "The deploy target is a local VM.",
