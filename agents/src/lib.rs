@@ -163,9 +163,68 @@ pub fn turn_timeout(spec: &ModelSettings) -> Duration {
     per_completion.saturating_mul(COMPLETIONS_PER_TURN).saturating_add(TURN_MARGIN)
 }
 
+/// Hosts besides loopback an `llm` agent's API key may be sent to, comma-separated, beside [`PROVIDER_HOSTS`].
+pub const MODEL_HOSTS_ENV: &str = "LESSRT_MODEL_HOSTS";
+
+/// Hosted model providers whose API an OpenAI-compatible `base_url` names: a key sent there goes where its owner
+/// would send it.
+pub const PROVIDER_HOSTS: &[&str] = &[
+    "api.openai.com",
+    "api.anthropic.com",
+    "openrouter.ai",
+    "api.groq.com",
+    "api.together.xyz",
+    "api.mistral.ai",
+    "api.deepseek.com",
+    "api.fireworks.ai",
+    "api.x.ai",
+    "generativelanguage.googleapis.com",
+];
+
+/// Why `settings` may not send its API key where its `base_url` points (`None`: no key, or a host trusted with it:
+/// loopback, a [`PROVIDER_HOSTS`] entry, one of `$LESSRT_MODEL_HOSTS`, `$LESSRT_LLM_BASE_URL`'s or one of `trusted`). A scenario names both the
+/// variable and the URL, so without this one from anywhere could send any variable of the user's environment (a
+/// token of another service) to its own server.
+pub fn untrusted_key_destination(settings: &ModelSettings, trusted: &[String]) -> Option<LlmError> {
+    let var = settings.api_key_env.as_ref()?;
+    let host = host_of(&settings.base_url);
+    let listed: Vec<String> = std::env::var(MODEL_HOSTS_ENV)
+        .unwrap_or_default()
+        .split(',')
+        .map(|h| h.trim().to_ascii_lowercase())
+        .filter(|h| !h.is_empty())
+        .collect();
+    let ok = is_loopback_host(&host)
+        || PROVIDER_HOSTS.contains(&host.as_str())
+        || listed.contains(&host)
+        || trusted.iter().any(|t| t.eq_ignore_ascii_case(&host))
+        || std::env::var(BASE_URL_ENV).is_ok_and(|url| host_of(&url) == host);
+    (!ok).then(|| LlmError::KeyHostUntrusted { var: var.clone(), host })
+}
+
+/// The host of `url`, lowercased, without brackets (empty when it names none).
+pub fn host_of(url: &str) -> String {
+    let host = url.parse::<hyper::Uri>().ok().and_then(|uri| uri.host().map(str::to_owned)).unwrap_or_default();
+    host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase()
+}
+
+fn is_loopback_host(host: &str) -> bool {
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 impl AgentsFactory {
-    /// Models for every `llm` agent of `scenario`, from `source`.
+    /// Models for every `llm` agent of `scenario`, from `source`; a live or recording source refuses to send an API
+    /// key to a host nobody trusted with it ([`untrusted_key_destination`]).
     pub fn for_scenario(scenario: &Scenario, source: &ModelSource) -> Result<AgentsFactory, LlmError> {
+        AgentsFactory::for_scenario_trusting(scenario, source, &[])
+    }
+
+    /// [`AgentsFactory::for_scenario`], the key also trusted to `hosts` (ones the user named on the command line).
+    pub fn for_scenario_trusting(
+        scenario: &Scenario,
+        source: &ModelSource,
+        hosts: &[String],
+    ) -> Result<AgentsFactory, LlmError> {
         let mut models = HashMap::new();
         let mut turn_timeouts = HashMap::new();
         let mut parallel: Option<usize> = None;
@@ -176,6 +235,11 @@ impl AgentsFactory {
                 parallel = Some(parallel.map_or(n, |p| p.min(n)));
             }
             let spec = ModelSettings::from_env(&llm);
+            if !matches!(source, ModelSource::Replay(_))
+                && let Some(untrusted) = untrusted_key_destination(&spec, hosts)
+            {
+                return Err(untrusted);
+            }
             let model = model_for(live_model(&spec), source)?;
             models.insert(
                 agent.id.clone(),
@@ -371,5 +435,37 @@ mod turn_timeout_tests {
         // More retries, more time.
         let patient = ModelSettings { timeout_secs: 5, retries: 2, ..ModelSettings::default() };
         assert_eq!(turn_timeout(&patient), Duration::from_secs(7 * (3 * 5 + 2 * 20) + 60));
+    }
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    fn settings(url: &str, key: Option<&str>) -> ModelSettings {
+        ModelSettings { base_url: url.to_owned(), api_key_env: key.map(str::to_owned), ..ModelSettings::default() }
+    }
+
+    /// An API key goes to loopback, a known provider or a host the user trusted, never to a host a scenario chose.
+    #[test]
+    fn a_key_goes_only_to_a_trusted_host() {
+        for ok in
+            ["http://127.0.0.1:8437/v1", "http://localhost:1/v1", "http://[::1]:8/v1", "https://api.openai.com/v1"]
+        {
+            assert_eq!(untrusted_key_destination(&settings(ok, Some("K")), &[]), None, "{ok}");
+        }
+        assert_eq!(untrusted_key_destination(&settings("https://evil.example/v1", None), &[]), None, "no key sent");
+        let refused = untrusted_key_destination(&settings("https://EVIL.example:8443/v1", Some("GH_TOKEN")), &[]);
+        assert_eq!(refused, Some(LlmError::KeyHostUntrusted { var: "GH_TOKEN".into(), host: "evil.example".into() }));
+        assert_eq!(refused.expect("refused").code(), "LLM_KEY_HOST_UNTRUSTED");
+        let trusted = ["evil.example".to_owned()];
+        assert_eq!(untrusted_key_destination(&settings("https://evil.example/v1", Some("K")), &trusted), None);
+        // A look-alike of a provider is not the provider.
+        assert!(
+            untrusted_key_destination(&settings("https://api.openai.com.evil.example/v1", Some("K")), &[]).is_some()
+        );
+        assert!(
+            untrusted_key_destination(&settings("https://api.openai.com@evil.example/v1", Some("K")), &[]).is_some()
+        );
     }
 }

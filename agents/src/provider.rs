@@ -114,6 +114,17 @@ pub enum LlmError {
         /// The variable named by `api_key_env`.
         var: String,
     },
+    /// The API key would go to a host nobody trusted with it (a scenario names both the variable and the URL).
+    #[error(
+        "{var} (the API key) would be sent to {host}, which is not on loopback, not a known model provider and not in \
+         $LESSRT_MODEL_HOSTS: add the host there (comma-separated) if you mean to send it the key"
+    )]
+    KeyHostUntrusted {
+        /// The variable named by `api_key_env`.
+        var: String,
+        /// The host of `base_url`.
+        host: String,
+    },
     /// No answer within the request timeout, on every attempt.
     #[error("no answer within the timeout after {attempts} attempts: check the server, or raise timeout_secs")]
     Timeout {
@@ -225,8 +236,13 @@ pub enum LlmError {
 
 impl LlmError {
     /// Every code [`LlmError::code`] returns, with what it means and what to do (`lessrt errors` lists them).
-    pub const CODES: [(&'static str, &'static str); 14] = [
+    pub const CODES: [(&'static str, &'static str); 15] = [
         ("LLM_API_KEY_MISSING", "The variable `api_key_env` names is unset: export it."),
+        (
+            "LLM_KEY_HOST_UNTRUSTED",
+            "A scenario would send the key `api_key_env` names to a host that is not loopback or a known provider: add \
+             the host to LESSRT_MODEL_HOSTS (comma-separated) to allow it.",
+        ),
         ("LLM_TIMEOUT", "No answer within `timeout_secs` on any attempt: check the server or raise the timeout."),
         ("LLM_RATE_LIMITED", "HTTP 429 on every attempt (backoff honours `Retry-After`): lower the rate or wait."),
         ("LLM_SERVER_ERROR", "HTTP 5xx on every attempt: the server's body is in the message."),
@@ -258,6 +274,7 @@ impl LlmError {
     pub fn code(&self) -> &'static str {
         match self {
             LlmError::MissingApiKey { .. } => "LLM_API_KEY_MISSING",
+            LlmError::KeyHostUntrusted { .. } => "LLM_KEY_HOST_UNTRUSTED",
             LlmError::Timeout { .. } => "LLM_TIMEOUT",
             LlmError::RateLimited { .. } => "LLM_RATE_LIMITED",
             LlmError::Server { .. } => "LLM_SERVER_ERROR",
@@ -444,6 +461,7 @@ mod codes_tests {
     fn listed_below(err: &LlmError) {
         match err {
             LlmError::MissingApiKey { .. }
+            | LlmError::KeyHostUntrusted { .. }
             | LlmError::Timeout { .. }
             | LlmError::RateLimited { .. }
             | LlmError::Server { .. }
@@ -466,6 +484,7 @@ mod codes_tests {
         let s = String::new;
         let variants = [
             LlmError::MissingApiKey { var: s() },
+            LlmError::KeyHostUntrusted { var: s(), host: s() },
             LlmError::Timeout { attempts: 1 },
             LlmError::RateLimited { attempts: 1 },
             LlmError::Server { status: 500, attempts: 1, body: s() },

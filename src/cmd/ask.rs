@@ -144,6 +144,11 @@ fn scenario_text(name: &str, question: &str, workers: usize, args: &Args) -> Str
     text
 }
 
+/// The hosts the user named for the model on the command line (`--base-url`).
+fn trusted_hosts(args: &Args) -> Vec<String> {
+    args.base_url.iter().map(|url| less_agents::host_of(url)).collect()
+}
+
 fn toml_string(text: &str) -> String {
     // TOML's own writer: JSON's escaping leaves DEL (U+007F) bare, which a TOML string may not hold.
     toml::Value::String(text.to_owned()).to_string()
@@ -294,7 +299,9 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
             ..RunOptions::new(mode)
         };
         let factory =
-            AgentsFactory::for_scenario(&scenario, &source).map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
+            // The host named with --base-url is the user's own choice for the key.
+            AgentsFactory::for_scenario_trusting(&scenario, &source, &trusted_hosts(args))
+                .map_err(|err| anyhow::anyhow!("{}: {err}", err.code()))?;
         let factory = Arc::new(match args.replay_latency {
             Some(ms) => factory.paced(Duration::from_millis(ms)),
             None => factory,

@@ -102,12 +102,31 @@ fn check_file(file: &Path, kind: Option<DocKind>) -> Outcome {
     // A scenario file is also loaded as a run loads it: that is where its workspace is resolved (a workspace that
     // leads out of the scenario's directory, a symlink a cloned repository carries, is refused) and every pointer
     // it names is resolved in it.
-    if violations.is_empty()
-        && kind == Some(DocKind::Scenario)
-        && file != Path::new("-")
-        && let Err(loaded) = less_runtime::load_scenario(file, None)
-    {
-        return Outcome::Checked(loaded.0);
+    if violations.is_empty() && kind == Some(DocKind::Scenario) && file != Path::new("-") {
+        return match less_runtime::load_scenario(file, None) {
+            Err(loaded) => Outcome::Checked(loaded.0),
+            Ok(scenario) => Outcome::Checked(key_destinations(&scenario)),
+        };
     }
     Outcome::Checked(violations)
+}
+
+/// An `llm` agent whose API key would go to a host nobody trusted with it: `lessrt run` refuses to start it
+/// (`LLM_KEY_HOST_UNTRUSTED`), so `validate` says so first.
+fn key_destinations(scenario: &less_runtime::Scenario) -> Vec<Violation> {
+    scenario
+        .agents
+        .iter()
+        .enumerate()
+        .filter(|(_, agent)| agent.kind == less_runtime::AgentKind::Llm)
+        .filter_map(|(i, agent)| {
+            let settings = less_agents::ModelSettings::from_env(&agent.llm.clone().unwrap_or_default());
+            let untrusted = less_agents::untrusted_key_destination(&settings, &[])?;
+            Some(Violation::new(
+                ErrorCode::ArgumentInvalid,
+                format!("/agents/{i}/llm/base_url"),
+                format!("{}: {untrusted}", untrusted.code()),
+            ))
+        })
+        .collect()
 }
