@@ -598,3 +598,32 @@ fn attack_a_scenario_cannot_send_a_secret_variable_to_a_host_of_its_choosing() {
     let listed = lessrt_env(&["validate", &path], Some("other.invalid, collector.invalid"));
     assert!(listed.status.success(), "{}{}", stdout(&listed), stderr(&listed));
 }
+
+/// A reach-limited client learns no path outside its reach from the project's symbol table (issue 61: another
+/// client's fill listed every file it reached), and a section of a document inside its reach is within it
+/// (`artifact:` under `repo:src/**` was never shown or read).
+#[test]
+fn attack_symbols_show_a_reach_limited_client_nothing_outside_its_reach() {
+    const REACH: &str = "[clients.lead]\nrole = \"lead\"\n[clients.manager]\nrole = \"manager\"\nparent = \"lead\"\n\
+                         reach = [\"repo:src/**\"]\n";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = workspace(dir.path());
+    std::fs::write(ws.join("src/NOTES.md"), "# Notes\n\n## Plan\n\nThe plan.\n").expect("write");
+    let desk =
+        Desk::open(&dir.path().join("store"), Some(&ws), DeskConfig::from_toml(REACH).expect("config")).expect("desk");
+    let (lead, manager) = (desk.client("lead"), desk.client("manager"));
+    for (id, value) in
+        [("F1", "SPEC.md"), ("F2", "src/short.rs"), ("F3", "artifact:SPEC.md#sec=Scope"), ("U", "unit test")]
+    {
+        desk.symbol_set(&lead, id, value).expect("the lead sets it");
+    }
+    let ids = |listed: Vec<(String, String)>| listed.into_iter().map(|(id, _)| id).collect::<Vec<_>>();
+    assert_eq!(ids(desk.symbol_list(&lead).expect("list")), ["F1", "F2", "F3", "U"], "the lead reaches all");
+    assert_eq!(ids(desk.symbol_list(&manager).expect("list")), ["F2", "U"], "nothing outside src/");
+    assert!(desk.symbol_resolve(&manager, "F1", false).expect("resolve").is_empty(), "not resolved for it either");
+    assert!(desk.symbol_resolve(&manager, "SPEC.md", true).expect("reverse").is_empty());
+    // A section of a document under src/ is within a reach over src/.
+    let (items, _) = desk.deref(&manager, &["artifact:src/NOTES.md#sec=Plan".to_owned()], None).expect("within reach");
+    assert!(items[0].content.contains("The plan."), "{items:?}");
+    refused(desk.deref(&manager, &["artifact:SPEC.md#sec=Scope".to_owned()], None), ErrorCode::DerefDenied, "outside");
+}

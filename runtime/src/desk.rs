@@ -1141,12 +1141,15 @@ impl Desk {
 
     /// The value of symbol `text`, or with `reverse` the symbols whose value is `text`: `(id, value)` pairs.
     pub fn symbol_resolve(&self, who: &Client, text: &str, reverse: bool) -> Result<Vec<(String, String)>, Violation> {
-        self.shared().symbol_resolve(&who.project, text, reverse)
+        let found = self.shared().symbol_resolve(&who.project, text, reverse)?;
+        Ok(found.into_iter().filter(|(_, value)| symbol_within_reach(who, value)).collect())
     }
 
-    /// The symbol table of `who`'s project.
+    /// The symbol table of `who`'s project, less the entries whose value names a place outside `who`'s reach
+    /// (another client's fill names every file it reaches).
     pub fn symbol_list(&self, who: &Client) -> Result<Vec<(String, String)>, Violation> {
-        self.shared().symbol_list(&who.project)
+        let listed = self.shared().symbol_list(&who.project)?;
+        Ok(listed.into_iter().filter(|(_, value)| symbol_within_reach(who, value)).collect())
     }
 
     /// Fills `who`'s project's symbol table from the workspace index: every indexed file under `pattern` (as
@@ -1305,6 +1308,16 @@ impl Desk {
 }
 
 /// `who` as the coordination ledger names it.
+/// Whether a symbol's value may be shown to `who`: a pointer, or a workspace path (one word with a `/` or a `.`), is
+/// shown only within its reach; any other text is shown.
+fn symbol_within_reach(who: &Client, value: &str) -> bool {
+    let path_like = !value.is_empty() && !value.contains(char::is_whitespace) && value.contains(['/', '.']);
+    let pointer = Pointer::parse(value)
+        .ok()
+        .or_else(|| path_like.then(|| Pointer::parse(&format!("repo:{value}")).ok()).flatten());
+    pointer.is_none_or(|pointer| who.reach.covers(&pointer))
+}
+
 fn actor(who: &Client) -> crate::coord::Actor<'_> {
     crate::coord::Actor { id: &who.id, project: &who.project, identity: &who.identity }
 }

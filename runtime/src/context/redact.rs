@@ -182,14 +182,49 @@ const DETECTOR_TABLE: &[Detector] = &[
         pattern: r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})",
     },
     Detector {
+        // A login given as a pair (`login: admin / Xk29vLq8`, `creds: admin:Xk29vLq8`): the part after the user is
+        // the password.
+        action: Action::Secret("login pair"),
+        keys: &["login", "cred", "user"],
+        pattern: concat!(
+            r#"(?i)\b(?:login|credentials|creds|user(?:name)?\s*/\s*pass(?:word)?)\b["']?\s*[:=]\s*"#,
+            r#"[^\s/:"'`,;]{1,64}\s*[/:]\s*(?P<secret>"[^"\n]{1,200}"|'[^'\n]{1,200}'|[^\s"'`,;]{3,})"#
+        ),
+    },
+    Detector {
         action: Action::Secret(KEY_VALUE),
-        keys: &["key", "secret", "token", "pass", "pwd", "пароль", "токен", "ключ", "секрет"],
+        keys: &[
+            "key",
+            "secret",
+            "token",
+            "pass",
+            "pwd",
+            "пароль",
+            "токен",
+            "ключ",
+            "секрет",
+            "kennwort",
+            "contrase",
+            "senha",
+            "wachtwoord",
+            "hasło",
+            "haslo",
+            "salasana",
+            "lösenord",
+            "losenord",
+            "parola",
+            "mot de passe",
+        ],
         pattern: concat!(
             // `_` before the key too: DB_PASSWORD=…, AWS_SECRET_ACCESS_KEY=….
             r#"(?i)(?:\b|_)(?:api[_ -]?key|apikey|api[_ -]?secret|access[_ -]?key(?:[_-]?id)?|secret[_-]?access[_-]?key|"#,
             r#"secret[_ -]?key|client[_ -]?secret|secret|access[_ -]?token|auth[_ -]?token|refresh[_ -]?token|token|"#,
             r#"(?:unseal|recovery|root|master|encryption|signing|deploy|license)[_ -]?(?:key|token)|"#,
-            r#"password|passwd|pwd|passphrase|private[_ -]?key|пароль|токен|ключ api|api ключ|секрет)\b["']?"#,
+            r#"password|passwd|pwd|passphrase|passcode|private[_ -]?key|пароль|токен|ключ api|api ключ|секрет|"#,
+            // The word for a password in other languages: German, French, Spanish, Portuguese, Dutch, Polish,
+            // Finnish, Swedish, Italian, Turkish.
+            r#"kennwort|passwort|mot de passe|contraseña|contrasena|senha|wachtwoord|hasło|haslo|salasana|"#,
+            r#"lösenord|losenord|parola d'ordine|parola chiave|şifre)\b["']?"#,
             // Up to four words between the key and a colon or `=` ("password for the billing db: …", "пароль от
             // базы billing: …"); words only, so the colon is in the same phrase as the key.
             r#"(?:\s*(?:[:=]|=>|\bis\b|—|–)|(?:\s+[\p{L}\p{N}][\p{L}\p{N}_.-]{0,15}){1,4}\s*[:=])\s*"#,

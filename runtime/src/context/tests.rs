@@ -490,6 +490,15 @@ fn every_secret_shape_becomes_a_stable_credential_ref() {
         ("api key: 9dk3Lq7mZ2", "9dk3Lq7mZ2"),
         ("The API key: plainword", "plainword"),
         ("secret key for prod = Zq8!mK2#pL", "Zq8!mK2#pL"),
+        // Issue 61: a login pair, and the word for a password in other languages.
+        ("login: admin / Xk29vLq8", "Xk29vLq8"),
+        ("creds = deploy:Xk29vLq8 for the box", "Xk29vLq8"),
+        ("Kennwort: Xk29vLq8", "Xk29vLq8"),
+        ("Das Passwort für die Datenbank: hunter22", "hunter22"),
+        ("mot de passe : soleil42", "soleil42"),
+        ("contraseña: gato1234", "gato1234"),
+        ("senha = cafe2024", "cafe2024"),
+        ("the passcode is 482913", "482913"),
     ];
     for (text, secret) in found {
         let redacted = redact(text);

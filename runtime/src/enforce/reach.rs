@@ -27,7 +27,14 @@ impl Reach {
     pub fn covers(&self, pointer: &Pointer) -> bool {
         let Some(patterns) = &self.patterns else { return true };
         let forms = Forms::of(pointer);
-        patterns.iter().any(|(_, pattern)| pattern.covers(&forms))
+        if patterns.iter().any(|(_, pattern)| pattern.covers(&forms)) {
+            return true;
+        }
+        // A section of a document is part of its file: a reach over the file (`repo:docs/**`) covers
+        // `artifact:docs/guide.md#sec=…` too.
+        pointer.ty() == less_contract::PointerType::Artifact
+            && Pointer::new(less_contract::PointerType::Repo, pointer.location(), None)
+                .is_ok_and(|file| patterns.iter().any(|(_, pattern)| pattern.covers(&Forms::of(&file))))
     }
 
     /// Whether everything `pattern` covers is within it.
