@@ -147,3 +147,47 @@ fn a_resume_that_cannot_go_on_is_refused_saying_why() {
     assert!(stderr(&changed).contains("LESS_RUN_NOT_RESUMABLE"), "{}", stderr(&changed));
     assert!(stderr(&changed).contains("changed since the run started"), "{}", stderr(&changed));
 }
+
+/// `command.json` is authenticated (issue 61): arguments appended to it (another workspace, an output over a victim
+/// file, a recording elsewhere) make the resume refused before anything runs or is written, and so does a file
+/// written under another user's key.
+#[test]
+fn a_changed_command_is_not_resumed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (out, victim) = (dir.path().join("out"), dir.path().join("victim.txt"));
+    std::fs::write(&victim, "keep me\n").expect("victim");
+    let scenario = root().join("scenarios/uc1-refactor.toml");
+    let first = run(&["run", scenario.to_str().expect("utf-8"), "--mode", "less", "--json", "--out", &s(&out)]);
+    assert!(matches!(first.status.code(), Some(0 | 1)), "{}", stderr(&first));
+    let run_dir = out.join("uc1-refactor");
+    let command_file = run_dir.join("command.json");
+    let honest = std::fs::read_to_string(&command_file).expect("command.json");
+    let mut command: Value = serde_json::from_str(&honest).expect("JSON");
+    let args = command["args"].as_array_mut().expect("args");
+    for extra in ["--workspace", "/tmp", "-o", &s(&victim), "--record", &s(&dir.path().join("outside"))] {
+        args.push(Value::from(extra));
+    }
+    std::fs::write(&command_file, serde_json::to_vec(&command).expect("JSON")).expect("tamper");
+    let tampered = run(&["run", "--resume", &s(&run_dir)]);
+    assert_eq!(tampered.status.code(), Some(2), "{}", stderr(&tampered));
+    assert!(stderr(&tampered).contains("LESS_RUN_NOT_RESUMABLE"), "{}", stderr(&tampered));
+    assert!(stderr(&tampered).contains("command.json was changed"), "{}", stderr(&tampered));
+    assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "keep me\n", "nothing written over it");
+    assert!(!dir.path().join("outside").exists(), "no recording made");
+    // The honest file resumes; under another user's key it does not.
+    std::fs::write(&command_file, &honest).expect("restore");
+    let again = run(&["run", "--resume", &s(&run_dir)]);
+    assert_eq!(again.status.code(), first.status.code(), "{}", stderr(&again));
+    let elsewhere = Command::new(env!("CARGO_BIN_EXE_lessrt"))
+        .args(["run", "--resume", &s(&run_dir)])
+        .env("LESSRT_MODEL_DIR", "/nonexistent/lessrt-model")
+        .env("LESSRT_CONFIG_DIR", dir.path().join("another-user"))
+        .output()
+        .expect("lessrt runs");
+    assert_eq!(elsewhere.status.code(), Some(2), "{}", stderr(&elsewhere));
+    assert!(stderr(&elsewhere).contains("LESS_RUN_NOT_RESUMABLE"), "{}", stderr(&elsewhere));
+}
+
+fn s(path: &Path) -> String {
+    path.display().to_string()
+}

@@ -106,12 +106,76 @@ fn parse_mode(text: &str) -> Result<WireMode, String> {
 /// The file in a scenario's run directory that says how the run was started, for `--resume`.
 const COMMAND_FILE: &str = "command.json";
 
-/// What [`COMMAND_FILE`] holds: the arguments of `lessrt run`, where it ran, and the scenario file's digest.
+/// What [`COMMAND_FILE`] holds: the arguments of `lessrt run`, where it ran, and the scenario file's digest, with a MAC
+/// over them under the user's own key ([`user_key`]), so that a changed file, or one written by another user or on
+/// another machine, is not resumed.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Command {
     args: Vec<String>,
     cwd: PathBuf,
     scenario_blake3: String,
+    #[serde(default)]
+    mac: String,
+}
+
+impl Command {
+    /// The MAC of its contents under `key`: keyed blake3 over each part, length-prefixed.
+    fn mac(&self, key: &[u8; 32]) -> String {
+        let mut hasher = blake3::Hasher::new_keyed(key);
+        let cwd = self.cwd.as_os_str().as_encoded_bytes();
+        let parts = self.args.iter().map(|a| a.as_bytes()).chain([cwd, self.scenario_blake3.as_bytes()]);
+        for part in parts {
+            hasher.update(&(part.len() as u64).to_le_bytes());
+            hasher.update(part);
+        }
+        hasher.finalize().to_hex().to_string()
+    }
+}
+
+/// The file of the user's key for [`COMMAND_FILE`]'s MAC: `resume.key` in `$LESSRT_CONFIG_DIR`, else
+/// `$XDG_CONFIG_HOME/lessrt`, else `~/.config/lessrt` (a configuration directory: a cache may be wiped).
+fn user_key_file() -> PathBuf {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    var("LESSRT_CONFIG_DIR")
+        .or_else(|| var("XDG_CONFIG_HOME").map(|x| x.join("lessrt")))
+        .or_else(|| var("HOME").map(|h| h.join(".config").join("lessrt")))
+        .unwrap_or_else(|| PathBuf::from(".lessrt-config"))
+        .join("resume.key")
+}
+
+/// The user's key for [`COMMAND_FILE`]'s MAC: read, or made from the operating system's random bytes on first use
+/// (mode 0600; the first of several processes making it at once wins, the others read it). `create: false` only
+/// reads.
+fn user_key(create: bool) -> std::io::Result<[u8; 32]> {
+    use std::io::Write;
+    let path = user_key_file();
+    if create && let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        match options.open(&path) {
+            Ok(mut file) => {
+                let mut key = [0u8; 32];
+                getrandom::fill(&mut key).map_err(std::io::Error::other)?;
+                file.write_all(&key)?;
+                file.sync_all()?;
+                return Ok(key);
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(err) => return Err(err),
+        }
+    }
+    // Another process may be writing it this moment: wait for its 32 bytes.
+    for _ in 0..200 {
+        let bytes = std::fs::read(&path)?;
+        if let Ok(key) = <[u8; 32]>::try_from(bytes.as_slice()) {
+            return Ok(key);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Err(std::io::Error::other(format!("{} is not a 32-byte key", path.display())))
 }
 
 /// The arguments of a `lessrt run` being resumed, read back.
@@ -135,9 +199,26 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let dir = std::path::absolute(dir).map_err(|e| not_resumable(e.to_string()))?;
     let text = std::fs::read(dir.join(COMMAND_FILE)).map_err(|e| not_resumable(format!("{COMMAND_FILE}: {e}")))?;
     let command: Command = serde_json::from_slice(&text).map_err(|e| not_resumable(format!("{COMMAND_FILE}: {e}")))?;
+    let key =
+        user_key(false).map_err(|e| not_resumable(format!("this user's key ({}): {e}", user_key_file().display())))?;
+    if command.mac.is_empty() || !constant_time_eq(command.mac.as_bytes(), command.mac(&key).as_bytes()) {
+        return Err(not_resumable(format!(
+            "{COMMAND_FILE} was changed since the run wrote it, or another user or machine wrote it"
+        ))
+        .into());
+    }
     let mut stored = <Stored as clap::Parser>::try_parse_from(&command.args)
         .map_err(|e| not_resumable(format!("{COMMAND_FILE}: its arguments do not parse: {e}")))?
         .args;
+    // A resume goes on with the run; it opens no listener and sends nothing anywhere the run did not already.
+    if stored.serve.is_some() || stored.summarizer.names_an_endpoint() {
+        return Err(not_resumable(format!(
+            "{COMMAND_FILE} asks for --serve or a summarizer endpoint, which a resume does not keep: watch it with \
+             `lessrt serve {}`, or run the scenario again with them",
+            dir.display()
+        ))
+        .into());
+    }
     std::env::set_current_dir(&command.cwd)
         .map_err(|e| not_resumable(format!("the directory it ran in, {}: {e}", command.cwd.display())))?;
     let scenario = stored.scenario.clone().ok_or_else(|| not_resumable(format!("{COMMAND_FILE} names no scenario")))?;
@@ -385,16 +466,24 @@ fn save_command(dir: &Path, scenario: &Path) -> anyhow::Result<()> {
     }
     let args = kept;
     let text = std::fs::read(scenario).with_context(|| format!("cannot read {}", scenario.display()))?;
-    let command = Command {
+    let mut command = Command {
         args,
         cwd: std::env::current_dir().context("the current directory")?,
         scenario_blake3: blake3::hash(&text).to_hex().to_string(),
+        mac: String::new(),
     };
+    let key = user_key(true).with_context(|| format!("the user's key, {}", user_key_file().display()))?;
+    command.mac = command.mac(&key);
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut json = serde_json::to_vec_pretty(&command)?;
     json.push(b'\n');
     less_runtime::files::write_whole(&dir.join(COMMAND_FILE), &json)
         .with_context(|| format!("cannot write {}", dir.join(COMMAND_FILE).display()))
+}
+
+/// Whether `a` and `b` are equal, in time that does not depend on where they differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Recorded and replayed runs stamp documents with the recording's start time and sign grants with its key, so both

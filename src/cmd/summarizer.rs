@@ -44,6 +44,11 @@ impl SummarizerChoice {
     }
 
     /// Whether a model option was given without `--summarizer llm`.
+    /// Whether it names a model endpoint or key of its own (`--llm-base-url`, `--llm-api-key-env`).
+    pub(crate) fn names_an_endpoint(&self) -> bool {
+        self.llm_base_url.is_some() || self.llm_api_key_env.is_some()
+    }
+
     fn misplaced_llm_option(&self) -> bool {
         let llm_only = self.llm_base_url.is_some() || self.llm_model.is_some() || self.llm_api_key_env.is_some();
         llm_only && !self.is_llm()
