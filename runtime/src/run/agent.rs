@@ -1485,6 +1485,11 @@ impl AgentState {
                 format!("no agent {} in this run: send to an agent of the scenario", envelope.to),
             ));
         };
+        // On a worker node, what this turn recorded so far (a query, a search) reaches the head's ledger before the
+        // receiving gateway records the delivery: the ledger's order, and the report's turns, do not depend on
+        // which link was faster (issue 61: per-turn tokens read [86, 0, 335, 0] on nodes, [86, 0, 0, 335] in one
+        // process). A local run settles at once.
+        self.ctx.settle().await;
         let mut redelivered = 0;
         loop {
             match ractor::call!(gateway, GatewayMsg::Deliver, Box::new(envelope.clone())) {
