@@ -573,7 +573,24 @@ impl GatewayState {
     /// Takes again what the ledger says the agent had (see [`GatewayMsg::Restore`]); how many documents came back.
     async fn restore(&mut self, restored: Restored) -> usize {
         let mut n = 0;
+        let counter = TokenCounter::shared(self.ctx.scenario.tokenizer);
         for (from, msg_id, n_tokens, doc, wire) in restored.delivered {
+            // What comes back from the ledger passes this gateway's checks again: the schema when the ledger was
+            // read, the budget here, at its recorded size, which must be the document's own (its JSON re-serialized
+            // counts within a tenth of what its wire text did), so a ledger edited between the kill and the resume
+            // delivers nothing the run would have refused.
+            if self.ctx.mode == WireMode::Less && !matches!(&*doc, Document::Grant(_)) {
+                let own = counter.count(&doc.to_value().to_string());
+                let checked = if own > n_tokens + n_tokens / 10 + 8 {
+                    Err(format!("its recorded size, {n_tokens} tokens, is not its own ({own})"))
+                } else {
+                    check_inbound(doc.engrams().len(), n_tokens, &self.budget).map_err(|v| v.message)
+                };
+                if let Err(why) = checked {
+                    tracing::warn!(agent = %self.agent_id, "{msg_id} from the ledger not restored: {why}");
+                    continue;
+                }
+            }
             self.delivered.insert(msg_id.clone());
             if let Document::Grant(grant) = &*doc {
                 let grant = Grant::clone(grant);

@@ -617,3 +617,26 @@ async fn a_failed_run_leaves_no_grant_key_behind() {
     assert!(out.path().join(resume::RESUME_FILE).exists(), "the run kept what a resume needs, grant key aside");
     assert!(!out.path().join(resume::KEY_FILE).exists(), "no grant key left behind");
 }
+
+/// What a resumed (or moved) agent takes back from the ledger passes its gateway's budget again (issue 61): a
+/// message over the receiver's budget, or one whose recorded size is not its own, written into the ledger between the
+/// kill and the resume, is not restored; the others are.
+#[tokio::test]
+async fn restored_deliveries_pass_the_gateways_checks_again() {
+    let h = harness("[budgets.defaults]\nmax_engrams = 2\n").await;
+    let doc = |envelope: &Envelope| Arc::new(Document::check(envelope.kind, &envelope.doc).expect("valid").0);
+    let (fits, over, shrunk) =
+        (message(1, "", 1, false), message(2, "", 3, false), message(3, &"x ".repeat(400), 1, false));
+    let counter = less_contract::TokenCounter::shared(less_contract::Encoding::default());
+    let delivered = vec![
+        ("dev".to_owned(), "q1".to_owned(), counter.count(&fits.wire), doc(&fits), String::new()),
+        ("dev".to_owned(), "q2".to_owned(), counter.count(&over.wire), doc(&over), String::new()),
+        ("dev".to_owned(), "q3".to_owned(), 5, doc(&shrunk), String::new()),
+    ];
+    let restored = gateway::Restored { delivered, read: Vec::new(), spent: Vec::new(), metered: Vec::new() };
+    let gateway = h.ctx.directory.get("lead").expect("lead");
+    let n = ractor::call!(gateway, GatewayMsg::Restore, Box::new(restored)).expect("restored");
+    assert_eq!(n, 1, "only the message within the budget, at its own size");
+    let inbox = inbox_of_lead(&h).await;
+    assert_eq!(inbox.len(), 1, "{inbox:?}");
+}
