@@ -347,3 +347,78 @@ fn symlinks_and_hard_links_out_of_the_workspace_are_not_indexed() {
     let found = index.search("zebra", 5, Stages::Hash, &|_| true).expect("search");
     assert!(found.hits.is_empty(), "{found:?}");
 }
+
+/// Every line that says something is in some chunk.
+fn assert_covered(name: &str, text: &str, chunks: &[Chunk]) {
+    for (n, line) in text.lines().enumerate() {
+        let line_no = u32::try_from(n + 1).expect("line");
+        if line.chars().any(char::is_alphanumeric) {
+            assert!(
+                chunks.iter().any(|c| c.start <= line_no && line_no <= c.end),
+                "{name}: line {line_no} in no chunk"
+            );
+        }
+    }
+}
+
+/// The files that once ended the process inside a grammar's scanner (a SIGABRT no Rust code can catch: a YAML
+/// sequence of 300 `- ` on one line, a 300-level map, a Python f-string 520 levels deep) are chunked, in windows.
+/// Run in this process on purpose: were one to abort again, the test binary dies and the suite fails.
+#[test]
+fn the_chunker_crash_corpus_is_cut_without_ending_the_process() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/chunk-crashes");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("the corpus") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().and_then(|n| n.to_str()).expect("name").to_owned();
+        let text = std::fs::read_to_string(&path).expect("read");
+        let chunks = chunk_file(&name, &text);
+        assert_covered(&name, &text, &chunks);
+        seen += 1;
+    }
+    assert!(seen >= 3, "the corpus is missing: {}", dir.display());
+}
+
+/// Containers nested 20,000 deep (Rust modules, TypeScript namespaces) are cut on a thread with a
+/// 256 KiB stack: the chunker walks the tree with a stack of its own, not by recursion.
+#[test]
+fn twenty_thousand_nested_containers_fit_a_small_stack() {
+    const DEPTH: usize = 20_000;
+    let nested = |open: &dyn Fn(usize) -> String, close: &str| {
+        let mut text = String::new();
+        for i in 0..DEPTH {
+            text.push_str(&open(i));
+        }
+        text.push_str("fn inner() {}\n");
+        for _ in 0..DEPTH {
+            text.push_str(close);
+        }
+        text
+    };
+    let cases = [
+        ("deep.rs", nested(&|i| format!("mod m{i} {{\n"), "}\n")),
+        ("deep.ts", nested(&|i| format!("namespace n{i} {{\n"), "}\n")),
+    ];
+    for (name, text) in cases {
+        let worker = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let chunks = chunk_file(name, &text);
+                assert_covered(name, &text, &chunks);
+                chunks.len()
+            })
+            .expect("spawn");
+        let n = worker.join().expect("no overflow");
+        assert!(n > 0, "{name}");
+    }
+}
+
+/// A Markdown file of 100,000 headings is cut in one pass (each heading's uniqueness and level were once compared
+/// with every other heading's: ten billion comparisons).
+#[test]
+fn a_hundred_thousand_headings_are_cut_in_one_pass() {
+    let text: String = (0..100_000).map(|i| format!("## h{}\n", i % 7)).collect();
+    let chunks = chunk_file("many.md", &text);
+    assert_eq!(chunks.len(), 100_000);
+    assert!(chunks.iter().all(|c| c.section.is_none() && c.top_level));
+}
