@@ -81,10 +81,37 @@ pub(crate) fn open_to_read(path: &Path) -> io::Result<File> {
     options.open(path)
 }
 
-/// Opens (creating) the SQLite database at `path`, refusing a symlink in its place like the files above.
+/// Opens (creating) the SQLite database at `path`, refusing a symlink in its place like the files above, while the
+/// directories along the path are followed.
+///
+/// SQLite's `SQLITE_OPEN_NOFOLLOW` refuses a link in any component of the name it is given, so it is given the
+/// canonical path of the parent directory (links resolved by the OS) and the file's own name: a link can then only
+/// be the last component, which is what it refuses. SQLite opens the file and its `-wal` and `-shm` files with
+/// `O_NOFOLLOW`, so a link swapped in after the check below is refused too, not followed; the check is there to say
+/// so clearly, and to refuse a FIFO or a device in the database's place.
 pub(crate) fn open_sqlite(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     use rusqlite::OpenFlags;
-    rusqlite::Connection::open_with_flags(path, OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW)
+    let cannot = |why: String| {
+        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN), Some(why))
+    };
+    let name = path.file_name().ok_or_else(|| cannot(format!("{} names no file", path.display())))?;
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let parent = parent.canonicalize().map_err(|err| cannot(format!("{}: {err}", parent.display())))?;
+    let resolved = parent.join(name);
+    match std::fs::symlink_metadata(&resolved) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            return Err(cannot(format!(
+                "{} is a symlink; lessrt does not write through links: remove it",
+                path.display()
+            )));
+        }
+        Ok(meta) if !meta.is_file() => return Err(cannot(not_regular(path).to_string())),
+        _ => {}
+    }
+    rusqlite::Connection::open_with_flags(&resolved, OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW)
 }
 
 /// No symlink in the last component, no blocking open, not inherited by children.
@@ -156,6 +183,32 @@ mod tests {
         assert!(made.success(), "mkfifo");
         let err = append(&fifo).expect_err("a FIFO is refused without blocking");
         assert!(err.to_string().contains("not a regular file"), "{err}");
+    }
+
+    /// Directories along a store's path are followed (`runs -> /mnt/big/runs`, a linked `~/.cache`); only a link
+    /// as the database file itself is refused, and nothing is written at its target.
+    #[cfg(unix)]
+    #[test]
+    fn a_store_through_a_linked_directory_opens_and_a_linked_database_is_refused() {
+        let dir = tempfile::tempdir().expect("dir");
+        let real = dir.path().join("real");
+        std::fs::create_dir_all(real.join("a/b")).expect("mkdir");
+        let runs = dir.path().join("runs");
+        std::os::unix::fs::symlink(&real, &runs).expect("symlink");
+        for path in [runs.join("store.sqlite3"), runs.join("a/b/memory.sqlite3")] {
+            let db = open_sqlite(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+            db.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1);").expect("write");
+        }
+        assert!(real.join("store.sqlite3").is_file() && real.join("a/b/memory.sqlite3").is_file());
+
+        let target = dir.path().join("elsewhere.sqlite3");
+        let link = real.join("desk.sqlite3");
+        std::os::unix::fs::symlink(&target, &link).expect("symlink");
+        for path in [link.clone(), runs.join("desk.sqlite3")] {
+            let err = open_sqlite(&path).map(drop).expect_err("a link as the database is refused");
+            assert!(err.to_string().contains("is a symlink"), "{err}");
+        }
+        assert!(!target.exists(), "nothing is created at the link's target");
     }
 
     #[test]
