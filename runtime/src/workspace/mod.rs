@@ -965,12 +965,9 @@ struct WriteLock(std::fs::File);
 impl WriteLock {
     fn take(dir: &Path) -> Result<WriteLock> {
         let path = dir.join(".write.lock");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|source| WorkspaceError::Io { path: path.clone(), source })?;
+        // Like every file lessrt writes: not through a link left in its place, never blocking on a FIFO.
+        let file =
+            crate::files::open_or_create(&path).map_err(|source| WorkspaceError::Io { path: path.clone(), source })?;
         file.lock().map_err(|source| WorkspaceError::Io { path, source })?;
         Ok(WriteLock(file))
     }

@@ -413,6 +413,37 @@ fn twenty_thousand_nested_containers_fit_a_small_stack() {
     }
 }
 
+/// The index's `.write.lock` is opened like every file lessrt writes: a dangling link left in its place is not
+/// followed (nothing is created at its target) and a FIFO is refused without blocking the opener.
+#[cfg(unix)]
+#[test]
+fn the_write_lock_is_never_a_link_or_a_fifo() {
+    let ws = tempfile::tempdir().expect("workspace");
+    let cache = tempfile::tempdir().expect("cache");
+    write(ws.path(), "a.rs", "fn a() {}\n");
+    let linked = cache.path().join("linked");
+    std::fs::create_dir_all(&linked).expect("mkdir");
+    let victim = cache.path().join("victim");
+    std::os::unix::fs::symlink(&victim, linked.join(".write.lock")).expect("symlink");
+    let opened = WorkspaceIndex::open_in(ws.path(), &linked).map(drop);
+    assert!(!victim.exists(), "a file was created at the link's target");
+    let err = opened.expect_err("a link as the lock is refused");
+    assert!(err.to_string().contains("symlink"), "{err}");
+
+    let fifo_dir = cache.path().join("fifo");
+    std::fs::create_dir_all(&fifo_dir).expect("mkdir");
+    let made = std::process::Command::new("mkfifo").arg(fifo_dir.join(".write.lock")).status().expect("mkfifo");
+    assert!(made.success());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let root = ws.path().to_owned();
+    std::thread::spawn(move || {
+        let _ = tx.send(WorkspaceIndex::open_in(&root, &fifo_dir).map(drop).map_err(|e| e.to_string()));
+    });
+    let answer = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the open returned: a FIFO blocked it");
+    let err = answer.expect_err("a FIFO as the lock is refused");
+    assert!(err.contains("not a regular file"), "{err}");
+}
+
 /// A Markdown file of 100,000 headings is cut in one pass (each heading's uniqueness and level were once compared
 /// with every other heading's: ten billion comparisons).
 #[test]
