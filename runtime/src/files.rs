@@ -64,6 +64,38 @@ fn write_whole_with(path: &Path, bytes: &[u8], mut options: OpenOptions) -> io::
     written
 }
 
+/// Creates the directories of `rel` under `base` (which the user named, links and all), one component at a time,
+/// refusing a component that is a symlink or not a directory: what lessrt writes under `base` lands under it, not
+/// wherever a link left there points. Returns `base/rel`.
+pub fn create_dirs_under(base: &Path, rel: &Path) -> io::Result<std::path::PathBuf> {
+    std::fs::create_dir_all(base)?;
+    let mut dir = base.to_owned();
+    for part in rel.components() {
+        let std::path::Component::Normal(part) = part else {
+            return Err(io::Error::other(format!("{} is not a plain relative path", rel.display())));
+        };
+        dir.push(part);
+        let meta = match std::fs::symlink_metadata(&dir) {
+            Err(err) if err.kind() == io::ErrorKind::NotFound => match std::fs::create_dir(&dir) {
+                Err(err) if err.kind() != io::ErrorKind::AlreadyExists => return Err(err),
+                // Made here, or by another process at the same moment: checked below either way.
+                _ => std::fs::symlink_metadata(&dir)?,
+            },
+            other => other?,
+        };
+        if meta.file_type().is_symlink() {
+            return Err(io::Error::other(format!(
+                "{} is a symlink; lessrt does not write through links: remove it",
+                dir.display()
+            )));
+        }
+        if !meta.is_dir() {
+            return Err(io::Error::other(format!("{} is not a directory; remove it", dir.display())));
+        }
+    }
+    Ok(dir)
+}
+
 /// The name `path` is written under before it is renamed into place: this process's own, so two processes writing
 /// at once each rename a whole file.
 pub fn partial_path(path: &Path) -> std::path::PathBuf {
