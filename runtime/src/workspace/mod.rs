@@ -428,6 +428,23 @@ impl WorkspaceIndex {
         let meta = |db: &Connection, key: &str| -> Result<Option<String>> {
             Ok(db.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0)).optional()?)
         };
+        // An index directory holds one workspace's index: another workspace's would answer with its text.
+        let root_text = root.to_string_lossy();
+        match meta(&db, "root")? {
+            Some(stored) if stored != root_text => {
+                return Err(WorkspaceError::Argument(format!(
+                    "the index in {} is the index of the workspace {stored}, not of {}: give this workspace an \
+                     --index-dir of its own (or remove {} to index it there)",
+                    dir.display(),
+                    root.display(),
+                    dir.display()
+                )));
+            }
+            Some(_) => {}
+            None => {
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('root', ?1)", [&root_text])?;
+            }
+        }
         let layout = meta(&db, "layout")?;
         let generation = meta(&db, "generation")?;
         let opened = Index::open_in_dir(&tantivy_dir).ok().filter(|i| i.schema() == schema);

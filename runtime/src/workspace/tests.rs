@@ -444,6 +444,27 @@ fn the_write_lock_is_never_a_link_or_a_fifo() {
     assert!(err.contains("not a regular file"), "{err}");
 }
 
+/// An index directory holds the index of one workspace: opened for another (`--index-dir` reused), it is refused,
+/// saying whose it is and what to do, instead of answering with the other workspace's text.
+#[test]
+fn an_index_directory_of_another_workspace_is_refused() {
+    let a = tempfile::tempdir().expect("workspace a");
+    let b = tempfile::tempdir().expect("workspace b");
+    let cache = tempfile::tempdir().expect("cache");
+    write(a.path(), "a.rs", "pub fn alpha_only() {}\n");
+    write(b.path(), "a.rs", "pub fn beta_only() {}\n");
+    let mut index = WorkspaceIndex::open_in(a.path(), cache.path()).expect("open a");
+    index.refresh(&crate::Silent).expect("refresh a");
+    drop(index);
+    let err = WorkspaceIndex::open_in(b.path(), cache.path()).expect_err("a's index is not b's");
+    assert_eq!(err.violation().code, ErrorCode::ArgumentInvalid, "{err}");
+    let a_root = a.path().canonicalize().expect("canonical");
+    assert!(err.to_string().contains(&a_root.display().to_string()), "{err}");
+    assert!(err.to_string().contains("--index-dir"), "{err}");
+    let index = WorkspaceIndex::open_in(a.path(), cache.path()).expect("a's own index opens");
+    assert_eq!(index.stats().expect("stats").files, 1);
+}
+
 /// A Markdown file of 100,000 headings is cut in one pass (each heading's uniqueness and level were once compared
 /// with every other heading's: ten billion comparisons).
 #[test]
