@@ -64,6 +64,9 @@ pub const MAX_INDEXED_BYTES: u64 = 1024 * 1024;
 pub const CANDIDATES: usize = 50;
 /// The most hits a search answers with.
 pub const MAX_K: usize = 50;
+/// The longest query searched, in characters: a search names what it looks for in a few words, and a longer query
+/// is refused with what to do (cut silently, it would search for something else than what was asked).
+pub const MAX_QUERY_CHARS: usize = 2000;
 /// The weight of the cosine beside the normalised BM25 score. Chosen, with [`NAMES_BOOST`] and [`TESTS_FACTOR`], on
 /// the 80 questions of the development set (`scenarios/search-dev/`, three codebases no graded task uses) by
 /// `lessrt eval search --ranking`: found in the top 5, 55 of 80 at 0.6 against 54 at 0.3 and 52 at 1.0.
@@ -635,6 +638,13 @@ impl WorkspaceIndex {
     pub fn search(&self, query: &str, k: usize, stages: Stages, keep: &dyn Fn(&Hit) -> bool) -> Result<Search> {
         if !(1..=MAX_K).contains(&k) {
             return Err(WorkspaceError::Argument(format!("k is {k}; ask for 1 to {MAX_K} hits")));
+        }
+        if query.chars().nth(MAX_QUERY_CHARS).is_some() {
+            return Err(WorkspaceError::Argument(format!(
+                "the query has {} characters; a query has at most {MAX_QUERY_CHARS} characters: name what you look \
+                 for (an identifier, a few key words), not a whole text",
+                query.chars().count()
+            )));
         }
         let terms = terms::query_terms(query);
         if terms.is_empty() {

@@ -465,6 +465,25 @@ fn an_index_directory_of_another_workspace_is_refused() {
     assert_eq!(index.stats().expect("stats").files, 1);
 }
 
+/// A query is capped (a 100,000-word one is refused with what to do, not searched for seconds) and its terms are
+/// kept once each, in their order of first appearance.
+#[test]
+fn a_long_query_is_refused_and_terms_are_kept_once_in_order() {
+    assert_eq!(terms::query_terms("zeta alpha zeta beta alpha gamma"), ["zeta", "alpha", "beta", "gamma"]);
+    let ws = tempfile::tempdir().expect("workspace");
+    let cache = tempfile::tempdir().expect("cache");
+    write(ws.path(), "a.rs", "pub fn alpha_beta() {}\n");
+    let mut index = WorkspaceIndex::open_in(ws.path(), cache.path()).expect("open");
+    index.refresh(&crate::Silent).expect("refresh");
+    let words: String = (0..100_000).map(|i| format!("w{i} ")).collect();
+    let err = index.search(&words, 5, Stages::Hash, &|_| true).expect_err("too long");
+    assert_eq!(err.violation().code, ErrorCode::ArgumentInvalid, "{err}");
+    assert!(err.to_string().contains("at most 2000 characters"), "{}", &err.to_string()[..200]);
+    let at_cap = format!("alpha {}", "x".repeat(2000 - 6));
+    assert_eq!(at_cap.chars().count(), 2000);
+    index.search(&at_cap, 5, Stages::Hash, &|_| true).expect("a query of 2000 characters is searched");
+}
+
 /// A Markdown file of 100,000 headings is cut in one pass (each heading's uniqueness and level were once compared
 /// with every other heading's: ten billion comparisons).
 #[test]
