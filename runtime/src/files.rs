@@ -31,6 +31,40 @@ pub fn open_or_create(path: &Path) -> io::Result<File> {
     open_regular(path, options)
 }
 
+/// Opens (creating) `path`, a file only its owner may read and write (0600, set again if it was wider), refusing a
+/// symlink or anything but a regular file in its place like [`open_or_create`]. For a store that copies lines of
+/// private files (the workspace index): made before SQLite opens it, its journal files take the same mode.
+pub fn open_private(path: &Path) -> io::Result<File> {
+    #[allow(unused_mut)]
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let file = open_regular(path, options)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(file)
+}
+
+/// Creates `path` and the directories above it that are missing, each made for its owner only (0700); a directory
+/// that exists is left as it is (it may be the user's).
+pub fn create_private_dirs(path: &Path) -> io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(path)
+}
+
 /// Writes `path` whole or not at all: into a new file beside it (created exclusively, so never through a link),
 /// synced, then renamed over it. A reader never sees part of the file, and a process killed while writing leaves the
 /// old one.

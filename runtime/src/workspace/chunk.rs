@@ -309,6 +309,11 @@ pub fn chunk_file(path: &str, text: &str) -> Vec<Chunk> {
         None => Vec::new(),
     };
     fill_gaps(&mut chunks, &lines);
+    for chunk in &mut chunks {
+        for symbol in &mut chunk.symbols {
+            *symbol = redact(symbol);
+        }
+    }
     chunks.sort_by_key(|c| (c.start, std::cmp::Reverse(c.end)));
     chunks
 }
@@ -492,7 +497,14 @@ fn preview_line(lines: &[&str], start: u32, end: u32) -> String {
         })
         .or_else(|| lines[range].iter().map(|l| l.trim()).find(|l| !l.is_empty()))
         .unwrap_or_default();
-    clip(pick)
+    clip(&redact(pick))
+}
+
+/// `text` with its secrets (a password after its key word, a token, a key) replaced by stable references, as
+/// summaries are: what a preview, a symbol or a pointer shows of a file never holds a secret the file holds. Whole,
+/// before a preview is clipped, so that no part of a secret survives the cut.
+fn redact(text: &str) -> String {
+    crate::context::redact(text).text
 }
 
 /// `text` on one line, at most [`MAX_PREVIEW_CHARS`] characters (an ellipsis marks a cut).
@@ -634,7 +646,9 @@ fn markdown(root: Node<'_>, text: &str, lines: &[&str]) -> Vec<Chunk> {
         // the resolver reads exactly these lines for `#sec=<heading>`.
         let leaf = headings.get(idx + 1).is_none_or(|h| h.1 <= *level);
         let unique = titles.get(title.as_str()) == Some(&1);
-        let nameable = leaf && unique && !title.is_empty() && !title.contains(['#', '\n']);
+        // A heading holding a secret (`Deploy password: …`) is shown redacted, and its section named by lines.
+        let shown = redact(title);
+        let nameable = leaf && unique && !title.is_empty() && !title.contains(['#', '\n']) && shown == *title;
         // No heading above it of a higher level.
         let top_level = shallowest >= *level;
         shallowest = shallowest.min(*level);
@@ -642,8 +656,8 @@ fn markdown(root: Node<'_>, text: &str, lines: &[&str]) -> Vec<Chunk> {
             start: *line,
             end,
             kind: ChunkKind::Section,
-            symbols: if title.is_empty() { Vec::new() } else { vec![title.clone()] },
-            preview: clip(&format!("{} {title}", "#".repeat(*level))),
+            symbols: if title.is_empty() { Vec::new() } else { vec![shown.clone()] },
+            preview: clip(&format!("{} {shown}", "#".repeat(*level))),
             section: nameable.then(|| title.clone()),
             top_level,
         });

@@ -409,11 +409,15 @@ impl WorkspaceIndex {
             move |source| WorkspaceError::Io { path, source }
         };
         let tantivy_dir = dir.join(crate::layout::WORKSPACE_TANTIVY_DIR);
-        std::fs::create_dir_all(&tantivy_dir).map_err(io(&tantivy_dir))?;
+        // The index copies lines of the workspace's files, private ones too: its directories and database are the
+        // owner's only.
+        crate::files::create_private_dirs(&tantivy_dir).map_err(io(&tantivy_dir))?;
         // Two openers at once (two servers on one store) must not both start the index from nothing, one removing
         // what the other just made: the check and the start are under the writers' lock.
         let _lock = WriteLock::take(dir)?;
-        let db = crate::files::open_sqlite(&dir.join(crate::layout::WORKSPACE_DB))?;
+        let db_path = dir.join(crate::layout::WORKSPACE_DB);
+        crate::files::open_private(&db_path).map_err(io(&db_path))?;
+        let db = crate::files::open_sqlite(&db_path)?;
         db.busy_timeout(std::time::Duration::from_secs(60))?;
         db.execute_batch(
             "PRAGMA journal_mode = WAL;
@@ -458,7 +462,7 @@ impl WorkspaceIndex {
             _ => {
                 // New, of another layout, or its halves disagree: start from nothing.
                 std::fs::remove_dir_all(&tantivy_dir).map_err(io(&tantivy_dir))?;
-                std::fs::create_dir_all(&tantivy_dir).map_err(io(&tantivy_dir))?;
+                crate::files::create_private_dirs(&tantivy_dir).map_err(io(&tantivy_dir))?;
                 let index = Index::create_in_dir(&tantivy_dir, schema)?;
                 let mut writer: tantivy::IndexWriter = index.writer_with_num_threads(1, 30_000_000)?;
                 let mut prepared = writer.prepare_commit()?;

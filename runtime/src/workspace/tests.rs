@@ -484,6 +484,32 @@ fn a_long_query_is_refused_and_terms_are_kept_once_in_order() {
     index.search(&at_cap, 5, Stages::Hash, &|_| true).expect("a query of 2000 characters is searched");
 }
 
+/// Search previews, symbols and pointers never show a secret a file holds (`DATABASE_PASSWORD = "…"`, a heading
+/// `Deploy password: …`): they are redacted as summaries are. The index is its owner's only (0700/0600).
+#[cfg(unix)]
+#[test]
+fn previews_and_pointers_are_redacted_and_the_index_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    const SECRET: &str = "Xk29vLq8zzQ";
+    let ws = tempfile::tempdir().expect("workspace");
+    let cache = tempfile::tempdir().expect("cache");
+    write(ws.path(), "settings.py", &format!("DATABASE_PASSWORD = \"{SECRET}\"\n"));
+    write(ws.path(), "DEPLOY.md", &format!("# Deploy password: {SECRET}\n\nRun the deploy script.\n"));
+    let dir = cache.path().join("index").join("abc");
+    let mut index = WorkspaceIndex::open_in(ws.path(), &dir).expect("open");
+    index.refresh(&crate::Silent).expect("refresh");
+    let found = index.search("database password deploy", 10, Stages::Hash, &|_| true).expect("search");
+    assert!(found.hits.len() >= 2, "{found:?}");
+    for hit in &found.hits {
+        let shown = format!("{} {} {:?}", hit.line(), hit.pointer, hit.symbols);
+        assert!(!shown.contains(SECRET), "{shown}");
+        index.read(&hit.pointer).expect("the pointer still resolves");
+    }
+    let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700, "the index directory");
+    assert_eq!(mode(&dir.join(crate::layout::WORKSPACE_DB)), 0o600, "the index database");
+}
+
 /// A Markdown file of 100,000 headings is cut in one pass (each heading's uniqueness and level were once compared
 /// with every other heading's: ten billion comparisons).
 #[test]
