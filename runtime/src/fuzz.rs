@@ -251,15 +251,18 @@ fn adversarial_file() -> impl Strategy<Value = (String, String)> {
         let (n, nest) = (pieces.len(), 0..nesting);
         (
             Just(lang),
-            prop::collection::vec(0..n, 0..100),
+            prop::collection::vec(0..n, 0..4),
             (nest.clone(), 0usize..1200),
             (nest.clone(), 0usize..600, 1usize..4),
             (0..n, 0usize..4),
-            prop::collection::vec(0..n, 0..100),
+            prop::collection::vec(0..n, 0..12),
         )
             .prop_map(|(lang, before, (run, times), (step, stairs, width), (tail, tails), after)| {
                 let (name, _, pieces) = CHUNK_PIECES[lang];
+                // Each part starts a line: what comes before (an open string, a flow collection) must not swallow
+                // the nesting.
                 let mut text: String = before.iter().map(|i| pieces[*i]).collect();
+                text.push('\n');
                 text.push_str(&pieces[run].repeat(times));
                 text.push('\n');
                 for i in 0..stairs {
