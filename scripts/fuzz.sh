@@ -43,6 +43,7 @@ targets=(
   "less-runtime fuzz::fuzz_transcript_parse"
   "less-runtime fuzz::fuzz_compact"
   "less-runtime fuzz::fuzz_desk_calls"
+  "less-runtime fuzz::fuzz_chunk_nesting"
   "less-agents llm_agent::tests::fuzz::fuzz_model_output_parser"
   "less-agents llm_agent::tests::fuzz::fuzz_model_answers_never_become_other_actions"
 )

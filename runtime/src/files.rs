@@ -31,6 +31,40 @@ pub fn open_or_create(path: &Path) -> io::Result<File> {
     open_regular(path, options)
 }
 
+/// Opens (creating) `path`, a file only its owner may read and write (0600, set again if it was wider), refusing a
+/// symlink or anything but a regular file in its place like [`open_or_create`]. For a store that copies lines of
+/// private files (the workspace index): made before SQLite opens it, its journal files take the same mode.
+pub fn open_private(path: &Path) -> io::Result<File> {
+    #[allow(unused_mut)]
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let file = open_regular(path, options)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(file)
+}
+
+/// Creates `path` and the directories above it that are missing, each made for its owner only (0700); a directory
+/// that exists is left as it is (it may be the user's).
+pub fn create_private_dirs(path: &Path) -> io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(path)
+}
+
 /// Writes `path` whole or not at all: into a new file beside it (created exclusively, so never through a link),
 /// synced, then renamed over it. A reader never sees part of the file, and a process killed while writing leaves the
 /// old one.
@@ -64,6 +98,38 @@ fn write_whole_with(path: &Path, bytes: &[u8], mut options: OpenOptions) -> io::
     written
 }
 
+/// Creates the directories of `rel` under `base` (which the user named, links and all), one component at a time,
+/// refusing a component that is a symlink or not a directory: what lessrt writes under `base` lands under it, not
+/// wherever a link left there points. Returns `base/rel`.
+pub fn create_dirs_under(base: &Path, rel: &Path) -> io::Result<std::path::PathBuf> {
+    std::fs::create_dir_all(base)?;
+    let mut dir = base.to_owned();
+    for part in rel.components() {
+        let std::path::Component::Normal(part) = part else {
+            return Err(io::Error::other(format!("{} is not a plain relative path", rel.display())));
+        };
+        dir.push(part);
+        let meta = match std::fs::symlink_metadata(&dir) {
+            Err(err) if err.kind() == io::ErrorKind::NotFound => match std::fs::create_dir(&dir) {
+                Err(err) if err.kind() != io::ErrorKind::AlreadyExists => return Err(err),
+                // Made here, or by another process at the same moment: checked below either way.
+                _ => std::fs::symlink_metadata(&dir)?,
+            },
+            other => other?,
+        };
+        if meta.file_type().is_symlink() {
+            return Err(io::Error::other(format!(
+                "{} is a symlink; lessrt does not write through links: remove it",
+                dir.display()
+            )));
+        }
+        if !meta.is_dir() {
+            return Err(io::Error::other(format!("{} is not a directory; remove it", dir.display())));
+        }
+    }
+    Ok(dir)
+}
+
 /// The name `path` is written under before it is renamed into place: this process's own, so two processes writing
 /// at once each rename a whole file.
 pub fn partial_path(path: &Path) -> std::path::PathBuf {
@@ -81,10 +147,37 @@ pub(crate) fn open_to_read(path: &Path) -> io::Result<File> {
     options.open(path)
 }
 
-/// Opens (creating) the SQLite database at `path`, refusing a symlink in its place like the files above.
+/// Opens (creating) the SQLite database at `path`, refusing a symlink in its place like the files above, while the
+/// directories along the path are followed.
+///
+/// SQLite's `SQLITE_OPEN_NOFOLLOW` refuses a link in any component of the name it is given, so it is given the
+/// canonical path of the parent directory (links resolved by the OS) and the file's own name: a link can then only
+/// be the last component, which is what it refuses. SQLite opens the file and its `-wal` and `-shm` files with
+/// `O_NOFOLLOW`, so a link swapped in after the check below is refused too, not followed; the check is there to say
+/// so clearly, and to refuse a FIFO or a device in the database's place.
 pub(crate) fn open_sqlite(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     use rusqlite::OpenFlags;
-    rusqlite::Connection::open_with_flags(path, OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW)
+    let cannot = |why: String| {
+        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN), Some(why))
+    };
+    let name = path.file_name().ok_or_else(|| cannot(format!("{} names no file", path.display())))?;
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let parent = parent.canonicalize().map_err(|err| cannot(format!("{}: {err}", parent.display())))?;
+    let resolved = parent.join(name);
+    match std::fs::symlink_metadata(&resolved) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            return Err(cannot(format!(
+                "{} is a symlink; lessrt does not write through links: remove it",
+                path.display()
+            )));
+        }
+        Ok(meta) if !meta.is_file() => return Err(cannot(not_regular(path).to_string())),
+        _ => {}
+    }
+    rusqlite::Connection::open_with_flags(&resolved, OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW)
 }
 
 /// No symlink in the last component, no blocking open, not inherited by children.
@@ -156,6 +249,32 @@ mod tests {
         assert!(made.success(), "mkfifo");
         let err = append(&fifo).expect_err("a FIFO is refused without blocking");
         assert!(err.to_string().contains("not a regular file"), "{err}");
+    }
+
+    /// Directories along a store's path are followed (`runs -> /mnt/big/runs`, a linked `~/.cache`); only a link
+    /// as the database file itself is refused, and nothing is written at its target.
+    #[cfg(unix)]
+    #[test]
+    fn a_store_through_a_linked_directory_opens_and_a_linked_database_is_refused() {
+        let dir = tempfile::tempdir().expect("dir");
+        let real = dir.path().join("real");
+        std::fs::create_dir_all(real.join("a/b")).expect("mkdir");
+        let runs = dir.path().join("runs");
+        std::os::unix::fs::symlink(&real, &runs).expect("symlink");
+        for path in [runs.join("store.sqlite3"), runs.join("a/b/memory.sqlite3")] {
+            let db = open_sqlite(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+            db.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1);").expect("write");
+        }
+        assert!(real.join("store.sqlite3").is_file() && real.join("a/b/memory.sqlite3").is_file());
+
+        let target = dir.path().join("elsewhere.sqlite3");
+        let link = real.join("desk.sqlite3");
+        std::os::unix::fs::symlink(&target, &link).expect("symlink");
+        for path in [link.clone(), runs.join("desk.sqlite3")] {
+            let err = open_sqlite(&path).map(drop).expect_err("a link as the database is refused");
+            assert!(err.to_string().contains("is a symlink"), "{err}");
+        }
+        assert!(!target.exists(), "nothing is created at the link's target");
     }
 
     #[test]

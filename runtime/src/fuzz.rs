@@ -1,6 +1,6 @@
 //! Property-based fuzzing of what the runtime reads from outside (issue 17): the transcript parser (what `memory
-//! ingest`, `dag` and `compact` read), the context compactor, and the desk's functions that the MCP tools call, with
-//! arbitrary arguments.
+//! ingest`, `dag` and `compact` read), the context compactor, the desk's functions that the MCP tools call, with
+//! arbitrary arguments, and the workspace chunker on adversarial nesting in every language it parses.
 //!
 //! The properties: no panic; no hang (inputs are bounded); every refusal carries a code the function documents;
 //! what parses round-trips; the compactor never fails (it would fail closed, hiding the failure, so a warning is a
@@ -213,6 +213,86 @@ proptest! {
         let again = compact_report(&compaction.messages, &config);
         prop_assert!(again.warning.is_none(), "the compactor failed on its own output: {:?}", again.warning);
         prop_assert_eq!(&again.messages, &compaction.messages, "a second compaction changed the output");
+    }
+}
+
+/// The pieces an adversarial file of each language the chunker parses is made of, the ones that nest first (how
+/// many): openers, markers a grammar's scanner keeps a stack for (YAML's `- ` and `key:`, Python's indentation and
+/// f-strings, Markdown's quotes and lists), then strings, words and line breaks.
+const CHUNK_PIECES: &[(&str, usize, &[&str])] = &[
+    (
+        "f.yaml",
+        6,
+        &[
+            "- ", "? ", ": ", "k: ", "- k: ", "[", "\n", " ", "\t", "|\n", ">2-\n", "{", "\"", "'", "# c", "a",
+            "---\n", "&a ", "!t ",
+        ],
+    ),
+    (
+        "f.py",
+        4,
+        &["if x:\n", "f\"{", "(", "[", " ", "\t", "}\"", "\"\"\"", "class C:\n", "def f():\n", "\n", "x", "\\\n"],
+    ),
+    ("f.rs", 6, &["mod m {", "impl X {", "fn f() {", "{", "(", "[", "}", "\"", "r#\"", "\n", "trait T {", "x"]),
+    ("f.ts", 5, &["namespace n {", "class C {", "{", "(", "`${", "interface I {", "[", "\n", "x", "export "]),
+    ("f.tsx", 3, &["<a>", "{", "(", "class C {", "\n", "x", "</a>"]),
+    ("f.js", 4, &["class C {", "{", "(", "`${", "[", "\n", "x", "}"]),
+    ("f.go", 3, &["func f() {", "{", "(", "[", "\n", "x", "type T struct {"]),
+    ("f.md", 4, &["> ", "- ", "1. ", "    ", "```", "\n", "# ", "x", "* ", "<div>"]),
+    ("f.toml", 3, &["[", "{a=", "a = [", "[[t]]\n", "a = ", "\n", "\"\"\"", "x", "]", "}"]),
+];
+
+/// A file of one language: random pieces, a run of one nesting piece repeated, a staircase (one piece per line, each
+/// line indented a step further) ending in a run at its deepest indentation, and random pieces again: nesting
+/// deep enough to reach past every scanner's limits and any recursion's.
+fn adversarial_file() -> impl Strategy<Value = (String, String)> {
+    (0..CHUNK_PIECES.len()).prop_flat_map(|lang| {
+        let (_, nesting, pieces) = CHUNK_PIECES[lang];
+        let (n, nest) = (pieces.len(), 0..nesting);
+        (
+            Just(lang),
+            prop::collection::vec(0..n, 0..4),
+            (nest.clone(), 0usize..1200),
+            (nest.clone(), 0usize..600, 1usize..4),
+            (0..n, 0usize..4),
+            prop::collection::vec(0..n, 0..12),
+        )
+            .prop_map(|(lang, before, (run, times), (step, stairs, width), (tail, tails), after)| {
+                let (name, _, pieces) = CHUNK_PIECES[lang];
+                // Each part starts a line: what comes before (an open string, a flow collection) must not swallow
+                // the nesting.
+                let mut text: String = before.iter().map(|i| pieces[*i]).collect();
+                text.push('\n');
+                text.push_str(&pieces[run].repeat(times));
+                text.push('\n');
+                for i in 0..stairs {
+                    text.push_str(&" ".repeat(i * width));
+                    text.push_str(pieces[step]);
+                    text.push('\n');
+                }
+                text.push_str(&" ".repeat(stairs * width));
+                text.push_str(&pieces[tail].repeat(tails));
+                text.push_str("x\n");
+                text.extend(after.iter().map(|i| pieces[*i]));
+                (name.to_owned(), text)
+            })
+    })
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    /// The workspace chunker on adversarial nesting: it never ends the process (a grammar's scanner aborting, a
+    /// stack overflow: either kills this test binary) and every line that says something is in some chunk.
+    #[test]
+    fn fuzz_chunk_nesting((name, text) in adversarial_file()) {
+        let chunks = crate::workspace::chunk_file(&name, &text);
+        for (n, line) in text.lines().enumerate() {
+            let line_no = u32::try_from(n + 1).unwrap_or(u32::MAX);
+            if line.chars().any(char::is_alphanumeric) {
+                prop_assert!(chunks.iter().any(|c| c.start <= line_no && line_no <= c.end), "line {} in no chunk", line_no);
+            }
+        }
     }
 }
 

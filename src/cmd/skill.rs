@@ -186,15 +186,17 @@ pub(crate) fn files(store: &str, workspace: &str) -> anyhow::Result<Vec<(PathBuf
     Ok(out)
 }
 
+/// Writes the pack into `dir` (followed if it is a link: the user named it) without writing through a link left
+/// in it: its subdirectories are made or entered refusing a link, and each file is written whole under a fresh name
+/// and renamed into place, so a link in a file's place is replaced, never followed.
 fn write_all(dir: &Path, files: &[(PathBuf, String)]) -> anyhow::Result<()> {
-    for (path, text) in files {
-        let path = dir.join(path);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|err| {
-                Stop::usage(format!("LESS_OUTPUT_UNWRITABLE: cannot create {}: {err}", parent.display()))
-            })?;
-        }
-        std::fs::write(&path, text)
+    for (rel, text) in files {
+        let parent = rel.parent().unwrap_or(Path::new(""));
+        let parent = less_runtime::files::create_dirs_under(dir, parent).map_err(|err| {
+            Stop::usage(format!("LESS_OUTPUT_UNWRITABLE: cannot create {}: {err}", dir.join(parent).display()))
+        })?;
+        let path = parent.join(rel.file_name().unwrap_or_default());
+        less_runtime::files::write_whole(&path, text.as_bytes())
             .with_context(|| format!("LESS_OUTPUT_UNWRITABLE: cannot write {}", path.display()))?;
     }
     Ok(())

@@ -211,3 +211,35 @@ fn attack_secrets_after_words_and_control_characters_never_reach_the_terminal() 
         assert!(!c.is_control() || c == '\n' || c == '\t', "a raw control character U+{:04X} printed", u32::from(c));
     }
 }
+
+/// Issue 61: `lessrt skill export` writes nothing through a link left in the pack: a link as `mcp.json` is replaced
+/// (the file it pointed at is kept as it was), and a linked subdirectory (`schemas -> elsewhere`) is refused with
+/// `LESS_OUTPUT_UNWRITABLE`, nothing landing where it points.
+#[cfg(unix)]
+#[test]
+fn attack_skill_export_never_writes_through_links() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pack = dir.path().join("less");
+    std::fs::create_dir_all(&pack).expect("mkdir");
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "keep\n").expect("write");
+    std::os::unix::fs::symlink(&victim, pack.join("mcp.json")).expect("symlink");
+    let out = lessrt(&["skill", "export", &pack.to_string_lossy()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "keep\n", "written through mcp.json");
+    assert!(!std::fs::symlink_metadata(pack.join("mcp.json")).expect("meta").file_type().is_symlink());
+    let host: Value =
+        serde_json::from_str(&std::fs::read_to_string(pack.join("mcp.json")).expect("read")).expect("JSON");
+    assert!(host["mcpServers"]["less"].is_object(), "{host}");
+
+    let pack = dir.path().join("less-linked");
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&pack).expect("mkdir");
+    std::fs::create_dir_all(&elsewhere).expect("mkdir");
+    std::os::unix::fs::symlink(&elsewhere, pack.join("schemas")).expect("symlink");
+    let out = lessrt(&["skill", "export", &pack.to_string_lossy()]);
+    assert!(!out.status.success(), "a linked schemas directory is refused");
+    let err = stderr(&out);
+    assert!(err.contains("LESS_OUTPUT_UNWRITABLE") && err.contains("symlink"), "{err}");
+    assert_eq!(std::fs::read_dir(&elsewhere).expect("read").count(), 0, "files landed in the linked directory");
+}

@@ -8,6 +8,12 @@
 //! its top-level keys. Lines no item covers (imports, top-level statements) and files of any other kind are cut
 //! into windows of lines. Blank runs are never a chunk.
 //!
+//! A file is untrusted input, and a grammar's external scanner is C that aborts the process when its state outgrows
+//! tree-sitter's 1 KiB serialization buffer (YAML keeps an entry per open block, Python one per indentation level):
+//! [`beyond_scanner`] checks, in one pass over the text, that the file stays well inside what its scanner holds, and
+//! a file that does not is cut into windows of lines without being parsed. The tree is walked with a stack of its
+//! own, so nesting of any depth takes no native stack.
+//!
 //! Nothing here reads the disk: [`chunk_file`] takes a path and its text, so the rules are tested on strings.
 
 use tree_sitter::{Language, Node, Parser};
@@ -236,6 +242,45 @@ fn role(lang: Lang, kind: &str, in_container: bool) -> Role {
     }
 }
 
+/// The longest YAML line parsed, in characters. tree-sitter-yaml's scanner keeps an entry per open block (a
+/// sequence, a mapping, a block scalar) and aborts the process past 253 of them; an entry sits at a column no
+/// smaller than the one below it (a sequence may share its mapping's column), at most where a token starts, so lines
+/// of at most 100 characters hold it to about 220. A longer line is rare in YAML, and costs only structure: the
+/// file is cut into windows.
+pub const YAML_MAX_LINE_CHARS: usize = 100;
+/// The deepest Python indentation parsed, in the columns tree-sitter-python's scanner counts (a space 1, a tab 8,
+/// a backslash at the end of leading whitespace carrying it to the next line). The scanner keeps an entry per
+/// indentation level, each deeper than the last, and aborts the process past about 380 of them inside a string.
+pub const PYTHON_MAX_INDENT: usize = 300;
+
+/// Whether `text` may outgrow what its grammar's external scanner holds, which would abort the process (a SIGABRT
+/// no Rust code can catch): such a file is cut into windows of lines without being parsed. One pass over the text;
+/// conservative, so a file it lets through stays far from the scanner's limit. Rust, Go, TypeScript, JavaScript and
+/// TOML keep no stack in their scanners, and Markdown's caps its own.
+pub fn beyond_scanner(lang: Lang, text: &str) -> bool {
+    match lang {
+        Lang::Yaml => text.split('\n').any(|line| line.chars().nth(YAML_MAX_LINE_CHARS).is_some()),
+        Lang::Python => {
+            let mut carried = 0usize;
+            for line in text.split('\n') {
+                let mut width = carried;
+                let mut rest = line;
+                while let Some(c) = rest.chars().next().filter(|c| c.is_whitespace()) {
+                    width = width.saturating_add(if c == ' ' { 1 } else { 8 });
+                    rest = &rest[c.len_utf8()..];
+                }
+                if width > PYTHON_MAX_INDENT {
+                    return true;
+                }
+                // `\` right after the indentation joins the next line's indentation to this one's.
+                carried = if rest.trim_end_matches('\r') == "\\" { width } else { 0 };
+            }
+            false
+        }
+        _ => false,
+    }
+}
+
 /// Cuts `text`, the content of the workspace file `path`, into chunks in line order. Every non-blank line is in
 /// some chunk (a chunk may cover another's lines only where a container's head is kept beside its members).
 pub fn chunk_file(path: &str, text: &str) -> Vec<Chunk> {
@@ -245,7 +290,8 @@ pub fn chunk_file(path: &str, text: &str) -> Vec<Chunk> {
         return Vec::new();
     }
     let lang = Lang::of(path);
-    let mut chunks = match lang.grammar() {
+    let grammar = if beyond_scanner(lang, text) { None } else { lang.grammar() };
+    let mut chunks = match grammar {
         Some(grammar) => {
             let mut parser = Parser::new();
             let tree = parser.set_language(&grammar).ok().and_then(|()| parser.parse(text, None));
@@ -254,7 +300,7 @@ pub fn chunk_file(path: &str, text: &str) -> Vec<Chunk> {
                 (Some(tree), Lang::Yaml) => yaml(tree.root_node(), text, &lines),
                 (Some(tree), _) => {
                     let mut cutter = Cutter { lang, text, lines: &lines, out: Vec::new() };
-                    cutter.items(tree.root_node(), None, true);
+                    cutter.walk(tree.root_node());
                     cutter.out
                 }
                 (None, _) => Vec::new(),
@@ -263,6 +309,11 @@ pub fn chunk_file(path: &str, text: &str) -> Vec<Chunk> {
         None => Vec::new(),
     };
     fill_gaps(&mut chunks, &lines);
+    for chunk in &mut chunks {
+        for symbol in &mut chunk.symbols {
+            *symbol = redact(symbol);
+        }
+    }
     chunks.sort_by_key(|c| (c.start, std::cmp::Reverse(c.end)));
     chunks
 }
@@ -274,44 +325,69 @@ struct Cutter<'a> {
     out: Vec<Chunk>,
 }
 
-impl Cutter<'_> {
-    /// The chunks of `parent`'s named children; `container` names the enclosing container's symbol, if any.
-    fn items(&mut self, parent: Node<'_>, container: Option<&str>, top_level: bool) {
+/// A node whose named children are being cut: what [`Cutter::walk`] keeps on its own stack instead of recursing.
+struct Frame<'t> {
+    children: Vec<Node<'t>>,
+    next: usize,
+    /// The enclosing container's symbol, if any.
+    container: Option<String>,
+    top_level: bool,
+}
+
+impl<'t> Frame<'t> {
+    fn new(parent: Node<'t>, container: Option<String>, top_level: bool) -> Frame<'t> {
         let mut cursor = parent.walk();
-        let children: Vec<Node<'_>> = parent.named_children(&mut cursor).collect();
-        for (idx, child) in children.iter().enumerate() {
-            let Some((node, role)) = self.resolve(*child, container.is_some()) else { continue };
+        let children = parent.named_children(&mut cursor).collect();
+        Frame { children, next: 0, container, top_level }
+    }
+}
+
+impl Cutter<'_> {
+    /// The chunks of the items under `root`, in the order a depth-first walk meets them: a long container's head,
+    /// then its members (named under it), then what follows it. The walk keeps its own stack of frames, so a file
+    /// nesting containers thousands deep takes no native stack.
+    fn walk(&mut self, root: Node<'_>) {
+        let mut stack = vec![Frame::new(root, None, true)];
+        while let Some(frame) = stack.last_mut() {
+            let Some(&child) = frame.children.get(frame.next) else {
+                stack.pop();
+                continue;
+            };
+            let idx = frame.next;
+            frame.next += 1;
+            let (container, top_level) = (frame.container.clone(), frame.top_level);
+            let Some((node, role)) = self.resolve(child, container.is_some()) else { continue };
             // Comments and attributes right above the item (no blank line between) join it.
             let mut start = row(child.start_position().row);
-            for prev in children[..idx].iter().rev() {
+            for prev in frame.children[..idx].iter().rev() {
                 let adjacent = row(prev.end_position().row) + 1 >= start;
                 if !adjacent || !matches!(role_of(self.lang, prev.kind()), Role::Leading) {
                     break;
                 }
                 start = row(prev.start_position().row);
             }
-            let end = last_line(*child, self.lines);
+            let end = last_line(child, self.lines);
             match role {
                 Role::Item(kind) => {
-                    let symbols = self.symbols(node, container);
+                    let symbols = self.symbols(node, container.as_deref());
                     let preview = self.preview(node);
                     self.push(start, end, kind, symbols, preview, top_level);
                 }
                 Role::Container(kind, body_field) => {
-                    let symbols = self.symbols(node, container);
+                    let symbols = self.symbols(node, container.as_deref());
                     let preview = self.preview(node);
                     let body = node.child_by_field_name(body_field);
                     match body {
                         Some(body) if end - start + 1 > MAX_WHOLE_LINES => {
                             // The head up to the first member, then the members, each named under the container.
-                            let name = symbols.first().cloned();
+                            let name = symbols.first().cloned().or(container);
                             let mut members = body.walk();
                             let first = body
                                 .named_children(&mut members)
                                 .next()
                                 .map_or(end, |m| row(m.start_position().row).saturating_sub(1).max(start));
                             self.push(start, first, kind, symbols, preview, top_level);
-                            self.items(body, name.as_deref().or(container), false);
+                            stack.push(Frame::new(body, name, false));
                         }
                         _ => self.push(start, end, kind, symbols, preview, top_level),
                     }
@@ -421,7 +497,14 @@ fn preview_line(lines: &[&str], start: u32, end: u32) -> String {
         })
         .or_else(|| lines[range].iter().map(|l| l.trim()).find(|l| !l.is_empty()))
         .unwrap_or_default();
-    clip(pick)
+    clip(&redact(pick))
+}
+
+/// `text` with its secrets (a password after its key word, a token, a key) replaced by stable references, as
+/// summaries are: what a preview, a symbol or a pointer shows of a file never holds a secret the file holds. Whole,
+/// before a preview is clipped, so that no part of a secret survives the cut.
+fn redact(text: &str) -> String {
+    crate::context::redact(text).text
 }
 
 /// `text` on one line, at most [`MAX_PREVIEW_CHARS`] characters (an ellipsis marks a cut).
@@ -550,21 +633,31 @@ fn markdown(root: Node<'_>, text: &str, lines: &[&str]) -> Vec<Chunk> {
     headings.sort_by_key(|h| h.0);
     let n = u32::try_from(lines.len()).unwrap_or(u32::MAX);
     let mut chunks = Vec::new();
+    // Counted once, not per heading: a file of a hundred thousand headings is cut in linear time.
+    let mut titles: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for heading in &headings {
+        *titles.entry(heading.2.as_str()).or_default() += 1;
+    }
+    let mut shallowest = usize::MAX;
     for (idx, (line, level, title)) in headings.iter().enumerate() {
         let next = headings.get(idx + 1).map_or(n + 1, |h| h.0);
         let end = (next - 1).max(*line);
         // A leaf section (the next heading is of the same or a higher level) with a unique heading is named by it:
         // the resolver reads exactly these lines for `#sec=<heading>`.
         let leaf = headings.get(idx + 1).is_none_or(|h| h.1 <= *level);
-        let unique = headings.iter().filter(|h| h.2 == *title).count() == 1;
-        let nameable = leaf && unique && !title.is_empty() && !title.contains(['#', '\n']);
-        let top_level = !headings[..idx].iter().any(|h| h.1 < *level);
+        let unique = titles.get(title.as_str()) == Some(&1);
+        // A heading holding a secret (`Deploy password: …`) is shown redacted, and its section named by lines.
+        let shown = redact(title);
+        let nameable = leaf && unique && !title.is_empty() && !title.contains(['#', '\n']) && shown == *title;
+        // No heading above it of a higher level.
+        let top_level = shallowest >= *level;
+        shallowest = shallowest.min(*level);
         chunks.push(Chunk {
             start: *line,
             end,
             kind: ChunkKind::Section,
-            symbols: if title.is_empty() { Vec::new() } else { vec![title.clone()] },
-            preview: clip(&format!("{} {title}", "#".repeat(*level))),
+            symbols: if title.is_empty() { Vec::new() } else { vec![shown.clone()] },
+            preview: clip(&format!("{} {shown}", "#".repeat(*level))),
             section: nameable.then(|| title.clone()),
             top_level,
         });

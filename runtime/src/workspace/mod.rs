@@ -64,6 +64,9 @@ pub const MAX_INDEXED_BYTES: u64 = 1024 * 1024;
 pub const CANDIDATES: usize = 50;
 /// The most hits a search answers with.
 pub const MAX_K: usize = 50;
+/// The longest query searched, in characters: a search names what it looks for in a few words, and a longer query
+/// is refused with what to do (cut silently, it would search for something else than what was asked).
+pub const MAX_QUERY_CHARS: usize = 2000;
 /// The weight of the cosine beside the normalised BM25 score. Chosen, with [`NAMES_BOOST`] and [`TESTS_FACTOR`], on
 /// the 80 questions of the development set (`scenarios/search-dev/`, three codebases no graded task uses) by
 /// `lessrt eval search --ranking`: found in the top 5, 55 of 80 at 0.6 against 54 at 0.3 and 52 at 1.0.
@@ -406,11 +409,15 @@ impl WorkspaceIndex {
             move |source| WorkspaceError::Io { path, source }
         };
         let tantivy_dir = dir.join(crate::layout::WORKSPACE_TANTIVY_DIR);
-        std::fs::create_dir_all(&tantivy_dir).map_err(io(&tantivy_dir))?;
+        // The index copies lines of the workspace's files, private ones too: its directories and database are the
+        // owner's only.
+        crate::files::create_private_dirs(&tantivy_dir).map_err(io(&tantivy_dir))?;
         // Two openers at once (two servers on one store) must not both start the index from nothing, one removing
         // what the other just made: the check and the start are under the writers' lock.
         let _lock = WriteLock::take(dir)?;
-        let db = crate::files::open_sqlite(&dir.join(crate::layout::WORKSPACE_DB))?;
+        let db_path = dir.join(crate::layout::WORKSPACE_DB);
+        crate::files::open_private(&db_path).map_err(io(&db_path))?;
+        let db = crate::files::open_sqlite(&db_path)?;
         db.busy_timeout(std::time::Duration::from_secs(60))?;
         db.execute_batch(
             "PRAGMA journal_mode = WAL;
@@ -428,6 +435,23 @@ impl WorkspaceIndex {
         let meta = |db: &Connection, key: &str| -> Result<Option<String>> {
             Ok(db.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0)).optional()?)
         };
+        // An index directory holds one workspace's index: another workspace's would answer with its text.
+        let root_text = root.to_string_lossy();
+        match meta(&db, "root")? {
+            Some(stored) if stored != root_text => {
+                return Err(WorkspaceError::Argument(format!(
+                    "the index in {} is the index of the workspace {stored}, not of {}: give this workspace an \
+                     --index-dir of its own (or remove {} to index it there)",
+                    dir.display(),
+                    root.display(),
+                    dir.display()
+                )));
+            }
+            Some(_) => {}
+            None => {
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('root', ?1)", [&root_text])?;
+            }
+        }
         let layout = meta(&db, "layout")?;
         let generation = meta(&db, "generation")?;
         let opened = Index::open_in_dir(&tantivy_dir).ok().filter(|i| i.schema() == schema);
@@ -438,7 +462,7 @@ impl WorkspaceIndex {
             _ => {
                 // New, of another layout, or its halves disagree: start from nothing.
                 std::fs::remove_dir_all(&tantivy_dir).map_err(io(&tantivy_dir))?;
-                std::fs::create_dir_all(&tantivy_dir).map_err(io(&tantivy_dir))?;
+                crate::files::create_private_dirs(&tantivy_dir).map_err(io(&tantivy_dir))?;
                 let index = Index::create_in_dir(&tantivy_dir, schema)?;
                 let mut writer: tantivy::IndexWriter = index.writer_with_num_threads(1, 30_000_000)?;
                 let mut prepared = writer.prepare_commit()?;
@@ -618,6 +642,13 @@ impl WorkspaceIndex {
     pub fn search(&self, query: &str, k: usize, stages: Stages, keep: &dyn Fn(&Hit) -> bool) -> Result<Search> {
         if !(1..=MAX_K).contains(&k) {
             return Err(WorkspaceError::Argument(format!("k is {k}; ask for 1 to {MAX_K} hits")));
+        }
+        if query.chars().nth(MAX_QUERY_CHARS).is_some() {
+            return Err(WorkspaceError::Argument(format!(
+                "the query has {} characters; a query has at most {MAX_QUERY_CHARS} characters: name what you look \
+                 for (an identifier, a few key words), not a whole text",
+                query.chars().count()
+            )));
         }
         let terms = terms::query_terms(query);
         if terms.is_empty() {
@@ -965,12 +996,9 @@ struct WriteLock(std::fs::File);
 impl WriteLock {
     fn take(dir: &Path) -> Result<WriteLock> {
         let path = dir.join(".write.lock");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|source| WorkspaceError::Io { path: path.clone(), source })?;
+        // Like every file lessrt writes: not through a link left in its place, never blocking on a FIFO.
+        let file =
+            crate::files::open_or_create(&path).map_err(|source| WorkspaceError::Io { path: path.clone(), source })?;
         file.lock().map_err(|source| WorkspaceError::Io { path, source })?;
         Ok(WriteLock(file))
     }

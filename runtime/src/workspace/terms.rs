@@ -78,8 +78,9 @@ pub const QUERY_FILLER: &[&str] = &[
 /// that is all there is).
 pub fn query_terms(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for_each_term(text, |term| {
-        if !out.contains(&term) {
+        if seen.insert(term.clone()) {
             out.push(term);
         }
     });

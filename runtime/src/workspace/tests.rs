@@ -347,3 +347,175 @@ fn symlinks_and_hard_links_out_of_the_workspace_are_not_indexed() {
     let found = index.search("zebra", 5, Stages::Hash, &|_| true).expect("search");
     assert!(found.hits.is_empty(), "{found:?}");
 }
+
+/// Every line that says something is in some chunk.
+fn assert_covered(name: &str, text: &str, chunks: &[Chunk]) {
+    for (n, line) in text.lines().enumerate() {
+        let line_no = u32::try_from(n + 1).expect("line");
+        if line.chars().any(char::is_alphanumeric) {
+            assert!(
+                chunks.iter().any(|c| c.start <= line_no && line_no <= c.end),
+                "{name}: line {line_no} in no chunk"
+            );
+        }
+    }
+}
+
+/// The files that once ended the process inside a grammar's scanner (a SIGABRT no Rust code can catch: a YAML
+/// sequence of 300 `- ` on one line, a 300-level map, a Python f-string 520 levels deep) are chunked, in windows.
+/// Run in this process on purpose: were one to abort again, the test binary dies and the suite fails.
+#[test]
+fn the_chunker_crash_corpus_is_cut_without_ending_the_process() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/chunk-crashes");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("the corpus") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().and_then(|n| n.to_str()).expect("name").to_owned();
+        let text = std::fs::read_to_string(&path).expect("read");
+        let chunks = chunk_file(&name, &text);
+        assert_covered(&name, &text, &chunks);
+        seen += 1;
+    }
+    assert!(seen >= 3, "the corpus is missing: {}", dir.display());
+}
+
+/// Containers nested 20,000 deep (Rust modules, TypeScript namespaces) are cut on a thread with a
+/// 256 KiB stack: the chunker walks the tree with a stack of its own, not by recursion.
+#[test]
+fn twenty_thousand_nested_containers_fit_a_small_stack() {
+    const DEPTH: usize = 20_000;
+    let nested = |open: &dyn Fn(usize) -> String, close: &str| {
+        let mut text = String::new();
+        for i in 0..DEPTH {
+            text.push_str(&open(i));
+        }
+        text.push_str("fn inner() {}\n");
+        for _ in 0..DEPTH {
+            text.push_str(close);
+        }
+        text
+    };
+    let cases = [
+        ("deep.rs", nested(&|i| format!("mod m{i} {{\n"), "}\n")),
+        ("deep.ts", nested(&|i| format!("namespace n{i} {{\n"), "}\n")),
+    ];
+    for (name, text) in cases {
+        let worker = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let chunks = chunk_file(name, &text);
+                assert_covered(name, &text, &chunks);
+                chunks.len()
+            })
+            .expect("spawn");
+        let n = worker.join().expect("no overflow");
+        assert!(n > 0, "{name}");
+    }
+}
+
+/// The index's `.write.lock` is opened like every file lessrt writes: a dangling link left in its place is not
+/// followed (nothing is created at its target) and a FIFO is refused without blocking the opener.
+#[cfg(unix)]
+#[test]
+fn the_write_lock_is_never_a_link_or_a_fifo() {
+    let ws = tempfile::tempdir().expect("workspace");
+    let cache = tempfile::tempdir().expect("cache");
+    write(ws.path(), "a.rs", "fn a() {}\n");
+    let linked = cache.path().join("linked");
+    std::fs::create_dir_all(&linked).expect("mkdir");
+    let victim = cache.path().join("victim");
+    std::os::unix::fs::symlink(&victim, linked.join(".write.lock")).expect("symlink");
+    let opened = WorkspaceIndex::open_in(ws.path(), &linked).map(drop);
+    assert!(!victim.exists(), "a file was created at the link's target");
+    let err = opened.expect_err("a link as the lock is refused");
+    assert!(err.to_string().contains("symlink"), "{err}");
+
+    let fifo_dir = cache.path().join("fifo");
+    std::fs::create_dir_all(&fifo_dir).expect("mkdir");
+    let made = std::process::Command::new("mkfifo").arg(fifo_dir.join(".write.lock")).status().expect("mkfifo");
+    assert!(made.success());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let root = ws.path().to_owned();
+    std::thread::spawn(move || {
+        let _ = tx.send(WorkspaceIndex::open_in(&root, &fifo_dir).map(drop).map_err(|e| e.to_string()));
+    });
+    let answer = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the open returned: a FIFO blocked it");
+    let err = answer.expect_err("a FIFO as the lock is refused");
+    assert!(err.contains("not a regular file"), "{err}");
+}
+
+/// An index directory holds the index of one workspace: opened for another (`--index-dir` reused), it is refused,
+/// saying whose it is and what to do, instead of answering with the other workspace's text.
+#[test]
+fn an_index_directory_of_another_workspace_is_refused() {
+    let a = tempfile::tempdir().expect("workspace a");
+    let b = tempfile::tempdir().expect("workspace b");
+    let cache = tempfile::tempdir().expect("cache");
+    write(a.path(), "a.rs", "pub fn alpha_only() {}\n");
+    write(b.path(), "a.rs", "pub fn beta_only() {}\n");
+    let mut index = WorkspaceIndex::open_in(a.path(), cache.path()).expect("open a");
+    index.refresh(&crate::Silent).expect("refresh a");
+    drop(index);
+    let err = WorkspaceIndex::open_in(b.path(), cache.path()).expect_err("a's index is not b's");
+    assert_eq!(err.violation().code, ErrorCode::ArgumentInvalid, "{err}");
+    let a_root = a.path().canonicalize().expect("canonical");
+    assert!(err.to_string().contains(&a_root.display().to_string()), "{err}");
+    assert!(err.to_string().contains("--index-dir"), "{err}");
+    let index = WorkspaceIndex::open_in(a.path(), cache.path()).expect("a's own index opens");
+    assert_eq!(index.stats().expect("stats").files, 1);
+}
+
+/// A query is capped (a 100,000-word one is refused with what to do, not searched for seconds) and its terms are
+/// kept once each, in their order of first appearance.
+#[test]
+fn a_long_query_is_refused_and_terms_are_kept_once_in_order() {
+    assert_eq!(terms::query_terms("zeta alpha zeta beta alpha gamma"), ["zeta", "alpha", "beta", "gamma"]);
+    let ws = tempfile::tempdir().expect("workspace");
+    let cache = tempfile::tempdir().expect("cache");
+    write(ws.path(), "a.rs", "pub fn alpha_beta() {}\n");
+    let mut index = WorkspaceIndex::open_in(ws.path(), cache.path()).expect("open");
+    index.refresh(&crate::Silent).expect("refresh");
+    let words: String = (0..100_000).map(|i| format!("w{i} ")).collect();
+    let err = index.search(&words, 5, Stages::Hash, &|_| true).expect_err("too long");
+    assert_eq!(err.violation().code, ErrorCode::ArgumentInvalid, "{err}");
+    assert!(err.to_string().contains("at most 2000 characters"), "{}", &err.to_string()[..200]);
+    let at_cap = format!("alpha {}", "x".repeat(2000 - 6));
+    assert_eq!(at_cap.chars().count(), 2000);
+    index.search(&at_cap, 5, Stages::Hash, &|_| true).expect("a query of 2000 characters is searched");
+}
+
+/// Search previews, symbols and pointers never show a secret a file holds (`DATABASE_PASSWORD = "…"`, a heading
+/// `Deploy password: …`): they are redacted as summaries are. The index is its owner's only (0700/0600).
+#[cfg(unix)]
+#[test]
+fn previews_and_pointers_are_redacted_and_the_index_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    const SECRET: &str = "Xk29vLq8zzQ";
+    let ws = tempfile::tempdir().expect("workspace");
+    let cache = tempfile::tempdir().expect("cache");
+    write(ws.path(), "settings.py", &format!("DATABASE_PASSWORD = \"{SECRET}\"\n"));
+    write(ws.path(), "DEPLOY.md", &format!("# Deploy password: {SECRET}\n\nRun the deploy script.\n"));
+    let dir = cache.path().join("index").join("abc");
+    let mut index = WorkspaceIndex::open_in(ws.path(), &dir).expect("open");
+    index.refresh(&crate::Silent).expect("refresh");
+    let found = index.search("database password deploy", 10, Stages::Hash, &|_| true).expect("search");
+    assert!(found.hits.len() >= 2, "{found:?}");
+    for hit in &found.hits {
+        let shown = format!("{} {} {:?}", hit.line(), hit.pointer, hit.symbols);
+        assert!(!shown.contains(SECRET), "{shown}");
+        index.read(&hit.pointer).expect("the pointer still resolves");
+    }
+    let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700, "the index directory");
+    assert_eq!(mode(&dir.join(crate::layout::WORKSPACE_DB)), 0o600, "the index database");
+}
+
+/// A Markdown file of 100,000 headings is cut in one pass (each heading's uniqueness and level were once compared
+/// with every other heading's: ten billion comparisons).
+#[test]
+fn a_hundred_thousand_headings_are_cut_in_one_pass() {
+    let text: String = (0..100_000).map(|i| format!("## h{}\n", i % 7)).collect();
+    let chunks = chunk_file("many.md", &text);
+    assert_eq!(chunks.len(), 100_000);
+    assert!(chunks.iter().all(|c| c.section.is_none() && c.top_level));
+}
