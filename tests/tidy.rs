@@ -501,6 +501,7 @@ fn agent_code_reaches_neither_the_scenario_nor_the_run() {
             }
             let factory_input = name == "agents/src/lib.rs"
                 && (code.starts_with("pub fn for_scenario(scenario: &Scenario")
+                    || code.starts_with("scenario: &Scenario,")
                     || code.starts_with("use less_runtime::{AgentKind, LlmSpec, Scenario}"));
             for word in ["Scenario", "RunContext", "Gold", ".gold", "ScenarioTask"] {
                 let named = code.match_indices(word).any(|(at, _)| {

@@ -59,7 +59,7 @@ pub use pointer::{MAX_REF_CHARS, MAX_SPAN_CHARS, Pointer, PointerType};
 pub use scenario::{
     AgentKind, AgentSpec, Budgets, Check, ClusterNode, EngramSpec, Expect, Gold, GrantSpec, HEAD_NODE, LlmSpec,
     MemorySettings, Misbehaviour, OneOf, Plan, ReportKind, ReportStep, Scenario, Step, Task, TaskKind, WireMode,
-    memory_violations, placement_violations, scenario_document,
+    memory_violations, placement_violations, scenario_document, toml_string,
 };
 pub use schema::{DocKind, SCHEMA_BASE, SCHEMA_FILES, schema_document};
 pub use tokens::{CacheStats, Encoding, TokenCounter};

@@ -21,6 +21,12 @@ use crate::schema::DocKind;
 use crate::tokens::Encoding;
 use crate::validate::validate;
 
+/// `text` as a TOML string, for a scenario written as text (`lessrt ask`): TOML's own writer, since JSON's escaping
+/// leaves DEL (U+007F) bare, which a TOML string may not hold.
+pub fn toml_string(text: &str) -> String {
+    toml::Value::String(text.to_owned()).to_string()
+}
+
 /// Parses a scenario's TOML text into the JSON document the schema describes.
 pub fn scenario_document(toml_text: &str) -> Result<Value, Violation> {
     let table: toml::Table = toml::from_str(toml_text)
@@ -1364,6 +1370,18 @@ impl Scenario {
 
 #[cfg(test)]
 mod tests {
+    /// Whatever a question holds reaches a scenario as written (issue 61: a question with U+007F made `ask` fail,
+    /// its JSON escaping taken for TOML's).
+    #[test]
+    fn any_text_is_a_valid_toml_string_that_reads_back_as_written() {
+        let every_ascii: String = (0u8..=0x7f).map(char::from).collect();
+        for text in [every_ascii.as_str(), "a\u{7f}b", "\"\"\"'''\\", "line\u{2028}sep\u{feff}", "é ✓ 𝄞"] {
+            let doc = format!("q = {}\n", super::toml_string(text));
+            let table: toml::Table = toml::from_str(&doc).unwrap_or_else(|e| panic!("{text:?}: {e}\n{doc}"));
+            assert_eq!(table["q"].as_str(), Some(text));
+        }
+    }
+
     use super::*;
 
     #[test]

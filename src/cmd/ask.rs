@@ -18,7 +18,7 @@ use anyhow::Context;
 use less_agents::{AgentsFactory, ModelSource};
 use less_runtime::run::{Event, RunOptions, RunReport, check_out_dir, run_scenario_with};
 use less_runtime::workspace::SharedIndex;
-use less_runtime::{Pointer, Resolver, Scenario, WireMode};
+use less_runtime::{Pointer, Resolver, Scenario, WireMode, toml_string};
 use serde_json::{Value, json};
 
 use super::args::{OutputArgs, Stop, count};
@@ -147,11 +147,6 @@ fn scenario_text(name: &str, question: &str, workers: usize, args: &Args) -> Str
 /// The hosts the user named for the model on the command line (`--base-url`).
 fn trusted_hosts(args: &Args) -> Vec<String> {
     args.base_url.iter().map(|url| less_agents::host_of(url)).collect()
-}
-
-fn toml_string(text: &str) -> String {
-    // TOML's own writer: JSON's escaping leaves DEL (U+007F) bare, which a TOML string may not hold.
-    toml::Value::String(text.to_owned()).to_string()
 }
 
 /// One answer: who gave it, the claim, and each cited span with whether it resolves in the workspace.
@@ -405,21 +400,4 @@ fn tokens_of(report: &RunReport) -> Value {
     let mut roles: serde_json::Map<String, Value> = report.roles.iter().map(|(k, r)| (k.clone(), role(r))).collect();
     roles.insert("TOTAL".to_owned(), role(&report.totals));
     Value::Object(roles)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::toml_string;
-
-    /// Whatever a question holds reaches the scenario as written (issue 61: a question with U+007F made `ask` fail,
-    /// its JSON escaping taken for TOML's).
-    #[test]
-    fn any_question_is_a_valid_toml_string_that_reads_back_as_written() {
-        let every_ascii: String = (0u8..=0x7f).map(char::from).collect();
-        for question in [every_ascii.as_str(), "a\u{7f}b", "\"\"\"'''\\", "line\u{2028}sep\u{feff}", "é ✓ 𝄞"] {
-            let text = format!("q = {}\n", toml_string(question));
-            let table: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{question:?}: {e}\n{text}"));
-            assert_eq!(table["q"].as_str(), Some(question));
-        }
-    }
 }
