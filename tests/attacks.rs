@@ -622,6 +622,18 @@ fn attack_symbols_show_a_reach_limited_client_nothing_outside_its_reach() {
     assert_eq!(ids(desk.symbol_list(&manager).expect("list")), ["F2", "U"], "nothing outside src/");
     assert!(desk.symbol_resolve(&manager, "F1", false).expect("resolve").is_empty(), "not resolved for it either");
     assert!(desk.symbol_resolve(&manager, "SPEC.md", true).expect("reverse").is_empty());
+    // Other spellings of a place outside are not shown either; and what it cannot see it cannot replace.
+    for (n, spelling) in
+        ["./SPEC.md", "repo:./SPEC.md", "src/../SPEC.md", "/etc/passwd", "file:///etc/passwd", " SPEC.md "]
+            .iter()
+            .enumerate()
+    {
+        desk.symbol_set(&lead, &format!("S{n}"), spelling).expect("the lead sets it");
+    }
+    assert_eq!(ids(desk.symbol_list(&manager).expect("list")), ["F2", "U"], "no spelling of a place outside");
+    let replaced = desk.symbol_set(&manager, "F1", "src/short.rs").expect_err("F1 is outside its reach");
+    assert_eq!(replaced.code, ErrorCode::ScopeDenied);
+    assert_eq!(desk.symbol_resolve(&lead, "F1", false).expect("resolve"), [("F1".to_owned(), "SPEC.md".to_owned())]);
     // A section of a document under src/ is within a reach over src/.
     let (items, _) = desk.deref(&manager, &["artifact:src/NOTES.md#sec=Plan".to_owned()], None).expect("within reach");
     assert!(items[0].content.contains("The plan."), "{items:?}");

@@ -206,15 +206,35 @@ fn surface(text: &str, at: usize) -> Result<String, Violation> {
 
 /// Whether `c` is a control character or one that shows nothing (zero-width, joiners, direction marks, the BOM).
 fn invisible(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{ad}' | '\u{34f}' | '\u{61c}' | '\u{115f}' | '\u{1160}' | '\u{180e}' | '\u{3164}' | '\u{feff}'
-        )
-        || ('\u{200b}'..='\u{200f}').contains(&c)
-        || ('\u{2028}'..='\u{202e}').contains(&c)
-        || ('\u{2060}'..='\u{206f}').contains(&c)
-        || ('\u{fe00}'..='\u{fe0f}').contains(&c)
+    // Unicode's format characters (Cf) and default-ignorable code points, as of Unicode 15.
+    const RANGES: &[(char, char)] = &[
+        ('\u{ad}', '\u{ad}'),
+        ('\u{34f}', '\u{34f}'),
+        ('\u{600}', '\u{605}'),
+        ('\u{61c}', '\u{61c}'),
+        ('\u{6dd}', '\u{6dd}'),
+        ('\u{70f}', '\u{70f}'),
+        ('\u{890}', '\u{891}'),
+        ('\u{8e2}', '\u{8e2}'),
+        ('\u{115f}', '\u{1160}'),
+        ('\u{17b4}', '\u{17b5}'),
+        ('\u{180b}', '\u{180f}'),
+        ('\u{200b}', '\u{200f}'),
+        ('\u{2028}', '\u{202e}'),
+        ('\u{2060}', '\u{206f}'),
+        ('\u{3164}', '\u{3164}'),
+        ('\u{fe00}', '\u{fe0f}'),
+        ('\u{feff}', '\u{feff}'),
+        ('\u{ffa0}', '\u{ffa0}'),
+        ('\u{fff0}', '\u{fffb}'),
+        ('\u{110bd}', '\u{110bd}'),
+        ('\u{110cd}', '\u{110cd}'),
+        ('\u{13430}', '\u{1343f}'),
+        ('\u{1bca0}', '\u{1bca3}'),
+        ('\u{1d173}', '\u{1d17a}'),
+        ('\u{e0000}', '\u{e0fff}'),
+    ];
+    c.is_control() || RANGES.iter().any(|(lo, hi)| (*lo..=*hi).contains(&c))
 }
 
 /// Whether two claimed surfaces share a path. A surface without wildcards may name a directory, so it also stands for
@@ -912,6 +932,11 @@ mod tests {
             "src/a/x\u{202e}sr.rs",
             "src/a/x.rs\u{feff}",
             "src/a\u{0}/x.rs",
+            "src/a/x.rs\u{e0001}",
+            "src/a/x.rs\u{e0100}",
+            "src/a/x.rs\u{ffa0}",
+            "src/a/x.rs\u{1d173}",
+            "src/a/x.rs\u{600}",
         ] {
             let refused = claim(&mut db, cursor, &new(&[look_alike], "T-3"), 2).expect_err(look_alike);
             assert_eq!(refused.code, ErrorCode::ArgumentInvalid, "{look_alike:?}");

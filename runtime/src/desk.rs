@@ -1136,7 +1136,20 @@ impl Desk {
 
     /// Sets symbol `id` to `value` in `who`'s project.
     pub fn symbol_set(&self, who: &Client, id: &str, value: &str) -> Result<(), Violation> {
-        self.shared().symbol_set(&who.project, id, value)
+        let shared = self.shared();
+        // A client may not replace what it may not see.
+        let held = match shared.symbol_resolve(&who.project, id, false) {
+            Err(v) if v.code == ErrorCode::PointerUnresolved => Vec::new(),
+            held => held?,
+        };
+        if held.iter().any(|(_, old)| !symbol_within_reach(who, old)) {
+            return Err(Violation::new(
+                ErrorCode::ScopeDenied,
+                "/id",
+                format!("symbol {id} names a place outside {}'s reach; choose another id", who.id),
+            ));
+        }
+        shared.symbol_set(&who.project, id, value)
     }
 
     /// The value of symbol `text`, or with `reverse` the symbols whose value is `text`: `(id, value)` pairs.
@@ -1308,14 +1321,30 @@ impl Desk {
 }
 
 /// `who` as the coordination ledger names it.
-/// Whether a symbol's value may be shown to `who`: a pointer, or a workspace path (one word with a `/` or a `.`), is
-/// shown only within its reach; any other text is shown.
+/// Whether a symbol's value may be shown to `who`: one that names a place (a pointer, or a path: a `/`, a `\\`, a
+/// `:` or a `.` in it) is shown only when it resolves to a place within `who`'s reach, every spelling of it
+/// normalized first (`./`, `//`, `repo:`); one that leaves the workspace or does not parse is not shown to a
+/// reach-limited client. Any other text is shown.
 fn symbol_within_reach(who: &Client, value: &str) -> bool {
-    let path_like = !value.is_empty() && !value.contains(char::is_whitespace) && value.contains(['/', '.']);
-    let pointer = Pointer::parse(value)
-        .ok()
-        .or_else(|| path_like.then(|| Pointer::parse(&format!("repo:{value}")).ok()).flatten());
-    pointer.is_none_or(|pointer| who.reach.covers(&pointer))
+    if who.reach.is_whole() {
+        return true;
+    }
+    let text = value.trim();
+    if !text.contains(['/', '\\', ':', '.']) {
+        return true;
+    }
+    if let Ok(pointer) = Pointer::parse(text) {
+        return who.reach.covers(&pointer);
+    }
+    let bare = text.strip_prefix("repo:").unwrap_or(text);
+    if bare.starts_with('/') || bare.contains("://") || bare.contains('\\') {
+        return false;
+    }
+    let segments: Vec<&str> = bare.split('/').filter(|s| !s.is_empty() && *s != ".").collect();
+    if segments.is_empty() || segments.contains(&"..") {
+        return false;
+    }
+    Pointer::parse(&format!("repo:{}", segments.join("/"))).is_ok_and(|pointer| who.reach.covers(&pointer))
 }
 
 fn actor(who: &Client) -> crate::coord::Actor<'_> {

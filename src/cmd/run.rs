@@ -133,14 +133,20 @@ impl Command {
 }
 
 /// The file of the user's key for [`COMMAND_FILE`]'s MAC: `resume.key` in `$LESSRT_CONFIG_DIR`, else
-/// `$XDG_CONFIG_HOME/lessrt`, else `~/.config/lessrt` (a configuration directory: a cache may be wiped).
-fn user_key_file() -> PathBuf {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+/// `$XDG_CONFIG_HOME/lessrt`, else `~/.config/lessrt` (a configuration directory: a cache may be wiped). Only an
+/// absolute directory counts (as XDG says of its variables): a relative one would find a key a run directory ships.
+fn user_key_file() -> std::io::Result<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).map(PathBuf::from).filter(|p| p.is_absolute());
     var("LESSRT_CONFIG_DIR")
         .or_else(|| var("XDG_CONFIG_HOME").map(|x| x.join("lessrt")))
         .or_else(|| var("HOME").map(|h| h.join(".config").join("lessrt")))
-        .unwrap_or_else(|| PathBuf::from(".lessrt-config"))
-        .join("resume.key")
+        .map(|dir| dir.join("resume.key"))
+        .ok_or_else(|| {
+            std::io::Error::other(
+                "no configuration directory for the user's key: set HOME, XDG_CONFIG_HOME or LESSRT_CONFIG_DIR to an \
+                 absolute path",
+            )
+        })
 }
 
 /// The user's key for [`COMMAND_FILE`]'s MAC: read, or made from the operating system's random bytes on first use
@@ -148,7 +154,7 @@ fn user_key_file() -> PathBuf {
 /// reads.
 fn user_key(create: bool) -> std::io::Result<[u8; 32]> {
     use std::io::Write;
-    let path = user_key_file();
+    let path = user_key_file()?;
     if create && let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
         let mut options = std::fs::OpenOptions::new();
@@ -169,7 +175,8 @@ fn user_key(create: bool) -> std::io::Result<[u8; 32]> {
     }
     // Another process may be writing it this moment: wait for its 32 bytes.
     for _ in 0..200 {
-        let bytes = std::fs::read(&path)?;
+        let bytes =
+            std::fs::read(&path).map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         if let Ok(key) = <[u8; 32]>::try_from(bytes.as_slice()) {
             return Ok(key);
         }
@@ -199,8 +206,7 @@ pub(crate) fn run(args: &Args, ctx: Ctx) -> anyhow::Result<ExitCode> {
     let dir = std::path::absolute(dir).map_err(|e| not_resumable(e.to_string()))?;
     let text = std::fs::read(dir.join(COMMAND_FILE)).map_err(|e| not_resumable(format!("{COMMAND_FILE}: {e}")))?;
     let command: Command = serde_json::from_slice(&text).map_err(|e| not_resumable(format!("{COMMAND_FILE}: {e}")))?;
-    let key =
-        user_key(false).map_err(|e| not_resumable(format!("this user's key ({}): {e}", user_key_file().display())))?;
+    let key = user_key(false).map_err(|e| not_resumable(format!("this user's key: {e}")))?;
     if command.mac.is_empty() || !constant_time_eq(command.mac.as_bytes(), command.mac(&key).as_bytes()) {
         return Err(not_resumable(format!(
             "{COMMAND_FILE} was changed since the run wrote it, or another user or machine wrote it"
@@ -472,7 +478,7 @@ fn save_command(dir: &Path, scenario: &Path) -> anyhow::Result<()> {
         scenario_blake3: blake3::hash(&text).to_hex().to_string(),
         mac: String::new(),
     };
-    let key = user_key(true).with_context(|| format!("the user's key, {}", user_key_file().display()))?;
+    let key = user_key(true).context("the user's key for command.json")?;
     command.mac = command.mac(&key);
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut json = serde_json::to_vec_pretty(&command)?;

@@ -182,6 +182,39 @@ const DETECTOR_TABLE: &[Detector] = &[
         pattern: r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})",
     },
     Detector {
+        // An environment variable of a secret, in capitals, its key word glued to a prefix (`PGPASSWORD=…`,
+        // `DB_PASS=…`, `SMTP_PASS: …`, `MYSQL_PWD=…`).
+        action: Action::Secret(KEY_VALUE),
+        keys: &["pass", "pwd", "secret", "token"],
+        pattern: concat!(
+            r#"(?-i:\b[A-Z][A-Z0-9]*_?(?:PASS|PASSWORD|PASSWD|PWD|SECRET|TOKEN))\b["']?\s*(?::=|[:=：])\s*"#,
+            r#"(?P<secret>"[^"\n]{1,200}"|'[^'\n]{1,200}'|[^\s"'`,;]{3,})"#
+        ),
+    },
+    Detector {
+        // A secret given as a command-line flag or an XML element: `--password X`, `--password=X`, `curl -u user:X`,
+        // `<password>X</password>`.
+        action: Action::Secret(KEY_VALUE),
+        keys: &["--pass", "-u ", "--user", "<pass", "<secret", "<token", "<api"],
+        pattern: concat!(
+            r#"(?i)(?:--(?:password|passwd|pass|secret|token|api-key)(?:=|\s+)|(?:\s-u\s+|--user[=\s])[^\s:"']+:|"#,
+            r#"<(?:password|passwd|secret|token|api_?key)>)(?P<secret>"[^"\n]{1,200}"|'[^'\n]{1,200}'|[^\s"'`,;<]{3,})"#
+        ),
+    },
+    Detector {
+        // A password named without a colon ("with password Rr37ttYy", "the password should be …"): taken when the
+        // value looks like a secret, since prose has this shape too.
+        action: Action::PlausibleSecret(KEY_VALUE),
+        keys: &["password", "passwort", "passcode"],
+        pattern: r#"(?i)\b(?:password|passwort|passcode)\s+(?:should\s+be\s+|will\s+be\s+|was\s+)?(?P<secret>[^\s"'`,;]{4,})"#,
+    },
+    Detector {
+        // A PIN: four to eight digits after the word.
+        action: Action::Secret(KEY_VALUE),
+        keys: &["pin"],
+        pattern: r"(?i)\bpin(?:\s*code)?\s*[:=：]\s*(?P<secret>\d{4,8})\b",
+    },
+    Detector {
         // A login given as a pair (`login: admin / Xk29vLq8`, `creds: admin:Xk29vLq8`): the part after the user is
         // the password.
         action: Action::Secret("login pair"),
@@ -214,6 +247,7 @@ const DETECTOR_TABLE: &[Detector] = &[
             "losenord",
             "parola",
             "mot de passe",
+            "şifre",
         ],
         pattern: concat!(
             // `_` before the key too: DB_PASSWORD=…, AWS_SECRET_ACCESS_KEY=….
@@ -227,7 +261,7 @@ const DETECTOR_TABLE: &[Detector] = &[
             r#"lösenord|losenord|parola d'ordine|parola chiave|şifre)\b["']?"#,
             // Up to four words between the key and a colon or `=` ("password for the billing db: …", "пароль от
             // базы billing: …"); words only, so the colon is in the same phrase as the key.
-            r#"(?:\s*(?:[:=]|=>|\bis\b|—|–)|(?:\s+[\p{L}\p{N}][\p{L}\p{N}_.-]{0,15}){1,4}\s*[:=])\s*"#,
+            r#"(?:\s*(?::=|[:=：]|=>|\bis\b|—|–)|(?:\s+[\p{L}\p{N}][\p{L}\p{N}_.-]{0,15}){1,4}\s*[:=：])\s*"#,
             // A quoted value is taken whole, spaces and all; an unquoted one up to a space or separator.
             r#"(?P<secret>"[^"\n]{1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|[^\s"'`,;]{3,})"#
         ),

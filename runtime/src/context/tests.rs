@@ -499,6 +499,19 @@ fn every_secret_shape_becomes_a_stable_credential_ref() {
         ("contraseña: gato1234", "gato1234"),
         ("senha = cafe2024", "cafe2024"),
         ("the passcode is 482913", "482913"),
+        // Found by an outside attack on those fixes.
+        ("şifre: Ab12Cd39", "Ab12Cd39"),
+        ("DB_PASS=Ab12Cd34", "Ab12Cd34"),
+        ("SMTP_PASS: Ab12Cd35", "Ab12Cd35"),
+        ("PGPASSWORD=Ee15ooPp", "Ee15ooPp"),
+        ("PASSWORD := Uu66yyTt", "Uu66yyTt"),
+        ("password：Qq11wwEe", "Qq11wwEe"),
+        ("<password>Cc82vvBb</password>", "Cc82vvBb"),
+        ("run it with --password Ll77kkJj please", "Ll77kkJj"),
+        ("curl -u admin:Ww26uuIi https://x", "Ww26uuIi"),
+        ("log in with password Rr37ttYy today", "Rr37ttYy"),
+        ("the password should be Mm72nnBb", "Mm72nnBb"),
+        ("PIN: 4821", "4821"),
     ];
     for (text, secret) in found {
         let redacted = redact(text);

@@ -37,6 +37,11 @@ impl Reach {
                 .is_ok_and(|file| patterns.iter().any(|(_, pattern)| pattern.covers(&Forms::of(&file))))
     }
 
+    /// Whether it is the whole workspace (no `reach` configured).
+    pub fn is_whole(&self) -> bool {
+        self.patterns.is_none()
+    }
+
     /// Whether everything `pattern` covers is within it.
     pub fn holds(&self, pattern: &str) -> bool {
         match &self.patterns {

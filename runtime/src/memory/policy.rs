@@ -609,7 +609,9 @@ impl Memory {
             let same_source = old.engram.provenance.created_by == new.engram.provenance.created_by;
             // A correction replaces what its author may modify (the creator's, a child's, as an operator), as
             // `supersede_as` would; anyone else's is a second opinion, which may contradict it.
-            if same_source || (correction && who.may_modify(&old)) {
+            // Either way the putter must be one who may modify the old engram: a `created_by` is what the putter
+            // declares, so naming the old engram's creator gives no right to replace it.
+            if (same_source || correction) && who.may_modify(&old) {
                 // A narrower engram must not hide a wider one from readers who cannot see its replacement.
                 if new.engram.scope >= old.engram.scope
                     && self.supersede(&new.project, &old.engram.id, &new.engram.id)?
