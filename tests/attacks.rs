@@ -639,3 +639,34 @@ fn attack_symbols_show_a_reach_limited_client_nothing_outside_its_reach() {
     assert!(items[0].content.contains("The plan."), "{items:?}");
     refused(desk.deref(&manager, &["artifact:SPEC.md#sec=Scope".to_owned()], None), ErrorCode::DerefDenied, "outside");
 }
+
+/// The desk writes its audit log and reads its grant key through no link (an outside attack on issue 61's fixes): a
+/// link in the audit log's place leaves the file it points at untouched; a linked, or world-readable, key is refused.
+#[test]
+fn attack_the_desk_follows_no_link_to_its_audit_log_or_its_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = workspace(dir.path());
+    let store = dir.path().join("store");
+    let desk = Desk::open(&store, Some(&ws), DeskConfig::from_toml(CONFIG).expect("config")).expect("desk");
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "keep me\n").expect("victim");
+    let audit = store.join("desk-audit.log");
+    let _ = std::fs::remove_file(&audit);
+    std::os::unix::fs::symlink(&victim, &audit).expect("link");
+    desk.record(&desk.client("dev"), "less_search", 1, 2, 3, None);
+    assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "keep me\n", "nothing appended through the link");
+    drop(desk);
+    // A key the attacker knows, linked in the key's place, is refused; so is a key others may read.
+    let key = store.join("desk.key");
+    let known = dir.path().join("known.key");
+    std::fs::write(&known, [7u8; 32]).expect("known key");
+    std::fs::remove_file(&key).expect("the store's key");
+    std::os::unix::fs::symlink(&known, &key).expect("link");
+    let refused =
+        Desk::open(&store, Some(&ws), DeskConfig::from_toml(CONFIG).expect("config")).expect_err("linked key");
+    assert!(refused.message.contains("delete it"), "{refused}");
+    std::fs::remove_file(&key).expect("unlink");
+    std::fs::write(&key, [7u8; 32]).expect("a readable key");
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o644)).expect("chmod");
+    assert!(Desk::open(&store, Some(&ws), DeskConfig::from_toml(CONFIG).expect("config")).is_err(), "0644 key");
+}

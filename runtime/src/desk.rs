@@ -1028,11 +1028,8 @@ impl Desk {
             who.identity,
             code.map(|c| format!("\t{c}")).unwrap_or_default()
         );
-        let appended = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.audit)
-            .and_then(|mut f| f.write_all(line.as_bytes()));
+        // Refusing a link or a FIFO in its place, as every file lessrt writes.
+        let appended = crate::files::append(&self.audit).and_then(|mut f| f.write_all(line.as_bytes()));
         if let Err(err) = appended {
             tracing::warn!(target: "less.desk", %err, "a call was not written to the desk's audit log");
         }
@@ -1440,7 +1437,28 @@ fn complete_engram(who: &Client, given: &Value) -> Result<Valid<Engram>, Violati
 
 /// The key grants are signed with: made once per store (32 bytes from the OS), readable by its owner only.
 fn desk_key(path: &Path) -> Result<[u8; 32], Violation> {
-    if let Ok(bytes) = std::fs::read(path) {
+    // A key read through a link, or one others may read, is no secret: refused, saying to delete it.
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        let shared = {
+            #[cfg(unix)]
+            {
+                std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o077 != 0
+            }
+            #[cfg(not(unix))]
+            {
+                false
+            }
+        };
+        if !meta.file_type().is_file() || shared {
+            return Err(store_failed(
+                &path.display().to_string(),
+                "not a regular file only its owner may read (a link, or readable by others); delete it to make a new key",
+            ));
+        }
+        let mut bytes = Vec::new();
+        crate::files::open_to_read(path)
+            .and_then(|mut file| std::io::Read::read_to_end(&mut file, &mut bytes))
+            .map_err(|err| store_failed(&path.display().to_string(), err))?;
         return <[u8; 32]>::try_from(bytes.as_slice())
             .map_err(|_| store_failed(&path.display().to_string(), "not a 32-byte key; delete it to make a new one"));
     }
