@@ -522,6 +522,19 @@ impl Memory {
 
     /// Answers a query: stage-1 candidates and nearest vectors, fused and ordered by [`rank::rank`].
     pub fn recall(&mut self, request: &RecallRequest<'_>) -> Result<Recall, MemoryError> {
+        // A question, not a text: as a workspace search (an unbounded one costs time and memory in every stage).
+        let max = crate::workspace::MAX_QUERY_CHARS;
+        if request.text.chars().nth(max).is_some() {
+            return Err(MemoryError::Refused(less_contract::Violation::new(
+                less_contract::ErrorCode::ArgumentInvalid,
+                "/text",
+                format!(
+                    "the question has {} characters; a question has at most {max}: ask for what you need in a few \
+                     words, not a whole text",
+                    request.text.chars().count()
+                ),
+            )));
+        }
         // Always: other processes may have changed the store since this one last looked.
         let generation = self.sync_hash()?;
         self.rows.at_generation(generation);

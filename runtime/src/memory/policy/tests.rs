@@ -720,3 +720,14 @@ fn a_k_out_of_range_is_refused_and_recall_caps_it() {
     // The trusted path caps instead of sizing anything by the number.
     assert_eq!(memory.query("port", "a", None, usize::MAX).expect("capped").hits.len(), 1);
 }
+
+/// A question is bounded like a search query (an outside attack on issue 61's fixes: a 400,000-word recall took
+/// seconds and hundreds of megabytes): past the cap it is refused with its code, and what fits is answered.
+#[test]
+fn a_question_past_the_cap_is_refused() {
+    let (_dir, mut memory) = open();
+    let dev = Principal::agent("dev", "programmer", "a", "r1");
+    let long = "word ".repeat(crate::workspace::MAX_QUERY_CHARS / 5 + 1);
+    assert_eq!(code(memory.query_as(&dev, &long, &q(5)).expect_err("too long")), ErrorCode::ArgumentInvalid);
+    assert!(memory.query_as(&dev, &long[..crate::workspace::MAX_QUERY_CHARS], &q(5)).is_ok());
+}
