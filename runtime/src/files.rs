@@ -17,6 +17,27 @@ pub fn create(path: &Path) -> io::Result<File> {
     open_regular(path, options)
 }
 
+/// The lock files the search library opens in an index directory with plain, blocking opens that follow links.
+const TANTIVY_LOCKS: [&str; 2] = [".tantivy-meta.lock", ".tantivy-writer.lock"];
+
+/// Refuses an index directory whose lock files are anything but regular files (a FIFO would block every open, a link
+/// would create a file at its target): checked before the search library opens `dir`.
+pub fn check_index_locks(dir: &Path) -> io::Result<()> {
+    for name in TANTIVY_LOCKS {
+        let path = dir.join(name);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if !meta.file_type().is_file() => {
+                return Err(io::Error::other(format!(
+                    "{} is not a regular file (a link, a FIFO or a device): remove it, and the index opens again",
+                    path.display()
+                )));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Opens `path` to append to it, created if missing.
 pub fn append(path: &Path) -> io::Result<File> {
     let mut options = OpenOptions::new();

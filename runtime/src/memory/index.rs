@@ -275,6 +275,7 @@ impl RecallIndex {
     /// from the store.
     pub fn open(dir: &Path) -> Result<RecallIndex, IndexError> {
         std::fs::create_dir_all(dir).map_err(|source| IndexError::Io { path: dir.to_owned(), source })?;
+        crate::files::check_index_locks(dir).map_err(|source| IndexError::Io { path: dir.to_owned(), source })?;
         let (schema, fields) = schema();
         let index = |reader, generation| RecallIndex {
             dir: dir.to_owned(),
@@ -304,6 +305,7 @@ impl RecallIndex {
     /// missing, damaged or behind the store are left as they are; the catch-up or rebuild they need happens in an
     /// index in memory, of this reader alone (see [`RecallIndex::write`]).
     pub fn open_read_only(dir: &Path) -> Result<RecallIndex, IndexError> {
+        crate::files::check_index_locks(dir).map_err(|source| IndexError::Io { path: dir.to_owned(), source })?;
         let (schema, fields) = schema();
         let mut index = match open_readable(dir, &schema) {
             Ok((reader, generation)) => {
@@ -392,6 +394,8 @@ impl RecallIndex {
             return Ok(IndexWrite { index: self, writer, committed, _lock: None });
         }
         let lock = WriteLock::acquire(&self.dir)?;
+        crate::files::check_index_locks(&self.dir)
+            .map_err(|source| IndexError::Io { path: self.dir.clone(), source })?;
         let (schema, _) = schema();
         let index = match Index::open_in_dir(&self.dir) {
             Ok(index) if index.schema() == schema => index,

@@ -454,6 +454,8 @@ impl WorkspaceIndex {
         }
         let layout = meta(&db, "layout")?;
         let generation = meta(&db, "generation")?;
+        crate::files::check_index_locks(&tantivy_dir)
+            .map_err(|source| WorkspaceError::Io { path: tantivy_dir.clone(), source })?;
         let opened = Index::open_in_dir(&tantivy_dir).ok().filter(|i| i.schema() == schema);
         let payload = opened.as_ref().and_then(|i| i.load_metas().ok()).and_then(|m| m.payload);
         let consistent = layout.as_deref() == Some(LAYOUT) && generation.is_some() && payload == generation;

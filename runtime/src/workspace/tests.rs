@@ -519,3 +519,39 @@ fn a_hundred_thousand_headings_are_cut_in_one_pass() {
     assert_eq!(chunks.len(), 100_000);
     assert!(chunks.iter().all(|c| c.section.is_none() && c.top_level));
 }
+
+/// The search library's own lock files are checked before it opens the index (an outside attack on issue 61's
+/// fixes: a FIFO at `.tantivy-meta.lock` hung every search, a dangling link created a file at its target): anything
+/// but a regular file there is refused, saying to remove it, without blocking.
+#[cfg(unix)]
+#[test]
+fn the_search_librarys_lock_files_are_never_links_or_fifos() {
+    let ws = tempfile::tempdir().expect("workspace");
+    let cache = tempfile::tempdir().expect("cache");
+    write(ws.path(), "a.rs", "fn a() {}\n");
+    let mut index = WorkspaceIndex::open_in(ws.path(), cache.path()).expect("open");
+    index.refresh(&crate::progress::Silent).expect("index");
+    drop(index);
+    let tantivy = cache.path().join(crate::layout::WORKSPACE_TANTIVY_DIR);
+    for name in [".tantivy-meta.lock", ".tantivy-writer.lock"] {
+        let lock = tantivy.join(name);
+        let _ = std::fs::remove_file(&lock);
+        let made = std::process::Command::new("mkfifo").arg(&lock).status().expect("mkfifo");
+        assert!(made.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (root, dir) = (ws.path().to_owned(), cache.path().to_owned());
+        std::thread::spawn(move || {
+            let _ = tx.send(WorkspaceIndex::open_in(&root, &dir).map(drop).map_err(|e| e.to_string()));
+        });
+        let answer = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the open returned: a FIFO blocked it");
+        let err = answer.expect_err("a FIFO as the lock is refused");
+        assert!(err.contains("not a regular file") && err.contains("remove it"), "{err}");
+        std::fs::remove_file(&lock).expect("unfifo");
+        let victim = cache.path().join("victim");
+        std::os::unix::fs::symlink(&victim, &lock).expect("symlink");
+        assert!(WorkspaceIndex::open_in(ws.path(), cache.path()).is_err(), "a link as the lock is refused");
+        assert!(!victim.exists(), "nothing created at the link's target");
+        std::fs::remove_file(&lock).expect("unlink");
+    }
+    WorkspaceIndex::open_in(ws.path(), cache.path()).expect("opens again once removed");
+}
