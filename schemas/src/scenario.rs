@@ -1376,7 +1376,7 @@ mod tests {
     fn any_text_is_a_valid_toml_string_that_reads_back_as_written() {
         let every_ascii: String = (0u8..=0x7f).map(char::from).collect();
         for text in [every_ascii.as_str(), "a\u{7f}b", "\"\"\"'''\\", "line\u{2028}sep\u{feff}", "é ✓ 𝄞"] {
-            let doc = format!("q = {}\n", super::toml_string(text));
+            let doc = format!("q = {}\n", toml_string(text));
             let table: toml::Table = toml::from_str(&doc).unwrap_or_else(|e| panic!("{text:?}: {e}\n{doc}"));
             assert_eq!(table["q"].as_str(), Some(text));
         }

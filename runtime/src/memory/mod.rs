@@ -525,8 +525,8 @@ impl Memory {
         // A question, not a text: as a workspace search (an unbounded one costs time and memory in every stage).
         let max = crate::workspace::MAX_QUERY_CHARS;
         if request.text.chars().nth(max).is_some() {
-            return Err(MemoryError::Refused(less_contract::Violation::new(
-                less_contract::ErrorCode::ArgumentInvalid,
+            return Err(MemoryError::Refused(Violation::new(
+                ErrorCode::ArgumentInvalid,
                 "/text",
                 format!(
                     "the question has {} characters; a question has at most {max}: ask for what you need in a few \
