@@ -1437,46 +1437,7 @@ fn complete_engram(who: &Client, given: &Value) -> Result<Valid<Engram>, Violati
 
 /// The key grants are signed with: made once per store (32 bytes from the OS), readable by its owner only.
 fn desk_key(path: &Path) -> Result<[u8; 32], Violation> {
-    // A key read through a link, or one others may read, is no secret: refused, saying to delete it.
-    if let Ok(meta) = std::fs::symlink_metadata(path) {
-        let shared = {
-            #[cfg(unix)]
-            {
-                std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o077 != 0
-            }
-            #[cfg(not(unix))]
-            {
-                false
-            }
-        };
-        if !meta.file_type().is_file() || shared {
-            return Err(store_failed(
-                &path.display().to_string(),
-                "not a regular file only its owner may read (a link, or readable by others); delete it to make a new key",
-            ));
-        }
-        let mut bytes = Vec::new();
-        crate::files::open_to_read(path)
-            .and_then(|mut file| std::io::Read::read_to_end(&mut file, &mut bytes))
-            .map_err(|err| store_failed(&path.display().to_string(), err))?;
-        return <[u8; 32]>::try_from(bytes.as_slice())
-            .map_err(|_| store_failed(&path.display().to_string(), "not a 32-byte key; delete it to make a new one"));
-    }
-    let mut key = [0u8; 32];
-    getrandom::fill(&mut key).map_err(|err| store_failed("the OS random source", err))?;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    match options.open(path) {
-        Ok(mut file) => {
-            file.write_all(&key).map_err(|err| store_failed(&path.display().to_string(), err))?;
-            Ok(key)
-        }
-        // Another process made it first: use theirs.
-        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => desk_key(path),
-        Err(err) => Err(store_failed(&path.display().to_string(), err)),
-    }
+    crate::files::secret_key(path, true).map_err(|err| store_failed(&path.display().to_string(), err))
 }
 
 fn now_unix() -> i64 {

@@ -38,6 +38,52 @@ pub fn check_index_locks(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// A 32-byte secret key kept in `path`: read, or (with `create`) made from the operating system's random bytes,
+/// 0600, the first of several processes making it at once winning and the others reading theirs. A key that is a
+/// link, anything but a regular file, readable by others or not 32 bytes is refused, saying to delete it.
+pub fn secret_key(path: &Path, create: bool) -> io::Result<[u8; 32]> {
+    let named = |what: String| io::Error::other(format!("{}: {what}", path.display()));
+    if create && std::fs::symlink_metadata(path).is_err() {
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        match options.open(path) {
+            Ok(mut file) => {
+                let mut key = [0u8; 32];
+                getrandom::fill(&mut key).map_err(io::Error::other)?;
+                file.write_all(&key)?;
+                file.sync_all()?;
+                return Ok(key);
+            }
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(err) => return Err(err),
+        }
+    }
+    let meta =
+        std::fs::symlink_metadata(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    #[cfg(unix)]
+    let shared = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o077 != 0;
+    #[cfg(not(unix))]
+    let shared = false;
+    if !meta.file_type().is_file() || shared {
+        return Err(named(
+            "not a regular file only its owner may read (a link, or readable by others); delete it to make a new key"
+                .to_owned(),
+        ));
+    }
+    // Another process may be writing it this moment: wait for its 32 bytes.
+    for _ in 0..200 {
+        let mut bytes = Vec::new();
+        io::Read::read_to_end(&mut open_to_read(path)?, &mut bytes)?;
+        if let Ok(key) = <[u8; 32]>::try_from(bytes.as_slice()) {
+            return Ok(key);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Err(named("not a 32-byte key; delete it to make a new one".to_owned()))
+}
+
 /// Opens `path` to append to it, created if missing.
 pub fn append(path: &Path) -> io::Result<File> {
     let mut options = OpenOptions::new();

@@ -149,40 +149,14 @@ fn user_key_file() -> std::io::Result<PathBuf> {
         })
 }
 
-/// The user's key for [`COMMAND_FILE`]'s MAC: read, or made from the operating system's random bytes on first use
-/// (mode 0600; the first of several processes making it at once wins, the others read it). `create: false` only
-/// reads.
+/// The user's key for [`COMMAND_FILE`]'s MAC ([`less_runtime::files::secret_key`]): made on first use with
+/// `create`, only read without.
 fn user_key(create: bool) -> std::io::Result<[u8; 32]> {
-    use std::io::Write;
     let path = user_key_file()?;
     if create && let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        match options.open(&path) {
-            Ok(mut file) => {
-                let mut key = [0u8; 32];
-                getrandom::fill(&mut key).map_err(std::io::Error::other)?;
-                file.write_all(&key)?;
-                file.sync_all()?;
-                return Ok(key);
-            }
-            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(err) => return Err(err),
-        }
     }
-    // Another process may be writing it this moment: wait for its 32 bytes.
-    for _ in 0..200 {
-        let bytes =
-            std::fs::read(&path).map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        if let Ok(key) = <[u8; 32]>::try_from(bytes.as_slice()) {
-            return Ok(key);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Err(std::io::Error::other(format!("{} is not a 32-byte key", path.display())))
+    less_runtime::files::secret_key(&path, create)
 }
 
 /// The arguments of a `lessrt run` being resumed, read back.
